@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Sets up, builds the dev preset (ASan + UBSan, warnings as errors) and runs every test:
+# the C++ suites under CTest, the Python SDK's unit tests, and the clang-format check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+bash scripts/check-format.sh
+
+cmake --preset dev >/dev/null
+cmake --build --preset dev -j "$(nproc)"
+ctest --preset dev -j "$(nproc)"
+
+if [ -d python/tessera ]; then
+  PYTHONPATH=python python3 -m unittest discover -s python/tests -t python -v
+fi
