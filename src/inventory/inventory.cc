@@ -1,0 +1,185 @@
+#include "inventory/inventory.h"
+
+#include <algorithm>
+
+namespace tessera {
+namespace {
+
+constexpr int64_t kMaxHosts = int64_t{1} << 20;
+
+std::string Pad(int v, int width) {
+  std::string s = std::to_string(v);
+  return s.size() >= static_cast<size_t>(width) ? s : std::string(width - s.size(), '0') + s;
+}
+
+}  // namespace
+
+const char* HealthName(Health h) {
+  switch (h) {
+    case Health::kHealthy:
+      return "healthy";
+    case Health::kDegraded:
+      return "degraded";
+    case Health::kDown:
+      return "down";
+  }
+  return "unknown";
+}
+
+Result<Inventory> Inventory::MakePod(const PodSpec& spec) {
+  if (Info(spec.generation).rank != 3)
+    return InvalidArgument("generation: " + std::string(GenerationName(spec.generation)) +
+                           " has fixed 2D slices, not cubes; describe it as a fleet of slices");
+  if (spec.blocks <= 0) return InvalidArgument("blocks must be at least 1");
+  if (spec.cubes_per_block <= 0) return InvalidArgument("cubesPerBlock must be at least 1");
+  if (int64_t{spec.blocks} * spec.cubes_per_block * kHostsPerCube > kMaxHosts)
+    return InvalidArgument("blocks x cubesPerBlock: at most " +
+                           std::to_string(kMaxHosts / kHostsPerCube) + " cubes in one pod");
+  Inventory inv;
+  inv.generation_ = spec.generation;
+  for (int b = 0; b < spec.blocks; ++b) {
+    Block block{BlockId(b), "block-" + Pad(b, 2), {}, spec.cubes_per_block};
+    for (int c = 0; c < spec.cubes_per_block; ++c) {
+      Cube cube;
+      cube.id = CubeId(static_cast<uint32_t>(inv.cubes_.size()));
+      cube.block = block.id;
+      cube.name = "cube-" + Pad(static_cast<int>(cube.id.value()), 3);
+      for (int z = 0; z < kCubeHostsZ; ++z)
+        for (int y = 0; y < kCubeHostsY; ++y)
+          for (int x = 0; x < kCubeHostsX; ++x) {
+            Host h;
+            h.id = HostId(static_cast<uint32_t>(inv.hosts_.size()));
+            h.cube = cube.id;
+            h.coord = Coord{x, y, z};
+            h.name = cube.name + "-h" + Pad(CubeLocalIndex(x, y, z), 2);
+            cube.hosts[CubeLocalIndex(x, y, z)] = h.id;
+            inv.hosts_.push_back(std::move(h));
+          }
+      block.cubes.push_back(cube.id);
+      inv.cubes_.push_back(std::move(cube));
+    }
+    inv.blocks_.push_back(std::move(block));
+  }
+  inv.usable_chips_ = static_cast<int64_t>(inv.hosts_.size()) * 4;
+  return inv;
+}
+
+Result<Inventory> Inventory::MakeFleet(const FleetSpec& spec) {
+  if (Info(spec.generation).rank != 2)
+    return InvalidArgument("generation: " + std::string(GenerationName(spec.generation)) +
+                           " is built from cubes; describe it as a pod of blocks");
+  if (spec.slices.empty()) return InvalidArgument("slices: a fleet needs at least one slice");
+  Inventory inv;
+  inv.generation_ = spec.generation;
+  int64_t hosts = 0;
+  for (size_t i = 0; i < spec.slices.size(); ++i) {
+    auto topo = SliceTopology::Make(spec.generation, spec.slices[i]);
+    if (!topo.ok())
+      return InvalidArgument("slices[" + std::to_string(i) + "]: " + topo.status().message());
+    hosts += topo->hosts();
+    if (hosts > kMaxHosts)
+      return InvalidArgument("slices: at most " + std::to_string(kMaxHosts) + " hosts");
+    FixedSlice slice{
+        SliceId(static_cast<uint32_t>(i)), "slice-" + Pad(static_cast<int>(i), 3), *topo, {}};
+    for (int w = 0; w < topo->hosts(); ++w) {
+      Host h;
+      h.id = HostId(static_cast<uint32_t>(inv.hosts_.size()));
+      h.slice = slice.id;
+      h.chips = topo->chips_per_host();
+      h.coord = topo->HostCoordOf(w);
+      h.name = slice.name + "-w" + std::to_string(w);
+      slice.hosts.push_back(h.id);
+      inv.usable_chips_ += h.chips;
+      inv.hosts_.push_back(std::move(h));
+    }
+    inv.slices_.push_back(std::move(slice));
+  }
+  return inv;
+}
+
+int64_t Inventory::total_chips() const {
+  int64_t n = 0;
+  for (const Host& h : hosts_) n += h.chips;
+  return n;
+}
+
+OwnerId Inventory::ChipOwner(HostId host, int chip) const {
+  if (host.value() >= hosts_.size()) return OwnerId();
+  const Host& h = hosts_[host.value()];
+  return (chip >= 0 && chip < h.chips) ? h.owner : OwnerId();
+}
+
+void Inventory::UpdateMasks(const Host& h, bool was_usable) {
+  if (was_usable != h.usable()) usable_chips_ += h.usable() ? h.chips : -h.chips;
+  if (!h.cube.valid()) return;
+  Cube& cube = cubes_[h.cube.value()];
+  const bool was_whole = cube.whole_and_usable();
+  const HostMask bit = HostMask(1u << CubeLocalIndex(h.coord.x, h.coord.y, h.coord.z));
+  cube.free_mask = h.free() ? (cube.free_mask | bit) : (cube.free_mask & ~bit);
+  cube.healthy_mask =
+      h.health == Health::kHealthy ? (cube.healthy_mask | bit) : (cube.healthy_mask & ~bit);
+  if (was_whole != cube.whole_and_usable())
+    blocks_[cube.block.value()].usable_cubes += cube.whole_and_usable() ? 1 : -1;
+}
+
+Status Inventory::Reserve(OwnerId owner, const std::vector<HostId>& hosts) {
+  if (!owner.valid()) return InvalidArgument("owner: an invalid owner id cannot reserve");
+  if (hosts.empty()) return InvalidArgument("hosts: a reservation needs at least one host");
+  std::vector<HostId> sorted = hosts;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted[i].value() >= hosts_.size())
+      return InvalidArgument("hosts: unknown host id " + std::to_string(sorted[i].value()));
+    if (i > 0 && sorted[i] == sorted[i - 1])
+      return FailedPrecondition("host " + hosts_[sorted[i].value()].name +
+                                " is listed twice in one reservation");
+    const Host& h = hosts_[sorted[i].value()];
+    if (!h.free())
+      return FailedPrecondition("host " + h.name + " is already owned by " +
+                                std::to_string(h.owner.value()));
+    if (h.health == Health::kDown) return FailedPrecondition("host " + h.name + " is down");
+  }
+  for (HostId id : sorted) {
+    Host& h = hosts_[id.value()];
+    const bool was_usable = h.usable();
+    h.owner = owner;
+    owned_chips_ += h.chips;
+    UpdateMasks(h, was_usable);
+  }
+  auto& held = owners_[owner];
+  held.insert(held.end(), sorted.begin(), sorted.end());
+  std::sort(held.begin(), held.end());
+  return Status::Ok();
+}
+
+int Inventory::Release(OwnerId owner) {
+  auto it = owners_.find(owner);
+  if (it == owners_.end()) return 0;
+  for (HostId id : it->second) {
+    Host& h = hosts_[id.value()];
+    const bool was_usable = h.usable();
+    h.owner = OwnerId();
+    owned_chips_ -= h.chips;
+    UpdateMasks(h, was_usable);
+  }
+  const int freed = static_cast<int>(it->second.size());
+  owners_.erase(it);
+  return freed;
+}
+
+std::vector<HostId> Inventory::HostsOf(OwnerId owner) const {
+  auto it = owners_.find(owner);
+  return it == owners_.end() ? std::vector<HostId>{} : it->second;
+}
+
+Status Inventory::SetHealth(HostId id, Health health) {
+  if (id.value() >= hosts_.size())
+    return InvalidArgument("host: unknown host id " + std::to_string(id.value()));
+  Host& h = hosts_[id.value()];
+  const bool was_usable = h.usable();
+  h.health = health;
+  UpdateMasks(h, was_usable);
+  return Status::Ok();
+}
+
+}  // namespace tessera
