@@ -1,0 +1,132 @@
+import json
+import os
+import tempfile
+import threading
+import unittest
+from unittest import mock
+
+from tessera import worker
+
+
+class ContextTest(unittest.TestCase):
+    def test_nothing_set_is_a_single_local_process(self):
+        ctx = worker.context({})
+        self.assertEqual(ctx, worker.WorkerContext())
+        self.assertEqual((ctx.rank, ctx.world_size, ctx.attempt), (0, 1, 0))
+        self.assertTrue(ctx.is_chief)
+        self.assertIsNone(ctx.checkpoint_dir)
+
+    def test_reads_every_field(self):
+        env = {
+            "RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "MASTER_ADDR": "10.0.0.2",
+            "MASTER_PORT": "1234", "MEGASCALE_SLICE_ID": "1", "MEGASCALE_NUM_SLICES": "2",
+            "TPU_WORKER_ID": "3", "TESSERA_ATTEMPT": "2", "TESSERA_JOB": "train-demo",
+            "TESSERA_CHECKPOINT_DIR": "/ckpt",
+        }
+        ctx = worker.context(env)
+        self.assertEqual(
+            ctx,
+            worker.WorkerContext(
+                rank=5, world_size=8, local_rank=1, slice_id=1, num_slices=2, worker_id=3,
+                attempt=2, job="train-demo", checkpoint_dir="/ckpt", master_addr="10.0.0.2",
+                master_port=1234,
+            ),
+        )
+        self.assertFalse(ctx.is_chief)
+        with self.assertRaises(Exception):
+            ctx.rank = 0  # frozen
+
+    def test_defaults_to_os_environ(self):
+        with mock.patch.dict(os.environ, {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "h",
+                                          "MASTER_PORT": "5"}):
+            self.assertEqual(worker.context().rank, 1)
+
+    def assertEnvError(self, env, variable, fragment):
+        with self.assertRaises(worker.EnvError) as cm:
+            worker.context(env)
+        self.assertEqual(cm.exception.variable, variable)
+        self.assertIn(variable, str(cm.exception))
+        self.assertIn(fragment, str(cm.exception))
+
+    def test_errors_name_the_variable(self):
+        full = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "29500"}
+        self.assertEnvError({**full, "RANK": "zero"}, "RANK", "integer")
+        self.assertEnvError({**full, "WORLD_SIZE": "2.0"}, "WORLD_SIZE", "integer")
+        self.assertEnvError({**full, "WORLD_SIZE": "0"}, "WORLD_SIZE", ">= 1")
+        self.assertEnvError({**full, "RANK": "2"}, "RANK", "< WORLD_SIZE")
+        self.assertEnvError({**full, "RANK": "-1"}, "RANK", ">= 0")
+        self.assertEnvError({"RANK": "0"}, "WORLD_SIZE", "required when RANK")
+        self.assertEnvError({"WORLD_SIZE": "1"}, "RANK", "required when WORLD_SIZE")
+        del full["MASTER_PORT"]
+        self.assertEnvError(full, "MASTER_PORT", "required when WORLD_SIZE > 1")
+        self.assertEnvError({**full, "MASTER_PORT": "70000"}, "MASTER_PORT", "TCP port")
+        self.assertEnvError({"TESSERA_ATTEMPT": "x"}, "TESSERA_ATTEMPT", "integer")
+        self.assertEnvError({"TPU_WORKER_ID": "-3"}, "TPU_WORKER_ID", ">= 0")
+        self.assertEnvError({"MEGASCALE_SLICE_ID": "2", "MEGASCALE_NUM_SLICES": "2"},
+                            "MEGASCALE_SLICE_ID", "< MEGASCALE_NUM_SLICES")
+        self.assertEnvError({"MEGASCALE_NUM_SLICES": "2"}, "MEGASCALE_SLICE_ID", "required")
+
+    def test_empty_values_count_as_unset(self):
+        self.assertEqual(worker.context({"RANK": "", "WORLD_SIZE": " ", "TESSERA_JOB": ""}),
+                         worker.WorkerContext())
+
+
+class ProgressTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.dir.name, "progress.jsonl")
+        self.env = {"TESSERA_PROGRESS_FILE": self.path, "RANK": "1", "WORLD_SIZE": "2",
+                    "MASTER_ADDR": "h", "MASTER_PORT": "1", "TESSERA_ATTEMPT": "3"}
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def lines(self):
+        with open(self.path) as f:
+            return [json.loads(line) for line in f]
+
+    def test_unset_is_a_no_op(self):
+        self.assertFalse(worker.report_progress(1, env={}))
+        self.assertFalse(worker.report_checkpoint(1, 0.5, env={"TESSERA_PROGRESS_FILE": ""}))
+
+    def test_writes_one_json_line_per_report(self):
+        self.assertTrue(worker.report_progress(0, env=self.env))
+        self.assertTrue(worker.report_progress(7, env=self.env))
+        self.assertTrue(worker.report_checkpoint(7, 1.25, env=self.env))
+        got = self.lines()
+        self.assertEqual([list(r) for r in got],
+                         [["type", "step", "rank", "attempt", "time"]] * 2
+                         + [["type", "step", "seconds", "rank", "attempt", "time"]])
+        self.assertEqual([(r["type"], r["step"], r["rank"], r["attempt"]) for r in got],
+                         [("progress", 0, 1, 3), ("progress", 7, 1, 3), ("checkpoint", 7, 1, 3)])
+        self.assertEqual(got[2]["seconds"], 1.25)
+        self.assertIsInstance(got[0]["time"], float)
+
+    def test_rejects_bad_steps_and_seconds(self):
+        for bad in (-1, 1.0, "3", True, None):
+            with self.assertRaises((TypeError, ValueError), msg=repr(bad)):
+                worker.report_progress(bad, env=self.env)
+        for bad in (-0.1, float("nan"), float("inf"), "1", True):
+            with self.assertRaises((TypeError, ValueError), msg=repr(bad)):
+                worker.report_checkpoint(1, bad, env=self.env)
+        self.assertFalse(os.path.exists(self.path))
+
+    def test_concurrent_writers_never_interleave(self):
+        def write(rank):
+            env = {**self.env, "RANK": str(rank)}
+            for step in range(300):
+                worker.report_progress(step, env=env)
+
+        threads = [threading.Thread(target=write, args=(r,)) for r in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        got = self.lines()  # json.loads fails on any torn line
+        self.assertEqual(len(got), 600)
+        for rank in range(2):
+            self.assertEqual([r["step"] for r in got if r["rank"] == rank], list(range(300)))
+
+
+if __name__ == "__main__":
+    unittest.main()
