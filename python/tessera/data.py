@@ -120,8 +120,6 @@ class ShardedBatches(Iterator[Batch]):
     def __next__(self) -> Batch:
         g = self.global_batch_size
         while True:
-            if self.offset >= self._n:
-                self._next_epoch()
             if self.num_epochs is not None and self.epoch >= self.num_epochs:
                 raise StopIteration
             remaining = self._n - self.offset
@@ -149,7 +147,11 @@ class ShardedBatches(Iterator[Batch]):
         num_pad = self.batch_size - len(indices)
         samples = [self._dataset[i] for i in indices] + [self.pad_value] * num_pad
         batch = Batch(samples, indices, num_pad, self.epoch, self.offset)
-        self.offset = min(self.offset + g, self._n)
+        self.offset += g
+        if self.offset >= self._n:
+            # Advance eagerly so the state of a finished epoch reads the same on every rank
+            # and in every attempt: (epoch + 1, 0), never (epoch, num_samples).
+            self._next_epoch()
         return batch
 
     def state_dict(self) -> dict:
