@@ -549,6 +549,7 @@ TYPED_TEST(StoreTest, MatchesNaiveModelUnderRandomOps) {
   auto pick_kind = [&] { return kinds[rng.Uniform(kinds.size())]; };
   auto pick_name = [&] { return "n" + std::to_string(rng.Uniform(6)); };
 
+  std::map<StatusCode, int> outcomes;
   constexpr int kSteps = 600;
   for (int step = 0; step < kSteps; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
@@ -580,6 +581,7 @@ TYPED_TEST(StoreTest, MatchesNaiveModelUnderRandomOps) {
       }
     }
     const StatusCode want = model.Commit(batch);
+    ++outcomes[want];
     auto got = this->store_->Commit(batch);
     ASSERT_EQ(got.status().code(), want) << got.status().ToString();
     if (got.ok()) {
@@ -608,6 +610,12 @@ TYPED_TEST(StoreTest, MatchesNaiveModelUnderRandomOps) {
       if (step % 150 == 149) this->Reopen();
     }
   }
+  // The generator must reach every outcome, or the comparison above proves little.
+  for (StatusCode code : {StatusCode::kOk, StatusCode::kAlreadyExists, StatusCode::kNotFound,
+                          StatusCode::kConflict}) {
+    EXPECT_GE(outcomes[code], 20) << StatusCodeName(code);
+  }
+  EXPECT_GT(model.compacted(), 0);
 }
 
 }  // namespace
