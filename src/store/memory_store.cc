@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "store/store_internal.h"
+
 namespace tessera::store {
 
 Result<std::unique_ptr<Store>> MemoryStore::Open(const Options& options) {

@@ -7,6 +7,8 @@
 #include <system_error>
 #include <utility>
 
+#include "store/store_internal.h"
+
 namespace tessera::store {
 
 namespace {
@@ -190,7 +192,7 @@ Status SqliteStore::Error(int rc, std::string_view what) const {
       return InvalidArgument(message);
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      return Unavailable(message + "; another process holds the store");
+      return Unavailable(message + "; another open store holds the file");
     case SQLITE_IOERR:
     case SQLITE_FULL:
     case SQLITE_CANTOPEN:

@@ -3,6 +3,8 @@
 #include <set>
 #include <utility>
 
+#include "store/store_internal.h"
+
 namespace tessera::store {
 
 const char* ChangeTypeName(ChangeType type) {
