@@ -1,0 +1,21 @@
+// The tessera command's subcommands. Each Add*Command registers one subcommand on the app.
+// A subcommand reports bad input by throwing CommandError from its callback; main prints the
+// message to stderr and exits 2 without writing anything to stdout.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <stdexcept>
+#include <string>
+
+namespace tessera::cli {
+
+struct CommandError : std::runtime_error {
+  explicit CommandError(const std::string& message, int exit_code = 2)
+      : std::runtime_error(message), code(exit_code) {}
+  int code;
+};
+
+void AddTopologyCommand(CLI::App& app);
+void AddPlanCommand(CLI::App& app);
+
+}  // namespace tessera::cli
