@@ -15,10 +15,11 @@ struct PlanFlags {
   int blocks = 9;
   int cubes_per_block = 16;
   std::string fleet;  // 2D: "4x4:16,8x8:4" = 16 slices of 4x4 and 4 of 8x8
-  std::string mix = "2x2x1:4,2x2x2:4,2x2x4:3,2x4x4:2,4x4x4:2,4x4x8:1,8x8x8:0.25";
+  std::string mix = "2x2x2:4,2x2x4:3,2x4x4:2,4x4x4:2,4x4x8:1";
   std::string policies = "first-fit,tightest-fit,tessera";
   uint64_t seed = 1;
-  double churn = 0.3;
+  double churn = 0.4;
+  int down_hosts = 0;  // hosts marked down (chosen by the seed) before the run
   std::string output = "text";
 };
 
@@ -66,7 +67,17 @@ void Run(const PlanFlags& f) {
     p->mix = *mix;
     policies.push_back(*p);
   }
-  const Inventory inv = BuildInventory(f, *g);
+  Inventory inv = BuildInventory(f, *g);
+  if (f.down_hosts < 0 || f.down_hosts > static_cast<int>(inv.hosts().size()))
+    throw CommandError("--down-hosts: must be between 0 and the " +
+                       std::to_string(inv.hosts().size()) + " hosts of the cluster");
+  Rng down_rng(f.seed ^ 0x5EEDD0A11ull);
+  for (int marked = 0; marked < f.down_hosts;) {
+    const HostId h(static_cast<uint32_t>(down_rng.Uniform(inv.hosts().size())));
+    if (inv.host(h).health == Health::kDown) continue;
+    (void)inv.SetHealth(h, Health::kDown);
+    ++marked;
+  }
 
   std::vector<SaturationResult> results;
   for (const auto& p : policies)
@@ -77,6 +88,7 @@ void Run(const PlanFlags& f) {
                         {"totalChips", inv.total_chips()},
                         {"seed", f.seed},
                         {"churn", f.churn},
+                        {"downHosts", f.down_hosts},
                         {"mix", f.mix},
                         {"policies", nlohmann::json::array()}};
     if (inv.is_3d()) j["cubes"] = inv.cubes().size();
@@ -84,7 +96,9 @@ void Run(const PlanFlags& f) {
       j["policies"].push_back({{"policy", r.policy},
                                {"requests", r.requests},
                                {"placed", r.placed},
-                               {"failedShape", r.failed_shape},
+                               {"rejected", r.rejected},
+                               {"firstRejectedShape", r.failed_shape},
+                               {"allocatedAtFirstRejection", r.first_failure_chips},
                                {"departed", r.departed},
                                {"allocatedChips", r.allocated_chips},
                                {"utilization", double(r.allocated_chips) / double(r.total_chips)},
@@ -98,18 +112,24 @@ void Run(const PlanFlags& f) {
               static_cast<long long>(inv.total_chips()));
   if (inv.is_3d())
     std::printf(" in %zu cubes (%d blocks of %d)", inv.cubes().size(), f.blocks, f.cubes_per_block);
-  std::printf("\nmix %s, churn %.2f, seed %llu: the same request stream for every policy\n\n",
-              f.mix.c_str(), f.churn, static_cast<unsigned long long>(f.seed));
-  std::printf("%-14s %9s %8s %10s %7s %14s  %s\n", "policy", "placed", "failed", "allocated",
-              "util", "fragmentation", "largest free box then");
-  for (const auto& r : results)
-    std::printf("%-14s %9lld %8s %10lld %6.1f%% %14.3f  %s%s\n", r.policy.c_str(),
-                static_cast<long long>(r.placed), r.failed_shape.c_str(),
-                static_cast<long long>(r.allocated_chips),
-                100.0 * double(r.allocated_chips) / double(r.total_chips), r.fragmentation,
-                r.largest_free.c_str(), r.saturated ? "" : " (not saturated)");
   std::printf(
-      "\nplaced: requests placed before saturation (no shape of the mix fits any more);\n"
+      "\nmix %s, churn %.2f, %d hosts down, seed %llu: the same request stream for every "
+      "policy\n\n",
+      f.mix.c_str(), f.churn, f.down_hosts, static_cast<unsigned long long>(f.seed));
+  std::printf("%-14s %7s %8s %17s %17s %14s  %s\n", "policy", "placed", "rejected",
+              "first rejection", "saturation", "fragmentation", "largest free box at saturation");
+  for (const auto& r : results) {
+    const double total = static_cast<double>(r.total_chips);
+    std::printf("%-14s %7lld %8lld %9lld %6.1f%% %9lld %6.1f%% %14.3f  %s%s\n", r.policy.c_str(),
+                static_cast<long long>(r.placed), static_cast<long long>(r.rejected),
+                static_cast<long long>(r.first_failure_chips),
+                100.0 * static_cast<double>(r.first_failure_chips) / total,
+                static_cast<long long>(r.allocated_chips),
+                100.0 * static_cast<double>(r.allocated_chips) / total, r.fragmentation,
+                r.largest_free.c_str(), r.saturated ? "" : " (not saturated)");
+  }
+  std::printf(
+      "\nrejected: requests turned away because no free box of their shape existed;\n"
       "fragmentation: free chips no shape of the mix can use, weighted by the mix "
       "(docs/placement.md).\n");
 }
@@ -131,6 +151,8 @@ void AddPlanCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", f->seed, "random seed for the request stream")->capture_default_str();
   cmd->add_option("--churn", f->churn, "chance of a departure before each arrival")
+      ->capture_default_str();
+  cmd->add_option("--down-hosts", f->down_hosts, "hosts marked down before the run")
       ->capture_default_str();
   cmd->add_option("-o,--output", f->output, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([f] { Run(*f); });

@@ -38,12 +38,11 @@ Result<Inventory> Inventory::MakePod(const PodSpec& spec) {
   Inventory inv;
   inv.generation_ = spec.generation;
   for (int b = 0; b < spec.blocks; ++b) {
-    Block block{BlockId(b), "block-" + Pad(b, 2), {}, spec.cubes_per_block};
+    Block block{BlockId(b), {}, spec.cubes_per_block};
     for (int c = 0; c < spec.cubes_per_block; ++c) {
       Cube cube;
       cube.id = CubeId(static_cast<uint32_t>(inv.cubes_.size()));
       cube.block = block.id;
-      cube.name = "cube-" + Pad(static_cast<int>(cube.id.value()), 3);
       for (int z = 0; z < kCubeHostsZ; ++z)
         for (int y = 0; y < kCubeHostsY; ++y)
           for (int x = 0; x < kCubeHostsX; ++x) {
@@ -51,7 +50,6 @@ Result<Inventory> Inventory::MakePod(const PodSpec& spec) {
             h.id = HostId(static_cast<uint32_t>(inv.hosts_.size()));
             h.cube = cube.id;
             h.coord = Coord{x, y, z};
-            h.name = cube.name + "-h" + Pad(CubeLocalIndex(x, y, z), 2);
             cube.hosts[CubeLocalIndex(x, y, z)] = h.id;
             inv.hosts_.push_back(std::move(h));
           }
@@ -79,15 +77,13 @@ Result<Inventory> Inventory::MakeFleet(const FleetSpec& spec) {
     hosts += topo->hosts();
     if (hosts > kMaxHosts)
       return InvalidArgument("slices: at most " + std::to_string(kMaxHosts) + " hosts");
-    FixedSlice slice{
-        SliceId(static_cast<uint32_t>(i)), "slice-" + Pad(static_cast<int>(i), 3), *topo, {}};
+    FixedSlice slice{SliceId(static_cast<uint32_t>(i)), *topo, {}};
     for (int w = 0; w < topo->hosts(); ++w) {
       Host h;
       h.id = HostId(static_cast<uint32_t>(inv.hosts_.size()));
       h.slice = slice.id;
       h.chips = topo->chips_per_host();
       h.coord = topo->HostCoordOf(w);
-      h.name = slice.name + "-w" + std::to_string(w);
       slice.hosts.push_back(h.id);
       inv.usable_chips_ += h.chips;
       inv.hosts_.push_back(std::move(h));
@@ -95,6 +91,26 @@ Result<Inventory> Inventory::MakeFleet(const FleetSpec& spec) {
     inv.slices_.push_back(std::move(slice));
   }
   return inv;
+}
+
+std::string Inventory::HostName(HostId id) const {
+  const Host& h = hosts_[id.value()];
+  if (h.cube.valid())
+    return CubeName(h.cube) + "-h" + Pad(CubeLocalIndex(h.coord.x, h.coord.y, h.coord.z), 2);
+  const FixedSlice& s = slices_[h.slice.value()];
+  const int worker =
+      static_cast<int>(std::find(s.hosts.begin(), s.hosts.end(), id) - s.hosts.begin());
+  return SliceName(s.id) + "-w" + std::to_string(worker);
+}
+
+std::string Inventory::CubeName(CubeId id) const {
+  return "cube-" + Pad(static_cast<int>(id.value()), 3);
+}
+std::string Inventory::BlockName(BlockId id) const {
+  return "block-" + Pad(static_cast<int>(id.value()), 2);
+}
+std::string Inventory::SliceName(SliceId id) const {
+  return "slice-" + Pad(static_cast<int>(id.value()), 3);
 }
 
 int64_t Inventory::total_chips() const {
@@ -131,13 +147,13 @@ Status Inventory::Reserve(OwnerId owner, const std::vector<HostId>& hosts) {
     if (sorted[i].value() >= hosts_.size())
       return InvalidArgument("hosts: unknown host id " + std::to_string(sorted[i].value()));
     if (i > 0 && sorted[i] == sorted[i - 1])
-      return FailedPrecondition("host " + hosts_[sorted[i].value()].name +
+      return FailedPrecondition("host " + HostName(sorted[i]) +
                                 " is listed twice in one reservation");
     const Host& h = hosts_[sorted[i].value()];
     if (!h.free())
-      return FailedPrecondition("host " + h.name + " is already owned by " +
+      return FailedPrecondition("host " + HostName(h.id) + " is already owned by " +
                                 std::to_string(h.owner.value()));
-    if (h.health == Health::kDown) return FailedPrecondition("host " + h.name + " is down");
+    if (h.health == Health::kDown) return FailedPrecondition("host " + HostName(h.id) + " is down");
   }
   for (HostId id : sorted) {
     Host& h = hosts_[id.value()];

@@ -7,7 +7,7 @@
 // host (and so no chip) is ever owned twice.
 //
 // An Inventory is a plain value: copying it is the snapshot a scheduling cycle plans against
-// (a 9,216-chip pod copies in microseconds: a few flat vectors, no pointers).
+// (a few flat vectors and no strings: see bench/README.md for the cost).
 //
 // Thread-safety: none. One owner mutates it; copies may be read from other threads.
 #pragma once
@@ -37,7 +37,6 @@ inline constexpr int CubeLocalIndex(int x, int y, int z) { return z * 4 + y * 2 
 
 struct Host {
   HostId id;
-  std::string name;
   Health health = Health::kHealthy;
   OwnerId owner;  // invalid when free
   int chips = 4;
@@ -55,7 +54,6 @@ struct Host {
 struct Cube {
   CubeId id;
   BlockId block;
-  std::string name;
   HostId hosts[kHostsPerCube];        // by local index
   HostMask free_mask = kFullCube;     // bit set: host has no owner
   HostMask healthy_mask = kFullCube;  // bit set: host is healthy
@@ -65,14 +63,12 @@ struct Cube {
 
 struct Block {
   BlockId id;
-  std::string name;
   std::vector<CubeId> cubes;
   int usable_cubes = 0;  // cubes whose 16 hosts are all free and healthy
 };
 
 struct FixedSlice {
   SliceId id;
-  std::string name;
   SliceTopology topology;
   std::vector<HostId> hosts;  // in worker-id order
 };
@@ -111,6 +107,12 @@ class Inventory {
   const Cube& cube(CubeId id) const { return cubes_[id.value()]; }
   const Block& block(BlockId id) const { return blocks_[id.value()]; }
   const FixedSlice& slice(SliceId id) const { return slices_[id.value()]; }
+  // Names for people, derived from the layout ("cube-007-h05", "block-01", "slice-003-w2"), so
+  // a snapshot copies no strings.
+  std::string HostName(HostId id) const;
+  std::string CubeName(CubeId id) const;
+  std::string BlockName(BlockId id) const;
+  std::string SliceName(SliceId id) const;
   // The owner of one chip of a host (chip in [0, host.chips)); invalid when free.
   OwnerId ChipOwner(HostId host, int chip) const;
 

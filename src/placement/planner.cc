@@ -500,14 +500,14 @@ std::string SlicePlanner::LargestFree(const Inventory& inv) const {
       if (all_usable && (best == nullptr || fs.topology.chips() > best->topology.chips()))
         best = &fs;
     }
-    return best ? best->topology.shape().ToString() + " (" + best->name + ")" : "none";
+    return best ? best->topology.shape().ToString() + " (" + inv.SliceName(best->id) + ")" : "none";
   }
   const Block* best = nullptr;
   for (const Block& b : inv.blocks())
     if (b.usable_cubes > 0 && (best == nullptr || b.usable_cubes > best->usable_cubes)) best = &b;
   if (best != nullptr)
     return std::to_string(best->usable_cubes) + " whole cube" +
-           (best->usable_cubes == 1 ? "" : "s") + " in " + best->name;
+           (best->usable_cubes == 1 ? "" : "s") + " in " + inv.BlockName(best->id);
   for (int s = 3; s >= 0; --s)
     for (const Cube& c : inv.cubes())
       if (any_cover_[s][c.usable_mask()] > 0) return kSubShapes[s].ToString();

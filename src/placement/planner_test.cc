@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common/rng.h"
+#include "placement/naive_planner.h"
 
 namespace tessera {
 namespace {
@@ -36,7 +37,7 @@ void ExpectValidSubSlice(const Inventory& inv, const SlicePlacement& p, const Sh
   std::set<HostId> seen;
   for (HostId h : p.hosts) {
     const Host& host = inv.host(h);
-    EXPECT_TRUE(host.usable()) << host.name;
+    EXPECT_TRUE(host.usable()) << inv.HostName(h);
     EXPECT_EQ(host.cube, p.cubes[0]);
     EXPECT_TRUE(seen.insert(h).second);
     EXPECT_GE(host.coord.x, p.offset.x);
@@ -235,46 +236,9 @@ TEST(Fragmentation, EmptyPodIsZeroScatteredHostsAreHigh) {
   EXPECT_EQ(planner.LargestFree(inv), "2x2x1");
 }
 
-// The reference model: an exhaustive search over every cube, rotation and host-aligned offset,
-// checking each host one by one.
-bool NaiveSubCubeFits(const Inventory& inv, const Shape& shape, PositionMode mode) {
-  std::array<int, 3> perm = {0, 1, 2};
-  do {
-    if (mode == PositionMode::kAligned && perm != std::array<int, 3>{0, 1, 2}) continue;
-    const int px = shape.dims[perm[0]], py = shape.dims[perm[1]], pz = shape.dims[perm[2]];
-    if (px % 2 || py % 2) continue;
-    const int bx = px / 2, by = py / 2, bz = pz;
-    for (const Cube& c : inv.cubes())
-      for (int oz = 0; oz + bz <= 4; ++oz)
-        for (int oy = 0; oy + by <= 2; ++oy)
-          for (int ox = 0; ox + bx <= 2; ++ox) {
-            if (mode == PositionMode::kAligned && (ox % bx || oy % by || oz % bz)) continue;
-            bool ok = true;
-            for (int z = oz; z < oz + bz; ++z)
-              for (int y = oy; y < oy + by; ++y)
-                for (int x = ox; x < ox + bx; ++x)
-                  ok = ok && inv.host(c.hosts[CubeLocalIndex(x, y, z)]).usable();
-            if (ok) return true;
-          }
-  } while (std::next_permutation(perm.begin(), perm.end()));
-  return false;
-}
-
-bool NaiveSuperFits(const Inventory& inv, int cubes) {
-  for (const Block& b : inv.blocks()) {
-    int whole = 0;
-    for (CubeId id : b.cubes) {
-      bool all = true;
-      for (HostId h : inv.cube(id).hosts) all = all && inv.host(h).usable();
-      whole += all;
-    }
-    if (whole >= cubes) return true;
-  }
-  return false;
-}
-
 // Random reserve/release/health sequences on random pods: every plan is valid, reserving it
-// never collides, and the planner finds a placement exactly when the exhaustive search does.
+// never collides, and the planner finds a placement exactly when the exhaustive search
+// (NaivePlanner, host by host) does, in the planner's own position mode.
 TEST(PlacementProperty, AgreesWithExhaustiveSearch) {
   const std::vector<Shape> shapes = {Shape::Of(2, 2, 1), Shape::Of(2, 2, 2), Shape::Of(2, 2, 4),
                                      Shape::Of(2, 4, 4), Shape::Of(4, 4, 4), Shape::Of(4, 4, 8)};
@@ -292,8 +256,9 @@ TEST(PlacementProperty, AgreesWithExhaustiveSearch) {
         const Inventory before = inv;
         PlanResult r = planner.Plan(inv, Req(shape));
         const int s = SubCubeShapeIndex(shape);
-        const bool naive = s >= 0 ? NaiveSubCubeFits(inv, shape, opts.positions)
-                                  : NaiveSuperFits(inv, static_cast<int>(shape.chips() / 64));
+        const PlanResult reference = NaivePlanner(opts.positions).Plan(inv, Req(shape));
+        const bool naive = reference.placed();
+        if (naive && s >= 0) ExpectValidSubSlice(inv, reference.slices[0], shape);
         ASSERT_EQ(r.placed(), naive)
             << "step " << step << " " << shape.ToString() << ": " << r.message;
         if (!r.placed()) {

@@ -16,6 +16,11 @@ SaturationResult RunToSaturation(const SlicePlanner& planner, const Inventory& s
   r.policy = planner.options().Name();
   r.total_chips = inv.total_chips();
   std::vector<OwnerId> running;
+  auto anything_fits = [&] {
+    for (const auto& sw : mix)
+      if (planner.Plan(inv, {inv.generation(), sw.shape, 1}).placed()) return true;
+    return false;
+  };
   uint64_t next_owner = 1;
   for (int64_t step = 0; step < options.max_steps; ++step) {
     // Both draws happen every step so the arrival stream is the same for every policy.
@@ -48,9 +53,14 @@ SaturationResult RunToSaturation(const SlicePlanner& planner, const Inventory& s
       }
     }
     ++r.rejected;
-    r.saturated = true;
-    r.failed_shape = shape->ToString();
-    break;
+    if (r.failed_shape.empty()) {
+      r.failed_shape = shape->ToString();
+      r.first_failure_chips = inv.owned_chips();
+    }
+    if (!anything_fits()) {
+      r.saturated = true;
+      break;
+    }
   }
   r.allocated_chips = inv.owned_chips();
   r.fragmentation = planner.Fragmentation(inv);

@@ -1,7 +1,9 @@
 // Saturation experiment: fill a cluster with a stream of requests drawn from a shape mix, with
-// optional churn (random departures), until the first request that does not fit. How many
-// chips are allocated at that moment measures how well a policy keeps room for the mix: a
-// policy that fragments the pod turns a request away while many chips are still free. Used by
+// optional churn (random departures), until no shape of the mix fits any more. Requests that do
+// not fit when they arrive are turned away and counted. Two figures measure how well a policy
+// keeps room for the mix: the chips allocated when the first request was turned away, and the
+// chips allocated at saturation. A policy that fragments the pod turns requests away while
+// many chips are still free. Used by
 // `tessera plan` and the benchmarks to compare placement policies on one request stream.
 //
 // Pure: randomness comes from the Rng passed in, so the same seed gives the same stream and
@@ -27,8 +29,9 @@ struct SaturationResult {
   std::string policy;
   int64_t requests = 0;  // arrivals drawn
   int64_t placed = 0;
-  int64_t rejected = 0;      // 1 once saturated: the arrival that did not fit
-  std::string failed_shape;  // the shape of that arrival
+  int64_t rejected = 0;             // arrivals turned away
+  std::string failed_shape;         // the shape of the first arrival turned away
+  int64_t first_failure_chips = 0;  // chips allocated at that moment
   int64_t departed = 0;
   int64_t allocated_chips = 0;  // at saturation
   int64_t total_chips = 0;

@@ -34,10 +34,12 @@ TEST(Saturation, SameSeedSameResultAndRunsEndSaturated) {
   EXPECT_EQ(a.requests, a.placed + a.rejected);
   EXPECT_GT(a.allocated_chips, 0);
   EXPECT_LE(a.allocated_chips, a.total_chips);
-  // Saturated means the last arrival did not fit: it needs more than is free, or a box the
-  // free chips do not form.
-  EXPECT_EQ(a.rejected, 1);
+  // Saturated: no shape of the mix fits, and a 2x2x1 (one host) is in the mix, so every
+  // healthy host is owned.
+  EXPECT_EQ(a.allocated_chips, a.total_chips);
+  EXPECT_GE(a.rejected, 1);
   EXPECT_FALSE(a.failed_shape.empty());
+  EXPECT_LE(a.first_failure_chips, a.allocated_chips);
 }
 
 TEST(Saturation, AnyPositionPlacesAtLeastAsMuchAsAlignedFirstFitOnTheSameStream) {
