@@ -1,0 +1,110 @@
+// HttpServer: tessera's asynchronous HTTP/1.1 server (Boost.Asio/Beast behind a pimpl).
+//
+// One io_context is run by `io_threads` threads; each connection is a small state machine on
+// its own strand, so thousands of idle keep-alive connections or open streams cost memory, not
+// threads. Per request the server:
+//   1. reads the header (idle and header timeouts apply; oversized headers get 431),
+//   2. checks auth (401 + WWW-Authenticate: Bearer, before anything else runs),
+//   3. checks the declared body size (413, then the connection is closed),
+//   4. routes (404 / 405 with Allow), reads the body (body timeout), calls the handler,
+//   5. writes the response, or for a streaming response the header and then the chunks the
+//      application pushes through its StreamWriter.
+// Error responses are JSON: {"error": "...", "field": ... }.
+//
+// Ownership: the application owns the HttpServer. Handlers and StreamWriters must not outlive
+// it in use: after Stop() every StreamWriter reports closed.
+//
+// Thread-safety: Handle() must be called before Start(). Start(), Stop() and port() may be
+// called from any thread, but not concurrently with each other. Handlers run concurrently on
+// the io threads.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "net/http.h"
+
+namespace tessera::net {
+
+class ServerImpl;  // defined in http_server.cc
+
+struct AuthOptions {
+  // Accepted bearer tokens ("Authorization: Bearer <token>"), compared in constant time.
+  std::set<std::string> tokens;
+  // Optional extra check, consulted when the bearer token is not in `tokens`. It sees method,
+  // target, path, query, headers and peer; params and body are still empty (auth runs before
+  // routing and before the body is read). Runs on an io thread; must not block.
+  std::function<bool(const Request&)> check;
+  // Paths that skip auth: an exact path ("/healthz") or a prefix ending in '*' ("/ui/*").
+  std::vector<std::string> exempt_paths;
+
+  // Auth is enforced when there is at least one token or a check.
+  bool enabled() const { return !tokens.empty() || static_cast<bool>(check); }
+};
+
+struct ServerOptions {
+  std::string bind_address = "127.0.0.1";  // "0.0.0.0" or "::" to listen on every interface
+  uint16_t port = 0;                       // 0 = an ephemeral port; see HttpServer::port()
+  int io_threads = 2;
+  // Larger request bodies get 413 and the connection is closed after the response.
+  uint64_t max_body_bytes = 1 << 20;
+  // Larger request headers get 431 and the connection is closed.
+  uint32_t max_header_bytes = 16 * 1024;
+  // A keep-alive connection with no request started for this long is closed.
+  std::chrono::milliseconds idle_timeout{60'000};
+  // Once the first byte of a request arrives, the whole header must arrive within this
+  // (defeats slowloris clients that trickle header bytes).
+  std::chrono::milliseconds header_timeout{10'000};
+  // The body must arrive within this after the header.
+  std::chrono::milliseconds body_timeout{30'000};
+  // Each response write (and each stream chunk write) must finish within this, or the
+  // connection is dropped.
+  std::chrono::milliseconds write_timeout{30'000};
+  // A stream whose unsent chunks exceed this is closed (its client cannot keep up).
+  size_t max_stream_queue_bytes = 8 << 20;
+  // Stop() lets requests in progress finish for up to this long, then drops them.
+  std::chrono::milliseconds stop_grace{5'000};
+  AuthOptions auth;
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(ServerOptions options);
+  // Stops the server if it is running.
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Registers `handler` for `method` on `pattern` ("/api/v1/jobs/{name}", "/ui/{path...}";
+  // see router.h for matching rules). InvalidArgument for a malformed or duplicate pattern;
+  // FailedPrecondition after Start().
+  Status Handle(Method method, std::string_view pattern, Handler handler);
+
+  // Binds, listens and starts the io threads. Unavailable if the address cannot be bound
+  // (the message names address:port); FailedPrecondition if already started.
+  Status Start();
+
+  // The bound port (the ephemeral one when options.port was 0); 0 before Start().
+  uint16_t port() const;
+
+  // Stops accepting, closes idle connections and open streams (their writers report closed
+  // and their OnClose callbacks run), lets requests in progress finish for up to
+  // options.stop_grace, then joins the io threads. Idempotent. Must not be called from a
+  // handler or an OnClose callback.
+  void Stop();
+
+  // Connections currently open (for tests and /metrics).
+  size_t connection_count() const;
+
+ private:
+  std::unique_ptr<ServerImpl> impl_;
+};
+
+}  // namespace tessera::net
