@@ -1,0 +1,151 @@
+#include "admission/model.h"
+
+#include <cmath>
+#include <set>
+
+namespace tessera {
+
+const char* QueueingStrategyName(QueueingStrategy s) {
+  return s == QueueingStrategy::kStrictFIFO ? "StrictFIFO" : "BestEffortFIFO";
+}
+
+const char* WithinClusterQueueName(WithinClusterQueue p) {
+  switch (p) {
+    case WithinClusterQueue::kNever:
+      return "Never";
+    case WithinClusterQueue::kLowerPriority:
+      return "LowerPriority";
+    case WithinClusterQueue::kLowerOrNewerEqualPriority:
+      return "LowerOrNewerEqualPriority";
+  }
+  return "Unknown";
+}
+
+const char* ReclaimWithinCohortName(ReclaimWithinCohort p) {
+  switch (p) {
+    case ReclaimWithinCohort::kNever:
+      return "Never";
+    case ReclaimWithinCohort::kLowerPriority:
+      return "LowerPriority";
+    case ReclaimWithinCohort::kAny:
+      return "Any";
+  }
+  return "Unknown";
+}
+
+const char* BorrowWithinCohortPolicyName(BorrowWithinCohortPolicy p) {
+  return p == BorrowWithinCohortPolicy::kNever ? "Never" : "LowerPriority";
+}
+
+const char* WorkloadStateName(WorkloadState s) {
+  switch (s) {
+    case WorkloadState::kPending:
+      return "Pending";
+    case WorkloadState::kAdmitted:
+      return "Admitted";
+    case WorkloadState::kRunning:
+      return "Running";
+    case WorkloadState::kDeactivated:
+      return "Deactivated";
+  }
+  return "Unknown";
+}
+
+Status ValidateName(std::string_view field, std::string_view name) {
+  const std::string f(field);
+  if (name.empty()) return InvalidArgument(f + ": must not be empty");
+  if (name.size() > 63)
+    return InvalidArgument(f + ": '" + std::string(name) + "' is longer than 63 characters");
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  for (char c : name)
+    if (!alnum(c) && c != '-')
+      return InvalidArgument(f + ": '" + std::string(name) +
+                             "' may hold only lowercase letters, digits and '-'");
+  if (!alnum(name.front()) || !alnum(name.back()))
+    return InvalidArgument(f + ": '" + std::string(name) +
+                           "' must start and end with a letter or digit");
+  return Status::Ok();
+}
+
+Status Validate(const ClusterQueueSpec& spec) {
+  TESSERA_RETURN_IF_ERROR(ValidateName("name", spec.name));
+  if (!spec.cohort.empty()) TESSERA_RETURN_IF_ERROR(ValidateName("cohort", spec.cohort));
+  std::set<Generation> seen;
+  for (size_t i = 0; i < spec.quotas.size(); ++i) {
+    const ResourceQuota& q = spec.quotas[i];
+    const std::string f = "quotas[" + std::to_string(i) + "]";
+    if (!seen.insert(q.generation).second)
+      return InvalidArgument(f + ".generation: " + std::string(GenerationName(q.generation)) +
+                             " is listed twice; give one quota per generation");
+    if (q.nominal_chips < 0)
+      return InvalidArgument(f + ".nominalQuota: must be >= 0, got " +
+                             std::to_string(q.nominal_chips));
+    if (q.borrowing_limit_chips) {
+      if (*q.borrowing_limit_chips < 0)
+        return InvalidArgument(f + ".borrowingLimit: must be >= 0, got " +
+                               std::to_string(*q.borrowing_limit_chips));
+      if (spec.cohort.empty())
+        return InvalidArgument(f + ".borrowingLimit: needs a cohort to borrow from");
+    }
+    if (q.lending_limit_chips) {
+      if (*q.lending_limit_chips < 0 || *q.lending_limit_chips > q.nominal_chips)
+        return InvalidArgument(f + ".lendingLimit: must be in [0, nominalQuota=" +
+                               std::to_string(q.nominal_chips) + "], got " +
+                               std::to_string(*q.lending_limit_chips));
+      if (spec.cohort.empty())
+        return InvalidArgument(f + ".lendingLimit: needs a cohort to lend to");
+    }
+  }
+  const BorrowWithinCohort& b = spec.preemption.borrow_within_cohort;
+  if (b.max_priority_threshold && b.policy == BorrowWithinCohortPolicy::kNever)
+    return InvalidArgument(
+        "preemption.borrowWithinCohort.maxPriorityThreshold: only meaningful with policy "
+        "LowerPriority");
+  if (!std::isfinite(spec.fair_sharing_weight) || spec.fair_sharing_weight <= 0)
+    return InvalidArgument("fairSharing.weight: must be a finite number > 0, got " +
+                           std::to_string(spec.fair_sharing_weight));
+  return Status::Ok();
+}
+
+Status Validate(const LocalQueueSpec& spec) {
+  TESSERA_RETURN_IF_ERROR(ValidateName("name", spec.name));
+  return ValidateName("clusterQueue", spec.cluster_queue);
+}
+
+Status Validate(const PriorityClass& spec) {
+  TESSERA_RETURN_IF_ERROR(ValidateName("name", spec.name));
+  constexpr int32_t kLimit = 1'000'000'000;
+  if (spec.value < -kLimit || spec.value > kLimit)
+    return InvalidArgument("value: must be in [-1000000000, 1000000000], got " +
+                           std::to_string(spec.value));
+  return Status::Ok();
+}
+
+Status Validate(const Workload& w) {
+  if (!w.id.valid()) return InvalidArgument("id: must be set");
+  if (w.name.empty()) return InvalidArgument("name: must not be empty");
+  TESSERA_RETURN_IF_ERROR(ValidateName("queue", w.local_queue));
+  if (w.request.num_slices < 1)
+    return InvalidArgument("slices: must be at least 1, got " +
+                           std::to_string(w.request.num_slices));
+  Status shape = ValidateShape(w.request.generation, w.request.shape);
+  if (!shape.ok()) return InvalidArgument("topology: " + shape.message());
+  if (w.creation_order < 0)
+    return InvalidArgument("creationOrder: must be >= 0, got " + std::to_string(w.creation_order));
+  if (w.start_guard.retries < 0)
+    return InvalidArgument("startGuard.retries: must be >= 0, got " +
+                           std::to_string(w.start_guard.retries));
+  return Status::Ok();
+}
+
+Result<int32_t> ResolvePriority(const std::vector<PriorityClass>& classes, std::string_view name) {
+  std::string known;
+  for (const PriorityClass& c : classes) {
+    if (c.name == name) return c.value;
+    known += (known.empty() ? "" : ", ") + c.name;
+  }
+  return NotFound("priority: class '" + std::string(name) + "' does not exist; known: " +
+                  (known.empty() ? "none" : known));
+}
+
+}  // namespace tessera

@@ -1,0 +1,371 @@
+#include "admission/preemption.h"
+
+#include <algorithm>
+#include <array>
+#include <optional>
+#include <set>
+#include <tuple>
+
+namespace tessera {
+namespace {
+
+constexpr int kFreeHost = -1;     // free and healthy now
+constexpr int kBlockedHost = -2;  // owned by a non-candidate, or not healthy
+
+// Fence owners: ids no workload uses (the top of the range, below the invalid id).
+OwnerId FenceOwner(size_t i) { return OwnerId(OwnerId::kInvalid - 1 - i); }
+
+// Host masks of every placement of a sub-cube shape inside a cube (a 2x2x4 host grid), in the
+// planner's position mode: rotations that keep 2x2x1-chip hosts whole, then offsets z, y, x.
+std::vector<HostMask> SubCubeMasks(const Shape& shape, PositionMode mode) {
+  std::vector<HostMask> out;
+  std::array<int, 3> perm = {0, 1, 2};
+  std::set<std::array<int, 3>> seen;
+  do {
+    if (mode == PositionMode::kAligned && perm != std::array<int, 3>{0, 1, 2}) continue;
+    const std::array<int, 3> phys = {shape.dims[perm[0]], shape.dims[perm[1]],
+                                     shape.dims[perm[2]]};
+    if (!seen.insert(phys).second) continue;
+    if (phys[0] % 2 || phys[1] % 2) continue;
+    const int bx = phys[0] / 2, by = phys[1] / 2, bz = phys[2];
+    if (bx > kCubeHostsX || by > kCubeHostsY || bz > kCubeHostsZ) continue;
+    for (int oz = 0; oz + bz <= kCubeHostsZ; ++oz)
+      for (int oy = 0; oy + by <= kCubeHostsY; ++oy)
+        for (int ox = 0; ox + bx <= kCubeHostsX; ++ox) {
+          if (mode == PositionMode::kAligned && (ox % bx || oy % by || oz % bz)) continue;
+          HostMask m = 0;
+          for (int c = 0; c < bz; ++c)
+            for (int b = 0; b < by; ++b)
+              for (int a = 0; a < bx; ++a)
+                m |= HostMask(1u << CubeLocalIndex(ox + a, oy + b, oz + c));
+          if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+        }
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  return out;
+}
+
+// The room one slice needs, and its tie-break key (cube or slice or block, then position).
+struct Room {
+  std::vector<HostId> hosts;
+  uint64_t key = 0;
+};
+
+struct Solution {
+  std::vector<Room> rooms;
+  std::vector<int> victims;  // candidate indices, ascending
+  VictimCost cost;
+};
+
+class Searcher {
+ public:
+  Searcher(const Inventory& inv, const SlicePlanner& planner, const SliceRequest& req,
+           const std::vector<PreemptionCandidate>& cands)
+      : inv_(inv), planner_(planner), req_(req), cands_(cands) {
+    base_state_.assign(inv.hosts().size(), kBlockedHost);
+    for (const Host& h : inv.hosts())
+      if (h.usable()) base_state_[h.id.value()] = kFreeHost;
+    chips_.assign(cands.size(), 0);
+    for (size_t c = 0; c < cands.size(); ++c) {
+      auto it = inv.owners().find(OwnerOf(cands[c].workload));
+      if (it == inv.owners().end()) continue;
+      for (HostId h : it->second) {
+        const Host& host = inv.host(h);
+        chips_[c] += host.chips;
+        if (host.health == Health::kHealthy) base_state_[h.value()] = static_cast<int>(c);
+      }
+    }
+    sub_shape_ = inv.is_3d() ? SubCubeShapeIndex(req.shape) : -1;
+    if (sub_shape_ >= 0) masks_ = SubCubeMasks(req.shape, planner.options().positions);
+    if (inv.is_3d() && sub_shape_ < 0) cubes_per_slice_ = static_cast<int>(req.shape.chips() / 64);
+  }
+
+  int64_t chips(int c) const { return chips_[c]; }
+
+  // The cheapest acceptable solution using only candidates with allowed[c] set.
+  std::optional<Solution> Search(const std::vector<char>& allowed, const VictimSetCheck& check) {
+    allowed_ = &allowed;
+    taken_.assign(inv_.hosts().size(), 0);
+    in_set_.assign(cands_.size(), 0);
+    if (req_.num_slices == 1) return SearchOne(check);
+    Solution s;
+    for (int i = 0; i < req_.num_slices; ++i) {
+      std::optional<Option> best;
+      ForEachOption([&](const Option& o) {
+        if (!best || std::tie(o.cost, o.key) < std::tie(best->cost, best->key)) best = o;
+      });
+      if (!best) return std::nullopt;
+      Take(*best, s);
+    }
+    if (check && !check(s.victims)) {
+      ++rejected_by_check_;
+      return std::nullopt;
+    }
+    return s;
+  }
+
+  int rejected_by_check() const { return rejected_by_check_; }
+
+  VictimCost CostOf(int c) const {
+    return VictimCost{cands_[c].priority, chips_[c], cands_[c].lost_work_chip_ms};
+  }
+
+ private:
+  // One candidate room with its incremental cost. Sub-cube rooms are (cube, mask index);
+  // super-slice rooms are chosen cubes; fixed-slice rooms are a slice.
+  struct Option {
+    VictimCost cost;
+    uint64_t key = 0;
+    int cube = -1, mask = -1, slice = -1;
+    std::vector<CubeId> cubes;
+  };
+
+  int StateOf(HostId h) const {
+    if (taken_[h.value()]) return kBlockedHost;
+    const int s = base_state_[h.value()];
+    if (s >= 0 && !(*allowed_)[s]) return kBlockedHost;
+    return s;
+  }
+
+  void AddCost(VictimCost& cost, int c) const {
+    cost.max_priority = std::max(cost.max_priority, cands_[c].priority);
+    cost.chips += chips_[c];
+    cost.lost_work_chip_ms += cands_[c].lost_work_chip_ms;
+  }
+
+  // Incremental cost of the room made of `hosts`, or false if a host is blocked. `seen` holds
+  // candidates already counted for this room.
+  template <typename HostRange>
+  bool Evaluate(const HostRange& hosts, VictimCost& cost, std::vector<int>& seen) const {
+    for (HostId h : hosts) {
+      const int s = StateOf(h);
+      if (s == kBlockedHost) return false;
+      if (s == kFreeHost || in_set_[s]) continue;
+      if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
+      seen.push_back(s);
+      AddCost(cost, s);
+    }
+    return true;
+  }
+
+  std::vector<HostId> HostsOf(const Option& o) const {
+    std::vector<HostId> hosts;
+    if (o.cube >= 0) {
+      const Cube& cube = inv_.cubes()[o.cube];
+      for (int b = 0; b < kHostsPerCube; ++b)
+        if (masks_[o.mask] & (1u << b)) hosts.push_back(cube.hosts[b]);
+    } else if (o.slice >= 0) {
+      hosts = inv_.slices()[o.slice].hosts;
+    } else {
+      for (CubeId id : o.cubes)
+        hosts.insert(hosts.end(), inv_.cube(id).hosts, inv_.cube(id).hosts + kHostsPerCube);
+    }
+    return hosts;
+  }
+
+  template <typename Fn>
+  void ForEachOption(Fn&& fn) {
+    std::vector<int> seen;
+    if (sub_shape_ >= 0) {
+      std::vector<HostId> hosts;
+      for (const Cube& cube : inv_.cubes()) {
+        for (size_t m = 0; m < masks_.size(); ++m) {
+          hosts.clear();
+          for (int b = 0; b < kHostsPerCube; ++b)
+            if (masks_[m] & (1u << b)) hosts.push_back(cube.hosts[b]);
+          Option o;
+          seen.clear();
+          if (!Evaluate(hosts, o.cost, seen)) continue;
+          o.cube = static_cast<int>(cube.id.value());
+          o.mask = static_cast<int>(m);
+          o.key = (uint64_t{cube.id.value()} << 16) | m;
+          fn(o);
+        }
+      }
+    } else if (cubes_per_slice_ > 0) {
+      // Per block and per seed cube: the seed, then greedily the cheapest cube given those
+      // chosen (a victim spanning several cubes is paid for once). Seeding every cube keeps
+      // alternatives for `check` to choose from; with one cube per slice it is exhaustive.
+      std::set<std::vector<CubeId>> tried;
+      for (const Block& block : inv_.blocks()) {
+        if (static_cast<int>(block.cubes.size()) < cubes_per_slice_) continue;
+        for (size_t seed = 0; seed < block.cubes.size(); ++seed) {
+          Option o;
+          std::vector<int> block_seen;
+          std::vector<char> chosen(block.cubes.size(), 0);
+          VictimCost seed_cost;
+          if (!Evaluate(inv_.cube(block.cubes[seed]).hosts, seed_cost, block_seen)) continue;
+          chosen[seed] = 1;
+          o.cubes.push_back(block.cubes[seed]);
+          bool ok = true;
+          for (int k = 1; k < cubes_per_slice_ && ok; ++k) {
+            int best = -1;
+            VictimCost best_cost;
+            std::vector<int> best_seen;
+            for (size_t i = 0; i < block.cubes.size(); ++i) {
+              if (chosen[i]) continue;
+              VictimCost cost;
+              seen = block_seen;
+              if (!Evaluate(inv_.cube(block.cubes[i]).hosts, cost, seen)) continue;
+              if (best < 0 || cost < best_cost) {
+                best = static_cast<int>(i);
+                best_cost = cost;
+                best_seen = std::move(seen);
+              }
+            }
+            if (best < 0) {
+              ok = false;
+              break;
+            }
+            chosen[best] = 1;
+            o.cubes.push_back(block.cubes[best]);
+            block_seen = std::move(best_seen);
+          }
+          if (!ok) break;  // the block has too few usable cubes for any seed
+          std::sort(o.cubes.begin(), o.cubes.end());
+          if (!tried.insert(o.cubes).second) continue;
+          for (int c : block_seen) AddCost(o.cost, c);
+          o.key = (uint64_t{block.id.value()} << 32) | o.cubes.front().value();
+          fn(o);
+        }
+      }
+    } else {
+      for (const FixedSlice& fs : inv_.slices()) {
+        if (fs.topology.shape() != req_.shape) continue;
+        Option o;
+        seen.clear();
+        if (!Evaluate(fs.hosts, o.cost, seen)) continue;
+        o.slice = static_cast<int>(fs.id.value());
+        o.key = fs.id.value();
+        fn(o);
+      }
+    }
+  }
+
+  // Adds the option's room and its victims to the solution.
+  void Take(const Option& o, Solution& s) {
+    Room room{HostsOf(o), o.key};
+    for (HostId h : room.hosts) {
+      const int st = StateOf(h);
+      if (st >= 0 && !in_set_[st]) {
+        in_set_[st] = 1;
+        s.victims.push_back(st);
+        AddCost(s.cost, st);
+      }
+      taken_[h.value()] = 1;
+    }
+    std::sort(s.victims.begin(), s.victims.end());
+    s.rooms.push_back(std::move(room));
+  }
+
+  std::optional<Solution> SearchOne(const VictimSetCheck& check) {
+    std::vector<Option> options;
+    ForEachOption([&](const Option& o) { options.push_back(o); });
+    std::sort(options.begin(), options.end(), [](const Option& a, const Option& b) {
+      return std::tie(a.cost, a.key) < std::tie(b.cost, b.key);
+    });
+    for (const Option& o : options) {
+      Solution s;
+      Take(o, s);
+      if (!check || check(s.victims)) return s;
+      ++rejected_by_check_;
+      // Undo: only one room was taken.
+      for (HostId h : s.rooms[0].hosts) taken_[h.value()] = 0;
+      for (int v : s.victims) in_set_[v] = 0;
+    }
+    return std::nullopt;
+  }
+
+  const Inventory& inv_;
+  const SlicePlanner& planner_;
+  const SliceRequest& req_;
+  const std::vector<PreemptionCandidate>& cands_;
+  std::vector<int> base_state_;  // per host: candidate index, kFreeHost or kBlockedHost
+  std::vector<int64_t> chips_;   // per candidate
+  int sub_shape_ = -1;
+  std::vector<HostMask> masks_;
+  int cubes_per_slice_ = 0;
+  const std::vector<char>* allowed_ = nullptr;
+  std::vector<char> taken_;   // per host: inside a room already chosen
+  std::vector<char> in_set_;  // per candidate: already a victim
+  int rejected_by_check_ = 0;
+};
+
+}  // namespace
+
+VictimSet FindVictims(const Inventory& inv, const SlicePlanner& planner,
+                      const SliceRequest& request,
+                      const std::vector<PreemptionCandidate>& candidates,
+                      const VictimSetCheck& check) {
+  VictimSet out;
+  if (request.generation != inv.generation() || request.num_slices < 1 ||
+      !ValidateShape(request.generation, request.shape).ok()) {
+    out.message = "the request is not valid for this cluster";
+    return out;
+  }
+  Searcher searcher(inv, planner, request, candidates);
+  std::vector<char> allowed(candidates.size(), 1);
+  std::optional<Solution> best = searcher.Search(allowed, check);
+  if (!best) {
+    out.message = "no room for " + std::to_string(request.num_slices) + " x " +
+                  request.shape.ToString() + " can be freed by evicting the " +
+                  std::to_string(candidates.size()) + " workloads the policy allows";
+    if (searcher.rejected_by_check() > 0)
+      out.message += " (" + std::to_string(searcher.rejected_by_check()) +
+                     " rooms could be freed, but none leaves the preemptor within its quota)";
+    return out;
+  }
+
+  // Minimise: put back each victim, most expensive first, if the request still fits without it
+  // (using only the remaining victims).
+  std::vector<int> order = best->victims;
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return std::make_tuple(searcher.CostOf(a), candidates[a].workload) >
+           std::make_tuple(searcher.CostOf(b), candidates[b].workload);
+  });
+  for (int v : order) {
+    if (!std::binary_search(best->victims.begin(), best->victims.end(), v)) continue;
+    std::fill(allowed.begin(), allowed.end(), 0);
+    for (int u : best->victims)
+      if (u != v) allowed[u] = 1;
+    std::optional<Solution> smaller = searcher.Search(allowed, check);
+    if (smaller) best = std::move(smaller);
+  }
+
+  // Plan inside the chosen rooms: victims released, everything else fenced off, one slice per
+  // room.
+  Inventory scratch = inv;
+  for (int v : best->victims) scratch.Release(OwnerOf(candidates[v].workload));
+  std::vector<char> in_room(inv.hosts().size(), 0);
+  for (const Room& r : best->rooms)
+    for (HostId h : r.hosts) in_room[h.value()] = 1;
+  std::vector<HostId> fence;
+  for (const Host& h : scratch.hosts())
+    if (h.usable() && !in_room[h.id.value()]) fence.push_back(h.id);
+  bool ok = fence.empty() || scratch.Reserve(FenceOwner(0), fence).ok();
+  for (size_t i = 0; ok && i < best->rooms.size(); ++i)
+    ok = scratch.Reserve(FenceOwner(i + 1), best->rooms[i].hosts).ok();
+  SliceRequest one = request;
+  one.num_slices = 1;
+  for (size_t i = 0; ok && i < best->rooms.size(); ++i) {
+    scratch.Release(FenceOwner(i + 1));
+    PlanResult r = planner.Plan(scratch, one);
+    if (!r.placed()) {
+      ok = false;
+      break;
+    }
+    ok = scratch.Reserve(FenceOwner(i + 1), r.AllHosts()).ok();
+    out.plan.slices.push_back(std::move(r.slices[0]));
+  }
+  if (!ok) {
+    out.plan = PlanResult{};
+    out.message = "internal: the planner could not place the request in the room freed for it";
+    return out;
+  }
+  out.found = true;
+  out.cost = best->cost;
+  for (int v : best->victims) out.victims.push_back(candidates[v].workload);
+  std::sort(out.victims.begin(), out.victims.end());
+  return out;
+}
+
+}  // namespace tessera

@@ -1,0 +1,74 @@
+// Gang- and topology-aware victim search: which running workloads to evict so that a slice
+// request can be placed, at the least cost.
+//
+// The search works on the room a request needs, not on chip counts: for a sub-cube shape it
+// scores every box position of every cube with the cube's host masks; for a super-slice it
+// picks whole cubes inside one block; on 2D fleets it picks fixed slices of the shape. A box
+// is possible when each of its hosts is free and healthy or held by a candidate on a healthy
+// host; its victims are exactly the candidates holding a host inside it (a workload that does
+// not touch the box is never evicted; a multi-host workload is evicted whole). Boxes are
+// compared by (highest victim priority, victim chips, victim lost work), ties by cube/slice id
+// and position, so the same inputs give the same answer. Then the victim set is minimised: each
+// victim, most expensive first, is put back if the request still fits without it.
+//
+// The result carries the plan for the request inside the chosen room (made by the
+// SlicePlanner on a copy with the victims released and everything outside the room fenced
+// off), so every victim holds a host the preemptor then uses.
+//
+// Pure. Thread-safety: FindVictims reads its inputs only; call it from any thread.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "admission/model.h"
+#include "inventory/inventory.h"
+#include "placement/planner.h"
+
+namespace tessera {
+
+// A running workload that the preemption policy allows the preemptor to evict. Its hosts are
+// the Inventory's hosts of OwnerOf(workload).
+struct PreemptionCandidate {
+  WorkloadId workload;
+  int32_t priority = 0;
+  // Chips x milliseconds since its last checkpoint: the work an eviction throws away.
+  int64_t lost_work_chip_ms = 0;
+};
+
+// The cost of evicting a set of workloads, compared lexicographically: lower is cheaper.
+struct VictimCost {
+  int32_t max_priority = std::numeric_limits<int32_t>::min();  // min: no victims
+  int64_t chips = 0;
+  int64_t lost_work_chip_ms = 0;
+  friend auto operator<=>(const VictimCost&, const VictimCost&) = default;
+};
+
+struct VictimSet {
+  bool found = false;
+  std::vector<WorkloadId> victims;  // ascending; may be empty if the room is already free
+  VictimCost cost;
+  // When found: where the request goes once the victims are gone (hosts that are free now or
+  // held by victims).
+  PlanResult plan;
+  std::string message;  // when not found: why, for people
+};
+
+// Extra acceptance test for a victim set (indices into the candidates), e.g. "the preemptor
+// then fits its quota". Empty: every set that frees the room is acceptable.
+using VictimSetCheck = std::function<bool(const std::vector<int>& candidate_indices)>;
+
+// Finds the cheapest acceptable victim set for `request` among `candidates`. Candidates that
+// hold no host of the inventory are ignored. For one slice every possible room is considered
+// (cheapest first, the first that passes `check` wins); for N slices the rooms are chosen
+// greedily one after another, each the cheapest given the earlier ones.
+VictimSet FindVictims(const Inventory& inv, const SlicePlanner& planner,
+                      const SliceRequest& request,
+                      const std::vector<PreemptionCandidate>& candidates,
+                      const VictimSetCheck& check = {});
+
+}  // namespace tessera

@@ -1,0 +1,155 @@
+#include "admission/preemption.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "admission/test_util.h"
+
+namespace tessera {
+namespace {
+
+using testing::CubeHosts;
+using testing::Pod;
+
+void Hold(Inventory& inv, uint64_t id, const std::vector<HostId>& hosts) {
+  ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(id)), hosts).ok());
+}
+
+std::vector<WorkloadId> Ids(std::initializer_list<uint64_t> ids) {
+  std::vector<WorkloadId> out;
+  for (auto i : ids) out.push_back(WorkloadId(i));
+  return out;
+}
+
+// Every victim holds a host the plan uses.
+void ExpectEveryVictimUsed(const Inventory& inv, const VictimSet& v) {
+  std::set<HostId> used;
+  for (HostId h : v.plan.AllHosts()) used.insert(h);
+  for (WorkloadId id : v.victims) {
+    bool touches = false;
+    for (HostId h : inv.HostsOf(OwnerOf(id))) touches = touches || used.count(h);
+    EXPECT_TRUE(touches) << "victim " << id.value() << " does not help";
+  }
+}
+
+const SliceRequest kCube{Generation::k7x, Shape::Of(4, 4, 4), 1};
+
+TEST(Preemption, PicksTheCubeWithTheLowestPriorityVictims) {
+  Inventory inv = Pod(1, 2);
+  Hold(inv, 1, CubeHosts(inv, 0, 0, 8));
+  Hold(inv, 2, CubeHosts(inv, 1, 0, 8));
+  Hold(inv, 3, CubeHosts(inv, 1, 8, 16));
+  SlicePlanner planner;
+  VictimSet v = FindVictims(inv, planner, kCube, {{WorkloadId(1), 5, 0}, {WorkloadId(2), 1, 0},
+                                                  {WorkloadId(3), 1, 0}});
+  ASSERT_TRUE(v.found) << v.message;
+  EXPECT_EQ(v.victims, Ids({2, 3}));
+  EXPECT_EQ(v.cost.max_priority, 1);
+  EXPECT_EQ(v.cost.chips, 64);
+  ExpectEveryVictimUsed(inv, v);
+}
+
+TEST(Preemption, ThenFewestChipsThenLeastLostWork) {
+  Inventory inv = Pod(1, 3);
+  Hold(inv, 1, CubeHosts(inv, 0));        // 64 chips
+  Hold(inv, 2, CubeHosts(inv, 1, 0, 8));  // 32 chips, lost work 900
+  Hold(inv, 3, CubeHosts(inv, 2, 8, 16));  // 32 chips, lost work 100
+  SlicePlanner planner;
+  VictimSet v = FindVictims(inv, planner, kCube,
+                            {{WorkloadId(1), 1, 0}, {WorkloadId(2), 1, 900}, {WorkloadId(3), 1, 100}});
+  ASSERT_TRUE(v.found);
+  EXPECT_EQ(v.victims, Ids({3}));
+  EXPECT_EQ(v.plan.slices.at(0).cubes.at(0), CubeId(2));
+}
+
+TEST(Preemption, SubCubeEvictsOnlyTheHostsInTheBox) {
+  Inventory inv = Pod(1, 1);
+  std::vector<PreemptionCandidate> cands;
+  for (int i = 0; i < 16; ++i) {
+    Hold(inv, 100 + i, CubeHosts(inv, 0, i, i + 1));
+    cands.push_back({WorkloadId(100 + i), 1, 1000 - i});
+  }
+  SlicePlanner planner;
+  VictimSet v = FindVictims(inv, planner, {Generation::k7x, Shape::Of(2, 2, 2), 1}, cands);
+  ASSERT_TRUE(v.found);
+  EXPECT_EQ(v.victims.size(), 2u);
+  EXPECT_EQ(v.cost.chips, 8);
+  ExpectEveryVictimUsed(inv, v);
+}
+
+TEST(Preemption, UsesFreeHostsAndNeverEvictsWhatDoesNotHelp) {
+  Inventory inv = Pod(1, 1);
+  Hold(inv, 1, CubeHosts(inv, 0, 0, 2));   // a 2x2x2 at z=0
+  Hold(inv, 2, CubeHosts(inv, 0, 4, 16));  // the rest but z=1
+  SlicePlanner planner;
+  // A 2x2x2 is a column of two hosts in z. Free hosts 2 and 3 sit at z=0 above job 2's hosts
+  // 6 and 7, so evicting job 2 alone suffices; job 1 must stay.
+  VictimSet v = FindVictims(inv, planner, {Generation::k7x, Shape::Of(2, 2, 2), 1},
+                            {{WorkloadId(1), 1, 0}, {WorkloadId(2), 0, 0}});
+  ASSERT_TRUE(v.found);
+  EXPECT_EQ(v.victims, Ids({2}));
+  ExpectEveryVictimUsed(inv, v);
+}
+
+TEST(Preemption, NonCandidatesBlockTheirRoom) {
+  Inventory inv = Pod(1, 2);
+  Hold(inv, 1, CubeHosts(inv, 0, 0, 1));  // cheap but not a candidate
+  Hold(inv, 2, CubeHosts(inv, 1));
+  SlicePlanner planner;
+  VictimSet v = FindVictims(inv, planner, kCube, {{WorkloadId(2), 9, 0}});
+  ASSERT_TRUE(v.found);
+  EXPECT_EQ(v.victims, Ids({2}));
+  VictimSet none = FindVictims(inv, planner, {Generation::k7x, Shape::Of(4, 4, 8), 1},
+                               {{WorkloadId(2), 9, 0}});
+  EXPECT_FALSE(none.found);
+  EXPECT_FALSE(none.message.empty());
+}
+
+TEST(Preemption, CheckRejectsSetsAndTheNextCheapestWins) {
+  Inventory inv = Pod(1, 2);
+  Hold(inv, 1, CubeHosts(inv, 0));
+  Hold(inv, 2, CubeHosts(inv, 1));
+  SlicePlanner planner;
+  std::vector<PreemptionCandidate> cands = {{WorkloadId(1), 1, 0}, {WorkloadId(2), 2, 0}};
+  VictimSet v = FindVictims(inv, planner, kCube, cands, [](const std::vector<int>& victims) {
+    return victims == std::vector<int>{1};
+  });
+  ASSERT_TRUE(v.found);
+  EXPECT_EQ(v.victims, Ids({2}));
+}
+
+TEST(Preemption, MultiSliceSuperSliceTakesCubesAcrossVictims) {
+  Inventory inv = Pod(1, 4);
+  Hold(inv, 1, CubeHosts(inv, 0));
+  Hold(inv, 2, [&] {  // one 4x4x8 victim over cubes 1 and 2
+    auto a = CubeHosts(inv, 1);
+    auto b = CubeHosts(inv, 2);
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  }());
+  SlicePlanner planner;
+  VictimSet v = FindVictims(inv, planner, {Generation::k7x, Shape::Of(4, 4, 4), 2},
+                            {{WorkloadId(1), 3, 0}, {WorkloadId(2), 1, 0}});
+  ASSERT_TRUE(v.found) << v.message;
+  // Cube 3 is free; the second slice goes to the cheaper victim (priority 1) and uses one of
+  // its cubes; the priority-3 cube is left alone.
+  EXPECT_EQ(v.victims, Ids({2}));
+  EXPECT_EQ(v.plan.slices.size(), 2u);
+  ExpectEveryVictimUsed(inv, v);
+}
+
+TEST(Preemption, FixedSlicesOn2DFleets) {
+  auto inv = *Inventory::MakeFleet({Generation::kV6e, {Shape::Of(4, 4), Shape::Of(4, 4)}});
+  ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(1)), inv.slices()[0].hosts).ok());
+  ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(2)), inv.slices()[1].hosts).ok());
+  SlicePlanner planner;
+  VictimSet v = FindVictims(inv, planner, {Generation::kV6e, Shape::Of(4, 4), 1},
+                            {{WorkloadId(1), 4, 0}, {WorkloadId(2), 2, 0}});
+  ASSERT_TRUE(v.found);
+  EXPECT_EQ(v.victims, Ids({2}));
+  EXPECT_EQ(v.plan.slices.at(0).fixed_slice, SliceId(1));
+}
+
+}  // namespace
+}  // namespace tessera
