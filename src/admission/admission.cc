@@ -48,7 +48,9 @@ class QuotaBook {
   std::vector<CohortState> cohorts;
   std::vector<char> dirty;  // per queue: usage changed since its ordering key was computed
 
-  static int64_t Above(int64_t used, int64_t guaranteed) { return std::max<int64_t>(0, used - guaranteed); }
+  static int64_t Above(int64_t used, int64_t guaranteed) {
+    return std::max<int64_t>(0, used - guaranteed);
+  }
 
   void Add(int qi, int64_t chips) {
     QueueState& q = queues[qi];
@@ -100,8 +102,9 @@ class QuotaBook {
                     std::to_string(q.nominal);
     if (q.cohort >= 0) {
       const CohortState& c = cohorts[q.cohort];
-      s += "; cohort " + c.name + " has " + std::to_string(std::max<int64_t>(0, c.pool_cap - c.pool_used)) +
-           " of " + std::to_string(c.pool_cap) + " lendable chips unused";
+      s += "; cohort " + c.name + " has " +
+           std::to_string(std::max<int64_t>(0, c.pool_cap - c.pool_used)) + " of " +
+           std::to_string(c.pool_cap) + " lendable chips unused";
       if (q.borrow_limit) s += "; borrowing limit " + std::to_string(*q.borrow_limit);
     }
     return s;
@@ -278,7 +281,8 @@ Status Cycle::Build() {
     }
     q.guaranteed = q.nominal - q.lendable;
     if (!s->cohort.empty()) {
-      auto [it, inserted] = cohort_index.try_emplace(s->cohort, static_cast<int>(quota_.cohorts.size()));
+      auto [it, inserted] =
+          cohort_index.try_emplace(s->cohort, static_cast<int>(quota_.cohorts.size()));
       if (inserted) quota_.cohorts.push_back(CohortState{s->cohort, 0, 0});
       q.cohort = it->second;
       quota_.cohorts[q.cohort].pool_cap += q.lendable;
@@ -361,10 +365,9 @@ void Cycle::StartGuard() {
     e.workload = w.id;
     e.cause = EvictionCause::kStartTimeout;
     e.start_guard.retries = w.start_guard.retries + 1;
-    e.start_guard.last_eviction = "not all workers running " +
-                                  std::to_string(g.start_timeout_ms / 1000) +
-                                  " s after admission (attempt " +
-                                  std::to_string(e.start_guard.retries) + ")";
+    e.start_guard.last_eviction =
+        "not all workers running " + std::to_string(g.start_timeout_ms / 1000) +
+        " s after admission (attempt " + std::to_string(e.start_guard.retries) + ")";
     if (e.start_guard.retries > g.retry_limit) {
       e.deactivated = true;
       e.message = e.start_guard.last_eviction + "; deactivated after " +
@@ -395,8 +398,8 @@ const Cycle::StaticFit& Cycle::StaticCheck(const SliceRequest& req) {
   const PlanResult r = PlanNow(req);
   if (r.reason == NoFit::kInvalidRequest || r.reason == NoFit::kNeverFits) {
     f.possible = false;
-    f.reason = r.reason == NoFit::kNeverFits ? PendingReason::kNeverFits
-                                              : PendingReason::kInvalidRequest;
+    f.reason =
+        r.reason == NoFit::kNeverFits ? PendingReason::kNeverFits : PendingReason::kInvalidRequest;
     f.message = r.message;
   } else if (req.shape.chips() * req.num_slices > inv_.total_chips()) {
     f.possible = false;
@@ -418,9 +421,8 @@ PlanResult Cycle::PlanNow(const SliceRequest& req) {
 std::tuple<double, int64_t, int64_t, int> Cycle::OrderKey(int qi) const {
   const QueueState& q = quota_.queues[qi];
   const Workload& head = W(q.line[q.next]);
-  const double share = options_.fair_sharing == FairSharing::kEnabled
-                           ? quota_.Share(qi, head.chips())
-                           : 0.0;
+  const double share =
+      options_.fair_sharing == FairSharing::kEnabled ? quota_.Share(qi, head.chips()) : 0.0;
   return {share, -int64_t{head.priority}, head.creation_order, qi};
 }
 
@@ -519,8 +521,8 @@ bool Cycle::MayPreempt(int qi, const Workload& w, bool within_nominal, const Run
 bool Cycle::TryPreempt(int qi, int wi) {
   const Workload& w = W(wi);
   const auto memo_key = std::make_tuple(qi, w.priority, KeyOf(w.request));
-  if (auto it = preempt_failures_.find(memo_key); it != preempt_failures_.end() &&
-                                                  it->second == epoch_)
+  if (auto it = preempt_failures_.find(memo_key);
+      it != preempt_failures_.end() && it->second == epoch_)
     return false;
   const QueueState& q = quota_.queues[qi];
   const bool within_nominal = q.used + w.chips() <= q.nominal;
@@ -588,7 +590,7 @@ bool Cycle::TryPreempt(int qi, int wi) {
     Release(r);
     out_.evictions.push_back(std::move(e));
   }
-  p.kind = !others        ? PreemptionKind::kWithinClusterQueue
+  p.kind = !others          ? PreemptionKind::kWithinClusterQueue
            : within_nominal ? PreemptionKind::kReclaimWithinCohort
                             : PreemptionKind::kBorrowWithinCohort;
   p.message = std::string(PreemptionKindName(p.kind)) + ": " + std::to_string(p.victims.size()) +
@@ -737,17 +739,16 @@ void Cycle::Explain() {
         st->over_quota_chips = over;
       } else if (PlanResult plan = PlanNow(w.request); !plan.placed()) {
         st = &AddPending(wi, qi, PendingReason::kNoFreeBox, plan.message);
-        st->largest_free = plan.largest_free.empty() ? planner_.LargestFree(inv_)
-                                                     : plan.largest_free;
+        st->largest_free =
+            plan.largest_free.empty() ? planner_.LargestFree(inv_) : plan.largest_free;
       } else {
         st = &AddPending(wi, qi, PendingReason::kFitsNextCycle,
                          "room and quota became free after it was tried; next cycle");
       }
       st->position = position;
-      const bool helps = st->reason == PendingReason::kOverQuota ||
-                         st->reason == PendingReason::kNoFreeBox ||
-                         (st->reason == PendingReason::kWaitingBehind &&
-                          static_cast<int>(pos) == q.blocked_at);
+      const bool helps =
+          st->reason == PendingReason::kOverQuota || st->reason == PendingReason::kNoFreeBox ||
+          (st->reason == PendingReason::kWaitingBehind && static_cast<int>(pos) == q.blocked_at);
       if (help && helps && fit.possible && w.chips() <= quota_.Ceiling(qi)) WhatHelps(qi, wi, *st);
     }
   }
@@ -767,8 +768,8 @@ void Cycle::Explain() {
     if (w.state != WorkloadState::kPending && w.state != WorkloadState::kDeactivated &&
         g == guard.end())
       continue;
-    const bool deactivated = w.state == WorkloadState::kDeactivated ||
-                             (g != guard.end() && g->second->deactivated);
+    const bool deactivated =
+        w.state == WorkloadState::kDeactivated || (g != guard.end() && g->second->deactivated);
     const StartGuardState& sg = g != guard.end() ? g->second->start_guard : w.start_guard;
     PendingStatus* st = nullptr;
     if (deactivated) {
@@ -781,8 +782,8 @@ void Cycle::Explain() {
     } else {
       st = &AddPending(wi, qi, PendingReason::kBackoff,
                        "in start-guard backoff until " + std::to_string(sg.backoff_until_ms) +
-                           " ms (" + std::to_string(sg.retries) + " eviction(s); last: " +
-                           sg.last_eviction + ")");
+                           " ms (" + std::to_string(sg.retries) +
+                           " eviction(s); last: " + sg.last_eviction + ")");
       st->backoff_until_ms = sg.backoff_until_ms;
     }
     st->retries = sg.retries;

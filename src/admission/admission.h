@@ -82,7 +82,7 @@ struct Admission {
 };
 
 enum class PreemptionKind {
-  kWithinClusterQueue,  // victims from the preemptor's own queue only
+  kWithinClusterQueue,   // victims from the preemptor's own queue only
   kReclaimWithinCohort,  // taking back lent quota (and room) from borrowing queues
   kBorrowWithinCohort,   // while borrowing: lower priority, or fair share
 };
@@ -107,9 +107,9 @@ const char* EvictionCauseName(EvictionCause cause);
 struct Eviction {
   WorkloadId workload;
   EvictionCause cause = EvictionCause::kPreempted;
-  WorkloadId preemptor;            // kPreempted
-  int64_t grace_ms = 0;            // kPreempted: time to checkpoint
-  StartGuardState start_guard;     // the workload's start guard state after this eviction
+  WorkloadId preemptor;         // kPreempted
+  int64_t grace_ms = 0;         // kPreempted: time to checkpoint
+  StartGuardState start_guard;  // the workload's start guard state after this eviction
   bool deactivated = false;
   std::string message;
 };
@@ -143,9 +143,9 @@ struct PendingStatus {
   std::string name;
   std::string cluster_queue;  // empty when the local queue does not resolve
   PendingReason reason = PendingReason::kOverQuota;
-  std::string message;  // for people, with the numbers
-  int position = 0;     // 1-based place among the waiting workloads of its queue; 0: not in line
-  int waiting_behind = 0;        // kWaitingBehind: workloads ahead of it that are waiting
+  std::string message;     // for people, with the numbers
+  int position = 0;        // 1-based place among the waiting workloads of its queue; 0: not in line
+  int waiting_behind = 0;  // kWaitingBehind: workloads ahead of it that are waiting
   int64_t over_quota_chips = 0;  // kOverQuota: by how much
   std::string largest_free;      // kNoFreeBox: the largest free room now
   int64_t backoff_until_ms = 0;  // kBackoff
@@ -161,18 +161,18 @@ struct ClusterQueueUsage {
   std::string cohort;
   int64_t nominal_chips = 0;
   int64_t used_chips = 0;
-  int64_t borrowed_chips = 0;    // max(0, used - nominal)
-  int64_t lendable_chips = 0;    // what the cohort may borrow from it
-  int pending_workloads = 0;     // waiting (including backoff, excluding deactivated)
-  int admitted_workloads = 0;    // admitted or running
-  double share = 0;              // weighted dominant share (docs/admission.md)
+  int64_t borrowed_chips = 0;  // max(0, used - nominal)
+  int64_t lendable_chips = 0;  // what the cohort may borrow from it
+  int pending_workloads = 0;   // waiting (including backoff, excluding deactivated)
+  int admitted_workloads = 0;  // admitted or running
+  double share = 0;            // weighted dominant share (docs/admission.md)
 };
 
 struct AdmissionCycle {
-  std::vector<Admission> admissions;    // in the order they were decided
-  std::vector<Preemption> preemptions;  // in the order they were decided
-  std::vector<Eviction> evictions;      // start guard first, then preemption victims
-  std::vector<PendingStatus> pending;   // every waiting workload, by queue then position
+  std::vector<Admission> admissions;     // in the order they were decided
+  std::vector<Preemption> preemptions;   // in the order they were decided
+  std::vector<Eviction> evictions;       // start guard first, then preemption victims
+  std::vector<PendingStatus> pending;    // every waiting workload, by queue then position
   std::vector<ClusterQueueUsage> usage;  // by queue name
   // The working inventory after the decisions: victims and evicted released, admissions
   // reserved. The caller's own inventory changes only when it applies the decisions.

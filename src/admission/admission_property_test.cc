@@ -83,7 +83,8 @@ void RunSeed(uint64_t seed) {
   Rng rng(seed);
   Snapshot s;
   s.inventory = Pod(2, 4);
-  for (int i = 0; i < 4; ++i) s.cluster_queues.push_back(RandomQueue(rng, "q" + std::to_string(i), "co"));
+  for (int i = 0; i < 4; ++i)
+    s.cluster_queues.push_back(RandomQueue(rng, "q" + std::to_string(i), "co"));
   s.cluster_queues.push_back(RandomQueue(rng, "solo", ""));
   for (const auto& q : s.cluster_queues) s.local_queues.push_back({q.name, q.name});
   AdmissionOptions o;
@@ -155,8 +156,8 @@ void RunSeed(uint64_t seed) {
         const OwnerId before = s.inventory.host(h).owner;
         if (before.valid()) {
           EXPECT_TRUE(evicted.count(WorkloadId(before.value())));
-          EXPECT_TRUE(std::count(a.waits_for.begin(), a.waits_for.end(),
-                                 WorkloadId(before.value())));
+          EXPECT_TRUE(
+              std::count(a.waits_for.begin(), a.waits_for.end(), WorkloadId(before.value())));
         }
       }
     }
@@ -194,8 +195,8 @@ void RunSeed(uint64_t seed) {
       EXPECT_FALSE(p.message.empty());
     }
     for (const Workload& w : s.workloads) {
-      const bool waiting = (w.state == WorkloadState::kPending || w.state == WorkloadState::kDeactivated ||
-                            evicted.count(w.id)) &&
+      const bool waiting = (w.state == WorkloadState::kPending ||
+                            w.state == WorkloadState::kDeactivated || evicted.count(w.id)) &&
                            !admitted_now.count(w.id);
       EXPECT_EQ(waiting, explained.count(w.id) == 1) << w.name;
     }

@@ -266,8 +266,8 @@ TEST(Admission, FairShareOrdersTheLeastServedQueueFirst) {
   // Cohort a, b (64 each), c (128, idle); four cubes. a runs two (borrowing 64), b one. Both
   // want the last free cube; a's workload has the higher priority and is older.
   auto make = [] {
-    Snapshot s = MakeSnapshot(Pod(1, 4), {Queue("a", 64, "co"), Queue("b", 64, "co"),
-                                          Queue("c", 128, "co")});
+    Snapshot s = MakeSnapshot(Pod(1, 4),
+                              {Queue("a", 64, "co"), Queue("b", 64, "co"), Queue("c", 128, "co")});
     AddRunning(s, Job(10, "a", k444));
     AddRunning(s, Job(11, "a", k444));
     AddRunning(s, Job(20, "b", k444));

@@ -89,9 +89,9 @@ Status Validate(const ClusterQueueSpec& spec) {
     }
     if (q.lending_limit_chips) {
       if (*q.lending_limit_chips < 0 || *q.lending_limit_chips > q.nominal_chips)
-        return InvalidArgument(f + ".lendingLimit: must be in [0, nominalQuota=" +
-                               std::to_string(q.nominal_chips) + "], got " +
-                               std::to_string(*q.lending_limit_chips));
+        return InvalidArgument(
+            f + ".lendingLimit: must be in [0, nominalQuota=" + std::to_string(q.nominal_chips) +
+            "], got " + std::to_string(*q.lending_limit_chips));
       if (spec.cohort.empty())
         return InvalidArgument(f + ".lendingLimit: needs a cohort to lend to");
     }
@@ -144,8 +144,8 @@ Result<int32_t> ResolvePriority(const std::vector<PriorityClass>& classes, std::
     if (c.name == name) return c.value;
     known += (known.empty() ? "" : ", ") + c.name;
   }
-  return NotFound("priority: class '" + std::string(name) + "' does not exist; known: " +
-                  (known.empty() ? "none" : known));
+  return NotFound("priority: class '" + std::string(name) +
+                  "' does not exist; known: " + (known.empty() ? "none" : known));
 }
 
 }  // namespace tessera

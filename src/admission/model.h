@@ -74,7 +74,7 @@ struct ResourceQuota {
 
 struct ClusterQueueSpec {
   std::string name;
-  std::string cohort;  // empty: no cohort, no borrowing or lending
+  std::string cohort;                 // empty: no cohort, no borrowing or lending
   std::vector<ResourceQuota> quotas;  // at most one entry per generation
   QueueingStrategy queueing_strategy = QueueingStrategy::kBestEffortFIFO;
   PreemptionPolicy preemption;

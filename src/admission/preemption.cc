@@ -23,8 +23,7 @@ std::vector<HostMask> SubCubeMasks(const Shape& shape, PositionMode mode) {
   std::set<std::array<int, 3>> seen;
   do {
     if (mode == PositionMode::kAligned && perm != std::array<int, 3>{0, 1, 2}) continue;
-    const std::array<int, 3> phys = {shape.dims[perm[0]], shape.dims[perm[1]],
-                                     shape.dims[perm[2]]};
+    const std::array<int, 3> phys = {shape.dims[perm[0]], shape.dims[perm[1]], shape.dims[perm[2]]};
     if (!seen.insert(phys).second) continue;
     if (phys[0] % 2 || phys[1] % 2) continue;
     const int bx = phys[0] / 2, by = phys[1] / 2, bz = phys[2];

@@ -41,8 +41,8 @@ TEST(Preemption, PicksTheCubeWithTheLowestPriorityVictims) {
   Hold(inv, 2, CubeHosts(inv, 1, 0, 8));
   Hold(inv, 3, CubeHosts(inv, 1, 8, 16));
   SlicePlanner planner;
-  VictimSet v = FindVictims(inv, planner, kCube, {{WorkloadId(1), 5, 0}, {WorkloadId(2), 1, 0},
-                                                  {WorkloadId(3), 1, 0}});
+  VictimSet v = FindVictims(inv, planner, kCube,
+                            {{WorkloadId(1), 5, 0}, {WorkloadId(2), 1, 0}, {WorkloadId(3), 1, 0}});
   ASSERT_TRUE(v.found) << v.message;
   EXPECT_EQ(v.victims, Ids({2, 3}));
   EXPECT_EQ(v.cost.max_priority, 1);
@@ -52,12 +52,13 @@ TEST(Preemption, PicksTheCubeWithTheLowestPriorityVictims) {
 
 TEST(Preemption, ThenFewestChipsThenLeastLostWork) {
   Inventory inv = Pod(1, 3);
-  Hold(inv, 1, CubeHosts(inv, 0));        // 64 chips
-  Hold(inv, 2, CubeHosts(inv, 1, 0, 8));  // 32 chips, lost work 900
+  Hold(inv, 1, CubeHosts(inv, 0));         // 64 chips
+  Hold(inv, 2, CubeHosts(inv, 1, 0, 8));   // 32 chips, lost work 900
   Hold(inv, 3, CubeHosts(inv, 2, 8, 16));  // 32 chips, lost work 100
   SlicePlanner planner;
-  VictimSet v = FindVictims(inv, planner, kCube,
-                            {{WorkloadId(1), 1, 0}, {WorkloadId(2), 1, 900}, {WorkloadId(3), 1, 100}});
+  VictimSet v =
+      FindVictims(inv, planner, kCube,
+                  {{WorkloadId(1), 1, 0}, {WorkloadId(2), 1, 900}, {WorkloadId(3), 1, 100}});
   ASSERT_TRUE(v.found);
   EXPECT_EQ(v.victims, Ids({3}));
   EXPECT_EQ(v.plan.slices.at(0).cubes.at(0), CubeId(2));
@@ -100,8 +101,8 @@ TEST(Preemption, NonCandidatesBlockTheirRoom) {
   VictimSet v = FindVictims(inv, planner, kCube, {{WorkloadId(2), 9, 0}});
   ASSERT_TRUE(v.found);
   EXPECT_EQ(v.victims, Ids({2}));
-  VictimSet none = FindVictims(inv, planner, {Generation::k7x, Shape::Of(4, 4, 8), 1},
-                               {{WorkloadId(2), 9, 0}});
+  VictimSet none =
+      FindVictims(inv, planner, {Generation::k7x, Shape::Of(4, 4, 8), 1}, {{WorkloadId(2), 9, 0}});
   EXPECT_FALSE(none.found);
   EXPECT_FALSE(none.message.empty());
 }
