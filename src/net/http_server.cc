@@ -186,7 +186,8 @@ class ServerImpl {
 // stream_), except through StreamState, which has its own lock.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(ServerImpl& server, tcp::socket socket) : server_(server), stream_(std::move(socket)) {
+  Session(ServerImpl& server, tcp::socket socket)
+      : server_(server), executor_(socket.get_executor()), stream_(std::move(socket)) {
     error_code ec;
     tcp::endpoint ep = stream_.socket().remote_endpoint(ec);
     peer_ = ec ? std::string("unknown") : EndpointString(ep);
@@ -211,7 +212,8 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
-  asio::any_io_executor executor() { return stream_.get_executor(); }
+  // The connection's strand; safe to call from any thread (it never changes).
+  const asio::any_io_executor& executor() const { return executor_; }
 
   // Server Stop(): end the connection as soon as it is not in the middle of a request.
   void BeginShutdown() {
@@ -503,6 +505,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   ServerImpl& server_;
+  const asio::any_io_executor executor_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::string peer_;
@@ -640,7 +643,9 @@ Status ServerImpl::Start() {
   if (!ec) acceptor_.bind(endpoint, ec);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    acceptor_.close(ec);
+    error_code ignored;
+    acceptor_.close(ignored);
+    started_ = false;
     return Unavailable("cannot listen on " + where + ": " + ec.message());
   }
   port_ = acceptor_.local_endpoint(ec).port();

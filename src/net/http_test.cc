@@ -43,7 +43,12 @@ bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit 
 // A raw TCP connection, for clients that misbehave or that must be held open by the hundred.
 class RawConn {
  public:
-  explicit RawConn(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+  // `receive_buffer_bytes` > 0 shrinks the socket's receive buffer (for slow-reader tests).
+  explicit RawConn(uint16_t port, int receive_buffer_bytes = 0)
+      : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    if (receive_buffer_bytes > 0) {
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer_bytes, sizeof receive_buffer_bytes);
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
@@ -444,14 +449,17 @@ TEST(HttpStreams, SlowConsumerIsDroppedWhenItsQueueOverflows) {
                           })
                   .ok());
   ASSERT_TRUE(server.Start().ok());
-  RawConn reader_that_never_reads(server.port());
+  RawConn reader_that_never_reads(server.port(), 4096);
   ASSERT_TRUE(reader_that_never_reads.Send("GET /watch HTTP/1.1\r\nHost: x\r\n\r\n"));
   auto future = got.get_future();
   ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
   std::shared_ptr<StreamWriter> w = future.get();
   std::string line(1000, 'z');
   line.push_back('\n');
-  bool dropped = WaitFor([&] { return !w->Write(line); });
+  // Write as fast as possible: the socket buffers fill, then the queue, then the stream drops.
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  bool dropped = false;
+  while (!dropped && std::chrono::steady_clock::now() < deadline) dropped = !w->Write(line);
   EXPECT_TRUE(dropped);
   EXPECT_FALSE(w->IsOpen());
 }
