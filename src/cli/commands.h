@@ -17,5 +17,6 @@ struct CommandError : std::runtime_error {
 
 void AddTopologyCommand(CLI::App& app);
 void AddPlanCommand(CLI::App& app);
+void AddSimCommand(CLI::App& app);
 
 }  // namespace tessera::cli

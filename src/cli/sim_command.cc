@@ -1,0 +1,304 @@
+// `tessera sim`: replay a trace (or a generated workload) on a simulated cluster, once per
+// (admission, placement policy), and report the metrics side by side. The simulator core is
+// pure (src/sim/); this file is its shell: it opens files, draws the progress bar and writes
+// the reports.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "common/rng.h"
+#include "sim/cluster.h"
+#include "sim/report.h"
+#include "sim/simulator.h"
+
+namespace tessera::cli {
+namespace {
+
+struct SimFlags {
+  std::string preset = "ironwood";
+  std::string generation;
+  int blocks = 0;
+  int cubes_per_block = 0;
+  std::string fleet;
+  int unhealthy_hosts = 0;
+  std::string trace;
+  std::string trace_format = "auto";
+  int64_t generate = 0;
+  double load = 0.9;
+  std::string sizes;
+  double mean_duration_s = 3600;
+  double multi_slice_fraction = 0;
+  double priority_fraction = 0.2;
+  std::string shape_map;
+  std::string policies = "first-fit,tightest-fit,tessera";
+  std::string admission = "backfill";
+  uint64_t seed = 1;
+  double host_mtbf_hours = 0;
+  double host_repair_hours = 4;
+  double cube_mtbf_hours = 0;
+  double cube_repair_hours = 24;
+  int64_t checkpoint_interval_s = 3600;
+  std::string on_host_loss = "restart";
+  int64_t sample_interval_s = 0;
+  double horizon_days = 0;
+  std::string output = "text";
+  std::string csv;
+  std::string html;
+  bool no_progress = false;
+};
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(item);
+  return out;
+}
+
+sim::ClusterSpec BuildSpec(const SimFlags& f) {
+  auto spec = sim::Preset(f.preset);
+  if (!spec.ok()) throw CommandError("--preset: " + spec.status().message());
+  if (!f.generation.empty()) {
+    auto g = ParseGeneration(f.generation);
+    if (!g.ok()) throw CommandError("--generation: " + g.status().message());
+    spec->generation = *g;
+    spec->name = "custom";
+    if (Info(*g).rank == 2 && f.fleet.empty())
+      throw CommandError("--fleet: a 2D generation needs fixed slices, e.g. --fleet 4x4:64,8x8:16");
+  }
+  if (f.blocks > 0) spec->blocks = f.blocks, spec->name = "custom";
+  if (f.cubes_per_block > 0) spec->cubes_per_block = f.cubes_per_block, spec->name = "custom";
+  if (!f.fleet.empty()) spec->fleet = f.fleet, spec->name = "custom";
+  spec->unhealthy_hosts = f.unhealthy_hosts;
+  spec->unhealthy_seed = f.seed;
+  return *spec;
+}
+
+// Assigns priority 1 to a seeded random share of jobs when the trace carries no priorities,
+// so the priority admission has something to act on.
+void AssignPriorities(sim::Workload& w, double fraction, uint64_t seed) {
+  if (w.has_priorities || fraction <= 0) return;
+  Rng rng(seed ^ 0x7072696f72697479ull);
+  for (auto& j : w.jobs) j.priority = rng.UniformDouble() < fraction ? 1 : 0;
+}
+
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool on) : on_(on) {}
+  void Update(const std::string& label, double fraction) {
+    if (!on_) return;
+    const int width = 30, filled = static_cast<int>(fraction * width);
+    std::fprintf(stderr, "\r%-28s [%s%s] %3d%%", label.c_str(), std::string(filled, '#').c_str(),
+                 std::string(width - filled, ' ').c_str(), static_cast<int>(fraction * 100));
+    std::fflush(stderr);
+  }
+  void Done() {
+    if (on_) std::fprintf(stderr, "\r%80s\r", "");
+  }
+
+ private:
+  bool on_;
+};
+
+void WriteFile(const std::string& path, const std::string& what,
+               void (*writer)(std::ostream&, const sim::Comparison&), const sim::Comparison& c) {
+  std::ofstream out(path);
+  if (!out) throw CommandError(what + ": cannot write " + path, 1);
+  writer(out, c);
+  if (!out.flush()) throw CommandError(what + ": writing " + path + " failed", 1);
+}
+
+void Run(const SimFlags& f) {
+  const sim::ClusterSpec spec = BuildSpec(f);
+  auto inv = sim::BuildCluster(spec);
+  if (!inv.ok()) throw CommandError(inv.status().message());
+
+  sim::ShapeMap map = sim::ShapeMap::Default(spec.generation);
+  if (!f.shape_map.empty()) {
+    auto m = sim::ShapeMap::Parse(spec.generation, f.shape_map);
+    if (!m.ok()) throw CommandError("--shape-map: " + m.status().message());
+    map = *m;
+  }
+
+  sim::Workload workload;
+  if (!f.trace.empty() && f.generate > 0)
+    throw CommandError("--trace and --generate: choose one workload");
+  if (!f.trace.empty()) {
+    auto format = sim::ParseTraceFormat(f.trace_format);
+    if (!format.ok()) throw CommandError("--trace-format: " + format.status().message());
+    std::ifstream in(f.trace);
+    if (!in) throw CommandError("--trace: cannot open " + f.trace);
+    const size_t slash = f.trace.find_last_of('/');
+    auto w = sim::ReadTrace(in, slash == std::string::npos ? f.trace : f.trace.substr(slash + 1),
+                            *format);
+    if (!w.ok()) throw CommandError("--trace: " + w.status().message());
+    workload = std::move(*w);
+    AssignPriorities(workload, f.priority_fraction, f.seed);
+  } else if (f.generate > 0) {
+    sim::GeneratorOptions g;
+    g.jobs = f.generate;
+    g.seed = f.seed;
+    g.mean_duration_s = f.mean_duration_s;
+    g.high_priority_fraction = f.priority_fraction;
+    g.multi_slice_fraction = f.multi_slice_fraction;
+    if (!f.sizes.empty()) {
+      auto sizes = sim::ParseSizeMix(f.sizes);
+      if (!sizes.ok()) throw CommandError("--sizes: " + sizes.status().message());
+      g.sizes = *sizes;
+    }
+    if (!(f.load > 0)) throw CommandError("--load: must be positive");
+    // Offered load = mean chip-seconds per job / (interarrival x chips).
+    g.mean_interarrival_s =
+        sim::MeanChipSeconds(g, map) / (f.load * static_cast<double>(inv->total_chips()));
+    workload = sim::Generate(g);
+  } else {
+    throw CommandError("a workload is needed: --trace FILE or --generate N");
+  }
+
+  sim::SimOptions base;
+  base.shape_map = map;
+  base.seed = f.seed;
+  base.sample_interval_s = f.sample_interval_s;
+  base.horizon_s = static_cast<int64_t>(f.horizon_days * 86400);
+  base.failures.host_mtbf_hours = f.host_mtbf_hours;
+  base.failures.host_repair_hours = f.host_repair_hours;
+  base.failures.cube_mtbf_hours = f.cube_mtbf_hours;
+  base.failures.cube_repair_hours = f.cube_repair_hours;
+  base.failures.checkpoint_interval_s = f.checkpoint_interval_s;
+  if (f.on_host_loss == "shrink")
+    base.failures.on_host_loss = sim::OnHostLoss::kShrink;
+  else if (f.on_host_loss != "restart")
+    throw CommandError("--on-host-loss: '" + f.on_host_loss + "' is not restart or shrink");
+  if (f.host_mtbf_hours < 0 || f.cube_mtbf_hours < 0 || f.host_repair_hours <= 0 ||
+      f.cube_repair_hours <= 0 || f.checkpoint_interval_s < 0)
+    throw CommandError("failure options: MTBFs >= 0, repair times > 0, checkpoint interval >= 0");
+
+  std::vector<PlannerOptions> policies;
+  for (const std::string& name : Split(f.policies)) {
+    auto p = PlannerOptions::Named(name);
+    if (!p.ok()) throw CommandError("--policies: " + p.status().message());
+    policies.push_back(*p);
+  }
+  std::vector<sim::AdmissionKind> admissions;
+  for (const std::string& name : Split(f.admission)) {
+    auto a = sim::ParseAdmission(name);
+    if (!a.ok()) throw CommandError("--admission: " + a.status().message());
+    admissions.push_back(*a);
+  }
+  if (policies.empty() || admissions.empty())
+    throw CommandError("--policies and --admission: name at least one each");
+
+  const std::vector<sim::SimJob> jobs = sim::MapJobs(workload, *inv, map);
+  sim::Comparison c;
+  c.cluster = sim::Describe(spec, *inv);
+  c.workload = workload.source + ", shape map " + map.ToString();
+  c.command = "policies " + f.policies + "; admission " + f.admission + "; seed " +
+              std::to_string(f.seed) + "; checkpoint every " +
+              std::to_string(f.checkpoint_interval_s) + " s";
+  if (base.failures.enabled()) {
+    std::ostringstream s;
+    s << "; host MTBF " << f.host_mtbf_hours << " h (repair " << f.host_repair_hours
+      << " h); cube MTBF " << f.cube_mtbf_hours << " h (repair " << f.cube_repair_hours
+      << " h); on host loss: " << f.on_host_loss;
+    c.command += s.str();
+  }
+  c.jobs = static_cast<int64_t>(jobs.size());
+  c.skipped_rows = workload.skipped_rows;
+  c.seed = f.seed;
+  c.failures = base.failures.enabled();
+
+  ProgressBar bar(!f.no_progress && isatty(STDERR_FILENO) && jobs.size() >= 1000);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (sim::AdmissionKind a : admissions)
+    for (const PlannerOptions& p : policies) {
+      sim::SimOptions o = base;
+      o.placement = p;
+      o.admission = a;
+      const std::string label = p.Name() + "/" + sim::AdmissionName(a);
+      o.progress = [&bar, label](double fraction) { bar.Update(label, fraction); };
+      auto r = sim::RunSimulation(*inv, jobs, o);
+      if (!r.ok()) throw CommandError(label + ": " + r.status().ToString(), 1);
+      c.runs.push_back(std::move(*r));
+    }
+  bar.Done();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  if (f.output == "json")
+    sim::WriteJson(std::cout, c);
+  else
+    sim::WriteText(std::cout, c);
+  if (!f.csv.empty()) WriteFile(f.csv, "--csv", &sim::WriteCsv, c);
+  if (!f.html.empty()) WriteFile(f.html, "--html", &sim::WriteHtml, c);
+  // Wall time is the shell's business, and goes to stderr so stdout stays reproducible.
+  std::fprintf(stderr, "simulated %zu run(s) of %zu jobs in %.2f s\n", c.runs.size(), jobs.size(),
+               seconds);
+}
+
+}  // namespace
+
+void AddSimCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "sim",
+      "Replay a job trace or a generated workload on a simulated cluster and compare "
+      "placement policies and admission variants");
+  auto f = std::make_shared<SimFlags>();
+  cmd->add_option("--preset", f->preset, "cluster: ironwood, v5p, v6e-fleet")
+      ->capture_default_str();
+  cmd->add_option("--generation", f->generation, "override the preset's generation");
+  cmd->add_option("--blocks", f->blocks, "3D: optical-switch blocks (overrides the preset)");
+  cmd->add_option("--cubes-per-block", f->cubes_per_block, "3D: cubes per block");
+  cmd->add_option("--fleet", f->fleet, "2D: fixed slices as shape:count,...");
+  cmd->add_option("--unhealthy-hosts", f->unhealthy_hosts, "hosts down for the whole run");
+  cmd->add_option("--trace", f->trace, "trace file (ITP cluster csv or openb pod list)");
+  cmd->add_option("--trace-format", f->trace_format, "auto, itp, openb")->capture_default_str();
+  cmd->add_option("--generate", f->generate, "generate N jobs instead of reading a trace");
+  cmd->add_option("--load", f->load, "generated: offered load over cluster chips")
+      ->capture_default_str();
+  cmd->add_option("--sizes", f->sizes,
+                  "generated: accelerators:weight,... (default 4:8,8:4,16:2,32:1,64:1)");
+  cmd->add_option("--mean-duration-s", f->mean_duration_s, "generated: mean job duration")
+      ->capture_default_str();
+  cmd->add_option("--multi-slice-fraction", f->multi_slice_fraction,
+                  "generated: share of 2-4 slice elastic jobs")
+      ->capture_default_str();
+  cmd->add_option("--priority-fraction", f->priority_fraction,
+                  "share of high-priority jobs (generated, or traces without priorities)")
+      ->capture_default_str();
+  cmd->add_option("--shape-map", f->shape_map,
+                  "accelerators:shape,... (default 4:2x2x1,...,512:8x8x8 for 3D)");
+  cmd->add_option("--policies", f->policies, "placement: first-fit, tightest-fit, tessera")
+      ->capture_default_str();
+  cmd->add_option("--admission", f->admission, "fifo, backfill, priority (comma list)")
+      ->capture_default_str();
+  cmd->add_option("--seed", f->seed, "seed for failures, generator, priorities")
+      ->capture_default_str();
+  cmd->add_option("--host-mtbf-hours", f->host_mtbf_hours, "per-host MTBF; 0 = no failures")
+      ->capture_default_str();
+  cmd->add_option("--host-repair-hours", f->host_repair_hours, "mean host repair time")
+      ->capture_default_str();
+  cmd->add_option("--cube-mtbf-hours", f->cube_mtbf_hours, "per-cube MTBF; 0 = none")
+      ->capture_default_str();
+  cmd->add_option("--cube-repair-hours", f->cube_repair_hours, "mean cube repair time")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-interval-s", f->checkpoint_interval_s,
+                  "training checkpoint interval; 0 = none")
+      ->capture_default_str();
+  cmd->add_option("--on-host-loss", f->on_host_loss, "restart or shrink (multi-slice jobs)")
+      ->capture_default_str();
+  cmd->add_option("--sample-interval-s", f->sample_interval_s, "time-series period; 0 = span/500")
+      ->capture_default_str();
+  cmd->add_option("--horizon-days", f->horizon_days, "stop after this much simulated time");
+  cmd->add_option("-o,--output", f->output, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--csv", f->csv, "write the time series to FILE");
+  cmd->add_option("--html", f->html, "write a self-contained HTML report to FILE");
+  cmd->add_flag("--no-progress", f->no_progress, "no progress bar even on a terminal");
+  cmd->callback([f] { Run(*f); });
+}
+
+}  // namespace tessera::cli

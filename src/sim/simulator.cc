@@ -1,0 +1,593 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <queue>
+#include <set>
+
+#include "common/rng.h"
+
+namespace tessera::sim {
+namespace {
+
+enum class EventType : uint8_t {
+  kArrival,
+  kFinish,
+  kHostFail,
+  kHostRepair,
+  kCubeFail,
+  kCubeRepair,
+  kSample,
+};
+
+struct Event {
+  int64_t time;
+  uint64_t seq;
+  EventType type;
+  uint32_t a;  // job, host or cube
+  uint32_t b;  // a job's run epoch, for kFinish: a finish of an interrupted run is stale
+  bool operator>(const Event& o) const { return std::tie(time, seq) > std::tie(o.time, o.seq); }
+};
+
+enum class Phase : uint8_t { kNotArrived, kQueued, kRunning, kDone, kNever };
+
+struct JobState {
+  Phase phase = Phase::kNotArrived;
+  std::vector<OwnerId> owners;  // one per slice held
+  uint32_t next_slot = 0;
+  uint32_t epoch = 0;
+  int64_t work_total = 0;  // slice-seconds
+  int64_t work_saved = 0;  // at the last checkpoint
+  int64_t run_start = 0;   // start of the current run segment
+  int64_t interrupted_at = -1;
+};
+
+constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
+constexpr uint64_t kFnvPrime = 0x100000001b3ull;
+
+double Exponential(Rng& rng, double mean) { return -std::log(1.0 - rng.UniformDouble()) * mean; }
+int64_t Seconds(double s) { return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(s))); }
+
+double Percentile(const std::vector<int64_t>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  // Nearest rank: the smallest value with at least p of the values at or below it.
+  const size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
+  return static_cast<double>(sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1]);
+}
+
+class SimulatorImpl final : public Simulator, public SchedulingContext {
+ public:
+  SimulatorImpl(const Inventory& cluster, const std::vector<SimJob>& jobs, const SimOptions& o,
+                const SlicePlanner& planner)
+      : inv_(cluster),
+        jobs_(jobs),
+        options_(o),
+        planner_(planner),
+        scheduler_(MakeScheduler(o.admission)),
+        state_(jobs.size()),
+        host_down_(cluster.hosts().size(), 0) {}
+
+  Result<SimResult> Run();
+
+  // Simulator
+  int64_t now() const override { return now_; }
+  const Inventory& inventory() const override { return inv_; }
+  Status CheckInvariants() const override;
+
+  // SchedulingContext
+  const SimJob& job(JobIndex j) const override { return jobs_[j]; }
+  PlanResult Plan(JobIndex j) const override { return planner_.Plan(inv_, jobs_[j].request); }
+  PlanResult PlanOn(const Inventory& scratch, JobIndex j) const override {
+    return planner_.Plan(scratch, jobs_[j].request);
+  }
+  void Start(JobIndex j, const PlanResult& plan) override;
+  void Preempt(JobIndex victim, JobIndex for_job) override;
+  std::vector<RunningJobView> Running() const override;
+  std::vector<OwnerId> OwnersOf(JobIndex j) const override { return state_[j].owners; }
+
+ private:
+  void Push(int64_t time, EventType type, uint32_t a, uint32_t b = 0) {
+    events_.push(Event{time, seq_++, type, a, b});
+  }
+  void Mix(uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      hash_ ^= (v >> (8 * i)) & 0xff;
+      hash_ *= kFnvPrime;
+    }
+  }
+  void Advance(int64_t t) {
+    allocated_chip_s_ += static_cast<double>(inv_.owned_chips()) * static_cast<double>(t - now_);
+    now_ = t;
+  }
+  int64_t HeldChips(JobIndex j) const {
+    return static_cast<int64_t>(state_[j].owners.size()) * jobs_[j].slice_chips;
+  }
+  // Reserves each slice of `plan` under a new owner of `j`. Plans come from the planner on the
+  // live inventory, so a failure here is a bug; it is recorded and ends the run.
+  bool Reserve(JobIndex j, const PlanResult& plan);
+  void BeginRun(JobIndex j);
+  // Ends the current run segment at now_: keeps work up to the last checkpoint, counts the rest
+  // as lost.
+  void Interrupt(JobIndex j);
+  void ReleaseAll(JobIndex j);
+  void Requeue(JobIndex j);
+  void Finish(JobIndex j);
+  void Arrive(JobIndex j);
+  void HostDown(HostId h);
+  void HostUp(HostId h);
+  void FailJobOnHost(HostId h);
+  void TryGrow();
+  void TakeSample();
+  bool Settled() const { return settled_ == jobs_.size(); }
+
+  Inventory inv_;
+  const std::vector<SimJob>& jobs_;
+  const SimOptions& options_;
+  const SlicePlanner& planner_;
+  std::unique_ptr<SimScheduler> scheduler_;
+  std::vector<JobState> state_;
+  std::vector<int> host_down_;  // failures in effect on each host (host and cube failures)
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  uint64_t seq_ = 0;
+  uint64_t hash_ = kFnvOffset;
+  int64_t now_ = 0;
+  size_t next_arrival_ = 0;
+  size_t settled_ = 0;
+  std::set<JobIndex> running_;
+  std::set<JobIndex> shrunk_;
+  int64_t down_hosts_ = 0;  // down because of an injected failure (not unhealthy from the start)
+  Status error_;
+  double allocated_chip_s_ = 0;
+  double lost_chip_s_ = 0;
+  double asked_chip_s_ = 0;  // what the trace asked (accelerators x run time)
+  double ttr_sum_s_ = 0;
+  SimResult r_;
+};
+
+bool SimulatorImpl::Reserve(JobIndex j, const PlanResult& plan) {
+  JobState& s = state_[j];
+  for (const SlicePlacement& slice : plan.slices) {
+    const OwnerId owner((uint64_t{j} << 16) | (s.next_slot++ & 0xFFFF));
+    Status st = inv_.Reserve(owner, slice.hosts);
+    if (!st.ok()) {
+      error_ = Internal("job " + jobs_[j].spec.name +
+                        ": reserving a planned slice failed: " + st.message());
+      return false;
+    }
+    s.owners.push_back(owner);
+    Mix(owner.value());
+    for (HostId h : slice.hosts) Mix(h.value());
+  }
+  return true;
+}
+
+void SimulatorImpl::BeginRun(JobIndex j) {
+  JobState& s = state_[j];
+  s.run_start = now_;
+  ++s.epoch;
+  const int64_t k = static_cast<int64_t>(s.owners.size());
+  const int64_t left = s.work_total - s.work_saved;
+  Push(now_ + std::max<int64_t>(1, (left + k - 1) / k), EventType::kFinish, j, s.epoch);
+}
+
+void SimulatorImpl::Start(JobIndex j, const PlanResult& plan) {
+  JobState& s = state_[j];
+  Mix(0x5354415254ull);  // "START"
+  Mix(j);
+  if (!Reserve(j, plan)) return;
+  s.phase = Phase::kRunning;
+  running_.insert(j);
+  JobOutcome& out = r_.outcomes[j];
+  if (out.first_start_s < 0) {
+    out.first_start_s = now_;
+    r_.waits_s.push_back(now_ - jobs_[j].spec.submit_s);
+  }
+  if (s.interrupted_at >= 0) {
+    ++r_.recoveries;
+    ttr_sum_s_ += static_cast<double>(now_ - s.interrupted_at);
+    s.interrupted_at = -1;
+  }
+  BeginRun(j);
+}
+
+void SimulatorImpl::Interrupt(JobIndex j) {
+  JobState& s = state_[j];
+  const int64_t elapsed = now_ - s.run_start;
+  const int64_t interval = options_.failures.checkpoint_interval_s;
+  const int64_t kept = interval > 0 ? (elapsed / interval) * interval : 0;
+  const int64_t k = static_cast<int64_t>(s.owners.size());
+  s.work_saved = std::min(s.work_total, s.work_saved + k * kept);
+  lost_chip_s_ += static_cast<double>(HeldChips(j)) * static_cast<double>(elapsed - kept);
+  asked_chip_s_ -= static_cast<double>(jobs_[j].spec.accelerators) * static_cast<double>(k) *
+                   static_cast<double>(elapsed - kept);
+  ++s.epoch;  // the pending finish event is now stale
+  ++r_.outcomes[j].restarts;
+}
+
+void SimulatorImpl::ReleaseAll(JobIndex j) {
+  JobState& s = state_[j];
+  for (OwnerId o : s.owners) inv_.Release(o);
+  s.owners.clear();
+  running_.erase(j);
+  shrunk_.erase(j);
+  scheduler_->OnDeparture(j);
+}
+
+void SimulatorImpl::Requeue(JobIndex j) {
+  state_[j].phase = Phase::kQueued;
+  scheduler_->OnArrival(j, jobs_[j]);
+}
+
+void SimulatorImpl::Preempt(JobIndex victim, JobIndex for_job) {
+  Mix(0x505245454d50ull);  // "PREEMP"
+  Mix(victim);
+  Mix(for_job);
+  ++r_.preemptions;
+  Interrupt(victim);
+  ReleaseAll(victim);
+  Requeue(victim);
+}
+
+std::vector<RunningJobView> SimulatorImpl::Running() const {
+  std::vector<RunningJobView> out;
+  out.reserve(running_.size());
+  for (JobIndex j : running_)
+    out.push_back({j, jobs_[j].spec.priority, state_[j].run_start, HeldChips(j)});
+  return out;
+}
+
+void SimulatorImpl::Finish(JobIndex j) {
+  JobState& s = state_[j];
+  s.work_saved = s.work_total;
+  ReleaseAll(j);
+  s.phase = Phase::kDone;
+  r_.outcomes[j].state = JobOutcome::State::kFinished;
+  r_.outcomes[j].finish_s = now_;
+  ++settled_;
+}
+
+void SimulatorImpl::Arrive(JobIndex j) {
+  const SimJob& job = jobs_[j];
+  JobState& s = state_[j];
+  s.work_total = job.spec.duration_s * job.request.num_slices;
+  // Asked chip-time counts the run time at full size; interruptions subtract what they lose.
+  asked_chip_s_ += static_cast<double>(job.spec.accelerators) * static_cast<double>(s.work_total);
+  if (!job.never_reason.empty()) {
+    s.phase = Phase::kNever;
+    r_.outcomes[j].state = JobOutcome::State::kNeverPlaced;
+    r_.outcomes[j].reason = job.never_reason;
+    asked_chip_s_ -= static_cast<double>(job.spec.accelerators) * static_cast<double>(s.work_total);
+    ++settled_;
+    return;
+  }
+  Requeue(j);
+}
+
+void SimulatorImpl::FailJobOnHost(HostId h) {
+  const OwnerId owner = inv_.host(h).owner;
+  if (!owner.valid()) return;
+  const JobIndex j = static_cast<JobIndex>(owner.value() >> 16);
+  JobState& s = state_[j];
+  const SimJob& job = jobs_[j];
+  Mix(0x4641494cull);  // "FAIL"
+  Mix(j);
+  ++r_.interrupted_jobs;
+  Interrupt(j);
+  const int k = static_cast<int>(s.owners.size());
+  if (options_.failures.on_host_loss == OnHostLoss::kShrink && k - 1 >= job.spec.min_slices) {
+    // Drop the broken slice and run on at the smaller size from the last checkpoint.
+    inv_.Release(owner);
+    s.owners.erase(std::find(s.owners.begin(), s.owners.end(), owner));
+    scheduler_->OnDeparture(j);
+    shrunk_.insert(j);
+    ++r_.shrinks;
+    ++r_.recoveries;
+    BeginRun(j);
+    return;
+  }
+  ReleaseAll(j);
+  s.interrupted_at = now_;
+  Requeue(j);
+}
+
+void SimulatorImpl::HostDown(HostId h) {
+  if (host_down_[h.value()]++ > 0) return;
+  ++down_hosts_;
+  FailJobOnHost(h);
+  (void)inv_.SetHealth(h, Health::kDown);
+}
+
+void SimulatorImpl::HostUp(HostId h) {
+  if (--host_down_[h.value()] > 0) return;
+  --down_hosts_;
+  (void)inv_.SetHealth(h, Health::kHealthy);
+}
+
+void SimulatorImpl::TryGrow() {
+  for (auto it = shrunk_.begin(); it != shrunk_.end();) {
+    const JobIndex j = *it;
+    JobState& s = state_[j];
+    SliceRequest more = jobs_[j].request;
+    more.num_slices = jobs_[j].request.num_slices - static_cast<int>(s.owners.size());
+    PlanResult plan = planner_.Plan(inv_, more);
+    if (!plan.placed()) {
+      ++it;
+      continue;
+    }
+    // A resize is a restart: checkpoint now (no loss), then run on the larger group.
+    const int64_t k = static_cast<int64_t>(s.owners.size());
+    s.work_saved = std::min(s.work_total, s.work_saved + k * (now_ - s.run_start));
+    Mix(0x47524f57ull);  // "GROW"
+    Mix(j);
+    if (!Reserve(j, plan)) return;
+    ++r_.grows;
+    BeginRun(j);
+    it = shrunk_.erase(it);
+  }
+}
+
+void SimulatorImpl::TakeSample() {
+  const double total = static_cast<double>(r_.total_chips);
+  r_.series.push_back({now_, static_cast<double>(inv_.owned_chips()) / total,
+                       planner_.Fragmentation(inv_),
+                       static_cast<int64_t>(scheduler_->QueueLength()),
+                       static_cast<int64_t>(running_.size()), down_hosts_});
+}
+
+Status SimulatorImpl::CheckInvariants() const {
+  if (!error_.ok()) return error_;
+  int64_t held = 0;
+  for (JobIndex j = 0; j < jobs_.size(); ++j) {
+    const JobState& s = state_[j];
+    const SimJob& job = jobs_[j];
+    const std::string who = "job " + job.spec.name + ": ";
+    if (s.phase != Phase::kRunning) {
+      if (!s.owners.empty()) return Internal(who + "holds chips but is not running");
+      continue;
+    }
+    const int k = static_cast<int>(s.owners.size());
+    if (k < job.spec.min_slices || k > job.request.num_slices)
+      return Internal(who + "holds " + std::to_string(k) + " slices, outside [min, max]");
+    for (OwnerId o : s.owners) {
+      int64_t chips = 0;
+      for (HostId h : inv_.HostsOf(o)) {
+        const Host& host = inv_.host(h);
+        if (host.owner != o)
+          return Internal(who + "host " + inv_.HostName(h) + " has another owner");
+        if (host.health == Health::kDown)
+          return Internal(who + "runs on down host " + inv_.HostName(h));
+        chips += host.chips;
+      }
+      if (chips != job.slice_chips)
+        return Internal(who + "a slice holds " + std::to_string(chips) + " chips, not " +
+                        std::to_string(job.slice_chips) + " (gang not whole)");
+      held += chips;
+    }
+  }
+  if (held != inv_.owned_chips())
+    return Internal("running jobs hold " + std::to_string(held) + " chips, the inventory says " +
+                    std::to_string(inv_.owned_chips()) +
+                    " are owned (a chip is double-booked "
+                    "or leaked)");
+  for (const Host& h : inv_.hosts()) {
+    if (!h.owner.valid()) continue;
+    const JobIndex j = static_cast<JobIndex>(h.owner.value() >> 16);
+    if (j >= jobs_.size() || state_[j].phase != Phase::kRunning)
+      return Internal("host " + inv_.HostName(h.id) + " is owned by a job that is not running");
+  }
+  return Status::Ok();
+}
+
+Result<SimResult> SimulatorImpl::Run() {
+  r_.policy = planner_.options().Name();
+  r_.admission = AdmissionName(options_.admission);
+  r_.total_chips = inv_.total_chips();
+  r_.jobs = static_cast<int64_t>(jobs_.size());
+  r_.outcomes.resize(jobs_.size());
+  for (size_t i = 1; i < jobs_.size(); ++i)
+    if (jobs_[i].spec.submit_s < jobs_[i - 1].spec.submit_s)
+      return InvalidArgument("jobs: not sorted by submission time at job " + jobs_[i].spec.name);
+  if (jobs_.empty()) return r_;
+  const int64_t start = jobs_.front().spec.submit_s;
+  const int64_t span = jobs_.back().spec.submit_s - start;
+  const int64_t sample_every = options_.sample_interval_s > 0 ? options_.sample_interval_s
+                                                              : std::max<int64_t>(60, span / 500);
+  now_ = start;
+  r_.start_s = start;
+
+  // Failure processes: one Rng per host and per cube, so all policies see the same faults.
+  std::vector<Rng> host_rng, cube_rng;
+  const FailureOptions& f = options_.failures;
+  if (f.host_mtbf_hours > 0)
+    for (const Host& h : inv_.hosts()) {
+      host_rng.emplace_back(options_.seed ^ (0x9E3779B97F4A7C15ull * (h.id.value() + 1)));
+      Push(start + Seconds(Exponential(host_rng.back(), f.host_mtbf_hours * 3600)),
+           EventType::kHostFail, h.id.value());
+    }
+  if (f.cube_mtbf_hours > 0)
+    for (const Cube& c : inv_.cubes()) {
+      cube_rng.emplace_back(options_.seed ^ (0xC2B2AE3D27D4EB4Full * (c.id.value() + 1)));
+      Push(start + Seconds(Exponential(cube_rng.back(), f.cube_mtbf_hours * 3600)),
+           EventType::kCubeFail, c.id.value());
+    }
+  Push(start, EventType::kArrival, 0);
+  Push(start, EventType::kSample, 0);
+
+  int64_t applied = 0, next_progress = 0;
+  while (!events_.empty() && !Settled() && error_.ok()) {
+    const int64_t t = events_.top().time;
+    if (options_.horizon_s > 0 && t > start + options_.horizon_s) break;
+    Advance(t);
+    // Apply every event at this instant, then make one scheduling pass.
+    bool sample = false;
+    while (!events_.empty() && events_.top().time == t) {
+      const Event e = events_.top();
+      events_.pop();
+      ++applied;
+      Mix(static_cast<uint64_t>(e.time));
+      Mix((uint64_t{static_cast<uint8_t>(e.type)} << 32) | e.a);
+      switch (e.type) {
+        case EventType::kArrival:
+          Arrive(e.a);
+          if (++next_arrival_ < jobs_.size())
+            Push(jobs_[next_arrival_].spec.submit_s, EventType::kArrival,
+                 static_cast<uint32_t>(next_arrival_));
+          break;
+        case EventType::kFinish:
+          if (state_[e.a].phase == Phase::kRunning && state_[e.a].epoch == e.b) Finish(e.a);
+          break;
+        case EventType::kHostFail:
+          ++r_.host_failures;
+          HostDown(HostId(e.a));
+          Push(t + Seconds(Exponential(host_rng[e.a], f.host_repair_hours * 3600)),
+               EventType::kHostRepair, e.a);
+          break;
+        case EventType::kHostRepair:
+          HostUp(HostId(e.a));
+          Push(t + Seconds(Exponential(host_rng[e.a], f.host_mtbf_hours * 3600)),
+               EventType::kHostFail, e.a);
+          break;
+        case EventType::kCubeFail:
+          ++r_.cube_failures;
+          for (HostId h : inv_.cube(CubeId(e.a)).hosts) HostDown(h);
+          Push(t + Seconds(Exponential(cube_rng[e.a], f.cube_repair_hours * 3600)),
+               EventType::kCubeRepair, e.a);
+          break;
+        case EventType::kCubeRepair:
+          for (HostId h : inv_.cube(CubeId(e.a)).hosts) HostUp(h);
+          Push(t + Seconds(Exponential(cube_rng[e.a], f.cube_mtbf_hours * 3600)),
+               EventType::kCubeFail, e.a);
+          break;
+        case EventType::kSample:
+          sample = true;
+          Push(t + sample_every, EventType::kSample, 0);
+          break;
+      }
+    }
+    scheduler_->Schedule(now_, *this);
+    if (!shrunk_.empty()) TryGrow();
+    if (sample) TakeSample();
+    if (options_.after_event) options_.after_event(*this);
+    if (options_.progress && applied >= next_progress) {
+      next_progress = applied + 4096;
+      options_.progress(static_cast<double>(settled_) / static_cast<double>(jobs_.size()));
+    }
+    // Nothing runs, nothing is left to arrive, and no failure will heal: the queue is stuck.
+    if (running_.empty() && next_arrival_ == jobs_.size() && down_hosts_ == 0 &&
+        scheduler_->QueueLength() > 0)
+      break;
+  }
+  if (!error_.ok()) return error_;
+  r_.events = applied;
+  r_.event_hash = hash_;
+  r_.end_s = now_;
+  r_.makespan_s = now_ - start;
+  TakeSample();
+
+  // Jobs still waiting or running when the run stopped.
+  for (JobIndex j = 0; j < jobs_.size(); ++j) {
+    JobOutcome& out = r_.outcomes[j];
+    const JobState& s = state_[j];
+    if (s.phase == Phase::kDone || s.phase == Phase::kNever) continue;
+    out.state = JobOutcome::State::kUnfinished;
+    if (s.phase == Phase::kRunning) {
+      out.reason = "still running when the run stopped";
+    } else if (s.phase == Phase::kQueued) {
+      const PlanResult p = Plan(j);
+      out.reason =
+          "still waiting when the run stopped: " +
+          (p.placed() ? std::string("it fits now but the queue never reached it") : p.message);
+    } else {
+      out.reason = "had not arrived when the run stopped";
+    }
+  }
+  for (const JobOutcome& out : r_.outcomes) {
+    if (out.state == JobOutcome::State::kFinished) ++r_.finished;
+    if (out.first_start_s < 0) ++r_.never_placed;
+  }
+
+  double jct = 0;
+  for (JobIndex j = 0; j < jobs_.size(); ++j)
+    if (r_.outcomes[j].state == JobOutcome::State::kFinished)
+      jct += static_cast<double>(r_.outcomes[j].finish_s - jobs_[j].spec.submit_s);
+  r_.mean_jct_s = r_.finished > 0 ? jct / static_cast<double>(r_.finished) : 0;
+  std::sort(r_.waits_s.begin(), r_.waits_s.end());
+  r_.wait_p50_s = Percentile(r_.waits_s, 0.50);
+  r_.wait_p95_s = Percentile(r_.waits_s, 0.95);
+  r_.wait_p99_s = Percentile(r_.waits_s, 0.99);
+  const double capacity = static_cast<double>(r_.total_chips) * static_cast<double>(r_.makespan_s);
+  r_.utilization = capacity > 0 ? allocated_chip_s_ / capacity : 0;
+  r_.allocated_chip_hours = allocated_chip_s_ / 3600;
+  r_.lost_chip_hours = lost_chip_s_ / 3600;
+  r_.goodput = allocated_chip_s_ > 0 ? (allocated_chip_s_ - lost_chip_s_) / allocated_chip_s_ : 1;
+  // Chip-time on kept work that the trace did not ask for: the shape map's rounding.
+  const double kept = allocated_chip_s_ - lost_chip_s_;
+  r_.rounding_waste = kept > 0 ? std::max(0.0, kept - asked_chip_s_) / kept : 0;
+  r_.mean_time_to_recover_s =
+      r_.recoveries > 0 ? ttr_sum_s_ / static_cast<double>(r_.recoveries) : 0;
+  double frag = 0;
+  for (const Sample& s : r_.series) frag += s.fragmentation;
+  r_.mean_fragmentation = r_.series.empty() ? 0 : frag / static_cast<double>(r_.series.size());
+  if (options_.progress) options_.progress(1.0);
+  return std::move(r_);
+}
+
+}  // namespace
+
+std::vector<SimJob> MapJobs(const Workload& workload, const Inventory& cluster,
+                            const ShapeMap& map) {
+  return MapJobs(workload, cluster, map, SlicePlanner(PlannerOptions::Tessera()));
+}
+
+std::vector<SimJob> MapJobs(const Workload& workload, const Inventory& cluster,
+                            const ShapeMap& map_in, const SlicePlanner& planner) {
+  const ShapeMap map = map_in.entries.empty() ? ShapeMap::Default(cluster.generation()) : map_in;
+  std::map<std::pair<Shape, int>, std::string> never;  // request -> reason ("" = fits)
+  std::vector<SimJob> out;
+  out.reserve(workload.jobs.size());
+  for (const JobSpec& spec : workload.jobs) {
+    SimJob j;
+    j.spec = spec;
+    j.request.generation = cluster.generation();
+    j.request.num_slices = spec.num_slices;
+    const ShapeMap::Entry* e = map.Find(spec.accelerators);
+    if (e == nullptr) {
+      j.never_reason = "asks for " + std::to_string(spec.accelerators) +
+                       " accelerators; the largest mapped shape holds " +
+                       std::to_string(map.entries.empty() ? 0 : map.entries.back().accelerators) +
+                       " (shape map " + map.ToString() + ")";
+      j.slice_chips = spec.accelerators;
+      out.push_back(std::move(j));
+      continue;
+    }
+    j.request.shape = e->shape;
+    j.slice_chips = e->shape.chips();
+    auto [it, inserted] = never.try_emplace({e->shape, spec.num_slices});
+    if (inserted) {
+      // The cluster is never emptier or healthier than at the start (hosts unhealthy from the
+      // start stay down; injected failures heal), so what does not fit now never will.
+      const PlanResult p = planner.Plan(cluster, j.request);
+      if (!p.placed())
+        it->second =
+            std::string("never fits this cluster (") + NoFitName(p.reason) + "): " + p.message;
+    }
+    j.never_reason = it->second;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+Result<SimResult> RunSimulation(const Inventory& cluster, const std::vector<SimJob>& jobs,
+                                const SimOptions& options) {
+  const SlicePlanner planner(options.placement);
+  return RunSimulation(cluster, jobs, options, planner);
+}
+
+Result<SimResult> RunSimulation(const Inventory& cluster, const std::vector<SimJob>& jobs,
+                                const SimOptions& options, const SlicePlanner& planner) {
+  SimulatorImpl sim(cluster, jobs, options, planner);
+  return sim.Run();
+}
+
+}  // namespace tessera::sim
