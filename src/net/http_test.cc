@@ -419,6 +419,22 @@ TEST_F(HttpTest, StopWithOpenStreamsReturnsPromptly) {
   server_->Stop();  // idempotent
 }
 
+TEST_F(HttpTest, OversizedHeaderGets431AndExpectContinueIsHonoured) {
+  RawConn big(server_->port());
+  ASSERT_TRUE(big.Send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(32 * 1024, 'h') +
+                       "\r\n\r\n"));
+  EXPECT_NE(big.ReadUntil("\r\n\r\n").find(" 431 "), std::string::npos);
+
+  RawConn expect(server_->port());
+  ASSERT_TRUE(expect.Send(std::string("POST /api/v1/jobs/e HTTP/1.1\r\nHost: x\r\n") +
+                          "Authorization: Bearer " + kToken +
+                          "\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n"));
+  EXPECT_NE(expect.ReadUntil("\r\n\r\n").find(" 100 "), std::string::npos);
+  ASSERT_TRUE(expect.Send("{}"));
+  EXPECT_NE(expect.ReadUntil("{\"bytes\":2}").find(" 201 "), std::string::npos);
+  EXPECT_EQ(calls_, 1);
+}
+
 TEST(HttpTimeouts, SlowlorisAndIdleClientsAreDisconnected) {
   ServerOptions options;
   options.header_timeout = 200ms;
