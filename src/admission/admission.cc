@@ -47,6 +47,7 @@ class QuotaBook {
   std::vector<QueueState> queues;
   std::vector<CohortState> cohorts;
   std::vector<char> dirty;  // per queue: usage changed since its ordering key was computed
+  std::vector<uint64_t> cohort_epoch;  // per cohort: bumped by every usage change
 
   static int64_t Above(int64_t used, int64_t guaranteed) {
     return std::max<int64_t>(0, used - guaranteed);
@@ -57,6 +58,7 @@ class QuotaBook {
     if (q.cohort >= 0) cohorts[q.cohort].pool_used -= Above(q.used, q.guaranteed);
     q.used += chips;
     if (q.cohort >= 0) cohorts[q.cohort].pool_used += Above(q.used, q.guaranteed);
+    if (q.cohort >= 0) ++cohort_epoch[q.cohort];
     dirty[qi] = 1;
   }
 
@@ -243,8 +245,16 @@ class Cycle {
   std::vector<WorkloadId> evicted_host_owner_;  // per host: workload evicted from it this cycle
   std::map<RequestKey, StaticFit> static_fit_;
   std::map<RequestKey, PlanResult> plan_failures_;  // valid while no capacity is released
-  std::map<std::tuple<int, int32_t, RequestKey>, uint64_t> preempt_failures_;  // -> epoch
-  uint64_t epoch_ = 0;  // bumped by every admission and release
+  // Failed preemption searches, valid while nothing was released and the usage of the
+  // queue's cohort did not change: (release epoch, cohort epoch) when it failed. Later
+  // workloads of the same queue, priority and shape come after it in line (older first), so
+  // they have no more candidates.
+  std::map<std::tuple<int, int32_t, RequestKey>, std::pair<uint64_t, uint64_t>> preempt_failures_;
+  uint64_t release_epoch_ = 0;
+  std::pair<uint64_t, uint64_t> MemoStamp(int qi) const {
+    const int c = quota_.queues[qi].cohort;
+    return {release_epoch_, c >= 0 ? quota_.cohort_epoch[c] : 0};
+  }
   std::map<std::tuple<int, RequestKey>, std::vector<int>> help_memo_;
   std::vector<std::optional<std::tuple<double, int64_t, int64_t, int>>> keys_;
   AdmissionCycle out_;
@@ -290,6 +300,7 @@ Status Cycle::Build() {
     quota_.queues.push_back(std::move(q));
   }
   quota_.dirty.assign(quota_.queues.size(), 1);
+  quota_.cohort_epoch.assign(quota_.cohorts.size(), 0);
   keys_.assign(quota_.queues.size(), std::nullopt);
 
   for (size_t i = 0; i < snap_.local_queues.size(); ++i) {
@@ -352,7 +363,7 @@ void Cycle::Release(Running& r) {
   inv_.Release(OwnerOf(w.id));
   if (r.queue >= 0) quota_.Add(r.queue, -r.chips);
   plan_failures_.clear();
-  ++epoch_;
+  ++release_epoch_;
 }
 
 void Cycle::StartGuard() {
@@ -522,7 +533,7 @@ bool Cycle::TryPreempt(int qi, int wi) {
   const Workload& w = W(wi);
   const auto memo_key = std::make_tuple(qi, w.priority, KeyOf(w.request));
   if (auto it = preempt_failures_.find(memo_key);
-      it != preempt_failures_.end() && it->second == epoch_)
+      it != preempt_failures_.end() && it->second == MemoStamp(qi))
     return false;
   const QueueState& q = quota_.queues[qi];
   const bool within_nominal = q.used + w.chips() <= q.nominal;
@@ -535,7 +546,7 @@ bool Cycle::TryPreempt(int qi, int wi) {
     cand_running.push_back(static_cast<int>(i));
   }
   if (cands.empty()) {
-    preempt_failures_[memo_key] = epoch_;
+    preempt_failures_[memo_key] = MemoStamp(qi);
     return false;
   }
   const bool fair = options_.fair_sharing == FairSharing::kEnabled;
@@ -562,10 +573,12 @@ bool Cycle::TryPreempt(int qi, int wi) {
     return ok;
   };
   std::vector<char> dirty_before = quota_.dirty;
+  std::vector<uint64_t> epochs_before = quota_.cohort_epoch;
   VictimSet found = FindVictims(inv_, planner_, w.request, cands, check);
   quota_.dirty = std::move(dirty_before);
+  quota_.cohort_epoch = std::move(epochs_before);
   if (!found.found || found.victims.empty()) {
-    preempt_failures_[memo_key] = epoch_;
+    preempt_failures_[memo_key] = MemoStamp(qi);
     return false;
   }
   Preemption p;
@@ -619,7 +632,6 @@ void Cycle::Reserve(int qi, int wi, PlanResult plan) {
   assert(st.ok());
   (void)st;
   quota_.Add(qi, w.chips());
-  ++epoch_;
   admitted_[wi] = 1;
   Running r;
   r.workload = wi;
@@ -654,7 +666,9 @@ PendingStatus& Cycle::AddPending(int wi, int qi, PendingReason reason, std::stri
 // policy: it would have to wait for them to finish, or preempt those its policy allows.
 void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
   const Workload& w = W(wi);
-  auto [it, inserted] = help_memo_.try_emplace({qi, KeyOf(w.request)});
+  // Within quota only room matters, and that is the same for every queue: share the answer.
+  const bool over = quota_.Over(qi, w.chips()) > 0;
+  auto [it, inserted] = help_memo_.try_emplace({over ? qi : -1, KeyOf(w.request)});
   std::vector<int>& helpers = it->second;
   if (inserted) {
     std::vector<PreemptionCandidate> cands;
@@ -675,7 +689,8 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
           quota_.Add(running_[cand_running[v]].queue, running_[cand_running[v]].chips);
       return ok;
     };
-    VictimSet found = FindVictims(inv_, planner_, w.request, cands, check);
+    VictimSet found = FindVictims(inv_, planner_, w.request, cands,
+                                  over ? VictimSetCheck(check) : VictimSetCheck());
     if (found.found)
       for (size_t i = 0; i < cands.size(); ++i)
         if (std::binary_search(found.victims.begin(), found.victims.end(), cands[i].workload))

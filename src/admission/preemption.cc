@@ -47,6 +47,8 @@ std::vector<HostMask> SubCubeMasks(const Shape& shape, PositionMode mode) {
 struct Room {
   std::vector<HostId> hosts;
   uint64_t key = 0;
+  std::vector<CubeId> cubes;  // 3D: the cube(s) of the room, ascending
+  SliceId slice;              // 2D: the fixed slice
 };
 
 struct Solution {
@@ -64,6 +66,7 @@ class Searcher {
     for (const Host& h : inv.hosts())
       if (h.usable()) base_state_[h.id.value()] = kFreeHost;
     chips_.assign(cands.size(), 0);
+    touched_.assign(inv.cubes().size(), 0);
     for (size_t c = 0; c < cands.size(); ++c) {
       auto it = inv.owners().find(OwnerOf(cands[c].workload));
       if (it == inv.owners().end()) continue;
@@ -71,6 +74,7 @@ class Searcher {
         const Host& host = inv.host(h);
         chips_[c] += host.chips;
         if (host.health == Health::kHealthy) base_state_[h.value()] = static_cast<int>(c);
+        if (host.cube.valid()) touched_[host.cube.value()] = 1;
       }
     }
     sub_shape_ = inv.is_3d() ? SubCubeShapeIndex(req.shape) : -1;
@@ -167,6 +171,7 @@ class Searcher {
     if (sub_shape_ >= 0) {
       std::vector<HostId> hosts;
       for (const Cube& cube : inv_.cubes()) {
+        if (!touched_[cube.id.value()]) continue;
         for (size_t m = 0; m < masks_.size(); ++m) {
           hosts.clear();
           for (int b = 0; b < kHostsPerCube; ++b)
@@ -187,6 +192,9 @@ class Searcher {
       std::set<std::vector<CubeId>> tried;
       for (const Block& block : inv_.blocks()) {
         if (static_cast<int>(block.cubes.size()) < cubes_per_slice_) continue;
+        bool any_touched = false;
+        for (CubeId id : block.cubes) any_touched = any_touched || touched_[id.value()];
+        if (!any_touched) continue;
         for (size_t seed = 0; seed < block.cubes.size(); ++seed) {
           Option o;
           std::vector<int> block_seen;
@@ -242,7 +250,9 @@ class Searcher {
 
   // Adds the option's room and its victims to the solution.
   void Take(const Option& o, Solution& s) {
-    Room room{HostsOf(o), o.key};
+    Room room{HostsOf(o), o.key, o.cubes, SliceId()};
+    if (o.cube >= 0) room.cubes = {CubeId(static_cast<uint32_t>(o.cube))};
+    if (o.slice >= 0) room.slice = SliceId(static_cast<uint32_t>(o.slice));
     for (HostId h : room.hosts) {
       const int st = StateOf(h);
       if (st >= 0 && !in_set_[st]) {
@@ -259,17 +269,32 @@ class Searcher {
   std::optional<Solution> SearchOne(const VictimSetCheck& check) {
     std::vector<Option> options;
     ForEachOption([&](const Option& o) { options.push_back(o); });
-    std::sort(options.begin(), options.end(), [](const Option& a, const Option& b) {
+    auto less = [](const Option& a, const Option& b) {
       return std::tie(a.cost, a.key) < std::tie(b.cost, b.key);
-    });
-    for (const Option& o : options) {
+    };
+    // Usually the cheapest room passes: pick minima one by one, and sort only if many fail.
+    size_t live = options.size();
+    for (int tries = 0; live > 0; ++tries) {
+      size_t best = 0;
+      if (tries == 16) {
+        std::sort(options.begin(), options.begin() + live, less);
+        std::reverse(options.begin(), options.begin() + live);
+      }
+      if (tries >= 16) {
+        best = live - 1;
+      } else {
+        for (size_t i = 1; i < live; ++i)
+          if (less(options[i], options[best])) best = i;
+      }
       Solution s;
-      Take(o, s);
+      Take(options[best], s);
       if (!check || check(s.victims)) return s;
       ++rejected_by_check_;
       // Undo: only one room was taken.
       for (HostId h : s.rooms[0].hosts) taken_[h.value()] = 0;
       for (int v : s.victims) in_set_[v] = 0;
+      if (tries < 16) std::swap(options[best], options[live - 1]);
+      --live;
     }
     return std::nullopt;
   }
@@ -287,7 +312,51 @@ class Searcher {
   std::vector<char> taken_;   // per host: inside a room already chosen
   std::vector<char> in_set_;  // per candidate: already a victim
   int rejected_by_check_ = 0;
+  // Per cube: some candidate holds a host in it. Rooms in other cubes have no victims; the
+  // caller tries the free room first, so the search skips them.
+  std::vector<char> touched_;
 };
+
+// Plans one slice of `request` inside `room` alone: on a small inventory holding just the
+// room's cube(s) or slice, whose hosts are then mapped back. Cheaper than fencing a copy of the
+// whole inventory, and the planner still decides worker order and rotation.
+bool PlanInRoom(const Inventory& inv, const SlicePlanner& planner, const SliceRequest& request,
+                const Room& room, SlicePlacement& out) {
+  SliceRequest one = request;
+  one.num_slices = 1;
+  Result<Inventory> tiny =
+      inv.is_3d() ? Inventory::MakePod({inv.generation(), 1, static_cast<int>(room.cubes.size())})
+                  : Inventory::MakeFleet({inv.generation(), {request.shape}});
+  if (!tiny.ok()) return false;
+  if (inv.is_3d() && room.cubes.size() == 1) {
+    // A sub-cube room: fence the cube's hosts outside it.
+    std::vector<char> in_room(kHostsPerCube, 0);
+    for (HostId h : room.hosts) {
+      const Coord c = inv.host(h).coord;
+      in_room[CubeLocalIndex(c.x, c.y, c.z)] = 1;
+    }
+    std::vector<HostId> fence;
+    for (int l = 0; l < kHostsPerCube; ++l)
+      if (!in_room[l]) fence.push_back(tiny->cubes()[0].hosts[l]);
+    if (!fence.empty() && !tiny->Reserve(FenceOwner(0), fence).ok()) return false;
+  }
+  PlanResult r = planner.Plan(*tiny, one);
+  if (!r.placed()) return false;
+  out = std::move(r.slices[0]);
+  for (HostId& h : out.hosts) {
+    const Host& th = tiny->host(h);
+    h = inv.is_3d() ? inv.cube(room.cubes[th.cube.value()])
+                          .hosts[CubeLocalIndex(th.coord.x, th.coord.y, th.coord.z)]
+                    : inv.slice(room.slice).hosts[h.value()];
+  }
+  if (inv.is_3d()) {
+    for (CubeId& c : out.cubes) c = room.cubes[c.value()];
+    out.block = inv.cube(room.cubes[0]).block;
+  } else {
+    out.fixed_slice = room.slice;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -300,6 +369,15 @@ VictimSet FindVictims(const Inventory& inv, const SlicePlanner& planner,
       !ValidateShape(request.generation, request.shape).ok()) {
     out.message = "the request is not valid for this cluster";
     return out;
+  }
+  // The free room first: no victims at all, if that is acceptable.
+  if (!check || check({})) {
+    PlanResult free = planner.Plan(inv, request);
+    if (free.placed()) {
+      out.found = true;
+      out.plan = std::move(free);
+      return out;
+    }
   }
   Searcher searcher(inv, planner, request, candidates);
   std::vector<char> allowed(candidates.size(), 1);
@@ -315,13 +393,16 @@ VictimSet FindVictims(const Inventory& inv, const SlicePlanner& planner,
   }
 
   // Minimise: put back each victim, most expensive first, if the request still fits without it
-  // (using only the remaining victims).
+  // (using only the remaining victims). A single sub-cube or fixed-slice room is already
+  // minimal: every room is scored, and a room needing a subset of the victims is cheaper, so it
+  // would have been chosen.
+  const bool exhaustive = request.num_slices == 1 && (!inv.is_3d() || request.shape.chips() < 64);
   std::vector<int> order = best->victims;
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     return std::make_tuple(searcher.CostOf(a), candidates[a].workload) >
            std::make_tuple(searcher.CostOf(b), candidates[b].workload);
   });
-  for (int v : order) {
+  for (int v : exhaustive ? std::vector<int>{} : order) {
     if (!std::binary_search(best->victims.begin(), best->victims.end(), v)) continue;
     std::fill(allowed.begin(), allowed.end(), 0);
     for (int u : best->victims)
@@ -330,35 +411,14 @@ VictimSet FindVictims(const Inventory& inv, const SlicePlanner& planner,
     if (smaller) best = std::move(smaller);
   }
 
-  // Plan inside the chosen rooms: victims released, everything else fenced off, one slice per
-  // room.
-  Inventory scratch = inv;
-  for (int v : best->victims) scratch.Release(OwnerOf(candidates[v].workload));
-  std::vector<char> in_room(inv.hosts().size(), 0);
-  for (const Room& r : best->rooms)
-    for (HostId h : r.hosts) in_room[h.value()] = 1;
-  std::vector<HostId> fence;
-  for (const Host& h : scratch.hosts())
-    if (h.usable() && !in_room[h.id.value()]) fence.push_back(h.id);
-  bool ok = fence.empty() || scratch.Reserve(FenceOwner(0), fence).ok();
-  for (size_t i = 0; ok && i < best->rooms.size(); ++i)
-    ok = scratch.Reserve(FenceOwner(i + 1), best->rooms[i].hosts).ok();
-  SliceRequest one = request;
-  one.num_slices = 1;
-  for (size_t i = 0; ok && i < best->rooms.size(); ++i) {
-    scratch.Release(FenceOwner(i + 1));
-    PlanResult r = planner.Plan(scratch, one);
-    if (!r.placed()) {
-      ok = false;
-      break;
+  for (const Room& room : best->rooms) {
+    SlicePlacement p;
+    if (!PlanInRoom(inv, planner, request, room, p)) {
+      out.plan = PlanResult{};
+      out.message = "internal: the planner could not place the request in the room freed for it";
+      return out;
     }
-    ok = scratch.Reserve(FenceOwner(i + 1), r.AllHosts()).ok();
-    out.plan.slices.push_back(std::move(r.slices[0]));
-  }
-  if (!ok) {
-    out.plan = PlanResult{};
-    out.message = "internal: the planner could not place the request in the room freed for it";
-    return out;
+    out.plan.slices.push_back(std::move(p));
   }
   out.found = true;
   out.cost = best->cost;

@@ -12,8 +12,9 @@
 // victim, most expensive first, is put back if the request still fits without it.
 //
 // The result carries the plan for the request inside the chosen room (made by the
-// SlicePlanner on a copy with the victims released and everything outside the room fenced
-// off), so every victim holds a host the preemptor then uses.
+// SlicePlanner on a small inventory holding only the room, mapped back), so every victim holds
+// a host the preemptor then uses. If the request fits without victims (and passes `check`),
+// the answer is the planner's own plan with no victims.
 //
 // Pure. Thread-safety: FindVictims reads its inputs only; call it from any thread.
 #pragma once
