@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -193,7 +194,11 @@ void Run(const SimFlags& f) {
   if (policies.empty() || admissions.empty())
     throw CommandError("--policies and --admission: name at least one each");
 
-  const std::vector<sim::SimJob> jobs = sim::MapJobs(workload, *inv, map);
+  // Planner tables take milliseconds to build: one planner per policy, shared by admissions.
+  std::vector<std::unique_ptr<SlicePlanner>> planners;
+  for (const PlannerOptions& p : policies) planners.push_back(std::make_unique<SlicePlanner>(p));
+  const SlicePlanner tessera_planner(PlannerOptions::Tessera());
+  const std::vector<sim::SimJob> jobs = sim::MapJobs(workload, *inv, map, tessera_planner);
   sim::Comparison c;
   c.cluster = sim::Describe(spec, *inv);
   c.workload = workload.source + ", shape map " + map.ToString();
@@ -215,13 +220,14 @@ void Run(const SimFlags& f) {
   ProgressBar bar(!f.no_progress && isatty(STDERR_FILENO) && jobs.size() >= 1000);
   const auto t0 = std::chrono::steady_clock::now();
   for (sim::AdmissionKind a : admissions)
-    for (const PlannerOptions& p : policies) {
+    for (size_t i = 0; i < policies.size(); ++i) {
+      const PlannerOptions& p = policies[i];
       sim::SimOptions o = base;
       o.placement = p;
       o.admission = a;
       const std::string label = p.Name() + "/" + sim::AdmissionName(a);
       o.progress = [&bar, label](double fraction) { bar.Update(label, fraction); };
-      auto r = sim::RunSimulation(*inv, jobs, o);
+      auto r = sim::RunSimulation(*inv, jobs, o, *planners[i]);
       if (!r.ok()) throw CommandError(label + ": " + r.status().ToString(), 1);
       c.runs.push_back(std::move(*r));
     }
