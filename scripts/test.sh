@@ -12,5 +12,5 @@ cmake --build --preset dev -j "$(nproc)"
 ctest --preset dev -j "$(nproc)"
 
 if [ -d python/tessera ]; then
-  PYTHONPATH=python python3 -m unittest discover -s python/tests -t python -v
+  PYTHONPATH=python /usr/bin/python3 -m unittest discover -s python/tests -t python -v
 fi

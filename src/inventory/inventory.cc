@@ -27,19 +27,33 @@ const char* HealthName(Health h) {
 }
 
 Result<Inventory> Inventory::MakePod(const PodSpec& spec) {
-  if (Info(spec.generation).rank != 3)
-    return InvalidArgument("generation: " + std::string(GenerationName(spec.generation)) +
-                           " has fixed 2D slices, not cubes; describe it as a fleet of slices");
   if (spec.blocks <= 0) return InvalidArgument("blocks must be at least 1");
   if (spec.cubes_per_block <= 0) return InvalidArgument("cubesPerBlock must be at least 1");
   if (int64_t{spec.blocks} * spec.cubes_per_block * kHostsPerCube > kMaxHosts)
     return InvalidArgument("blocks x cubesPerBlock: at most " +
                            std::to_string(kMaxHosts / kHostsPerCube) + " cubes in one pod");
+  return MakePod(spec.generation, std::vector<int>(spec.blocks, spec.cubes_per_block));
+}
+
+Result<Inventory> Inventory::MakePod(Generation generation,
+                                     const std::vector<int>& cubes_per_block) {
+  if (Info(generation).rank != 3)
+    return InvalidArgument("generation: " + std::string(GenerationName(generation)) +
+                           " has fixed 2D slices, not cubes; describe it as a fleet of slices");
+  if (cubes_per_block.empty()) return InvalidArgument("blocks must be at least 1");
+  int64_t cubes = 0;
+  for (int n : cubes_per_block) {
+    if (n <= 0) return InvalidArgument("cubesPerBlock must be at least 1");
+    cubes += n;
+  }
+  if (cubes * kHostsPerCube > kMaxHosts)
+    return InvalidArgument("blocks x cubesPerBlock: at most " +
+                           std::to_string(kMaxHosts / kHostsPerCube) + " cubes in one pod");
   Inventory inv;
-  inv.generation_ = spec.generation;
-  for (int b = 0; b < spec.blocks; ++b) {
-    Block block{BlockId(b), {}, spec.cubes_per_block};
-    for (int c = 0; c < spec.cubes_per_block; ++c) {
+  inv.generation_ = generation;
+  for (size_t b = 0; b < cubes_per_block.size(); ++b) {
+    Block block{BlockId(static_cast<uint32_t>(b)), {}, cubes_per_block[b]};
+    for (int c = 0; c < cubes_per_block[b]; ++c) {
       Cube cube;
       cube.id = CubeId(static_cast<uint32_t>(inv.cubes_.size()));
       cube.block = block.id;

@@ -91,6 +91,8 @@ class Inventory {
   // Builders. Errors: InvalidArgument naming the field (a 2D generation for a pod, a shape the
   // generation does not offer, zero or negative counts, more than 2^20 hosts).
   static Result<Inventory> MakePod(const PodSpec& spec);
+  // A pod whose blocks hold different numbers of cubes (block b has cubes_per_block[b]).
+  static Result<Inventory> MakePod(Generation generation, const std::vector<int>& cubes_per_block);
   static Result<Inventory> MakeFleet(const FleetSpec& spec);
 
   Generation generation() const { return generation_; }

@@ -1,0 +1,371 @@
+#include "api/manifest.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <set>
+
+namespace tessera::api {
+namespace {
+
+constexpr int kMaxSlices = 4096;
+
+// Converts a YAML node to JSON. Scalars become numbers or booleans when they are plainly
+// written as such (unquoted), and strings otherwise.
+Result<Json> YamlToJson(const YAML::Node& node, const std::string& path) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return Json(nullptr);
+    case YAML::NodeType::Scalar: {
+      const std::string& s = node.Scalar();
+      if (node.Tag() == "!") return Json(s);  // quoted
+      if (s == "true" || s == "True") return Json(true);
+      if (s == "false" || s == "False") return Json(false);
+      if (s == "null" || s == "~") return Json(nullptr);
+      int64_t i = 0;
+      auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), i);
+      if (ec == std::errc() && p == s.data() + s.size() && !s.empty()) return Json(i);
+      double d = 0;
+      auto [p2, ec2] = std::from_chars(s.data(), s.data() + s.size(), d);
+      if (ec2 == std::errc() && p2 == s.data() + s.size() && !s.empty() &&
+          s.find_first_of("0123456789") != std::string::npos)
+        return Json(d);
+      return Json(s);
+    }
+    case YAML::NodeType::Sequence: {
+      Json arr = Json::array();
+      for (size_t i = 0; i < node.size(); ++i) {
+        auto v = YamlToJson(node[i], path + "[" + std::to_string(i) + "]");
+        if (!v.ok()) return v;
+        arr.push_back(std::move(*v));
+      }
+      return arr;
+    }
+    case YAML::NodeType::Map: {
+      Json obj = Json::object();
+      for (const auto& kv : node) {
+        if (!kv.first.IsScalar())
+          return InvalidArgument(path + ": mapping keys must be plain strings");
+        const std::string key = kv.first.Scalar();
+        if (obj.contains(key)) return InvalidArgument(path + "." + key + ": key appears twice");
+        auto v = YamlToJson(kv.second, path.empty() ? key : path + "." + key);
+        if (!v.ok()) return v;
+        obj[key] = std::move(*v);
+      }
+      return obj;
+    }
+  }
+  return Json(nullptr);
+}
+
+std::string Join(const std::set<std::string>& keys) {
+  std::string out;
+  for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+Status OnlyKnownFields(const Json& obj, const std::string& path,
+                       const std::set<std::string>& allowed) {
+  for (auto it = obj.begin(); it != obj.end(); ++it)
+    if (!allowed.count(it.key()))
+      return InvalidArgument(path + "." + it.key() + ": unknown field; valid fields of " + path +
+                             ": " + Join(allowed));
+  return Status::Ok();
+}
+
+Status RequireObject(const Json& v, const std::string& path) {
+  if (!v.is_object()) return InvalidArgument(path + ": must be a mapping");
+  return Status::Ok();
+}
+
+Result<std::string> GetString(const Json& obj, const std::string& key, const std::string& path,
+                              bool required) {
+  if (!obj.contains(key) || obj[key].is_null()) {
+    if (required) return InvalidArgument(path + "." + key + ": required");
+    return std::string();
+  }
+  const Json& v = obj[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  return InvalidArgument(path + "." + key + ": must be a string");
+}
+
+Result<int64_t> GetInt(const Json& obj, const std::string& key, const std::string& path,
+                       int64_t fallback, int64_t lo, int64_t hi) {
+  if (!obj.contains(key) || obj[key].is_null()) return fallback;
+  const Json& v = obj[key];
+  if (!v.is_number_integer())
+    return InvalidArgument(path + "." + key + ": must be a whole number between " +
+                           std::to_string(lo) + " and " + std::to_string(hi));
+  int64_t i = 0;
+  if (v.is_number_unsigned()) {
+    uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(hi))
+      return InvalidArgument(path + "." + key + ": " + std::to_string(u) +
+                             " is too large (at most " + std::to_string(hi) + ")");
+    i = static_cast<int64_t>(u);
+  } else {
+    i = v.get<int64_t>();
+  }
+  if (i < lo || i > hi)
+    return InvalidArgument(path + "." + key + ": " + std::to_string(i) + " is out of range; " +
+                           "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return i;
+}
+
+Result<std::map<std::string, std::string>> GetStringMap(const Json& obj, const std::string& key,
+                                                        const std::string& path) {
+  std::map<std::string, std::string> out;
+  if (!obj.contains(key) || obj[key].is_null()) return out;
+  const Json& v = obj[key];
+  if (!v.is_object()) return InvalidArgument(path + "." + key + ": must be a mapping of strings");
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it->is_string()) {
+      out[it.key()] = it->get<std::string>();
+    } else if (it->is_number() || it->is_boolean()) {
+      out[it.key()] = it->dump();
+    } else {
+      return InvalidArgument(path + "." + key + "." + it.key() +
+                             ": must be a string (quote it: \"...\")");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* HostLossPolicyName(HostLossPolicy p) {
+  switch (p) {
+    case HostLossPolicy::kFail:
+      return "fail";
+    case HostLossPolicy::kPause:
+      return "pause";
+    case HostLossPolicy::kResize:
+      return "resize";
+  }
+  return "fail";
+}
+
+Result<Json> ParseDocument(std::string_view text) {
+  size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return InvalidArgument("body: empty document");
+  if (text[first] == '{' || text[first] == '[') {
+    Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      // Re-parse with exceptions only to get the position for the message.
+      try {
+        Json unused = Json::parse(text);
+        (void)unused;
+      } catch (const Json::parse_error& e) {
+        return InvalidArgument(std::string("body: malformed JSON: ") + e.what());
+      }
+      return InvalidArgument("body: malformed JSON");
+    }
+    return j;
+  }
+  try {
+    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
+    if (docs.empty()) return InvalidArgument("body: empty document");
+    if (docs.size() > 1)
+      return InvalidArgument("body: " + std::to_string(docs.size()) +
+                             " YAML documents; send one document per request");
+    return YamlToJson(docs[0], "");
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument("body: malformed YAML at line " + std::to_string(e.mark.line + 1) +
+                           ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+}
+
+Status ValidateName(std::string_view field, std::string_view name) {
+  const std::string f(field);
+  if (name.empty()) return InvalidArgument(f + ": required");
+  if (name.size() > 63)
+    return InvalidArgument(f + ": '" + std::string(name.substr(0, 20)) + "...' is " +
+                           std::to_string(name.size()) + " characters; at most 63");
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
+      return InvalidArgument(f + ": '" + std::string(name) +
+                             "' may contain only lowercase letters, digits and '-'");
+  if (name.front() == '-' || name.back() == '-')
+    return InvalidArgument(f + ": '" + std::string(name) +
+                           "' must start and end with a letter or digit");
+  return Status::Ok();
+}
+
+Result<int64_t> ParseDurationMs(std::string_view field, const Json& v) {
+  const std::string f(field);
+  const std::string how = f + ": write a duration like 30s, 1500ms, 2m or 1h";
+  if (v.is_number_integer()) {
+    const int64_t s = v.get<int64_t>();
+    if (s < 0 || s > 30 * 86400) return InvalidArgument(how + " (0 to 30 days)");
+    return s * 1000;
+  }
+  if (!v.is_string()) return InvalidArgument(how);
+  const std::string s = v.get<std::string>();
+  size_t i = 0;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  if (i == 0 || i > 9) return InvalidArgument(how + "; got '" + s + "'");
+  const int64_t n = std::stoll(s.substr(0, i));
+  const std::string unit = s.substr(i);
+  int64_t ms = 0;
+  if (unit == "ms")
+    ms = n;
+  else if (unit == "s" || unit.empty())
+    ms = n * 1000;
+  else if (unit == "m")
+    ms = n * 60'000;
+  else if (unit == "h")
+    ms = n * 3'600'000;
+  else
+    return InvalidArgument(how + "; got '" + s + "'");
+  if (ms > int64_t{30} * 86'400'000) return InvalidArgument(how + " (at most 30 days)");
+  return ms;
+}
+
+Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
+  TESSERA_RETURN_IF_ERROR(RequireObject(doc, "body"));
+  TESSERA_RETURN_IF_ERROR(
+      OnlyKnownFields(doc, "document", {"apiVersion", "kind", "metadata", "spec", "status"}));
+  auto api_version = GetString(doc, "apiVersion", "document", true);
+  if (!api_version.ok()) return InvalidArgument("apiVersion: required; use tessera/v1");
+  if (*api_version != kApiVersion)
+    return InvalidArgument("apiVersion: '" + *api_version + "' is not served; use tessera/v1");
+  auto kind = GetString(doc, "kind", "document", true);
+  if (!kind.ok()) return InvalidArgument("kind: required; valid: TrainJob");
+  if (*kind != "TrainJob")
+    return InvalidArgument("kind: '" + *kind + "' is unknown here; valid: TrainJob");
+
+  TrainJobSpec spec;
+  if (!doc.contains("metadata")) return InvalidArgument("metadata: required (metadata.name)");
+  const Json& meta = doc["metadata"];
+  TESSERA_RETURN_IF_ERROR(RequireObject(meta, "metadata"));
+  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(meta, "metadata", {"name", "queue", "labels"}));
+  auto name = GetString(meta, "name", "metadata", true);
+  if (!name.ok()) return name.status();
+  TESSERA_RETURN_IF_ERROR(ValidateName("metadata.name", *name));
+  spec.name = *name;
+  auto queue = GetString(meta, "queue", "metadata", false);
+  if (!queue.ok()) return queue.status();
+  if (!queue->empty()) TESSERA_RETURN_IF_ERROR(ValidateName("metadata.queue", *queue));
+  spec.queue = *queue;
+  auto labels = GetStringMap(meta, "labels", "metadata");
+  if (!labels.ok()) return labels.status();
+  spec.labels = *labels;
+
+  if (!doc.contains("spec")) return InvalidArgument("spec: required");
+  const Json& s = doc["spec"];
+  TESSERA_RETURN_IF_ERROR(RequireObject(s, "spec"));
+  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(s, "spec",
+                                          {"accelerator", "topology", "slices", "priority",
+                                           "failurePolicy", "progress", "checkpoint", "template"}));
+  auto accel = GetString(s, "accelerator", "spec", true);
+  if (!accel.ok()) return accel.status();
+  auto gen = ParseGeneration(*accel);
+  if (!gen.ok()) return InvalidArgument("spec.accelerator: " + gen.status().message());
+  spec.accelerator = *gen;
+  auto topo_text = GetString(s, "topology", "spec", true);
+  if (!topo_text.ok()) return topo_text.status();
+  auto topo = SliceTopology::Parse(*accel, *topo_text);
+  if (!topo.ok()) return InvalidArgument("spec.topology: " + topo.status().message());
+  spec.topology = topo->shape();
+
+  if (s.contains("slices")) {
+    const Json& sl = s["slices"];
+    if (sl.is_object()) {
+      TESSERA_RETURN_IF_ERROR(OnlyKnownFields(sl, "spec.slices", {"min", "max"}));
+      auto mn = GetInt(sl, "min", "spec.slices", 1, 1, kMaxSlices);
+      if (!mn.ok()) return mn.status();
+      auto mx = GetInt(sl, "max", "spec.slices", *mn, 1, kMaxSlices);
+      if (!mx.ok()) return mx.status();
+      if (*mx < *mn)
+        return InvalidArgument("spec.slices.max: " + std::to_string(*mx) +
+                               " is below spec.slices.min " + std::to_string(*mn));
+      spec.min_slices = static_cast<int>(*mn);
+      spec.max_slices = static_cast<int>(*mx);
+    } else {
+      auto n = GetInt(s, "slices", "spec", 1, 1, kMaxSlices);
+      if (!n.ok()) return n.status();
+      spec.min_slices = spec.max_slices = static_cast<int>(*n);
+    }
+  }
+  auto prio = GetString(s, "priority", "spec", false);
+  if (!prio.ok()) return prio.status();
+  spec.priority = *prio;
+
+  if (s.contains("failurePolicy")) {
+    const Json& fp = s["failurePolicy"];
+    TESSERA_RETURN_IF_ERROR(RequireObject(fp, "spec.failurePolicy"));
+    TESSERA_RETURN_IF_ERROR(
+        OnlyKnownFields(fp, "spec.failurePolicy", {"maxFailures", "onHostLoss"}));
+    auto mf = GetInt(fp, "maxFailures", "spec.failurePolicy", 0, -1, 1'000'000);
+    if (!mf.ok()) return mf.status();
+    spec.max_failures = static_cast<int>(*mf);
+    auto hl = GetString(fp, "onHostLoss", "spec.failurePolicy", false);
+    if (!hl.ok()) return hl.status();
+    if (*hl == "" || *hl == "fail")
+      spec.on_host_loss = HostLossPolicy::kFail;
+    else if (*hl == "pause")
+      spec.on_host_loss = HostLossPolicy::kPause;
+    else if (*hl == "resize")
+      spec.on_host_loss = HostLossPolicy::kResize;
+    else
+      return InvalidArgument("spec.failurePolicy.onHostLoss: '" + *hl +
+                             "' is unknown; valid: fail, pause, resize");
+  }
+  if (s.contains("progress")) {
+    const Json& pr = s["progress"];
+    TESSERA_RETURN_IF_ERROR(RequireObject(pr, "spec.progress"));
+    TESSERA_RETURN_IF_ERROR(OnlyKnownFields(pr, "spec.progress", {"hangTimeout"}));
+    if (pr.contains("hangTimeout")) {
+      auto ms = ParseDurationMs("spec.progress.hangTimeout", pr["hangTimeout"]);
+      if (!ms.ok()) return ms.status();
+      spec.hang_timeout_ms = *ms;
+    }
+  }
+  if (s.contains("checkpoint")) {
+    const Json& ck = s["checkpoint"];
+    TESSERA_RETURN_IF_ERROR(RequireObject(ck, "spec.checkpoint"));
+    TESSERA_RETURN_IF_ERROR(OnlyKnownFields(ck, "spec.checkpoint", {"dir"}));
+    auto dir = GetString(ck, "dir", "spec.checkpoint", false);
+    if (!dir.ok()) return dir.status();
+    spec.checkpoint_dir = *dir;
+  }
+  if (!s.contains("template")) return InvalidArgument("spec.template: required (a command)");
+  const Json& t = s["template"];
+  TESSERA_RETURN_IF_ERROR(RequireObject(t, "spec.template"));
+  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(
+      t, "spec.template", {"command", "env", "workingDir", "terminationGracePeriod"}));
+  if (!t.contains("command") || !t["command"].is_array() || t["command"].empty())
+    return InvalidArgument(
+        "spec.template.command: required, a non-empty list such as [python3, train.py]");
+  for (size_t i = 0; i < t["command"].size(); ++i) {
+    const Json& c = t["command"][i];
+    if (!c.is_string() && !c.is_number())
+      return InvalidArgument("spec.template.command[" + std::to_string(i) + "]: must be a string");
+    spec.command.push_back(c.is_string() ? c.get<std::string>() : c.dump());
+  }
+  auto env = GetStringMap(t, "env", "spec.template");
+  if (!env.ok()) return env.status();
+  for (const auto& [k, v] : *env) {
+    if (k.empty() || k.find('=') != std::string::npos)
+      return InvalidArgument("spec.template.env: '" + k + "' is not a valid variable name");
+    if (k.rfind("TPU_", 0) == 0 || k.rfind("MEGASCALE_", 0) == 0 || k == "RANK" ||
+        k == "WORLD_SIZE" || k == "MASTER_ADDR" || k == "MASTER_PORT" ||
+        k.rfind("TESSERA_", 0) == 0)
+      return InvalidArgument("spec.template.env." + k +
+                             ": set by tessera for every attempt; remove it from the spec");
+  }
+  spec.env = *env;
+  auto wd = GetString(t, "workingDir", "spec.template", false);
+  if (!wd.ok()) return wd.status();
+  spec.working_dir = *wd;
+  if (t.contains("terminationGracePeriod")) {
+    auto ms = ParseDurationMs("spec.template.terminationGracePeriod", t["terminationGracePeriod"]);
+    if (!ms.ok()) return ms.status();
+    spec.grace_ms = *ms;
+  }
+  return spec;
+}
+
+}  // namespace tessera::api

@@ -1,0 +1,62 @@
+// Manifests: the documents users send (YAML or JSON) and their validation.
+//
+// Every resource is a Kubernetes-style document: apiVersion tessera/v1, kind, metadata, spec,
+// status. Parsing turns YAML or JSON text into JSON; validation checks one kind's document and
+// returns either its typed spec or an InvalidArgument whose message starts with the field path
+// ("spec.topology: ...") and says what would be valid. Unknown fields are errors, so a typo is
+// never silently ignored.
+//
+// Thread-safety: stateless functions.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "topology/topology.h"
+
+namespace tessera::api {
+
+using Json = nlohmann::json;
+
+inline constexpr const char* kApiVersion = "tessera/v1";
+
+// Parses one YAML or JSON document (JSON is YAML, but JSON text gets the stricter JSON
+// parser's error messages). Errors name the line and column.
+Result<Json> ParseDocument(std::string_view text);
+
+// A name usable in URLs and as a host label: 1-63 characters of [a-z0-9-], starting and ending
+// with a letter or digit (DNS-1123 label).
+Status ValidateName(std::string_view field, std::string_view name);
+
+enum class HostLossPolicy { kFail, kPause, kResize };
+const char* HostLossPolicyName(HostLossPolicy p);
+
+struct TrainJobSpec {
+  std::string name;
+  std::string queue;
+  std::map<std::string, std::string> labels;
+  Generation accelerator = Generation::kV6e;
+  Shape topology;
+  int min_slices = 1;  // `slices: N` sets min = max = N
+  int max_slices = 1;
+  std::string priority;
+  int max_failures = 0;  // -1: unlimited
+  HostLossPolicy on_host_loss = HostLossPolicy::kFail;
+  int64_t hang_timeout_ms = 0;  // 0: hang detection off
+  std::string checkpoint_dir;
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+  std::string working_dir;
+  int64_t grace_ms = 10'000;  // SIGTERM to SIGKILL when workers are stopped
+};
+
+// Validates a TrainJob document. Status fields are ignored (they belong to the server).
+Result<TrainJobSpec> ParseTrainJob(const Json& doc);
+
+// Parses a duration: "30s", "1500ms", "2m", "1h" or a bare number of seconds.
+Result<int64_t> ParseDurationMs(std::string_view field, const Json& value);
+
+}  // namespace tessera::api

@@ -1,0 +1,846 @@
+#include "controller/controller.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "workload/worker_env.h"
+
+namespace tessera::controller {
+namespace {
+
+constexpr const char* kJobKind = "TrainJob";
+constexpr const char* kHostKind = "Host";
+constexpr const char* kEventKind = "Event";
+
+ApiError BadRequest(const Status& s) {
+  // Messages start with the field path: "spec.topology: ...".
+  const std::string& m = s.message();
+  const size_t colon = m.find(':');
+  std::string field = colon == std::string::npos ? "" : m.substr(0, colon);
+  if (field.find(' ') != std::string::npos) field.clear();
+  return {422, m, field};
+}
+
+std::string Pad(uint64_t v, int width) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%0*llu", width, static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+Controller::Controller(store::Store& store, const Clock& clock, ControllerOptions options)
+    : store_(store),
+      clock_(clock),
+      options_(std::move(options)),
+      planner_(options_.planner),
+      rng_(options_.seed) {}
+
+void Controller::SetChangeListener(ChangeListener listener) {
+  std::lock_guard lock(mu_);
+  on_change_ = std::move(listener);
+}
+
+void Controller::SetAssignmentListener(AssignmentListener listener) {
+  std::lock_guard lock(mu_);
+  on_assignments_ = std::move(listener);
+}
+
+Inventory Controller::InventorySnapshot() const {
+  std::lock_guard lock(mu_);
+  return inventory_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Documents
+
+Json Controller::JobJson(const Job& job) const {
+  Json meta = {{"name", job.spec.name},
+               {"uid", job.seq},
+               {"resourceVersion", job.version},
+               {"creationTimestampMs", job.created_ms}};
+  if (!job.spec.queue.empty()) meta["queue"] = job.spec.queue;
+  if (!job.spec.labels.empty()) meta["labels"] = job.spec.labels;
+  Json placement = Json::array();
+  for (size_t s = 0; s < job.placement.size(); ++s)
+    placement.push_back({{"slice", job.slice_names[s]}, {"hosts", job.placement[s]}});
+  Json workers = Json::array();
+  for (const auto& [rank, w] : job.workers)
+    workers.push_back({{"rank", rank},
+                       {"slice", w.slice},
+                       {"worker", w.worker},
+                       {"host", w.host},
+                       {"state", w.state},
+                       {"exitCode", w.exit_code},
+                       {"signal", w.signal},
+                       {"pid", w.pid}});
+  Json status = {{"phase", job.phase},          {"reason", job.reason},
+                 {"message", job.message},      {"attempt", job.attempt},
+                 {"placement", placement},      {"masterPort", job.master_port},
+                 {"jaxPort", job.jax_port},     {"workers", workers},
+                 {"startTimeMs", job.start_ms}, {"completionTimeMs", job.finish_ms},
+                 {"stopping", job.stopping},    {"deleting", job.deleting},
+                 {"lastStep", job.last_step}};
+  return {{"apiVersion", api::kApiVersion},
+          {"kind", kJobKind},
+          {"metadata", meta},
+          {"spec", job.spec_json},
+          {"status", status}};
+}
+
+Json Controller::HostJson(const HostRec& h) const {
+  Json spec = {{"generation", GenerationName(h.generation)},
+               {"chips", h.chips},
+               {"address", h.address},
+               {"agentPort", h.agent_port}};
+  if (!h.slice.empty())
+    spec["slice"] = {{"name", h.slice}, {"topology", h.topology}, {"worker", h.worker}};
+  if (!h.cube.empty())
+    spec["cube"] = {
+        {"name", h.cube}, {"block", h.block}, {"coord", {h.coord.x, h.coord.y, h.coord.z}}};
+  std::string owner;
+  if (auto it = host_ids_.find(h.name); it != host_ids_.end() && inventory_ready_) {
+    const OwnerId o = inventory_.host(it->second).owner;
+    for (const auto& [name, job] : jobs_)
+      if (o.valid() && job.seq == o.value()) owner = name;
+  }
+  return {{"apiVersion", api::kApiVersion},
+          {"kind", kHostKind},
+          {"metadata", {{"name", h.name}, {"labels", h.labels}, {"resourceVersion", h.version}}},
+          {"spec", spec},
+          {"status",
+           {{"state", h.lost ? "Lost" : "Ready"},
+            {"lastHeartbeatMs", h.last_heartbeat_ms},
+            {"registeredMs", h.registered_ms},
+            {"job", owner},
+            {"usage", h.usage}}}};
+}
+
+Status Controller::PersistJob(Job& job, bool create) {
+  const std::string body = JobJson(job).dump();
+  auto r = create ? store_.Create(kJobKind, job.spec.name, body)
+                  : store_.Update(kJobKind, job.spec.name, body, job.version);
+  if (!r.ok()) return r.status();
+  job.version = r->resource_version;
+  Emit(kJobKind, create ? "ADDED" : "MODIFIED", JobJson(job));
+  return Status::Ok();
+}
+
+Status Controller::PersistHost(HostRec& h) {
+  store::WriteBatch batch;
+  batch.Put(kHostKind, h.name, HostJson(h).dump());
+  auto r = store_.Commit(batch);
+  if (!r.ok()) return r.status();
+  h.version = *r;
+  Emit(kHostKind, "MODIFIED", HostJson(h));
+  return Status::Ok();
+}
+
+void Controller::Emit(const std::string& kind, const std::string& type, const Json& object) {
+  if (on_change_) on_change_(kind, type, object);
+}
+
+void Controller::Event(const std::string& type, const std::string& reason,
+                       const std::string& object, const std::string& message) {
+  const std::string name = "evt-" + Pad(next_event_++, 10);
+  Json e = {{"apiVersion", api::kApiVersion},
+            {"kind", kEventKind},
+            {"metadata", {{"name", name}}},
+            {"type", type},
+            {"reason", reason},
+            {"object", object},
+            {"message", message},
+            {"timeMs", clock_.NowMs()}};
+  store::WriteBatch batch;
+  batch.Create(kEventKind, name, e.dump());
+  if (events_.size() >= options_.max_events) {
+    batch.Delete(kEventKind, events_.front()["metadata"]["name"].get<std::string>());
+    events_.erase(events_.begin());
+  }
+  (void)store_.Commit(batch);  // events are best effort: losing one never blocks a decision
+  events_.push_back(e);
+  Emit(kEventKind, "ADDED", e);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loading
+
+Status Controller::Load() {
+  std::lock_guard lock(mu_);
+  const int64_t now = clock_.NowMs();
+  auto hosts = store_.List(kHostKind);
+  if (!hosts.ok()) return hosts.status();
+  for (const auto& obj : *hosts) {
+    Json j = Json::parse(obj.body, nullptr, false);
+    if (j.is_discarded()) return Internal("stored host " + obj.name + " is not JSON");
+    HostRec h;
+    h.name = obj.name;
+    h.version = obj.resource_version;
+    const Json& spec = j["spec"];
+    auto g = ParseGeneration(spec.value("generation", ""));
+    if (!g.ok()) return Internal("stored host " + obj.name + ": " + g.status().message());
+    h.generation = *g;
+    h.chips = spec.value("chips", 4);
+    h.address = spec.value("address", "127.0.0.1");
+    h.agent_port = spec.value("agentPort", 0);
+    if (spec.contains("slice")) {
+      h.slice = spec["slice"].value("name", "");
+      h.topology = spec["slice"].value("topology", "");
+      h.worker = spec["slice"].value("worker", 0);
+    }
+    if (spec.contains("cube")) {
+      h.cube = spec["cube"].value("name", "");
+      h.block = spec["cube"].value("block", "");
+      const Json& c = spec["cube"]["coord"];
+      h.coord = Coord{c[0].get<int>(), c[1].get<int>(), c[2].get<int>()};
+    }
+    h.labels = j["metadata"].value("labels", Json::object());
+    h.registered_ms = j["status"].value("registeredMs", now);
+    h.last_heartbeat_ms = now;  // a fresh lease: agents reconnect, workers are adopted
+    hosts_[h.name] = std::move(h);
+  }
+  auto jobs = store_.List(kJobKind);
+  if (!jobs.ok()) return jobs.status();
+  for (const auto& obj : *jobs) {
+    Json j = Json::parse(obj.body, nullptr, false);
+    if (j.is_discarded()) return Internal("stored job " + obj.name + " is not JSON");
+    Json manifest = {{"apiVersion", j["apiVersion"]},
+                     {"kind", j["kind"]},
+                     {"metadata", {{"name", obj.name}}},
+                     {"spec", j["spec"]}};
+    if (j["metadata"].contains("queue")) manifest["metadata"]["queue"] = j["metadata"]["queue"];
+    if (j["metadata"].contains("labels")) manifest["metadata"]["labels"] = j["metadata"]["labels"];
+    auto spec = api::ParseTrainJob(manifest);
+    if (!spec.ok()) return Internal("stored job " + obj.name + ": " + spec.status().message());
+    Job job;
+    job.spec = *spec;
+    job.spec_json = j["spec"];
+    job.version = obj.resource_version;
+    job.seq = j["metadata"].value("uid", uint64_t{0});
+    job.created_ms = j["metadata"].value("creationTimestampMs", int64_t{0});
+    const Json& st = j["status"];
+    job.phase = st.value("phase", "Pending");
+    job.reason = st.value("reason", "");
+    job.message = st.value("message", "");
+    job.attempt = st.value("attempt", -1);
+    job.master_port = st.value("masterPort", 0);
+    job.jax_port = st.value("jaxPort", 0);
+    job.start_ms = st.value("startTimeMs", int64_t{0});
+    job.finish_ms = st.value("completionTimeMs", int64_t{0});
+    job.stopping = st.value("stopping", false);
+    job.deleting = st.value("deleting", false);
+    job.last_step = st.value("lastStep", int64_t{-1});
+    for (const Json& p : st.value("placement", Json::array())) {
+      job.slice_names.push_back(p.value("slice", ""));
+      job.placement.push_back(p.value("hosts", std::vector<std::string>{}));
+    }
+    for (const Json& w : st.value("workers", Json::array())) {
+      WorkerStatus ws;
+      ws.host = w.value("host", "");
+      ws.slice = w.value("slice", 0);
+      ws.worker = w.value("worker", 0);
+      ws.state = w.value("state", "Pending");
+      ws.exit_code = w.value("exitCode", 0);
+      ws.signal = w.value("signal", 0);
+      ws.pid = w.value("pid", 0);
+      job.workers[w.value("rank", 0)] = ws;
+    }
+    if (job.stopping)
+      for (const auto& [rank, w] : job.workers)
+        if (w.state == "Pending" || w.state == "Running") job.unconfirmed.insert(w.host);
+    next_seq_ = std::max(next_seq_, job.seq + 1);
+    jobs_[obj.name] = std::move(job);
+  }
+  auto events = store_.List(kEventKind);
+  if (!events.ok()) return events.status();
+  for (const auto& obj : *events) {
+    Json e = Json::parse(obj.body, nullptr, false);
+    if (e.is_discarded()) continue;
+    events_.push_back(std::move(e));
+    next_event_ = std::max<uint64_t>(next_event_, std::stoull(obj.name.substr(4)) + 1);
+  }
+  RebuildInventory();
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inventory
+
+void Controller::RebuildInventory() {
+  inventory_ready_ = false;
+  host_ids_.clear();
+  host_names_.clear();
+  slice_names_.clear();
+  if (hosts_.empty()) return;
+  const Generation gen = hosts_.begin()->second.generation;
+  Result<Inventory> inv = InvalidArgument("no hosts");
+  std::set<HostId> registered;
+  if (Info(gen).rank == 2) {
+    std::map<std::string, std::string> topology;  // slice -> shape
+    for (const auto& [name, h] : hosts_) topology[h.slice] = h.topology;
+    FleetSpec spec{gen, {}};
+    for (const auto& [slice, shape] : topology) {
+      spec.slices.push_back(*ParseShape(shape));
+      slice_names_.push_back(slice);
+    }
+    inv = Inventory::MakeFleet(spec);
+    if (!inv.ok()) return;
+    for (const auto& [name, h] : hosts_) {
+      const size_t s =
+          std::find(slice_names_.begin(), slice_names_.end(), h.slice) - slice_names_.begin();
+      const auto& slice_hosts = inv->slice(SliceId(static_cast<uint32_t>(s))).hosts;
+      if (h.worker < 0 || h.worker >= static_cast<int>(slice_hosts.size())) continue;
+      host_ids_[name] = slice_hosts[h.worker];
+    }
+  } else {
+    std::map<std::string, std::set<std::string>> blocks;
+    for (const auto& [name, h] : hosts_) blocks[h.block].insert(h.cube);
+    std::vector<int> sizes;
+    std::map<std::string, uint32_t> cube_index;
+    for (const auto& [block, cubes] : blocks) {
+      sizes.push_back(static_cast<int>(cubes.size()));
+      for (const auto& c : cubes) cube_index[c] = static_cast<uint32_t>(cube_index.size());
+    }
+    // Cube ids follow block order then name order, as MakePod numbers them.
+    uint32_t next = 0;
+    for (const auto& [block, cubes] : blocks)
+      for (const auto& c : cubes) cube_index[c] = next++;
+    inv = Inventory::MakePod(gen, sizes);
+    if (!inv.ok()) return;
+    for (const auto& [name, h] : hosts_) {
+      const Cube& cube = inv->cube(CubeId(cube_index[h.cube]));
+      if (h.coord.x < 0 || h.coord.x > 1 || h.coord.y < 0 || h.coord.y > 1 || h.coord.z < 0 ||
+          h.coord.z > 3)
+        continue;
+      host_ids_[name] = cube.hosts[CubeLocalIndex(h.coord.x, h.coord.y, h.coord.z)];
+    }
+  }
+  inventory_ = std::move(*inv);
+  for (const auto& [name, id] : host_ids_) {
+    host_names_[id.value()] = name;
+    registered.insert(id);
+    if (hosts_[name].lost) (void)inventory_.SetHealth(id, Health::kDown);
+  }
+  // Hosts of a slice or cube whose agent has not registered yet cannot be placed on.
+  for (const Host& h : inventory_.hosts())
+    if (!registered.count(h.id)) (void)inventory_.SetHealth(h.id, Health::kDown);
+  inventory_ready_ = true;
+  for (const auto& [name, job] : jobs_)
+    if (job.holds_chips()) ReserveJob(job);
+}
+
+void Controller::ReserveJob(const Job& job) {
+  std::vector<HostId> ids;
+  for (const auto& slice : job.placement)
+    for (const auto& host : slice)
+      if (auto it = host_ids_.find(host); it != host_ids_.end()) ids.push_back(it->second);
+  if (!ids.empty()) (void)inventory_.Reserve(OwnerId(job.seq), ids);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Users
+
+ApiResult<Json> Controller::CreateJob(const Json& doc) {
+  auto spec = api::ParseTrainJob(doc);
+  if (!spec.ok()) return BadRequest(spec.status());
+  std::lock_guard lock(mu_);
+  if (jobs_.count(spec->name))
+    return ApiError{409,
+                    "metadata.name: a TrainJob named '" + spec->name +
+                        "' already exists; delete it first or choose another name",
+                    "metadata.name"};
+  if (inventory_ready_) {
+    if (spec->accelerator != inventory_.generation())
+      return ApiError{422,
+                      "spec.accelerator: this cluster has " +
+                          std::string(GenerationName(inventory_.generation())) + " hosts; a " +
+                          std::string(GenerationName(spec->accelerator)) +
+                          " job can never run here",
+                      "spec.accelerator"};
+    // A request the cluster could never hold, even empty, is refused up front.
+    Inventory empty = inventory_;
+    for (const auto& [owner, hosts] : inventory_.owners()) empty.Release(owner);
+    for (const Host& h : empty.hosts()) (void)empty.SetHealth(h.id, Health::kHealthy);
+    PlanResult p = planner_.Plan(empty, {spec->accelerator, spec->topology, spec->max_slices});
+    if (p.reason == NoFit::kNeverFits || p.reason == NoFit::kNotEnoughChips)
+      return ApiError{422,
+                      "spec.topology: " + std::to_string(spec->max_slices) + " x " +
+                          spec->topology.ToString() + " can never fit this cluster: " + p.message,
+                      "spec.topology"};
+  }
+  Job job;
+  job.spec = *spec;
+  job.spec_json = doc["spec"];
+  job.seq = next_seq_++;
+  job.created_ms = clock_.NowMs();
+  job.reason = "Pending";
+  job.message = "waiting for the scheduler";
+  Status s = PersistJob(job, /*create=*/true);
+  if (!s.ok()) {
+    if (s.code() == StatusCode::kAlreadyExists)
+      return ApiError{409, "metadata.name: '" + spec->name + "' already exists", "metadata.name"};
+    return ApiError{503, "store: " + s.message(), ""};
+  }
+  Json out = JobJson(job);
+  jobs_[spec->name] = std::move(job);
+  Event("Normal", "Created", "trainjob/" + spec->name, "accepted");
+  Schedule();
+  return out;
+}
+
+ApiResult<Json> Controller::GetJob(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) return ApiError{404, "trainjob '" + name + "' not found", ""};
+  return JobJson(it->second);
+}
+
+Json Controller::ListJobs() const {
+  std::lock_guard lock(mu_);
+  std::vector<const Job*> jobs;
+  for (const auto& [name, job] : jobs_) jobs.push_back(&job);
+  std::sort(jobs.begin(), jobs.end(), [](const Job* a, const Job* b) { return a->seq < b->seq; });
+  Json items = Json::array();
+  for (const Job* j : jobs) items.push_back(JobJson(*j));
+  return {{"kind", "TrainJobList"}, {"items", items}};
+}
+
+Json Controller::ListHosts() const {
+  std::lock_guard lock(mu_);
+  Json items = Json::array();
+  for (const auto& [name, h] : hosts_) items.push_back(HostJson(h));
+  return {{"kind", "HostList"}, {"items", items}};
+}
+
+Json Controller::ListEvents() const {
+  std::lock_guard lock(mu_);
+  return {{"kind", "EventList"}, {"items", events_}};
+}
+
+ApiResult<Json> Controller::DeleteJob(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) return ApiError{404, "trainjob '" + name + "' not found", ""};
+  Job& job = it->second;
+  if (job.deleting) return Json{{"name", name}, {"status", "Terminating"}};
+  job.deleting = true;
+  Event("Normal", "Deleting", "trainjob/" + name, "stopping every worker, then releasing chips");
+  if (job.stopping) {
+    (void)PersistJob(job);
+    return Json{{"name", name}, {"status", "Terminating"}};
+  }
+  if (job.holds_chips()) {
+    StopJob(job, "Terminating", "Deleted", "deleted by a user; stopping every worker");
+    if (jobs_.count(name)) return Json{{"name", name}, {"status", "Terminating"}};
+    return Json{{"name", name}, {"status", "Deleted"}};
+  }
+  (void)store_.Delete(kJobKind, name);
+  Emit(kJobKind, "DELETED", JobJson(job));
+  jobs_.erase(it);
+  Schedule();
+  return Json{{"name", name}, {"status", "Deleted"}};
+}
+
+ApiResult<Controller::LogLocation> Controller::LocateLog(const std::string& name, int rank) const {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) return ApiError{404, "trainjob '" + name + "' not found", ""};
+  const Job& job = it->second;
+  if (job.attempt < 0)
+    return ApiError{404, "trainjob '" + name + "' has not started yet (" + job.reason + ")", ""};
+  auto w = job.workers.find(rank);
+  if (w == job.workers.end())
+    return ApiError{
+        400,
+        "worker: trainjob '" + name + "' has workers 0.." + std::to_string(job.workers.size() - 1),
+        "worker"};
+  auto h = hosts_.find(w->second.host);
+  if (h == hosts_.end()) return ApiError{404, "host " + w->second.host + " is gone", ""};
+  LogLocation loc;
+  loc.address = h->second.address;
+  loc.port = h->second.agent_port;
+  loc.path = "/logs/" + name + "/" + std::to_string(job.attempt) + "/" + std::to_string(rank);
+  loc.running = w->second.state == "Running" || w->second.state == "Pending";
+  return loc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agents
+
+ApiResult<Json> Controller::RegisterHost(const Json& body) {
+  if (!body.is_object()) return ApiError{400, "body: must be a JSON object", ""};
+  HostRec h;
+  h.name = body.value("name", "");
+  Status valid = api::ValidateName("name", h.name);
+  if (!valid.ok()) return BadRequest(valid);
+  auto g = ParseGeneration(body.value("generation", ""));
+  if (!g.ok()) return ApiError{422, "generation: " + g.status().message(), "generation"};
+  h.generation = *g;
+  h.chips = body.value("chips", 4);
+  h.address = body.value("address", "127.0.0.1");
+  h.agent_port = body.value("agentPort", 0);
+  h.labels = body.value("labels", Json::object());
+  if (Info(h.generation).rank == 2) {
+    if (!body.contains("slice") || !body["slice"].is_object())
+      return ApiError{422,
+                      "slice: a " + std::string(GenerationName(h.generation)) +
+                          " host must say which slice it belongs to",
+                      "slice"};
+    const Json& s = body["slice"];
+    h.slice = s.value("name", "");
+    h.topology = s.value("topology", "");
+    h.worker = s.value("worker", -1);
+    auto topo = SliceTopology::Parse(GenerationName(h.generation), h.topology);
+    if (!topo.ok()) return ApiError{422, "slice.topology: " + topo.status().message(), "slice"};
+    if (h.slice.empty()) return ApiError{422, "slice.name: required", "slice.name"};
+    if (h.worker < 0 || h.worker >= topo->hosts())
+      return ApiError{
+          422,
+          "slice.worker: must be 0.." + std::to_string(topo->hosts() - 1) + " for " + h.topology,
+          "slice.worker"};
+  } else {
+    if (!body.contains("cube") || !body["cube"].is_object())
+      return ApiError{422, "cube: a 3D host must say which cube it belongs to", "cube"};
+    const Json& c = body["cube"];
+    h.cube = c.value("name", "");
+    h.block = c.value("block", "block-00");
+    const Json coord = c.value("coord", Json::array());
+    if (h.cube.empty()) return ApiError{422, "cube.name: required", "cube.name"};
+    if (!coord.is_array() || coord.size() != 3)
+      return ApiError{422, "cube.coord: [x, y, z] with x, y in 0..1 and z in 0..3", "cube.coord"};
+    h.coord = Coord{coord[0].get<int>(), coord[1].get<int>(), coord[2].get<int>()};
+    if (h.coord.x < 0 || h.coord.x > 1 || h.coord.y < 0 || h.coord.y > 1 || h.coord.z < 0 ||
+        h.coord.z > 3)
+      return ApiError{422, "cube.coord: [x, y, z] with x, y in 0..1 and z in 0..3", "cube.coord"};
+  }
+  std::lock_guard lock(mu_);
+  const int64_t now = clock_.NowMs();
+  for (const auto& [name, other] : hosts_) {
+    if (name == h.name) continue;
+    if (other.generation != h.generation)
+      return ApiError{409,
+                      "generation: this cluster has " +
+                          std::string(GenerationName(other.generation)) + " hosts",
+                      "generation"};
+    if (!h.slice.empty() && other.slice == h.slice && other.topology != h.topology)
+      return ApiError{409, "slice.topology: slice " + h.slice + " is " + other.topology,
+                      "slice.topology"};
+    if (!h.slice.empty() && other.slice == h.slice && other.worker == h.worker)
+      return ApiError{409,
+                      "slice.worker: worker " + std::to_string(h.worker) + " of " + h.slice +
+                          " is already host " + name,
+                      "slice.worker"};
+    if (!h.cube.empty() && other.cube == h.cube && other.coord == h.coord)
+      return ApiError{409, "cube.coord: that position of " + h.cube + " is already host " + name,
+                      "cube.coord"};
+    if (!h.cube.empty() && other.cube == h.cube && other.block != h.block)
+      return ApiError{409, "cube.block: cube " + h.cube + " is in " + other.block, "cube.block"};
+  }
+  auto existing = hosts_.find(h.name);
+  const bool membership_changed = existing == hosts_.end() || existing->second.slice != h.slice ||
+                                  existing->second.worker != h.worker ||
+                                  existing->second.cube != h.cube ||
+                                  existing->second.coord != h.coord || existing->second.lost;
+  h.registered_ms = now;
+  h.last_heartbeat_ms = now;
+  if (existing != hosts_.end()) h.version = existing->second.version;
+  const bool recovered = existing != hosts_.end() && existing->second.lost;
+  hosts_[h.name] = h;
+  Status s = PersistHost(hosts_[h.name]);
+  if (!s.ok()) return ApiError{503, "store: " + s.message(), ""};
+  if (membership_changed) RebuildInventory();
+  Event("Normal", recovered ? "HostRecovered" : "Registered", "host/" + h.name,
+        h.slice.empty() ? h.cube + " " + std::to_string(h.coord.x) + "," +
+                              std::to_string(h.coord.y) + "," + std::to_string(h.coord.z)
+                        : h.slice + " worker " + std::to_string(h.worker));
+  Schedule();
+  return Json{{"host", h.name},
+              {"heartbeatIntervalMs", options_.heartbeat_interval_ms},
+              {"leaseMs", options_.lease_ms}};
+}
+
+ApiResult<Json> Controller::Heartbeat(const std::string& name, const Json& body) {
+  if (!body.is_object()) return ApiError{400, "body: must be a JSON object", ""};
+  std::lock_guard lock(mu_);
+  auto it = hosts_.find(name);
+  if (it == hosts_.end())
+    return ApiError{404, "host '" + name + "' is not registered; register first", ""};
+  HostRec& h = it->second;
+  h.last_heartbeat_ms = clock_.NowMs();
+  if (body.contains("usage") && body["usage"].is_object()) h.usage = body["usage"];
+  if (h.lost) {
+    h.lost = false;
+    if (auto id = host_ids_.find(name); id != host_ids_.end())
+      (void)inventory_.SetHealth(id->second, Health::kHealthy);
+    (void)PersistHost(h);
+    Event("Normal", "HostRecovered", "host/" + name, "heartbeats resumed");
+  }
+  const Json workers = body.value("workers", Json::array());
+  const int64_t applied = body.value("revision", int64_t{-1});
+  for (const Json& w : workers) {
+    if (!w.is_object()) continue;
+    auto j = jobs_.find(w.value("job", ""));
+    if (j == jobs_.end()) continue;
+    Job& job = j->second;
+    if (job.stopping || w.value("attempt", -1) != job.attempt) continue;
+    auto ws = job.workers.find(w.value("rank", -1));
+    if (ws == job.workers.end() || ws->second.host != name) continue;
+    const std::string state = w.value("state", "");
+    if (state == "Running" && ws->second.state == "Pending") {
+      ws->second.state = "Running";
+      ws->second.pid = w.value("pid", 0);
+      const bool all_running =
+          std::all_of(job.workers.begin(), job.workers.end(),
+                      [](const auto& kv) { return kv.second.state != "Pending"; });
+      if (all_running && job.phase == "Starting") {
+        job.phase = "Running";
+        job.reason = "Running";
+        job.message = "all " + std::to_string(job.workers.size()) + " workers running";
+        Event("Normal", "Started", "trainjob/" + job.spec.name, job.message);
+      }
+      (void)PersistJob(job);
+    } else if (state == "Exited" &&
+               (ws->second.state == "Running" || ws->second.state == "Pending")) {
+      ws->second.exit_code = w.value("exitCode", 0);
+      ws->second.signal = w.value("signal", 0);
+      ws->second.pid = w.value("pid", ws->second.pid);
+      const int rank = ws->first;
+      if (ws->second.exit_code == 0 && ws->second.signal == 0) {
+        ws->second.state = "Succeeded";
+        const bool all_done =
+            std::all_of(job.workers.begin(), job.workers.end(),
+                        [](const auto& kv) { return kv.second.state == "Succeeded"; });
+        if (all_done)
+          StopJob(job, "Succeeded", "Completed",
+                  "all " + std::to_string(job.workers.size()) + " workers exited 0");
+        else
+          (void)PersistJob(job);
+      } else {
+        ws->second.state = "Failed";
+        const std::string how = ws->second.signal != 0
+                                    ? "was killed by signal " + std::to_string(ws->second.signal)
+                                    : "exited with code " + std::to_string(ws->second.exit_code);
+        StopJob(job, "Failed", "WorkerFailed",
+                "worker rank " + std::to_string(rank) + " on host " + name + " " + how);
+      }
+    }
+  }
+  for (const Json& p : body.value("progress", Json::array())) {
+    auto j = jobs_.find(p.value("job", ""));
+    if (j == jobs_.end() || p.value("attempt", -1) != j->second.attempt) continue;
+    j->second.last_step = std::max(j->second.last_step, p.value("step", int64_t{-1}));
+  }
+  // Jobs being stopped: this heartbeat may confirm that their workers here are gone.
+  std::vector<std::string> stopping;
+  for (auto& [jn, job] : jobs_)
+    if (job.stopping && job.unconfirmed.count(name) && applied >= job.stop_revision)
+      stopping.push_back(jn);
+  for (const auto& jn : stopping) ConfirmStopped(jobs_[jn], name, workers);
+  return AssignmentsLocked(name);
+}
+
+void Controller::ConfirmStopped(Job& job, const std::string& host, const Json& workers) {
+  for (const Json& w : workers)
+    if (w.value("job", "") == job.spec.name && w.value("state", "") == "Running") return;
+  job.unconfirmed.erase(host);
+  if (job.unconfirmed.empty()) FinishStopping(job);
+}
+
+void Controller::FinishStopping(Job& job) {
+  job.stopping = false;
+  if (inventory_ready_) inventory_.Release(OwnerId(job.seq));
+  const std::string name = job.spec.name;
+  if (job.deleting) {
+    (void)store_.Delete(kJobKind, name);
+    Emit(kJobKind, "DELETED", JobJson(job));
+    Event("Normal", "Deleted", "trainjob/" + name, "every worker stopped; chips released");
+    jobs_.erase(name);
+  } else {
+    (void)PersistJob(job);
+    Event("Normal", "Released", "trainjob/" + name, "every worker stopped; chips released");
+  }
+  Schedule();
+}
+
+void Controller::StopJob(Job& job, const std::string& phase, const std::string& reason,
+                         const std::string& message) {
+  job.phase = phase;
+  job.reason = reason;
+  job.message = message;
+  job.finish_ms = clock_.NowMs();
+  job.stopping = true;
+  job.unconfirmed.clear();
+  // Workers that reported their exit are known to be gone; every other one must be confirmed
+  // stopped by its host (lost hosts cannot confirm and are marked down instead).
+  for (const auto& [rank, w] : job.workers) {
+    auto h = hosts_.find(w.host);
+    const bool may_run = w.state == "Pending" || w.state == "Running";
+    if (may_run && h != hosts_.end() && !h->second.lost) job.unconfirmed.insert(w.host);
+  }
+  job.stop_revision = ++assignment_revision_;
+  Event(phase == "Failed" ? "Warning" : "Normal", reason, "trainjob/" + job.spec.name, message);
+  NotifyHosts(job);
+  if (job.unconfirmed.empty()) {
+    FinishStopping(job);  // may erase the job
+    return;
+  }
+  (void)PersistJob(job);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scheduling
+
+void Controller::Tick() {
+  std::lock_guard lock(mu_);
+  const int64_t now = clock_.NowMs();
+  for (auto& [name, h] : hosts_) {
+    if (h.lost || now - h.last_heartbeat_ms <= options_.lease_ms) continue;
+    h.lost = true;
+    if (auto id = host_ids_.find(name); id != host_ids_.end())
+      (void)inventory_.SetHealth(id->second, Health::kDown);
+    (void)PersistHost(h);
+    const std::string why = "no heartbeat for " +
+                            std::to_string((now - h.last_heartbeat_ms) / 1000.0).substr(0, 4) +
+                            " s (lease " + std::to_string(options_.lease_ms) + " ms)";
+    Event("Warning", "HostLost", "host/" + name, why);
+    std::vector<std::string> affected;
+    for (auto& [jn, job] : jobs_) {
+      bool on_host = false;
+      for (const auto& [rank, w] : job.workers) on_host = on_host || w.host == name;
+      if (on_host && job.holds_chips()) affected.push_back(jn);
+    }
+    for (const auto& jn : affected) {
+      Job& job = jobs_[jn];
+      if (job.stopping) {
+        job.unconfirmed.erase(name);
+        if (job.unconfirmed.empty()) FinishStopping(job);
+      } else {
+        StopJob(job, "Failed", "HostLost", "host " + name + " lost: " + why);
+      }
+    }
+  }
+  Schedule();
+}
+
+void Controller::Schedule() {
+  if (!inventory_ready_) return;
+  std::vector<Job*> pending;
+  for (auto& [name, job] : jobs_)
+    if (job.phase == "Pending" && !job.deleting) pending.push_back(&job);
+  std::sort(pending.begin(), pending.end(), [](Job* a, Job* b) { return a->seq < b->seq; });
+  std::string blocked_by;
+  for (Job* job : pending) {
+    std::string reason, message;
+    if (!blocked_by.empty()) {
+      reason = "Queued";
+      message = "waiting behind trainjob " + blocked_by + " (first come, first served)";
+    } else {
+      PlanResult plan = planner_.Plan(
+          inventory_, {job->spec.accelerator, job->spec.topology, job->spec.max_slices});
+      if (plan.placed() && Admit(*job, plan)) continue;
+      reason = NoFitName(plan.reason);
+      message = plan.message;
+      // A job that can never fit waits with its reason but does not hold up the line.
+      if (plan.reason != NoFit::kNeverFits && plan.reason != NoFit::kInvalidRequest)
+        blocked_by = job->spec.name;
+    }
+    if (reason != job->reason || message != job->message) {
+      job->reason = reason;
+      job->message = message;
+      (void)PersistJob(*job);
+    }
+  }
+}
+
+bool Controller::Admit(Job& job, const PlanResult& plan) {
+  if (!ApplyPlan(inventory_, OwnerId(job.seq), plan).ok()) return false;
+  job.attempt += 1;
+  job.placement.clear();
+  job.slice_names.clear();
+  job.workers.clear();
+  for (size_t s = 0; s < plan.slices.size(); ++s) {
+    const SlicePlacement& p = plan.slices[s];
+    std::vector<std::string> names;
+    for (HostId id : p.hosts) names.push_back(host_names_[id.value()]);
+    job.placement.push_back(names);
+    job.slice_names.push_back(p.fixed_slice.valid() ? slice_names_[p.fixed_slice.value()]
+                                                    : job.spec.name + "-s" + std::to_string(s));
+    for (size_t w = 0; w < names.size(); ++w) {
+      const int rank = static_cast<int>(s * names.size() + w);
+      job.workers[rank] = WorkerStatus{names[w], static_cast<int>(s), static_cast<int>(w)};
+    }
+  }
+  job.master_port =
+      options_.port_range_start + static_cast<int>(rng_.Uniform(options_.port_range_size - 1));
+  job.jax_port = job.master_port + 1;
+  job.phase = "Starting";
+  job.reason = "Placed";
+  std::string where;
+  for (const auto& n : job.slice_names) where += (where.empty() ? "" : ", ") + n;
+  job.message = "attempt " + std::to_string(job.attempt) + " placed on " + where;
+  job.start_ms = clock_.NowMs();
+  job.finish_ms = 0;
+  ++assignment_revision_;
+  (void)PersistJob(job);
+  Event("Normal", "Placed", "trainjob/" + job.spec.name, job.message);
+  NotifyHosts(job);
+  return true;
+}
+
+void Controller::NotifyHosts(const Job& job) {
+  if (!on_assignments_) return;
+  std::set<std::string> hosts;
+  for (const auto& [rank, w] : job.workers) hosts.insert(w.host);
+  on_assignments_(hosts);
+}
+
+ApiResult<Json> Controller::Assignments(const std::string& host) const {
+  std::lock_guard lock(mu_);
+  if (!hosts_.count(host))
+    return ApiError{404, "host '" + host + "' is not registered; register first", ""};
+  return AssignmentsLocked(host);
+}
+
+Json Controller::AssignmentsLocked(const std::string& host) const {
+  Json out = Json::array();
+  std::vector<const Job*> jobs;
+  for (const auto& [name, job] : jobs_)
+    if ((job.phase == "Starting" || job.phase == "Running") && !job.stopping) jobs.push_back(&job);
+  std::sort(jobs.begin(), jobs.end(), [](const Job* a, const Job* b) { return a->seq < b->seq; });
+  for (const Job* job : jobs) {
+    bool here = false;
+    for (const auto& [rank, w] : job->workers) here = here || w.host == host;
+    if (!here) continue;
+    AttemptLayout layout;
+    layout.job = job->spec.name;
+    layout.attempt = job->attempt;
+    layout.topology = *SliceTopology::Make(job->spec.accelerator, job->spec.topology);
+    for (const auto& slice : job->placement) {
+      layout.slices.emplace_back();
+      for (const auto& hn : slice) {
+        auto h = hosts_.find(hn);
+        layout.slices.back().push_back({hn, h == hosts_.end() ? "127.0.0.1" : h->second.address});
+      }
+    }
+    layout.slice_names = job->slice_names;
+    layout.master_port = job->master_port;
+    layout.jax_port = job->jax_port;
+    layout.checkpoint_dir = job->spec.checkpoint_dir;
+    for (const WorkerEnv& e : ComputeWorkerEnv(layout)) {
+      if (e.host != host) continue;
+      std::map<std::string, std::string> env = job->spec.env;
+      for (const auto& [k, v] : e.env) env[k] = v;
+      out.push_back({{"job", job->spec.name},
+                     {"attempt", job->attempt},
+                     {"rank", e.rank},
+                     {"worker", e.worker},
+                     {"command", job->spec.command},
+                     {"env", env},
+                     {"workingDir", job->spec.working_dir},
+                     {"graceMs", job->spec.grace_ms}});
+    }
+  }
+  return {{"revision", assignment_revision_}, {"assignments", out}};
+}
+
+}  // namespace tessera::controller
