@@ -1,0 +1,195 @@
+// Agent: the host agent (`tessera agent`), one per host.
+//
+// It registers the host with the head (retrying with backoff until the head answers), then
+// runs two threads: the heartbeat thread reports workers, progress and usage every
+// heartbeatIntervalMs (and at once when a worker exits), and the watch thread holds the
+// assignment stream open (reconnecting with backoff). Both hand each snapshot of assignments
+// to Reconcile, which starts what is newly assigned and stops what no longer is. Workers keep
+// running while the head is away; when the same assignments come back they are adopted, not
+// restarted. A log server (HttpServer, same join token) serves each worker's log file to the
+// head. Protocol: docs/agent-protocol.md.
+//
+// Ownership: the caller owns the Agent; the Agent owns its workers (destroying it stops them).
+// Thread-safety: all public methods may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/devices.h"
+#include "agent/launcher.h"
+#include "agent/progress.h"
+#include "agent/protocol.h"
+#include "agent/usage.h"
+#include "common/status.h"
+
+namespace tessera::net {
+class HttpClient;
+class HttpServer;
+class StreamWriter;
+}  // namespace tessera::net
+
+namespace tessera::agent {
+
+struct AgentOptions {
+  std::string head_host = "127.0.0.1";
+  uint16_t head_port = 0;
+  std::string join_token;                    // sent to the head, and required by the log server
+  std::string name;                          // host name; IsSafeName
+  std::string state_dir;                     // logs/ and progress/ live here; created if missing
+  std::string listen_address = "127.0.0.1";  // the log server binds here
+  uint16_t port = 0;                         // log server port; 0 = ephemeral
+  std::string address = "127.0.0.1";         // advertised to the head
+  std::string generation;                    // "v6e", "7x", ...
+  std::optional<SliceMembership> slice;      // 2D generations
+  std::optional<CubeMembership> cube;        // 3D generations
+  std::map<std::string, std::string> labels;
+  // Registration and watch reconnects: first wait, doubled up to the max.
+  std::chrono::milliseconds backoff_initial{100};
+  std::chrono::milliseconds backoff_max{5'000};
+  // Deadline of each register/heartbeat request.
+  std::chrono::milliseconds request_timeout{10'000};
+  // Progress records per heartbeat at most; the rest waits for the next one.
+  size_t max_progress_batch = 1000;
+  // How often a followed log is checked for new bytes.
+  std::chrono::milliseconds log_poll_interval{100};
+  // Exited, unassigned workers remembered so they are never started again.
+  size_t max_remembered_exits = 4096;
+  LauncherOptions launcher;
+};
+
+class Agent {
+ public:
+  Agent(AgentOptions options, std::unique_ptr<DeviceDiscovery> devices);
+  // Shutdown().
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Discovers the devices, starts the log server and the threads; registration proceeds in
+  // the background. InvalidArgument for bad options; Unavailable if discovery fails or the
+  // log server cannot bind. Call once.
+  Status Start();
+
+  // Stops the threads, stops every worker (SIGTERM, SIGKILL after its graceMs) and waits for
+  // them, then stops the log server. Idempotent.
+  void Shutdown();
+
+  // Not OK once the agent has given up: the head refused the join token (401/403) when the
+  // agent registered. The agent then does nothing more; call Shutdown().
+  Status fatal_error() const;
+  // True once a registration has been accepted.
+  bool registered() const;
+  // The log server's port (after Start()).
+  uint16_t port() const;
+  // The workers the agent would report now, by key.
+  std::vector<WorkerReport> Workers() const;
+  // The newest assignment revision applied; -1 before the first.
+  int64_t revision() const;
+  // Paths of a worker's files.
+  std::string LogPath(const WorkerKey& key) const;
+  std::string ProgressPath(const WorkerKey& key) const;
+
+ private:
+  struct WorkerRecord {
+    Assignment assignment;
+    std::shared_ptr<WorkerProcess> process;  // null if it never started
+    std::optional<ExitInfo> exit;            // set when it never started
+    std::string error;
+    bool assigned = true;
+    std::unique_ptr<ProgressTailer> tailer;
+  };
+  struct LogFollower {
+    std::shared_ptr<net::StreamWriter> writer;
+    std::string path;
+    uint64_t offset = 0;
+    WorkerKey key;
+  };
+
+  void MainLoop();
+  void WatchLoop();
+  void LogLoop();
+  // Registers until accepted, stopped or refused; true when accepted.
+  bool RegisterWithRetry();
+  void SendHeartbeat();
+  // Applies a snapshot; `from_new_stream` accepts a revision lower than the last one (the
+  // head restarted with a different history).
+  void Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream);
+  void StartWorkerLocked(const ParsedAssignment& parsed);
+  WorkerReport ReportLocked(const WorkerKey& key, const WorkerRecord& record) const;
+  void RememberExitLocked(const WorkerReport& report);
+  bool WorkerDoneLocked(const WorkerKey& key) const;
+  void Log(const std::string& event, const std::string& fields) const;
+  // Waits until `deadline`, a wake-up or Shutdown; false when stopping.
+  bool SleepUntil(std::chrono::steady_clock::time_point deadline, bool wake_on_exit);
+
+  const AgentOptions options_;
+  const std::unique_ptr<DeviceDiscovery> devices_;
+  ProcessLauncher launcher_;
+  std::vector<Device> discovered_;
+  std::unique_ptr<net::HttpServer> server_;
+  std::unique_ptr<net::HttpClient> client_;  // register + heartbeat (main thread)
+  UsageSampler usage_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool started_ = false;
+  bool wake_ = false;  // a worker exited: heartbeat now
+  bool registered_ = false;
+  bool reregister_ = false;
+  Status fatal_;
+  int64_t heartbeat_interval_ms_ = 1000;
+  int64_t revision_ = -1;
+  std::map<WorkerKey, WorkerRecord> workers_;
+  std::map<WorkerKey, WorkerReport> remembered_;
+  std::vector<WorkerKey> remembered_order_;
+  std::vector<ProgressReport> pending_progress_;  // read but not yet acknowledged by the head
+  net::HttpClient* watch_client_ = nullptr;       // the stream in progress, for Cancel()
+  std::vector<LogFollower> followers_;
+
+  std::thread main_thread_;
+  std::thread watch_thread_;
+  std::thread log_thread_;
+};
+
+// What `tessera agent` was given, as typed (parsed by MakeAgent so every error names a flag).
+struct AgentFlags {
+  std::string head;  // http://HOST:PORT
+  std::string join_token_file;
+  std::string name;
+  std::string state_dir;
+  std::string port = "0";
+  std::string generation;
+  std::string chips;  // "" = what the generation and topology give a host
+  std::string slice, topology, worker;
+  std::string cube, block, coord;
+  std::vector<std::string> labels;  // k=v
+  std::string address = "127.0.0.1";
+};
+
+struct AgentSetup {
+  AgentOptions options;
+  std::unique_ptr<DeviceDiscovery> devices;
+};
+
+// Validates the flags and reads the join token file. InvalidArgument whose message starts
+// with the flag at fault ("--topology: ...").
+Result<AgentSetup> MakeAgentSetup(const AgentFlags& flags);
+
+// Runs an agent until SIGTERM or SIGINT (then stops its workers and returns OK), or until it
+// gives up (returns Agent::fatal_error()) or cannot start (returns Start()'s error).
+// Blocks SIGTERM and SIGINT in the calling thread (and so in the agent's threads).
+Status RunAgent(AgentSetup setup);
+
+}  // namespace tessera::agent
