@@ -17,6 +17,7 @@ struct CommandError : std::runtime_error {
 
 void AddTopologyCommand(CLI::App& app);
 void AddPlanCommand(CLI::App& app);
+void AddAgentCommand(CLI::App& app);
 void AddSimCommand(CLI::App& app);
 
 }  // namespace tessera::cli

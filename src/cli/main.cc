@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "tessera 0.1.0");
   tessera::cli::AddTopologyCommand(app);
   tessera::cli::AddPlanCommand(app);
+  tessera::cli::AddAgentCommand(app);
   tessera::cli::AddSimCommand(app);
   try {
     app.parse(argc, argv);

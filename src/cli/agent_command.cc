@@ -1,0 +1,38 @@
+// `tessera agent`: runs the host agent until SIGTERM or SIGINT (src/agent/agent.h).
+#include "agent/agent.h"
+#include "cli/commands.h"
+
+namespace tessera::cli {
+
+void AddAgentCommand(CLI::App& app) {
+  auto* cmd =
+      app.add_subcommand("agent", "Run the host agent: register, launch workers, relay progress");
+  auto flags = std::make_shared<agent::AgentFlags>();
+  // Every value is taken as text and checked by MakeAgentSetup, so each error names its flag
+  // and exits with status 2 like the other commands.
+  cmd->add_option("--head", flags->head, "the head's address, http://HOST:PORT");
+  cmd->add_option("--join-token-file", flags->join_token_file, "file holding the join token");
+  cmd->add_option("--name", flags->name, "host name (default: the machine's hostname)");
+  cmd->add_option("--state-dir", flags->state_dir,
+                  "where logs and progress files live (default: tessera-state/agent-NAME)");
+  cmd->add_option("--port", flags->port, "port of the agent's log server (0 = any free port)");
+  cmd->add_option("--address", flags->address, "address the head reaches this host at");
+  cmd->add_option("--generation", flags->generation,
+                  "accelerator generation: v5e, v6e (2D); v4, v5p, 7x (3D)");
+  cmd->add_option("--chips", flags->chips, "chips on this host (default: from the topology)");
+  cmd->add_option("--slice", flags->slice, "2D: the fixed slice this host belongs to");
+  cmd->add_option("--topology", flags->topology, "2D: the slice's shape, e.g. 4x4");
+  cmd->add_option("--worker", flags->worker, "2D: this host's worker id in the slice");
+  cmd->add_option("--cube", flags->cube, "3D: the cube this host belongs to");
+  cmd->add_option("--block", flags->block, "3D: the block holding the cube");
+  cmd->add_option("--coord", flags->coord, "3D: host-grid coordinate in the cube, x,y,z");
+  cmd->add_option("--label", flags->labels, "host label key=value (repeatable)");
+  cmd->callback([flags] {
+    auto setup = agent::MakeAgentSetup(*flags);
+    if (!setup.ok()) throw CommandError(setup.status().message());
+    Status status = agent::RunAgent(std::move(*setup));
+    if (!status.ok()) throw CommandError(status.message(), 1);
+  });
+}
+
+}  // namespace tessera::cli
