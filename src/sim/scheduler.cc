@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "sim/admission_scheduler.h"
+
 namespace tessera::sim {
 namespace {
 
@@ -137,8 +139,10 @@ Result<AdmissionKind> ParseAdmission(std::string_view name) {
   if (name == "fifo") return AdmissionKind::kFifo;
   if (name == "backfill") return AdmissionKind::kBackfill;
   if (name == "priority") return AdmissionKind::kPriority;
+  if (name == "kueue") return AdmissionKind::kKueue;
+  if (name == "kueue-strict") return AdmissionKind::kKueueStrict;
   return InvalidArgument("admission: '" + std::string(name) +
-                         "' is not one of fifo, backfill, priority");
+                         "' is not one of fifo, backfill, priority, kueue, kueue-strict");
 }
 
 const char* AdmissionName(AdmissionKind kind) {
@@ -149,11 +153,17 @@ const char* AdmissionName(AdmissionKind kind) {
       return "backfill";
     case AdmissionKind::kPriority:
       return "priority";
+    case AdmissionKind::kKueue:
+      return "kueue";
+    case AdmissionKind::kKueueStrict:
+      return "kueue-strict";
   }
   return "unknown";
 }
 
-std::unique_ptr<SimScheduler> MakeScheduler(AdmissionKind kind) {
+std::unique_ptr<SimScheduler> MakeScheduler(AdmissionKind kind, const PlannerOptions& placement) {
+  if (kind == AdmissionKind::kKueue || kind == AdmissionKind::kKueueStrict)
+    return MakeAdmissionScheduler(kind, placement);
   return std::make_unique<QueueScheduler>(kind);
 }
 

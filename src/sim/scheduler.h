@@ -1,18 +1,20 @@
 // SimScheduler: the admission step of the simulator, behind one small interface.
 //
-// The admission module (src/admission/: queues, quotas, cohorts, priorities, preemption, fair
-// share) is being built separately. Until it lands, the simulator ships three schedulers of its
-// own, and the admission module plugs in later as one more SimScheduler (an adapter that feeds
-// OnArrival/OnDeparture into its queues and turns its admit/evict decisions into
-// SchedulingContext calls). Placement is never the scheduler's business: every Plan goes
-// through the real SlicePlanner with the policy under test.
-//
+// Five schedulers. Three are written inside the simulator, as simple baselines:
 //   fifo      StrictFIFO: jobs in submission order; the head of the line blocks everyone.
 //   backfill  BestEffortFIFO: a job that does not fit is passed over, later ones may start.
 //   priority  BestEffortFIFO ordered by priority then submission, plus preemption: the first
 //             blocked job may evict lower-priority jobs, and only those whose chips the chosen
 //             placement uses (topology-aware: a victim elsewhere in the pod would not help).
+// Two run the admission module (src/admission/), the same Admitter the head runs, through
+// the adapter in admission_scheduler.h:
+//   kueue         one ClusterQueue, BestEffortFIFO, preemption withinClusterQueue
+//                 LowerPriority with the admission module's gang- and topology-aware victim
+//                 search (cheapest victims by priority, chips, work lost since checkpoint).
+//   kueue-strict  the same with StrictFIFO.
 // fifo and backfill ignore priorities, so comparing them with priority isolates its effect.
+// Placement is never the scheduler's business: every plan is made by the real SlicePlanner
+// with the policy under test.
 //
 // Decisions are applied through the SchedulingContext as they are made (the Reserve step of a
 // scheduling framework), so the next Plan in the same pass sees the chips already taken; this
@@ -51,6 +53,9 @@ struct RunningJobView {
   int priority;
   int64_t start_s;  // when the current run started
   int64_t chips;    // chips held now
+  // Where the job would restart from if stopped now: its last checkpoint in the current run,
+  // or start_s when it has not checkpointed since.
+  int64_t last_checkpoint_s;
 };
 
 // What a scheduler may see and do. Implemented by the simulator (and later the controller).
@@ -86,12 +91,20 @@ class SimScheduler {
   // Jobs waiting, for metrics and the end-of-run report.
   virtual size_t QueueLength() const = 0;
   virtual std::vector<JobIndex> Queued() const = 0;
+  // Not OK when the scheduler cannot go on (a bad queue configuration); the simulator stops
+  // the run with this error after the pass.
+  virtual Status status() const { return Status::Ok(); }
+  // Why a waiting job is waiting, as the scheduler last saw it; empty when it does not say.
+  virtual std::string PendingReason(JobIndex /*j*/) const { return {}; }
 };
 
-enum class AdmissionKind { kFifo, kBackfill, kPriority };
-// "fifo", "backfill", "priority"; anything else is InvalidArgument listing them.
+enum class AdmissionKind { kFifo, kBackfill, kPriority, kKueue, kKueueStrict };
+// "fifo", "backfill", "priority", "kueue", "kueue-strict"; anything else is InvalidArgument
+// listing them.
 Result<AdmissionKind> ParseAdmission(std::string_view name);
 const char* AdmissionName(AdmissionKind kind);
-std::unique_ptr<SimScheduler> MakeScheduler(AdmissionKind kind);
+// The kueue kinds plan with `placement` and the default queues (admission_scheduler.h).
+std::unique_ptr<SimScheduler> MakeScheduler(AdmissionKind kind,
+                                            const PlannerOptions& placement = {});
 
 }  // namespace tessera::sim

@@ -64,7 +64,10 @@ class SimulatorImpl final : public Simulator, public SchedulingContext {
         jobs_(jobs),
         options_(o),
         planner_(planner),
-        scheduler_(MakeScheduler(o.admission)),
+        scheduler_(o.admission == AdmissionKind::kKueue ||
+                           o.admission == AdmissionKind::kKueueStrict
+                       ? MakeAdmissionScheduler(o.admission, planner.options(), o.kueue)
+                       : MakeScheduler(o.admission)),
         state_(jobs.size()),
         host_down_(cluster.hosts().size(), 0) {}
 
@@ -232,8 +235,12 @@ void SimulatorImpl::Preempt(JobIndex victim, JobIndex for_job) {
 std::vector<RunningJobView> SimulatorImpl::Running() const {
   std::vector<RunningJobView> out;
   out.reserve(running_.size());
-  for (JobIndex j : running_)
-    out.push_back({j, jobs_[j].spec.priority, state_[j].run_start, HeldChips(j)});
+  const int64_t interval = options_.failures.checkpoint_interval_s;
+  for (JobIndex j : running_) {
+    const int64_t start = state_[j].run_start;
+    const int64_t ckpt = interval > 0 ? start + ((now_ - start) / interval) * interval : start;
+    out.push_back({j, jobs_[j].spec.priority, start, HeldChips(j), ckpt});
+  }
   return out;
 }
 
@@ -466,6 +473,7 @@ Result<SimResult> SimulatorImpl::Run() {
       }
     }
     scheduler_->Schedule(now_, *this);
+    if (Status st = scheduler_->status(); !st.ok() && error_.ok()) error_ = st;
     if (!shrunk_.empty()) TryGrow();
     if (sample) TakeSample();
     if (options_.after_event) options_.after_event(*this);
@@ -495,9 +503,11 @@ Result<SimResult> SimulatorImpl::Run() {
       out.reason = "still running when the run stopped";
     } else if (s.phase == Phase::kQueued) {
       const PlanResult p = Plan(j);
-      out.reason =
-          "still waiting when the run stopped: " +
-          (p.placed() ? std::string("it fits now but the queue never reached it") : p.message);
+      const std::string said = scheduler_->PendingReason(j);
+      out.reason = "still waiting when the run stopped: " +
+                   (!said.empty() ? said
+                    : p.placed()  ? std::string("it fits now but the queue never reached it")
+                                  : p.message);
     } else {
       out.reason = "had not arrived when the run stopped";
     }

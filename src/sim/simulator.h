@@ -31,6 +31,7 @@
 
 #include "inventory/inventory.h"
 #include "placement/planner.h"
+#include "sim/admission_scheduler.h"
 #include "sim/scheduler.h"
 #include "sim/workload.h"
 
@@ -57,6 +58,9 @@ struct SimOptions {
   PlannerOptions placement = PlannerOptions::Tessera();
   AdmissionKind admission = AdmissionKind::kBackfill;
   FailureOptions failures;
+  // kueue and kueue-strict: the queues. Default: one queue holding every chip
+  // (admission_scheduler.h).
+  KueueConfig kueue;
   ShapeMap shape_map;  // empty: ShapeMap::Default(generation)
   uint64_t seed = 1;
   // Fragmentation and utilization are sampled at this period. 0: the trace's span / 500.

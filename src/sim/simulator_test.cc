@@ -174,8 +174,8 @@ SimOptions WithFailures(uint64_t seed) {
 
 TEST(Simulator, SameSeedSameHashDifferentSeedDifferentHash) {
   const Inventory inv = Pod(2, 4);
-  for (AdmissionKind a :
-       {AdmissionKind::kFifo, AdmissionKind::kBackfill, AdmissionKind::kPriority}) {
+  for (AdmissionKind a : {AdmissionKind::kFifo, AdmissionKind::kBackfill, AdmissionKind::kPriority,
+                          AdmissionKind::kKueue, AdmissionKind::kKueueStrict}) {
     SimOptions o = WithFailures(11);
     o.admission = a;
     const Workload w = Generated(11, 250);
@@ -197,15 +197,17 @@ TEST(Simulator, SameSeedSameHashDifferentSeedDifferentHash) {
   }
 }
 
-// Random workloads with failures under every policy and admission: the invariants hold after
-// every event, every job ends finished, and the accounting adds up.
+// Random workloads with failures under every policy and admission (the kueue ones run the
+// admission module): the invariants hold after every event, every job ends finished, and the
+// accounting adds up.
 TEST(Simulator, InvariantsHoldUnderFailuresForEveryPolicy) {
   const Inventory inv = Pod(2, 3);
   for (uint64_t seed : {1, 2}) {
     const Workload w = Generated(seed, 200, 0.05);
     for (const char* policy : {"first-fit", "tightest-fit", "tessera"})
       for (AdmissionKind a :
-           {AdmissionKind::kFifo, AdmissionKind::kBackfill, AdmissionKind::kPriority})
+           {AdmissionKind::kFifo, AdmissionKind::kBackfill, AdmissionKind::kPriority,
+            AdmissionKind::kKueue, AdmissionKind::kKueueStrict})
         for (OnHostLoss loss : {seed == 1 ? OnHostLoss::kRestart : OnHostLoss::kShrink}) {
           SimOptions o = WithFailures(seed);
           o.placement = *PlannerOptions::Named(policy);
