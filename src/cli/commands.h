@@ -19,5 +19,8 @@ void AddTopologyCommand(CLI::App& app);
 void AddPlanCommand(CLI::App& app);
 void AddAgentCommand(CLI::App& app);
 void AddSimCommand(CLI::App& app);
+void AddHeadCommand(CLI::App& app);
+void AddClusterCommands(CLI::App& app);
+void AddResourceCommands(CLI::App& app);
 
 }  // namespace tessera::cli

@@ -11,6 +11,9 @@ int main(int argc, char** argv) {
   tessera::cli::AddPlanCommand(app);
   tessera::cli::AddAgentCommand(app);
   tessera::cli::AddSimCommand(app);
+  tessera::cli::AddHeadCommand(app);
+  tessera::cli::AddClusterCommands(app);
+  tessera::cli::AddResourceCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

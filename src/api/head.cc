@@ -1,0 +1,361 @@
+#include "api/head.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "net/http_client.h"
+#include "net/http_server.h"
+#include "store/sqlite_store.h"
+
+namespace tessera::api {
+namespace {
+
+namespace fs = std::filesystem;
+using net::Method;
+using net::Request;
+using net::Response;
+
+Response FromError(const controller::ApiError& e) {
+  return Response::Error(e.http_status, e.message, e.field);
+}
+
+template <typename T>
+Response Reply(const controller::ApiResult<T>& r, int ok_status = 200) {
+  if (std::holds_alternative<controller::ApiError>(r))
+    return FromError(std::get<controller::ApiError>(r));
+  return Response::Json(ok_status, std::get<T>(r).dump());
+}
+
+Status WriteFileAtomic(const std::string& path, const std::string& text, mode_t mode) {
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return Unavailable(path + ": " + std::strerror(errno));
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+                  ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0)
+    return Unavailable(path + ": " + std::strerror(errno));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::string> LoadOrCreateToken(const std::string& path) {
+  std::ifstream in(path);
+  if (in) {
+    std::string token;
+    std::getline(in, token);
+    if (token.size() < 16) return InvalidArgument(path + ": token is shorter than 16 characters");
+    return token;
+  }
+  unsigned char raw[32];
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::read(fd, raw, sizeof raw) != static_cast<ssize_t>(sizeof raw)) {
+    if (fd >= 0) ::close(fd);
+    return Unavailable("/dev/urandom: cannot read random bytes for " + path);
+  }
+  ::close(fd);
+  static const char* kHex = "0123456789abcdef";
+  std::string token;
+  for (unsigned char c : raw) {
+    token += kHex[c >> 4];
+    token += kHex[c & 15];
+  }
+  TESSERA_RETURN_IF_ERROR(WriteFileAtomic(path, token + "\n", 0600));
+  ::chmod(path.c_str(), 0600);
+  return token;
+}
+
+struct Head::Impl {
+  SystemClock clock;
+  std::unique_ptr<store::Store> store;
+  std::unique_ptr<controller::Controller> ctl;
+  std::unique_ptr<net::HttpServer> server;
+  std::string admin_bearer, join_bearer, join_token;
+
+  std::thread loop;
+  std::mutex loop_mu;
+  std::condition_variable loop_cv;
+  bool stopping = false;
+  bool kicked = false;
+
+  std::mutex watch_mu;
+  std::map<std::string, std::vector<std::shared_ptr<net::StreamWriter>>> watchers;  // by kind
+  std::map<std::string, std::vector<std::shared_ptr<net::StreamWriter>>> agent_streams;
+  std::set<std::string> dirty_hosts;
+
+  std::mutex proxy_mu;
+  std::vector<std::pair<std::thread, std::shared_ptr<net::HttpClient>>> proxies;
+
+  void Kick() {
+    std::lock_guard lock(loop_mu);
+    kicked = true;
+    loop_cv.notify_one();
+  }
+
+  // Controller callbacks: called with the controller's lock held, so they only queue.
+  void OnChange(const std::string& kind, const std::string& type, const Json& object) {
+    const std::string line = Json{{"type", type}, {"object", object}}.dump() + "\n";
+    std::lock_guard lock(watch_mu);
+    auto& list = watchers[kind];
+    std::erase_if(list, [&](const auto& w) { return !w->Write(line); });
+  }
+  void OnAssignments(const std::set<std::string>& hosts) {
+    {
+      std::lock_guard lock(watch_mu);
+      dirty_hosts.insert(hosts.begin(), hosts.end());
+    }
+    Kick();
+  }
+  void FlushAssignments() {
+    std::set<std::string> hosts;
+    {
+      std::lock_guard lock(watch_mu);
+      hosts.swap(dirty_hosts);
+    }
+    for (const auto& h : hosts) {
+      auto snap = ctl->Assignments(h);
+      if (std::holds_alternative<controller::ApiError>(snap)) continue;
+      const std::string line = std::get<Json>(snap).dump() + "\n";
+      std::lock_guard lock(watch_mu);
+      auto& list = agent_streams[h];
+      std::erase_if(list, [&](const auto& w) { return !w->Write(line); });
+    }
+  }
+  void Loop(int64_t tick_ms) {
+    std::unique_lock lock(loop_mu);
+    while (!stopping) {
+      loop_cv.wait_for(lock, std::chrono::milliseconds(tick_ms),
+                       [&] { return stopping || kicked; });
+      if (stopping) break;
+      kicked = false;
+      lock.unlock();
+      ctl->Tick();
+      FlushAssignments();
+      lock.lock();
+    }
+  }
+
+  bool IsUser(const Request& r) const { return r.Header("Authorization") == admin_bearer; }
+  bool IsAgent(const Request& r) const { return r.Header("Authorization") == join_bearer; }
+
+  Response Watch(const std::string& kind, Json list) {
+    return Response::Stream(
+        [this, kind, list = std::move(list)](std::shared_ptr<net::StreamWriter> w) {
+          {
+            std::lock_guard lock(watch_mu);
+            watchers[kind].push_back(w);
+          }
+          for (const Json& item : list["items"])
+            w->Write(Json{{"type", "ADDED"}, {"object", item}}.dump() + "\n");
+        });
+  }
+
+  Response Logs(const Request& req) {
+    const std::string job = req.params.at("name");
+    int rank = 0;
+    if (auto w = req.Query("worker")) {
+      try {
+        rank = std::stoi(*w);
+      } catch (...) {
+        return Response::Error(400, "worker: must be a worker rank, e.g. 0", "worker");
+      }
+    }
+    auto loc = ctl->LocateLog(job, rank);
+    if (std::holds_alternative<controller::ApiError>(loc))
+      return FromError(std::get<controller::ApiError>(loc));
+    const auto l = std::get<controller::Controller::LogLocation>(loc);
+    net::ClientOptions opts;
+    opts.host = l.address;
+    opts.port = static_cast<uint16_t>(l.port);
+    opts.bearer_token = join_token;
+    const bool follow = req.Query("follow").value_or("false") == "true";
+    if (!follow) {
+      net::HttpClient client(opts);
+      auto r = client.Request(Method::kGet, l.path + "?offset=0");
+      if (!r.ok())
+        return Response::Error(
+            502, "agent for worker " + std::to_string(rank) + ": " + r.status().message());
+      Response out = Response::Text(r->status, r->body);
+      return out;
+    }
+    return Response::Stream([this, opts, path = l.path](std::shared_ptr<net::StreamWriter> w) {
+      auto client = std::make_shared<net::HttpClient>(opts);
+      std::lock_guard lock(proxy_mu);
+      proxies.emplace_back(std::thread([client, w, path] {
+                             Status s = client->Stream(Method::kGet, path + "?follow=true",
+                                                       [&](std::string_view line) {
+                                                         return w->Write(std::string(line) + "\n");
+                                                       });
+                             if (!s.ok())
+                               w->Write("[tessera] log stream ended: " + s.message() + "\n");
+                             w->Close();
+                           }),
+                           client);
+    });
+  }
+};
+
+Head::Head(HeadOptions options) : impl_(std::make_unique<Impl>()), options_(std::move(options)) {}
+
+Head::~Head() { Stop(); }
+
+int Head::port() const { return impl_->server ? impl_->server->port() : 0; }
+
+Status Head::Start() {
+  std::error_code ec;
+  fs::create_directories(options_.state_dir, ec);
+  if (ec) return Unavailable("state directory " + options_.state_dir + ": " + ec.message());
+  auto admin = LoadOrCreateToken(options_.state_dir + "/admin.token");
+  if (!admin.ok()) return admin.status();
+  auto join = LoadOrCreateToken(options_.state_dir + "/join.token");
+  if (!join.ok()) return join.status();
+  admin_token_ = *admin;
+  join_token_ = *join;
+  Impl& m = *impl_;
+  m.admin_bearer = "Bearer " + admin_token_;
+  m.join_bearer = "Bearer " + join_token_;
+  m.join_token = join_token_;
+
+  auto store = store::SqliteStore::Open(options_.state_dir + "/tessera.db");
+  if (!store.ok()) return store.status();
+  m.store = std::move(store).value();
+  m.ctl = std::make_unique<controller::Controller>(*m.store, m.clock, options_.controller);
+  m.ctl->SetChangeListener([&m](const std::string& kind, const std::string& type,
+                                const Json& object) { m.OnChange(kind, type, object); });
+  m.ctl->SetAssignmentListener(
+      [&m](const std::set<std::string>& hosts) { m.OnAssignments(hosts); });
+  TESSERA_RETURN_IF_ERROR(m.ctl->Load());
+
+  net::ServerOptions so;
+  so.bind_address = options_.bind_address;
+  so.port = static_cast<uint16_t>(options_.port);
+  so.io_threads = options_.io_threads;
+  so.auth.tokens = {admin_token_, join_token_};
+  so.auth.exempt_paths = {"/healthz"};
+  m.server = std::make_unique<net::HttpServer>(so);
+  auto& s = *m.server;
+  auto user = [&m](auto fn) {
+    return [&m, fn](const Request& r) -> Response {
+      if (!m.IsUser(r)) return Response::Error(403, "this endpoint needs the admin token");
+      return fn(r);
+    };
+  };
+  auto agent = [&m](auto fn) {
+    return [&m, fn](const Request& r) -> Response {
+      if (!m.IsAgent(r)) return Response::Error(403, "this endpoint needs the join token");
+      return fn(r);
+    };
+  };
+  auto parse_body = [](const Request& r) -> Result<Json> { return ParseDocument(r.body); };
+
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/healthz", [](const Request&) {
+    return Response::Json(200, R"({"status":"ok"})");
+  }));
+  auto create = user([&m, parse_body](const Request& r) {
+    auto doc = parse_body(r);
+    if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
+    Response out = Reply(m.ctl->CreateJob(*doc), 201);
+    m.Kick();
+    return out;
+  });
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kPost, "/api/v1/apply", create));
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kPost, "/api/v1/jobs", create));
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/jobs", user([&m](const Request& r) {
+                                     if (r.Query("watch").value_or("") == "true")
+                                       return m.Watch("TrainJob", m.ctl->ListJobs());
+                                     return Response::Json(200, m.ctl->ListJobs().dump());
+                                   })));
+  TESSERA_RETURN_IF_ERROR(
+      s.Handle(Method::kGet, "/api/v1/jobs/{name}",
+               user([&m](const Request& r) { return Reply(m.ctl->GetJob(r.params.at("name"))); })));
+  TESSERA_RETURN_IF_ERROR(
+      s.Handle(Method::kDelete, "/api/v1/jobs/{name}", user([&m](const Request& r) {
+                 Response out = Reply(m.ctl->DeleteJob(r.params.at("name")));
+                 m.Kick();
+                 return out;
+               })));
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/jobs/{name}/logs",
+                                   user([&m](const Request& r) { return m.Logs(r); })));
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/hosts", user([&m](const Request& r) {
+                                     if (r.Query("watch").value_or("") == "true")
+                                       return m.Watch("Host", m.ctl->ListHosts());
+                                     return Response::Json(200, m.ctl->ListHosts().dump());
+                                   })));
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/events", user([&m](const Request& r) {
+                                     if (r.Query("watch").value_or("") == "true")
+                                       return m.Watch("Event", m.ctl->ListEvents());
+                                     return Response::Json(200, m.ctl->ListEvents().dump());
+                                   })));
+  TESSERA_RETURN_IF_ERROR(
+      s.Handle(Method::kPost, "/api/v1/agents/register", agent([&m, parse_body](const Request& r) {
+                 auto doc = parse_body(r);
+                 if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
+                 Response out = Reply(m.ctl->RegisterHost(*doc));
+                 m.Kick();
+                 return out;
+               })));
+  TESSERA_RETURN_IF_ERROR(s.Handle(
+      Method::kPost, "/api/v1/agents/{name}/heartbeat", agent([&m, parse_body](const Request& r) {
+        auto doc = parse_body(r);
+        if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
+        Response out = Reply(m.ctl->Heartbeat(r.params.at("name"), *doc));
+        m.Kick();
+        return out;
+      })));
+  TESSERA_RETURN_IF_ERROR(
+      s.Handle(Method::kGet, "/api/v1/agents/{name}/assignments", agent([&m](const Request& r) {
+                 const std::string host = r.params.at("name");
+                 auto snap = m.ctl->Assignments(host);
+                 if (std::holds_alternative<controller::ApiError>(snap) ||
+                     r.Query("watch").value_or("") != "true")
+                   return Reply(snap);
+                 return Response::Stream([&m, host](std::shared_ptr<net::StreamWriter> w) {
+                   {
+                     std::lock_guard lock(m.watch_mu);
+                     m.agent_streams[host].push_back(w);
+                     m.dirty_hosts.insert(host);  // the loop sends the current snapshot
+                   }
+                   m.Kick();
+                 });
+               })));
+
+  TESSERA_RETURN_IF_ERROR(s.Start());
+  const Json head = {{"address", options_.bind_address}, {"port", s.port()}, {"pid", ::getpid()}};
+  TESSERA_RETURN_IF_ERROR(
+      WriteFileAtomic(options_.state_dir + "/head.json", head.dump() + "\n", 0644));
+  m.loop = std::thread([&m, tick = options_.tick_ms] { m.Loop(tick); });
+  return Status::Ok();
+}
+
+void Head::Stop() {
+  Impl& m = *impl_;
+  {
+    std::lock_guard lock(m.loop_mu);
+    if (m.stopping) return;
+    m.stopping = true;
+    m.loop_cv.notify_one();
+  }
+  if (m.loop.joinable()) m.loop.join();
+  {
+    std::lock_guard lock(m.proxy_mu);
+    for (auto& [t, client] : m.proxies) client->Cancel();
+  }
+  if (m.server) m.server->Stop();
+  std::lock_guard lock(m.proxy_mu);
+  for (auto& [t, client] : m.proxies)
+    if (t.joinable()) t.join();
+  if (m.store) (void)m.store->Close();
+}
+
+}  // namespace tessera::api

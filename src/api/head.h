@@ -1,0 +1,62 @@
+// Head: the tessera control-plane server. It opens the store in its state directory, loads the
+// controller, serves the HTTP API (users with the admin token, agents with the join token),
+// pushes watch streams, proxies worker logs from agents, and runs the controller loop.
+//
+// State directory layout:
+//   tessera.db     the SQLite store
+//   admin.token    bearer token for users (mode 0600, created at first start)
+//   join.token     bearer token for agents (mode 0600, created at first start)
+//   head.json      {"address", "port", "pid"} of the running head, for the CLI and `tessera up`
+//
+// Thread-safety: Start/Stop from one thread; everything else is internal.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/status.h"
+#include "controller/controller.h"
+
+namespace tessera::net {
+class HttpServer;
+}
+
+namespace tessera::api {
+
+struct HeadOptions {
+  std::string state_dir = ".tessera";
+  std::string bind_address = "127.0.0.1";
+  int port = 0;  // 0: an ephemeral port, written to head.json
+  int io_threads = 2;
+  controller::ControllerOptions controller;
+  int64_t tick_ms = 100;  // controller loop period (it also runs after every change)
+};
+
+class Head {
+ public:
+  explicit Head(HeadOptions options);
+  ~Head();
+
+  // Creates the state directory and tokens if needed, opens the store, loads the controller,
+  // starts the server and the loop. Errors name the path or address.
+  Status Start();
+  void Stop();
+  int port() const;
+  const std::string& admin_token() const { return admin_token_; }
+  const std::string& join_token() const { return join_token_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  HeadOptions options_;
+  std::string admin_token_, join_token_;
+};
+
+// Reads a token file, or creates one with 32 random bytes (hex) and mode 0600.
+Result<std::string> LoadOrCreateToken(const std::string& path);
+
+}  // namespace tessera::api

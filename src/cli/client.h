@@ -1,0 +1,33 @@
+// How CLI commands reach the head: the server address and admin token, found from flags, the
+// environment (TESSERA_SERVER, TESSERA_TOKEN) or the state directory that `tessera up` wrote.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/commands.h"
+#include "net/http_client.h"
+
+namespace tessera::cli {
+
+struct ClientFlags {
+  std::string server;  // http://HOST:PORT
+  std::string state_dir = ".tessera";
+  std::string token_file;  // default: <state_dir>/admin.token
+  void Add(CLI::App* cmd);
+};
+
+// Connects per the flags. Throws CommandError (exit 1) with what to do when the head cannot be
+// found.
+std::unique_ptr<net::HttpClient> Connect(const ClientFlags& flags);
+
+// Sends a request; on a transport error or a 4xx/5xx answer throws CommandError with the
+// server's message. Returns the parsed JSON body.
+nlohmann::json Call(net::HttpClient& client, net::Method method, const std::string& target,
+                    const std::string& body = {});
+
+// Reads a file ("-" is standard input); throws CommandError naming the path.
+std::string ReadFileOrStdin(const std::string& path);
+
+}  // namespace tessera::cli

@@ -1,0 +1,256 @@
+// `tessera up` and `tessera down`: a local emulated cluster on this machine. `up` starts a head
+// and one emulated agent per host, each in its own session, waits until every host has
+// registered, and records the processes in <state-dir>/cluster.json; `down` stops them.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "cli/client.h"
+#include "topology/topology.h"
+
+namespace tessera::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+std::string SelfExe() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw CommandError("cannot find the tessera binary: " + ec.message(), 1);
+  return p.string();
+}
+
+// Starts `args` detached (own session), output appended to `log`. Returns the pid.
+pid_t Spawn(const std::string& exe, const std::vector<std::string>& args, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid < 0) throw CommandError("fork failed", 1);
+  if (pid == 0) {
+    ::setsid();
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    if (devnull >= 0) ::dup2(devnull, 0);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(exe.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(exe.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+bool Alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
+
+// Waits for a pid we may or may not be the parent of.
+bool WaitGone(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    ::waitpid(pid, nullptr, WNOHANG);
+    if (!Alive(pid)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+struct UpFlags {
+  std::string generation = "v6e";
+  std::string topology = "4x4";
+  int slices = 2;
+  int cubes = 0;
+  std::string state_dir = ".tessera";
+  int timeout_s = 60;
+  int64_t lease_ms = 5000;
+  int64_t heartbeat_ms = 1000;
+};
+
+void Down(const std::string& state_dir, bool purge, bool quiet);
+
+void Up(const UpFlags& f) {
+  auto gen = ParseGeneration(f.generation);
+  if (!gen.ok()) throw CommandError("--generation: " + gen.status().message());
+  const bool three_d = Info(*gen).rank == 3;
+  int hosts_per_slice = 0;
+  if (three_d) {
+    if (f.cubes < 1 || f.cubes > 16)
+      throw CommandError("--cubes: a " + f.generation +
+                         " cluster needs 1 to 16 cubes, e.g. --cubes 2");
+  } else {
+    auto topo = SliceTopology::Parse(f.generation, f.topology);
+    if (!topo.ok()) throw CommandError("--topology: " + topo.status().message());
+    if (f.slices < 1 || f.slices > 16) throw CommandError("--slices: must be 1 to 16");
+    hosts_per_slice = topo->hosts();
+  }
+  const std::string dir = fs::absolute(f.state_dir).string();
+  if (std::ifstream in(dir + "/cluster.json"); in) {
+    Json c = Json::parse(in, nullptr, false);
+    if (!c.is_discarded() && Alive(c.value("head", 0)))
+      throw CommandError("a cluster is already running from " + dir + " (head pid " +
+                             std::to_string(c.value("head", 0)) + "); run `tessera down` first",
+                         1);
+  }
+  fs::create_directories(dir + "/logs");
+  fs::remove(dir + "/head.json");
+  const std::string exe = SelfExe();
+  Json cluster = {{"head", 0}, {"agents", Json::array()}, {"generation", f.generation}};
+  const pid_t head =
+      Spawn(exe,
+            {"head", "--state-dir", dir, "--port", "0", "--lease-ms", std::to_string(f.lease_ms),
+             "--heartbeat-ms", std::to_string(f.heartbeat_ms)},
+            dir + "/logs/head.log");
+  cluster["head"] = head;
+  auto save = [&] {
+    std::ofstream out(dir + "/cluster.json");
+    out << cluster.dump(2) << "\n";
+  };
+  save();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.timeout_s);
+  int port = 0;
+  while (port == 0) {
+    if (std::chrono::steady_clock::now() > deadline || !Alive(head)) {
+      Down(dir, false, true);
+      throw CommandError("the head did not start; see " + dir + "/logs/head.log", 1);
+    }
+    std::ifstream in(dir + "/head.json");
+    Json h = in ? Json::parse(in, nullptr, false) : Json();
+    if (h.is_object() && h.value("pid", 0) == head) port = h.value("port", 0);
+    if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::string head_url = "http://127.0.0.1:" + std::to_string(port);
+  std::vector<std::vector<std::string>> agents;
+  if (three_d) {
+    for (int c = 0; c < f.cubes; ++c)
+      for (int z = 0; z < 4; ++z)
+        for (int y = 0; y < 2; ++y)
+          for (int x = 0; x < 2; ++x) {
+            char name[64], cube[32];
+            std::snprintf(cube, sizeof cube, "cube-%03d", c);
+            std::snprintf(name, sizeof name, "%s-h%02d", cube, z * 4 + y * 2 + x);
+            agents.push_back(
+                {name, "--cube", cube, "--block", "block-00", "--coord",
+                 std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z)});
+          }
+  } else {
+    for (int s = 0; s < f.slices; ++s)
+      for (int w = 0; w < hosts_per_slice; ++w) {
+        char name[64], slice[32];
+        std::snprintf(slice, sizeof slice, "slice-%03d", s);
+        std::snprintf(name, sizeof name, "%s-w%d", slice, w);
+        agents.push_back(
+            {name, "--slice", slice, "--topology", f.topology, "--worker", std::to_string(w)});
+      }
+  }
+  for (const auto& a : agents) {
+    std::vector<std::string> args = {
+        "agent",      "--head",    head_url,      "--join-token-file",     dir + "/join.token",
+        "--name",     a[0],        "--state-dir", dir + "/agents/" + a[0], "--generation",
+        f.generation, "--address", "127.0.0.1"};
+    args.insert(args.end(), a.begin() + 1, a.end());
+    cluster["agents"].push_back(Spawn(exe, args, dir + "/logs/agent-" + a[0] + ".log"));
+  }
+  save();
+  ClientFlags cf;
+  cf.state_dir = dir;
+  auto client = Connect(cf);
+  size_t ready = 0;
+  while (ready < agents.size()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      Down(dir, false, true);
+      throw CommandError("only " + std::to_string(ready) + " of " + std::to_string(agents.size()) +
+                             " hosts registered within " + std::to_string(f.timeout_s) +
+                             " s; see " + dir + "/logs/",
+                         1);
+    }
+    auto r = client->Request(net::Method::kGet, "/api/v1/hosts");
+    ready = 0;
+    if (r.ok() && r->status == 200) {
+      Json hosts = Json::parse(r->body, nullptr, false);
+      if (hosts.is_object())
+        for (const Json& h : hosts["items"]) ready += h["status"].value("state", "") == "Ready";
+    }
+    if (ready < agents.size()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::cout << "tessera cluster up: " << agents.size() << " emulated " << f.generation << " hosts ("
+            << (three_d ? std::to_string(f.cubes) + " cube(s)"
+                        : std::to_string(f.slices) + " x " + f.topology + " slices")
+            << ")\n"
+            << "  API:    " << head_url << "\n"
+            << "  token:  " << dir << "/admin.token\n"
+            << "  state:  " << dir << "  (logs in " << dir << "/logs)\n"
+            << "Try: tessera get hosts; tessera apply -f examples/train/job.yaml\n";
+}
+
+void Down(const std::string& state_dir, bool purge, bool quiet) {
+  const std::string dir = fs::absolute(state_dir).string();
+  std::ifstream in(dir + "/cluster.json");
+  Json c = in ? Json::parse(in, nullptr, false) : Json();
+  int stopped = 0;
+  if (c.is_object()) {
+    // Agents first: each stops its workers (their whole process groups) before exiting.
+    std::vector<pid_t> pids;
+    for (const Json& p : c.value("agents", Json::array())) pids.push_back(p.get<pid_t>());
+    for (pid_t p : pids)
+      if (Alive(p)) ::kill(p, SIGTERM);
+    for (pid_t p : pids) {
+      if (!Alive(p)) continue;
+      if (!WaitGone(p, std::chrono::seconds(15))) ::kill(-p, SIGKILL), ::kill(p, SIGKILL);
+      WaitGone(p, std::chrono::seconds(2));
+      ++stopped;
+    }
+    const pid_t head = c.value("head", 0);
+    if (Alive(head)) {
+      ::kill(head, SIGTERM);
+      if (!WaitGone(head, std::chrono::seconds(10))) ::kill(head, SIGKILL);
+      WaitGone(head, std::chrono::seconds(2));
+      ++stopped;
+    }
+  }
+  fs::remove(dir + "/cluster.json");
+  fs::remove(dir + "/head.json");
+  if (purge) fs::remove_all(dir);
+  if (!quiet)
+    std::cout << "tessera cluster down: " << stopped << " process(es) stopped"
+              << (purge ? ", state removed" : "") << "\n";
+}
+
+}  // namespace
+
+void AddClusterCommands(CLI::App& app) {
+  {
+    auto* cmd =
+        app.add_subcommand("up", "Start a local emulated cluster: a head and one agent per host");
+    auto f = std::make_shared<UpFlags>();
+    cmd->add_option("--generation", f->generation, "accelerator generation")->capture_default_str();
+    cmd->add_option("--topology", f->topology, "2D: shape of each slice")->capture_default_str();
+    cmd->add_option("--slices", f->slices, "2D: number of slices")->capture_default_str();
+    cmd->add_option("--cubes", f->cubes, "3D: number of 4x4x4 cubes (16 hosts each)");
+    cmd->add_option("--state-dir", f->state_dir, "where state and logs go")->capture_default_str();
+    cmd->add_option("--timeout", f->timeout_s, "seconds to wait for every host")
+        ->capture_default_str();
+    cmd->add_option("--lease-ms", f->lease_ms, "host lease")->capture_default_str();
+    cmd->add_option("--heartbeat-ms", f->heartbeat_ms, "agent heartbeat interval")
+        ->capture_default_str();
+    cmd->callback([f] { Up(*f); });
+  }
+  {
+    auto* cmd = app.add_subcommand("down", "Stop the local cluster that `tessera up` started");
+    auto dir = std::make_shared<std::string>(".tessera");
+    auto purge = std::make_shared<bool>(false);
+    cmd->add_option("--state-dir", *dir, "the cluster's state directory")->capture_default_str();
+    cmd->add_flag("--purge", *purge, "also remove the state directory");
+    cmd->callback([dir, purge] { Down(*dir, *purge, false); });
+  }
+}
+
+}  // namespace tessera::cli

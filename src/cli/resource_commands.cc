@@ -1,0 +1,271 @@
+// Resource commands: apply, get, describe, logs, delete.
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "cli/client.h"
+
+namespace tessera::cli {
+namespace {
+
+using Json = nlohmann::json;
+
+YAML::Node ToYaml(const Json& j) {
+  if (j.is_object()) {
+    YAML::Node n(YAML::NodeType::Map);
+    for (auto it = j.begin(); it != j.end(); ++it) n[it.key()] = ToYaml(*it);
+    return n;
+  }
+  if (j.is_array()) {
+    YAML::Node n(YAML::NodeType::Sequence);
+    for (const auto& v : j) n.push_back(ToYaml(v));
+    return n;
+  }
+  if (j.is_string()) return YAML::Node(j.get<std::string>());
+  if (j.is_null()) return YAML::Node();
+  return YAML::Node(j.dump());
+}
+
+void PrintAs(const Json& j, const std::string& output) {
+  if (output == "json") {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    YAML::Emitter e;
+    e << ToYaml(j);
+    std::cout << e.c_str() << "\n";
+  }
+}
+
+std::string Age(int64_t since_ms, int64_t now_ms) {
+  if (since_ms <= 0) return "-";
+  const int64_t s = (now_ms - since_ms) / 1000;
+  if (s < 120) return std::to_string(s) + "s";
+  if (s < 7200) return std::to_string(s / 60) + "m";
+  return std::to_string(s / 3600) + "h";
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string SlicesOf(const Json& spec) {
+  if (!spec.contains("slices")) return "1";
+  const Json& s = spec["slices"];
+  if (s.is_object())
+    return std::to_string(s.value("min", 1)) + "-" + std::to_string(s.value("max", 1));
+  return s.dump();
+}
+
+void PrintJobs(const Json& items, bool wide) {
+  const int64_t now = NowMs();
+  std::printf("%-24s %-11s %-7s %-9s %-7s %-8s %-6s %s\n", "NAME", "PHASE", "ACCEL", "TOPOLOGY",
+              "SLICES", "ATTEMPT", "AGE", wide ? "REASON / MESSAGE" : "REASON");
+  for (const Json& j : items) {
+    const Json& st = j["status"];
+    std::string reason = st.value("reason", "");
+    if (wide) reason += ": " + st.value("message", "");
+    std::printf("%-24s %-11s %-7s %-9s %-7s %-8d %-6s %s\n",
+                j["metadata"]["name"].get<std::string>().c_str(), st.value("phase", "").c_str(),
+                j["spec"].value("accelerator", "").c_str(), j["spec"].value("topology", "").c_str(),
+                SlicesOf(j["spec"]).c_str(), st.value("attempt", -1),
+                Age(j["metadata"].value("creationTimestampMs", int64_t{0}), now).c_str(),
+                reason.c_str());
+  }
+}
+
+void PrintHosts(const Json& items, bool wide) {
+  const int64_t now = NowMs();
+  std::printf("%-22s %-6s %-5s %-12s %-6s %-10s %-16s%s\n", "NAME", "STATE", "GEN", "SLICE/CUBE",
+              "WORKER", "HEARTBEAT", "JOB", wide ? " ADDRESS" : "");
+  for (const Json& h : items) {
+    const Json& sp = h["spec"];
+    std::string where, worker;
+    if (sp.contains("slice")) {
+      where = sp["slice"].value("name", "");
+      worker = std::to_string(sp["slice"].value("worker", 0));
+    } else if (sp.contains("cube")) {
+      where = sp["cube"].value("name", "");
+      const Json& c = sp["cube"]["coord"];
+      worker = c.dump();
+    }
+    std::string addr;
+    if (wide) addr = " " + sp.value("address", "") + ":" + std::to_string(sp.value("agentPort", 0));
+    std::printf("%-22s %-6s %-5s %-12s %-6s %-10s %-16s%s\n",
+                h["metadata"]["name"].get<std::string>().c_str(),
+                h["status"].value("state", "").c_str(), sp.value("generation", "").c_str(),
+                where.c_str(), worker.c_str(),
+                (Age(h["status"].value("lastHeartbeatMs", int64_t{0}), now) + " ago").c_str(),
+                h["status"].value("job", "").c_str(), addr.c_str());
+  }
+}
+
+void PrintEvents(const Json& items) {
+  const int64_t now = NowMs();
+  std::printf("%-6s %-8s %-15s %-26s %s\n", "AGE", "TYPE", "REASON", "OBJECT", "MESSAGE");
+  for (const Json& e : items)
+    std::printf("%-6s %-8s %-15s %-26s %s\n", Age(e.value("timeMs", int64_t{0}), now).c_str(),
+                e.value("type", "").c_str(), e.value("reason", "").c_str(),
+                e.value("object", "").c_str(), e.value("message", "").c_str());
+}
+
+std::string KindPath(const std::string& kind) {
+  if (kind == "jobs" || kind == "job" || kind == "trainjobs" || kind == "trainjob") return "jobs";
+  if (kind == "hosts" || kind == "host") return "hosts";
+  if (kind == "events" || kind == "event") return "events";
+  throw CommandError("kind '" + kind + "' is unknown; valid: jobs, hosts, events");
+}
+
+}  // namespace
+
+void AddResourceCommands(CLI::App& app) {
+  // apply
+  {
+    auto* cmd = app.add_subcommand("apply", "Create a resource from a YAML or JSON file");
+    auto flags = std::make_shared<ClientFlags>();
+    auto file = std::make_shared<std::string>();
+    cmd->add_option("-f,--filename", *file, "the manifest (- for standard input)")->required();
+    flags->Add(cmd);
+    cmd->callback([flags, file] {
+      const std::string body = ReadFileOrStdin(*file);
+      auto client = Connect(*flags);
+      Json j = Call(*client, net::Method::kPost, "/api/v1/apply", body);
+      std::cout << "trainjob/" << j["metadata"]["name"].get<std::string>() << " created\n";
+    });
+  }
+  // get
+  {
+    auto* cmd = app.add_subcommand("get", "List jobs, hosts or events");
+    auto flags = std::make_shared<ClientFlags>();
+    auto kind = std::make_shared<std::string>();
+    auto output = std::make_shared<std::string>("table");
+    cmd->add_option("kind", *kind, "jobs, hosts or events")->required();
+    cmd->add_option("-o,--output", *output, "table, wide, json or yaml")
+        ->check(CLI::IsMember({"table", "wide", "json", "yaml"}));
+    flags->Add(cmd);
+    cmd->callback([flags, kind, output] {
+      const std::string path = KindPath(*kind);
+      auto client = Connect(*flags);
+      Json list = Call(*client, net::Method::kGet, "/api/v1/" + path);
+      if (*output == "json" || *output == "yaml") return PrintAs(list, *output);
+      const bool wide = *output == "wide";
+      if (path == "jobs") PrintJobs(list["items"], wide);
+      if (path == "hosts") PrintHosts(list["items"], wide);
+      if (path == "events") PrintEvents(list["items"]);
+    });
+  }
+  // describe
+  {
+    auto* cmd =
+        app.add_subcommand("describe", "Show a job's status, placement, workers and events");
+    auto flags = std::make_shared<ClientFlags>();
+    auto kind = std::make_shared<std::string>();
+    auto name = std::make_shared<std::string>();
+    cmd->add_option("kind", *kind, "job")->required()->check(CLI::IsMember({"job", "trainjob"}));
+    cmd->add_option("name", *name, "the job's name")->required();
+    flags->Add(cmd);
+    cmd->callback([flags, kind, name] {
+      auto client = Connect(*flags);
+      Json j = Call(*client, net::Method::kGet, "/api/v1/jobs/" + *name);
+      const Json& st = j["status"];
+      const Json& sp = j["spec"];
+      std::cout << "Name:        " << *name << "\n"
+                << "Accelerator: " << sp.value("accelerator", "") << " " << sp.value("topology", "")
+                << " x " << SlicesOf(sp) << " slice(s)\n"
+                << "Phase:       " << st.value("phase", "") << "\n"
+                << "Reason:      " << st.value("reason", "") << "\n"
+                << "Message:     " << st.value("message", "") << "\n"
+                << "Attempt:     " << st.value("attempt", -1) << "\n"
+                << "Last step:   " << st.value("lastStep", int64_t{-1}) << "\n";
+      if (!st["placement"].empty()) {
+        std::cout << "Placement:\n";
+        for (const Json& p : st["placement"]) {
+          std::cout << "  " << p.value("slice", "") << ":";
+          for (const Json& h : p["hosts"]) std::cout << " " << h.get<std::string>();
+          std::cout << "\n";
+        }
+        std::cout << "Workers:\n  RANK  SLICE  WORKER  HOST                  STATE      EXIT\n";
+        for (const Json& w : st["workers"])
+          std::printf("  %-5d %-6d %-7d %-21s %-10s %d%s\n", w.value("rank", 0),
+                      w.value("slice", 0), w.value("worker", 0), w.value("host", "").c_str(),
+                      w.value("state", "").c_str(), w.value("exitCode", 0),
+                      w.value("signal", 0)
+                          ? (" (signal " + std::to_string(w.value("signal", 0)) + ")").c_str()
+                          : "");
+      }
+      Json events = Call(*client, net::Method::kGet, "/api/v1/events");
+      Json mine = Json::array();
+      for (const Json& e : events["items"])
+        if (e.value("object", "") == "trainjob/" + *name) mine.push_back(e);
+      std::cout << "Events:\n";
+      PrintEvents(mine);
+    });
+  }
+  // logs
+  {
+    auto* cmd = app.add_subcommand("logs", "Print a worker's log (stdout and stderr)");
+    auto flags = std::make_shared<ClientFlags>();
+    auto kind = std::make_shared<std::string>();
+    auto name = std::make_shared<std::string>();
+    auto worker = std::make_shared<int>(0);
+    auto follow = std::make_shared<bool>(false);
+    cmd->add_option("kind", *kind, "job")->required()->check(CLI::IsMember({"job", "trainjob"}));
+    cmd->add_option("name", *name, "the job's name")->required();
+    cmd->add_option("--worker", *worker, "worker rank")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_flag("-f,--follow", *follow, "keep printing as the worker writes");
+    flags->Add(cmd);
+    cmd->callback([flags, kind, name, worker, follow] {
+      auto client = Connect(*flags);
+      const std::string target =
+          "/api/v1/jobs/" + *name + "/logs?worker=" + std::to_string(*worker);
+      if (!*follow) {
+        auto r = client->Request(net::Method::kGet, target);
+        if (!r.ok()) throw CommandError("cannot reach the head: " + r.status().message(), 1);
+        if (r->status >= 400) {
+          Json j = Json::parse(r->body, nullptr, false);
+          throw CommandError(j.is_object() ? j.value("error", r->body) : r->body, 1);
+        }
+        std::cout << r->body << std::flush;
+        return;
+      }
+      Status s =
+          client->Stream(net::Method::kGet, target + "&follow=true", [](std::string_view line) {
+            std::cout << line << "\n" << std::flush;
+            return true;
+          });
+      if (!s.ok()) throw CommandError(s.message(), 1);
+    });
+  }
+  // delete
+  {
+    auto* cmd = app.add_subcommand("delete", "Delete a job: stop every worker, release its chips");
+    auto flags = std::make_shared<ClientFlags>();
+    auto kind = std::make_shared<std::string>();
+    auto name = std::make_shared<std::string>();
+    auto ignore = std::make_shared<bool>(false);
+    cmd->add_option("kind", *kind, "job")->required()->check(CLI::IsMember({"job", "trainjob"}));
+    cmd->add_option("name", *name, "the job's name")->required();
+    cmd->add_flag("--ignore-not-found", *ignore, "succeed when the job does not exist");
+    flags->Add(cmd);
+    cmd->callback([flags, kind, name, ignore] {
+      auto client = Connect(*flags);
+      auto r = client->Request(net::Method::kDelete, "/api/v1/jobs/" + *name);
+      if (!r.ok()) throw CommandError("cannot reach the head: " + r.status().message(), 1);
+      if (r->status == 404 && *ignore) {
+        std::cout << "trainjob/" << *name << " not found\n";
+        return;
+      }
+      Json j = Json::parse(r->body, nullptr, false);
+      if (r->status >= 400)
+        throw CommandError(j.is_object() ? j.value("error", r->body) : r->body, 1);
+      std::cout << "trainjob/" << *name << " "
+                << (j.value("status", "") == "Deleted" ? "deleted" : "terminating") << "\n";
+    });
+  }
+}
+
+}  // namespace tessera::cli
