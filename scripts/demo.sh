@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job at this stage: build tessera and run the slice-planner demo.
+# The main job: a local emulated cluster of two v6e 4x4 slices (8 hosts, one agent each) runs
+# a real PyTorch data-parallel training job across both slices, then is torn down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -7,8 +8,28 @@ bash scripts/setup.sh
 cmake --preset release >/dev/null
 cmake --build --preset release --target tessera
 
-echo "== tessera topology 7x 4x4x8"
-./build/release/bin/tessera topology 7x 4x4x8
+T=./build/release/bin/tessera
+STATE=.tessera
+trap '$T down --state-dir "$STATE" --purge >/dev/null 2>&1 || true' EXIT
+$T down --state-dir "$STATE" --purge >/dev/null 2>&1 || true
+
+echo "== tessera up: a head and 8 emulated v6e hosts in two 4x4 slices"
+$T up --generation v6e --topology 4x4 --slices 2 --state-dir "$STATE"
 echo
-echo "== tessera plan: fill a 9,216-chip Ironwood pod, once per placement policy"
-./build/release/bin/tessera plan --seed 1 --down-hosts 32
+$T get hosts --state-dir "$STATE"
+echo
+echo "== tessera apply -f examples/train/job.yaml (2 slices x 4 workers, gloo all-reduce)"
+$T apply -f examples/train/job.yaml --state-dir "$STATE"
+echo "== worker 0's log, followed until the job ends"
+until $T logs job train-demo --worker 0 -f --state-dir "$STATE" 2>/dev/null; do sleep 0.2; done
+echo
+$T get jobs --state-dir "$STATE"
+echo
+$T describe job train-demo --state-dir "$STATE"
+phase=$($T get jobs -o json --state-dir "$STATE" | /usr/bin/python3 -c \
+  'import json,sys; print(json.load(sys.stdin)["items"][0]["status"]["phase"])')
+echo
+echo "== tessera down"
+$T down --state-dir "$STATE" --purge
+trap - EXIT
+[ "$phase" = Succeeded ]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sets up, builds the dev preset (ASan + UBSan, warnings as errors) and runs every test:
-# the C++ suites under CTest, the Python SDK's unit tests, and the clang-format check.
+# Sets up, builds the dev preset (ASan + UBSan, warnings as errors) and runs every test: the C++
+# suites under CTest, the Python SDK's unit tests, the multi-process integration tests (a real
+# head and agents on loopback ports), and the clang-format check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +12,6 @@ cmake --preset dev >/dev/null
 cmake --build --preset dev -j "$(nproc)"
 ctest --preset dev -j "$(nproc)"
 
-if [ -d python/tessera ]; then
-  PYTHONPATH=python /usr/bin/python3 -m unittest discover -s python/tests -t python -v
-fi
+# Debian's interpreter: it is the one with python3-torch.
+PYTHONPATH=python /usr/bin/python3 -m unittest discover -s python/tests -t python -v
+TESSERA_BIN="$PWD/build/dev/bin/tessera" /usr/bin/python3 -m unittest discover -s tests/integration -t . -v

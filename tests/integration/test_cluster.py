@@ -1,0 +1,336 @@
+"""Integration tests: a real head and real agents on loopback ports, driven through the
+`tessera` binary and the HTTP API, as a user would.
+
+The binary comes from $TESSERA_BIN (scripts/test.sh points it at the dev build). Every wait
+polls a condition with a deadline; nothing sleeps to wait for an event.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TESSERA = os.environ.get("TESSERA_BIN", os.path.join(REPO, "build", "dev", "bin", "tessera"))
+PYTHON = "/usr/bin/python3"  # Debian's, which has torch
+
+ENV_DUMP = (
+    "import json, os; print('ENV ' + json.dumps({k: v for k, v in os.environ.items() "
+    "if k.startswith(('TPU_', 'MEGASCALE_', 'JAX_', 'TESSERA_')) "
+    "or k in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT')}))"
+)
+
+
+def job(name, command, slices=2, topology="4x4", env=None):
+    return {
+        "apiVersion": "tessera/v1",
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {
+            "accelerator": "v6e",
+            "topology": topology,
+            "slices": slices,
+            "template": {"command": command, "env": env or {}, "workingDir": REPO},
+        },
+    }
+
+
+def wait_for(what, fn, timeout=60.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %.0f s waiting for %s (last: %r)" % (timeout, what, last))
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is not alive for our purposes.
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class Cluster:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="tessera-it-")
+        self.state = os.path.join(self.dir, "state")
+
+    def cli(self, *args, check=True, input=None):
+        p = subprocess.run([TESSERA, *args, "--state-dir", self.state], capture_output=True,
+                           text=True, input=input, timeout=120, cwd=REPO)
+        if check and p.returncode != 0:
+            raise AssertionError("tessera %s failed (%d): %s%s" % (" ".join(args), p.returncode,
+                                                                   p.stdout, p.stderr))
+        return p
+
+    def up(self):
+        self.cli("up", "--generation", "v6e", "--topology", "4x4", "--slices", "2",
+                 "--heartbeat-ms", "200", "--lease-ms", "2000", "--timeout", "120")
+        with open(os.path.join(self.state, "admin.token")) as f:
+            self.token = f.read().strip()
+        self.reload_port()
+
+    def reload_port(self):
+        with open(os.path.join(self.state, "head.json")) as f:
+            self.port = json.load(f)["port"]
+
+    def down(self):
+        self.cli("down", "--purge", check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def request(self, method, path, body=None, token="admin", content_type="application/json"):
+        data = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.port, path), data=data,
+                                     method=method)
+        if token == "admin":
+            req.add_header("Authorization", "Bearer " + self.token)
+        elif token:
+            req.add_header("Authorization", "Bearer " + token)
+        if data is not None:
+            req.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                text = r.read().decode()
+                return r.status, (json.loads(text) if text.startswith(("{", "[")) else text)
+        except urllib.error.HTTPError as e:
+            text = e.read().decode()
+            try:
+                return e.code, json.loads(text)
+            except ValueError:
+                return e.code, text
+
+    def get_job(self, name):
+        code, j = self.request("GET", "/api/v1/jobs/" + name)
+        return j if code == 200 else None
+
+    def phase(self, name):
+        j = self.get_job(name)
+        return j["status"]["phase"] if j else "Gone"
+
+    def wait_phase(self, name, phases, timeout=90):
+        return wait_for("%s in %s" % (name, phases),
+                        lambda: self.phase(name) if self.phase(name) in phases else None, timeout)
+
+
+class ClusterTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.c = Cluster()
+        cls.c.up()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.down()
+
+    def tearDown(self):
+        # Leave the cluster empty for the next test.
+        code, jobs = self.c.request("GET", "/api/v1/jobs")
+        for j in jobs["items"]:
+            self.c.request("DELETE", "/api/v1/jobs/" + j["metadata"]["name"])
+        wait_for("no jobs", lambda: not self.c.request("GET", "/api/v1/jobs")[1]["items"])
+
+    def test_hosts_registered(self):
+        code, hosts = self.c.request("GET", "/api/v1/hosts")
+        self.assertEqual(code, 200)
+        self.assertEqual(len(hosts["items"]), 8)
+        self.assertTrue(all(h["status"]["state"] == "Ready" for h in hosts["items"]))
+        out = self.c.cli("get", "hosts").stdout
+        self.assertIn("slice-001-w3", out)
+
+    def test_every_worker_gets_its_slice_environment(self):
+        code, _ = self.c.request("POST", "/api/v1/jobs", job("envcheck", [PYTHON, "-c", ENV_DUMP]))
+        self.assertEqual(code, 201)
+        self.assertEqual(self.c.wait_phase("envcheck", ("Succeeded", "Failed")), "Succeeded")
+        envs = {}
+        for rank in range(8):
+            log = self.c.cli("logs", "job", "envcheck", "--worker", str(rank)).stdout
+            line = [l for l in log.splitlines() if l.startswith("ENV ")][0]
+            envs[rank] = json.loads(line[4:])
+        status = self.c.get_job("envcheck")["status"]
+        hosts = {p["slice"]: p["hosts"] for p in status["placement"]}
+        ports = {e["MASTER_PORT"] for e in envs.values()}
+        self.assertEqual(len(ports), 1)
+        for rank, e in envs.items():
+            s, w = divmod(rank, 4)
+            slice_name = "slice-%03d" % s
+            self.assertEqual(e["RANK"], str(rank))
+            self.assertEqual(e["WORLD_SIZE"], "8")
+            self.assertEqual(e["TPU_WORKER_ID"], str(w))
+            self.assertEqual(e["TPU_NAME"], slice_name)
+            self.assertEqual(e["TPU_WORKER_HOSTNAMES"], ",".join(hosts[slice_name]))
+            self.assertEqual(e["TPU_WORKER_HOSTNAMES"].split(",")[w], "%s-w%d" % (slice_name, w))
+            self.assertEqual(e["TPU_ACCELERATOR_TYPE"], "v6e-16")
+            self.assertEqual(e["TPU_TOPOLOGY"], "4x4")
+            self.assertEqual(e["MEGASCALE_SLICE_ID"], str(s))
+            self.assertEqual(e["MEGASCALE_NUM_SLICES"], "2")
+            self.assertEqual(e["MEGASCALE_COORDINATOR_ADDRESS"], "127.0.0.1")
+            self.assertEqual(e["JAX_PROCESS_ID"], str(rank))
+            self.assertEqual(e["JAX_PROCESS_COUNT"], "8")
+            self.assertEqual(e["TESSERA_ATTEMPT"], "0")
+            self.assertEqual(e["MASTER_ADDR"], "127.0.0.1")
+
+    def test_pytorch_example_trains_across_two_slices(self):
+        with open(os.path.join(REPO, "examples", "train", "job.yaml")) as f:
+            manifest = f.read()
+        p = self.c.cli("apply", "-f", "-", input=manifest)
+        self.assertIn("trainjob/train-demo created", p.stdout)
+        self.assertEqual(self.c.wait_phase("train-demo", ("Succeeded", "Failed"), timeout=180),
+                         "Succeeded")
+        log = self.c.cli("logs", "job", "train-demo", "--worker", "0").stdout
+        self.assertRegex(log, r"RESULT ok loss=[0-9.]+ steps=50 world=8")
+        self.assertEqual(self.c.get_job("train-demo")["status"]["lastStep"], 50)
+
+    def test_job_that_does_not_fit_now_waits_with_a_reason(self):
+        code, _ = self.c.request("POST", "/api/v1/jobs", job("big", ["sleep", "600"]))
+        self.assertEqual(code, 201)
+        self.c.wait_phase("big", ("Running",))
+        code, _ = self.c.request("POST", "/api/v1/jobs", job("waiter", ["true"], slices=1))
+        self.assertEqual(code, 201)
+        st = self.c.get_job("waiter")["status"]
+        self.assertEqual(st["phase"], "Pending")
+        self.assertEqual(st["reason"], "NoFreeSlice")
+        self.assertIn("0 of 2 are free", st["message"])
+        # Once the big job is deleted, the waiter runs.
+        self.c.cli("delete", "job", "big")
+        self.assertEqual(self.c.wait_phase("waiter", ("Succeeded", "Failed")), "Succeeded")
+
+    def test_delete_kills_every_worker_process_group(self):
+        # Each worker starts a grandchild; both must die.
+        script = "sleep 600 & echo child $! ; wait"
+        self.c.request("POST", "/api/v1/jobs", job("sleepy", ["/bin/sh", "-c", script]))
+        self.c.wait_phase("sleepy", ("Running",))
+        pids = [w["pid"] for w in self.c.get_job("sleepy")["status"]["workers"]]
+        self.assertEqual(len(pids), 8)
+        children = []
+        for rank in range(8):
+            log = wait_for("child pid in log", lambda: [
+                l for l in self.c.cli("logs", "job", "sleepy", "--worker", str(rank)).stdout.splitlines()
+                if l.startswith("child ")])
+            children.append(int(log[0].split()[1]))
+        self.assertTrue(all(alive(p) for p in pids + children))
+        self.assertIn("terminating", self.c.cli("delete", "job", "sleepy").stdout)
+        wait_for("job gone", lambda: self.c.phase("sleepy") == "Gone")
+        wait_for("every worker and grandchild gone", lambda: not any(alive(p) for p in pids + children))
+        p = self.c.cli("delete", "job", "sleepy", check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("not found", p.stderr)
+        self.assertEqual(self.c.cli("delete", "job", "sleepy", "--ignore-not-found").returncode, 0)
+
+    def test_requests_without_a_valid_token_get_401_and_change_nothing(self):
+        before = self.c.request("GET", "/api/v1/jobs")[1]
+        for token in (None, "wrong-token-0123456789"):
+            code, _ = self.c.request("POST", "/api/v1/jobs", job("sneaky", ["true"]), token=token)
+            self.assertEqual(code, 401)
+            code, _ = self.c.request("GET", "/api/v1/jobs", token=token)
+            self.assertEqual(code, 401)
+        # The join token is for agents only.
+        with open(os.path.join(self.c.state, "join.token")) as f:
+            join = f.read().strip()
+        self.assertEqual(self.c.request("POST", "/api/v1/jobs", job("sneaky", ["true"]), token=join)[0], 403)
+        self.assertEqual(self.c.request("GET", "/api/v1/jobs")[1], before)
+
+    def test_bad_input_gets_4xx_naming_the_field_and_keeps_the_head_serving(self):
+        code, _ = self.c.request("POST", "/api/v1/jobs", job("keeper", ["sleep", "600"], slices=1))
+        self.assertEqual(code, 201)
+        cases = [
+            (b"apiVersion: [unclosed", 400, "malformed YAML"),
+            (b'{"apiVersion": ', 400, "malformed JSON"),
+            (json.dumps({**job("x", ["true"]), "kind": "Pod"}).encode(), 422, "kind"),
+            (json.dumps({**job("x", ["true"]), "spec": {**job("x", ["true"])["spec"], "colour": 1}}).encode(),
+             422, "spec.colour: unknown field"),
+            (json.dumps(job("x", ["true"], topology="4x5")).encode(), 422, "spec.topology"),
+            (json.dumps({**job("x", ["true"]), "spec": {**job("x", ["true"])["spec"], "accelerator": "v9"}}).encode(),
+             422, "spec.accelerator"),
+            (json.dumps(job("x", ["true"], slices=-1)).encode(), 422, "spec.slices"),
+            (json.dumps(job("x", ["true"], slices=10 ** 12)).encode(), 422, "spec.slices"),
+            (json.dumps(job("x", ["true"], slices=3)).encode(), 422, "can never fit"),
+            (json.dumps(job("keeper", ["true"], slices=1)).encode(), 409, "already exists"),
+            (b"a: " + b"x" * (10 * 1024 * 1024), 413, "body"),
+        ]
+        for body, want_code, want_text in cases:
+            code, answer = self.c.request("POST", "/api/v1/jobs", body, content_type="application/yaml")
+            self.assertEqual(code, want_code, (body[:60], answer))
+            self.assertIn(want_text, json.dumps(answer), body[:60])
+        self.assertEqual(self.c.request("GET", "/healthz", token=None)[0], 200)
+        names = [j["metadata"]["name"] for j in self.c.request("GET", "/api/v1/jobs")[1]["items"]]
+        self.assertEqual(names, ["keeper"])
+        self.assertEqual(self.c.wait_phase("keeper", ("Running",)), "Running")
+        # The CLI reports a bad file with the field and a non-zero exit.
+        p = self.c.cli("apply", "-f", "-", input=json.dumps(job("y", ["true"], topology="4x5")), check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("spec.topology", p.stderr)
+        self.assertEqual(p.stdout, "")
+
+
+class RestartTest(unittest.TestCase):
+    def test_kill_9_of_the_head_loses_nothing_and_adopts_running_workers(self):
+        c = Cluster()
+        self.addCleanup(c.down)
+        c.up()
+        c.request("POST", "/api/v1/jobs", job("survivor", ["sleep", "600"]))
+        c.wait_phase("survivor", ("Running",))
+        before = c.get_job("survivor")
+        pids = [w["pid"] for w in before["status"]["workers"]]
+        with open(os.path.join(c.state, "cluster.json")) as f:
+            cluster = json.load(f)
+        os.kill(cluster["head"], signal.SIGKILL)
+        wait_for("head gone", lambda: not alive(cluster["head"]))
+        log = open(os.path.join(c.state, "logs", "head-restart.log"), "w")
+        self.addCleanup(log.close)
+        head = subprocess.Popen([TESSERA, "head", "--state-dir", c.state, "--port", str(c.port),
+                                 "--heartbeat-ms", "200", "--lease-ms", "2000"],
+                                stdout=log, stderr=log, start_new_session=True)
+        self.addCleanup(lambda: (c.down(), head.wait(timeout=30)))  # stop, then reap
+        cluster["head"] = head.pid
+        with open(os.path.join(c.state, "cluster.json"), "w") as f:
+            json.dump(cluster, f)
+        wait_for("head serving", lambda: c.request("GET", "/healthz", token=None)[0] == 200
+                 if _port_open(c.port) else None)
+        after = c.get_job("survivor")
+        self.assertEqual(after["status"]["phase"], "Running")
+        self.assertEqual(after["status"]["placement"], before["status"]["placement"])
+        self.assertEqual(after["status"]["masterPort"], before["status"]["masterPort"])
+        # Agents reconnect and keep heartbeating; the same processes keep running.
+        wait_for("hosts ready", lambda: all(h["status"]["state"] == "Ready"
+                                            for h in c.request("GET", "/api/v1/hosts")[1]["items"]))
+        self.assertTrue(all(alive(p) for p in pids))
+        after2 = c.get_job("survivor")
+        self.assertEqual([w["pid"] for w in after2["status"]["workers"]], pids)
+        # Both slices are still held by the adopted job, so a new one waits, then runs once the
+        # survivor is deleted.
+        c.request("POST", "/api/v1/jobs", job("later", ["true"], slices=1))
+        self.assertEqual(c.get_job("later")["status"]["reason"], "NoFreeSlice")
+        c.cli("delete", "job", "survivor")
+        wait_for("survivor's workers gone", lambda: not any(alive(p) for p in pids))
+        self.assertEqual(c.wait_phase("later", ("Succeeded", "Failed")), "Succeeded")
+
+
+def _port_open(port):
+    import socket
+    s = socket.socket()
+    try:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+    finally:
+        s.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
