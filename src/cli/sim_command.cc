@@ -280,7 +280,9 @@ void AddSimCommand(CLI::App& app) {
                   "accelerators:shape,... (default 4:2x2x1,...,512:8x8x8 for 3D)");
   cmd->add_option("--policies", f->policies, "placement: first-fit, tightest-fit, tessera")
       ->capture_default_str();
-  cmd->add_option("--admission", f->admission, "fifo, backfill, priority (comma list)")
+  cmd->add_option("--admission", f->admission,
+                  "fifo, backfill, priority, kueue, kueue-strict (comma list; kueue runs the "
+                  "admission module)")
       ->capture_default_str();
   cmd->add_option("--seed", f->seed, "seed for failures, generator, priorities")
       ->capture_default_str();
