@@ -201,19 +201,18 @@ void Down(const std::string& state_dir, bool purge, bool quiet) {
     std::vector<pid_t> pids;
     for (const Json& p : c.value("agents", Json::array())) pids.push_back(p.get<pid_t>());
     for (pid_t p : pids)
-      if (Alive(p)) ::kill(p, SIGTERM);
+      if (Alive(p) && ::kill(p, SIGTERM) == 0) ++stopped;
     for (pid_t p : pids) {
-      if (!Alive(p)) continue;
-      if (!WaitGone(p, std::chrono::seconds(15))) ::kill(-p, SIGKILL), ::kill(p, SIGKILL);
+      if (WaitGone(p, std::chrono::seconds(15))) continue;
+      ::kill(-p, SIGKILL);  // the agent's session, in case it left anything behind
+      ::kill(p, SIGKILL);
       WaitGone(p, std::chrono::seconds(2));
-      ++stopped;
     }
     const pid_t head = c.value("head", 0);
-    if (Alive(head)) {
-      ::kill(head, SIGTERM);
+    if (Alive(head) && ::kill(head, SIGTERM) == 0) {
+      ++stopped;
       if (!WaitGone(head, std::chrono::seconds(10))) ::kill(head, SIGKILL);
       WaitGone(head, std::chrono::seconds(2));
-      ++stopped;
     }
   }
   fs::remove(dir + "/cluster.json");

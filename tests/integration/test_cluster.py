@@ -146,6 +146,28 @@ class ClusterTest(unittest.TestCase):
             self.c.request("DELETE", "/api/v1/jobs/" + j["metadata"]["name"])
         wait_for("no jobs", lambda: not self.c.request("GET", "/api/v1/jobs")[1]["items"])
 
+    def test_tokens_are_private_files(self):
+        for name in ("admin.token", "join.token"):
+            mode = os.stat(os.path.join(self.c.state, name)).st_mode & 0o777
+            self.assertEqual(mode, 0o600, name)
+
+    def test_watch_streams_job_changes(self):
+        req = urllib.request.Request("http://127.0.0.1:%d/api/v1/jobs?watch=true" % self.c.port)
+        req.add_header("Authorization", "Bearer " + self.c.token)
+        with urllib.request.urlopen(req, timeout=60) as stream:
+            self.c.request("POST", "/api/v1/jobs", job("watched", ["true"], slices=1))
+            seen = []
+            while not any(e["object"]["status"]["phase"] == "Succeeded" for e in seen):
+                line = stream.readline()
+                self.assertTrue(line, "the watch stream ended early")
+                event = json.loads(line)
+                if event["object"]["metadata"]["name"] == "watched":
+                    seen.append(event)
+        self.assertEqual(seen[0]["type"], "ADDED")
+        phases = [e["object"]["status"]["phase"] for e in seen]
+        self.assertIn("Starting", phases)
+        self.assertEqual(phases[-1], "Succeeded")
+
     def test_hosts_registered(self):
         code, hosts = self.c.request("GET", "/api/v1/hosts")
         self.assertEqual(code, 200)
