@@ -67,7 +67,7 @@ KueueConfig DefaultKueueConfig(AdmissionKind kind, Generation generation, int64_
 
 // A scheduler for kKueue or kKueueStrict that plans with `placement`. A bad configuration
 // (a spec failing validation, a LocalQueue naming a missing ClusterQueue) is reported by the
-// scheduler's status() before the first pass.
+// scheduler's status() after the first pass, and ends the run.
 std::unique_ptr<SimScheduler> MakeAdmissionScheduler(AdmissionKind kind,
                                                      const PlannerOptions& placement,
                                                      KueueConfig config = {});
