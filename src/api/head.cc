@@ -269,7 +269,36 @@ Status Head::Start() {
     m.Kick();
     return out;
   });
-  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kPost, "/api/v1/apply", create));
+  TESSERA_RETURN_IF_ERROR(
+      s.Handle(Method::kPost, "/api/v1/apply", user([&m, parse_body](const Request& r) {
+                 auto doc = parse_body(r);
+                 if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
+                 auto applied = m.ctl->Apply(*doc);
+                 int status = 201;
+                 if (std::holds_alternative<Json>(applied) &&
+                     !std::get<Json>(applied).value("created", true))
+                   status = 200;
+                 Response out = Reply(applied, status);
+                 m.Kick();
+                 return out;
+               })));
+  // Admission resources: lists (and watches) with status.
+  const std::pair<const char*, const char*> queue_lists[] = {
+      {"/api/v1/clusterqueues", "ClusterQueue"},
+      {"/api/v1/localqueues", "LocalQueue"},
+      {"/api/v1/priorityclasses", "PriorityClass"}};
+  for (const auto& [path, kind_name] : queue_lists) {
+    const std::string kind = kind_name;
+    TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, path, user([&m, kind](const Request& r) {
+                                       Json list =
+                                           kind == "ClusterQueue" ? m.ctl->ListClusterQueues()
+                                           : kind == "LocalQueue" ? m.ctl->ListLocalQueues()
+                                                                  : m.ctl->ListPriorityClasses();
+                                       if (r.Query("watch").value_or("") == "true")
+                                         return m.Watch(kind, list);
+                                       return Response::Json(200, list.dump());
+                                     })));
+  }
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kPost, "/api/v1/jobs", create));
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/jobs", user([&m](const Request& r) {
                                      if (r.Query("watch").value_or("") == "true")

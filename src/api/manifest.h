@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "admission/model.h"
 #include "common/status.h"
 #include "topology/topology.h"
 
@@ -55,6 +56,24 @@ struct TrainJobSpec {
 
 // Validates a TrainJob document. Status fields are ignored (they belong to the server).
 Result<TrainJobSpec> ParseTrainJob(const Json& doc);
+
+// The admission resources (docs/admission.md "Resources" and "In the head"). Each decodes the
+// document into the admission model's struct and runs its Validate; errors name the document
+// field ("spec.quotas[0].lendingLimit: ...", "metadata.name: ...").
+//   ClusterQueue: metadata.name; spec: cohort, quotas[] {generation, nominalQuota,
+//     borrowingLimit, lendingLimit}, queueingStrategy, preemption {withinClusterQueue,
+//     reclaimWithinCohort, borrowWithinCohort {policy, maxPriorityThreshold}},
+//     fairSharing {weight}.
+//   LocalQueue: metadata.name; spec.clusterQueue.
+//   PriorityClass: metadata.name; value (as in Kubernetes), optional description.
+Result<ClusterQueueSpec> ParseClusterQueue(const Json& doc);
+Result<LocalQueueSpec> ParseLocalQueue(const Json& doc);
+Result<PriorityClass> ParsePriorityClass(const Json& doc);
+
+// The kind of a document after checking apiVersion: one of kKinds, or InvalidArgument naming
+// apiVersion or kind.
+inline constexpr const char* kKinds = "TrainJob, ClusterQueue, LocalQueue, PriorityClass";
+Result<std::string> DocumentKind(const Json& doc);
 
 // Parses a duration: "30s", "1500ms", "2m", "1h" or a bare number of seconds.
 Result<int64_t> ParseDurationMs(std::string_view field, const Json& value);

@@ -1,6 +1,7 @@
 // Resource commands: apply, get, describe, logs, delete.
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <cstdio>
 #include <iostream>
 
@@ -111,11 +112,52 @@ void PrintEvents(const Json& items) {
                 e.value("object", "").c_str(), e.value("message", "").c_str());
 }
 
+// `tessera get queues`: one row per ClusterQueue, from the latest admission cycle.
+void PrintClusterQueues(const Json& items) {
+  std::printf("%-20s %-12s %-9s %-9s %-9s %-8s %s\n", "NAME", "COHORT", "NOMINAL", "USED",
+              "BORROWED", "PENDING", "ADMITTED");
+  for (const Json& q : items) {
+    const Json& st = q["status"];
+    std::printf("%-20s %-12s %-9lld %-9lld %-9lld %-8d %d\n",
+                q["metadata"].value("name", "").c_str(), q["spec"].value("cohort", "-").c_str(),
+                static_cast<long long>(st.value("nominalChips", int64_t{0})),
+                static_cast<long long>(st.value("usedChips", int64_t{0})),
+                static_cast<long long>(st.value("borrowedChips", int64_t{0})),
+                st.value("pendingWorkloads", 0), st.value("admittedWorkloads", 0));
+  }
+}
+
+void PrintLocalQueues(const Json& items) {
+  std::printf("%-24s %s\n", "NAME", "CLUSTERQUEUE");
+  for (const Json& q : items)
+    std::printf("%-24s %s\n", q["metadata"].value("name", "").c_str(),
+                q["spec"].value("clusterQueue", "").c_str());
+}
+
+void PrintPriorityClasses(const Json& items) {
+  std::printf("%-24s %s\n", "NAME", "VALUE");
+  for (const Json& q : items)
+    std::printf("%-24s %d\n", q["metadata"].value("name", "").c_str(), q.value("value", 0));
+}
+
 std::string KindPath(const std::string& kind) {
   if (kind == "jobs" || kind == "job" || kind == "trainjobs" || kind == "trainjob") return "jobs";
   if (kind == "hosts" || kind == "host") return "hosts";
   if (kind == "events" || kind == "event") return "events";
-  throw CommandError("kind '" + kind + "' is unknown; valid: jobs, hosts, events");
+  if (kind == "queues" || kind == "queue" || kind == "clusterqueues" || kind == "clusterqueue" ||
+      kind == "cq")
+    return "clusterqueues";
+  if (kind == "localqueues" || kind == "localqueue" || kind == "lq") return "localqueues";
+  if (kind == "priorityclasses" || kind == "priorityclass" || kind == "pc")
+    return "priorityclasses";
+  throw CommandError("kind '" + kind +
+                     "' is unknown; valid: jobs, hosts, events, queues (clusterqueues), "
+                     "localqueues, priorityclasses");
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
 }
 
 }  // namespace
@@ -132,16 +174,21 @@ void AddResourceCommands(CLI::App& app) {
       const std::string body = ReadFileOrStdin(*file);
       auto client = Connect(*flags);
       Json j = Call(*client, net::Method::kPost, "/api/v1/apply", body);
-      std::cout << "trainjob/" << j["metadata"]["name"].get<std::string>() << " created\n";
+      std::cout << Lower(j.value("kind", "TrainJob")) << "/"
+                << j["metadata"]["name"].get<std::string>() << " "
+                << (j.value("created", true) ? "created" : "configured") << "\n";
     });
   }
   // get
   {
-    auto* cmd = app.add_subcommand("get", "List jobs, hosts or events");
+    auto* cmd = app.add_subcommand(
+        "get", "List jobs, hosts, events, queues, localqueues or priorityclasses");
     auto flags = std::make_shared<ClientFlags>();
     auto kind = std::make_shared<std::string>();
     auto output = std::make_shared<std::string>("table");
-    cmd->add_option("kind", *kind, "jobs, hosts or events")->required();
+    cmd->add_option("kind", *kind,
+                    "jobs, hosts, events, queues (ClusterQueues), localqueues, priorityclasses")
+        ->required();
     cmd->add_option("-o,--output", *output, "table, wide, json or yaml")
         ->check(CLI::IsMember({"table", "wide", "json", "yaml"}));
     flags->Add(cmd);
@@ -154,6 +201,53 @@ void AddResourceCommands(CLI::App& app) {
       if (path == "jobs") PrintJobs(list["items"], wide);
       if (path == "hosts") PrintHosts(list["items"], wide);
       if (path == "events") PrintEvents(list["items"]);
+      if (path == "clusterqueues") PrintClusterQueues(list["items"]);
+      if (path == "localqueues") PrintLocalQueues(list["items"]);
+      if (path == "priorityclasses") PrintPriorityClasses(list["items"]);
+    });
+  }
+  // explain
+  {
+    auto* cmd = app.add_subcommand(
+        "explain", "Why a job is pending: the reason, its place in line, what would let it in");
+    auto flags = std::make_shared<ClientFlags>();
+    auto kind = std::make_shared<std::string>();
+    auto name = std::make_shared<std::string>();
+    cmd->add_option("kind", *kind, "job")->required()->check(CLI::IsMember({"job", "trainjob"}));
+    cmd->add_option("name", *name, "the job's name")->required();
+    flags->Add(cmd);
+    cmd->callback([flags, kind, name] {
+      auto client = Connect(*flags);
+      Json j = Call(*client, net::Method::kGet, "/api/v1/jobs/" + *name);
+      const Json& st = j["status"];
+      const std::string phase = st.value("phase", "");
+      std::cout << "Job:       " << *name << "\n"
+                << "Queue:     " << j["metadata"].value("queue", "(default)") << "\n"
+                << "Priority:  " << j["spec"].value("priority", "(none)") << "\n"
+                << "Phase:     " << phase << "\n";
+      if (phase != "Pending") {
+        std::cout << "Reason:    " << st.value("reason", "") << "\n"
+                  << "Message:   " << st.value("message", "") << "\n"
+                  << "It is not waiting.\n";
+        return;
+      }
+      const int position = st.value("queuePosition", 0);
+      std::cout << "Reason:    " << st.value("pendingReason", st.value("reason", "")) << "\n"
+                << "Message:   " << st.value("message", "") << "\n"
+                << "Position:  " << (position > 0 ? std::to_string(position) : "-") << "\n";
+      const Json help = st.value("wouldHelp", Json::array());
+      if (help.empty()) {
+        std::cout << "Would help: nothing running (wait for the reason above to clear)\n";
+        return;
+      }
+      std::cout << "Would help (these running jobs finishing or being preempted):\n";
+      std::printf("  %-24s %-16s %-9s %-6s %s\n", "JOB", "CLUSTERQUEUE", "PRIORITY", "CHIPS",
+                  "PREEMPTIBLE");
+      for (const Json& b : help)
+        std::printf("  %-24s %-16s %-9d %-6lld %s\n", b.value("name", "").c_str(),
+                    b.value("clusterQueue", "").c_str(), b.value("priority", 0),
+                    static_cast<long long>(b.value("chips", int64_t{0})),
+                    b.value("preemptible", false) ? "yes" : "no");
     });
   }
   // describe

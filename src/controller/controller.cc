@@ -1,6 +1,7 @@
 #include "controller/controller.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 
 #include "workload/worker_env.h"
@@ -11,6 +12,19 @@ namespace {
 constexpr const char* kJobKind = "TrainJob";
 constexpr const char* kHostKind = "Host";
 constexpr const char* kEventKind = "Event";
+constexpr const char* kClusterQueueKind = "ClusterQueue";
+constexpr const char* kLocalQueueKind = "LocalQueue";
+constexpr const char* kPriorityClassKind = "PriorityClass";
+// A job that names no LocalQueue goes to this one once ClusterQueues exist.
+constexpr const char* kDefaultLocalQueue = "default";
+
+AdmissionOptions MakeAdmissionOptions(const ControllerOptions& o) {
+  AdmissionOptions a;
+  a.planner = o.planner;
+  a.start_guard = o.start_guard;
+  a.fair_sharing = o.fair_sharing;
+  return a;
+}
 
 ApiError BadRequest(const Status& s) {
   // Messages start with the field path: "spec.topology: ...".
@@ -34,6 +48,7 @@ Controller::Controller(store::Store& store, const Clock& clock, ControllerOption
       clock_(clock),
       options_(std::move(options)),
       planner_(options_.planner),
+      admitter_(MakeAdmissionOptions(options_)),
       rng_(options_.seed) {}
 
 void Controller::SetChangeListener(ChangeListener listener) {
@@ -74,13 +89,29 @@ Json Controller::JobJson(const Job& job) const {
                        {"exitCode", w.exit_code},
                        {"signal", w.signal},
                        {"pid", w.pid}});
-  Json status = {{"phase", job.phase},          {"reason", job.reason},
-                 {"message", job.message},      {"attempt", job.attempt},
-                 {"placement", placement},      {"masterPort", job.master_port},
-                 {"jaxPort", job.jax_port},     {"workers", workers},
-                 {"startTimeMs", job.start_ms}, {"completionTimeMs", job.finish_ms},
-                 {"stopping", job.stopping},    {"deleting", job.deleting},
-                 {"lastStep", job.last_step}};
+  Json status = {{"phase", job.phase},
+                 {"reason", job.reason},
+                 {"message", job.message},
+                 {"attempt", job.attempt},
+                 {"placement", placement},
+                 {"masterPort", job.master_port},
+                 {"jaxPort", job.jax_port},
+                 {"workers", workers},
+                 {"startTimeMs", job.start_ms},
+                 {"completionTimeMs", job.finish_ms},
+                 {"stopping", job.stopping},
+                 {"deleting", job.deleting},
+                 {"lastStep", job.last_step},
+                 {"lastCheckpointTimeMs", job.last_checkpoint_ms},
+                 {"pendingReason", job.pending_reason},
+                 {"queuePosition", job.queue_position},
+                 {"wouldHelp", job.would_help},
+                 {"preemptions", job.preemptions},
+                 {"deactivated", job.deactivated},
+                 {"startGuard",
+                  {{"retries", job.start_guard.retries},
+                   {"backoffUntilMs", job.start_guard.backoff_until_ms},
+                   {"lastEviction", job.start_guard.last_eviction}}}};
   return {{"apiVersion", api::kApiVersion},
           {"kind", kJobKind},
           {"metadata", meta},
@@ -230,6 +261,17 @@ Status Controller::Load() {
     job.stopping = st.value("stopping", false);
     job.deleting = st.value("deleting", false);
     job.last_step = st.value("lastStep", int64_t{-1});
+    job.last_checkpoint_ms = st.value("lastCheckpointTimeMs", int64_t{0});
+    job.pending_reason = st.value("pendingReason", "");
+    job.queue_position = st.value("queuePosition", 0);
+    job.would_help = st.value("wouldHelp", Json::array());
+    job.preemptions = st.value("preemptions", 0);
+    job.deactivated = st.value("deactivated", false);
+    if (st.contains("startGuard") && st["startGuard"].is_object()) {
+      job.start_guard.retries = st["startGuard"].value("retries", 0);
+      job.start_guard.backoff_until_ms = st["startGuard"].value("backoffUntilMs", int64_t{0});
+      job.start_guard.last_eviction = st["startGuard"].value("lastEviction", "");
+    }
     for (const Json& p : st.value("placement", Json::array())) {
       job.slice_names.push_back(p.value("slice", ""));
       job.placement.push_back(p.value("hosts", std::vector<std::string>{}));
@@ -251,6 +293,8 @@ Status Controller::Load() {
     next_seq_ = std::max(next_seq_, job.seq + 1);
     jobs_[obj.name] = std::move(job);
   }
+  for (const char* kind : {kClusterQueueKind, kLocalQueueKind, kPriorityClassKind})
+    TESSERA_RETURN_IF_ERROR(LoadQueueObjects(kind));
   auto events = store_.List(kEventKind);
   if (!events.ok()) return events.status();
   for (const auto& obj : *events) {
@@ -368,6 +412,14 @@ ApiResult<Json> Controller::CreateJob(const Json& doc) {
                           spec->topology.ToString() + " can never fit this cluster: " + p.message,
                       "spec.topology"};
   }
+  if (!spec->priority.empty() && !priority_classes_.count(spec->priority)) {
+    std::string known;
+    for (const auto& [name, pc] : priority_classes_) known += (known.empty() ? "" : ", ") + name;
+    return ApiError{422,
+                    "spec.priority: PriorityClass '" + spec->priority +
+                        "' does not exist; known: " + (known.empty() ? "none" : known),
+                    "spec.priority"};
+  }
   Job job;
   job.spec = *spec;
   job.spec_json = doc["spec"];
@@ -415,6 +467,124 @@ Json Controller::ListHosts() const {
 Json Controller::ListEvents() const {
   std::lock_guard lock(mu_);
   return {{"kind", "EventList"}, {"items", events_}};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Admission resources
+
+ApiResult<Json> Controller::Apply(const Json& doc) {
+  auto kind = api::DocumentKind(doc);
+  if (!kind.ok()) return BadRequest(kind.status());
+  if (*kind == kJobKind) return CreateJob(doc);
+  return ApplyQueueObject(*kind, doc);
+}
+
+ApiResult<Json> Controller::ApplyQueueObject(const std::string& kind, const Json& doc) {
+  Status valid = Status::Ok();
+  std::string name;
+  if (kind == kClusterQueueKind) {
+    auto r = api::ParseClusterQueue(doc);
+    valid = r.status();
+    if (r.ok()) name = r->name;
+  } else if (kind == kLocalQueueKind) {
+    auto r = api::ParseLocalQueue(doc);
+    valid = r.status();
+    if (r.ok()) name = r->name;
+  } else {
+    auto r = api::ParsePriorityClass(doc);
+    valid = r.status();
+    if (r.ok()) name = r->name;
+  }
+  if (!valid.ok()) return BadRequest(valid);
+  Json stored = doc;
+  stored.erase("status");
+  std::lock_guard lock(mu_);
+  auto& objects = kind == kClusterQueueKind ? cluster_queues_
+                  : kind == kLocalQueueKind ? local_queues_
+                                            : priority_classes_;
+  const bool created = !objects.count(name);
+  store::WriteBatch batch;
+  batch.Put(kind, name, stored.dump());
+  auto r = store_.Commit(batch);
+  if (!r.ok()) return ApiError{503, "store: " + r.status().message(), ""};
+  QueueObject& o = objects[name];
+  o.doc = stored;
+  o.version = *r;
+  std::string lower = kind;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  Event("Normal", created ? "Created" : "Configured", lower + "/" + name,
+        created ? "created" : "replaced");
+  Json out = QueueObjectJson(kind, o);
+  Emit(kind, created ? "ADDED" : "MODIFIED", out);
+  Schedule();
+  out["status"] = QueueObjectJson(kind, o)["status"];  // after the pass it triggered
+  out["created"] = created;
+  return out;
+}
+
+Status Controller::LoadQueueObjects(const std::string& kind) {
+  auto objects = store_.List(kind);
+  if (!objects.ok()) return objects.status();
+  auto& into = kind == kClusterQueueKind ? cluster_queues_
+               : kind == kLocalQueueKind ? local_queues_
+                                         : priority_classes_;
+  for (const auto& obj : *objects) {
+    Json j = Json::parse(obj.body, nullptr, false);
+    if (j.is_discarded()) return Internal("stored " + kind + " " + obj.name + " is not JSON");
+    Status valid = kind == kClusterQueueKind ? api::ParseClusterQueue(j).status()
+                   : kind == kLocalQueueKind ? api::ParseLocalQueue(j).status()
+                                             : api::ParsePriorityClass(j).status();
+    if (!valid.ok()) return Internal("stored " + kind + " " + obj.name + ": " + valid.message());
+    into[obj.name] = QueueObject{j, obj.resource_version};
+  }
+  return Status::Ok();
+}
+
+Json Controller::QueueObjectJson(const std::string& kind, const QueueObject& o) const {
+  Json out = o.doc;
+  out["metadata"]["resourceVersion"] = o.version;
+  if (kind == kClusterQueueKind) {
+    const std::string name = o.doc["metadata"].value("name", "");
+    ClusterQueueUsage u;
+    if (auto it = usage_.find(name); it != usage_.end()) u = it->second;
+    int64_t nominal = u.nominal_chips;
+    if (!usage_.count(name)) {
+      // No cycle yet (no hosts): the nominal quota of the first listed generation.
+      const Json& quotas = o.doc["spec"].value("quotas", Json::array());
+      if (!quotas.empty()) nominal = quotas[0].value("nominalQuota", int64_t{0});
+    }
+    out["status"] = {{"nominalChips", nominal},
+                     {"usedChips", u.used_chips},
+                     {"borrowedChips", u.borrowed_chips},
+                     {"lendableChips", u.lendable_chips},
+                     {"pendingWorkloads", u.pending_workloads},
+                     {"admittedWorkloads", u.admitted_workloads},
+                     {"share", u.share}};
+  }
+  return out;
+}
+
+Json Controller::ListClusterQueues() const {
+  std::lock_guard lock(mu_);
+  Json items = Json::array();
+  for (const auto& [name, o] : cluster_queues_)
+    items.push_back(QueueObjectJson(kClusterQueueKind, o));
+  return {{"kind", "ClusterQueueList"}, {"items", items}};
+}
+
+Json Controller::ListLocalQueues() const {
+  std::lock_guard lock(mu_);
+  Json items = Json::array();
+  for (const auto& [name, o] : local_queues_) items.push_back(QueueObjectJson(kLocalQueueKind, o));
+  return {{"kind", "LocalQueueList"}, {"items", items}};
+}
+
+Json Controller::ListPriorityClasses() const {
+  std::lock_guard lock(mu_);
+  Json items = Json::array();
+  for (const auto& [name, o] : priority_classes_)
+    items.push_back(QueueObjectJson(kPriorityClassKind, o));
+  return {{"kind", "PriorityClassList"}, {"items", items}};
 }
 
 ApiResult<Json> Controller::DeleteJob(const std::string& name) {
@@ -629,6 +799,8 @@ ApiResult<Json> Controller::Heartbeat(const std::string& name, const Json& body)
     auto j = jobs_.find(p.value("job", ""));
     if (j == jobs_.end() || p.value("attempt", -1) != j->second.attempt) continue;
     j->second.last_step = std::max(j->second.last_step, p.value("step", int64_t{-1}));
+    // The head's clock, not the worker's: preemption compares it with the head's now.
+    if (p.value("type", "") == "checkpoint") j->second.last_checkpoint_ms = clock_.NowMs();
   }
   // Jobs being stopped: this heartbeat may confirm that their workers here are gone.
   std::vector<std::string> stopping;
@@ -724,12 +896,46 @@ void Controller::Tick() {
 
 void Controller::Schedule() {
   if (!inventory_ready_) return;
+  // Applying a decision may finish a stop at once (FinishStopping schedules again): run the
+  // nested request as another pass instead of re-entering.
+  if (scheduling_) {
+    schedule_again_ = true;
+    return;
+  }
+  scheduling_ = true;
+  for (int pass = 0; pass < 4; ++pass) {
+    schedule_again_ = false;
+    if (cluster_queues_.empty())
+      ScheduleFirstComeFirstServed();
+    else
+      ScheduleThroughQueues();
+    if (!schedule_again_) break;
+  }
+  scheduling_ = false;
+}
+
+void Controller::SetPending(Job& job, const std::string& reason, const std::string& message,
+                            int position, Json would_help) {
+  if (reason == job.reason && message == job.message && reason == job.pending_reason &&
+      position == job.queue_position && would_help == job.would_help)
+    return;  // unchanged: no store write (this runs every tick)
+  job.reason = reason;
+  job.message = message;
+  job.pending_reason = reason;
+  job.queue_position = position;
+  job.would_help = std::move(would_help);
+  (void)PersistJob(job);
+}
+
+void Controller::ScheduleFirstComeFirstServed() {
   std::vector<Job*> pending;
   for (auto& [name, job] : jobs_)
-    if (job.phase == "Pending" && !job.deleting) pending.push_back(&job);
+    if (job.phase == "Pending" && !job.deleting && !job.stopping) pending.push_back(&job);
   std::sort(pending.begin(), pending.end(), [](Job* a, Job* b) { return a->seq < b->seq; });
   std::string blocked_by;
+  int position = 0;
   for (Job* job : pending) {
+    ++position;
     std::string reason, message;
     if (!blocked_by.empty()) {
       reason = "Queued";
@@ -737,19 +943,144 @@ void Controller::Schedule() {
     } else {
       PlanResult plan = planner_.Plan(
           inventory_, {job->spec.accelerator, job->spec.topology, job->spec.max_slices});
-      if (plan.placed() && Admit(*job, plan)) continue;
+      if (plan.placed() && Admit(*job, plan)) {
+        --position;
+        continue;
+      }
       reason = NoFitName(plan.reason);
       message = plan.message;
       // A job that can never fit waits with its reason but does not hold up the line.
       if (plan.reason != NoFit::kNeverFits && plan.reason != NoFit::kInvalidRequest)
         blocked_by = job->spec.name;
     }
-    if (reason != job->reason || message != job->message) {
-      job->reason = reason;
-      job->message = message;
-      (void)PersistJob(*job);
-    }
+    SetPending(*job, reason, message, position, Json::array());
   }
+}
+
+void Controller::ScheduleThroughQueues() {
+  const int64_t now = clock_.NowMs();
+  Snapshot snap;
+  snap.inventory = inventory_;
+  for (const auto& [name, o] : cluster_queues_)
+    snap.cluster_queues.push_back(*api::ParseClusterQueue(o.doc));
+  for (const auto& [name, o] : local_queues_)
+    snap.local_queues.push_back(*api::ParseLocalQueue(o.doc));
+  std::vector<PriorityClass> classes;
+  for (const auto& [name, o] : priority_classes_)
+    classes.push_back(*api::ParsePriorityClass(o.doc));
+  std::map<uint64_t, Job*> by_seq;
+  for (auto& [name, job] : jobs_) {
+    if (job.deleting) continue;
+    // Workers being stopped still hold their chips until the agents confirm; for planning the
+    // chips count as free, and an admission placed on them waits (below).
+    if (job.stopping) snap.inventory.Release(OwnerId(job.seq));
+    WorkloadState state;
+    if (job.phase == "Pending")
+      state = job.deactivated ? WorkloadState::kDeactivated : WorkloadState::kPending;
+    else if (job.phase == "Starting" && !job.stopping)
+      state = WorkloadState::kAdmitted;
+    else if (job.phase == "Running" && !job.stopping)
+      state = WorkloadState::kRunning;
+    else
+      continue;  // finished, or stopping after it finished
+    Workload w;
+    w.id = WorkloadId(job.seq);
+    w.name = job.spec.name;
+    w.local_queue = job.spec.queue.empty() ? kDefaultLocalQueue : job.spec.queue;
+    if (!job.spec.priority.empty()) {
+      auto priority = ResolvePriority(classes, job.spec.priority);
+      if (priority.ok()) w.priority = *priority;
+    }
+    w.request = {job.spec.accelerator, job.spec.topology, job.spec.max_slices};
+    w.creation_order = static_cast<int64_t>(job.seq);
+    w.state = state;
+    w.admitted_at_ms = job.start_ms;
+    if (job.last_checkpoint_ms > 0 && job.last_checkpoint_ms >= job.start_ms)
+      w.last_checkpoint_ms = job.last_checkpoint_ms;
+    w.start_guard = job.start_guard;
+    snap.workloads.push_back(std::move(w));
+    by_seq[job.seq] = &job;
+  }
+  auto cycle = admitter_.Run(snap, now);
+  if (!cycle.ok()) {
+    // Bad queue configuration (e.g. a LocalQueue naming a missing ClusterQueue): nothing is
+    // admitted; every waiting job says why.
+    for (auto& [seq, job] : by_seq)
+      if (job->phase == "Pending")
+        SetPending(*job, "AdmissionError", cycle.status().message(), 0, Json::array());
+    return;
+  }
+  usage_.clear();
+  for (const ClusterQueueUsage& u : cycle->usage) usage_[u.name] = u;
+  for (const Eviction& e : cycle->evictions)
+    if (auto it = by_seq.find(e.workload.value()); it != by_seq.end()) Requeue(*it->second, e);
+  std::set<uint64_t> admitted;
+  for (const Admission& a : cycle->admissions) {
+    auto it = by_seq.find(a.workload.value());
+    if (it == by_seq.end()) continue;
+    Job& job = *it->second;
+    admitted.insert(job.seq);
+    // Hosts still held (by workers being stopped): start once they are released.
+    std::set<std::string> holders;
+    for (const SlicePlacement& p : a.placement.slices)
+      for (HostId h : p.hosts) {
+        const OwnerId o = inventory_.host(h).owner;
+        if (!o.valid()) continue;
+        for (const auto& [name, other] : jobs_)
+          if (other.seq == o.value()) holders.insert(name);
+      }
+    if (holders.empty() && Admit(job, a.placement)) continue;
+    std::string names;
+    for (const auto& n : holders) names += (names.empty() ? "" : ", ") + n;
+    SetPending(job, "WaitingForPreemption",
+               "admitted to " + a.cluster_queue + "; starts once the workers of " +
+                   (names.empty() ? std::string("the preempted jobs") : names) + " have stopped",
+               0, Json::array());
+  }
+  for (const PendingStatus& p : cycle->pending) {
+    auto it = by_seq.find(p.workload.value());
+    if (it == by_seq.end() || admitted.count(p.workload.value())) continue;
+    Json help = Json::array();
+    for (const Blocker& b : p.would_help)
+      help.push_back({{"name", b.name},
+                      {"clusterQueue", b.cluster_queue},
+                      {"priority", b.priority},
+                      {"chips", b.chips},
+                      {"preemptible", b.preemptible}});
+    SetPending(*it->second, PendingReasonName(p.reason), p.message, p.position, std::move(help));
+  }
+}
+
+void Controller::Requeue(Job& job, const Eviction& e) {
+  const bool preempted = e.cause == EvictionCause::kPreempted;
+  job.phase = "Pending";
+  job.reason = preempted ? "Preempted" : "StartTimeout";
+  job.pending_reason = job.reason;
+  job.message = e.message;
+  job.start_guard = e.start_guard;
+  job.deactivated = e.deactivated;
+  if (preempted) ++job.preemptions;
+  job.would_help = Json::array();
+  job.queue_position = 0;
+  job.stopping = true;
+  job.unconfirmed.clear();
+  for (const auto& [rank, w] : job.workers) {
+    auto h = hosts_.find(w.host);
+    const bool may_run = w.state == "Pending" || w.state == "Running";
+    if (may_run && h != hosts_.end() && !h->second.lost) job.unconfirmed.insert(w.host);
+  }
+  job.stop_revision = ++assignment_revision_;
+  Event("Warning", job.reason, "trainjob/" + job.spec.name,
+        e.message + (preempted
+                         ? "; workers get SIGTERM and " + std::to_string(job.spec.grace_ms / 1000) +
+                               " s to checkpoint, then the job is requeued"
+                         : ""));
+  NotifyHosts(job);
+  if (job.unconfirmed.empty()) {
+    FinishStopping(job);
+    return;
+  }
+  (void)PersistJob(job);
 }
 
 bool Controller::Admit(Job& job, const PlanResult& plan) {
@@ -775,6 +1106,9 @@ bool Controller::Admit(Job& job, const PlanResult& plan) {
   job.jax_port = job.master_port + 1;
   job.phase = "Starting";
   job.reason = "Placed";
+  job.pending_reason.clear();
+  job.queue_position = 0;
+  job.would_help = Json::array();
   std::string where;
   for (const auto& n : job.slice_names) where += (where.empty() ? "" : ", ") + n;
   job.message = "attempt " + std::to_string(job.attempt) + " placed on " + where;

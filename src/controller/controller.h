@@ -2,12 +2,21 @@
 //
 // It owns the in-memory state (hosts, jobs, the inventory derived from hosts), persists every
 // change that must survive a restart to the Store, and decides: which pending TrainJob is
-// placed next (first come, first served, through the SlicePlanner), which workers each host
+// placed next, which workers each host
 // must run (its assignments), when a job has succeeded or failed, and when a host is lost.
 // The HTTP layer (api/head.h) calls it; agents reach it through their heartbeats.
 //
-// Persisted: Host and TrainJob documents, Events. Not persisted: heartbeats (in memory only,
-// so 1,000 agents at 1 Hz cost no disk writes); after a restart every host gets a fresh lease.
+// Admission: with no ClusterQueue defined, pending jobs are placed first come, first served
+// through the SlicePlanner. Once a ClusterQueue exists, every scheduling pass runs one
+// Admitter cycle (admission/admission.h) over a snapshot of the jobs and applies it: admissions
+// are placed, preemption victims and start-guard evictions get their workers stopped (SIGTERM,
+// then SIGKILL after the grace period, by the agents) and go back to Pending with their place in
+// line; chips stay held until the agents confirm the workers are gone, and an admission placed
+// on such chips starts after that. docs/admission.md "In the head".
+//
+// Persisted: Host, TrainJob, ClusterQueue, LocalQueue and PriorityClass documents, Events. Not
+// persisted: heartbeats (in memory only, so 1,000 agents at 1 Hz cost no disk writes); after a
+// restart every host gets a fresh lease.
 //
 // Thread-safety: every public method locks one mutex; call from any thread. Listeners are
 // called with the lock held and must not call back into the controller.
@@ -22,6 +31,7 @@
 #include <variant>
 #include <vector>
 
+#include "admission/admission.h"
 #include "api/manifest.h"
 #include "common/clock.h"
 #include "common/rng.h"
@@ -41,6 +51,10 @@ struct ControllerOptions {
   int port_range_start = 20000;  // MASTER_PORT and the JAX port come from
   int port_range_size = 20000;   // [start, start + size)
   size_t max_events = 2000;      // older events are deleted
+  // Admission (used once a ClusterQueue exists): start guard and fair sharing. The planner
+  // options are the ones above.
+  StartGuardOptions start_guard;
+  FairSharing fair_sharing = FairSharing::kEnabled;
 };
 
 // Errors carry the HTTP status the API should answer with.
@@ -66,6 +80,14 @@ class Controller {
   // the name is taken.
   ApiResult<Json> CreateJob(const Json& doc);
   ApiResult<Json> GetJob(const std::string& name) const;
+  // POST /api/v1/apply: dispatches on kind. TrainJob: CreateJob. ClusterQueue, LocalQueue,
+  // PriorityClass: create (201) or replace (200) the object; 422 naming the field on bad input.
+  ApiResult<Json> Apply(const Json& doc);
+  // Lists with status: ClusterQueues carry nominal, used, borrowed, lendable, pending and
+  // admitted (chips and workloads) from the latest admission cycle.
+  Json ListClusterQueues() const;
+  Json ListLocalQueues() const;
+  Json ListPriorityClasses() const;
   Json ListJobs() const;
   // Stops every worker of the job, then (once agents confirm the workers are gone) releases its
   // chips and removes it. 404 when there is no such job; a second delete while stopping is OK.
@@ -133,6 +155,14 @@ class Controller {
     std::set<std::string> unconfirmed;  // hosts that may still run a worker of this job
     int64_t start_ms = 0, finish_ms = 0;
     int64_t last_step = -1;
+    int64_t last_checkpoint_ms = 0;  // when a worker last reported a checkpoint; 0: never
+    // Admission: why it waits, its place in line, which running jobs would let it in.
+    std::string pending_reason;
+    int queue_position = 0;
+    Json would_help = Json::array();
+    StartGuardState start_guard;
+    bool deactivated = false;
+    int preemptions = 0;
     bool holds_chips() const { return phase == "Starting" || phase == "Running" || stopping; }
   };
   struct HostRec {
@@ -152,7 +182,16 @@ class Controller {
     int64_t version = 0;
   };
 
+  // An admission resource as applied: the document and its store version.
+  struct QueueObject {
+    Json doc;
+    int64_t version = 0;
+  };
+
   Json JobJson(const Job& job) const;
+  Json QueueObjectJson(const std::string& kind, const QueueObject& object) const;
+  ApiResult<Json> ApplyQueueObject(const std::string& kind, const Json& doc);
+  Status LoadQueueObjects(const std::string& kind);
   Json HostJson(const HostRec& host) const;
   Status PersistJob(Job& job, bool create = false);
   Status PersistHost(HostRec& host);
@@ -162,6 +201,11 @@ class Controller {
   void RebuildInventory();
   void ReserveJob(const Job& job);
   void Schedule();
+  void ScheduleFirstComeFirstServed();
+  void ScheduleThroughQueues();
+  void Requeue(Job& job, const Eviction& eviction);
+  void SetPending(Job& job, const std::string& reason, const std::string& message, int position,
+                  Json would_help);
   bool Admit(Job& job, const PlanResult& plan);
   void StopJob(Job& job, const std::string& phase, const std::string& reason,
                const std::string& message);
@@ -174,6 +218,7 @@ class Controller {
   const Clock& clock_;
   ControllerOptions options_;
   SlicePlanner planner_;
+  Admitter admitter_;  // built once: its planner tables cost milliseconds
   mutable std::mutex mu_;
   Rng rng_;
   std::map<std::string, HostRec> hosts_;
@@ -181,6 +226,10 @@ class Controller {
   uint64_t next_seq_ = 1;
   uint64_t next_event_ = 1;
   std::vector<Json> events_;
+  std::map<std::string, QueueObject> cluster_queues_, local_queues_, priority_classes_;
+  std::map<std::string, ClusterQueueUsage> usage_;  // from the latest admission cycle
+  bool scheduling_ = false;  // Schedule() is running; a nested call asks for another pass
+  bool schedule_again_ = false;
   int64_t assignment_revision_ = 1;
   // Derived from hosts_: rebuilt when membership changes.
   Inventory inventory_;

@@ -220,5 +220,173 @@ TEST_F(ControllerTest, RegistrationErrorsNameTheField) {
       409);
 }
 
+// --- admission through queues ---
+
+Json ClusterQueueDoc(const std::string& name, int64_t nominal_chips,
+                     const std::string& within = "LowerPriority") {
+  return {{"apiVersion", "tessera/v1"},
+          {"kind", "ClusterQueue"},
+          {"metadata", {{"name", name}}},
+          {"spec",
+           {{"quotas", {{{"generation", "v6e"}, {"nominalQuota", nominal_chips}}}},
+            {"preemption", {{"withinClusterQueue", within}}}}}};
+}
+
+Json LocalQueueDoc(const std::string& name, const std::string& cluster_queue) {
+  return {{"apiVersion", "tessera/v1"},
+          {"kind", "LocalQueue"},
+          {"metadata", {{"name", name}}},
+          {"spec", {{"clusterQueue", cluster_queue}}}};
+}
+
+Json PriorityClassDoc(const std::string& name, int value) {
+  return {{"apiVersion", "tessera/v1"},
+          {"kind", "PriorityClass"},
+          {"metadata", {{"name", name}}},
+          {"value", value}};
+}
+
+Json QueuedJobDoc(const std::string& name, int slices, const std::string& queue,
+                  const std::string& priority) {
+  Json doc = JobDoc(name, slices);
+  doc["metadata"]["queue"] = queue;
+  if (!priority.empty()) doc["spec"]["priority"] = priority;
+  return doc;
+}
+
+class AdmissionControllerTest : public ControllerTest {
+ protected:
+  void SetUpQueues(int64_t nominal_chips) {
+    RegisterTwoSlices();
+    Ok(c_->Apply(PriorityClassDoc("low", 1)));
+    Ok(c_->Apply(PriorityClassDoc("high", 100)));
+    Ok(c_->Apply(ClusterQueueDoc("research", nominal_chips)));
+    Ok(c_->Apply(LocalQueueDoc("team-a", "research")));
+  }
+  Json Status(const std::string& job) { return Ok(c_->GetJob(job))["status"]; }
+  // Every host confirms that it runs nothing any more.
+  void ConfirmAllStopped() {
+    for (int s = 0; s < 2; ++s)
+      for (int w = 0; w < 4; ++w)
+        Ok(c_->Heartbeat(HostName(s, w), {{"workers", Json::array()}, {"revision", 1000}}));
+  }
+};
+
+TEST_F(AdmissionControllerTest, QueueResourcesAreValidatedStoredAndReloaded) {
+  SetUpQueues(32);
+  Json bad = ClusterQueueDoc("bad", 16);
+  bad["spec"]["quotas"][0]["lendingLimit"] = 8;  // needs a cohort
+  ApiError e = Err(c_->Apply(bad));
+  EXPECT_EQ(e.http_status, 422);
+  EXPECT_EQ(e.field, "spec.quotas[0].lendingLimit");
+  Json typo = LocalQueueDoc("b", "research");
+  typo["spec"]["clusterQeue"] = "x";
+  EXPECT_EQ(Err(c_->Apply(typo)).field, "spec.clusterQeue");
+  EXPECT_EQ(Err(c_->Apply(PriorityClassDoc("Bad", 1))).field, "metadata.name");
+  Json wrong_kind = PriorityClassDoc("p", 1);
+  wrong_kind["kind"] = "Pod";
+  EXPECT_EQ(Err(c_->Apply(wrong_kind)).field, "kind");
+  // A job naming an unknown PriorityClass is refused, naming the field.
+  EXPECT_EQ(Err(c_->CreateJob(QueuedJobDoc("j", 1, "team-a", "urgent"))).field, "spec.priority");
+  // Applying again replaces.
+  Json replaced = Ok(c_->Apply(ClusterQueueDoc("research", 16)));
+  EXPECT_FALSE(replaced["created"].get<bool>());
+  Start();  // a new controller on the same store
+  Json queues = c_->ListClusterQueues()["items"];
+  ASSERT_EQ(queues.size(), 1u);
+  EXPECT_EQ(queues[0]["spec"]["quotas"][0]["nominalQuota"], 16);
+  EXPECT_EQ(queues[0]["status"]["nominalChips"], 16);
+  EXPECT_EQ(c_->ListLocalQueues()["items"].size(), 1u);
+  EXPECT_EQ(c_->ListPriorityClasses()["items"].size(), 2u);
+}
+
+TEST_F(AdmissionControllerTest, QuotaLimitsAdmissionAndThePendingJobExplainsWhy) {
+  SetUpQueues(16);
+  Ok(c_->CreateJob(QueuedJobDoc("first", 1, "team-a", "low")));
+  Ok(c_->CreateJob(QueuedJobDoc("second", 1, "team-a", "low")));
+  EXPECT_EQ(Phase("first"), "Starting");
+  Json st = Status("second");
+  EXPECT_EQ(st["phase"], "Pending");
+  EXPECT_EQ(st["pendingReason"], "OverQuota");
+  EXPECT_EQ(st["queuePosition"], 1);
+  ASSERT_EQ(st["wouldHelp"].size(), 1u);
+  EXPECT_EQ(st["wouldHelp"][0]["name"], "first");
+  EXPECT_FALSE(st["wouldHelp"][0]["preemptible"].get<bool>());  // same priority
+  Json q = c_->ListClusterQueues()["items"][0]["status"];
+  EXPECT_EQ(q["nominalChips"], 16);
+  EXPECT_EQ(q["usedChips"], 16);
+  EXPECT_EQ(q["pendingWorkloads"], 1);
+  EXPECT_EQ(q["admittedWorkloads"], 1);
+  // A job whose LocalQueue does not exist waits with that reason.
+  Ok(c_->CreateJob(QueuedJobDoc("lost", 1, "nobody", "")));
+  EXPECT_EQ(Status("lost")["pendingReason"], "LocalQueueNotFound");
+  // When the first finishes, the second is admitted.
+  HeartbeatAll("Running");
+  HeartbeatAll("Exited", 0);
+  EXPECT_EQ(Phase("first"), "Succeeded");
+  EXPECT_EQ(Phase("second"), "Starting");
+}
+
+TEST_F(AdmissionControllerTest, APreemptedJobIsStoppedRequeuedAndRestartsAfterThePreemptor) {
+  SetUpQueues(32);
+  Ok(c_->CreateJob(QueuedJobDoc("low-job", 2, "team-a", "low")));
+  HeartbeatAll("Running");
+  EXPECT_EQ(Phase("low-job"), "Running");
+  Ok(c_->Heartbeat(HostName(0, 0), {{"workers", Json::array()},
+                                    {"progress",
+                                     {{{"job", "low-job"},
+                                       {"attempt", 0},
+                                       {"rank", 0},
+                                       {"type", "checkpoint"},
+                                       {"step", 7}}}}}));
+  EXPECT_EQ(Status("low-job")["lastCheckpointTimeMs"], clock_.NowMs());
+  clock_.AdvanceMs(1000);
+
+  Ok(c_->CreateJob(QueuedJobDoc("high-job", 1, "team-a", "high")));
+  // The victim's workers are no longer assigned (agents SIGTERM them), it is back in line,
+  // and its chips stay held until the agents confirm.
+  Json low = Status("low-job");
+  EXPECT_EQ(low["phase"], "Pending");
+  EXPECT_EQ(low["reason"], "Preempted");
+  EXPECT_EQ(low["preemptions"], 1);
+  EXPECT_TRUE(low["stopping"].get<bool>());
+  for (int s = 0; s < 2; ++s)
+    for (int w = 0; w < 4; ++w)
+      EXPECT_TRUE(Ok(c_->Assignments(HostName(s, w)))["assignments"].empty());
+  EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 32);
+  Json high = Status("high-job");
+  EXPECT_EQ(high["phase"], "Pending");
+  EXPECT_EQ(high["pendingReason"], "WaitingForPreemption");
+  c_->Tick();  // another pass changes nothing while the victim stops
+  EXPECT_EQ(Phase("high-job"), "Pending");
+  EXPECT_EQ(Status("low-job")["preemptions"], 1);
+
+  ConfirmAllStopped();
+  EXPECT_EQ(Phase("high-job"), "Starting");
+  EXPECT_EQ(Phase("low-job"), "Pending");
+  EXPECT_EQ(Status("low-job")["attempt"], 0);
+  EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 16);
+
+  HeartbeatAll("Running");
+  HeartbeatAll("Exited", 0);
+  EXPECT_EQ(Phase("high-job"), "Succeeded");
+  // Capacity returned: the victim restarts with its next attempt.
+  low = Status("low-job");
+  EXPECT_EQ(low["phase"], "Starting");
+  EXPECT_EQ(low["attempt"], 1);
+  EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 32);
+}
+
+TEST_F(AdmissionControllerTest, WithoutAClusterQueueJobsAreServedFirstComeFirstServed) {
+  RegisterTwoSlices();
+  Ok(c_->Apply(PriorityClassDoc("high", 100)));
+  Ok(c_->CreateJob(JobDoc("first", 2)));
+  Ok(c_->CreateJob(QueuedJobDoc("second", 1, "", "high")));
+  EXPECT_EQ(Phase("first"), "Starting");
+  Json st = Status("second");
+  EXPECT_EQ(st["phase"], "Pending");
+  EXPECT_EQ(st["queuePosition"], 1);
+}
+
 }  // namespace
 }  // namespace tessera::controller
