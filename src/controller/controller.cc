@@ -388,6 +388,7 @@ ApiResult<Json> Controller::CreateJob(const Json& doc) {
   auto spec = api::ParseTrainJob(doc);
   if (!spec.ok()) return BadRequest(spec.status());
   std::lock_guard lock(mu_);
+  RefreshInventory();
   if (jobs_.count(spec->name))
     return ApiError{409,
                     "metadata.name: a TrainJob named '" + spec->name +
@@ -718,12 +719,14 @@ ApiResult<Json> Controller::RegisterHost(const Json& body) {
   hosts_[h.name] = h;
   Status s = PersistHost(hosts_[h.name]);
   if (!s.ok()) return ApiError{503, "store: " + s.message(), ""};
-  if (membership_changed) RebuildInventory();
+  // Rebuilding the inventory costs O(hosts); a fleet of N agents joining at once would pay it N
+  // times. Mark it stale instead: the next scheduling pass (the head's loop runs one within a
+  // tick) rebuilds it once.
+  if (membership_changed) inventory_dirty_ = true;
   Event("Normal", recovered ? "HostRecovered" : "Registered", "host/" + h.name,
         h.slice.empty() ? h.cube + " " + std::to_string(h.coord.x) + "," +
                               std::to_string(h.coord.y) + "," + std::to_string(h.coord.z)
                         : h.slice + " worker " + std::to_string(h.worker));
-  Schedule();
   return Json{{"host", h.name},
               {"heartbeatIntervalMs", options_.heartbeat_interval_ms},
               {"leaseMs", options_.lease_ms}};
@@ -894,7 +897,14 @@ void Controller::Tick() {
   Schedule();
 }
 
+void Controller::RefreshInventory() {
+  if (!inventory_dirty_) return;
+  inventory_dirty_ = false;
+  RebuildInventory();
+}
+
 void Controller::Schedule() {
+  RefreshInventory();
   if (!inventory_ready_) return;
   // Applying a decision may finish a stop at once (FinishStopping schedules again): run the
   // nested request as another pass instead of re-entering.

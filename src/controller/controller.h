@@ -199,6 +199,7 @@ class Controller {
   void Event(const std::string& type, const std::string& reason, const std::string& object,
              const std::string& message);
   void RebuildInventory();
+  void RefreshInventory();  // rebuilds when inventory_dirty_
   void ReserveJob(const Job& job);
   void Schedule();
   void ScheduleFirstComeFirstServed();
@@ -237,6 +238,7 @@ class Controller {
   std::map<uint32_t, std::string> host_names_;
   std::vector<std::string> slice_names_;  // inventory SliceId -> name
   bool inventory_ready_ = false;
+  bool inventory_dirty_ = false;  // host membership changed since the last rebuild
   ChangeListener on_change_;
   AssignmentListener on_assignments_;
 };
