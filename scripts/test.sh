@@ -14,4 +14,4 @@ ctest --preset dev -j "$(nproc)"
 
 # Debian's interpreter: it is the one with python3-torch.
 PYTHONPATH=python /usr/bin/python3 -m unittest discover -s python/tests -t python -v
-TESSERA_BIN="$PWD/build/dev/bin/tessera" /usr/bin/python3 -m unittest discover -s tests/integration -t . -v
+TESSERA_BIN="$PWD/build/dev/bin/tessera" /usr/bin/python3 -m unittest discover -s tests/integration -t tests/integration -v

@@ -8,7 +8,7 @@ import os
 import re
 import unittest
 
-from tests.integration.test_cluster import PYTHON, REPO, Cluster, wait_for
+from test_cluster import PYTHON, REPO, Cluster, wait_for
 
 QUEUES = """
 apiVersion: tessera/v1
