@@ -40,10 +40,6 @@ def train_job(name, queue, priority, slices, steps, ckpt_dir, ckpt_every):
     }
 
 
-# Written with the admission runtime but not yet run to completion on a live cluster (the build
-# did not finish in the session that wrote it): opt in until it has passed once, then remove.
-@unittest.skipUnless(os.environ.get("TESSERA_PREEMPTION_IT") == "1",
-                     "unverified: set TESSERA_PREEMPTION_IT=1 to run")
 class PreemptionTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
