@@ -837,12 +837,7 @@ void Controller::FinishStopping(Job& job) {
   Schedule();
 }
 
-void Controller::StopJob(Job& job, const std::string& phase, const std::string& reason,
-                         const std::string& message) {
-  job.phase = phase;
-  job.reason = reason;
-  job.message = message;
-  job.finish_ms = clock_.NowMs();
+void Controller::BeginStopping(Job& job) {
   job.stopping = true;
   job.unconfirmed.clear();
   // Workers that reported their exit are known to be gone; every other one must be confirmed
@@ -853,6 +848,15 @@ void Controller::StopJob(Job& job, const std::string& phase, const std::string& 
     if (may_run && h != hosts_.end() && !h->second.lost) job.unconfirmed.insert(w.host);
   }
   job.stop_revision = ++assignment_revision_;
+}
+
+void Controller::StopJob(Job& job, const std::string& phase, const std::string& reason,
+                         const std::string& message) {
+  job.phase = phase;
+  job.reason = reason;
+  job.message = message;
+  job.finish_ms = clock_.NowMs();
+  BeginStopping(job);
   Event(phase == "Failed" ? "Warning" : "Normal", reason, "trainjob/" + job.spec.name, message);
   NotifyHosts(job);
   if (job.unconfirmed.empty()) {
@@ -1072,14 +1076,7 @@ void Controller::Requeue(Job& job, const Eviction& e) {
   if (preempted) ++job.preemptions;
   job.would_help = Json::array();
   job.queue_position = 0;
-  job.stopping = true;
-  job.unconfirmed.clear();
-  for (const auto& [rank, w] : job.workers) {
-    auto h = hosts_.find(w.host);
-    const bool may_run = w.state == "Pending" || w.state == "Running";
-    if (may_run && h != hosts_.end() && !h->second.lost) job.unconfirmed.insert(w.host);
-  }
-  job.stop_revision = ++assignment_revision_;
+  BeginStopping(job);
   Event("Warning", job.reason, "trainjob/" + job.spec.name,
         e.message + (preempted
                          ? "; workers get SIGTERM and " + std::to_string(job.spec.grace_ms / 1000) +

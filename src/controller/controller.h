@@ -211,6 +211,8 @@ class Controller {
   void StopJob(Job& job, const std::string& phase, const std::string& reason,
                const std::string& message);
   void ConfirmStopped(Job& job, const std::string& host, const Json& workers);
+  // Withdraws the job's assignments and lists the hosts that must confirm its workers are gone.
+  void BeginStopping(Job& job);
   void FinishStopping(Job& job);
   Json AssignmentsLocked(const std::string& host) const;
   void NotifyHosts(const Job& job);
