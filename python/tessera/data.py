@@ -29,6 +29,10 @@ LAST_BATCH_POLICIES = ("drop", "pad", "raise")
 _STATE_VERSION = 1
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 class RaggedBatchError(RuntimeError):
     """Raised by last_batch='raise' when an epoch's last global step would be short."""
 
@@ -174,14 +178,23 @@ class ShardedBatches(Iterator[Batch]):
         if state.get("version") != _STATE_VERSION:
             raise ValueError(f"unsupported data state version {state.get('version')!r}")
         for key, mine in (("num_samples", self._n), ("seed", self.seed), ("shuffle", self.shuffle)):
-            if state[key] != mine:
-                raise ValueError(f"data state has {key}={state[key]!r}, this iterator has {mine!r}")
-        epoch, offset = state["epoch"], state["offset"]
-        if not (isinstance(epoch, int) and epoch >= 0 and isinstance(offset, int)):
+            if state.get(key) != mine:
+                raise ValueError(
+                    f"data state has {key}={state.get(key)!r}, this iterator has {mine!r}"
+                )
+        epoch, offset = state.get("epoch"), state.get("offset")
+        if not (_is_int(epoch) and _is_int(offset) and epoch >= 0):
             raise ValueError(f"bad data position epoch={epoch!r} offset={offset!r}")
         if not 0 <= offset <= self._n:
             raise ValueError(f"data offset {offset} outside [0, {self._n}]")
+        dropped = state.get("dropped_samples", 0)
+        if not (_is_int(dropped) and dropped >= 0):
+            raise ValueError(f"bad data state dropped_samples={dropped!r}")
+        if offset == self._n:
+            # A finished epoch (written by hand or by another tool): the next one starts here.
+            # Left as is, 'pad' would yield a batch of pads only and 'raise' would raise.
+            epoch, offset = epoch + 1, 0
         self.epoch = epoch
         self.offset = offset
-        self.dropped_samples = int(state.get("dropped_samples", 0))
+        self.dropped_samples = dropped
         self.last_dropped = 0

@@ -1,9 +1,11 @@
 """What a worker process is told by the tessera agent, and how it reports back.
 
 context() reads the environment contract (see README.md in this folder) into a frozen
-WorkerContext. report_progress() and report_checkpoint() append one JSON line each to the file
-named by TESSERA_PROGRESS_FILE, which the agent tails to detect hangs (no progress) and to relay
-progress to the head.
+WorkerContext; it also reads torchrun's (TorchElastic's) environment, so one training script
+runs unchanged under either launcher. report_progress(), report_checkpoint() and
+report_restore() append one JSON line each to the file named by TESSERA_PROGRESS_FILE, which
+the agent tails to detect hangs (no progress) and to relay progress to the head (which computes
+time to restore and steps lost from the restore line).
 
 Thread-safety: every function here is safe to call from several threads and processes; each
 report is a single O_APPEND write, so lines from different ranks never interleave.
@@ -42,8 +44,11 @@ class WorkerContext:
     slice_id: int = 0  # MEGASCALE_SLICE_ID
     num_slices: int = 1  # MEGASCALE_NUM_SLICES
     worker_id: int = 0  # TPU_WORKER_ID, the host's index inside its slice
-    attempt: int = 0  # TESSERA_ATTEMPT, 0 on the first start, +1 on each restart
-    job: str = "local"  # TESSERA_JOB
+    # TESSERA_ATTEMPT, 0 on the first start, +1 on each restart; under torchrun (no
+    # TESSERA_ATTEMPT) TORCHELASTIC_RESTART_COUNT, which counts the local agent's failure
+    # restarts only: membership changes and agents that join later do not advance it.
+    attempt: int = 0
+    job: str = "local"  # TESSERA_JOB; under torchrun TORCHELASTIC_RUN_ID
     checkpoint_dir: Optional[str] = None  # TESSERA_CHECKPOINT_DIR; None: no checkpoints
     master_addr: str = "127.0.0.1"
     master_port: int = 29500
@@ -83,10 +88,19 @@ def _require_together(env: Mapping[str, str], names: tuple[str, ...]) -> None:
         raise EnvError(missing, f"is required when {', '.join(present)} is set")
 
 
+def _attempt(env: Mapping[str, str]) -> int:
+    if _get(env, "TESSERA_ATTEMPT") is not None:
+        return _int(env, "TESSERA_ATTEMPT", 0)
+    return _int(env, "TORCHELASTIC_RESTART_COUNT", 0)
+
+
 def context(env: Optional[Mapping[str, str]] = None) -> WorkerContext:
     """Reads the environment contract. Raises EnvError naming the variable at fault.
 
     `env` defaults to os.environ; pass a dict in tests. Nothing set gives WorkerContext().
+    torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT itself; its
+    TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_RUN_ID stand in for TESSERA_ATTEMPT and
+    TESSERA_JOB when those are unset (tessera's win when both are set).
     """
     env = os.environ if env is None else env
     _require_together(env, ("RANK", "WORLD_SIZE"))
@@ -119,8 +133,8 @@ def context(env: Optional[Mapping[str, str]] = None) -> WorkerContext:
         slice_id=slice_id,
         num_slices=num_slices,
         worker_id=_int(env, "TPU_WORKER_ID", 0),
-        attempt=_int(env, "TESSERA_ATTEMPT", 0),
-        job=_get(env, "TESSERA_JOB") or "local",
+        attempt=_attempt(env),
+        job=_get(env, "TESSERA_JOB") or _get(env, "TORCHELASTIC_RUN_ID") or "local",
         checkpoint_dir=_get(env, "TESSERA_CHECKPOINT_DIR"),
         master_addr=_get(env, "MASTER_ADDR") or "127.0.0.1",
         master_port=master_port,
@@ -167,14 +181,32 @@ def report_progress(step: int, *, env: Optional[Mapping[str, str]] = None) -> bo
     return _report({"type": "progress", "step": _check_step(step)}, env)
 
 
+def _check_seconds(name: str, seconds: object) -> float:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(f"{name} must be a number, got {type(seconds).__name__}")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{name} must be finite and >= 0, got {seconds}")
+    return float(seconds)
+
+
 def report_checkpoint(
     step: int, seconds_to_save: float, *, env: Optional[Mapping[str, str]] = None
 ) -> bool:
     """Records that a checkpoint of `step` completed and took `seconds_to_save` to write.
     Same return values and errors as report_progress."""
     _check_step(step)
-    if isinstance(seconds_to_save, bool) or not isinstance(seconds_to_save, (int, float)):
-        raise TypeError(f"seconds_to_save must be a number, got {type(seconds_to_save).__name__}")
-    if not math.isfinite(seconds_to_save) or seconds_to_save < 0:
-        raise ValueError(f"seconds_to_save must be finite and >= 0, got {seconds_to_save}")
-    return _report({"type": "checkpoint", "step": step, "seconds": float(seconds_to_save)}, env)
+    seconds = _check_seconds("seconds_to_save", seconds_to_save)
+    return _report({"type": "checkpoint", "step": step, "seconds": seconds}, env)
+
+
+def report_restore(
+    step: int, seconds_to_load: float, *, env: Optional[Mapping[str, str]] = None
+) -> bool:
+    """Records that this attempt resumed from the checkpoint of `step` (0: started from
+    scratch) and that loading it took `seconds_to_load`. Call it once per attempt, after the
+    state is loaded and before the first step. The head takes steps lost (the last step before
+    the failure minus `step`) and time to restore from it. Same return values and errors as
+    report_checkpoint."""
+    _check_step(step)
+    seconds = _check_seconds("seconds_to_load", seconds_to_load)
+    return _report({"type": "restore", "step": step, "seconds": seconds}, env)

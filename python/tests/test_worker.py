@@ -66,6 +66,40 @@ class ContextTest(unittest.TestCase):
                             "MEGASCALE_SLICE_ID", "< MEGASCALE_NUM_SLICES")
         self.assertEnvError({"MEGASCALE_NUM_SLICES": "2"}, "MEGASCALE_SLICE_ID", "required")
 
+    def test_torchrun_environment(self):
+        # What torchrun (torch 1.13) sets for local rank 1 of 2 on the second agent, after two
+        # restarts; nothing of tessera's.
+        env = {
+            "RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+            "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2", "ROLE_RANK": "3", "ROLE_WORLD_SIZE": "4",
+            "ROLE_NAME": "default", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "40123",
+            "TORCHELASTIC_RESTART_COUNT": "2", "TORCHELASTIC_MAX_RESTARTS": "3",
+            "TORCHELASTIC_RUN_ID": "bench-kill-1", "TORCHELASTIC_USE_AGENT_STORE": "True",
+            "NCCL_ASYNC_ERROR_HANDLING": "1", "OMP_NUM_THREADS": "1",
+        }
+        ctx = worker.context(env)
+        self.assertEqual(
+            ctx,
+            worker.WorkerContext(rank=3, world_size=4, local_rank=1, attempt=2,
+                                 job="bench-kill-1", master_addr="127.0.0.1", master_port=40123),
+        )
+        # The checkpoint directory and progress file come from tessera's variables under either
+        # launcher, so the same script checkpoints and reports the same way.
+        ctx = worker.context({**env, "TESSERA_CHECKPOINT_DIR": "/ckpt"})
+        self.assertEqual(ctx.checkpoint_dir, "/ckpt")
+
+    def test_tessera_variables_win_over_torchrun(self):
+        env = {"TORCHELASTIC_RESTART_COUNT": "2", "TORCHELASTIC_RUN_ID": "x",
+               "TESSERA_ATTEMPT": "5", "TESSERA_JOB": "train"}
+        ctx = worker.context(env)
+        self.assertEqual((ctx.attempt, ctx.job), (5, "train"))
+        ctx = worker.context({**env, "TESSERA_ATTEMPT": "", "TESSERA_JOB": ""})
+        self.assertEqual((ctx.attempt, ctx.job), (2, "x"))
+        self.assertEnvError({"TORCHELASTIC_RESTART_COUNT": "two"}, "TORCHELASTIC_RESTART_COUNT",
+                            "integer")
+        self.assertEnvError({"TORCHELASTIC_RESTART_COUNT": "2", "TESSERA_ATTEMPT": "-1"},
+                            "TESSERA_ATTEMPT", ">= 0")
+
     def test_empty_values_count_as_unset(self):
         self.assertEqual(worker.context({"RANK": "", "WORLD_SIZE": " ", "TESSERA_JOB": ""}),
                          worker.WorkerContext())
@@ -88,6 +122,7 @@ class ProgressTest(unittest.TestCase):
     def test_unset_is_a_no_op(self):
         self.assertFalse(worker.report_progress(1, env={}))
         self.assertFalse(worker.report_checkpoint(1, 0.5, env={"TESSERA_PROGRESS_FILE": ""}))
+        self.assertFalse(worker.report_restore(1, 0.5, env={}))
 
     def test_writes_one_json_line_per_report(self):
         self.assertTrue(worker.report_progress(0, env=self.env))
@@ -102,6 +137,24 @@ class ProgressTest(unittest.TestCase):
         self.assertEqual(got[2]["seconds"], 1.25)
         self.assertIsInstance(got[0]["time"], float)
 
+    def test_restore_line(self):
+        self.assertTrue(worker.report_restore(30, 0.75, env=self.env))
+        self.assertTrue(worker.report_restore(0, 0, env=self.env))  # started from scratch
+        got = self.lines()
+        self.assertEqual([list(r) for r in got],
+                         [["type", "step", "seconds", "rank", "attempt", "time"]] * 2)
+        self.assertEqual([(r["type"], r["step"], r["seconds"], r["rank"], r["attempt"])
+                          for r in got], [("restore", 30, 0.75, 1, 3), ("restore", 0, 0.0, 1, 3)])
+        self.assertIsInstance(got[1]["seconds"], float)
+
+    def test_torchrun_attempt_in_reports(self):
+        env = {"TESSERA_PROGRESS_FILE": self.path, "RANK": "0", "WORLD_SIZE": "2",
+               "MASTER_ADDR": "h", "MASTER_PORT": "1", "TORCHELASTIC_RESTART_COUNT": "4"}
+        worker.report_restore(20, 0.1, env=env)
+        worker.report_progress(21, env=env)
+        self.assertEqual([(r["type"], r["attempt"]) for r in self.lines()],
+                         [("restore", 4), ("progress", 4)])
+
     def test_rejects_bad_steps_and_seconds(self):
         for bad in (-1, 1.0, "3", True, None):
             with self.assertRaises((TypeError, ValueError), msg=repr(bad)):
@@ -109,6 +162,11 @@ class ProgressTest(unittest.TestCase):
         for bad in (-0.1, float("nan"), float("inf"), "1", True):
             with self.assertRaises((TypeError, ValueError), msg=repr(bad)):
                 worker.report_checkpoint(1, bad, env=self.env)
+            with self.assertRaises((TypeError, ValueError), msg=repr(bad)):
+                worker.report_restore(1, bad, env=self.env)
+        for bad in (-1, 1.0, None):
+            with self.assertRaises((TypeError, ValueError), msg=repr(bad)):
+                worker.report_restore(bad, 0.1, env=self.env)
         self.assertFalse(os.path.exists(self.path))
 
     def test_concurrent_writers_never_interleave(self):
