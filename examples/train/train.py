@@ -5,14 +5,24 @@ Every rank computes gradients on its shard of each global batch (tessera.data), 
 them, and checks the collective itself each step (an all-reduce of rank + 1 must equal
 world * (world + 1) / 2, else exit 3). It reports progress every step and checkpoints every
 CKPT_EVERY steps through the tessera SDK, resumes from the newest complete checkpoint (model,
-optimizer, data position, step), and on SIGTERM saves a checkpoint and exits 143 (preemption).
+optimizer, data position, step) and reports the restore, and on SIGTERM saves a checkpoint and
+exits 143 (preemption). If the group is stuck (a peer hung or dead, so no step can finish),
+SIGTERM exits 143 after STOP_TIMEOUT_SECONDS without a checkpoint: the last periodic one stands.
+
+The same script runs under tessera and under torchrun (tessera.worker.context() reads both
+environments); bench/recovery runs it under both.
 
 Environment (besides the tessera contract, see python/tessera/README.md):
   STEPS                 total steps of the job, counting those done before a resume (100)
   CKPT_EVERY            steps between checkpoints (10); one is also written at the end
   KEEP_CHECKPOINTS      complete checkpoints kept (3)
   BATCH_SIZE            samples per rank per step (16)
-  DIST_TIMEOUT_SECONDS  timeout of init_process_group and of each collective (60)
+  DIST_TIMEOUT_SECONDS  timeout of init_process_group and of each collective (60; gloo's own
+                        default is 1800)
+  STEP_MS               simulated compute: each step takes at least this long, the rest spent
+                        asleep before the all-reduce (0)
+  STOP_TIMEOUT_SECONDS  after SIGTERM, exit without a checkpoint if no step completes within
+                        this long (3)
   TRAIN_TRACE_FILE      if set, each rank appends the dataset indices of every batch it takes
                         (a JSON line per step), so tests can check exactly-once delivery
 
@@ -27,6 +37,8 @@ import math
 import os
 import signal
 import sys
+import threading
+import time
 
 try:
     from tessera import checkpoint, data, worker
@@ -43,6 +55,7 @@ EXIT_COLLECTIVE_CHECK = 3
 EXIT_PREEMPTED = 128 + signal.SIGTERM
 
 _stop_requested = False
+_steps_done = 0  # steps completed by this process, read by the stuck-stop watcher
 
 
 def _on_sigterm(signum, frame):
@@ -50,6 +63,33 @@ def _on_sigterm(signum, frame):
     # all stop after the same step and the checkpoint matches every rank's position.
     global _stop_requested
     _stop_requested = True
+
+
+def _watch_for_stuck_stop(timeout_s):
+    """Exits the process 143 if SIGTERM comes while no step can complete.
+
+    A rank blocked in a collective (a peer is dead or stopped) never returns to Python, so the
+    SIGTERM handler above never runs and the launcher would have to wait out its grace period
+    and SIGKILL. The C-level handler still writes the signal number to the wakeup fd; this
+    thread reads it and, if no step completes within timeout_s, exits at once. Without a
+    checkpoint: the ranks cannot agree on one, and the last periodic checkpoint is consistent.
+    """
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    signal.set_wakeup_fd(w)
+
+    def watch():
+        while signal.SIGTERM not in os.read(r, 64):
+            pass
+        steps_at_sigterm = _steps_done
+        threading.Event().wait(timeout_s)  # a deadline for the main loop, not a poll
+        if _steps_done == steps_at_sigterm:
+            print(f"train: SIGTERM and no step completed in {timeout_s} s (the group is stuck); "
+                  f"exiting without a checkpoint after step {_steps_done}",
+                  file=sys.stderr, flush=True)
+            os._exit(EXIT_PREEMPTED)
+
+    threading.Thread(target=watch, name="stuck-stop", daemon=True).start()
 
 
 def env_int(name, default, minimum):
@@ -86,6 +126,8 @@ def main():
     keep = env_int("KEEP_CHECKPOINTS", 3, 1)
     batch_size = env_int("BATCH_SIZE", 16, 1)
     timeout_s = env_int("DIST_TIMEOUT_SECONDS", 60, 1)
+    step_s = env_int("STEP_MS", 0, 0) / 1000
+    _watch_for_stuck_stop(env_int("STOP_TIMEOUT_SECONDS", 3, 1))
     trace_path = os.environ.get("TRAIN_TRACE_FILE") or None
     chief = ctx.is_chief
 
@@ -112,6 +154,7 @@ def main():
     # Rank 0 picks the checkpoint and tells the others, so every rank resumes the same step
     # even if the directory changes while they start.
     step = 0
+    restore_start = time.monotonic()
     found = checkpoint.latest(ctx.checkpoint_dir) if (chief and ctx.checkpoint_dir) else None
     chosen = torch.tensor([found[0] if found else -1], dtype=torch.int64)
     dist.broadcast(chosen, src=0)
@@ -127,6 +170,7 @@ def main():
                   flush=True)
     for p in params:  # identical start on every rank, whatever happened before
         dist.broadcast(p.data, src=0)
+    worker.report_restore(step, time.monotonic() - restore_start)
 
     def save():
         if not (chief and ctx.checkpoint_dir):
@@ -136,13 +180,17 @@ def main():
         saved = checkpoint.save_torch(ctx.checkpoint_dir, step, state, keep_last=keep)
         worker.report_checkpoint(step, saved.seconds)
 
+    global _steps_done
     expected_check = world * (world + 1) / 2
     while step < steps:
+        step_start = time.monotonic()
         batch = next(batches)
         idx = torch.tensor(batch.indices, dtype=torch.int64)
         optimizer.zero_grad()
         loss = torch.nn.functional.mse_loss(model(x[idx]), y[idx])
         loss.backward()
+        if step_s:
+            time.sleep(max(0.0, step_s - (time.monotonic() - step_start)))
 
         flat = torch.cat([p.grad.reshape(-1) for p in params])
         dist.all_reduce(flat)
@@ -163,6 +211,7 @@ def main():
             return EXIT_COLLECTIVE_CHECK
         optimizer.step()
         step += 1
+        _steps_done = step
         loss_value = check[2].item() / world
 
         if trace_path:

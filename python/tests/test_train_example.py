@@ -121,6 +121,8 @@ class TrainExampleTest(unittest.TestCase):
             self.assertEqual(self.progress_steps("progress", rank, 0), list(range(1, 21)))
         self.assertEqual(self.progress_steps("checkpoint", 0, 0), [10, 20])
         self.assertEqual(sorted(os.listdir(self.ckpt_dir)), ["ckpt-0000000010", "ckpt-0000000020"])
+        for rank in (0, 1):
+            self.assertEqual(self.progress_steps("restore", rank, 0), [0])  # from scratch
 
         out = self.run_group(world=2, attempt=1, STEPS="40")
         self.assertIn("resume step 20 from", out)
@@ -129,6 +131,12 @@ class TrainExampleTest(unittest.TestCase):
         for rank in (0, 1):
             self.assertEqual(self.progress_steps("progress", rank, 1), list(range(21, 41)))
         self.assertEqual(self.progress_steps("checkpoint", 0, 1), [30, 40])
+        for rank in (0, 1):
+            self.assertEqual(self.progress_steps("restore", rank, 1), [20])
+        # The restore line comes before the attempt's first step, on every rank.
+        kinds = [(r["type"], r["step"]) for r in self.records(self.progress)
+                 if r["attempt"] == 1 and r["rank"] == 1]
+        self.assertEqual(kinds[:2], [("restore", 20), ("progress", 21)])
         self.assertEqual(len(os.listdir(self.ckpt_dir)), 3)  # KEEP_CHECKPOINTS default
         self.assert_exactly_once()
 
@@ -153,12 +161,41 @@ class TrainExampleTest(unittest.TestCase):
 
         # World 2 -> 1: the single rank takes whole global batches from the same offset.
         out = self.run_group(world=1, attempt=1, STEPS=str(stopped + 40))
+        self.assertEqual(self.progress_steps("restore", 0, 1), [stopped])
         self.assertIn(f"resume step {stopped} from", out)
         self.assertIn("(saved at world 2, now 1)", out)
         self.assertEqual(self.printed_steps(out), list(range(stopped + 1, stopped + 41)))
         self.assertRegex(out.splitlines()[-1],
                          rf"^RESULT ok loss=\d+\.\d+ steps={stopped + 40} world=1$")
         self.assert_exactly_once()
+
+    def test_sigterm_while_a_peer_is_stopped_exits_without_a_checkpoint(self):
+        # Rank 1 is frozen (a hang): rank 0 blocks in the next all-reduce and cannot vote. On
+        # SIGTERM it must still exit promptly (STOP_TIMEOUT_SECONDS), not wait for SIGKILL.
+        procs = self.start(world=2, attempt=0, STEPS="1000000", CKPT_EVERY="5",
+                           STEP_MS="20", STOP_TIMEOUT_SECONDS="1", DIST_TIMEOUT_SECONDS="600")
+        deadline = time.monotonic() + DEADLINE_S
+        while max(self.progress_steps("progress", 1, 0), default=0) < 6:
+            self.assertTrue(all(p.poll() is None for p in procs), "a rank exited early")
+            self.assertLess(time.monotonic(), deadline, "no progress before the deadline")
+            time.sleep(0.01)  # polling interval, not a wait for an event
+        procs[1].send_signal(signal.SIGSTOP)
+        try:
+            # Wait until rank 0 is blocked: its step count stops moving past rank 1's.
+            frozen_at = max(self.progress_steps("progress", 1, 0))
+            while max(self.progress_steps("progress", 0, 0)) < frozen_at:
+                self.assertLess(time.monotonic(), deadline, "rank 0 did not catch up")
+                time.sleep(0.01)
+            procs[0].send_signal(signal.SIGTERM)
+            out, err = procs[0].communicate(timeout=DEADLINE_S)
+            self.assertEqual(procs[0].returncode, 128 + signal.SIGTERM, f"{out}\n{err}")
+            self.assertIn("the group is stuck", err)
+            self.assertNotIn("PREEMPTED", out)
+            checkpoints = self.progress_steps("checkpoint", 0, 0)
+            self.assertTrue(checkpoints and all(c % 5 == 0 for c in checkpoints), checkpoints)
+        finally:
+            procs[1].send_signal(signal.SIGCONT)
+            procs[1].kill()
 
 
 if __name__ == "__main__":
