@@ -1,0 +1,655 @@
+#!/usr/bin/python3
+"""Recovery benchmark: the same training loop under torchrun and under tessera, on this machine.
+
+The loop is examples/train/train.py (PyTorch, gloo, CPU) with STEP_MS of simulated compute per
+step and a checkpoint every CKPT steps. Every worker appends its progress, restore and checkpoint
+lines (tessera.worker) to a progress file: under tessera the agent's per-worker files, under
+torchrun one shared file named by TESSERA_PROGRESS_FILE. All figures come from those lines'
+wall-clock timestamps and the benchmark's own clock (same machine), so both launchers are
+measured the same way; tessera's head figures (status.attempts[].recovery) are printed beside.
+
+Scenarios (each run prints one JSON line of raw figures; the end prints medians and ratios):
+  kill      kill -9 of rank 1 once it has reported --kill-step: time from the kill to the next
+            completed step, steps lost (last step before the kill - step resumed from).
+  hang      SIGSTOP of rank 1 instead. torchrun at gloo's default 30 min collective timeout
+            (waited for at most --hang-cap s, then reported as capped) and with a 20 s timeout;
+            tessera with spec.progress.hangTimeout (--hang-timeout): time to detection (head)
+            and to the next completed step, and the ranks the head named.
+  hostloss  a host dies (its agent and workers, SIGKILL) while the job runs at full size:
+            torchrun --nnodes=1:2 with two agents on this machine (the second is killed, process
+            group and all), tessera with slices {min: 1, max: 2} and onHostLoss: resize (an
+            agent of the second slice and its workers are killed). Time to the shrunk group's
+            next step and steps lost; then the host comes back (a new torchrun agent / the same
+            tessera agent restarted) after --grow-after-steps steps: time to the first step at
+            full size and steps thrown away (completed by the shrunk group after the step the
+            full group resumed from).
+
+  bench/recovery/run.py --launcher both --scenario kill --runs 3
+  bench/recovery/run.py --launcher tessera --scenario hostloss --runs 3 --tessera build/h-bench/bin/tessera
+
+torchrun is bench/recovery/torchrun.py (Debian's /usr/bin/torchrun fails under Python 3.11,
+see that file), c10d rendezvous, --max_restarts, --monitor_interval=0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+TRAIN = os.path.join(REPO, "examples", "train", "train.py")
+TORCHRUN = os.path.join(HERE, "torchrun.py")
+PYTHON = "/usr/bin/python3"  # Debian's interpreter: the one with python3-torch
+POLL_S = 0.05
+
+# Every process and directory a run made, so Ctrl-C and failures clean up.
+_cleanups: list = []
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def wait_for(what, predicate, timeout_s):
+    """Polls predicate() until it returns something truthy; raises BenchError at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise BenchError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(POLL_S)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kill_group(pid, sig=signal.SIGKILL):
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress lines and the figures computed from them
+
+
+def read_records(paths):
+    records = []
+    for path in paths:
+        try:
+            with open(path) as f:
+                for line in f:
+                    try:
+                        records.append(json.loads(line))
+                    except ValueError:
+                        pass  # a line being written right now
+        except FileNotFoundError:
+            pass
+    records.sort(key=lambda r: r["time"])
+    return records
+
+
+def max_step(records, rank=None, since=0.0):
+    steps = [r["step"] for r in records if r["type"] == "progress" and r["time"] > since
+             and (rank is None or r["rank"] == rank)]
+    return max(steps, default=0)
+
+
+def group_after(records, t, min_rank=None):
+    """The first group started after time t: its restore lines (the earliest one marks its
+    start), the step it resumed from, and its progress lines. min_rank: only a group that has a
+    rank >= min_rank (a group at full size). None if no such group has restored yet."""
+    restores = [r for r in records if r["type"] == "restore" and r["time"] > t]
+    if min_rank is not None:
+        big = [r for r in restores if r["rank"] >= min_rank]
+        if not big:
+            return None
+        # The full group's restores are those at or after its first rank >= min_rank restore,
+        # less the span of one restore round (ranks restore within a second of each other).
+        first_big = big[0]["time"]
+        restores = [r for r in restores if r["time"] >= first_big - 5.0
+                    and r["step"] == big[0]["step"]]
+    if not restores:
+        return None
+    start = restores[0]["time"]
+    progress = [r for r in records if r["type"] == "progress" and r["time"] > start]
+    return {"start": start, "resumed_from": restores[0]["step"], "restores": restores,
+            "progress": progress}
+
+
+def recovery_figures(records, fault_t, min_rank=None, full_world=None):
+    """Figures of the first group after fault_t, once its first step is reported by every rank
+    (full_world ranks, or as many as restored). None until then."""
+    g = group_after(records, fault_t, min_rank)
+    if g is None or not g["progress"]:
+        return None
+    first = g["progress"][0]
+    ranks_restored = {r["rank"] for r in g["restores"]}
+    world = full_world or len(ranks_restored)
+    first_step_ranks = {r["rank"] for r in g["progress"] if r["step"] == first["step"]}
+    if len(first_step_ranks) < world:
+        return None
+    before = [r for r in records if r["type"] == "progress" and r["time"] <= fault_t]
+    last_before = max((r["step"] for r in before), default=0)
+    # The old group's last step: what it completed before the new group started (a hang or a
+    # grow-back leaves the old group running after fault_t).
+    old_last = max((r["step"] for r in records if r["type"] == "progress"
+                    and r["time"] < g["start"]), default=0)
+    return {
+        "next_step_s": round(first["time"] - fault_t, 3),
+        "restart_s": round(g["start"] - fault_t, 3),  # fault -> first restore line
+        "restore_s": round(max(r["seconds"] for r in g["restores"]), 3),
+        "first_step_after_restore_s": round(first["time"] - g["start"], 3),
+        "last_step_before": last_before,
+        "old_group_last_step": old_last,
+        "resumed_from": g["resumed_from"],
+        "steps_lost": old_last - g["resumed_from"],
+        "world_after": len(first_step_ranks),
+        "first_step": first["step"],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# torchrun
+
+
+def train_env(cfg, steps, progress_file, ckpt_dir, dist_timeout_s):
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith(("TESSERA_", "TORCHELASTIC_")) or k in ("RANK", "WORLD_SIZE",
+                                                                "MASTER_ADDR", "MASTER_PORT"):
+            del env[k]
+    env.update(PYTHONPATH=os.path.join(REPO, "python"), STEPS=str(steps),
+               CKPT_EVERY=str(cfg.ckpt_every), STEP_MS=str(cfg.step_ms),
+               DIST_TIMEOUT_SECONDS=str(dist_timeout_s), KEEP_CHECKPOINTS="3",
+               TESSERA_PROGRESS_FILE=progress_file, TESSERA_CHECKPOINT_DIR=ckpt_dir)
+    return env
+
+
+class TorchrunAgent:
+    """One torchrun agent (a "node"), in its own session so a kill of its process group takes
+    its workers with it."""
+
+    def __init__(self, workdir, name, nnodes, nproc, rdzv_port, run_id, env, rdzv_conf=None):
+        self.name = name
+        self.log_path = os.path.join(workdir, f"torchrun-{name}.log")
+        cmd = [PYTHON, TORCHRUN, f"--nnodes={nnodes}", f"--nproc_per_node={nproc}",
+               "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{rdzv_port}",
+               f"--rdzv_id={run_id}", "--max_restarts=3", "--monitor_interval=0.1"]
+        if rdzv_conf:
+            cmd.append(f"--rdzv_conf={rdzv_conf}")
+        cmd.append(TRAIN)
+        self.cmd = cmd
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen(cmd, env=env, cwd=workdir, stdout=out,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        _cleanups.append(lambda p=self.proc: (kill_group(p.pid), p.wait()))
+
+    def worker_pid(self, rank):
+        """pid of this agent's live worker with RANK=rank (from /proc), or None."""
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+                ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+                if ppid != self.proc.pid:
+                    continue
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+            except (OSError, ValueError):
+                continue
+            if env.get(b"RANK") == str(rank).encode():
+                return int(entry)
+        return None
+
+    def kill(self):
+        kill_group(self.proc.pid)
+        self.proc.wait()
+
+
+def torchrun_run(cfg, scenario, variant, run_index):
+    workdir = tempfile.mkdtemp(prefix=f"tessera-recovery-torchrun-{scenario}-")
+    _cleanups.append(lambda: None if cfg.keep else shutil.rmtree(workdir, ignore_errors=True))
+    progress = os.path.join(workdir, "progress.jsonl")
+    ckpt = os.path.join(workdir, "ckpt")
+    records = lambda: read_records([progress])  # noqa: E731
+    dist_timeout = {"default": 1800, "timeout20": 20}.get(variant, 60)
+    run_id = f"bench-{scenario}-{run_index}"
+    port = free_port()
+    out = {"launcher": "torchrun", "variant": variant, "scenario": scenario, "run": run_index}
+
+    if scenario in ("kill", "hang"):
+        world = cfg.world
+        steps = cfg.kill_step + 15
+        env = train_env(cfg, steps, progress, ckpt, dist_timeout)
+        agent = TorchrunAgent(workdir, "a", "1", world, port, run_id, env)
+        wait_for(f"rank 1 at step {cfg.kill_step}",
+                 lambda: max_step(records(), rank=1) >= cfg.kill_step, 600)
+        pid = agent.worker_pid(1)
+        if pid is None:
+            raise BenchError("rank 1's process not found")
+        t = time.time()
+        os.kill(pid, signal.SIGKILL if scenario == "kill" else signal.SIGSTOP)
+        log(f"torchrun {scenario}: rank 1 (pid {pid}) signalled at step "
+            f"{max_step(records())}")
+        cap = cfg.hang_cap_s if scenario == "hang" else 600
+        try:
+            fig = wait_for("the next completed step",
+                           lambda: recovery_figures(records(), t, full_world=world), cap)
+        except BenchError:
+            if scenario != "hang":
+                raise
+            fig = {"next_step_s": None, "capped_at_s": cap}
+            agent.kill()
+        out.update(fig, world=world)
+        if fig.get("next_step_s") is not None:
+            wait_for("torchrun to finish", lambda: agent.proc.poll() is not None, 300)
+            out["exit_code"] = agent.proc.returncode
+        agent.kill()
+        return out
+
+    # hostloss: two agents of world/2 workers each, --nnodes=1:2; the second one dies.
+    world = cfg.hostloss_world
+    half = world // 2
+    conf = "last_call_timeout=1" if variant == "tuned" else None
+    steps = 100000
+    env = train_env(cfg, steps, progress, ckpt, 60)
+    TorchrunAgent(workdir, "a", "1:2", half, port, run_id, env, conf)
+    # The first agent hosts the c10d store; the second must find it listening.
+    wait_for("agent a's rendezvous store", lambda: _listening(port), 120)
+    b = TorchrunAgent(workdir, "b", "1:2", half, port, run_id, env, conf)
+    wait_for(f"full world at step {cfg.kill_step}",
+             lambda: max_step(records(), rank=world - 1) >= cfg.kill_step, 600)
+    t = time.time()
+    b.kill()  # the whole process group: the agent and its workers, like a host crash
+    log(f"torchrun hostloss: agent b killed at step {max_step(records())}")
+    shrink = wait_for("the shrunk group's next step",
+                      lambda: recovery_figures(records(), t), 600)
+    out.update({f"shrink_{k}": v for k, v in shrink.items()})
+    target = shrink["first_step"] + cfg.grow_after_steps
+    wait_for(f"shrunk group at step {target}", lambda: max_step(records()) >= target, 600)
+    g = time.time()
+    TorchrunAgent(workdir, "b2", "1:2", half, port, run_id, env, conf)
+    log(f"torchrun hostloss: agent b2 started at step {max_step(records())}")
+    grow = wait_for("the first step at full size",
+                    lambda: recovery_figures(records(), g, min_rank=half, full_world=world), 600)
+    out.update({f"grow_{k}": v for k, v in grow.items()})
+    out["world"] = world
+    return out
+
+
+def _listening(port):
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# tessera
+
+
+class TesseraCluster:
+    """A local cluster from `tessera up`, torn down with `tessera down --purge`."""
+
+    def __init__(self, cfg, slices):
+        self.cfg = cfg
+        self.dir = tempfile.mkdtemp(prefix="tessera-recovery-cluster-")
+        self.extra_agents = []
+        cmd = [cfg.tessera, "up", "--generation", "v6e", "--topology", "4x4", "--slices",
+               str(slices), "--state-dir", self.dir, "--timeout", "120"]
+        if cfg.warm:
+            cmd += ["--warm-preload", "torch"]
+        _cleanups.append(self.down)
+        log(" ".join(cmd[1:]))
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(self.dir, "head.json")) as f:
+            self.url = f"http://127.0.0.1:{json.load(f)['port']}"
+        with open(os.path.join(self.dir, "admin.token")) as f:
+            self.token = f.read().strip()
+
+    def api(self, method, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers={
+            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            text = r.read()
+        return json.loads(text) if text else None
+
+    def job(self, name):
+        return self.api("GET", f"/api/v1/jobs/{name}")
+
+    def delete(self, name):
+        try:
+            self.api("DELETE", f"/api/v1/jobs/{name}")
+        except urllib.error.HTTPError as e:
+            if e.code != 404:
+                raise
+
+        def gone():
+            try:
+                self.job(name)
+                return False
+            except urllib.error.HTTPError as e:
+                return e.code == 404
+        wait_for(f"job {name} deleted", gone, 120)
+
+    def progress_paths(self, job):
+        return glob.glob(os.path.join(self.dir, "agents", "*", "progress", job, "*", "*.jsonl"))
+
+    def agent_pid(self, host):
+        with open(os.path.join(self.dir, "cluster.json")) as f:
+            pids = json.load(f)["agents"]
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    args = f.read().split(b"\0")
+            except OSError:
+                continue
+            if host.encode() in args:
+                return pid, [a.decode() for a in args if a]
+        raise BenchError(f"no agent for host {host}")
+
+    def restart_agent(self, args):
+        with open(os.path.join(self.dir, "logs", f"agent-restarted-{len(self.extra_agents)}.log"),
+                  "ab") as out:
+            p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+        self.extra_agents.append(p)
+        return p
+
+    def down(self):
+        for p in self.extra_agents:  # not in cluster.json: stop them like `down` would
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(15)
+                except subprocess.TimeoutExpired:
+                    kill_group(p.pid)
+                    p.wait()
+        self.extra_agents = []
+        if os.path.isdir(self.dir):
+            subprocess.run([self.cfg.tessera, "down", "--state-dir", self.dir, "--purge"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def tessera_job_doc(cfg, name, ckpt, steps, slices, on_host_loss):
+    env = {"PYTHONPATH": os.path.join(REPO, "python"), "STEPS": str(steps),
+           "CKPT_EVERY": str(cfg.ckpt_every), "STEP_MS": str(cfg.step_ms),
+           "DIST_TIMEOUT_SECONDS": "60", "KEEP_CHECKPOINTS": "3"}
+    return {
+        "apiVersion": "tessera/v1", "kind": "TrainJob", "metadata": {"name": name},
+        "spec": {
+            "accelerator": "v6e", "topology": "4x4", "slices": slices,
+            "failurePolicy": {"maxFailures": -1, "onHostLoss": on_host_loss},
+            "progress": {"hangTimeout": f"{cfg.hang_timeout_s}s"},
+            "checkpoint": {"dir": ckpt},
+            "template": {"command": [PYTHON, TRAIN], "env": env, "workingDir": REPO},
+        },
+    }
+
+
+def head_attempts(cluster, name):
+    """status.attempts[] of the job, with only the fields the tables use."""
+    st = cluster.job(name).get("status", {})
+    keep = ("attempt", "slices", "resumedFromStep", "lastStep", "endReason", "failedRanks",
+            "failureMs", "detectedMs", "firstStepMs", "recovery")
+    return [{k: a[k] for k in keep if k in a} for a in st.get("attempts", [])]
+
+
+def worker_of(cluster, name, rank):
+    for w in cluster.job(name).get("status", {}).get("workers", []):
+        if w.get("rank") == rank and w.get("pid"):
+            return w
+    return None
+
+
+def tessera_run(cfg, cluster, scenario, run_index):
+    name = f"recovery-{scenario}-{run_index}"
+    ckpt = os.path.join(cluster.dir, "ckpt", name)
+    records = lambda: read_records(cluster.progress_paths(name))  # noqa: E731
+    out = {"launcher": "tessera", "variant": "warm" if cfg.warm else "cold",
+           "scenario": scenario, "run": run_index}
+
+    if scenario in ("kill", "hang"):
+        world = 4  # one v6e 4x4 slice: 4 hosts, one worker each
+        steps = cfg.kill_step + 15
+        cluster.api("POST", "/api/v1/apply",
+                    tessera_job_doc(cfg, name, ckpt, steps, 1, "fail"))
+        wait_for(f"rank 1 at step {cfg.kill_step}",
+                 lambda: max_step(records(), rank=1) >= cfg.kill_step, 600)
+        w = worker_of(cluster, name, 1)
+        if w is None:
+            raise BenchError("rank 1's pid not in the job status")
+        t = time.time()
+        os.kill(w["pid"], signal.SIGKILL if scenario == "kill" else signal.SIGSTOP)
+        log(f"tessera {scenario}: rank 1 (pid {w['pid']} on {w['host']}) signalled at step "
+            f"{max_step(records())}")
+        fig = wait_for("the next completed step",
+                       lambda: recovery_figures(records(), t, full_world=world), 600)
+        out.update(fig, world=world)
+        out["fault_ms"] = int(t * 1000)
+        out["head_attempts"] = head_attempts(cluster, name)
+        if scenario == "hang":
+            first = out["head_attempts"][0] if out["head_attempts"] else {}
+            if first.get("detectedMs"):
+                out["detect_s"] = round(first["detectedMs"] / 1000 - t, 3)
+            out["failed_ranks"] = first.get("failedRanks")
+        def ended():
+            phase = cluster.job(name)["status"]["phase"]
+            return phase if phase in ("Succeeded", "Failed") else None
+        out["phase"] = wait_for("the job to end", ended, 300)
+        cluster.delete(name)
+        return out
+
+    # hostloss: two 4x4 slices at full size (8 workers), slices {min: 1, max: 2}, resize.
+    world = 8
+    cluster.api("POST", "/api/v1/apply", tessera_job_doc(
+        cfg, name, ckpt, 100000, {"min": 1, "max": 2}, "resize"))
+    wait_for(f"full world at step {cfg.kill_step}",
+             lambda: max_step(records(), rank=world - 1) >= cfg.kill_step, 600)
+    host = worker_of(cluster, name, world - 3)["host"]  # rank 5: slice 1, worker 1
+    agent_pid, agent_args = cluster.agent_pid(host)
+    worker_pids = [w["pid"] for w in cluster.job(name)["status"]["workers"]
+                   if w["host"] == host and w.get("pid")]
+    t = time.time()
+    os.kill(agent_pid, signal.SIGKILL)
+    for pid in worker_pids:  # each worker leads its own process group
+        kill_group(pid)
+    log(f"tessera hostloss: host {host} (agent {agent_pid}, workers {worker_pids}) killed at "
+        f"step {max_step(records())}")
+    shrink = wait_for("the shrunk group's next step", lambda: recovery_figures(records(), t), 600)
+    out.update({f"shrink_{k}": v for k, v in shrink.items()})
+    target = shrink["first_step"] + cfg.grow_after_steps
+    wait_for(f"shrunk group at step {target}", lambda: max_step(records()) >= target, 600)
+    g = time.time()
+    cluster.restart_agent(agent_args)
+    log(f"tessera hostloss: agent of {host} restarted at step {max_step(records())}")
+    grow = wait_for("the first step at full size",
+                    lambda: recovery_figures(records(), g, min_rank=4, full_world=world), 600)
+    out.update({f"grow_{k}": v for k, v in grow.items()})
+    out["world"] = world
+    out["fault_ms"], out["grow_ms"] = int(t * 1000), int(g * 1000)
+    out["head_attempts"] = head_attempts(cluster, name)
+    cluster.delete(name)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver and tables
+
+METRICS = {
+    "kill": [("next_step_s", "kill -> next completed step (s)"),
+             ("steps_lost", "steps lost")],
+    "hang": [("next_step_s", "SIGSTOP -> next completed step (s)"),
+             ("detect_s", "SIGSTOP -> detected by the head (s)")],
+    "hostloss": [("shrink_next_step_s", "host killed -> shrunk group's next step (s)"),
+                 ("shrink_steps_lost", "steps lost at the shrink"),
+                 ("shrink_world_after", "world after the shrink"),
+                 ("grow_next_step_s", "host back -> first step at full size (s)"),
+                 ("grow_steps_lost", "steps thrown away at the grow-back")],
+}
+
+VARIANTS = {
+    ("torchrun", "kill"): ["default"],
+    ("torchrun", "hang"): ["default", "timeout20"],
+    ("torchrun", "hostloss"): ["default", "tuned"],
+}
+
+
+def fmt(values, capped=None):
+    vals = [v for v in values if v is not None]
+    if capped:
+        return f"> {capped:.0f} s (capped)"
+    if not vals:
+        return "-"
+    m = statistics.median(vals)
+    return f"{m:.2f}" if isinstance(m, float) and not float(m).is_integer() else f"{m:g}"
+
+
+def table(results):
+    lines = ["| scenario | figure | launcher (variant) | median | runs | tessera / torchrun |",
+             "|---|---|---|---|---|---|"]
+    for scenario, metrics in METRICS.items():
+        rows = [r for r in results if r["scenario"] == scenario]
+        if not rows:
+            continue
+        groups = {}
+        for r in rows:
+            groups.setdefault((r["launcher"], r["variant"]), []).append(r)
+        for key, label in metrics:
+            medians = {}
+            for (launcher, variant), runs in groups.items():
+                vals = [r.get(key) for r in runs]
+                capped = next((r["capped_at_s"] for r in runs if r.get("capped_at_s")), None) \
+                    if key == "next_step_s" and all(v is None for v in vals) else None
+                if all(v is None for v in vals) and not capped:
+                    continue
+                present = [v for v in vals if v is not None]
+                medians[(launcher, variant)] = statistics.median(present) if present else None
+                raw = ", ".join("capped" if v is None else f"{v:g}" for v in vals)
+                lines.append(f"| {scenario} | {label} | {launcher} ({variant}) | "
+                             f"{fmt(vals, capped)} | {raw} | |")
+            tess = [v for (l, _), v in medians.items() if l == "tessera" and v is not None]
+            for (launcher, variant), v in medians.items():
+                if launcher == "torchrun" and tess and v:
+                    lines.append(f"| {scenario} | {label} | ratio vs torchrun ({variant}) | | | "
+                                 f"{tess[0] / v:.3f} |")
+    return "\n".join(lines)
+
+
+def run_all(cfg):
+    results = []
+    launchers = ["torchrun", "tessera"] if cfg.launcher == "both" else [cfg.launcher]
+    scenarios = ["kill", "hang", "hostloss"] if cfg.scenario == "all" else [cfg.scenario]
+    for scenario in scenarios:
+        for launcher in launchers:
+            if launcher == "torchrun":
+                variants = cfg.variants or VARIANTS[("torchrun", scenario)]
+                for variant in variants:
+                    for i in range(1, cfg.runs + 1):
+                        log(f"== torchrun {scenario} ({variant}) run {i}/{cfg.runs}")
+                        r = torchrun_run(cfg, scenario, variant, i)
+                        print(json.dumps(r), flush=True)
+                        results.append(r)
+                        _run_cleanups()
+            else:
+                cluster = TesseraCluster(cfg, 2 if scenario == "hostloss" else 1)
+                try:
+                    for i in range(1, cfg.runs + 1):
+                        log(f"== tessera {scenario} run {i}/{cfg.runs}")
+                        r = tessera_run(cfg, cluster, scenario, i)
+                        print(json.dumps(r), flush=True)
+                        results.append(r)
+                finally:
+                    if not cfg.keep:
+                        cluster.down()
+                    _run_cleanups()
+    return results
+
+
+def _run_cleanups():
+    while _cleanups:
+        fn = _cleanups.pop()
+        try:
+            fn()
+        except Exception as e:  # cleanup must go on
+            log(f"cleanup: {e!r}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--launcher", choices=["torchrun", "tessera", "both"], default="both")
+    p.add_argument("--scenario", choices=["kill", "hang", "hostloss", "all"], default="kill")
+    p.add_argument("--variants", default="",
+                   help="torchrun variants, comma list: default, timeout20 (hang), tuned "
+                        "(hostloss: --rdzv_conf=last_call_timeout=1); default: all of the "
+                        "scenario's")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--world", type=int, default=4, help="kill/hang world size (torchrun)")
+    p.add_argument("--hostloss-world", type=int, default=8,
+                   help="hostloss world size at full size (torchrun: 2 agents of half each; "
+                        "tessera: 2 v6e 4x4 slices = 8)")
+    p.add_argument("--step-ms", type=int, default=100, help="simulated compute per step")
+    p.add_argument("--ckpt-every", type=int, default=10)
+    p.add_argument("--kill-step", type=int, default=35,
+                   help="fault once rank 1 (hostloss: the last rank) reported this step")
+    p.add_argument("--grow-after-steps", type=int, default=15,
+                   help="hostloss: steps the shrunk group takes before the host comes back")
+    p.add_argument("--hang-cap", dest="hang_cap_s", type=float, default=600)
+    p.add_argument("--hang-timeout", dest="hang_timeout_s", type=int, default=10,
+                   help="tessera spec.progress.hangTimeout, seconds")
+    p.add_argument("--tessera", default=os.path.join(REPO, "build", "h-bench", "bin", "tessera"))
+    p.add_argument("--warm", action="store_true",
+                   help="tessera up --warm-preload torch (pre-started workers, torch imported)")
+    p.add_argument("--keep", action="store_true", help="keep work directories")
+    p.add_argument("--json", help="also write every run's figures to this file")
+    cfg = p.parse_args(argv)
+    cfg.variants = [v for v in cfg.variants.split(",") if v]
+    if cfg.world < 2 or cfg.hostloss_world % 2:
+        p.error("--world must be >= 2 and --hostloss-world even")
+
+    def on_signal(signum, _frame):
+        _run_cleanups()
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        results = run_all(cfg)
+    finally:
+        _run_cleanups()
+    if cfg.json:
+        with open(cfg.json, "w") as f:
+            json.dump(results, f, indent=1)
+    print()
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
