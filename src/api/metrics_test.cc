@@ -1,0 +1,154 @@
+#include "api/metrics.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::api {
+namespace {
+
+using Json = nlohmann::json;
+
+Json Job(int uid, const std::string& phase, Json status = Json::object()) {
+  status["phase"] = phase;
+  return {{"metadata",
+           {{"name", "job-" + std::to_string(uid)}, {"uid", uid}, {"creationTimestampMs", 1000}}},
+          {"status", status}};
+}
+
+Json Host(const std::string& name, const std::string& gen, int chips, const std::string& state,
+          const std::string& job, Json usage = Json::object()) {
+  return {
+      {"metadata", {{"name", name}}},
+      {"spec", {{"generation", gen}, {"chips", chips}}},
+      {"status", {{"state", state}, {"job", job}, {"lastHeartbeatMs", 9000}, {"usage", usage}}}};
+}
+
+bool Has(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos;
+}
+
+TEST(HeadMetricsTest, AdmissionLatencyIsObservedOncePerAdmission) {
+  FakeClock clock(10'000);
+  HeadMetrics m(clock);
+  m.OnChange("TrainJob", "ADDED", Job(1, "Pending", {{"pendingSinceMs", 1000}}));
+  EXPECT_EQ(m.admission_latency().Read({}).count, 0u);
+  Json admitted = Job(1, "Starting", {{"pendingSinceMs", 1000}, {"admittedTimeMs", 3500}});
+  m.OnChange("TrainJob", "MODIFIED", admitted);
+  m.OnChange("TrainJob", "MODIFIED", admitted);  // same admission: not counted again
+  auto s = m.admission_latency().Read({});
+  EXPECT_EQ(s.count, 1u);
+  EXPECT_DOUBLE_EQ(s.sum, 2.5);
+  // Requeued and admitted again: a second admission.
+  m.OnChange("TrainJob", "MODIFIED",
+             Job(1, "Starting", {{"pendingSinceMs", 8000}, {"admittedTimeMs", 8100}}));
+  s = m.admission_latency().Read({});
+  EXPECT_EQ(s.count, 2u);
+  EXPECT_DOUBLE_EQ(s.sum, 2.6);
+}
+
+TEST(HeadMetricsTest, AdmissionFallsBackToStartTime) {
+  FakeClock clock;
+  HeadMetrics m(clock);
+  m.OnChange("TrainJob", "MODIFIED", Job(2, "Starting", {{"startTimeMs", 1250}}));
+  m.OnChange("TrainJob", "MODIFIED", Job(2, "Running", {{"startTimeMs", 1250}}));
+  auto s = m.admission_latency().Read({});
+  EXPECT_EQ(s.count, 1u);
+  EXPECT_DOUBLE_EQ(s.sum, 0.25);
+}
+
+TEST(HeadMetricsTest, SeededJobsAreNotCountedAgain) {
+  FakeClock clock;
+  HeadMetrics m(clock);
+  Json running = Job(3, "Running",
+                     {{"startTimeMs", 5000},
+                      {"attempts", {{{"attempt", 0}, {"recovery", {{"timeToRecoverMs", 4000}}}}}}});
+  m.Seed(Json{{"items", {running}}});
+  m.OnChange("TrainJob", "MODIFIED", running);  // e.g. a step report after a head restart
+  EXPECT_EQ(m.admission_latency().Read({}).count, 0u);
+  EXPECT_EQ(m.recovery_time().Read({}).count, 0u);
+}
+
+TEST(HeadMetricsTest, RecoveryTimeIsObservedOncePerAttempt) {
+  FakeClock clock;
+  HeadMetrics m(clock);
+  Json attempts = Json::array();
+  attempts.push_back({{"attempt", 0}, {"endReason", "WorkerFailed"}});
+  attempts.push_back({{"attempt", 1}, {"recovery", {{"timeToDetectMs", 500}}}});
+  m.OnChange("TrainJob", "MODIFIED", Job(4, "Running", {{"attempts", attempts}}));
+  EXPECT_EQ(m.recovery_time().Read({}).count, 0u);  // not recovered yet
+  attempts[1]["recovery"]["timeToRecoverMs"] = 42'000;
+  m.OnChange("TrainJob", "MODIFIED", Job(4, "Running", {{"attempts", attempts}}));
+  m.OnChange("TrainJob", "MODIFIED", Job(4, "Running", {{"attempts", attempts}}));
+  auto s = m.recovery_time().Read({});
+  EXPECT_EQ(s.count, 1u);
+  EXPECT_DOUBLE_EQ(s.sum, 42);
+  // Deleted and recreated under the same uid would be a new job: nothing is remembered.
+  m.OnChange("TrainJob", "DELETED", Job(4, "Running"));
+  m.OnChange("TrainJob", "MODIFIED", Job(4, "Running", {{"attempts", attempts}}));
+  EXPECT_EQ(m.recovery_time().Read({}).count, 2u);
+}
+
+TEST(HeadMetricsTest, ChipUtilizationPrefersTheDeviceFigure) {
+  EXPECT_DOUBLE_EQ(ChipUtilization({{"cpuPercent", 50}}), 0.5);
+  EXPECT_DOUBLE_EQ(ChipUtilization({{"cpuPercent", 230}}), 1.0);
+  EXPECT_DOUBLE_EQ(ChipUtilization({{"cpuPercent", 230}, {"chipUtilizationPercent", 75}}), 0.75);
+  EXPECT_DOUBLE_EQ(ChipUtilization(Json::object()), 0);
+  EXPECT_DOUBLE_EQ(ChipUtilization(nullptr), 0);
+}
+
+TEST(HeadMetricsTest, RendersClusterStateFromTheLists) {
+  FakeClock clock(10'000);
+  HeadMetrics m(clock);
+  m.OnChange("Event", "ADDED",
+             {{"type", "Normal"}, {"reason", "Placed"}, {"object", "trainjob/a"}});
+  m.OnChange("Event", "ADDED", {{"type", "Warning"}, {"reason", "HostLost"}, {"object", "host/h"}});
+  HeadMetrics::Inputs in;
+  in.hosts = {{"items",
+               {Host("s0-w0", "v6e", 4, "Ready", "a", {{"cpuPercent", 80}, {"memoryBytes", 1024}}),
+                Host("s0-w1", "v6e", 4, "Ready", "a"), Host("s1-w0", "v6e", 4, "Lost", ""),
+                Host("c0-h00", "7x", 4, "Ready", "")}}};
+  in.jobs = {
+      {"items", {Job(1, "Running", {{"lastStep", 17}}), Job(2, "Pending"), Job(3, "Pending")}}};
+  in.jobs["items"][2]["metadata"]["queue"] = "team-\"a\"";
+  in.cluster_queues = {
+      {"items",
+       {{{"metadata", {{"name", "research"}}},
+         {"status", {{"pendingWorkloads", 2}, {"admittedWorkloads", 1}, {"usedChips", 8}}}}}}};
+  in.open_connections = 3;
+  auto text = m.Render(in);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  const std::string& t = *text;
+  EXPECT_TRUE(Has(t, "tessera_chips{generation=\"v6e\"} 12")) << t;
+  EXPECT_TRUE(Has(t, "tessera_chips{generation=\"7x\"} 4"));
+  EXPECT_TRUE(Has(t, "tessera_chips_allocated{generation=\"v6e\"} 8"));
+  EXPECT_TRUE(Has(t, "tessera_chips_unhealthy{generation=\"v6e\"} 4"));
+  EXPECT_TRUE(Has(t, "tessera_chips_unhealthy{generation=\"7x\"} 0"));
+  EXPECT_TRUE(Has(t, "tessera_jobs{phase=\"Pending\"} 2"));
+  EXPECT_TRUE(Has(t, "tessera_jobs{phase=\"Failed\"} 0"));
+  EXPECT_TRUE(Has(t, "tessera_queue_pending_jobs{queue=\"default\"} 1"));
+  EXPECT_TRUE(Has(t, "tessera_queue_pending_jobs{queue=\"team-\\\"a\\\"\"} 1"));
+  EXPECT_TRUE(Has(t, "tessera_job_last_step{job=\"job-1\"} 17"));
+  EXPECT_TRUE(Has(t, "tessera_clusterqueue_pending_workloads{clusterqueue=\"research\"} 2"));
+  EXPECT_TRUE(Has(t, "tessera_clusterqueue_used_chips{clusterqueue=\"research\"} 8"));
+  EXPECT_TRUE(Has(t, "tessera_host_heartbeat_age_seconds{host=\"s0-w0\"} 1"));
+  EXPECT_TRUE(Has(t, "tessera_host_ready{host=\"s1-w0\",generation=\"v6e\"} 0"));
+  EXPECT_TRUE(Has(t, "tessera_host_chip_utilization_ratio{host=\"s0-w0\",generation=\"v6e\"} 0.8"));
+  EXPECT_TRUE(Has(t, "tessera_host_memory_bytes{host=\"s0-w0\",generation=\"v6e\"} 1024"));
+  EXPECT_TRUE(Has(t, "tessera_admission_latency_seconds_bucket{le=\"+Inf\"} 0"));
+  EXPECT_TRUE(
+      Has(t, "tessera_events_total{object_kind=\"host\",reason=\"HostLost\",type=\"Warning\"} 1"));
+  EXPECT_TRUE(Has(t, "tessera_http_open_connections 3"));
+}
+
+TEST(HeadMetricsTest, RendersEmptyListsAndMissingFields) {
+  FakeClock clock;
+  HeadMetrics m(clock);
+  HeadMetrics::Inputs in;  // all null
+  auto text = m.Render(in);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  EXPECT_TRUE(Has(*text, "tessera_jobs{phase=\"Running\"} 0"));
+  in.hosts = {{"items", {Json{{"metadata", {{"name", "odd"}}}}}}};
+  EXPECT_TRUE(m.Render(in).ok());
+}
+
+}  // namespace
+}  // namespace tessera::api
