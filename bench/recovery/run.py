@@ -420,6 +420,32 @@ def head_attempts(cluster, name):
     return [{k: a[k] for k in keep if k in a} for a in st.get("attempts", [])]
 
 
+def tessera_wait(cluster, name, what, predicate, timeout_s):
+    """wait_for that also fails at once when the job ends or has no attempts in its status."""
+    last_check = [0.0]
+
+    def check():
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() - last_check[0] > 1.0:
+            last_check[0] = time.monotonic()
+            st = cluster.job(name).get("status", {})
+            if st.get("phase") in ("Succeeded", "Failed"):
+                raise BenchError(f"job {name} ended ({st.get('phase')}: {st.get('reason')} "
+                                 f"{st.get('message')}) while waiting for {what}; "
+                                 "is the controller's recovery in this build?")
+        return None
+    return wait_for(what, check, timeout_s)
+
+
+def check_recovery_support(cluster, name):
+    st = cluster.job(name).get("status", {})
+    if "attempts" not in st:
+        raise BenchError("this head reports no status.attempts: the controller's recovery "
+                         "(attempts, restart from checkpoint) is not in this build")
+
+
 def worker_of(cluster, name, rank):
     for w in cluster.job(name).get("status", {}).get("workers", []):
         if w.get("rank") == rank and w.get("pid"):
@@ -439,6 +465,7 @@ def tessera_run(cfg, cluster, scenario, run_index):
         steps = cfg.kill_step + 15
         cluster.api("POST", "/api/v1/apply",
                     tessera_job_doc(cfg, name, ckpt, steps, 1, "fail"))
+        check_recovery_support(cluster, name)
         wait_for(f"rank 1 at step {cfg.kill_step}",
                  lambda: max_step(records(), rank=1) >= cfg.kill_step, 600)
         w = worker_of(cluster, name, 1)
@@ -448,8 +475,8 @@ def tessera_run(cfg, cluster, scenario, run_index):
         os.kill(w["pid"], signal.SIGKILL if scenario == "kill" else signal.SIGSTOP)
         log(f"tessera {scenario}: rank 1 (pid {w['pid']} on {w['host']}) signalled at step "
             f"{max_step(records())}")
-        fig = wait_for("the next completed step",
-                       lambda: recovery_figures(records(), t, full_world=world), 600)
+        fig = tessera_wait(cluster, name, "the next completed step",
+                           lambda: recovery_figures(records(), t, full_world=world), 600)
         out.update(fig, world=world)
         out["fault_ms"] = int(t * 1000)
         out["head_attempts"] = head_attempts(cluster, name)
@@ -469,6 +496,7 @@ def tessera_run(cfg, cluster, scenario, run_index):
     world = 8
     cluster.api("POST", "/api/v1/apply", tessera_job_doc(
         cfg, name, ckpt, 100000, {"min": 1, "max": 2}, "resize"))
+    check_recovery_support(cluster, name)
     wait_for(f"full world at step {cfg.kill_step}",
              lambda: max_step(records(), rank=world - 1) >= cfg.kill_step, 600)
     host = worker_of(cluster, name, world - 3)["host"]  # rank 5: slice 1, worker 1
@@ -481,15 +509,16 @@ def tessera_run(cfg, cluster, scenario, run_index):
         kill_group(pid)
     log(f"tessera hostloss: host {host} (agent {agent_pid}, workers {worker_pids}) killed at "
         f"step {max_step(records())}")
-    shrink = wait_for("the shrunk group's next step", lambda: recovery_figures(records(), t), 600)
+    shrink = tessera_wait(cluster, name, "the shrunk group's next step",
+                          lambda: recovery_figures(records(), t), 600)
     out.update({f"shrink_{k}": v for k, v in shrink.items()})
     target = shrink["first_step"] + cfg.grow_after_steps
     wait_for(f"shrunk group at step {target}", lambda: max_step(records()) >= target, 600)
     g = time.time()
     cluster.restart_agent(agent_args)
     log(f"tessera hostloss: agent of {host} restarted at step {max_step(records())}")
-    grow = wait_for("the first step at full size",
-                    lambda: recovery_figures(records(), g, min_rank=4, full_world=world), 600)
+    grow = tessera_wait(cluster, name, "the first step at full size",
+                        lambda: recovery_figures(records(), g, min_rank=4, full_world=world), 600)
     out.update({f"grow_{k}": v for k, v in grow.items()})
     out["world"] = world
     out["fault_ms"], out["grow_ms"] = int(t * 1000), int(g * 1000)
@@ -561,7 +590,7 @@ def table(results):
     return "\n".join(lines)
 
 
-def run_all(cfg):
+def run_all(cfg, errors):
     results = []
     launchers = ["torchrun", "tessera"] if cfg.launcher == "both" else [cfg.launcher]
     scenarios = ["kill", "hang", "hostloss"] if cfg.scenario == "all" else [cfg.scenario]
@@ -572,10 +601,16 @@ def run_all(cfg):
                 for variant in variants:
                     for i in range(1, cfg.runs + 1):
                         log(f"== torchrun {scenario} ({variant}) run {i}/{cfg.runs}")
-                        r = torchrun_run(cfg, scenario, variant, i)
+                        try:
+                            r = torchrun_run(cfg, scenario, variant, i)
+                        except BenchError as e:
+                            log(f"torchrun {scenario} ({variant}) run {i} failed: {e}")
+                            errors.append(f"torchrun {scenario} ({variant}) run {i}: {e}")
+                            break
+                        finally:
+                            _run_cleanups()
                         print(json.dumps(r), flush=True)
                         results.append(r)
-                        _run_cleanups()
             else:
                 cluster = TesseraCluster(cfg, 2 if scenario == "hostloss" else 1)
                 try:
@@ -584,6 +619,9 @@ def run_all(cfg):
                         r = tessera_run(cfg, cluster, scenario, i)
                         print(json.dumps(r), flush=True)
                         results.append(r)
+                except BenchError as e:
+                    log(f"tessera {scenario} run {i} failed: {e}")
+                    errors.append(f"tessera {scenario} run {i}: {e}")
                 finally:
                     if not cfg.keep:
                         cluster.down()
@@ -639,8 +677,9 @@ def main(argv=None):
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    errors = []
     try:
-        results = run_all(cfg)
+        results = run_all(cfg, errors)
     finally:
         _run_cleanups()
     if cfg.json:
@@ -648,7 +687,9 @@ def main(argv=None):
             json.dump(results, f, indent=1)
     print()
     print(table(results))
-    return 0
+    for e in errors:
+        print(f"FAILED: {e}")
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":
