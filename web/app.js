@@ -1,0 +1,521 @@
+// The dashboard: asks for the admin token once per tab, follows the head's watch streams
+// (jobs, hosts, events), polls what has no stream (host usage, ClusterQueue status, a job's
+// progress and logs), and renders one view at a time from the hash route:
+//   #/cluster  #/jobs  #/jobs/NAME  #/queues  #/utilization  #/events
+// Nothing reloads the page; views re-render from the in-memory state when it changes.
+
+import {AuthError, getJson, getText, setToken, token, watch} from './api.js';
+import {drawLineChart, escapeHtml, legendHtml} from './charts.js';
+import {ClusterView} from './cluster.js';
+import {age, attemptCount, fmtBytes, fmtMs, jobColors, pendingText, recoveryTimeline,
+        slicesText, tail, utilizationSample} from './model.js';
+
+const USAGE_POLL_MS = 5000;
+const JOB_POLL_MS = 2000;
+const MAX_SAMPLES = 720;  // an hour at one sample every 5 s
+const LOG_LINES = 200;
+
+const state = {
+  jobs: new Map(),
+  hosts: new Map(),
+  events: [],
+  clusterQueues: [],
+  localQueues: [],
+  samples: [],
+  progress: new Map(),  // job -> [[timeMs, step]] sampled here when status.progress is absent
+  abort: null,
+  timers: [],
+};
+
+const $ = (sel) => document.querySelector(sel);
+const main = () => $('[data-role=main]');
+let view = null;  // {name, render(), destroy?()}
+let renderQueued = false;
+
+// ------------------------------------------------------------------------------------------
+// Token and connection
+
+function showLogin(message) {
+  stop();
+  setToken('');
+  $('[data-role=main]').hidden = true;
+  $('[data-role=login]').hidden = false;
+  $('[data-role=login-error]').textContent = message || '';
+  $('#token').value = '';
+  $('#token').focus();
+  $('[data-role=conn]').textContent = 'not connected';
+}
+
+async function connect() {
+  try {
+    await getJson('/api/v1/jobs');  // checks the token before anything else
+  } catch (e) {
+    showLogin(e instanceof AuthError ? e.message : `Cannot reach the head: ${e.message}`);
+    return;
+  }
+  $('[data-role=login]').hidden = true;
+  main().hidden = false;
+  start();
+  route();
+}
+
+function stop() {
+  state.abort?.abort();
+  state.abort = null;
+  for (const t of state.timers) clearInterval(t);
+  state.timers = [];
+}
+
+function start() {
+  stop();
+  state.abort = new AbortController();
+  const signal = state.abort.signal;
+  const statuses = {};
+  const onStatus = (kind) => (s) => {
+    statuses[kind] = s;
+    const all = Object.values(statuses);
+    $('[data-role=conn]').textContent = all.every((v) => v === 'live')
+        ? '● live' : `◌ ${all.includes('reconnecting') ? 'reconnecting…' : 'connecting…'}`;
+  };
+  const onAuthError = (e) => showLogin(e.message);
+  const follow = (path, kind, map) => watch(path, {
+    signal, onAuthError, onStatus: onStatus(kind),
+    onReady: () => map.clear(),
+    onChange: ({type, object}) => {
+      const name = object.metadata?.name;
+      if (type === 'DELETED') map.delete(name);
+      else map.set(name, object);
+      if (kind === 'jobs') scheduleQueues();
+      queueRender();
+    },
+  });
+  follow('/api/v1/jobs', 'jobs', state.jobs);
+  follow('/api/v1/hosts', 'hosts', state.hosts);
+  watch('/api/v1/events', {
+    signal, onAuthError, onStatus: onStatus('events'),
+    onReady: () => { state.events = []; },
+    onChange: ({object}) => {
+      state.events.push(object);
+      if (state.events.length > 2000) state.events.splice(0, state.events.length - 2000);
+      queueRender();
+    },
+  });
+  // Host usage is carried by heartbeats, which are not streamed (1,000 hosts at 1 Hz): poll.
+  const pollHosts = async () => {
+    try {
+      const list = await getJson('/api/v1/hosts', {signal});
+      for (const h of list.items) state.hosts.set(h.metadata.name, h);
+      state.samples.push(utilizationSample(list.items, Date.now()));
+      if (state.samples.length > MAX_SAMPLES) state.samples.shift();
+      queueRender();
+    } catch (e) {
+      if (e instanceof AuthError) onAuthError(e);
+    }
+  };
+  pollHosts();
+  state.timers.push(setInterval(pollHosts, USAGE_POLL_MS));
+  pollQueues();
+  state.timers.push(setInterval(pollQueues, USAGE_POLL_MS));
+}
+
+let queuesTimer = 0;
+function scheduleQueues() {
+  if (!queuesTimer) queuesTimer = setTimeout(() => { queuesTimer = 0; pollQueues(); }, 500);
+}
+
+async function pollQueues() {
+  try {
+    const [cq, lq] = await Promise.all([getJson('/api/v1/clusterqueues'), getJson('/api/v1/localqueues')]);
+    state.clusterQueues = cq.items;
+    state.localQueues = lq.items;
+    if (view?.name === 'queues') queueRender();
+  } catch (_) { /* the watch streams report trouble */ }
+}
+
+function queueRender() {
+  if (renderQueued) return;
+  renderQueued = true;
+  requestAnimationFrame(() => {
+    renderQueued = false;
+    view?.render();
+  });
+}
+
+// ------------------------------------------------------------------------------------------
+// Routing
+
+function route() {
+  if (!token()) return;
+  const hash = location.hash || '#/cluster';
+  const [, name, arg] = hash.match(/^#\/([a-z]+)(?:\/(.+))?$/) || [, 'cluster'];
+  view?.destroy?.();
+  const make = {cluster: clusterView, jobs: arg ? () => jobView(decodeURIComponent(arg)) : jobsView,
+                queues: queuesView, utilization: utilizationView, events: eventsView}[name] || clusterView;
+  view = make();
+  for (const a of document.querySelectorAll('nav a')) {
+    if (a.dataset.view === name) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  view.render();
+}
+
+function openJob(name) {
+  location.hash = `#/jobs/${encodeURIComponent(name)}`;
+}
+
+// ------------------------------------------------------------------------------------------
+// Views
+
+function phaseBadge(phase) {
+  const cls = {Running: 'ok', Succeeded: 'done', Failed: 'bad', Pending: 'warn', Starting: 'info',
+               Terminating: 'warn'}[phase] || 'info';
+  const icon = {Running: '▶', Succeeded: '✓', Failed: '✕', Pending: '◌', Starting: '↻', Terminating: '■'}[phase] || '•';
+  return `<span class="badge ${cls}">${icon} ${escapeHtml(phase || '?')}</span>`;
+}
+
+function summaryCards() {
+  const hosts = [...state.hosts.values()];
+  const jobs = [...state.jobs.values()];
+  const byGen = {};
+  for (const h of hosts) {
+    const g = (byGen[h.spec?.generation || '?'] ||= {chips: 0, allocated: 0, unhealthy: 0});
+    g.chips += h.spec?.chips || 0;
+    if (h.status?.job) g.allocated += h.spec?.chips || 0;
+    if (h.status?.state !== 'Ready') g.unhealthy += h.spec?.chips || 0;
+  }
+  const count = (p) => jobs.filter((j) => j.status?.phase === p).length;
+  const s = state.samples[state.samples.length - 1];
+  const cards = Object.entries(byGen).map(([g, v]) => `
+    <div class="card"><div class="k">${escapeHtml(g)} chips allocated / total</div>
+      <div class="v">${v.allocated} / ${v.chips}</div>
+      <div class="k">${v.unhealthy ? `<span class="badge bad">✕ ${v.unhealthy} unhealthy</span>` : '✓ none unhealthy'}</div></div>`);
+  cards.push(`<div class="card"><div class="k">jobs running / pending</div><div class="v">${count('Running')} / ${count('Pending')}</div>
+    <div class="k">${count('Failed')} failed, ${count('Succeeded')} succeeded</div></div>`);
+  cards.push(`<div class="card"><div class="k">chip utilization (cluster)</div>
+    <div class="v">${s ? Math.round(s.all.util * 100) : 0}%</div><div class="k">worker memory ${fmtBytes(s?.all.memoryBytes || 0)}</div></div>`);
+  return `<div class="cards" data-role="cards">${cards.join('')}</div>`;
+}
+
+function clusterView() {
+  main().innerHTML = `<h1>Cluster</h1><div data-role="summary"></div><div data-role="grid"></div>`;
+  const cv = new ClusterView(main().querySelector('[data-role=grid]'), {onOpenJob: openJob});
+  window.__tessera.cluster = cv;
+  return {
+    name: 'cluster',
+    render() {
+      main().querySelector('[data-role=summary]').innerHTML = summaryCards();
+      cv.update([...state.hosts.values()], [...state.jobs.values()]);
+    },
+    destroy() { cv.destroy(); window.__tessera.cluster = null; },
+  };
+}
+
+function jobsView() {
+  main().innerHTML = `<h1>Jobs</h1>
+    <div class="filters"><label>Show <select data-role="phase">
+      <option value="">every phase</option><option>Pending</option><option>Starting</option>
+      <option>Running</option><option>Succeeded</option><option>Failed</option><option>Terminating</option>
+    </select></label></div>
+    <div class="table-scroll" style="max-height:none"><table class="jobs"><caption class="muted" style="text-align:left">Newest first. Select a name for its attempts, recovery timeline, progress and logs.</caption>
+    <thead><tr><th scope="col">Name</th><th scope="col">State</th><th scope="col">Queue</th>
+      <th scope="col">Priority</th><th scope="col">Shape</th><th scope="col">Slices</th>
+      <th scope="col">Attempts</th><th scope="col">Age</th><th scope="col">Pending reason / message</th></tr></thead>
+    <tbody></tbody></table></div>`;
+  const select = main().querySelector('[data-role=phase]');
+  select.addEventListener('change', () => view.render());
+  return {
+    name: 'jobs',
+    render() {
+      const now = Date.now();
+      const jobs = [...state.jobs.values()]
+          .filter((j) => !select.value || j.status?.phase === select.value)
+          .sort((a, b) => (b.metadata.creationTimestampMs || 0) - (a.metadata.creationTimestampMs || 0));
+      main().querySelector('tbody').innerHTML = jobs.map((j) => {
+        const st = j.status || {}, spec = j.spec || {};
+        const why = st.phase === 'Pending' ? pendingText(j) : st.phase === 'Running' ? '' : `${st.reason || ''}${st.message ? ': ' + st.message : ''}`;
+        return `<tr data-job="${escapeHtml(j.metadata.name)}">
+          <th scope="row"><a href="#/jobs/${encodeURIComponent(j.metadata.name)}">${escapeHtml(j.metadata.name)}</a></th>
+          <td>${phaseBadge(st.phase)}${st.queuePosition ? ` <span class="muted">#${st.queuePosition}</span>` : ''}</td>
+          <td>${escapeHtml(j.metadata.queue || 'default')}</td>
+          <td>${escapeHtml(spec.priority ?? '-')}</td>
+          <td>${escapeHtml(spec.accelerator || '')} ${escapeHtml(spec.topology || '')}</td>
+          <td>${escapeHtml(slicesText(spec))}</td>
+          <td>${attemptCount(j)}</td>
+          <td>${age(j.metadata.creationTimestampMs, now)}</td>
+          <td>${escapeHtml(why)}</td></tr>`;
+      }).join('') || '<tr><td colspan="9" class="muted">No jobs.</td></tr>';
+    },
+  };
+}
+
+function jobView(name) {
+  main().innerHTML = `<p><a href="#/jobs">← Jobs</a></p><h1>Job ${escapeHtml(name)}</h1>
+    <div data-role="facts"></div>
+    <h2>Attempts</h2><div data-role="attempts"></div>
+    <h2>Recovery timeline</h2><div data-role="timeline"></div>
+    <h2>Progress</h2><canvas class="chart" data-role="progress" role="img" aria-label="Training step over time"></canvas>
+    <p data-role="progress-text" class="muted"></p>
+    <h2>Worker logs</h2><p class="muted">The last ${LOG_LINES} lines of each worker, refreshed every ${JOB_POLL_MS / 1000} s while the job runs. Open a worker to read its log.</p>
+    <div class="logs" data-role="logs"></div>`;
+  const open = new Set([0]);
+  const logs = new Map();  // rank -> text
+  let job = state.jobs.get(name);
+  let stopped = false;
+  const poll = async () => {
+    try {
+      job = await getJson(`/api/v1/jobs/${encodeURIComponent(name)}`);
+      state.jobs.set(name, job);
+      const st = job.status || {};
+      if (st.lastStep >= 0) {
+        const p = state.progress.get(name) || [];
+        if (!p.length || p[p.length - 1][1] !== st.lastStep) p.push([Date.now(), st.lastStep]);
+        state.progress.set(name, p.slice(-500));
+      }
+      await Promise.all([...open].map(async (rank) => {
+        if (!(st.workers || []).some((w) => w.rank === rank)) return;
+        try {
+          logs.set(rank, tail(await getText(`/api/v1/jobs/${encodeURIComponent(name)}/logs?worker=${rank}`), LOG_LINES));
+        } catch (e) {
+          if (e instanceof AuthError) throw e;
+          logs.set(rank, `(log unavailable: ${e.message})`);
+        }
+      }));
+    } catch (e) {
+      if (e instanceof AuthError) return showLogin(e.message);
+      if (!job) main().querySelector('[data-role=facts]').innerHTML = `<p class="error">${escapeHtml(e.message)}</p>`;
+    }
+    if (!stopped) view?.render();
+  };
+  poll();
+  const timer = setInterval(() => {
+    const phase = job?.status?.phase;
+    if (phase !== 'Succeeded' && phase !== 'Failed') poll();
+  }, JOB_POLL_MS);
+  main().querySelector('[data-role=logs]').addEventListener('toggle', (e) => {
+    const rank = Number(e.target.dataset.rank);
+    if (e.target.open) { open.add(rank); poll(); } else open.delete(rank);
+  }, true);
+  return {
+    name: 'job',
+    render() {
+      job = state.jobs.get(name) || job;
+      if (!job) return;
+      renderJobFacts(job);
+      renderAttempts(job);
+      renderTimeline(job);
+      renderProgress(job, state.progress.get(name) || []);
+      renderLogs(job, open, logs);
+    },
+    destroy() { stopped = true; clearInterval(timer); },
+  };
+}
+
+function renderJobFacts(job) {
+  const st = job.status || {}, spec = job.spec || {};
+  const rec = st.recovery;
+  const facts = [
+    ['State', `${phaseBadge(st.phase)} ${escapeHtml(st.reason || '')}`],
+    ['Message', escapeHtml(st.message || '')],
+    ['Queue / priority', `${escapeHtml(job.metadata.queue || 'default')} / ${escapeHtml(spec.priority ?? '-')}`],
+    ['Shape', `${escapeHtml(spec.accelerator)} ${escapeHtml(spec.topology)} × ${escapeHtml(slicesText(spec))} slice(s)`],
+    ['Placement', (st.placement || []).map((p) => `${escapeHtml(p.slice)}: ${escapeHtml(p.hosts.join(', '))}`).join('<br>') || '-'],
+    ['Last step', st.lastStep >= 0 ? String(st.lastStep) : '-'],
+    ['Age', age(job.metadata.creationTimestampMs, Date.now())],
+  ];
+  if (st.phase === 'Pending') facts.splice(2, 0, ['Pending reason', escapeHtml(pendingText(job))]);
+  if (rec) facts.push(['Recovery', `${rec.failures ?? 0} failure(s) of ${rec.maxFailures ?? '-'} allowed` +
+      (rec.goodput != null ? `, goodput ${(rec.goodput * 100).toFixed(1)}%` : '') +
+      (rec.stepsLost != null ? `, ${rec.stepsLost} steps lost` : '') +
+      (rec.checkpoint?.advisedIntervalSeconds ? `; advised checkpoint interval ${fmtMs(rec.checkpoint.advisedIntervalSeconds * 1000)}` : '')]);
+  main().querySelector('[data-role=facts]').innerHTML =
+      `<dl class="facts">${facts.map(([k, v]) => `<dt>${k}</dt><dd>${v}</dd>`).join('')}</dl>`;
+}
+
+function renderAttempts(job) {
+  const st = job.status || {};
+  const t = (ms) => (ms ? new Date(ms).toLocaleTimeString() : '-');
+  let rows;
+  if (Array.isArray(st.attempts) && st.attempts.length) {
+    rows = st.attempts.map((a) => `<tr><th scope="row">${a.attempt}</th><td>${a.slices ?? '-'}</td>
+      <td>${t(a.placedMs)}</td><td>${t(a.startedMs)}</td><td>${t(a.firstStepMs)}</td>
+      <td>${a.resumedFromStep ?? '-'}</td><td>${a.lastStep ?? '-'}</td>
+      <td>${a.endReason ? escapeHtml(a.endReason) : '<span class="badge ok">current</span>'}${a.failedRanks?.length ? ` (rank ${a.failedRanks.join(', ')})` : ''}</td>
+      <td>${a.recovery?.timeToRecoverMs != null ? fmtMs(a.recovery.timeToRecoverMs) : '-'}</td></tr>`);
+  } else if ((st.attempt ?? -1) >= 0) {
+    rows = [`<tr><th scope="row">${st.attempt}</th><td>${(st.placement || []).length}</td><td>-</td>
+      <td>${t(st.startTimeMs)}</td><td>-</td><td>-</td><td>${st.lastStep >= 0 ? st.lastStep : '-'}</td>
+      <td>${['Succeeded', 'Failed'].includes(st.phase) ? escapeHtml(st.reason) : '<span class="badge ok">current</span>'}</td><td>-</td></tr>`];
+  } else {
+    rows = ['<tr><td colspan="9" class="muted">Not placed yet.</td></tr>'];
+  }
+  main().querySelector('[data-role=attempts]').innerHTML = `<table><thead><tr>
+    <th scope="col">Attempt</th><th scope="col">Slices</th><th scope="col">Placed</th><th scope="col">Started</th>
+    <th scope="col">First step</th><th scope="col">Resumed from</th><th scope="col">Last step</th>
+    <th scope="col">Ended</th><th scope="col">Time to recover</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
+}
+
+const MARKS = {submit: '+', failure: '✕', detect: '!', schedule: '⇄', start: '▶', step: '1', recovered: '✓', end: '■', info: 'i'};
+
+function renderTimeline(job) {
+  const items = recoveryTimeline(job, state.events);
+  const el = main().querySelector('[data-role=timeline]');
+  if (!items.length) { el.innerHTML = '<p class="muted">Nothing yet.</p>'; return; }
+  const t0 = items[0].timeMs, t1 = Math.max(items[items.length - 1].timeMs, t0 + 1000);
+  const x = (t) => 10 + ((t - t0) / (t1 - t0)) * 980;
+  const colors = {failure: '#991b1b', detect: '#92400e', recovered: '#065f46', step: '#065f46'};
+  const marks = items.map((it) => `<g transform="translate(${x(it.timeMs).toFixed(1)},24)">
+      <circle r="9" fill="#fff" stroke="${colors[it.kind] || '#4b5563'}" stroke-width="2"/>
+      <text y="4" text-anchor="middle" font-size="10" font-weight="700" fill="${colors[it.kind] || '#374151'}">${MARKS[it.kind]}</text></g>`).join('');
+  el.innerHTML = `<svg class="timeline-axis" viewBox="0 0 1000 64" preserveAspectRatio="none" aria-hidden="true">
+      <line x1="10" y1="24" x2="990" y2="24" stroke="#9ca3af" stroke-width="2"/>${marks}
+      <text x="10" y="56" font-size="11" fill="#4b5563">${new Date(t0).toLocaleTimeString()}</text>
+      <text x="990" y="56" font-size="11" text-anchor="end" fill="#4b5563">${new Date(t1).toLocaleTimeString()} (+${fmtMs(t1 - t0)})</text></svg>
+    <ol class="timeline" aria-label="Recovery timeline">${items.map((it) => `<li class="${it.kind}" data-kind="${it.kind}">
+      <span class="mark" aria-hidden="true">${MARKS[it.kind]}</span>
+      <time datetime="${new Date(it.timeMs).toISOString()}">${new Date(it.timeMs).toLocaleTimeString()} (+${fmtMs(it.timeMs - t0)})</time>
+      <strong>${escapeHtml(it.label)}</strong>${it.detail ? ` — ${escapeHtml(it.detail)}` : ''}</li>`).join('')}</ol>`;
+}
+
+function renderProgress(job, sampled) {
+  const st = job.status || {};
+  const points = Array.isArray(st.progress) && st.progress.length ? st.progress : sampled;
+  const canvas = main().querySelector('[data-role=progress]');
+  drawLineChart(canvas, [{name: 'step', points}], {yFormat: (v) => String(Math.round(v)), height: 180});
+  main().querySelector('[data-role=progress-text]').textContent = points.length
+      ? `Step ${points[points.length - 1][1]} at ${new Date(points[points.length - 1][0]).toLocaleTimeString()}` +
+        (points.length > 1 ? `; ${((points[points.length - 1][1] - points[0][1]) / Math.max(1, (points[points.length - 1][0] - points[0][0]) / 1000)).toFixed(2)} steps/s over the chart` : '')
+      : 'No step reported yet (workers report steps through the tessera SDK).';
+}
+
+function renderLogs(job, open, logs) {
+  const el = main().querySelector('[data-role=logs]');
+  const workers = job.status?.workers || [];
+  if (!workers.length) { el.innerHTML = '<p class="muted">No workers yet.</p>'; return; }
+  // Update in place so open panes and their scroll positions survive a refresh.
+  for (const w of workers) {
+    let d = el.querySelector(`details[data-rank="${w.rank}"]`);
+    if (!d) {
+      d = document.createElement('details');
+      d.dataset.rank = w.rank;
+      d.open = open.has(w.rank);
+      d.innerHTML = '<summary></summary><pre tabindex="0"></pre>';
+      el.appendChild(d);
+    }
+    d.querySelector('summary').textContent =
+        `Worker rank ${w.rank} · ${w.host} · slice ${w.slice} worker ${w.worker} · ${w.state}` +
+        (w.state === 'Failed' ? ` (exit ${w.exitCode}${w.signal ? `, signal ${w.signal}` : ''})` : '');
+    const pre = d.querySelector('pre');
+    const text = logs.has(w.rank) ? logs.get(w.rank) || '(empty)' : open.has(w.rank) ? 'loading…' : '';
+    if (pre.textContent !== text) {
+      const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      pre.textContent = text;
+      if (atEnd) pre.scrollTop = pre.scrollHeight;
+    }
+  }
+  for (const d of el.querySelectorAll('details'))
+    if (!workers.some((w) => String(w.rank) === d.dataset.rank)) d.remove();
+}
+
+function queuesView() {
+  main().innerHTML = `<h1>Queues</h1><div data-role="cq"></div><h2>Local queues</h2><div data-role="lq"></div>
+    <h2>Pending jobs by queue</h2><div data-role="pending"></div>`;
+  return {
+    name: 'queues',
+    render() {
+      const cq = state.clusterQueues;
+      main().querySelector('[data-role=cq]').innerHTML = cq.length ? `<table><thead><tr>
+          <th scope="col">ClusterQueue</th><th scope="col">Cohort</th><th scope="col">Nominal chips</th>
+          <th scope="col">Used</th><th scope="col">Borrowed</th><th scope="col">Lendable</th>
+          <th scope="col">Pending</th><th scope="col">Admitted</th></tr></thead><tbody>${cq.map((q) => {
+            const s = q.status || {};
+            const over = (s.usedChips || 0) > (s.nominalChips || 0);
+            return `<tr><th scope="row">${escapeHtml(q.metadata.name)}</th><td>${escapeHtml(q.spec?.cohort || '-')}</td>
+              <td>${s.nominalChips ?? 0}</td><td>${s.usedChips ?? 0}${over ? ' <span class="badge warn">over nominal</span>' : ''}</td>
+              <td>${s.borrowedChips ?? 0}</td><td>${s.lendableChips ?? 0}</td>
+              <td>${s.pendingWorkloads ?? 0}</td><td>${s.admittedWorkloads ?? 0}</td></tr>`;
+          }).join('')}</tbody></table>`
+        : '<p class="muted">No ClusterQueue defined: jobs are admitted first come, first served.</p>';
+      main().querySelector('[data-role=lq]').innerHTML = state.localQueues.length
+        ? `<table><thead><tr><th scope="col">LocalQueue</th><th scope="col">ClusterQueue</th></tr></thead><tbody>${
+            state.localQueues.map((q) => `<tr><th scope="row">${escapeHtml(q.metadata.name)}</th><td>${escapeHtml(q.spec?.clusterQueue || '')}</td></tr>`).join('')}</tbody></table>`
+        : '<p class="muted">None.</p>';
+      const pending = {};
+      for (const j of state.jobs.values())
+        if (j.status?.phase === 'Pending') (pending[j.metadata.queue || 'default'] ||= []).push(j);
+      main().querySelector('[data-role=pending]').innerHTML = Object.keys(pending).length
+        ? `<table><thead><tr><th scope="col">Queue</th><th scope="col">Pending</th><th scope="col">Head of line and why</th></tr></thead><tbody>${
+            Object.entries(pending).map(([q, js]) => {
+              js.sort((a, b) => (a.status.queuePosition || 1e9) - (b.status.queuePosition || 1e9));
+              return `<tr><th scope="row">${escapeHtml(q)}</th><td>${js.length}</td><td><a href="#/jobs/${encodeURIComponent(js[0].metadata.name)}">${escapeHtml(js[0].metadata.name)}</a>: ${escapeHtml(pendingText(js[0]))}</td></tr>`;
+            }).join('')}</tbody></table>`
+        : '<p class="muted">Nothing is waiting.</p>';
+    },
+  };
+}
+
+function utilizationView() {
+  main().innerHTML = `<h1>Utilization</h1>
+    <p class="muted">Sampled by this page every ${USAGE_POLL_MS / 1000} s from the hosts' reports since it opened.
+      Chip utilization is chip-weighted over every chip (idle chips count 0); emulated hosts derive it from their workers' CPU.</p>
+    <div class="grid2">
+      <section><h2>Chip utilization</h2><canvas class="chart" data-role="util" role="img" aria-label="Chip utilization over time"></canvas><div data-role="util-legend"></div></section>
+      <section><h2>Chips allocated</h2><canvas class="chart" data-role="alloc" role="img" aria-label="Share of chips allocated over time"></canvas><div data-role="alloc-legend"></div></section>
+      <section><h2>Worker memory</h2><canvas class="chart" data-role="mem" role="img" aria-label="Worker memory over time"></canvas><div data-role="mem-legend"></div></section>
+    </div>`;
+  return {
+    name: 'utilization',
+    render() {
+      const gens = [...new Set(state.samples.flatMap((s) => Object.keys(s.byGeneration)))].sort();
+      const series = (pick) => [{name: 'cluster', points: state.samples.map((s) => [s.timeMs, pick(s.all)])},
+        ...gens.map((g) => ({name: g, points: state.samples.filter((s) => s.byGeneration[g]).map((s) => [s.timeMs, pick(s.byGeneration[g])])}))];
+      const pct = (v) => `${Math.round(v * 100)}%`;
+      const charts = [['util', (t) => t.util, pct, 1], ['alloc', (t) => t.allocated, pct, 1], ['mem', (t) => t.memoryBytes, fmtBytes, undefined]];
+      for (const [key, pick, fmt, yMax] of charts) {
+        const s = series(pick);
+        drawLineChart(main().querySelector(`[data-role=${key}]`), s, {yMax, yFormat: fmt});
+        main().querySelector(`[data-role=${key}-legend]`).innerHTML = legendHtml(s, fmt);
+      }
+    },
+  };
+}
+
+function eventsView() {
+  main().innerHTML = `<h1>Events</h1>
+    <div class="filters"><label>Filter <input type="search" data-role="filter" placeholder="reason, object or message"></label>
+      <label><input type="checkbox" data-role="warnings"> warnings only</label></div>
+    <div class="table-scroll" style="max-height:none"><table><thead><tr><th scope="col">Time</th><th scope="col">Type</th>
+      <th scope="col">Reason</th><th scope="col">Object</th><th scope="col">Message</th></tr></thead><tbody></tbody></table></div>`;
+  const filter = main().querySelector('[data-role=filter]');
+  const warnings = main().querySelector('[data-role=warnings]');
+  filter.addEventListener('input', () => view.render());
+  warnings.addEventListener('change', () => view.render());
+  return {
+    name: 'events',
+    render() {
+      const f = filter.value.trim().toLowerCase();
+      const rows = state.events.filter((e) => (!warnings.checked || e.type === 'Warning') &&
+          (!f || `${e.reason} ${e.object} ${e.message}`.toLowerCase().includes(f))).slice(-500).reverse();
+      main().querySelector('tbody').innerHTML = rows.map((e) => {
+        const obj = e.object || '';
+        const link = obj.startsWith('trainjob/') ? `<a href="#/jobs/${encodeURIComponent(obj.slice(9))}">${escapeHtml(obj)}</a>` : escapeHtml(obj);
+        return `<tr><td>${new Date(e.timeMs).toLocaleTimeString()}</td>
+          <td>${e.type === 'Warning' ? '<span class="badge bad">⚠ Warning</span>' : '<span class="badge done">Normal</span>'}</td>
+          <td>${escapeHtml(e.reason)}</td><td>${link}</td><td>${escapeHtml(e.message)}</td></tr>`;
+      }).join('') || '<tr><td colspan="5" class="muted">No events.</td></tr>';
+    },
+  };
+}
+
+// ------------------------------------------------------------------------------------------
+// Start
+
+window.__tessera = {state, cluster: null, jobColors};
+$('[data-role=login-form]').addEventListener('submit', (e) => {
+  e.preventDefault();
+  setToken($('#token').value.trim());
+  connect();
+});
+$('[data-role=signout]').addEventListener('click', () => showLogin('Token forgotten.'));
+window.addEventListener('hashchange', route);
+if (token()) connect();
+else showLogin('');
