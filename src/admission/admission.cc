@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <tuple>
 
@@ -255,7 +256,13 @@ class Cycle {
     const int c = quota_.queues[qi].cohort;
     return {release_epoch_, c >= 0 ? quota_.cohort_epoch[c] : 0};
   }
+  // What would help, per (queue if over quota else -1, shape): running workload indices.
   std::map<std::tuple<int, RequestKey>, std::vector<int>> help_memo_;
+  // One victim finder per shape for the reasons step, over the same candidates: the running
+  // workloads not evicted (help_candidates_ maps candidate index to running_ index).
+  std::map<RequestKey, std::unique_ptr<VictimFinder>> help_finders_;
+  std::vector<PreemptionCandidate> help_cands_;
+  std::vector<int> help_candidates_;
   std::vector<std::optional<std::tuple<double, int64_t, int64_t, int>>> keys_;
   AdmissionCycle out_;
 };
@@ -671,14 +678,19 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
   auto [it, inserted] = help_memo_.try_emplace({over ? qi : -1, KeyOf(w.request)});
   std::vector<int>& helpers = it->second;
   if (inserted) {
-    std::vector<PreemptionCandidate> cands;
-    std::vector<int> cand_running;
-    for (size_t i = 0; i < running_.size(); ++i) {
-      const Running& r = running_[i];
-      if (r.evicted) continue;
-      cands.push_back({W(r.workload).id, r.priority, r.lost_work});
-      cand_running.push_back(static_cast<int>(i));
+    // Nothing changes while reasons are given, so every workload of this shape searches the
+    // same rooms among the same candidates: one finder per shape, asked once per queue.
+    if (help_cands_.empty()) {
+      for (size_t i = 0; i < running_.size(); ++i) {
+        const Running& r = running_[i];
+        if (r.evicted) continue;
+        help_cands_.push_back({W(r.workload).id, r.priority, r.lost_work});
+        help_candidates_.push_back(static_cast<int>(i));
+      }
     }
+    auto [f, created] = help_finders_.try_emplace(KeyOf(w.request));
+    if (created) f->second = std::make_unique<VictimFinder>(inv_, planner_, w.request, help_cands_);
+    const std::vector<int>& cand_running = help_candidates_;
     auto check = [&](const std::vector<int>& victims) {
       for (int v : victims)
         if (running_[cand_running[v]].queue >= 0)
@@ -689,11 +701,12 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
           quota_.Add(running_[cand_running[v]].queue, running_[cand_running[v]].chips);
       return ok;
     };
-    VictimSet found = FindVictims(inv_, planner_, w.request, cands,
-                                  over ? VictimSetCheck(check) : VictimSetCheck());
+    VictimSet found =
+        f->second->Find(over ? VictimSetCheck(check) : VictimSetCheck(), VictimPlan::kVictimsOnly);
     if (found.found)
-      for (size_t i = 0; i < cands.size(); ++i)
-        if (std::binary_search(found.victims.begin(), found.victims.end(), cands[i].workload))
+      for (size_t i = 0; i < cand_running.size(); ++i)
+        if (std::binary_search(found.victims.begin(), found.victims.end(),
+                               W(running_[cand_running[i]].workload).id))
           helpers.push_back(cand_running[i]);
   }
   const QueueState& q = quota_.queues[qi];

@@ -84,22 +84,33 @@ class Searcher {
 
   int64_t chips(int c) const { return chips_[c]; }
 
-  // The cheapest acceptable solution using only candidates with allowed[c] set.
-  std::optional<Solution> Search(const std::vector<char>& allowed, const VictimSetCheck& check) {
+  // The cheapest acceptable solution using only candidates with allowed[c] set. `all` says
+  // that every candidate is allowed: the rooms (and, for N slices, the greedy solution) are
+  // then computed once and kept for later calls with other checks.
+  std::optional<Solution> Search(const std::vector<char>& allowed, const VictimSetCheck& check,
+                                 bool all) {
     allowed_ = &allowed;
     taken_.assign(inv_.hosts().size(), 0);
     in_set_.assign(cands_.size(), 0);
-    if (req_.num_slices == 1) return SearchOne(check);
-    Solution s;
-    for (int i = 0; i < req_.num_slices; ++i) {
-      std::optional<Option> best;
-      ForEachOption([&](const Option& o) {
-        if (!best || std::tie(o.cost, o.key) < std::tie(best->cost, best->key)) best = o;
-      });
-      if (!best) return std::nullopt;
-      Take(*best, s);
+    if (req_.num_slices == 1) {
+      if (!all) return SearchOne(check);
+      if (!all_options_) {
+        all_options_.emplace();
+        ForEachOption([&](const Option& o) { all_options_->push_back(o); });
+        std::sort(all_options_->begin(), all_options_->end(), Less);
+      }
+      for (const Option& o : *all_options_)
+        if (std::optional<Solution> s = TryRoom(o, check)) return s;
+      return std::nullopt;
     }
-    if (check && !check(s.victims)) {
+    std::optional<Solution> s;
+    if (all && all_greedy_) {
+      s = *all_greedy_;
+    } else {
+      s = Greedy();
+      if (all) all_greedy_ = s;
+    }
+    if (s && check && !check(s->victims)) {
       ++rejected_by_check_;
       return std::nullopt;
     }
@@ -107,6 +118,7 @@ class Searcher {
   }
 
   int rejected_by_check() const { return rejected_by_check_; }
+  void ResetRejected() { rejected_by_check_ = 0; }
 
   VictimCost CostOf(int c) const {
     return VictimCost{cands_[c].priority, chips_[c], cands_[c].lost_work_chip_ms};
@@ -150,6 +162,30 @@ class Searcher {
     return true;
   }
 
+  // A whole cube as (part of) a room: usable when no host is blocked; its victims are the
+  // candidates not yet in the set that hold a host in it, each once.
+  struct CubeVictims {
+    bool usable = false;
+    int count = 0;
+    std::array<int, kHostsPerCube> victims{};
+  };
+
+  // Fills `out` for `cube`; returns out.usable.
+  bool ListVictims(const Cube& cube, CubeVictims& out) const {
+    out.usable = false;
+    out.count = 0;
+    for (HostId h : cube.hosts) {
+      const int s = StateOf(h);
+      if (s == kBlockedHost) return false;
+      if (s == kFreeHost || in_set_[s]) continue;
+      if (std::find(out.victims.begin(), out.victims.begin() + out.count, s) ==
+          out.victims.begin() + out.count)
+        out.victims[out.count++] = s;
+    }
+    out.usable = true;
+    return true;
+  }
+
   std::vector<HostId> HostsOf(const Option& o) const {
     std::vector<HostId> hosts;
     if (o.cube >= 0) {
@@ -189,45 +225,54 @@ class Searcher {
       // Per block and per seed cube: the seed, then greedily the cheapest cube given those
       // chosen (a victim spanning several cubes is paid for once). Seeding every cube keeps
       // alternatives for `check` to choose from; with one cube per slice it is exhaustive.
+      // Each cube's victims are listed once per block, so the greedy steps only add up costs.
+      const int k = cubes_per_slice_;
       std::set<std::vector<CubeId>> tried;
+      std::vector<CubeVictims> info;
+      std::vector<char> chosen;
+      std::vector<int> block_seen;
       for (const Block& block : inv_.blocks()) {
-        if (static_cast<int>(block.cubes.size()) < cubes_per_slice_) continue;
+        const int n = static_cast<int>(block.cubes.size());
+        if (n < k) continue;
         bool any_touched = false;
         for (CubeId id : block.cubes) any_touched = any_touched || touched_[id.value()];
         if (!any_touched) continue;
-        for (size_t seed = 0; seed < block.cubes.size(); ++seed) {
+        info.resize(n);
+        int usable = 0;
+        for (int i = 0; i < n; ++i) usable += ListVictims(inv_.cube(block.cubes[i]), info[i]);
+        if (usable < k) continue;  // too few usable cubes for any seed
+        for (int seed = 0; seed < n; ++seed) {
+          if (!info[seed].usable) continue;
           Option o;
-          std::vector<int> block_seen;
-          std::vector<char> chosen(block.cubes.size(), 0);
-          VictimCost seed_cost;
-          if (!Evaluate(inv_.cube(block.cubes[seed]).hosts, seed_cost, block_seen)) continue;
+          chosen.assign(n, 0);
+          block_seen.assign(info[seed].victims.begin(),
+                            info[seed].victims.begin() + info[seed].count);
           chosen[seed] = 1;
           o.cubes.push_back(block.cubes[seed]);
-          bool ok = true;
-          for (int k = 1; k < cubes_per_slice_ && ok; ++k) {
+          for (int step = 1; step < k; ++step) {
             int best = -1;
             VictimCost best_cost;
-            std::vector<int> best_seen;
-            for (size_t i = 0; i < block.cubes.size(); ++i) {
-              if (chosen[i]) continue;
+            for (int i = 0; i < n; ++i) {
+              if (chosen[i] || !info[i].usable) continue;
               VictimCost cost;
-              seen = block_seen;
-              if (!Evaluate(inv_.cube(block.cubes[i]).hosts, cost, seen)) continue;
-              if (best < 0 || cost < best_cost) {
-                best = static_cast<int>(i);
-                best_cost = cost;
-                best_seen = std::move(seen);
+              for (int j = 0; j < info[i].count; ++j) {
+                const int c = info[i].victims[j];
+                if (std::find(block_seen.begin(), block_seen.end(), c) == block_seen.end())
+                  AddCost(cost, c);
               }
-            }
-            if (best < 0) {
-              ok = false;
-              break;
+              if (best < 0 || cost < best_cost) {
+                best = i;
+                best_cost = cost;
+              }
             }
             chosen[best] = 1;
             o.cubes.push_back(block.cubes[best]);
-            block_seen = std::move(best_seen);
+            for (int j = 0; j < info[best].count; ++j) {
+              const int c = info[best].victims[j];
+              if (std::find(block_seen.begin(), block_seen.end(), c) == block_seen.end())
+                block_seen.push_back(c);
+            }
           }
-          if (!ok) break;  // the block has too few usable cubes for any seed
           std::sort(o.cubes.begin(), o.cubes.end());
           if (!tried.insert(o.cubes).second) continue;
           for (int c : block_seen) AddCost(o.cost, c);
@@ -266,33 +311,55 @@ class Searcher {
     s.rooms.push_back(std::move(room));
   }
 
+  // Rooms compare by cost, then tie-break key, then their cubes: a total order, so the answer
+  // does not depend on the order rooms were enumerated in.
+  static bool Less(const Option& a, const Option& b) {
+    return std::tie(a.cost, a.key, a.cubes) < std::tie(b.cost, b.key, b.cubes);
+  }
+
+  // N slices: each room the cheapest given those chosen before it.
+  std::optional<Solution> Greedy() {
+    Solution s;
+    for (int i = 0; i < req_.num_slices; ++i) {
+      std::optional<Option> best;
+      ForEachOption([&](const Option& o) {
+        if (!best || Less(o, *best)) best = o;
+      });
+      if (!best) return std::nullopt;
+      Take(*best, s);
+    }
+    return s;
+  }
+
+  // The one-room solution `o`, if `check` accepts it; otherwise undoes it.
+  std::optional<Solution> TryRoom(const Option& o, const VictimSetCheck& check) {
+    Solution s;
+    Take(o, s);
+    if (!check || check(s.victims)) return s;
+    ++rejected_by_check_;
+    for (HostId h : s.rooms[0].hosts) taken_[h.value()] = 0;
+    for (int v : s.victims) in_set_[v] = 0;
+    return std::nullopt;
+  }
+
   std::optional<Solution> SearchOne(const VictimSetCheck& check) {
     std::vector<Option> options;
     ForEachOption([&](const Option& o) { options.push_back(o); });
-    auto less = [](const Option& a, const Option& b) {
-      return std::tie(a.cost, a.key) < std::tie(b.cost, b.key);
-    };
     // Usually the cheapest room passes: pick minima one by one, and sort only if many fail.
     size_t live = options.size();
     for (int tries = 0; live > 0; ++tries) {
       size_t best = 0;
       if (tries == 16) {
-        std::sort(options.begin(), options.begin() + live, less);
+        std::sort(options.begin(), options.begin() + live, Less);
         std::reverse(options.begin(), options.begin() + live);
       }
       if (tries >= 16) {
         best = live - 1;
       } else {
         for (size_t i = 1; i < live; ++i)
-          if (less(options[i], options[best])) best = i;
+          if (Less(options[i], options[best])) best = i;
       }
-      Solution s;
-      Take(options[best], s);
-      if (!check || check(s.victims)) return s;
-      ++rejected_by_check_;
-      // Undo: only one room was taken.
-      for (HostId h : s.rooms[0].hosts) taken_[h.value()] = 0;
-      for (int v : s.victims) in_set_[v] = 0;
+      if (std::optional<Solution> s = TryRoom(options[best], check)) return s;
       if (tries < 16) std::swap(options[best], options[live - 1]);
       --live;
     }
@@ -315,6 +382,10 @@ class Searcher {
   // Per cube: some candidate holds a host in it. Rooms in other cubes have no victims; the
   // caller tries the free room first, so the search skips them.
   std::vector<char> touched_;
+  // Every candidate allowed: the rooms sorted cheapest first (one slice), the greedy solution
+  // (N slices). Valid for the Searcher's life: its inputs do not change.
+  std::optional<std::vector<Option>> all_options_;
+  std::optional<std::optional<Solution>> all_greedy_;
 };
 
 // Plans one slice of `request` inside `room` alone: on a small inventory holding just the
@@ -360,31 +431,56 @@ bool PlanInRoom(const Inventory& inv, const SlicePlanner& planner, const SliceRe
 
 }  // namespace
 
-VictimSet FindVictims(const Inventory& inv, const SlicePlanner& planner,
-                      const SliceRequest& request,
-                      const std::vector<PreemptionCandidate>& candidates,
-                      const VictimSetCheck& check) {
+struct VictimFinder::Impl {
+  Impl(const Inventory& i, const SlicePlanner& p, const SliceRequest& r,
+       std::vector<PreemptionCandidate> c)
+      : inv(i),
+        planner(p),
+        request(r),
+        candidates(std::move(c)),
+        valid(r.generation == i.generation() && r.num_slices >= 1 &&
+              ValidateShape(r.generation, r.shape).ok()) {}
+
+  const Inventory& inv;
+  const SlicePlanner& planner;
+  const SliceRequest request;
+  const std::vector<PreemptionCandidate> candidates;
+  const bool valid;
+  std::optional<PlanResult> free_plan;  // the planner's plan with no victims, once asked for
+  std::optional<Searcher> searcher;     // built on the first search that needs victims
+};
+
+VictimFinder::VictimFinder(const Inventory& inv, const SlicePlanner& planner,
+                           const SliceRequest& request, std::vector<PreemptionCandidate> candidates)
+    : impl_(std::make_unique<Impl>(inv, planner, request, std::move(candidates))) {}
+
+VictimFinder::~VictimFinder() = default;
+
+VictimSet VictimFinder::Find(const VictimSetCheck& check, VictimPlan plan) {
+  Impl& m = *impl_;
   VictimSet out;
-  if (request.generation != inv.generation() || request.num_slices < 1 ||
-      !ValidateShape(request.generation, request.shape).ok()) {
+  if (!m.valid) {
     out.message = "the request is not valid for this cluster";
     return out;
   }
   // The free room first: no victims at all, if that is acceptable.
   if (!check || check({})) {
-    PlanResult free = planner.Plan(inv, request);
-    if (free.placed()) {
+    if (!m.free_plan) m.free_plan = m.planner.Plan(m.inv, m.request);
+    if (m.free_plan->placed()) {
       out.found = true;
-      out.plan = std::move(free);
+      if (plan == VictimPlan::kPlan) out.plan = *m.free_plan;
       return out;
     }
   }
-  Searcher searcher(inv, planner, request, candidates);
+  if (!m.searcher) m.searcher.emplace(m.inv, m.planner, m.request, m.candidates);
+  Searcher& searcher = *m.searcher;
+  searcher.ResetRejected();
+  const std::vector<PreemptionCandidate>& candidates = m.candidates;
   std::vector<char> allowed(candidates.size(), 1);
-  std::optional<Solution> best = searcher.Search(allowed, check);
+  std::optional<Solution> best = searcher.Search(allowed, check, /*all=*/true);
   if (!best) {
-    out.message = "no room for " + std::to_string(request.num_slices) + " x " +
-                  request.shape.ToString() + " can be freed by evicting the " +
+    out.message = "no room for " + std::to_string(m.request.num_slices) + " x " +
+                  m.request.shape.ToString() + " can be freed by evicting the " +
                   std::to_string(candidates.size()) + " workloads the policy allows";
     if (searcher.rejected_by_check() > 0)
       out.message += " (" + std::to_string(searcher.rejected_by_check()) +
@@ -396,7 +492,8 @@ VictimSet FindVictims(const Inventory& inv, const SlicePlanner& planner,
   // (using only the remaining victims). A single sub-cube or fixed-slice room is already
   // minimal: every room is scored, and a room needing a subset of the victims is cheaper, so it
   // would have been chosen.
-  const bool exhaustive = request.num_slices == 1 && (!inv.is_3d() || request.shape.chips() < 64);
+  const bool exhaustive =
+      m.request.num_slices == 1 && (!m.inv.is_3d() || m.request.shape.chips() < 64);
   std::vector<int> order = best->victims;
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     return std::make_tuple(searcher.CostOf(a), candidates[a].workload) >
@@ -407,24 +504,33 @@ VictimSet FindVictims(const Inventory& inv, const SlicePlanner& planner,
     std::fill(allowed.begin(), allowed.end(), 0);
     for (int u : best->victims)
       if (u != v) allowed[u] = 1;
-    std::optional<Solution> smaller = searcher.Search(allowed, check);
+    std::optional<Solution> smaller = searcher.Search(allowed, check, /*all=*/false);
     if (smaller) best = std::move(smaller);
   }
 
-  for (const Room& room : best->rooms) {
-    SlicePlacement p;
-    if (!PlanInRoom(inv, planner, request, room, p)) {
-      out.plan = PlanResult{};
-      out.message = "internal: the planner could not place the request in the room freed for it";
-      return out;
+  if (plan == VictimPlan::kPlan) {
+    for (const Room& room : best->rooms) {
+      SlicePlacement p;
+      if (!PlanInRoom(m.inv, m.planner, m.request, room, p)) {
+        out.plan = PlanResult{};
+        out.message = "internal: the planner could not place the request in the room freed for it";
+        return out;
+      }
+      out.plan.slices.push_back(std::move(p));
     }
-    out.plan.slices.push_back(std::move(p));
   }
   out.found = true;
   out.cost = best->cost;
   for (int v : best->victims) out.victims.push_back(candidates[v].workload);
   std::sort(out.victims.begin(), out.victims.end());
   return out;
+}
+
+VictimSet FindVictims(const Inventory& inv, const SlicePlanner& planner,
+                      const SliceRequest& request,
+                      const std::vector<PreemptionCandidate>& candidates,
+                      const VictimSetCheck& check) {
+  return VictimFinder(inv, planner, request, candidates).Find(check);
 }
 
 }  // namespace tessera

@@ -16,13 +16,15 @@
 // a host the preemptor then uses. If the request fits without victims (and passes `check`),
 // the answer is the planner's own plan with no victims.
 //
-// Pure. Thread-safety: FindVictims reads its inputs only; call it from any thread.
+// Pure. Thread-safety: FindVictims reads its inputs only; call it from any thread. A
+// VictimFinder keeps caches: use one from one thread at a time.
 #pragma once
 
 #include <compare>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -62,6 +64,32 @@ struct VictimSet {
 // Extra acceptance test for a victim set (indices into the candidates), e.g. "the preemptor
 // then fits its quota". Empty: every set that frees the room is acceptable.
 using VictimSetCheck = std::function<bool(const std::vector<int>& candidate_indices)>;
+
+// Whether Find also plans the request inside the freed room (VictimSet::plan).
+enum class VictimPlan {
+  kPlan,         // victims and the plan (what an admission needs)
+  kVictimsOnly,  // victims only (what a "what would help" answer needs); plan left empty
+};
+
+// The victim search for one request among fixed candidates on a fixed inventory, prepared once
+// and asked many times with different checks (e.g. "fits queue A's quota", "fits queue B's").
+// The rooms and their costs do not depend on the check, so they are enumerated and sorted on
+// the first call and reused; each call returns exactly what FindVictims with the same
+// arguments returns. `inv` and `planner` must outlive the finder and not change.
+class VictimFinder {
+ public:
+  VictimFinder(const Inventory& inv, const SlicePlanner& planner, const SliceRequest& request,
+               std::vector<PreemptionCandidate> candidates);
+  ~VictimFinder();
+  VictimFinder(const VictimFinder&) = delete;
+  VictimFinder& operator=(const VictimFinder&) = delete;
+
+  VictimSet Find(const VictimSetCheck& check = {}, VictimPlan plan = VictimPlan::kPlan);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Finds the cheapest acceptable victim set for `request` among `candidates`. Candidates that
 // hold no host of the inventory are ignored. For one slice every possible room is considered

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <set>
 
 #include "admission/test_util.h"
+#include "common/rng.h"
 
 namespace tessera {
 namespace {
@@ -150,6 +152,103 @@ TEST(Preemption, FixedSlicesOn2DFleets) {
   ASSERT_TRUE(v.found);
   EXPECT_EQ(v.victims, Ids({2}));
   EXPECT_EQ(v.plan.slices.at(0).fixed_slice, SliceId(1));
+}
+
+TEST(Preemption, EqualRoomsAreOrderedByTheirCubes) {
+  // Cube 0 is free; cubes 1 and 2 are held by workloads of equal cost. The rooms {0,1} and
+  // {0,2} for a 4x4x8 cost the same and share their first cube: the lower cube list wins.
+  Inventory inv = Pod(1, 3);
+  Hold(inv, 1, CubeHosts(inv, 1));
+  Hold(inv, 2, CubeHosts(inv, 2));
+  SlicePlanner planner;
+  VictimSet v = FindVictims(inv, planner, {Generation::k7x, Shape::Of(4, 4, 8), 1},
+                            {{WorkloadId(1), 1, 0}, {WorkloadId(2), 1, 0}});
+  ASSERT_TRUE(v.found) << v.message;
+  EXPECT_EQ(v.victims, Ids({1}));
+  ExpectEveryVictimUsed(inv, v);
+}
+
+// A VictimFinder asked many checks, in any order, answers each exactly as a fresh FindVictims.
+TEST(PreemptionProperty, FinderReusedAcrossChecksMatchesFreshSearches) {
+  const std::vector<Shape> shapes = {Shape::Of(2, 2, 1), Shape::Of(2, 2, 2), Shape::Of(2, 2, 4),
+                                     Shape::Of(2, 4, 4), Shape::Of(4, 4, 4), Shape::Of(4, 4, 8)};
+  SlicePlanner planner;
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Rng rng(seed);
+    Inventory inv = Pod(1 + int(rng.Uniform(2)), 2 + int(rng.Uniform(5)));
+    std::vector<PreemptionCandidate> cands;
+    for (uint64_t id = 1; id < 200; ++id) {
+      const SliceRequest req{Generation::k7x, shapes[rng.Uniform(shapes.size())], 1};
+      PlanResult plan = planner.Plan(inv, req);
+      if (!plan.placed()) continue;
+      ASSERT_TRUE(ApplyPlan(inv, OwnerOf(WorkloadId(id)), plan).ok());
+      if (rng.Uniform(5) == 0) continue;  // held, but not a candidate
+      cands.push_back({WorkloadId(id), int32_t(rng.Uniform(4)),
+                       int64_t(rng.Uniform(3)) * req.shape.chips() * 1000});
+    }
+    for (int r = 0; r < 4; ++r) {
+      const SliceRequest req{Generation::k7x, shapes[rng.Uniform(shapes.size())],
+                             1 + int(rng.Uniform(2))};
+      VictimFinder finder(inv, planner, req, cands);
+      if (req.num_slices == 1 && req.shape.chips() <= 64) {
+        // One room, searched exhaustively: no set of one or two candidates whose eviction lets
+        // the planner place the request costs less than the answer.
+        VictimSet best = finder.Find();
+        ASSERT_TRUE(best.found || cands.empty()) << best.message;
+        for (size_t a = 0; a < cands.size(); ++a)
+          for (size_t b = a; b < cands.size(); ++b) {
+            Inventory freed = inv;
+            freed.Release(OwnerOf(cands[a].workload));
+            freed.Release(OwnerOf(cands[b].workload));
+            if (!planner.Plan(freed, req).placed()) continue;
+            VictimCost cost;
+            for (size_t c : {a, b}) {
+              cost.max_priority = std::max(cost.max_priority, cands[c].priority);
+              cost.chips += 4 * int64_t(inv.HostsOf(OwnerOf(cands[c].workload)).size());
+              cost.lost_work_chip_ms += cands[c].lost_work_chip_ms;
+              if (a == b) break;
+            }
+            ASSERT_TRUE(best.found);
+            EXPECT_LE(best.cost, cost) << "evicting " << a << " and " << b << " is cheaper";
+          }
+      }
+      for (int q = 0; q < 6; ++q) {
+        // Checks like a queue's quota: the victims must free at least `need` chips, and (for
+        // some) must not include one chosen candidate.
+        const int64_t need = int64_t(rng.Uniform(5)) * 32;
+        const int banned = cands.empty() || rng.Uniform(2) ? -1 : int(rng.Uniform(cands.size()));
+        std::vector<int64_t> chips_of;
+        for (const PreemptionCandidate& c : cands)
+          chips_of.push_back(4 * int64_t(inv.HostsOf(OwnerOf(c.workload)).size()));
+        VictimSetCheck check = [&, need, banned](const std::vector<int>& victims) {
+          int64_t freed = 0;
+          for (int v : victims) {
+            if (v == banned) return false;
+            freed += chips_of[v];
+          }
+          return freed >= need;
+        };
+        const bool none = rng.Uniform(4) == 0;
+        VictimSet reused = finder.Find(none ? VictimSetCheck() : check);
+        VictimSet fresh = FindVictims(inv, planner, req, cands, none ? VictimSetCheck() : check);
+        ASSERT_EQ(reused.found, fresh.found) << fresh.message;
+        EXPECT_EQ(reused.victims, fresh.victims);
+        EXPECT_EQ(reused.cost, fresh.cost);
+        EXPECT_EQ(reused.plan.AllHosts(), fresh.plan.AllHosts());
+        EXPECT_EQ(reused.message, fresh.message);
+        if (fresh.found) ExpectEveryVictimUsed(inv, fresh);
+        VictimSet victims_only =
+            finder.Find(none ? VictimSetCheck() : check, VictimPlan::kVictimsOnly);
+        EXPECT_EQ(victims_only.victims, fresh.victims);
+        EXPECT_TRUE(victims_only.plan.slices.empty());
+      }
+    }
+    if (HasFailure()) {
+      std::cerr << "failing seed: " << seed << "\n";
+      return;
+    }
+  }
 }
 
 }  // namespace
