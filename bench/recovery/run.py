@@ -446,6 +446,21 @@ def check_recovery_support(cluster, name):
                          "(attempts, restart from checkpoint) is not in this build")
 
 
+def settled_head_attempts(cluster, name, count):
+    """head_attempts once the first `count` attempts after the first have their recovery
+    figures (the head learns of steps through heartbeats, up to a second late); whatever it has
+    after 15 s otherwise."""
+    def settled():
+        a = head_attempts(cluster, name)
+        done = [x for x in a[1:count + 1]
+                if x.get("recovery", {}).get("timeToRecoverMs", -1) >= 0]
+        return a if len(done) >= count else None
+    try:
+        return wait_for("the head's recovery figures", settled, 15)
+    except BenchError:
+        return head_attempts(cluster, name)
+
+
 def worker_of(cluster, name, rank):
     for w in cluster.job(name).get("status", {}).get("workers", []):
         if w.get("rank") == rank and w.get("pid"):
@@ -476,15 +491,17 @@ def tessera_run(cfg, cluster, scenario, run_index):
         log(f"tessera {scenario}: rank 1 (pid {w['pid']} on {w['host']}) signalled at step "
             f"{max_step(records())}")
         fig = tessera_wait(cluster, name, "the next completed step",
-                           lambda: recovery_figures(records(), t, full_world=world), 600)
+                           lambda: recovery_figures(records(), t, full_world=world),
+                           cfg.timeout_s)
         out.update(fig, world=world)
         out["fault_ms"] = int(t * 1000)
-        out["head_attempts"] = head_attempts(cluster, name)
+        out["head_attempts"] = settled_head_attempts(cluster, name, 1)
         if scenario == "hang":
             first = out["head_attempts"][0] if out["head_attempts"] else {}
             if first.get("detectedMs"):
                 out["detect_s"] = round(first["detectedMs"] / 1000 - t, 3)
             out["failed_ranks"] = first.get("failedRanks")
+            out["named_the_stopped_rank"] = first.get("failedRanks") == [1]
         def ended():
             phase = cluster.job(name)["status"]["phase"]
             return phase if phase in ("Succeeded", "Failed") else None
@@ -510,7 +527,7 @@ def tessera_run(cfg, cluster, scenario, run_index):
     log(f"tessera hostloss: host {host} (agent {agent_pid}, workers {worker_pids}) killed at "
         f"step {max_step(records())}")
     shrink = tessera_wait(cluster, name, "the shrunk group's next step",
-                          lambda: recovery_figures(records(), t), 600)
+                          lambda: recovery_figures(records(), t), cfg.timeout_s)
     out.update({f"shrink_{k}": v for k, v in shrink.items()})
     target = shrink["first_step"] + cfg.grow_after_steps
     wait_for(f"shrunk group at step {target}", lambda: max_step(records()) >= target, 600)
@@ -518,11 +535,12 @@ def tessera_run(cfg, cluster, scenario, run_index):
     cluster.restart_agent(agent_args)
     log(f"tessera hostloss: agent of {host} restarted at step {max_step(records())}")
     grow = tessera_wait(cluster, name, "the first step at full size",
-                        lambda: recovery_figures(records(), g, min_rank=4, full_world=world), 600)
+                        lambda: recovery_figures(records(), g, min_rank=4, full_world=world),
+                        cfg.timeout_s)
     out.update({f"grow_{k}": v for k, v in grow.items()})
     out["world"] = world
     out["fault_ms"], out["grow_ms"] = int(t * 1000), int(g * 1000)
-    out["head_attempts"] = head_attempts(cluster, name)
+    out["head_attempts"] = settled_head_attempts(cluster, name, 2)
     cluster.delete(name)
     return out
 
@@ -621,6 +639,13 @@ def run_all(cfg, errors):
                         results.append(r)
                 except BenchError as e:
                     log(f"tessera {scenario} run {i} failed: {e}")
+                    try:
+                        st = cluster.job(f"recovery-{scenario}-{i}").get("status", {})
+                        log("job status: " + json.dumps(
+                            {k: st.get(k) for k in ("phase", "reason", "message", "attempt",
+                                                    "workers", "attempts")}))
+                    except Exception as e2:  # the head may be gone; the error above stands
+                        log(f"job status unavailable: {e2!r}")
                     errors.append(f"tessera {scenario} run {i}: {e}")
                 finally:
                     if not cfg.keep:
@@ -661,6 +686,8 @@ def main(argv=None):
     p.add_argument("--hang-cap", dest="hang_cap_s", type=float, default=600)
     p.add_argument("--hang-timeout", dest="hang_timeout_s", type=int, default=10,
                    help="tessera spec.progress.hangTimeout, seconds")
+    p.add_argument("--timeout", dest="timeout_s", type=float, default=600,
+                   help="tessera: seconds to wait for each recovery before the run fails")
     p.add_argument("--tessera", default=os.path.join(REPO, "build", "h-bench", "bin", "tessera"))
     p.add_argument("--warm", action="store_true",
                    help="tessera up --warm-preload torch (pre-started workers, torch imported)")
