@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -157,6 +159,15 @@ Status Agent::Start() {
   client_options.read_timeout = options_.request_timeout;
   client_ = std::make_unique<net::HttpClient>(client_options);
 
+  if (!options_.warm.python.empty() && options_.warm.size > 0) {
+    WarmPoolOptions warm = options_.warm;
+    if (warm.log_path.empty()) warm.log_path = options_.state_dir + "/warm/warm.log";
+    warm_pool_ = std::make_unique<WarmPool>(
+        std::move(warm), options_.launcher,
+        [this](const std::string& event, const std::string& fields) { Log(event, fields); });
+    TESSERA_RETURN_IF_ERROR(warm_pool_->Start());
+  }
+
   Log("agent.started",
       "logPort=" + std::to_string(server_->port()) + " head=" + options_.head_host + ":" +
           std::to_string(options_.head_port) + " chips=" + std::to_string(discovered_.size()));
@@ -176,6 +187,7 @@ void Agent::Shutdown() {
   if (client_) client_->Cancel();
   if (main_thread_.joinable()) main_thread_.join();
   if (watch_thread_.joinable()) watch_thread_.join();
+  if (warm_pool_) warm_pool_->Shutdown();  // nothing is assigned any more: no refills either
 
   // Stop every worker at once, each with its own grace, then wait for all of them.
   struct Stopping {
@@ -477,20 +489,26 @@ void Agent::StartWorkerLocked(const ParsedAssignment& parsed) {
     // A fresh progress file: a stale one would report steps this worker never made.
     std::error_code ec;
     std::filesystem::remove(spec.progress_path, ec);
-    auto process = launcher_.Launch(spec, [this](const ExitInfo&) {
+    auto on_exit = [this](const ExitInfo&) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         wake_ = true;
       }
       cv_.notify_all();
-    });
+    };
+    // A warm process if one is ready for this command; the ordinary launch otherwise.
+    Result<std::shared_ptr<WorkerProcess>> process = std::shared_ptr<WorkerProcess>();
+    if (warm_pool_) process = warm_pool_->TryLaunch(spec, on_exit);
+    const bool warm = process.ok() && *process != nullptr;
+    if (process.ok() && !warm) process = launcher_.Launch(spec, on_exit);
     if (!process.ok()) {
       fail(process.status().message());
     } else {
       record.process = *process;
       record.tailer = std::make_unique<ProgressTailer>(spec.progress_path);
-      Log("worker.started",
-          "worker=" + a.key.ToString() + " pid=" + std::to_string(record.process->pid()));
+      Log("worker.started", "worker=" + a.key.ToString() +
+                                " pid=" + std::to_string(record.process->pid()) +
+                                " warm=" + (warm ? "true" : "false"));
     }
   }
   workers_.emplace(a.key, std::move(record));
@@ -505,6 +523,13 @@ void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream) 
     for (const std::string& error : snapshot.unreadable) {
       Log("agent.assignment_unreadable", "error=" + Quote(error));
     }
+    // A "stop" entry replaces the grace of the withdrawn workers of its job and attempt.
+    std::map<std::pair<std::string, int>, int64_t> stop_grace;
+    for (const StopRequest& stop : snapshot.stop) {
+      auto [it, added] = stop_grace.emplace(std::make_pair(stop.job, stop.attempt), stop.grace_ms);
+      if (!added) it->second = std::min(it->second, stop.grace_ms);
+    }
+    bool withdrew = false;
     std::set<WorkerKey> wanted;
     for (const ParsedAssignment& parsed : snapshot.assignments) {
       const WorkerKey& key = parsed.assignment.key;
@@ -537,18 +562,34 @@ void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream) 
         ++it;
         continue;
       }
+      if (record.assigned) withdrew = true;
       record.assigned = false;
       if (record.process && !record.process->exit_info()) {
-        if (!record.process->stopping()) {
+        int64_t grace_ms = record.assignment.grace_ms;
+        auto stop = stop_grace.find({it->first.job, it->first.attempt});
+        if (stop != stop_grace.end()) grace_ms = stop->second;
+        if (!record.process->stopping() || grace_ms < record.stop_grace_ms) {
           Log("worker.stopping", "worker=" + it->first.ToString() +
-                                     " graceMs=" + std::to_string(record.assignment.grace_ms));
-          record.process->StopAsync(milliseconds(record.assignment.grace_ms));
+                                     " graceMs=" + std::to_string(grace_ms) +
+                                     (stop != stop_grace.end() ? " from=stop" : ""));
+          record.stop_grace_ms = grace_ms;
+          // Keeps the earliest deadline: a shorter grace hurries a stop already under way.
+          record.process->StopAsync(milliseconds(grace_ms));
         }
         ++it;
         continue;
       }
       RememberExitLocked(ReportLocked(it->first, record));
       it = workers_.erase(it);
+    }
+    // Every withdrawn worker already gone: tell the head now rather than at the next beat, so
+    // it can release the chips and start the next attempt (a worker still stopping wakes the
+    // heartbeat itself when it exits).
+    if (withdrew && std::none_of(workers_.begin(), workers_.end(), [](const auto& entry) {
+          return !entry.second.assigned && entry.second.process &&
+                 !entry.second.process->exit_info();
+        })) {
+      wake_ = true;
     }
   }
   cv_.notify_all();
@@ -638,6 +679,58 @@ Status ParseHead(const std::string& head, AgentOptions& options) {
   }
   options.head_host = host;
   options.head_port = static_cast<uint16_t>(*port);
+  return Status::Ok();
+}
+
+// The python/ directory of the checkout that holds the running binary (build/<preset>/bin/
+// tessera), found by walking up from it; "" if there is none.
+std::string FindSdkDir() {
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (auto dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    if (std::filesystem::exists(dir / "python" / "tessera" / "_warm.py", ec)) {
+      return (dir / "python").string();
+    }
+    if (dir == dir.root_path()) break;
+  }
+  return "";
+}
+
+Status ParseWarmFlags(const AgentFlags& flags, WarmPoolOptions& warm) {
+  if (flags.warm_python.empty()) {
+    if (!flags.warm_preload.empty()) {
+      return InvalidArgument("--warm-preload: needs --warm-python (the interpreter to keep warm)");
+    }
+    return Status::Ok();
+  }
+  const char* path = std::getenv("PATH");
+  if (FindExecutable(flags.warm_python, path != nullptr ? path : "/usr/bin:/bin").empty()) {
+    return InvalidArgument("--warm-python: '" + flags.warm_python + "' is not an executable file");
+  }
+  warm.python = flags.warm_python;
+  std::stringstream modules(flags.warm_preload);
+  for (std::string module; std::getline(modules, module, ',');) {
+    if (module.empty()) continue;
+    for (char c : module) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.') {
+        return InvalidArgument("--warm-preload: '" + module + "' is not a module name");
+      }
+    }
+    warm.preload.push_back(module);
+  }
+  auto size = ParseInt(flags.warm_pool);
+  if (!size || *size < 0 || *size > 16) {
+    return InvalidArgument("--warm-pool: '" + flags.warm_pool + "' must be 0..16");
+  }
+  warm.size = static_cast<int>(*size);
+  warm.sdk_dir = flags.warm_sdk_dir.empty() ? FindSdkDir() : flags.warm_sdk_dir;
+  if (warm.sdk_dir.empty() || !std::filesystem::exists(warm.sdk_dir + "/tessera/_warm.py")) {
+    return InvalidArgument("--warm-sdk-dir: '" + warm.sdk_dir +
+                           "' holds no tessera/_warm.py; give the repository's python/ directory");
+  }
+  warm.sdk_dir = std::filesystem::absolute(warm.sdk_dir).lexically_normal().string();
+  while (warm.sdk_dir.size() > 1 && warm.sdk_dir.back() == '/') warm.sdk_dir.pop_back();
   return Status::Ok();
 }
 
@@ -759,6 +852,7 @@ Result<AgentSetup> MakeAgentSetup(const AgentFlags& flags) {
     }
     o.labels[label.substr(0, eq)] = label.substr(eq + 1);
   }
+  TESSERA_RETURN_IF_ERROR(ParseWarmFlags(flags, o.warm));
   return setup;
 }
 

@@ -7,7 +7,9 @@
 // to Reconcile, which starts what is newly assigned and stops what no longer is. Workers keep
 // running while the head is away; when the same assignments come back they are adopted, not
 // restarted. A log server (HttpServer, same join token) serves each worker's log file to the
-// head. Protocol: docs/agent-protocol.md.
+// head. With a warm pool (AgentOptions::warm), a Python worker is started in a pre-started
+// interpreter that already imported its framework (WarmPool), and cold otherwise.
+// Protocol: docs/agent-protocol.md.
 //
 // Ownership: the caller owns the Agent; the Agent owns its workers (destroying it stops them).
 // Thread-safety: all public methods may be called from any thread.
@@ -31,6 +33,7 @@
 #include "agent/progress.h"
 #include "agent/protocol.h"
 #include "agent/usage.h"
+#include "agent/warm_pool.h"
 #include "common/status.h"
 
 namespace tessera::net {
@@ -66,6 +69,8 @@ struct AgentOptions {
   // Exited, unassigned workers remembered so they are never started again.
   size_t max_remembered_exits = 4096;
   LauncherOptions launcher;
+  // Warm workers: off while warm.python is empty. warm.log_path "" = <state_dir>/warm/warm.log.
+  WarmPoolOptions warm;
 };
 
 class Agent {
@@ -96,6 +101,8 @@ class Agent {
   std::vector<WorkerReport> Workers() const;
   // The newest assignment revision applied; -1 before the first.
   int64_t revision() const;
+  // The warm pool; null when there is none. For tests and measurements.
+  const WarmPool* warm_pool() const { return warm_pool_.get(); }
   // Paths of a worker's files.
   std::string LogPath(const WorkerKey& key) const;
   std::string ProgressPath(const WorkerKey& key) const;
@@ -107,6 +114,7 @@ class Agent {
     std::optional<ExitInfo> exit;            // set when it never started
     std::string error;
     bool assigned = true;
+    int64_t stop_grace_ms = 0;  // the grace its stop was started with
     std::unique_ptr<ProgressTailer> tailer;
   };
   struct LogFollower {
@@ -136,6 +144,7 @@ class Agent {
   const AgentOptions options_;
   const std::unique_ptr<DeviceDiscovery> devices_;
   ProcessLauncher launcher_;
+  std::unique_ptr<WarmPool> warm_pool_;
   std::vector<Device> discovered_;
   std::unique_ptr<net::HttpServer> server_;
   std::unique_ptr<net::HttpClient> client_;  // register + heartbeat (main thread)
@@ -176,6 +185,11 @@ struct AgentFlags {
   std::string cube, block, coord;
   std::vector<std::string> labels;  // k=v
   std::string address = "127.0.0.1";
+  // Warm pool (docs/agent-protocol.md, "Warm workers"); off while warm_python is "".
+  std::string warm_python;
+  std::string warm_preload;  // comma list of modules
+  std::string warm_pool = "1";
+  std::string warm_sdk_dir;  // "" = the python/ directory of the checkout holding this binary
 };
 
 struct AgentSetup {

@@ -13,6 +13,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using testing::AppendFile;
 using testing::ProcessAlive;
 using testing::ReadFile;
 using testing::TempDir;
@@ -23,7 +24,8 @@ constexpr char kToken[] = "join-secret";
 // A head that speaks the agent protocol and records what it hears.
 class FakeHead {
  public:
-  explicit FakeHead(uint16_t port = 0) {
+  explicit FakeHead(uint16_t port = 0, int64_t heartbeat_interval_ms = 50)
+      : heartbeat_interval_ms_(heartbeat_interval_ms) {
     net::ServerOptions options;
     options.port = port;
     options.auth.tokens = {kToken};
@@ -35,10 +37,11 @@ class FakeHead {
                                std::lock_guard<std::mutex> lock(mu_);
                                registrations_.push_back(body);
                                known_ = true;
-                               return net::Response::Json(200, json{{"host", body["name"]},
-                                                                    {"heartbeatIntervalMs", 50},
-                                                                    {"leaseMs", 5000}}
-                                                                   .dump());
+                               return net::Response::Json(
+                                   200, json{{"host", body["name"]},
+                                             {"heartbeatIntervalMs", heartbeat_interval_ms_},
+                                             {"leaseMs", 5000}}
+                                            .dump());
                              })
                     .ok());
     EXPECT_TRUE(server_
@@ -68,10 +71,11 @@ class FakeHead {
 
   uint16_t port() const { return server_->port(); }
 
-  void SetAssignments(std::vector<Assignment> assignments) {
+  void SetAssignments(std::vector<Assignment> assignments, std::vector<StopRequest> stop = {}) {
     std::lock_guard<std::mutex> lock(mu_);
     ++revision_;
     assignments_ = std::move(assignments);
+    stop_ = std::move(stop);
     for (auto& w : writers_) w->Write(SnapshotLocked() + "\n");
   }
   // Ends every watch stream (as a head restart would); `revision` restarts the history.
@@ -117,13 +121,17 @@ class FakeHead {
   }
 
  private:
-  std::string SnapshotLocked() const { return AssignmentSnapshotJson(revision_, assignments_); }
+  std::string SnapshotLocked() const {
+    return AssignmentSnapshotJson(revision_, assignments_, stop_);
+  }
 
+  const int64_t heartbeat_interval_ms_;
   std::unique_ptr<net::HttpServer> server_;
   mutable std::mutex mu_;
   bool known_ = true;
   int64_t revision_ = 1;
   std::vector<Assignment> assignments_;
+  std::vector<StopRequest> stop_;
   std::vector<std::shared_ptr<net::StreamWriter>> writers_;
   std::vector<json> registrations_;
   std::vector<json> heartbeats_;
@@ -445,6 +453,148 @@ TEST(AgentTest, HeartbeatsCarryUsageOfRunningWorkers) {
   }));
 }
 
+TEST(AgentTest, AStopEntryOverridesTheGraceOfWithdrawnWorkersOfThatAttempt) {
+  TempDir dir;
+  FakeHead head;
+  Agent agent(Options(dir, head.port()), SliceDevices());
+  ASSERT_TRUE(agent.Start().ok());
+  const std::string ready = dir.path() + "/ready";
+  const std::string stubborn =
+      "trap '' TERM; touch " + ready + "-$RANK; while :; do sleep 0.05; done";
+  // Both ignore SIGTERM and have an hour of grace; only attempt 0 of "a" gets graceMs 0.
+  Assignment a = Shell("a", 0, stubborn, 3'600'000);
+  Assignment b = Shell("b", 1, stubborn, 3'600'000);
+  head.SetAssignments({a, b});
+  ASSERT_TRUE(WaitUntil([&] {
+    return std::filesystem::exists(ready + "-0") && std::filesystem::exists(ready + "-1");
+  }));
+  ASSERT_TRUE(WaitUntil([&] { return head.LastWorkers().size() == 2; }));
+  const auto pid_a = FindWorker(head.LastWorkers(), "a", 0)["pid"].get<pid_t>();
+  const auto pid_b = FindWorker(head.LastWorkers(), "b", 1)["pid"].get<pid_t>();
+
+  const auto start = std::chrono::steady_clock::now();
+  head.SetAssignments({}, {StopRequest{"a", 0, 0}, StopRequest{"b", 7, 0}});
+  ASSERT_TRUE(WaitUntil([&] { return !ProcessAlive(pid_a); }, 10s));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  // "b" attempt 0 keeps its own grace: still running (being stopped, reported Running).
+  EXPECT_TRUE(ProcessAlive(pid_b));
+  ASSERT_TRUE(WaitUntil([&] { return head.LastWorkers().size() == 1; }));
+  EXPECT_EQ(head.LastWorkers()[0]["job"], "b");
+  EXPECT_EQ(head.LastWorkers()[0]["state"], "Running");
+
+  // A later stop entry hurries a stop already under way.
+  head.SetAssignments({}, {StopRequest{"b", 0, 0}});
+  ASSERT_TRUE(WaitUntil([&] { return !ProcessAlive(pid_b); }, 10s));
+  ASSERT_TRUE(WaitUntil([&] { return head.LastWorkers().empty(); }));
+}
+
+TEST(AgentTest, HeartbeatsGoOutAtOnceAfterAnExitAndOnceWithdrawnWorkersAreGone) {
+  TempDir dir;
+  FakeHead head(0, /*heartbeat_interval_ms=*/60'000);  // only prompt heartbeats can pass
+  Agent agent(Options(dir, head.port()), SliceDevices());
+  ASSERT_TRUE(agent.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return head.heartbeat_count() == 1 && head.watch_connects() == 1; }));
+  const std::string go = dir.path() + "/go";
+  head.SetAssignments({Shell("j", 0, "while [ ! -e " + go + " ]; do sleep 0.01; done; exit 3"),
+                       Shell("j", 1, "exec sleep 1000")});
+  ASSERT_TRUE(WaitUntil([&] { return agent.Workers().size() == 2; }));
+  // (a) A worker exits: the next heartbeat reports it without waiting for the interval.
+  AppendFile(go, "");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        json w = FindWorker(head.LastWorkers(), "j", 0);
+        return !w.is_null() && w["state"] == "Exited" && w["exitCode"] == 3;
+      },
+      10s));
+  // (b) The head withdraws the attempt (one worker already exited, one running, grace 0):
+  // a heartbeat confirms that none is left.
+  head.SetAssignments({}, {StopRequest{"j", 0, 0}});
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto hb = head.heartbeats();
+        return hb.back()["revision"] == 3 && hb.back()["workers"].empty();
+      },
+      10s));
+  // And a withdrawal of workers that had all exited is confirmed at once too.
+  head.SetAssignments({Shell("k", 0, "exit 0")});
+  ASSERT_TRUE(WaitUntil([&] { return !FindWorker(head.LastWorkers(), "k", 0).is_null(); }, 10s));
+  ASSERT_TRUE(
+      WaitUntil([&] { return FindWorker(head.LastWorkers(), "k", 0)["state"] == "Exited"; }, 10s));
+  head.SetAssignments({});
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto hb = head.heartbeats();
+        return hb.back()["revision"] == 5 && hb.back()["workers"].empty();
+      },
+      10s));
+}
+
+TEST(AgentTest, RestoreRecordsAreRelayedWithTheirSeconds) {
+  TempDir dir;
+  FakeHead head;
+  Agent agent(Options(dir, head.port()), SliceDevices());
+  ASSERT_TRUE(agent.Start().ok());
+  head.SetAssignments(
+      {Shell("r", 0,
+             "printf '{\"type\":\"restore\",\"step\":40,\"seconds\":0.25,\"rank\":0,\"attempt\":1,"
+             "\"time\":1700000002}\\n' >> \"$TESSERA_PROGRESS_FILE\"; exec sleep 1000")});
+  ASSERT_TRUE(WaitUntil([&] { return head.AllProgress().size() == 1; }));
+  json p = head.AllProgress()[0];
+  EXPECT_EQ(p["type"], "restore");
+  EXPECT_EQ(p["step"], 40);
+  EXPECT_DOUBLE_EQ(p["seconds"].get<double>(), 0.25);
+  EXPECT_EQ(p["timeMs"], 1700000002000);
+}
+
+// The repository's python/ directory (this file is src/agent/agent_test.cc).
+std::string SdkDir() {
+  return (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "python")
+      .string();
+}
+
+TEST(AgentTest, APythonWorkerStartsInAWarmProcessAndOthersStartCold) {
+  TempDir dir;
+  FakeHead head;
+  AgentOptions o = Options(dir, head.port());
+  o.warm.python = "/usr/bin/python3";
+  o.warm.sdk_dir = SdkDir();
+  o.warm.size = 1;
+  Agent agent(o, SliceDevices());
+  ASSERT_TRUE(agent.Start().ok());
+  ASSERT_NE(agent.warm_pool(), nullptr);
+  ASSERT_TRUE(WaitUntil([&] { return agent.warm_pool()->ready() == 1; }))
+      << ReadFile(dir.path() + "/state/warm/warm.log");
+  const pid_t warm_pid = agent.warm_pool()->idle_pids().at(0);
+
+  const std::string script = dir.path() + "/job.py";
+  AppendFile(script, "import os\nprint('rank', os.environ['RANK'])\nraise SystemExit(5)\n");
+  Assignment py;
+  py.key = WorkerKey{"py", 0, 0};
+  py.command = {"/usr/bin/python3", script};
+  py.env = {{"RANK", "0"}};
+  head.SetAssignments({py, Shell("sh", 1, "echo cold; exit 4")});
+  ASSERT_TRUE(WaitUntil([&] {
+    json p = FindWorker(head.LastWorkers(), "py", 0);
+    json c = FindWorker(head.LastWorkers(), "sh", 1);
+    return !p.is_null() && p["state"] == "Exited" && !c.is_null() && c["state"] == "Exited";
+  }));
+  json p = FindWorker(head.LastWorkers(), "py", 0);
+  EXPECT_EQ(p["pid"], warm_pid);
+  EXPECT_EQ(p["exitCode"], 5);
+  EXPECT_EQ(ReadFile(agent.LogPath(py.key)), "rank 0\n");
+  json c = FindWorker(head.LastWorkers(), "sh", 1);
+  EXPECT_EQ(c["exitCode"], 4);
+  EXPECT_NE(c["pid"], warm_pid);
+  EXPECT_EQ(agent.warm_pool()->handed_out(), 1);
+
+  // Refilled; shutting the agent down kills the idle process.
+  ASSERT_TRUE(WaitUntil([&] { return agent.warm_pool()->ready() == 1; }));
+  const pid_t refill = agent.warm_pool()->idle_pids().at(0);
+  EXPECT_NE(refill, warm_pid);
+  agent.Shutdown();
+  EXPECT_FALSE(ProcessAlive(refill));
+}
+
 // ----- flags -----
 
 class FlagsTest : public ::testing::Test {
@@ -551,6 +701,36 @@ TEST_F(FlagsTest, EachErrorNamesItsFlag) {
   check(f, "--coord");
   f.coord = "1,1";
   check(f, "--coord");
+  f = flags_;
+  f.warm_preload = "torch";
+  check(f, "--warm-preload");
+  f.warm_python = dir_.path() + "/no-python";
+  check(f, "--warm-python");
+  f.warm_python = "/usr/bin/python3";
+  f.warm_pool = "x";
+  check(f, "--warm-pool");
+  f.warm_pool = "1";
+  f.warm_sdk_dir = dir_.path();
+  check(f, "--warm-sdk-dir");
+  f.warm_preload = "torch;rm";
+  check(f, "--warm-preload");
+}
+
+TEST_F(FlagsTest, WarmPoolFlags) {
+  AgentFlags f = flags_;
+  auto setup = MakeAgentSetup(f);
+  ASSERT_TRUE(setup.ok());
+  EXPECT_EQ(setup->options.warm.python, "");  // off by default
+  f.warm_python = "/usr/bin/python3";
+  f.warm_preload = "torch,numpy";
+  f.warm_pool = "2";
+  f.warm_sdk_dir = SdkDir();
+  setup = MakeAgentSetup(f);
+  ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+  EXPECT_EQ(setup->options.warm.python, "/usr/bin/python3");
+  EXPECT_EQ(setup->options.warm.preload, (std::vector<std::string>{"torch", "numpy"}));
+  EXPECT_EQ(setup->options.warm.size, 2);
+  EXPECT_TRUE(std::filesystem::exists(setup->options.warm.sdk_dir + "/tessera/_warm.py"));
 }
 
 }  // namespace

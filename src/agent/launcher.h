@@ -9,7 +9,10 @@
 // Each WorkerProcess owns a monitor thread that waits for the group leader to exit, then kills
 // whatever is left in its process group (a worker's processes do not outlive it), reaps the
 // leader (no zombies), and records the exit. Stop() and StopAsync() signal the whole group:
-// SIGTERM first, SIGKILL once the grace period is over.
+// SIGTERM first, SIGKILL once the grace period is over (a grace of 0 is SIGKILL at once).
+//
+// WarmPool (warm_pool.h) hands assignments to pre-started interpreters instead; what it returns
+// is the same WorkerProcess, watched and stopped the same way.
 //
 // Ownership: Launch() returns a shared WorkerProcess; destroying the last reference kills the
 // group (SIGKILL) if it is still running and joins its threads. Thread-safety: every method of
@@ -88,18 +91,26 @@ class WorkerProcess {
   // reaped. OK if the worker had already exited. Unavailable if it survives SIGKILL for
   // LauncherOptions::kill_timeout (a process stuck in the kernel).
   Status Stop(std::chrono::milliseconds grace);
-  // The same, without waiting: SIGTERM now, SIGKILL after `grace` from a background thread.
-  // Repeated calls keep the earliest deadline. Watch exit_info() or the exit callback.
+  // The same, without waiting: SIGTERM now, SIGKILL after `grace` from a background thread
+  // (grace <= 0: SIGKILL now, no SIGTERM). Repeated calls keep the earliest deadline, so a
+  // later call with a shorter grace hurries a stop already under way. Watch exit_info() or the
+  // exit callback.
   void StopAsync(std::chrono::milliseconds grace);
   // True once Stop or StopAsync has been called.
   bool stopping() const;
 
  private:
   friend class ProcessLauncher;
+  friend class WarmPool;
   WorkerProcess(pid_t pid, int64_t started_at_ms, ExitCallback on_exit,
                 std::chrono::milliseconds kill_timeout);
+  // Takes over `pid` (a child of this process, leader of its own process group) and starts
+  // its monitor thread.
+  static std::shared_ptr<WorkerProcess> Watch(pid_t pid, int64_t started_at_ms,
+                                              ExitCallback on_exit,
+                                              std::chrono::milliseconds kill_timeout);
   void Monitor();
-  void Escalate(std::chrono::steady_clock::time_point deadline);
+  void Escalate();
 
   const pid_t pid_;
   const int64_t started_at_ms_;
@@ -109,14 +120,38 @@ class WorkerProcess {
   mutable std::condition_variable cv_;
   std::optional<ExitInfo> exit_;
   bool stopping_ = false;
+  std::chrono::steady_clock::time_point kill_deadline_;  // while stopping_
   bool shutting_down_ = false;  // the destructor runs: the escalation thread must end
   std::thread monitor_;
   std::thread escalation_;
 };
 
+// The absolute path of `program` (a path, or a name looked up in the colon list `path_var`);
+// "" when it is not an executable file.
+std::string FindExecutable(const std::string& program, const std::string& path_var);
+
+// fork + exec in a new session and process group, for the launcher and the warm pool. Between
+// fork and exec the child only makes async-signal-safe calls (the agent is multi-threaded).
+struct SpawnSpec {
+  std::string program;  // absolute path
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // exactly the child's environment
+  std::string working_dir;                 // "" = stay
+  int stdin_fd = -1;                       // dup2'ed onto 0
+  int output_fd = -1;                      // dup2'ed onto 1 and 2
+  // PR_SET_PDEATHSIG(SIGKILL): the child dies when the *thread* that spawned it exits, so
+  // only spawn with this from a thread that lives as long as the process must.
+  bool die_with_parent = false;
+};
+// The child's pid once it has exec'd. Unavailable if the working directory cannot be entered
+// (message starts with "workingDir") or fork fails; NotFound if the exec fails. Nothing is left
+// running on error. The caller's descriptors stay open.
+Result<pid_t> SpawnInNewSession(const SpawnSpec& spec);
+
 class ProcessLauncher {
  public:
   explicit ProcessLauncher(LauncherOptions options = {});
+  const LauncherOptions& options() const { return options_; }
 
   // The environment a worker gets for `spec` (inherited + spec.env + progress file), sorted.
   std::map<std::string, std::string> WorkerEnvironment(const LaunchSpec& spec) const;

@@ -7,7 +7,9 @@
 // The file may not exist yet (the worker has reported nothing).
 //
 // Line format (python/tessera/worker.py): {"type":"progress","step":N,"rank":R,"attempt":A,
-// "time":unix_seconds} or {"type":"checkpoint","step":N,"seconds":S,...}.
+// "time":unix_seconds}, {"type":"checkpoint","step":N,"seconds":S,...} (S: time to save it) or
+// {"type":"restore","step":N,"seconds":S,...} (the step the attempt resumed from, S: time to
+// load the checkpoint).
 //
 // Thread-safety: none; one owner calls Read().
 #pragma once
@@ -19,9 +21,9 @@
 namespace tessera::agent {
 
 struct ProgressRecord {
-  std::string type;  // "progress" or "checkpoint"
+  std::string type;  // "progress", "checkpoint" or "restore"
   int64_t step = 0;
-  double seconds = 0;   // checkpoint save time; 0 for progress lines
+  double seconds = 0;   // checkpoint save or restore time; 0 for progress lines
   int64_t time_ms = 0;  // when the worker wrote it (from "time"), ms since the Unix epoch
 };
 

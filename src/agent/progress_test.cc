@@ -24,6 +24,13 @@ TEST(ProgressTest, ParsesTheSdkLineFormats) {
   EXPECT_EQ(r.step, 40);
   EXPECT_DOUBLE_EQ(r.seconds, 1.5);
   EXPECT_EQ(r.time_ms, 1700000000500);
+  ASSERT_TRUE(ParseProgressLine(
+      R"({"type":"restore","step":30,"seconds":0.75,"rank":0,"attempt":2,"time":1700000001})", r));
+  EXPECT_EQ(r.type, "restore");
+  EXPECT_EQ(r.step, 30);
+  EXPECT_DOUBLE_EQ(r.seconds, 0.75);
+  EXPECT_EQ(r.time_ms, 1700000001000);
+  EXPECT_FALSE(ParseProgressLine(R"({"type":"restore","step":3,"seconds":-1})", r));
   EXPECT_FALSE(ParseProgressLine(R"({"type":"other","step":1})", r));
   EXPECT_FALSE(ParseProgressLine(R"({"type":"progress","step":-1})", r));
   EXPECT_FALSE(ParseProgressLine(R"({"type":"progress"})", r));

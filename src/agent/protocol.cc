@@ -73,6 +73,29 @@ std::string ParseBody(const json& a, Assignment& out) {
   return "";
 }
 
+// Reads one entry of "stop"; "" or what is wrong with it.
+std::string ParseStop(const json& s, StopRequest& out) {
+  if (!s.is_object()) return "stop[]: not an object";
+  auto job = s.find("job");
+  if (job == s.end() || !job->is_string() || !IsSafeName(job->get<std::string>())) {
+    return "stop[].job: must be a name of [A-Za-z0-9._-]";
+  }
+  out.job = job->get<std::string>();
+  auto attempt = s.find("attempt");
+  if (attempt == s.end() || !IsInt(*attempt) || attempt->get<int64_t>() < 0 ||
+      attempt->get<int64_t>() > 1'000'000'000) {
+    return "stop[].attempt: must be an integer >= 0 (job " + out.job + ")";
+  }
+  out.attempt = attempt->get<int>();
+  auto grace = s.find("graceMs");
+  if (grace == s.end() || !IsInt(*grace) || grace->get<int64_t>() < 0 ||
+      grace->get<int64_t>() > 86'400'000) {
+    return "stop[].graceMs: must be an integer 0..86400000 (job " + out.job + ")";
+  }
+  out.grace_ms = grace->get<int64_t>();
+  return "";
+}
+
 const char* StateName(WorkerState s) { return s == WorkerState::kRunning ? "Running" : "Exited"; }
 
 }  // namespace
@@ -100,6 +123,21 @@ Result<AssignmentSnapshot> ParseAssignmentSnapshot(std::string_view text) {
     return InvalidArgument("revision: must be an integer");
   }
   snapshot.revision = revision->get<int64_t>();
+  if (auto stop = j.find("stop"); stop != j.end() && !stop->is_null()) {
+    if (!stop->is_array()) {
+      snapshot.unreadable.push_back("stop: must be a list");
+    } else {
+      for (const json& entry : *stop) {
+        StopRequest request;
+        std::string error = ParseStop(entry, request);
+        if (error.empty()) {
+          snapshot.stop.push_back(std::move(request));
+        } else {
+          snapshot.unreadable.push_back(std::move(error));
+        }
+      }
+    }
+  }
   auto list = j.find("assignments");
   if (list == j.end() || list->is_null()) return snapshot;
   if (!list->is_array()) return InvalidArgument("assignments: must be a list");
@@ -116,7 +154,8 @@ Result<AssignmentSnapshot> ParseAssignmentSnapshot(std::string_view text) {
   return snapshot;
 }
 
-std::string AssignmentSnapshotJson(int64_t revision, const std::vector<Assignment>& assignments) {
+std::string AssignmentSnapshotJson(int64_t revision, const std::vector<Assignment>& assignments,
+                                   const std::vector<StopRequest>& stop) {
   json list = json::array();
   for (const Assignment& a : assignments) {
     list.push_back({{"job", a.key.job},
@@ -128,8 +167,15 @@ std::string AssignmentSnapshotJson(int64_t revision, const std::vector<Assignmen
                     {"workingDir", a.working_dir},
                     {"graceMs", a.grace_ms}});
   }
-  return json{{"revision", revision}, {"assignments", std::move(list)}}.dump(
-      -1, ' ', false, json::error_handler_t::replace);
+  json j = {{"revision", revision}, {"assignments", std::move(list)}};
+  if (!stop.empty()) {
+    json entries = json::array();
+    for (const StopRequest& s : stop) {
+      entries.push_back({{"job", s.job}, {"attempt", s.attempt}, {"graceMs", s.grace_ms}});
+    }
+    j["stop"] = std::move(entries);
+  }
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string RegistrationJson(const Registration& r) {
@@ -192,7 +238,9 @@ std::string HeartbeatJson(const Heartbeat& h) {
   for (const ProgressReport& p : h.progress) {
     json j = {{"job", p.key.job},      {"attempt", p.key.attempt}, {"rank", p.key.rank},
               {"type", p.record.type}, {"step", p.record.step},    {"timeMs", p.record.time_ms}};
-    if (p.record.type == "checkpoint") j["seconds"] = p.record.seconds;
+    if (p.record.type == "checkpoint" || p.record.type == "restore") {
+      j["seconds"] = p.record.seconds;
+    }
     progress.push_back(std::move(j));
   }
   return json{

@@ -48,17 +48,29 @@ struct ParsedAssignment {
   std::string error;
 };
 
+// How to stop the withdrawn workers of one attempt (the snapshot's optional "stop" list): with
+// this grace instead of the graceMs of their assignment. 0 = SIGKILL to the group at once.
+struct StopRequest {
+  std::string job;
+  int attempt = 0;
+  int64_t grace_ms = 0;
+  friend bool operator==(const StopRequest&, const StopRequest&) = default;
+};
+
 struct AssignmentSnapshot {
   int64_t revision = 0;
   std::vector<ParsedAssignment> assignments;
-  // Entries whose key could not even be read (ignored, but logged).
+  std::vector<StopRequest> stop;
+  // Entries whose key could not even be read, and malformed "stop" entries (ignored, logged).
   std::vector<std::string> unreadable;
 };
 
-// Parses {"revision": N, "assignments": [...]}. InvalidArgument if the document itself is
-// malformed (not an object, no integer revision, assignments not a list).
+// Parses {"revision": N, "assignments": [...], "stop": [...]}. InvalidArgument if the document
+// itself is malformed (not an object, no integer revision, assignments not a list); a "stop"
+// that is not a list, or a malformed entry of it, is only reported in `unreadable`.
 Result<AssignmentSnapshot> ParseAssignmentSnapshot(std::string_view json);
-std::string AssignmentSnapshotJson(int64_t revision, const std::vector<Assignment>& assignments);
+std::string AssignmentSnapshotJson(int64_t revision, const std::vector<Assignment>& assignments,
+                                   const std::vector<StopRequest>& stop = {});
 
 struct SliceMembership {
   std::string name;

@@ -27,6 +27,15 @@ void AddAgentCommand(CLI::App& app) {
   cmd->add_option("--block", flags->block, "3D: the block holding the cube");
   cmd->add_option("--coord", flags->coord, "3D: host-grid coordinate in the cube, x,y,z");
   cmd->add_option("--label", flags->labels, "host label key=value (repeatable)");
+  cmd->add_option("--warm-python", flags->warm_python,
+                  "keep pre-started interpreters of this Python for workers run with it "
+                  "(warm pool; off when empty)");
+  cmd->add_option("--warm-preload", flags->warm_preload,
+                  "modules the warm interpreters import ahead of time, comma list (e.g. torch)");
+  cmd->add_option("--warm-pool", flags->warm_pool, "warm interpreters kept ready (default 1)");
+  cmd->add_option("--warm-sdk-dir", flags->warm_sdk_dir,
+                  "directory holding the tessera Python package (default: the python/ directory "
+                  "of the checkout holding this binary)");
   cmd->callback([flags] {
     auto setup = agent::MakeAgentSetup(*flags);
     if (!setup.ok()) throw CommandError(setup.status().message());

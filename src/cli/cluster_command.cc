@@ -73,6 +73,10 @@ struct UpFlags {
   int timeout_s = 60;
   int64_t lease_ms = 5000;
   int64_t heartbeat_ms = 1000;
+  // Passed to every agent (docs/agent-protocol.md, "Warm workers"); off when both are empty.
+  std::string warm_python;
+  std::string warm_preload;
+  std::string warm_pool;
 };
 
 void Down(const std::string& state_dir, bool purge, bool quiet);
@@ -157,6 +161,12 @@ void Up(const UpFlags& f) {
         "--name",     a[0],        "--state-dir", dir + "/agents/" + a[0], "--generation",
         f.generation, "--address", "127.0.0.1"};
     args.insert(args.end(), a.begin() + 1, a.end());
+    if (!f.warm_python.empty() || !f.warm_preload.empty()) {
+      const std::string python = f.warm_python.empty() ? "/usr/bin/python3" : f.warm_python;
+      args.insert(args.end(), {"--warm-python", python});
+      if (!f.warm_preload.empty()) args.insert(args.end(), {"--warm-preload", f.warm_preload});
+      if (!f.warm_pool.empty()) args.insert(args.end(), {"--warm-pool", f.warm_pool});
+    }
     cluster["agents"].push_back(Spawn(exe, args, dir + "/logs/agent-" + a[0] + ".log"));
   }
   save();
@@ -240,6 +250,12 @@ void AddClusterCommands(CLI::App& app) {
     cmd->add_option("--lease-ms", f->lease_ms, "host lease")->capture_default_str();
     cmd->add_option("--heartbeat-ms", f->heartbeat_ms, "agent heartbeat interval")
         ->capture_default_str();
+    cmd->add_option("--warm-python", f->warm_python,
+                    "agents keep pre-started interpreters of this Python for its workers "
+                    "(default /usr/bin/python3 when --warm-preload is given)");
+    cmd->add_option("--warm-preload", f->warm_preload,
+                    "modules the warm interpreters import ahead of time, e.g. torch");
+    cmd->add_option("--warm-pool", f->warm_pool, "warm interpreters per agent (default 1)");
     cmd->callback([f] { Up(*f); });
   }
   {
