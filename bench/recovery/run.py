@@ -240,7 +240,8 @@ def torchrun_run(cfg, scenario, variant, run_index):
     dist_timeout = {"default": 1800, "timeout20": 20}.get(variant, 60)
     run_id = f"bench-{scenario}-{run_index}"
     port = free_port()
-    out = {"launcher": "torchrun", "variant": variant, "scenario": scenario, "run": run_index}
+    out = {"launcher": "torchrun", "variant": variant, "scenario": scenario, "run": run_index,
+           "loadavg_1m": os.getloadavg()[0]}
 
     if scenario in ("kill", "hang"):
         world = cfg.world
@@ -473,7 +474,7 @@ def tessera_run(cfg, cluster, scenario, run_index):
     ckpt = os.path.join(cluster.dir, "ckpt", name)
     records = lambda: read_records(cluster.progress_paths(name))  # noqa: E731
     out = {"launcher": "tessera", "variant": "warm" if cfg.warm else "cold",
-           "scenario": scenario, "run": run_index}
+           "scenario": scenario, "run": run_index, "loadavg_1m": os.getloadavg()[0]}
 
     if scenario in ("kill", "hang"):
         world = 4  # one v6e 4x4 slice: 4 hosts, one worker each
