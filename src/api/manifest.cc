@@ -298,8 +298,8 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
   if (s.contains("failurePolicy")) {
     const Json& fp = s["failurePolicy"];
     TESSERA_RETURN_IF_ERROR(RequireObject(fp, "spec.failurePolicy"));
-    TESSERA_RETURN_IF_ERROR(
-        OnlyKnownFields(fp, "spec.failurePolicy", {"maxFailures", "onHostLoss"}));
+    TESSERA_RETURN_IF_ERROR(OnlyKnownFields(
+        fp, "spec.failurePolicy", {"maxFailures", "onHostLoss", "growBackInterval", "mtbf"}));
     auto mf = GetInt(fp, "maxFailures", "spec.failurePolicy", 0, -1, 1'000'000);
     if (!mf.ok()) return mf.status();
     spec.max_failures = static_cast<int>(*mf);
@@ -314,6 +314,19 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
     else
       return InvalidArgument("spec.failurePolicy.onHostLoss: '" + *hl +
                              "' is unknown; valid: fail, pause, resize");
+    if (fp.contains("growBackInterval")) {
+      auto ms = ParseDurationMs("spec.failurePolicy.growBackInterval", fp["growBackInterval"]);
+      if (!ms.ok()) return ms.status();
+      if (*ms < 100)
+        return InvalidArgument("spec.failurePolicy.growBackInterval: must be at least 100ms");
+      spec.grow_back_interval_ms = *ms;
+    }
+    if (fp.contains("mtbf")) {
+      auto ms = ParseDurationMs("spec.failurePolicy.mtbf", fp["mtbf"]);
+      if (!ms.ok()) return ms.status();
+      if (*ms <= 0) return InvalidArgument("spec.failurePolicy.mtbf: must be positive, e.g. 24h");
+      spec.mtbf_ms = *ms;
+    }
   }
   if (s.contains("progress")) {
     const Json& pr = s["progress"];

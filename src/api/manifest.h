@@ -46,6 +46,8 @@ struct TrainJobSpec {
   std::string priority;
   int max_failures = 0;  // -1: unlimited
   HostLossPolicy on_host_loss = HostLossPolicy::kFail;
+  int64_t grow_back_interval_ms = 60'000;  // resize: how often to look for capacity to grow
+  int64_t mtbf_ms = 0;  // configured mean time between failures (checkpoint advice); 0: none
   int64_t hang_timeout_ms = 0;  // 0: hang detection off
   std::string checkpoint_dir;
   std::vector<std::string> command;

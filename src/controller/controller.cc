@@ -35,6 +35,75 @@ ApiError BadRequest(const Status& s) {
   return {422, m, field};
 }
 
+HostLossAction ToAction(api::HostLossPolicy p) {
+  switch (p) {
+    case api::HostLossPolicy::kPause:
+      return HostLossAction::kPause;
+    case api::HostLossPolicy::kResize:
+      return HostLossAction::kResize;
+    case api::HostLossPolicy::kFail:
+      break;
+  }
+  return HostLossAction::kFail;
+}
+
+std::string Seconds(int64_t ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", static_cast<double>(ms) / 1000.0);
+  return buf;
+}
+
+Json AttemptJson(const AttemptRecord& a) {
+  return {{"attempt", a.attempt},
+          {"slices", a.slices},
+          {"worldSize", a.world_size},
+          {"placedMs", a.placed_ms},
+          {"runningMs", a.running_ms},
+          {"firstStepMs", a.first_step_ms},
+          {"firstStep", a.first_step},
+          {"lastStep", a.last_step},
+          {"lastStepMs", a.last_step_ms},
+          {"restored", a.restored},
+          {"resumedFromStep", a.resumed_from_step},
+          {"restoreSeconds", a.restore_seconds},
+          {"endedMs", a.ended_ms},
+          {"endReason", a.end_reason},
+          {"failedRanks", a.failed_ranks},
+          {"failureMs", a.failure_ms},
+          {"detectedMs", a.detected_ms},
+          {"message", a.message}};
+}
+
+AttemptRecord AttemptFromJson(const Json& j) {
+  AttemptRecord a;
+  a.attempt = j.value("attempt", 0);
+  a.slices = j.value("slices", 0);
+  a.world_size = j.value("worldSize", 0);
+  a.placed_ms = j.value("placedMs", int64_t{0});
+  a.running_ms = j.value("runningMs", int64_t{0});
+  a.first_step_ms = j.value("firstStepMs", int64_t{0});
+  a.first_step = j.value("firstStep", int64_t{-1});
+  a.last_step = j.value("lastStep", int64_t{-1});
+  a.last_step_ms = j.value("lastStepMs", int64_t{0});
+  a.restored = j.value("restored", false);
+  a.resumed_from_step = j.value("resumedFromStep", int64_t{-1});
+  a.restore_seconds = j.value("restoreSeconds", 0.0);
+  a.ended_ms = j.value("endedMs", int64_t{0});
+  a.end_reason = j.value("endReason", "");
+  a.failed_ranks = j.value("failedRanks", std::vector<int>{});
+  a.failure_ms = j.value("failureMs", int64_t{0});
+  a.detected_ms = j.value("detectedMs", int64_t{0});
+  a.message = j.value("message", "");
+  return a;
+}
+
+Json FiguresJson(const RecoveryFigures& f) {
+  return {
+      {"timeToDetectMs", f.time_to_detect_ms},        {"timeToScheduleMs", f.time_to_schedule_ms},
+      {"timeToFirstStepMs", f.time_to_first_step_ms}, {"timeToRestoreMs", f.time_to_restore_ms},
+      {"timeToRecoverMs", f.time_to_recover_ms},      {"stepsLost", f.steps_lost}};
+}
+
 std::string Pad(uint64_t v, int width) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%0*llu", width, static_cast<unsigned long long>(v));
@@ -89,34 +158,82 @@ Json Controller::JobJson(const Job& job) const {
                        {"exitCode", w.exit_code},
                        {"signal", w.signal},
                        {"pid", w.pid}});
-  Json status = {{"phase", job.phase},
-                 {"reason", job.reason},
-                 {"message", job.message},
-                 {"attempt", job.attempt},
-                 {"placement", placement},
-                 {"masterPort", job.master_port},
-                 {"jaxPort", job.jax_port},
-                 {"workers", workers},
-                 {"startTimeMs", job.start_ms},
-                 {"completionTimeMs", job.finish_ms},
-                 {"stopping", job.stopping},
-                 {"deleting", job.deleting},
-                 {"lastStep", job.last_step},
-                 {"lastCheckpointTimeMs", job.last_checkpoint_ms},
-                 {"pendingReason", job.pending_reason},
-                 {"queuePosition", job.queue_position},
-                 {"wouldHelp", job.would_help},
-                 {"preemptions", job.preemptions},
-                 {"deactivated", job.deactivated},
-                 {"startGuard",
-                  {{"retries", job.start_guard.retries},
-                   {"backoffUntilMs", job.start_guard.backoff_until_ms},
-                   {"lastEviction", job.start_guard.last_eviction}}}};
+  Json status = {
+      {"phase", job.phase},
+      {"reason", job.reason},
+      {"message", job.message},
+      {"attempt", job.attempt},
+      {"placement", placement},
+      {"masterPort", job.master_port},
+      {"jaxPort", job.jax_port},
+      {"workers", workers},
+      {"startTimeMs", job.start_ms},
+      {"completionTimeMs", job.finish_ms},
+      {"stopping", job.stopping},
+      {"deleting", job.deleting},
+      {"lastStep", job.last_step},
+      {"lastCheckpointTimeMs", job.last_checkpoint_ms},
+      {"pendingReason", job.pending_reason},
+      {"queuePosition", job.queue_position},
+      {"wouldHelp", job.would_help},
+      {"preemptions", job.preemptions},
+      {"deactivated", job.deactivated},
+      {"slices", job.slices()},
+      {"failures", job.failures},
+      {"attempts", AttemptsJson(job)},
+      {"recovery", RecoveryJson(job)},
+      {"pendingSinceMs", job.pending_since_ms},
+      {"admittedTimeMs", job.admitted_ms},
+      {"progress", job.progress},
+      {"checkpoints", job.checkpoints},
+      {"lastCheckpointStep", job.last_checkpoint_step},
+      {"restart",
+       {{"minSlices", job.restart_min},
+        {"maxSlices", job.restart_max},
+        {"fastStop", job.fast_stop}}},
+      {"growBack",
+       {{"targetSlices", job.grow_target}, {"afterCheckpointStep", job.grow_after_step}}},
+      {"startGuard",
+       {{"retries", job.start_guard.retries},
+        {"backoffUntilMs", job.start_guard.backoff_until_ms},
+        {"lastEviction", job.start_guard.last_eviction}}}};
   return {{"apiVersion", api::kApiVersion},
           {"kind", kJobKind},
           {"metadata", meta},
           {"spec", job.spec_json},
           {"status", status}};
+}
+
+Json Controller::AttemptsJson(const Job& job) const {
+  Json out = Json::array();
+  for (size_t i = 0; i < job.attempts.size(); ++i) {
+    Json a = AttemptJson(job.attempts[i]);
+    if (i > 0)
+      if (auto f = ComputeRecoveryFigures(job.attempts[i - 1], job.attempts[i]))
+        a["recovery"] = FiguresJson(*f);
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+Json Controller::RecoveryJson(const Job& job) const {
+  const bool finished = job.phase == "Succeeded" || job.phase == "Failed";
+  const int64_t end = finished && job.finish_ms > 0 ? job.finish_ms : clock_.NowMs();
+  const JobRecovery r = SummarizeRecovery(job.attempts, end);
+  const int64_t wall = job.attempts.empty() ? 0 : end - job.attempts.front().placed_ms;
+  const CheckpointAdvice c =
+      AdviseCheckpointInterval(job.checkpoints, job.failures, wall, job.spec.mtbf_ms);
+  return {{"failures", job.failures},
+          {"maxFailures", job.spec.max_failures},
+          {"stepsLost", r.steps_lost},
+          {"meanTimeToRecoverMs", r.mean_time_to_recover_ms},
+          {"goodput", r.goodput},
+          {"checkpoint",
+           {{"saveSeconds", c.save_seconds},
+            {"intervalSeconds", c.interval_seconds},
+            {"mtbfSeconds", c.mtbf_seconds},
+            {"mtbfSource", c.mtbf_source},
+            {"advisedIntervalSeconds", c.advised_interval_seconds}}}};
 }
 
 Json Controller::HostJson(const HostRec& h) const {
@@ -153,6 +270,8 @@ Status Controller::PersistJob(Job& job, bool create) {
                   : store_.Update(kJobKind, job.spec.name, body, job.version);
   if (!r.ok()) return r.status();
   job.version = r->resource_version;
+  job.progress_dirty = false;
+  job.persisted_ms = clock_.NowMs();
   Emit(kJobKind, create ? "ADDED" : "MODIFIED", JobJson(job));
   return Status::Ok();
 }
@@ -267,6 +386,24 @@ Status Controller::Load() {
     job.would_help = st.value("wouldHelp", Json::array());
     job.preemptions = st.value("preemptions", 0);
     job.deactivated = st.value("deactivated", false);
+    for (const Json& a : st.value("attempts", Json::array()))
+      job.attempts.push_back(AttemptFromJson(a));
+    job.failures = st.value("failures", 0);
+    job.pending_since_ms = st.value("pendingSinceMs", int64_t{0});
+    job.admitted_ms = st.value("admittedTimeMs", int64_t{0});
+    job.progress = st.value("progress", job.progress);
+    job.checkpoints = st.value("checkpoints", job.checkpoints);
+    job.last_checkpoint_step = st.value("lastCheckpointStep", int64_t{-1});
+    if (st.contains("restart") && st["restart"].is_object()) {
+      job.restart_min = st["restart"].value("minSlices", 0);
+      job.restart_max = st["restart"].value("maxSlices", 0);
+      job.fast_stop = st["restart"].value("fastStop", false);
+    }
+    if (st.contains("growBack") && st["growBack"].is_object()) {
+      job.grow_target = st["growBack"].value("targetSlices", 0);
+      job.grow_after_step = st["growBack"].value("afterCheckpointStep", int64_t{-1});
+    }
+    job.progress_epoch_ms = now;  // progress reports were not persisted: hang timers restart
     if (st.contains("startGuard") && st["startGuard"].is_object()) {
       job.start_guard.retries = st["startGuard"].value("retries", 0);
       job.start_guard.backoff_until_ms = st["startGuard"].value("backoffUntilMs", int64_t{0});
@@ -406,10 +543,10 @@ ApiResult<Json> Controller::CreateJob(const Json& doc) {
     Inventory empty = inventory_;
     for (const auto& [owner, hosts] : inventory_.owners()) empty.Release(owner);
     for (const Host& h : empty.hosts()) (void)empty.SetHealth(h.id, Health::kHealthy);
-    PlanResult p = planner_.Plan(empty, {spec->accelerator, spec->topology, spec->max_slices});
+    PlanResult p = planner_.Plan(empty, {spec->accelerator, spec->topology, spec->min_slices});
     if (p.reason == NoFit::kNeverFits || p.reason == NoFit::kNotEnoughChips)
       return ApiError{422,
-                      "spec.topology: " + std::to_string(spec->max_slices) + " x " +
+                      "spec.topology: " + std::to_string(spec->min_slices) + " x " +
                           spec->topology.ToString() + " can never fit this cluster: " + p.message,
                       "spec.topology"};
   }
@@ -426,6 +563,7 @@ ApiResult<Json> Controller::CreateJob(const Json& doc) {
   job.spec_json = doc["spec"];
   job.seq = next_seq_++;
   job.created_ms = clock_.NowMs();
+  job.pending_since_ms = job.created_ms;
   job.reason = "Pending";
   job.message = "waiting for the scheduler";
   Status s = PersistJob(job, /*create=*/true);
@@ -601,6 +739,7 @@ ApiResult<Json> Controller::DeleteJob(const std::string& name) {
     return Json{{"name", name}, {"status", "Terminating"}};
   }
   if (job.holds_chips()) {
+    EndAttempt(job, "Deleted");
     StopJob(job, "Terminating", "Deleted", "deleted by a user; stopping every worker");
     if (jobs_.count(name)) return Json{{"name", name}, {"status", "Terminating"}};
     return Json{{"name", name}, {"status", "Deleted"}};
@@ -766,6 +905,7 @@ ApiResult<Json> Controller::Heartbeat(const std::string& name, const Json& body)
           std::all_of(job.workers.begin(), job.workers.end(),
                       [](const auto& kv) { return kv.second.state != "Pending"; });
       if (all_running && job.phase == "Starting") {
+        if (!job.attempts.empty()) job.attempts.back().running_ms = clock_.NowMs();
         job.phase = "Running";
         job.reason = "Running";
         job.message = "all " + std::to_string(job.workers.size()) + " workers running";
@@ -783,27 +923,28 @@ ApiResult<Json> Controller::Heartbeat(const std::string& name, const Json& body)
         const bool all_done =
             std::all_of(job.workers.begin(), job.workers.end(),
                         [](const auto& kv) { return kv.second.state == "Succeeded"; });
-        if (all_done)
+        if (all_done) {
+          EndAttempt(job, "Succeeded");
           StopJob(job, "Succeeded", "Completed",
                   "all " + std::to_string(job.workers.size()) + " workers exited 0");
-        else
+        } else
           (void)PersistJob(job);
       } else {
         ws->second.state = "Failed";
         const std::string how = ws->second.signal != 0
                                     ? "was killed by signal " + std::to_string(ws->second.signal)
                                     : "exited with code " + std::to_string(ws->second.exit_code);
-        StopJob(job, "Failed", "WorkerFailed",
-                "worker rank " + std::to_string(rank) + " on host " + name + " " + how);
+        FailAttempt(job, FailureKind::kWorkerFailed, {rank}, w.value("finishedAtMs", int64_t{0}),
+                    "worker rank " + std::to_string(rank) + " on host " + name + " " + how);
       }
     }
   }
   for (const Json& p : body.value("progress", Json::array())) {
+    if (!p.is_object()) continue;
     auto j = jobs_.find(p.value("job", ""));
-    if (j == jobs_.end() || p.value("attempt", -1) != j->second.attempt) continue;
-    j->second.last_step = std::max(j->second.last_step, p.value("step", int64_t{-1}));
-    // The head's clock, not the worker's: preemption compares it with the head's now.
-    if (p.value("type", "") == "checkpoint") j->second.last_checkpoint_ms = clock_.NowMs();
+    if (j == jobs_.end() || j->second.stopping || p.value("attempt", -1) != j->second.attempt)
+      continue;
+    RecordProgress(j->second, p);
   }
   // Jobs being stopped: this heartbeat may confirm that their workers here are gone.
   std::vector<std::string> stopping;
@@ -831,6 +972,10 @@ void Controller::FinishStopping(Job& job) {
     Event("Normal", "Deleted", "trainjob/" + name, "every worker stopped; chips released");
     jobs_.erase(name);
   } else {
+    if (job.phase == "Restarting") {
+      job.phase = "Pending";
+      job.pending_since_ms = clock_.NowMs();
+    }
     (void)PersistJob(job);
     Event("Normal", "Released", "trainjob/" + name, "every worker stopped; chips released");
   }
@@ -894,9 +1039,24 @@ void Controller::Tick() {
         job.unconfirmed.erase(name);
         if (job.unconfirmed.empty()) FinishStopping(job);
       } else {
-        StopJob(job, "Failed", "HostLost", "host " + name + " lost: " + why);
+        std::vector<int> ranks;
+        for (const auto& [rank, w] : job.workers)
+          if (w.host == name) ranks.push_back(rank);
+        FailAttempt(job, FailureKind::kHostLost, ranks, h.last_heartbeat_ms,
+                    "host " + name + " lost: " + why);
       }
     }
+  }
+  CheckHangs(now);
+  std::vector<std::string> names;
+  for (const auto& [name, job] : jobs_) names.push_back(name);
+  for (const auto& name : names) {
+    auto it = jobs_.find(name);
+    if (it == jobs_.end()) continue;
+    Job& job = it->second;
+    CheckGrowBack(job, now);
+    // Progress is persisted (and pushed to watchers) at most once a second per job.
+    if (job.progress_dirty && now - job.persisted_ms >= 1000) (void)PersistJob(job);
   }
   Schedule();
 }
@@ -955,8 +1115,8 @@ void Controller::ScheduleFirstComeFirstServed() {
       reason = "Queued";
       message = "waiting behind trainjob " + blocked_by + " (first come, first served)";
     } else {
-      PlanResult plan = planner_.Plan(
-          inventory_, {job->spec.accelerator, job->spec.topology, job->spec.max_slices});
+      const auto [lo, hi] = SizeRange(*job);
+      PlanResult plan = PlanLargest(inventory_, *job, lo, hi);
       if (plan.placed() && Admit(*job, plan)) {
         --position;
         continue;
@@ -987,7 +1147,8 @@ void Controller::ScheduleThroughQueues() {
     if (job.deleting) continue;
     // Workers being stopped still hold their chips until the agents confirm; for planning the
     // chips count as free, and an admission placed on them waits (below).
-    if (job.stopping) snap.inventory.Release(OwnerId(job.seq));
+    // A restarting job keeps its chips for its next attempt.
+    if (job.stopping && job.phase != "Restarting") snap.inventory.Release(OwnerId(job.seq));
     WorkloadState state;
     if (job.phase == "Pending")
       state = job.deactivated ? WorkloadState::kDeactivated : WorkloadState::kPending;
@@ -1005,7 +1166,17 @@ void Controller::ScheduleThroughQueues() {
       auto priority = ResolvePriority(classes, job.spec.priority);
       if (priority.ok()) w.priority = *priority;
     }
-    w.request = {job.spec.accelerator, job.spec.topology, job.spec.max_slices};
+    // An elastic job asks for the largest size in its range that physically fits now, so it
+    // starts as soon as its minimum fits; it grows back later (CheckGrowBack).
+    const auto [lo, hi] = SizeRange(job);
+    int slices = hi;
+    if (state == WorkloadState::kPending && lo < hi) {
+      PlanResult fit = PlanLargest(snap.inventory, job, lo, hi);
+      if (fit.placed()) slices = static_cast<int>(fit.slices.size());
+    } else if (state != WorkloadState::kPending) {
+      slices = job.slices();
+    }
+    w.request = {job.spec.accelerator, job.spec.topology, slices};
     w.creation_order = static_cast<int64_t>(job.seq);
     w.state = state;
     w.admitted_at_ms = job.start_ms;
@@ -1074,6 +1245,8 @@ void Controller::Requeue(Job& job, const Eviction& e) {
   job.start_guard = e.start_guard;
   job.deactivated = e.deactivated;
   if (preempted) ++job.preemptions;
+  EndAttempt(job, preempted ? "Preempted" : "StartTimeout");
+  job.pending_since_ms = clock_.NowMs();
   job.would_help = Json::array();
   job.queue_position = 0;
   BeginStopping(job);
@@ -1092,6 +1265,9 @@ void Controller::Requeue(Job& job, const Eviction& e) {
 
 bool Controller::Admit(Job& job, const PlanResult& plan) {
   if (!ApplyPlan(inventory_, OwnerId(job.seq), plan).ok()) return false;
+  const int64_t now = clock_.NowMs();
+  const int previous_slices = job.attempts.empty() ? 0 : job.attempts.back().slices;
+  const int previous_port = job.master_port;
   job.attempt += 1;
   job.placement.clear();
   job.slice_names.clear();
@@ -1108,9 +1284,25 @@ bool Controller::Admit(Job& job, const PlanResult& plan) {
       job.workers[rank] = WorkerStatus{names[w], static_cast<int>(s), static_cast<int>(w)};
     }
   }
-  job.master_port =
-      options_.port_range_start + static_cast<int>(rng_.Uniform(options_.port_range_size - 1));
+  // Fresh ports every attempt: a stale rendezvous port is a known cause of hangs after restarts.
+  do {
+    job.master_port =
+        options_.port_range_start + static_cast<int>(rng_.Uniform(options_.port_range_size - 1));
+  } while (job.master_port == previous_port || job.master_port + 1 == previous_port);
   job.jax_port = job.master_port + 1;
+  AttemptRecord record;
+  record.attempt = job.attempt;
+  record.slices = static_cast<int>(plan.slices.size());
+  record.world_size = static_cast<int>(job.workers.size());
+  record.placed_ms = now;
+  job.attempts.push_back(record);
+  job.ranks.clear();
+  job.restart_min = job.restart_max = 0;
+  job.fast_stop = false;
+  job.grow_target = 0;
+  job.grow_after_step = -1;
+  job.next_grow_check_ms = now + job.spec.grow_back_interval_ms;
+  job.admitted_ms = now;
   job.phase = "Starting";
   job.reason = "Placed";
   job.pending_reason.clear();
@@ -1119,11 +1311,15 @@ bool Controller::Admit(Job& job, const PlanResult& plan) {
   std::string where;
   for (const auto& n : job.slice_names) where += (where.empty() ? "" : ", ") + n;
   job.message = "attempt " + std::to_string(job.attempt) + " placed on " + where;
-  job.start_ms = clock_.NowMs();
+  job.start_ms = now;
   job.finish_ms = 0;
   ++assignment_revision_;
   (void)PersistJob(job);
   Event("Normal", "Placed", "trainjob/" + job.spec.name, job.message);
+  if (previous_slices > 0 && previous_slices != job.slices())
+    Event("Normal", "Resized", "trainjob/" + job.spec.name,
+          "attempt " + std::to_string(job.attempt) + " runs on " + std::to_string(job.slices()) +
+              " slices (was " + std::to_string(previous_slices) + ")");
   NotifyHosts(job);
   return true;
 }
@@ -1181,7 +1377,220 @@ Json Controller::AssignmentsLocked(const std::string& host) const {
                      {"graceMs", job->spec.grace_ms}});
     }
   }
-  return {{"revision", assignment_revision_}, {"assignments", out}};
+  Json reply = {{"revision", assignment_revision_}, {"assignments", out}};
+  // Workers of a broken attempt are killed at once (docs/agent-protocol.md "stop").
+  Json stop = Json::array();
+  for (const auto& [name, job] : jobs_) {
+    if (!job.stopping || !job.fast_stop || job.attempt < 0) continue;
+    bool here = false;
+    for (const auto& [rank, w] : job.workers) here = here || w.host == host;
+    if (here) stop.push_back({{"job", name}, {"attempt", job.attempt}, {"graceMs", 0}});
+  }
+  if (!stop.empty()) reply["stop"] = std::move(stop);
+  return reply;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recovery (docs/elastic.md)
+
+std::pair<int, int> Controller::SizeRange(const Job& job) const {
+  if (job.restart_min > 0) return {job.restart_min, std::max(job.restart_min, job.restart_max)};
+  return {job.spec.min_slices, job.spec.max_slices};
+}
+
+PlanResult Controller::PlanLargest(const Inventory& inventory, const Job& job, int lo,
+                                   int hi) const {
+  PlanResult plan;
+  for (int n = hi; n >= lo; --n) {
+    plan = planner_.Plan(inventory, {job.spec.accelerator, job.spec.topology, n});
+    if (plan.placed()) return plan;
+  }
+  return plan;
+}
+
+void Controller::EndAttempt(Job& job, const std::string& end_reason) {
+  if (job.attempts.empty() || job.attempts.back().ended_ms != 0) return;
+  job.attempts.back().ended_ms = clock_.NowMs();
+  job.attempts.back().end_reason = end_reason;
+}
+
+void Controller::FailAttempt(Job& job, FailureKind kind, std::vector<int> ranks, int64_t failure_ms,
+                             const std::string& message) {
+  const int64_t now = clock_.NowMs();
+  if (!job.attempts.empty() && job.attempts.back().ended_ms == 0) {
+    AttemptRecord& a = job.attempts.back();
+    a.failed_ranks = std::move(ranks);
+    a.failure_ms = failure_ms > 0 ? std::min(failure_ms, now) : now;
+    a.detected_ms = now;
+    a.message = message;
+  }
+  EndAttempt(job, FailureKindName(kind));
+  ++job.failures;
+  const std::string reason = kind == FailureKind::kHang ? "HangDetected" : FailureKindName(kind);
+  const RecoveryDecision d =
+      DecideRecovery(kind, ToAction(job.spec.on_host_loss), job.failures, job.spec.max_failures,
+                     job.slices(), job.spec.min_slices, job.spec.max_slices);
+  job.fast_stop = true;  // the attempt is broken: its state is in the last checkpoint
+  job.grow_target = 0;
+  if (d.fail) {
+    std::string history;
+    for (const AttemptRecord& a : job.attempts)
+      history += (history.empty() ? "" : "; ") + std::string("attempt ") +
+                 std::to_string(a.attempt) + " " + a.end_reason +
+                 (a.last_step >= 0 ? " at step " + std::to_string(a.last_step) : "");
+    StopJob(job, "Failed", reason, message + "; " + d.why + " (" + history + ")");
+    return;
+  }
+  Event("Warning", reason, "trainjob/" + job.spec.name, message);
+  job.restart_min = d.min_slices;
+  job.restart_max = d.max_slices;
+  job.phase = "Restarting";
+  job.reason = "Restarting";
+  const std::string budget =
+      job.spec.max_failures < 0 ? "unlimited" : std::to_string(job.spec.max_failures);
+  job.message = message + "; failure " + std::to_string(job.failures) + " of " + budget +
+                ": stopping every worker, then " + d.why;
+  BeginStopping(job);
+  Event("Normal", "Restarting", "trainjob/" + job.spec.name, job.message);
+  NotifyHosts(job);
+  if (job.unconfirmed.empty()) {
+    FinishStopping(job);
+    return;
+  }
+  (void)PersistJob(job);
+}
+
+void Controller::RecordProgress(Job& job, const Json& p) {
+  const std::string type = p.value("type", "");
+  const int rank = p.value("rank", -1);
+  const int64_t step = p.value("step", int64_t{-1});
+  const int64_t now = clock_.NowMs();
+  // Step times come from the worker (they measure the training, not the heartbeat batching);
+  // staleness for hang detection is judged on the head's clock.
+  int64_t at = p.value("timeMs", int64_t{0});
+  if (at <= 0) at = now;
+  if (!job.workers.count(rank) || job.attempts.empty()) return;
+  AttemptRecord& a = job.attempts.back();
+  RankProgress& rp = job.ranks[rank];
+  if (type == "alive") {
+    rp.last_alive_ms = now;
+    return;
+  }
+  if (step < 0) return;
+  if (type == "progress") {
+    rp.last_step = std::max(rp.last_step, step);
+    rp.last_step_ms = now;
+    if (rp.last_alive_ms > 0) rp.last_alive_ms = now;  // a step is a sign of life too
+    job.last_step = std::max(job.last_step, step);
+    if (a.first_step < 0) {
+      a.first_step = step;
+      a.first_step_ms = at;
+      if (job.attempts.size() >= 2)
+        if (auto f = ComputeRecoveryFigures(job.attempts[job.attempts.size() - 2], a))
+          Event("Normal", "Recovered", "trainjob/" + job.spec.name,
+                "attempt " + std::to_string(a.attempt) + " completed step " + std::to_string(step) +
+                    " " + Seconds(f->time_to_recover_ms) + " after the failure (detect " +
+                    Seconds(f->time_to_detect_ms) + ", schedule " +
+                    Seconds(f->time_to_schedule_ms) + ", first step " +
+                    Seconds(f->time_to_first_step_ms) + "); " + std::to_string(f->steps_lost) +
+                    " steps lost");
+    }
+    if (step > a.last_step) {
+      a.last_step = step;
+      a.last_step_ms = at;
+    }
+    if (!job.progress.empty() && at - job.progress.back().first < 1000) {
+      job.progress.back().second = std::max(job.progress.back().second, job.last_step);
+    } else {
+      job.progress.emplace_back(at, job.last_step);
+      if (job.progress.size() > 240) job.progress.erase(job.progress.begin());
+    }
+    job.progress_dirty = true;
+  } else if (type == "checkpoint") {
+    // The head's clock: preemption compares it with the head's now.
+    job.last_checkpoint_ms = now;
+    if (step > job.last_checkpoint_step) {  // every rank may report the same checkpoint
+      job.last_checkpoint_step = step;
+      job.checkpoints.emplace_back(at, p.value("seconds", 0.0));
+      if (job.checkpoints.size() > 64) job.checkpoints.erase(job.checkpoints.begin());
+    }
+    job.progress_dirty = true;
+    if (job.grow_target > 0 && step > job.grow_after_step) BeginGrowBack(job);
+  } else if (type == "restore") {
+    a.restored = true;
+    a.resumed_from_step = step;
+    a.restore_seconds = std::max(a.restore_seconds, p.value("seconds", 0.0));
+    job.progress_dirty = true;
+  }
+}
+
+void Controller::CheckHangs(int64_t now) {
+  std::vector<std::pair<std::string, HangVerdict>> hung;
+  for (auto& [name, job] : jobs_) {
+    if (job.phase != "Running" || job.stopping || job.spec.hang_timeout_ms <= 0 ||
+        job.attempts.empty())
+      continue;
+    std::map<int, RankProgress> ranks;
+    for (const auto& [rank, w] : job.workers) {
+      auto it = job.ranks.find(rank);
+      ranks[rank] = it == job.ranks.end() ? RankProgress{} : it->second;
+    }
+    const int64_t since = std::max(job.attempts.back().running_ms, job.progress_epoch_ms);
+    HangVerdict v = FindHungRanks(ranks, since, now, job.spec.hang_timeout_ms, options_.lease_ms);
+    if (v.hung) hung.emplace_back(name, std::move(v));
+  }
+  for (auto& [name, v] : hung) {
+    auto it = jobs_.find(name);
+    if (it == jobs_.end() || it->second.stopping) continue;
+    FailAttempt(it->second, FailureKind::kHang, v.stuck_ranks, v.since_ms, "hang: " + v.message);
+  }
+}
+
+void Controller::CheckGrowBack(Job& job, int64_t now) {
+  if (job.phase != "Running" || job.stopping || job.deleting ||
+      job.spec.on_host_loss != api::HostLossPolicy::kResize ||
+      job.slices() >= job.spec.max_slices || now < job.next_grow_check_ms || !inventory_ready_)
+    return;
+  job.next_grow_check_ms = now + job.spec.grow_back_interval_ms;
+  Inventory free_of_job = inventory_;
+  free_of_job.Release(OwnerId(job.seq));
+  PlanResult plan = PlanLargest(free_of_job, job, job.slices() + 1, job.spec.max_slices);
+  if (!plan.placed()) {
+    job.grow_target = 0;
+    return;
+  }
+  const int target = static_cast<int>(plan.slices.size());
+  if (job.grow_target == target) return;
+  job.grow_target = target;
+  job.grow_after_step = job.last_checkpoint_step;
+  Event("Normal", "GrowingBack", "trainjob/" + job.spec.name,
+        "capacity for " + std::to_string(target) + " slices is free; the job restarts at " +
+            std::to_string(target) + " slices after its next checkpoint");
+  (void)PersistJob(job);
+}
+
+void Controller::BeginGrowBack(Job& job) {
+  Inventory free_of_job = inventory_;
+  free_of_job.Release(OwnerId(job.seq));
+  PlanResult plan = PlanLargest(free_of_job, job, job.slices() + 1, job.spec.max_slices);
+  job.grow_target = 0;
+  if (!plan.placed()) return;  // the capacity went to someone else: look again later
+  EndAttempt(job, "GrowBack");
+  job.restart_min = job.slices();
+  job.restart_max = job.spec.max_slices;
+  job.fast_stop = false;  // SIGTERM and the grace period: the workers may save their state
+  job.phase = "Restarting";
+  job.reason = "GrowingBack";
+  job.message = "checkpoint at step " + std::to_string(job.last_checkpoint_step) +
+                " saved; restarting at " + std::to_string(plan.slices.size()) + " slices";
+  BeginStopping(job);
+  Event("Normal", "GrowingBack", "trainjob/" + job.spec.name, job.message);
+  NotifyHosts(job);
+  if (job.unconfirmed.empty()) {
+    FinishStopping(job);
+    return;
+  }
+  (void)PersistJob(job);
 }
 
 }  // namespace tessera::controller

@@ -38,6 +38,7 @@
 #include "inventory/inventory.h"
 #include "placement/planner.h"
 #include "store/store.h"
+#include "workload/recovery.h"
 
 namespace tessera::controller {
 
@@ -163,7 +164,28 @@ class Controller {
     StartGuardState start_guard;
     bool deactivated = false;
     int preemptions = 0;
-    bool holds_chips() const { return phase == "Starting" || phase == "Running" || stopping; }
+    // Recovery (docs/elastic.md). attempts.back() is the current or last attempt.
+    std::vector<AttemptRecord> attempts;
+    int failures = 0;
+    // After the workers of a restarted attempt are stopped, the job is placed again with a
+    // size in [restart_min, restart_max] (0: the spec's range).
+    int restart_min = 0, restart_max = 0;
+    bool fast_stop = false;             // the attempt is broken: SIGKILL, no grace
+    std::map<int, RankProgress> ranks;  // current attempt, by rank (not persisted)
+    int64_t progress_epoch_ms = 0;      // hang timers count from here at the earliest
+    std::vector<std::pair<int64_t, double>> checkpoints;  // (time ms, save s), the last 64
+    int64_t last_checkpoint_step = -1;
+    int grow_target = 0;           // grow back to this many slices ...
+    int64_t grow_after_step = -1;  // ... at the first checkpoint after this step
+    int64_t next_grow_check_ms = 0;
+    int64_t pending_since_ms = 0, admitted_ms = 0;
+    std::vector<std::pair<int64_t, int64_t>> progress;  // (time ms, step) samples, the last 240
+    bool progress_dirty = false;                        // progress not yet persisted
+    int64_t persisted_ms = 0;
+    int slices() const { return static_cast<int>(placement.size()); }
+    bool holds_chips() const {
+      return phase == "Starting" || phase == "Running" || phase == "Restarting" || stopping;
+    }
   };
   struct HostRec {
     std::string name;
@@ -208,6 +230,21 @@ class Controller {
   void SetPending(Job& job, const std::string& reason, const std::string& message, int position,
                   Json would_help);
   bool Admit(Job& job, const PlanResult& plan);
+  // The size range a pending job may be placed with now: a restart's, else the spec's.
+  std::pair<int, int> SizeRange(const Job& job) const;
+  // Plans the largest size in [lo, hi] on `inventory`; the plan for `lo` when none fits.
+  PlanResult PlanLargest(const Inventory& inventory, const Job& job, int lo, int hi) const;
+  // A failure of the current attempt: records it, then restarts within the failure budget
+  // (stopping every worker first) or fails the job with its attempt history.
+  void FailAttempt(Job& job, FailureKind kind, std::vector<int> ranks, int64_t failure_ms,
+                   const std::string& message);
+  void EndAttempt(Job& job, const std::string& end_reason);
+  void RecordProgress(Job& job, const Json& record);
+  void CheckHangs(int64_t now);
+  void CheckGrowBack(Job& job, int64_t now);
+  void BeginGrowBack(Job& job);
+  Json AttemptsJson(const Job& job) const;
+  Json RecoveryJson(const Job& job) const;
   void StopJob(Job& job, const std::string& phase, const std::string& reason,
                const std::string& message);
   void ConfirmStopped(Job& job, const std::string& host, const Json& workers);

@@ -2,94 +2,11 @@
 
 #include <gtest/gtest.h>
 
-#include "store/memory_store.h"
+#include "controller/controller_test_util.h"
 #include "store/sqlite_store.h"
 
 namespace tessera::controller {
 namespace {
-
-Json JobDoc(const std::string& name, int slices, const std::string& topology = "4x4") {
-  return {{"apiVersion", "tessera/v1"},
-          {"kind", "TrainJob"},
-          {"metadata", {{"name", name}}},
-          {"spec",
-           {{"accelerator", "v6e"},
-            {"topology", topology},
-            {"slices", slices},
-            {"template", {{"command", {"python3", "train.py"}}, {"env", {{"STEPS", "5"}}}}}}}};
-}
-
-template <typename T>
-const T& Ok(const ApiResult<T>& r) {
-  if (std::holds_alternative<ApiError>(r)) {
-    ADD_FAILURE() << std::get<ApiError>(r).message;
-    static T empty{};
-    return empty;
-  }
-  return std::get<T>(r);
-}
-
-template <typename T>
-ApiError Err(const ApiResult<T>& r) {
-  EXPECT_TRUE(std::holds_alternative<ApiError>(r));
-  return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
-}
-
-class ControllerTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto opened = store::MemoryStore::Open();
-    ASSERT_TRUE(opened.ok());
-    store_ = std::move(opened).value();
-    Start();
-  }
-  void Start() {
-    c_ = std::make_unique<Controller>(*store_, clock_, ControllerOptions{});
-    ASSERT_TRUE(c_->Load().ok());
-  }
-  static std::string HostName(int slice, int w) {
-    return "s" + std::to_string(slice) + "-w" + std::to_string(w);
-  }
-  void RegisterTwoSlices() {
-    for (int s = 0; s < 2; ++s)
-      for (int w = 0; w < 4; ++w)
-        Ok(c_->RegisterHost(
-            {{"name", HostName(s, w)},
-             {"generation", "v6e"},
-             {"chips", 4},
-             {"address", "127.0.0.1"},
-             {"agentPort", 9000 + s * 4 + w},
-             {"slice",
-              {{"name", "slice-" + std::to_string(s)}, {"topology", "4x4"}, {"worker", w}}}}));
-  }
-  // Every host heartbeats the given state for each of its assigned workers.
-  void HeartbeatAll(const std::string& state, int exit_code = 0,
-                    const std::string& only_host = "") {
-    for (int s = 0; s < 2; ++s)
-      for (int w = 0; w < 4; ++w) {
-        const std::string h = HostName(s, w);
-        Json a = Ok(c_->Assignments(h));
-        Json workers = Json::array();
-        for (const Json& x : a["assignments"])
-          workers.push_back({{"job", x["job"]},
-                             {"attempt", x["attempt"]},
-                             {"rank", x["rank"]},
-                             {"pid", 100},
-                             {"state", only_host.empty() || only_host == h ? state : "Running"},
-                             {"exitCode", only_host.empty() || only_host == h ? exit_code : 0}});
-        Ok(c_->Heartbeat(h, {{"workers", workers}, {"revision", a["revision"]}}));
-      }
-  }
-  std::string Phase(const std::string& job) {
-    auto r = c_->GetJob(job);
-    if (std::holds_alternative<ApiError>(r)) return "Gone";
-    return std::get<Json>(r)["status"]["phase"];
-  }
-
-  FakeClock clock_;
-  std::unique_ptr<store::Store> store_;
-  std::unique_ptr<Controller> c_;
-};
 
 TEST_F(ControllerTest, TwoSliceJobGetsOneWorkerPerHostWithTheFullEnvironment) {
   RegisterTwoSlices();
