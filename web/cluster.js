@@ -159,6 +159,15 @@ export class ClusterView {
     ctx.clearRect(0, 0, width, height);
     ctx.textBaseline = 'top';
     this.rects = [];
+    // One path per colour, filled once: a few draw calls instead of one per chip.
+    const fills = new Map();
+    const path = (color) => {
+      if (!fills.has(color)) fills.set(color, new Path2D());
+      return fills.get(color);
+    };
+    const freeEdges = new Path2D();
+    const lostRects = [];
+    ctx.fillStyle = '#111827';
     for (const p of placed) {
       if (p.section) {
         ctx.font = '600 14px system-ui, sans-serif';
@@ -175,26 +184,29 @@ export class ClusterView {
         const h = hEntry.host;
         const lost = h.status?.state !== 'Ready';
         const job = h.status?.job || '';
-        const color = lost ? LOST : job ? this.colors.get(job) : FREE;
+        const target = path(lost ? LOST : job ? this.colors.get(job) : FREE);
         let minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
         for (const [cx, cy] of hEntry.cells) {
           const rx = p.x + cx * cell, ry = oy + cy * cell;
-          ctx.fillStyle = color;
-          ctx.fillRect(rx, ry, cell - gap, cell - gap);
-          if (!job && !lost) {
-            ctx.strokeStyle = FREE_EDGE;
-            ctx.lineWidth = 1;
-            ctx.strokeRect(rx + 0.5, ry + 0.5, cell - gap - 1, cell - gap - 1);
-          }
+          target.rect(rx, ry, cell - gap, cell - gap);
+          if (!job && !lost) freeEdges.rect(rx + 0.5, ry + 0.5, cell - gap - 1, cell - gap - 1);
           minX = Math.min(minX, rx); minY = Math.min(minY, ry);
           maxX = Math.max(maxX, rx + cell - gap); maxY = Math.max(maxY, ry + cell - gap);
         }
         const rect = {x: minX, y: minY, w: maxX - minX, h: maxY - minY, entry: hEntry, group: g,
                       job: this.workers.get(hEntry.name) || (job ? {job} : null)};
-        if (lost) this.hatch(ctx, rect);
+        if (lost) lostRects.push(rect);
         this.rects.push(rect);
       }
     }
+    for (const [color, p] of fills) {
+      ctx.fillStyle = color;
+      ctx.fill(p);
+    }
+    ctx.strokeStyle = FREE_EDGE;
+    ctx.lineWidth = 1;
+    ctx.stroke(freeEdges);
+    for (const r of lostRects) this.hatch(ctx, r);
     this.rectByHost = new Map(this.rects.map((r) => [r.entry.name, r]));
     if (this.selected && this.rectByHost.has(this.selected)) this.outline(ctx, this.rectByHost.get(this.selected));
   }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,8 @@
 #include <sstream>
 #include <vector>
 
+#include "api/metrics.h"
+#include "api/web_assets.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
 #include "store/sqlite_store.h"
@@ -81,6 +84,8 @@ struct Head::Impl {
   std::unique_ptr<store::Store> store;
   std::unique_ptr<controller::Controller> ctl;
   std::unique_ptr<net::HttpServer> server;
+  std::unique_ptr<HeadMetrics> metrics;
+  std::string web_dir;  // $TESSERA_WEB_DIR: serve the dashboard from disk (development)
   std::string admin_bearer, join_bearer, join_token;
 
   std::thread loop;
@@ -161,6 +166,50 @@ struct Head::Impl {
         });
   }
 
+  // The dashboard's files: embedded at build time, or read from web_dir when it is set.
+  Response Static(const std::string& path) const {
+    Response out;
+    out.headers["Cache-Control"] = "no-cache";
+    out.headers["X-Content-Type-Options"] = "nosniff";
+    // Scripts only from the head itself; inline style attributes (job colour swatches) allowed.
+    out.headers["Content-Security-Policy"] =
+        "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+        "frame-ancestors 'none'";
+    const bool safe = !path.empty() && path.find("..") == std::string::npos && path[0] != '/';
+    if (safe && !web_dir.empty()) {
+      std::ifstream in(web_dir + "/" + path, std::ios::binary);
+      if (in) {
+        std::ostringstream text;
+        text << in.rdbuf();
+        const WebAsset* known = FindWebAsset(path);
+        out.content_type = known                    ? std::string(known->content_type)
+                           : path.ends_with(".js")  ? "text/javascript; charset=utf-8"
+                           : path.ends_with(".css") ? "text/css; charset=utf-8"
+                                                    : "text/html; charset=utf-8";
+        out.body = text.str();
+        return out;
+      }
+    }
+    const WebAsset* asset = safe ? FindWebAsset(path) : nullptr;
+    if (!asset) return Response::Error(404, "path: no dashboard file '" + path + "'", "path");
+    out.content_type = std::string(asset->content_type);
+    out.body = std::string(asset->body);
+    return out;
+  }
+
+  Response Metrics() const {
+    HeadMetrics::Inputs in;
+    in.jobs = ctl->ListJobs();
+    in.hosts = ctl->ListHosts();
+    in.cluster_queues = ctl->ListClusterQueues();
+    in.open_connections = static_cast<double>(server->connection_count());
+    auto text = metrics->Render(in);
+    if (!text.ok()) return Response::Error(500, text.status().message());
+    Response out = Response::Text(200, std::move(text).value());
+    out.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    return out;
+  }
+
   Response Logs(const Request& req) {
     const std::string job = req.params.at("name");
     int rank = 0;
@@ -231,18 +280,26 @@ Status Head::Start() {
   if (!store.ok()) return store.status();
   m.store = std::move(store).value();
   m.ctl = std::make_unique<controller::Controller>(*m.store, m.clock, options_.controller);
-  m.ctl->SetChangeListener([&m](const std::string& kind, const std::string& type,
-                                const Json& object) { m.OnChange(kind, type, object); });
+  m.metrics = std::make_unique<HeadMetrics>(m.clock);
+  if (const char* dir = std::getenv("TESSERA_WEB_DIR")) m.web_dir = dir;
+  // Every change goes to the metrics (histograms, event counts) and to the watch streams.
+  m.ctl->SetChangeListener(
+      [&m](const std::string& kind, const std::string& type, const Json& object) {
+        m.metrics->OnChange(kind, type, object);
+        m.OnChange(kind, type, object);
+      });
   m.ctl->SetAssignmentListener(
       [&m](const std::set<std::string>& hosts) { m.OnAssignments(hosts); });
   TESSERA_RETURN_IF_ERROR(m.ctl->Load());
+  m.metrics->Seed(m.ctl->ListJobs());  // what a restarted head finds was counted before
 
   net::ServerOptions so;
   so.bind_address = options_.bind_address;
   so.port = static_cast<uint16_t>(options_.port);
   so.io_threads = options_.io_threads;
   so.auth.tokens = {admin_token_, join_token_};
-  so.auth.exempt_paths = {"/healthz"};
+  // The dashboard's files hold no data (the page asks for the token), so they need no token.
+  so.auth.exempt_paths = {"/healthz", "/", "/web/*"};
   m.server = std::make_unique<net::HttpServer>(so);
   auto& s = *m.server;
   auto user = [&m](auto fn) {
@@ -262,6 +319,13 @@ Status Head::Start() {
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/healthz", [](const Request&) {
     return Response::Json(200, R"({"status":"ok"})");
   }));
+  TESSERA_RETURN_IF_ERROR(
+      s.Handle(Method::kGet, "/", [&m](const Request&) { return m.Static("index.html"); }));
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/web/{path...}", [&m](const Request& r) {
+    return m.Static(r.params.at("path"));
+  }));
+  TESSERA_RETURN_IF_ERROR(
+      s.Handle(Method::kGet, "/metrics", user([&m](const Request&) { return m.Metrics(); })));
   auto create = user([&m, parse_body](const Request& r) {
     auto doc = parse_body(r);
     if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
