@@ -103,13 +103,42 @@ void PrintHosts(const Json& items, bool wide) {
   }
 }
 
-void PrintEvents(const Json& items) {
+void PrintEventRow(const Json& e, int64_t now) {
+  std::printf("%-6s %-8s %-15s %-26s %s\n", Age(e.value("timeMs", int64_t{0}), now).c_str(),
+              e.value("type", "").c_str(), e.value("reason", "").c_str(),
+              e.value("object", "").c_str(), e.value("message", "").c_str());
+}
+
+void PrintEvents(const Json& items, const std::string& object) {
   const int64_t now = NowMs();
   std::printf("%-6s %-8s %-15s %-26s %s\n", "AGE", "TYPE", "REASON", "OBJECT", "MESSAGE");
   for (const Json& e : items)
-    std::printf("%-6s %-8s %-15s %-26s %s\n", Age(e.value("timeMs", int64_t{0}), now).c_str(),
-                e.value("type", "").c_str(), e.value("reason", "").c_str(),
-                e.value("object", "").c_str(), e.value("message", "").c_str());
+    if (object.empty() || e.value("object", "") == object) PrintEventRow(e, now);
+}
+
+// `tessera get events --watch`: the list, then one row per new event until interrupted.
+void WatchEvents(net::HttpClient& client, const std::string& object, const std::string& output) {
+  if (output == "table")
+    std::printf("%-6s %-8s %-15s %-26s %s\n", "AGE", "TYPE", "REASON", "OBJECT", "MESSAGE");
+  std::fflush(stdout);
+  Status s = client.Stream(net::Method::kGet, "/api/v1/events?watch=true", [&](std::string_view l) {
+    Json change = Json::parse(l, nullptr, false);
+    if (change.is_discarded() || !change.contains("object")) return true;
+    const Json& e = change["object"];
+    if (!object.empty() && e.value("object", "") != object) return true;
+    if (output == "json") {
+      std::cout << e.dump() << "\n";
+    } else if (output == "yaml") {
+      PrintAs(e, output);
+      std::cout << "---\n";
+    } else {
+      PrintEventRow(e, NowMs());
+    }
+    std::cout.flush();
+    std::fflush(stdout);
+    return true;
+  });
+  if (!s.ok()) throw CommandError("watching events: " + s.message(), 1);
 }
 
 // `tessera get queues`: one row per ClusterQueue, from the latest admission cycle.
@@ -186,21 +215,35 @@ void AddResourceCommands(CLI::App& app) {
     auto flags = std::make_shared<ClientFlags>();
     auto kind = std::make_shared<std::string>();
     auto output = std::make_shared<std::string>("table");
+    auto watch = std::make_shared<bool>(false);
+    auto object = std::make_shared<std::string>();
     cmd->add_option("kind", *kind,
                     "jobs, hosts, events, queues (ClusterQueues), localqueues, priorityclasses")
         ->required();
     cmd->add_option("-o,--output", *output, "table, wide, json or yaml")
         ->check(CLI::IsMember({"table", "wide", "json", "yaml"}));
+    cmd->add_flag("-w,--watch", *watch, "events: keep printing new events until interrupted");
+    cmd->add_option("--for", *object, "events: only those about this object, e.g. trainjob/demo");
     flags->Add(cmd);
-    cmd->callback([flags, kind, output] {
+    cmd->callback([flags, kind, output, watch, object] {
       const std::string path = KindPath(*kind);
+      if ((*watch || !object->empty()) && path != "events")
+        throw CommandError(std::string(*watch ? "--watch" : "--for") +
+                           ": only for events (tessera get events --watch --for trainjob/NAME)");
       auto client = Connect(*flags);
+      if (*watch) return WatchEvents(*client, *object, *output);
       Json list = Call(*client, net::Method::kGet, "/api/v1/" + path);
+      if (!object->empty()) {
+        Json kept = Json::array();
+        for (const Json& e : list["items"])
+          if (e.value("object", "") == *object) kept.push_back(e);
+        list["items"] = kept;
+      }
       if (*output == "json" || *output == "yaml") return PrintAs(list, *output);
       const bool wide = *output == "wide";
       if (path == "jobs") PrintJobs(list["items"], wide);
       if (path == "hosts") PrintHosts(list["items"], wide);
-      if (path == "events") PrintEvents(list["items"]);
+      if (path == "events") PrintEvents(list["items"], *object);
       if (path == "clusterqueues") PrintClusterQueues(list["items"]);
       if (path == "localqueues") PrintLocalQueues(list["items"]);
       if (path == "priorityclasses") PrintPriorityClasses(list["items"]);
@@ -294,7 +337,7 @@ void AddResourceCommands(CLI::App& app) {
       for (const Json& e : events["items"])
         if (e.value("object", "") == "trainjob/" + *name) mine.push_back(e);
       std::cout << "Events:\n";
-      PrintEvents(mine);
+      PrintEvents(mine, "");
     });
   }
   // logs
