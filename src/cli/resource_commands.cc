@@ -2,6 +2,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -139,6 +140,68 @@ void WatchEvents(net::HttpClient& client, const std::string& object, const std::
     return true;
   });
   if (!s.ok()) throw CommandError("watching events: " + s.message(), 1);
+}
+
+std::string Ms(int64_t ms) {
+  if (ms < 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2fs", static_cast<double>(ms) / 1000.0);
+  return buf;
+}
+
+std::string Secs(double s) {
+  if (s < 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fs", s);
+  return buf;
+}
+
+// `tessera describe job`: the failure budget, every attempt with how it ended and the figures of
+// the recovery that led to it (docs/elastic.md), goodput and checkpoint-interval advice.
+void PrintRecovery(const Json& st) {
+  const Json& attempts = st.value("attempts", Json::array());
+  if (attempts.empty()) return;
+  const Json& rec = st.value("recovery", Json::object());
+  const int max_failures = rec.value("maxFailures", 0);
+  std::cout << "Failures:    " << st.value("failures", 0) << " of "
+            << (max_failures < 0 ? std::string("unlimited") : std::to_string(max_failures))
+            << " allowed\n";
+  std::cout << "Attempts:\n  #   SLICES  STEPS       ENDED         RANKS   DETECT  SCHEDULE  "
+               "1ST STEP  RESTORE  RECOVER  LOST\n";
+  for (const Json& a : attempts) {
+    std::string steps = "-";
+    if (a.value("lastStep", int64_t{-1}) >= 0)
+      steps = std::to_string(a.value("firstStep", int64_t{0})) + ".." +
+              std::to_string(a.value("lastStep", int64_t{0}));
+    std::string ranks;
+    for (const Json& r : a.value("failedRanks", Json::array()))
+      ranks += (ranks.empty() ? "" : ",") + std::to_string(r.get<int>());
+    const Json f = a.value("recovery", Json::object());
+    const int64_t lost = f.value("stepsLost", int64_t{-1});
+    std::printf("  %-3d %-7d %-11s %-13s %-7s %-7s %-9s %-9s %-8s %-8s %s\n", a.value("attempt", 0),
+                a.value("slices", 0), steps.c_str(),
+                a.value("endReason", "").empty() ? "(current)" : a.value("endReason", "").c_str(),
+                ranks.empty() ? "-" : ranks.c_str(),
+                Ms(f.value("timeToDetectMs", int64_t{-1})).c_str(),
+                Ms(f.value("timeToScheduleMs", int64_t{-1})).c_str(),
+                Ms(f.value("timeToFirstStepMs", int64_t{-1})).c_str(),
+                Ms(f.value("timeToRestoreMs", int64_t{-1})).c_str(),
+                Ms(f.value("timeToRecoverMs", int64_t{-1})).c_str(),
+                lost < 0 ? "-" : std::to_string(lost).c_str());
+  }
+  const double goodput = rec.value("goodput", -1.0);
+  char line[160];
+  std::snprintf(line, sizeof line, "%s (steps lost %lld, mean time to recover %s)",
+                goodput < 0 ? "-" : (std::to_string(std::lround(goodput * 100)) + "%").c_str(),
+                static_cast<long long>(rec.value("stepsLost", int64_t{0})),
+                Ms(rec.value("meanTimeToRecoverMs", int64_t{-1})).c_str());
+  std::cout << "Goodput:     " << line << "\n";
+  const Json& c = rec.value("checkpoint", Json::object());
+  std::cout << "Checkpoints: save " << Secs(c.value("saveSeconds", -1.0)) << ", every "
+            << Secs(c.value("intervalSeconds", -1.0)) << "; Young/Daly advises every "
+            << Secs(c.value("advisedIntervalSeconds", -1.0)) << " (MTBF "
+            << Secs(c.value("mtbfSeconds", -1.0))
+            << (c.value("mtbfSource", "").empty() ? "" : ", " + c.value("mtbfSource", "")) << ")\n";
 }
 
 // `tessera get queues`: one row per ClusterQueue, from the latest admission cycle.
@@ -315,7 +378,9 @@ void AddResourceCommands(CLI::App& app) {
                 << "Reason:      " << st.value("reason", "") << "\n"
                 << "Message:     " << st.value("message", "") << "\n"
                 << "Attempt:     " << st.value("attempt", -1) << "\n"
+                << "Slices:      " << st.value("slices", 0) << " (spec " << SlicesOf(sp) << ")\n"
                 << "Last step:   " << st.value("lastStep", int64_t{-1}) << "\n";
+      PrintRecovery(st);
       if (!st["placement"].empty()) {
         std::cout << "Placement:\n";
         for (const Json& p : st["placement"]) {
