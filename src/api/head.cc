@@ -362,6 +362,13 @@ Status Head::Start() {
                                          return m.Watch(kind, list);
                                        return Response::Json(200, list.dump());
                                      })));
+    // 409 naming what still uses it (docs/admission.md "Deleting").
+    TESSERA_RETURN_IF_ERROR(
+        s.Handle(Method::kDelete, std::string(path) + "/{name}", user([&m, kind](const Request& r) {
+                   Response out = Reply(m.ctl->DeleteQueueObject(kind, r.params.at("name")));
+                   m.Kick();
+                   return out;
+                 })));
   }
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kPost, "/api/v1/jobs", create));
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/jobs", user([&m](const Request& r) {

@@ -444,28 +444,42 @@ void AddResourceCommands(CLI::App& app) {
   }
   // delete
   {
-    auto* cmd = app.add_subcommand("delete", "Delete a job: stop every worker, release its chips");
+    auto* cmd = app.add_subcommand(
+        "delete",
+        "Delete a job (stop every worker, release its chips), or a clusterqueue, localqueue or "
+        "priorityclass (refused while in use, naming the users)");
     auto flags = std::make_shared<ClientFlags>();
     auto kind = std::make_shared<std::string>();
     auto name = std::make_shared<std::string>();
     auto ignore = std::make_shared<bool>(false);
-    cmd->add_option("kind", *kind, "job")->required()->check(CLI::IsMember({"job", "trainjob"}));
-    cmd->add_option("name", *name, "the job's name")->required();
-    cmd->add_flag("--ignore-not-found", *ignore, "succeed when the job does not exist");
+    cmd->add_option("kind", *kind, "job, clusterqueue, localqueue or priorityclass")
+        ->required()
+        ->check(CLI::IsMember({"job", "trainjob", "clusterqueue", "localqueue", "priorityclass"}));
+    cmd->add_option("name", *name, "the object's name")->required();
+    cmd->add_flag("--ignore-not-found", *ignore, "succeed when the object does not exist");
     flags->Add(cmd);
     cmd->callback([flags, kind, name, ignore] {
+      const bool job = *kind == "job" || *kind == "trainjob";
+      const std::string object = (job ? std::string("trainjob") : *kind) + "/" + *name;
+      const std::string path = job                        ? "/api/v1/jobs/"
+                               : *kind == "priorityclass" ? "/api/v1/priorityclasses/"
+                                                          : "/api/v1/" + *kind + "s/";
       auto client = Connect(*flags);
-      auto r = client->Request(net::Method::kDelete, "/api/v1/jobs/" + *name);
+      auto r = client->Request(net::Method::kDelete, path + *name);
       if (!r.ok()) throw CommandError("cannot reach the head: " + r.status().message(), 1);
       if (r->status == 404 && *ignore) {
-        std::cout << "trainjob/" << *name << " not found\n";
+        std::cout << object << " not found\n";
         return;
       }
       Json j = Json::parse(r->body, nullptr, false);
       if (r->status >= 400)
         throw CommandError(j.is_object() ? j.value("error", r->body) : r->body, 1);
-      std::cout << "trainjob/" << *name << " "
-                << (j.value("status", "") == "Deleted" ? "deleted" : "terminating") << "\n";
+      std::cout << object << " "
+                << (j.value("status", "") == "Deleted" ? "deleted" : "terminating");
+      if (j.value("pendingJobs", 0) > 0)
+        std::cout << " (" << j["pendingJobs"].get<int>()
+                  << " pending job(s) wait with LocalQueueNotFound until it exists again)";
+      std::cout << "\n";
     });
   }
 }

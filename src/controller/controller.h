@@ -89,6 +89,12 @@ class Controller {
   Json ListClusterQueues() const;
   Json ListLocalQueues() const;
   Json ListPriorityClasses() const;
+  // DELETE /api/v1/{clusterqueues,localqueues,priorityclasses}/{name}; kind is "ClusterQueue",
+  // "LocalQueue" or "PriorityClass" (controller_queues.cc). 404 when missing. 409 naming what
+  // still uses it: a ClusterQueue with admitted jobs or LocalQueues pointing at it; a
+  // LocalQueue with admitted jobs (its pending jobs then wait with LocalQueueNotFound); a
+  // PriorityClass named by unfinished jobs. docs/admission.md "Deleting".
+  ApiResult<Json> DeleteQueueObject(const std::string& kind, const std::string& name);
   Json ListJobs() const;
   // Stops every worker of the job, then (once agents confirm the workers are gone) releases its
   // chips and removes it. 404 when there is no such job; a second delete while stopping is OK.
