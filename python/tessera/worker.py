@@ -17,10 +17,14 @@ import dataclasses
 import json
 import math
 import os
+import threading
 import time
 from typing import Mapping, Optional
 
 PROGRESS_FILE_VAR = "TESSERA_PROGRESS_FILE"
+# Milliseconds between liveness ticks; 0 turns them off.
+ALIVE_INTERVAL_VAR = "TESSERA_ALIVE_INTERVAL_MS"
+DEFAULT_ALIVE_INTERVAL_MS = 1000
 
 
 class EnvError(ValueError):
@@ -174,11 +178,56 @@ def _report(record: dict, env: Optional[Mapping[str, str]]) -> bool:
     return True
 
 
+class _Liveness:
+    """A daemon thread that appends {"type": "alive", "step": last reported step} every
+    interval. It keeps ticking while the main thread waits inside a collective (collectives
+    release the GIL) and stops when the process is stopped or wedged, which is how the head
+    names the stuck rank of a hang instead of every rank that waits for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._thread: Optional[threading.Thread] = None
+        self._pid = 0
+        self.step = 0
+
+    def ensure_started(self, step: int, env: Mapping[str, str]) -> None:
+        with self._lock:
+            self.step = step
+            # A forked child has no thread even though the object says so.
+            if self._thread is not None and self._pid == os.getpid():
+                return
+            interval_ms = _int(env, ALIVE_INTERVAL_VAR, DEFAULT_ALIVE_INTERVAL_MS)
+            if interval_ms == 0:
+                return
+            self._pid = os.getpid()
+            self._thread = threading.Thread(target=self._run,
+                                            args=(interval_ms / 1000, dict(env)),
+                                            name="tessera-alive", daemon=True)
+            self._thread.start()
+
+    def _run(self, interval_s: float, env: Mapping[str, str]) -> None:
+        tick = threading.Event()  # never set: wait() is the interval timer
+        while not tick.wait(interval_s):
+            try:
+                _report({"type": "alive", "step": self.step}, env)
+            except OSError:
+                return  # the progress file is gone: the worker is being torn down
+
+
+_liveness = _Liveness()
+
+
 def report_progress(step: int, *, env: Optional[Mapping[str, str]] = None) -> bool:
     """Records that `step` (>= 0) completed. Returns False, doing nothing, when
     TESSERA_PROGRESS_FILE is unset; True after the line is written. Raises OSError if the
-    file cannot be written, TypeError/ValueError for a bad step."""
-    return _report({"type": "progress", "step": _check_step(step)}, env)
+    file cannot be written, TypeError/ValueError for a bad step.
+
+    The first call also starts liveness ticks (every TESSERA_ALIVE_INTERVAL_MS, default 1000;
+    0 turns them off) when reporting from the process's own environment."""
+    written = _report({"type": "progress", "step": _check_step(step)}, env)
+    if written and env is None:
+        _liveness.ensure_started(step, os.environ)
+    return written
 
 
 def _check_seconds(name: str, seconds: object) -> float:

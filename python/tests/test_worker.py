@@ -1,7 +1,10 @@
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import threading
+import time
 import unittest
 from unittest import mock
 
@@ -184,6 +187,60 @@ class ProgressTest(unittest.TestCase):
         self.assertEqual(len(got), 600)
         for rank in range(2):
             self.assertEqual([r["step"] for r in got if r["rank"] == rank], list(range(300)))
+
+
+# A worker that reports one step, then blocks in a GIL-releasing call as a rank waiting in a
+# collective would.
+_WAITING_WORKER = """
+import sys, time
+from tessera import worker
+worker.report_progress(3)
+print("reported", flush=True)
+time.sleep(float(sys.argv[1]))
+"""
+
+
+class LivenessTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.dir.name, "progress.jsonl")
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def run_worker(self, interval_ms, block_s):
+        env = {**os.environ, "TESSERA_PROGRESS_FILE": self.path, "RANK": "2",
+               "WORLD_SIZE": "4", "MASTER_ADDR": "h", "MASTER_PORT": "1",
+               "TESSERA_ALIVE_INTERVAL_MS": str(interval_ms),
+               "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(worker.__file__)))}
+        return subprocess.Popen([sys.executable, "-c", _WAITING_WORKER, str(block_s)], env=env,
+                                stdout=subprocess.DEVNULL)
+
+    def records(self, kind):
+        if not os.path.exists(self.path):  # the worker has not reported yet
+            return []
+        with open(self.path) as f:
+            return [r for r in map(json.loads, f) if r["type"] == kind]
+
+    def test_ticks_continue_while_the_main_thread_waits(self):
+        child = self.run_worker(interval_ms=20, block_s=60)
+        try:
+            deadline = time.monotonic() + 30
+            while len(self.records("alive")) < 3:
+                self.assertLess(time.monotonic(), deadline, "no liveness ticks")
+                time.sleep(0.02)
+        finally:
+            child.kill()
+            child.wait()
+        ticks = self.records("alive")
+        self.assertTrue(all(t["step"] == 3 and t["rank"] == 2 for t in ticks), ticks)
+
+    def test_zero_turns_ticks_off(self):
+        # The worker blocks for 25 tick intervals of the other test, then exits by itself.
+        child = self.run_worker(interval_ms=0, block_s=0.5)
+        self.assertEqual(child.wait(timeout=30), 0)
+        self.assertEqual(len(self.records("progress")), 1)
+        self.assertEqual(self.records("alive"), [])
 
 
 if __name__ == "__main__":

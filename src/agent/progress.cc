@@ -19,7 +19,8 @@ bool ParseProgressLine(const std::string& line, ProgressRecord& out) {
   }
   ProgressRecord r;
   r.type = type->get<std::string>();
-  if (r.type != "progress" && r.type != "checkpoint" && r.type != "restore") return false;
+  if (r.type != "progress" && r.type != "checkpoint" && r.type != "restore" && r.type != "alive")
+    return false;
   r.step = step->get<int64_t>();
   if (r.step < 0) return false;
   if (auto s = j.find("seconds"); s != j.end() && s->is_number()) {

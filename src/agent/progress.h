@@ -9,7 +9,8 @@
 // Line format (python/tessera/worker.py): {"type":"progress","step":N,"rank":R,"attempt":A,
 // "time":unix_seconds}, {"type":"checkpoint","step":N,"seconds":S,...} (S: time to save it) or
 // {"type":"restore","step":N,"seconds":S,...} (the step the attempt resumed from, S: time to
-// load the checkpoint).
+// load the checkpoint) or {"type":"alive","step":N,...} (a liveness tick from the SDK's
+// background thread: the head tells a stopped rank from the ranks waiting for it by these).
 //
 // Thread-safety: none; one owner calls Read().
 #pragma once

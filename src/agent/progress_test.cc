@@ -31,6 +31,9 @@ TEST(ProgressTest, ParsesTheSdkLineFormats) {
   EXPECT_DOUBLE_EQ(r.seconds, 0.75);
   EXPECT_EQ(r.time_ms, 1700000001000);
   EXPECT_FALSE(ParseProgressLine(R"({"type":"restore","step":3,"seconds":-1})", r));
+  ASSERT_TRUE(ParseProgressLine(R"({"type":"alive","step":30,"rank":1,"time":1700000002})", r));
+  EXPECT_EQ(r.type, "alive");
+  EXPECT_EQ(r.step, 30);
   EXPECT_FALSE(ParseProgressLine(R"({"type":"other","step":1})", r));
   EXPECT_FALSE(ParseProgressLine(R"({"type":"progress","step":-1})", r));
   EXPECT_FALSE(ParseProgressLine(R"({"type":"progress"})", r));
