@@ -13,6 +13,8 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev sqlite3
   # example workloads and the Python SDK
   python3 python3-torch
+  # dashboard tests: a real headless browser, driven from Node (playwright-core, below)
+  chromium nodejs
 )
 
 missing=()
@@ -22,11 +24,20 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages already installed"
-  exit 0
+else
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-echo "setup: installing ${missing[*]}"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# playwright-core (the browser tests' driver; it downloads no browser) at the version that
+# package-lock.json pins. Skipped when node_modules already holds that version.
+cd "$(dirname "$0")/.."
+if ! node -e 'const l = require("./package-lock.json").packages["node_modules/playwright-core"];
+    process.exit(require("./node_modules/playwright-core/package.json").version === l.version ? 0 : 1)' \
+    2>/dev/null; then
+  echo "setup: npm ci (playwright-core)"
+  npm ci --no-audit --no-fund --loglevel=error
+fi

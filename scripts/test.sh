@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds the dev preset (ASan + UBSan, warnings as errors) and runs every test: the C++
 # suites under CTest, the Python SDK's unit tests, the multi-process integration tests (a real
-# head and agents on loopback ports), and the clang-format check.
+# head and agents on loopback ports), the dashboard's browser tests, and the clang-format check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,3 +15,6 @@ ctest --preset dev -j "$(nproc)"
 # Debian's interpreter: it is the one with python3-torch.
 PYTHONPATH=python /usr/bin/python3 -m unittest discover -s python/tests -t python -v
 TESSERA_BIN="$PWD/build/dev/bin/tessera" /usr/bin/python3 -m unittest discover -s tests/integration -t tests/integration -v
+# The dashboard: its pure functions, then the pages in headless Chromium against a live cluster.
+# Screenshots land in test-artifacts/dashboard/.
+TESSERA_BIN="$PWD/build/dev/bin/tessera" node --test tests/dashboard/

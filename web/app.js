@@ -326,7 +326,7 @@ function renderJobFacts(job) {
   if (rec) facts.push(['Recovery', `${rec.failures ?? 0} failure(s) of ${rec.maxFailures ?? '-'} allowed` +
       (rec.goodput != null ? `, goodput ${(rec.goodput * 100).toFixed(1)}%` : '') +
       (rec.stepsLost != null ? `, ${rec.stepsLost} steps lost` : '') +
-      (rec.checkpoint?.advisedIntervalSeconds ? `; advised checkpoint interval ${fmtMs(rec.checkpoint.advisedIntervalSeconds * 1000)}` : '')]);
+      (rec.checkpoint?.advisedIntervalSeconds > 0 ? `; advised checkpoint interval ${fmtMs(rec.checkpoint.advisedIntervalSeconds * 1000)}` : '')]);
   main().querySelector('[data-role=facts]').innerHTML =
       `<dl class="facts">${facts.map(([k, v]) => `<dt>${k}</dt><dd>${v}</dd>`).join('')}</dl>`;
 }
@@ -337,7 +337,7 @@ function renderAttempts(job) {
   let rows;
   if (Array.isArray(st.attempts) && st.attempts.length) {
     rows = st.attempts.map((a) => `<tr><th scope="row">${a.attempt}</th><td>${a.slices ?? '-'}</td>
-      <td>${t(a.placedMs)}</td><td>${t(a.startedMs)}</td><td>${t(a.firstStepMs)}</td>
+      <td>${t(a.placedMs)}</td><td>${t(a.startedMs ?? a.runningMs)}</td><td>${t(a.firstStepMs)}</td>
       <td>${a.resumedFromStep ?? '-'}</td><td>${a.lastStep ?? '-'}</td>
       <td>${a.endReason ? escapeHtml(a.endReason) : '<span class="badge ok">current</span>'}${a.failedRanks?.length ? ` (rank ${a.failedRanks.join(', ')})` : ''}</td>
       <td>${a.recovery?.timeToRecoverMs != null ? fmtMs(a.recovery.timeToRecoverMs) : '-'}</td></tr>`);

@@ -163,11 +163,12 @@ export function recoveryTimeline(job, events) {
       const r = a.recovery || {};
       add(a.placedMs, 'schedule', n ? `Attempt ${n} rescheduled` : `Attempt ${n} placed`,
           a.slices != null ? `${a.slices} slice(s)` : '');
-      add(a.startedMs, 'start', n ? `Attempt ${n} restarted` : `Attempt ${n} started`);
+      // Every worker running: startedMs, or runningMs as the controller names it.
+      add(a.startedMs ?? a.runningMs, 'start', n ? `Attempt ${n} restarted` : `Attempt ${n} started`);
       add(a.firstStepMs, 'step', `Attempt ${n} first step`,
           a.resumedFromStep != null ? `resumed from step ${a.resumedFromStep}` : '');
       if (typeof r.timeToRecoverMs === 'number')
-        add(a.firstStepMs || a.startedMs, 'recovered', `Recovered in ${fmtMs(r.timeToRecoverMs)}`,
+        add(a.firstStepMs || a.startedMs || a.runningMs, 'recovered', `Recovered in ${fmtMs(r.timeToRecoverMs)}`,
             [r.timeToDetectMs != null && `detect ${fmtMs(r.timeToDetectMs)}`,
              r.timeToScheduleMs != null && `schedule ${fmtMs(r.timeToScheduleMs)}`,
              r.timeToFirstStepMs != null && `first step ${fmtMs(r.timeToFirstStepMs)}`,

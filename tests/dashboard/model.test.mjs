@@ -79,7 +79,7 @@ test('recovery timeline from attempts', () => {
     status: {attempts: [
       {attempt: 0, placedMs: 1100, startedMs: 1200, firstStepMs: 1500, failureMs: 5000,
        detectedMs: 5300, endedMs: 5400, endReason: 'WorkerFailed', failedRanks: [3]},
-      {attempt: 1, placedMs: 6000, startedMs: 6100, firstStepMs: 9000, resumedFromStep: 40,
+      {attempt: 1, placedMs: 6000, runningMs: 6100, firstStepMs: 9000, resumedFromStep: 40,
        recovery: {timeToDetectMs: 300, timeToScheduleMs: 600, timeToRecoverMs: 4000, stepsLost: 2}},
     ]},
   };

@@ -1,0 +1,99 @@
+// A real local cluster for the browser tests: `tessera up` in a temporary state directory, the
+// admin token and port it wrote, a small API client, and polling with deadlines (no sleeps
+// that wait for an event). Also the browser: Debian's chromium through playwright-core.
+import {execFile} from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import {fileURLToPath} from 'node:url';
+import {promisify} from 'node:util';
+
+import {chromium} from 'playwright-core';
+
+export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const TESSERA = process.env.TESSERA_BIN || path.join(REPO, 'build', 'dev', 'bin', 'tessera');
+export const CHROMIUM = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
+export const ARTIFACTS = process.env.TESSERA_ARTIFACTS ||
+    path.join(REPO, 'test-artifacts', 'dashboard');
+
+const run = promisify(execFile);
+
+export class Cluster {
+  constructor() {
+    this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tessera-dash-'));
+    this.state = path.join(this.dir, 'state');
+  }
+
+  async cli(...args) {
+    return run(TESSERA, [...args, '--state-dir', this.state], {cwd: REPO, timeout: 180_000});
+  }
+
+  async up(flags = ['--generation', 'v6e', '--topology', '4x4', '--slices', '2']) {
+    await this.cli('up', ...flags, '--heartbeat-ms', '500', '--lease-ms', '3000', '--timeout', '120');
+    this.token = fs.readFileSync(path.join(this.state, 'admin.token'), 'utf8').trim();
+    this.port = JSON.parse(fs.readFileSync(path.join(this.state, 'head.json'), 'utf8')).port;
+    this.url = `http://127.0.0.1:${this.port}`;
+  }
+
+  async down() {
+    try {
+      await this.cli('down', '--purge');
+    } finally {
+      fs.rmSync(this.dir, {recursive: true, force: true});
+    }
+  }
+
+  async api(method, p, body) {
+    const res = await fetch(this.url + p, {
+      method,
+      headers: {Authorization: `Bearer ${this.token}`, 'Content-Type': 'application/json'},
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    let json = null;
+    try { json = JSON.parse(text); } catch (_) { /* text */ }
+    return {status: res.status, json, text};
+  }
+
+  async phase(name) {
+    const r = await this.api('GET', `/api/v1/jobs/${name}`);
+    return r.status === 200 ? r.json.status.phase : 'Gone';
+  }
+}
+
+// Polls fn() until it returns something truthy, or throws after timeoutMs naming `what`.
+export async function waitFor(what, fn, timeoutMs = 60_000, intervalMs = 100) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < deadline) {
+    last = await fn();
+    if (last) return last;
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${JSON.stringify(last)})`);
+}
+
+export function trainJob(name, command, {slices = 1, topology = '4x4', env = {}} = {}) {
+  return {
+    apiVersion: 'tessera/v1', kind: 'TrainJob', metadata: {name},
+    spec: {accelerator: 'v6e', topology, slices, template: {command, env, workingDir: REPO}},
+  };
+}
+
+export async function launchBrowser() {
+  // --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
+  return chromium.launch({executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu']});
+}
+
+export async function screenshot(page, name) {
+  fs.mkdirSync(ARTIFACTS, {recursive: true});
+  const file = path.join(ARTIFACTS, `${name}.png`);
+  await page.screenshot({path: file, fullPage: true});
+  return file;
+}
+
+export async function login(page, url, token) {
+  await page.goto(`${url}/`);
+  await page.fill('#token', token);
+  await page.click('[data-role=login-form] button[type=submit]');
+}
