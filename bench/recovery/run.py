@@ -405,7 +405,10 @@ def tessera_job_doc(cfg, name, ckpt, steps, slices, on_host_loss):
         "apiVersion": "tessera/v1", "kind": "TrainJob", "metadata": {"name": name},
         "spec": {
             "accelerator": "v6e", "topology": "4x4", "slices": slices,
-            "failurePolicy": {"maxFailures": -1, "onHostLoss": on_host_loss},
+            "failurePolicy": dict(
+                {"maxFailures": -1, "onHostLoss": on_host_loss},
+                **({"growBackInterval": f"{cfg.grow_back_interval_s}s"}
+                   if cfg.grow_back_interval_s else {})),
             "progress": {"hangTimeout": f"{cfg.hang_timeout_s}s"},
             "checkpoint": {"dir": ckpt},
             "template": {"command": [PYTHON, TRAIN], "env": env, "workingDir": REPO},
@@ -473,7 +476,9 @@ def tessera_run(cfg, cluster, scenario, run_index):
     name = f"recovery-{scenario}-{run_index}"
     ckpt = os.path.join(cluster.dir, "ckpt", name)
     records = lambda: read_records(cluster.progress_paths(name))  # noqa: E731
-    out = {"launcher": "tessera", "variant": "warm" if cfg.warm else "cold",
+    variant = ("warm" if cfg.warm else "cold") + (
+        f", growBackInterval {cfg.grow_back_interval_s}s" if cfg.grow_back_interval_s else "")
+    out = {"launcher": "tessera", "variant": variant,
            "scenario": scenario, "run": run_index, "loadavg_1m": os.getloadavg()[0]}
 
     if scenario in ("kill", "hang"):
@@ -522,19 +527,26 @@ def tessera_run(cfg, cluster, scenario, run_index):
     worker_pids = [w["pid"] for w in cluster.job(name)["status"]["workers"]
                    if w["host"] == host and w.get("pid")]
     t = time.time()
-    os.kill(agent_pid, signal.SIGKILL)
-    for pid in worker_pids:  # each worker leads its own process group
-        kill_group(pid)
-    log(f"tessera hostloss: host {host} (agent {agent_pid}, workers {worker_pids}) killed at "
-        f"step {max_step(records())}")
+    if cfg.host_fault == "kill-host":
+        os.kill(agent_pid, signal.SIGKILL)
+        for pid in worker_pids:  # each worker leads its own process group
+            kill_group(pid)
+    else:  # stop-agent: the host stops heartbeating; its workers run on until the head acts
+        os.kill(agent_pid, signal.SIGSTOP)
+    out["host_fault"] = cfg.host_fault
+    log(f"tessera hostloss: host {host} (agent {agent_pid}, workers {worker_pids}): "
+        f"{cfg.host_fault} at step {max_step(records())}")
     shrink = tessera_wait(cluster, name, "the shrunk group's next step",
                           lambda: recovery_figures(records(), t), cfg.timeout_s)
     out.update({f"shrink_{k}": v for k, v in shrink.items()})
     target = shrink["first_step"] + cfg.grow_after_steps
     wait_for(f"shrunk group at step {target}", lambda: max_step(records()) >= target, 600)
     g = time.time()
-    cluster.restart_agent(agent_args)
-    log(f"tessera hostloss: agent of {host} restarted at step {max_step(records())}")
+    if cfg.host_fault == "kill-host":
+        cluster.restart_agent(agent_args)
+    else:
+        os.kill(agent_pid, signal.SIGCONT)
+    log(f"tessera hostloss: host {host} back at step {max_step(records())}")
     grow = tessera_wait(cluster, name, "the first step at full size",
                         lambda: recovery_figures(records(), g, min_rank=4, full_world=world),
                         cfg.timeout_s)
@@ -698,6 +710,13 @@ def main(argv=None):
                    help="tessera spec.progress.hangTimeout, seconds")
     p.add_argument("--timeout", dest="timeout_s", type=float, default=600,
                    help="tessera: seconds to wait for each recovery before the run fails")
+    p.add_argument("--grow-back-interval", dest="grow_back_interval_s", type=int, default=0,
+                   help="tessera spec.failurePolicy.growBackInterval, seconds (0: the head's "
+                        "default, 60 s)")
+    p.add_argument("--host-fault", choices=["stop-agent", "kill-host"], default="stop-agent",
+                   help="tessera hostloss: SIGSTOP the host's agent (SIGCONT to bring it back; "
+                        "its workers run on until the head stops the job), or SIGKILL the "
+                        "agent and its workers (a new agent process brings it back)")
     p.add_argument("--tessera", default=os.path.join(REPO, "build", "h-bench", "bin", "tessera"))
     p.add_argument("--warm", action="store_true",
                    help="tessera up --warm-preload torch (pre-started workers, torch imported)")
