@@ -724,6 +724,12 @@ Status ParseWarmFlags(const AgentFlags& flags, WarmPoolOptions& warm) {
     return InvalidArgument("--warm-pool: '" + flags.warm_pool + "' must be 0..16");
   }
   warm.size = static_cast<int>(*size);
+  auto delay = ParseInt(flags.warm_refill_delay_ms);
+  if (!delay || *delay < 0 || *delay > 3'600'000) {
+    return InvalidArgument("--warm-refill-delay-ms: '" + flags.warm_refill_delay_ms +
+                           "' must be 0..3600000");
+  }
+  warm.refill_delay = std::chrono::milliseconds(*delay);
   warm.sdk_dir = flags.warm_sdk_dir.empty() ? FindSdkDir() : flags.warm_sdk_dir;
   if (warm.sdk_dir.empty() || !std::filesystem::exists(warm.sdk_dir + "/tessera/_warm.py")) {
     return InvalidArgument("--warm-sdk-dir: '" + warm.sdk_dir +

@@ -189,6 +189,7 @@ struct AgentFlags {
   std::string warm_python;
   std::string warm_preload;  // comma list of modules
   std::string warm_pool = "1";
+  std::string warm_refill_delay_ms = "0";
   std::string warm_sdk_dir;  // "" = the python/ directory of the checkout holding this binary
 };
 

@@ -714,6 +714,10 @@ TEST_F(FlagsTest, EachErrorNamesItsFlag) {
   check(f, "--warm-sdk-dir");
   f.warm_preload = "torch;rm";
   check(f, "--warm-preload");
+  f.warm_preload = "torch";
+  f.warm_sdk_dir = "";
+  f.warm_refill_delay_ms = "-1";
+  check(f, "--warm-refill-delay-ms");
 }
 
 TEST_F(FlagsTest, WarmPoolFlags) {
@@ -725,11 +729,13 @@ TEST_F(FlagsTest, WarmPoolFlags) {
   f.warm_preload = "torch,numpy";
   f.warm_pool = "2";
   f.warm_sdk_dir = SdkDir();
+  f.warm_refill_delay_ms = "2500";
   setup = MakeAgentSetup(f);
   ASSERT_TRUE(setup.ok()) << setup.status().ToString();
   EXPECT_EQ(setup->options.warm.python, "/usr/bin/python3");
   EXPECT_EQ(setup->options.warm.preload, (std::vector<std::string>{"torch", "numpy"}));
   EXPECT_EQ(setup->options.warm.size, 2);
+  EXPECT_EQ(setup->options.warm.refill_delay, std::chrono::milliseconds(2500));
   EXPECT_TRUE(std::filesystem::exists(setup->options.warm.sdk_dir + "/tessera/_warm.py"));
 }
 

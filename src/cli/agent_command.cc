@@ -33,6 +33,9 @@ void AddAgentCommand(CLI::App& app) {
   cmd->add_option("--warm-preload", flags->warm_preload,
                   "modules the warm interpreters import ahead of time, comma list (e.g. torch)");
   cmd->add_option("--warm-pool", flags->warm_pool, "warm interpreters kept ready (default 1)");
+  cmd->add_option("--warm-refill-delay-ms", flags->warm_refill_delay_ms,
+                  "wait this long after a warm interpreter is used before starting its "
+                  "replacement, so its imports do not compete with the new worker (default 0)");
   cmd->add_option("--warm-sdk-dir", flags->warm_sdk_dir,
                   "directory holding the tessera Python package (default: the python/ directory "
                   "of the checkout holding this binary)");

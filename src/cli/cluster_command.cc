@@ -77,6 +77,7 @@ struct UpFlags {
   std::string warm_python;
   std::string warm_preload;
   std::string warm_pool;
+  std::string warm_refill_delay_ms;
 };
 
 void Down(const std::string& state_dir, bool purge, bool quiet);
@@ -166,6 +167,9 @@ void Up(const UpFlags& f) {
       args.insert(args.end(), {"--warm-python", python});
       if (!f.warm_preload.empty()) args.insert(args.end(), {"--warm-preload", f.warm_preload});
       if (!f.warm_pool.empty()) args.insert(args.end(), {"--warm-pool", f.warm_pool});
+      if (!f.warm_refill_delay_ms.empty()) {
+        args.insert(args.end(), {"--warm-refill-delay-ms", f.warm_refill_delay_ms});
+      }
     }
     cluster["agents"].push_back(Spawn(exe, args, dir + "/logs/agent-" + a[0] + ".log"));
   }
@@ -196,7 +200,6 @@ void Up(const UpFlags& f) {
                         : std::to_string(f.slices) + " x " + f.topology + " slices")
             << ")\n"
             << "  API:    " << head_url << "\n"
-            << "  web:    " << head_url << "/  (dashboard; paste the admin token)\n"
             << "  token:  " << dir << "/admin.token\n"
             << "  state:  " << dir << "  (logs in " << dir << "/logs)\n"
             << "Try: tessera get hosts; tessera apply -f examples/train/job.yaml\n";
@@ -257,6 +260,9 @@ void AddClusterCommands(CLI::App& app) {
     cmd->add_option("--warm-preload", f->warm_preload,
                     "modules the warm interpreters import ahead of time, e.g. torch");
     cmd->add_option("--warm-pool", f->warm_pool, "warm interpreters per agent (default 1)");
+    cmd->add_option("--warm-refill-delay-ms", f->warm_refill_delay_ms,
+                    "agents start a used warm interpreter's replacement this much later "
+                    "(default 0)");
     cmd->callback([f] { Up(*f); });
   }
   {
