@@ -23,6 +23,7 @@ AdmissionOptions MakeAdmissionOptions(const ControllerOptions& o) {
   a.planner = o.planner;
   a.start_guard = o.start_guard;
   a.fair_sharing = o.fair_sharing;
+  a.preemption_grace_ms = o.preemption_grace_ms;
   return a;
 }
 
@@ -190,7 +191,8 @@ Json Controller::JobJson(const Job& job) const {
       {"restart",
        {{"minSlices", job.restart_min},
         {"maxSlices", job.restart_max},
-        {"fastStop", job.fast_stop}}},
+        {"fastStop", job.fast_stop},
+        {"stopGraceMs", job.stop_grace_ms}}},
       {"growBack",
        {{"targetSlices", job.grow_target}, {"afterCheckpointStep", job.grow_after_step}}},
       {"startGuard",
@@ -398,6 +400,7 @@ Status Controller::Load() {
       job.restart_min = st["restart"].value("minSlices", 0);
       job.restart_max = st["restart"].value("maxSlices", 0);
       job.fast_stop = st["restart"].value("fastStop", false);
+      job.stop_grace_ms = st["restart"].value("stopGraceMs", int64_t{-1});
     }
     if (st.contains("growBack") && st["growBack"].is_object()) {
       job.grow_target = st["growBack"].value("targetSlices", 0);
@@ -1169,12 +1172,10 @@ void Controller::ScheduleThroughQueues() {
     // An elastic job asks for the largest size in its range that physically fits now, so it
     // starts as soon as its minimum fits; it grows back later (CheckGrowBack).
     const auto [lo, hi] = SizeRange(job);
-    int slices = hi;
+    int slices = state == WorkloadState::kPending ? lo : job.slices();
     if (state == WorkloadState::kPending && lo < hi) {
       PlanResult fit = PlanLargest(snap.inventory, job, lo, hi);
       if (fit.placed()) slices = static_cast<int>(fit.slices.size());
-    } else if (state != WorkloadState::kPending) {
-      slices = job.slices();
     }
     w.request = {job.spec.accelerator, job.spec.topology, slices};
     w.creation_order = static_cast<int64_t>(job.seq);
@@ -1249,12 +1250,12 @@ void Controller::Requeue(Job& job, const Eviction& e) {
   job.pending_since_ms = clock_.NowMs();
   job.would_help = Json::array();
   job.queue_position = 0;
+  job.stop_grace_ms = preempted ? e.grace_ms : -1;
   BeginStopping(job);
   Event("Warning", job.reason, "trainjob/" + job.spec.name,
-        e.message + (preempted
-                         ? "; workers get SIGTERM and " + std::to_string(job.spec.grace_ms / 1000) +
-                               " s to checkpoint, then the job is requeued"
-                         : ""));
+        e.message + (preempted ? "; workers get SIGTERM and " + std::to_string(e.grace_ms / 1000) +
+                                     " s to checkpoint, then the job is requeued"
+                               : ""));
   NotifyHosts(job);
   if (job.unconfirmed.empty()) {
     FinishStopping(job);
@@ -1299,6 +1300,7 @@ bool Controller::Admit(Job& job, const PlanResult& plan) {
   job.ranks.clear();
   job.restart_min = job.restart_max = 0;
   job.fast_stop = false;
+  job.stop_grace_ms = -1;
   job.grow_target = 0;
   job.grow_after_step = -1;
   job.next_grow_check_ms = now + job.spec.grow_back_interval_ms;
@@ -1378,13 +1380,15 @@ Json Controller::AssignmentsLocked(const std::string& host) const {
     }
   }
   Json reply = {{"revision", assignment_revision_}, {"assignments", out}};
-  // Workers of a broken attempt are killed at once (docs/agent-protocol.md "stop").
+  // Workers of a broken attempt are killed at once, preemption victims get the preemption's
+  // grace instead of their own (docs/agent-protocol.md "stop").
   Json stop = Json::array();
   for (const auto& [name, job] : jobs_) {
-    if (!job.stopping || !job.fast_stop || job.attempt < 0) continue;
+    const int64_t grace = job.fast_stop ? 0 : job.stop_grace_ms;
+    if (!job.stopping || job.attempt < 0 || grace < 0) continue;
     bool here = false;
     for (const auto& [rank, w] : job.workers) here = here || w.host == host;
-    if (here) stop.push_back({{"job", name}, {"attempt", job.attempt}, {"graceMs", 0}});
+    if (here) stop.push_back({{"job", name}, {"attempt", job.attempt}, {"graceMs", grace}});
   }
   if (!stop.empty()) reply["stop"] = std::move(stop);
   return reply;
@@ -1579,6 +1583,7 @@ void Controller::BeginGrowBack(Job& job) {
   job.restart_min = job.slices();
   job.restart_max = job.spec.max_slices;
   job.fast_stop = false;  // SIGTERM and the grace period: the workers may save their state
+  job.stop_grace_ms = -1;
   job.phase = "Restarting";
   job.reason = "GrowingBack";
   job.message = "checkpoint at step " + std::to_string(job.last_checkpoint_step) +

@@ -55,6 +55,7 @@ struct ControllerOptions {
   // Admission (used once a ClusterQueue exists): start guard and fair sharing. The planner
   // options are the ones above.
   StartGuardOptions start_guard;
+  int64_t preemption_grace_ms = 30'000;  // a preemption victim's SIGTERM to SIGKILL
   FairSharing fair_sharing = FairSharing::kEnabled;
 };
 
@@ -177,6 +178,7 @@ class Controller {
     // size in [restart_min, restart_max] (0: the spec's range).
     int restart_min = 0, restart_max = 0;
     bool fast_stop = false;             // the attempt is broken: SIGKILL, no grace
+    int64_t stop_grace_ms = -1;         // a stop's SIGTERM to SIGKILL; -1: the job's own
     std::map<int, RankProgress> ranks;  // current attempt, by rank (not persisted)
     int64_t progress_epoch_ms = 0;      // hang timers count from here at the earliest
     std::vector<std::pair<int64_t, double>> checkpoints;  // (time ms, save s), the last 64

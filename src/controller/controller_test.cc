@@ -268,8 +268,14 @@ TEST_F(AdmissionControllerTest, APreemptedJobIsStoppedRequeuedAndRestartsAfterTh
   EXPECT_EQ(low["preemptions"], 1);
   EXPECT_TRUE(low["stopping"].get<bool>());
   for (int s = 0; s < 2; ++s)
-    for (int w = 0; w < 4; ++w)
-      EXPECT_TRUE(Ok(c_->Assignments(HostName(s, w)))["assignments"].empty());
+    for (int w = 0; w < 4; ++w) {
+      Json a = Ok(c_->Assignments(HostName(s, w)));
+      EXPECT_TRUE(a["assignments"].empty());
+      // SIGKILL after the preemption's grace (30 s), not the job's own (10 s).
+      ASSERT_TRUE(a.contains("stop"));
+      EXPECT_EQ(a["stop"][0]["job"], "low-job");
+      EXPECT_EQ(a["stop"][0]["graceMs"], 30'000);
+    }
   EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 32);
   Json high = Status("high-job");
   EXPECT_EQ(high["phase"], "Pending");
