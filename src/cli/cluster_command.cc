@@ -200,6 +200,7 @@ void Up(const UpFlags& f) {
                         : std::to_string(f.slices) + " x " + f.topology + " slices")
             << ")\n"
             << "  API:    " << head_url << "\n"
+            << "  web:    " << head_url << "/  (dashboard; paste the admin token)\n"
             << "  token:  " << dir << "/admin.token\n"
             << "  state:  " << dir << "  (logs in " << dir << "/logs)\n"
             << "Try: tessera get hosts; tessera apply -f examples/train/job.yaml\n";
