@@ -1034,10 +1034,26 @@ void Controller::Tick() {
     for (auto& [jn, job] : jobs_) {
       bool on_host = false;
       for (const auto& [rank, w] : job.workers) on_host = on_host || w.host == name;
-      if (on_host && job.holds_chips()) affected.push_back(jn);
+      const bool restarting = job.restart_min > 0 && (job.phase == "Pending" || job.stopping);
+      if (on_host && (job.holds_chips() || restarting)) affected.push_back(jn);
     }
     for (const auto& jn : affected) {
       Job& job = jobs_[jn];
+      // A restart decided before this loss (its workers failed first, e.g. their peer died
+      // with the host) follows the host-loss policy from now on: resize may take fewer slices.
+      if (job.restart_min > 0 && job.spec.on_host_loss == api::HostLossPolicy::kResize &&
+          job.restart_min > job.spec.min_slices) {
+        job.restart_min = job.spec.min_slices;
+        job.restart_max = job.spec.max_slices;
+        Event("Normal", "Restarting", "trainjob/" + jn,
+              "host " + name +
+                  " of the failed attempt is lost too: restart at the largest size "
+                  "between " +
+                  std::to_string(job.spec.min_slices) + " and " +
+                  std::to_string(job.spec.max_slices) + " slices that fits (onHostLoss: resize)");
+        if (!job.stopping) (void)PersistJob(job);
+      }
+      if (!job.holds_chips()) continue;
       if (job.stopping) {
         job.unconfirmed.erase(name);
         if (job.unconfirmed.empty()) FinishStopping(job);
@@ -1298,6 +1314,7 @@ bool Controller::Admit(Job& job, const PlanResult& plan) {
   record.placed_ms = now;
   job.attempts.push_back(record);
   job.ranks.clear();
+  job.first_progress_ms = 0;
   job.restart_min = job.restart_max = 0;
   job.fast_stop = false;
   job.stop_grace_ms = -1;
@@ -1482,6 +1499,7 @@ void Controller::RecordProgress(Job& job, const Json& p) {
   }
   if (step < 0) return;
   if (type == "progress") {
+    if (job.first_progress_ms == 0) job.first_progress_ms = now;
     rp.last_step = std::max(rp.last_step, step);
     rp.last_step_ms = now;
     if (rp.last_alive_ms > 0) rp.last_alive_ms = now;  // a step is a sign of life too
@@ -1531,15 +1549,18 @@ void Controller::RecordProgress(Job& job, const Json& p) {
 void Controller::CheckHangs(int64_t now) {
   std::vector<std::pair<std::string, HangVerdict>> hung;
   for (auto& [name, job] : jobs_) {
+    // Hang timers start at the attempt's first completed step: start-up (imports, rendezvous,
+    // checkpoint restore) has no steps to report, and a group that never gets going fails in
+    // its own rendezvous or collective timeout instead.
     if (job.phase != "Running" || job.stopping || job.spec.hang_timeout_ms <= 0 ||
-        job.attempts.empty())
+        job.attempts.empty() || job.first_progress_ms == 0)
       continue;
     std::map<int, RankProgress> ranks;
     for (const auto& [rank, w] : job.workers) {
       auto it = job.ranks.find(rank);
       ranks[rank] = it == job.ranks.end() ? RankProgress{} : it->second;
     }
-    const int64_t since = std::max(job.attempts.back().running_ms, job.progress_epoch_ms);
+    const int64_t since = std::max(job.first_progress_ms, job.progress_epoch_ms);
     HangVerdict v = FindHungRanks(ranks, since, now, job.spec.hang_timeout_ms, options_.lease_ms);
     if (v.hung) hung.emplace_back(name, std::move(v));
   }

@@ -181,6 +181,7 @@ class Controller {
     int64_t stop_grace_ms = -1;         // a stop's SIGTERM to SIGKILL; -1: the job's own
     std::map<int, RankProgress> ranks;  // current attempt, by rank (not persisted)
     int64_t progress_epoch_ms = 0;      // hang timers count from here at the earliest
+    int64_t first_progress_ms = 0;      // the attempt's first step reached the head; 0: none yet
     std::vector<std::pair<int64_t, double>> checkpoints;  // (time ms, save s), the last 64
     int64_t last_checkpoint_step = -1;
     int grow_target = 0;           // grow back to this many slices ...

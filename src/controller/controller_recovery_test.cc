@@ -323,6 +323,23 @@ TEST_F(RecoveryTest, ResizeShrinksAtOnceAndGrowsBackAfterTheNextCheckpoint) {
   EXPECT_EQ(st["failures"], 1);
 }
 
+TEST_F(RecoveryTest, AHostLostDuringARestartLetsResizeTakeFewerSlices) {
+  RegisterTwoSlices();
+  Ok(c_->CreateJob(ElasticDoc("train", {{"min", 1}, {"max", 2}},
+                              {{"maxFailures", 2}, {"onHostLoss", "resize"}})));
+  BeatAll();
+  ASSERT_EQ(Status("train")["slices"], 2);
+  // The host dies; its peers' collectives fail first, before the lease runs out.
+  Beat(HostName(0, 1), {{1, {{"state", "Exited"}, {"exitCode", 1}}}});
+  ASSERT_EQ(Phase("train"), "Restarting");
+  LoseHost(HostName(1, 0));
+  Json st = Status("train");
+  EXPECT_EQ(st["phase"], "Starting") << st.dump();
+  EXPECT_EQ(st["slices"], 1);
+  EXPECT_EQ(st["placement"][0]["slice"], "slice-0");
+  EXPECT_EQ(st["failures"], 1);
+}
+
 TEST_F(RecoveryTest, AnElasticJobStartsAtItsMinimumWhenOnlyThatFits) {
   RegisterTwoSlices();
   Ok(c_->CreateJob(JobDoc("first", 1)));

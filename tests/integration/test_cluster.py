@@ -78,9 +78,9 @@ class Cluster:
                                                                    p.stdout, p.stderr))
         return p
 
-    def up(self):
+    def up(self, extra=()):
         self.cli("up", "--generation", "v6e", "--topology", "4x4", "--slices", "2",
-                 "--heartbeat-ms", "200", "--lease-ms", "2000", "--timeout", "120")
+                 "--heartbeat-ms", "200", "--lease-ms", "2000", "--timeout", "120", *extra)
         with open(os.path.join(self.state, "admin.token")) as f:
             self.token = f.read().strip()
         self.reload_port()

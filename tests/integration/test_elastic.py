@@ -1,0 +1,251 @@
+"""Integration tests of elastic training on a live local cluster of two v6e 4x4 slices (8 hosts):
+kill -9 of a worker, a hung (SIGSTOPped) worker, a lost host with onHostLoss pause and resize
+(then grow back), and an exhausted failure budget. Every worker runs under attempt_guard.py,
+which records whether any worker of an earlier attempt was still alive when it started.
+
+A lost host is simulated as a dead machine: its agent is SIGSTOPped (no heartbeats) and its
+worker SIGKILLed; SIGCONT brings the host back. Uses the Cluster helper of test_cluster.py (real
+head and agents, polled with deadlines, never sleeping to wait).
+"""
+import json
+import os
+import signal
+import tempfile
+import time
+import unittest
+
+from test_cluster import PYTHON, REPO, Cluster, alive, wait_for
+
+GUARD = os.path.join(REPO, "tests", "integration", "attempt_guard.py")
+TRAIN = os.path.join(REPO, "examples", "train", "train.py")
+LEASE_MS = 2000
+
+
+def train_job(name, guard_dir, ckpt_dir, slices=2, failure_policy=None, progress=None,
+              steps=60, step_ms=100, ckpt_every=10):
+    spec = {
+        "accelerator": "v6e",
+        "topology": "4x4",
+        "slices": slices,
+        "checkpoint": {"dir": ckpt_dir},
+        "template": {
+            "command": [PYTHON, GUARD, TRAIN],
+            "env": {"STEPS": str(steps), "STEP_MS": str(step_ms), "CKPT_EVERY": str(ckpt_every),
+                    "DIST_TIMEOUT_SECONDS": "30", "ATTEMPT_GUARD_DIR": guard_dir,
+                    "PYTHONPATH": os.path.join(REPO, "python")},
+            "workingDir": REPO,
+            "terminationGracePeriod": "20s",
+        },
+    }
+    if failure_policy:
+        spec["failurePolicy"] = failure_policy
+    if progress:
+        spec["progress"] = progress
+    return {"apiVersion": "tessera/v1", "kind": "TrainJob", "metadata": {"name": name},
+            "spec": spec}
+
+
+def agent_pid(host):
+    """The pid of `tessera agent --name host` (found in /proc)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"agent" in args and b"--name" in args and host.encode() in args:
+            if args[args.index(b"--name") + 1] == host.encode():
+                return int(entry)
+    raise AssertionError("no agent process for host " + host)
+
+
+class ElasticTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.c = Cluster()
+        cls.c.up(extra=["--warm-preload", "torch"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.down()
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="elastic-", dir=self.c.dir)
+        self.guard = os.path.join(self.tmp, "guard")
+        self.ckpt = os.path.join(self.tmp, "ckpt")
+        os.makedirs(self.guard)
+        self.stopped_agents = []
+
+    def tearDown(self):
+        for pid in self.stopped_agents:  # never leave a host frozen for the next test
+            os.kill(pid, signal.SIGCONT)
+        code, jobs = self.c.request("GET", "/api/v1/jobs")
+        for j in jobs["items"]:
+            self.c.request("DELETE", "/api/v1/jobs/" + j["metadata"]["name"])
+        wait_for("no jobs", lambda: not self.c.request("GET", "/api/v1/jobs")[1]["items"])
+        wait_for("every host ready", lambda: all(
+            h["status"]["state"] == "Ready" for h in self.c.request("GET", "/api/v1/hosts")[1]["items"]))
+
+    def submit(self, doc):
+        code, body = self.c.request("POST", "/api/v1/jobs", doc)
+        self.assertEqual(code, 201, body)
+
+    def status(self, name):
+        return self.c.get_job(name)["status"]
+
+    def wait_step(self, name, step, timeout=120):
+        return wait_for("%s past step %d" % (name, step),
+                        lambda: self.status(name)["phase"] == "Running" and
+                        self.status(name)["lastStep"] >= step and self.status(name), timeout)
+
+    def wait_attempts(self, name, what, predicate, timeout=120):
+        return wait_for("%s: %s" % (name, what),
+                        lambda: predicate(self.status(name)) and self.status(name), timeout)
+
+    def guard_records(self):
+        path = os.path.join(self.guard, "records.jsonl")
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def assert_never_two_attempts(self, attempts):
+        records = self.guard_records()
+        self.assertEqual({r["attempt"] for r in records}, set(range(attempts)), records)
+        self.assertEqual([r for r in records if r["overlap"]], [],
+                         "a worker started while a worker of an earlier attempt was alive")
+
+    def worker(self, status, rank):
+        return [w for w in status["workers"] if w["rank"] == rank][0]
+
+    def rank0_log(self, name):
+        code, text = self.c.request("GET", "/api/v1/jobs/%s/logs?worker=0" % name)
+        return text if code == 200 and isinstance(text, str) else ""
+
+    def lose_host(self, host, status):
+        """The machine dies: no heartbeats, and its worker is gone."""
+        pid = agent_pid(host)
+        os.kill(pid, signal.SIGSTOP)
+        self.stopped_agents.append(pid)
+        for w in status["workers"]:
+            if w["host"] == host and w["pid"] > 0 and alive(w["pid"]):
+                os.kill(w["pid"], signal.SIGKILL)
+        return pid
+
+    def restore_host(self, pid):
+        os.kill(pid, signal.SIGCONT)
+        self.stopped_agents.remove(pid)
+
+    def test_kill9_of_a_worker_resumes_from_the_checkpoint(self):
+        self.submit(train_job("kill9", self.guard, self.ckpt, failure_policy={"maxFailures": 2}))
+        st = self.wait_step("kill9", 25)
+        victim = self.worker(st, 5)
+        os.kill(victim["pid"], signal.SIGKILL)
+        self.assertEqual(self.c.wait_phase("kill9", ("Succeeded", "Failed"), timeout=180),
+                         "Succeeded")
+        st = self.status("kill9")
+        self.assertEqual(len(st["attempts"]), 2, st["attempts"])
+        first, second = st["attempts"]
+        self.assertEqual(first["endReason"], "WorkerFailed")
+        self.assertEqual(first["failedRanks"], [5])
+        self.assertTrue(second["restored"])
+        self.assertGreaterEqual(second["resumedFromStep"], 20)  # a checkpoint, not step 0
+        self.assertEqual(second["resumedFromStep"] % 10, 0)
+        fig = second["recovery"]
+        self.assertEqual(fig["stepsLost"], first["lastStep"] - second["resumedFromStep"])
+        for key in ("timeToDetectMs", "timeToScheduleMs", "timeToFirstStepMs",
+                    "timeToRecoverMs"):
+            self.assertGreaterEqual(fig[key], 0, key)
+        self.assertGreater(st["recovery"]["goodput"], 0)
+        log = self.rank0_log("kill9")
+        self.assertIn("resume step %d" % second["resumedFromStep"], log)
+        self.assertIn("RESULT ok", log)
+        self.assert_never_two_attempts(2)
+        out = self.c.cli("describe", "job", "kill9").stdout
+        self.assertIn("WorkerFailed", out)
+        self.assertIn("Young/Daly", out)
+
+    def test_a_hung_worker_is_detected_and_named(self):
+        self.submit(train_job("hang", self.guard, self.ckpt, failure_policy={"maxFailures": 1},
+                              progress={"hangTimeout": "4s"}, steps=50))
+        st = self.wait_step("hang", 12)
+        victim = self.worker(st, 2)
+        os.kill(victim["pid"], signal.SIGSTOP)
+        stopped_at = time.time() * 1000
+        st = self.wait_attempts("hang", "a hang detected",
+                                lambda s: s["attempts"][0]["endReason"] == "Hang", timeout=60)
+        first = st["attempts"][0]
+        self.assertIn(2, first["failedRanks"])
+        self.assertIn("rank", first["message"])
+        # Within hangTimeout plus one lease (and a heartbeat of relay), from the SIGSTOP.
+        self.assertLess(first["detectedMs"] - stopped_at, 4000 + LEASE_MS + 1000, first)
+        self.assertEqual(self.c.wait_phase("hang", ("Succeeded", "Failed"), timeout=180),
+                         "Succeeded")
+        self.assert_never_two_attempts(2)
+
+    def test_host_loss_with_pause_waits_for_the_host(self):
+        self.submit(train_job("pause", self.guard, self.ckpt, steps=80,
+                              failure_policy={"maxFailures": 2, "onHostLoss": "pause"}))
+        st = self.wait_step("pause", 15)
+        host = self.worker(st, 6)["host"]
+        pid = self.lose_host(host, st)
+        st = self.wait_attempts("pause", "the host loss",
+                                lambda s: s["attempts"][0]["endReason"] == "HostLost" and
+                                s["phase"] == "Pending", timeout=60)
+        self.assertEqual(len(st["attempts"]), 1)  # waiting, not running on fewer hosts
+        self.restore_host(pid)
+        self.assertEqual(self.c.wait_phase("pause", ("Succeeded", "Failed"), timeout=180),
+                         "Succeeded")
+        st = self.status("pause")
+        self.assertEqual(st["attempts"][1]["slices"], 2)
+        self.assertIn("RESULT ok", self.rank0_log("pause"))
+        self.assert_never_two_attempts(2)
+
+    def test_host_loss_with_resize_shrinks_then_grows_back(self):
+        self.submit(train_job("resize", self.guard, self.ckpt, slices={"min": 1, "max": 2},
+                              steps=150, ckpt_every=10,
+                              failure_policy={"maxFailures": 2, "onHostLoss": "resize",
+                                              "growBackInterval": "1s"}))
+        st = self.wait_step("resize", 15)
+        self.assertEqual(st["slices"], 2)
+        host = self.worker(st, 5)["host"]
+        pid = self.lose_host(host, st)
+        st = self.wait_attempts("resize", "running at 1 slice",
+                                lambda s: len(s["attempts"]) == 2 and s["slices"] == 1 and
+                                s["phase"] == "Running" and s["attempts"][1]["lastStep"] >= 0)
+        lost_at = st["attempts"][0]["failureMs"]
+        shrunk_first_step = st["attempts"][1]["firstStepMs"]
+        self.restore_host(pid)
+        st = self.wait_attempts("resize", "grown back to 2 slices",
+                                lambda s: len(s["attempts"]) == 3 and s["slices"] == 2,
+                                timeout=120)
+        self.assertEqual(st["attempts"][1]["endReason"], "GrowBack")
+        self.assertEqual(self.c.wait_phase("resize", ("Succeeded", "Failed"), timeout=240),
+                         "Succeeded")
+        st = self.status("resize")
+        shrunk, grown = st["attempts"][1], st["attempts"][2]
+        # Growing threw no steps away: it resumed from the last step the shrunk attempt made.
+        self.assertEqual(grown["resumedFromStep"], shrunk["lastStep"], st["attempts"])
+        # The shrink happened within 5 s of the lease expiring.
+        self.assertLess(st["attempts"][1]["placedMs"] - (lost_at + LEASE_MS), 5000)
+        self.assertGreater(shrunk_first_step, 0)
+        self.assertIn("RESULT ok", self.rank0_log("resize"))
+        self.assert_never_two_attempts(3)
+
+    def test_exhausting_max_failures_fails_with_the_attempt_history(self):
+        doc = train_job("doomed", self.guard, self.ckpt, slices=1,
+                        failure_policy={"maxFailures": 2})
+        doc["spec"]["template"]["command"] = [PYTHON, "-c", "import sys; sys.exit(7)"]
+        self.submit(doc)
+        self.assertEqual(self.c.wait_phase("doomed", ("Succeeded", "Failed"), timeout=120),
+                         "Failed")
+        st = self.status("doomed")
+        self.assertEqual(st["failures"], 3)
+        self.assertEqual([a["endReason"] for a in st["attempts"]], ["WorkerFailed"] * 3)
+        self.assertIn("maxFailures 2", st["message"])
+        self.assertIn("attempt 0 WorkerFailed; attempt 1 WorkerFailed; attempt 2 WorkerFailed",
+                      st["message"])
+
+
+if __name__ == "__main__":
+    unittest.main()
