@@ -1529,6 +1529,7 @@ void Controller::RecordProgress(Job& job, const Json& p) {
     }
     job.progress_dirty = true;
   } else if (type == "checkpoint") {
+    rp.last_step_ms = now;  // saving is progress too (for hang detection)
     // The head's clock: preemption compares it with the head's now.
     job.last_checkpoint_ms = now;
     if (step > job.last_checkpoint_step) {  // every rank may report the same checkpoint
@@ -1555,6 +1556,12 @@ void Controller::CheckHangs(int64_t now) {
     if (job.phase != "Running" || job.stopping || job.spec.hang_timeout_ms <= 0 ||
         job.attempts.empty() || job.first_progress_ms == 0)
       continue;
+    // Once a worker has finished, the job is past its last step: the others are finishing too
+    // (final evaluation, checkpoint, teardown) and report no more steps.
+    const bool finishing = std::any_of(job.workers.begin(), job.workers.end(), [](const auto& kv) {
+      return kv.second.state == "Succeeded";
+    });
+    if (finishing) continue;
     std::map<int, RankProgress> ranks;
     for (const auto& [rank, w] : job.workers) {
       auto it = job.ranks.find(rank);

@@ -167,7 +167,7 @@ class ElasticTest(unittest.TestCase):
 
     def test_a_hung_worker_is_detected_and_named(self):
         self.submit(train_job("hang", self.guard, self.ckpt, failure_policy={"maxFailures": 1},
-                              progress={"hangTimeout": "4s"}, steps=50))
+                              progress={"hangTimeout": "8s"}, steps=50))
         st = self.wait_step("hang", 12)
         victim = self.worker(st, 2)
         os.kill(victim["pid"], signal.SIGSTOP)
@@ -175,12 +175,12 @@ class ElasticTest(unittest.TestCase):
         st = self.wait_attempts("hang", "a hang detected",
                                 lambda s: s["attempts"][0]["endReason"] == "Hang", timeout=60)
         first = st["attempts"][0]
-        self.assertIn(2, first["failedRanks"])
+        self.assertEqual(first["failedRanks"], [2])  # named by its missing liveness ticks
         self.assertIn("rank", first["message"])
         # Within hangTimeout plus one lease (and a heartbeat of relay), from the SIGSTOP.
-        self.assertLess(first["detectedMs"] - stopped_at, 4000 + LEASE_MS + 1000, first)
-        self.assertEqual(self.c.wait_phase("hang", ("Succeeded", "Failed"), timeout=180),
-                         "Succeeded")
+        self.assertLess(first["detectedMs"] - stopped_at, 8000 + LEASE_MS + 1000, first)
+        phase = self.c.wait_phase("hang", ("Succeeded", "Failed"), timeout=180)
+        self.assertEqual(phase, "Succeeded", self.status("hang"))
         self.assert_never_two_attempts(2)
 
     def test_host_loss_with_pause_waits_for_the_host(self):
@@ -225,7 +225,8 @@ class ElasticTest(unittest.TestCase):
         st = self.status("resize")
         shrunk, grown = st["attempts"][1], st["attempts"][2]
         # Growing threw no steps away: it resumed from the last step the shrunk attempt made.
-        self.assertEqual(grown["resumedFromStep"], shrunk["lastStep"], st["attempts"])
+        # (The SIGTERM checkpoint may even be a step past the last one reported.)
+        self.assertGreaterEqual(grown["resumedFromStep"], shrunk["lastStep"], st["attempts"])
         # The shrink happened within 5 s of the lease expiring.
         self.assertLess(st["attempts"][1]["placedMs"] - (lost_at + LEASE_MS), 5000)
         self.assertGreater(shrunk_first_step, 0)
