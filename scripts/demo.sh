@@ -23,11 +23,19 @@ $T apply -f examples/train/job.yaml --state-dir "$STATE"
 echo "== worker 0's log, followed until the job ends"
 until $T logs job train-demo --worker 0 -f --state-dir "$STATE" 2>/dev/null; do sleep 0.2; done
 echo
+# Rank 0's log ends before every worker has exited: wait for the job itself (2 minutes at most).
+phase_of() {
+  $T get jobs -o json --state-dir "$STATE" | /usr/bin/python3 -c \
+    'import json,sys; print(json.load(sys.stdin)["items"][0]["status"]["phase"])'
+}
+for _ in $(seq 600); do
+  phase=$(phase_of)
+  case "$phase" in Succeeded | Failed) break ;; esac
+  sleep 0.2
+done
 $T get jobs --state-dir "$STATE"
 echo
 $T describe job train-demo --state-dir "$STATE"
-phase=$($T get jobs -o json --state-dir "$STATE" | /usr/bin/python3 -c \
-  'import json,sys; print(json.load(sys.stdin)["items"][0]["status"]["phase"])')
 echo
 echo "== tessera down"
 $T down --state-dir "$STATE" --purge
