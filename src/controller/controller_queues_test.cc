@@ -1,15 +1,13 @@
 // Deleting ClusterQueues, LocalQueues and PriorityClasses through the controller
 // (controller_queues.cc): what is refused while in use, what a delete leaves behind, and that it
-// survives a restart. Self-contained: a MemoryStore, a FakeClock and two v6e 4x4 slices.
+// survives a restart. On the shared fixture: a MemoryStore, a FakeClock and two v6e 4x4 slices.
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
-#include "controller/controller.h"
-#include "store/memory_store.h"
+#include "controller/controller_test_util.h"
 
 namespace tessera::controller {
 namespace {
@@ -49,33 +47,14 @@ Json PriorityClassDoc(const std::string& name, int value) {
           {"value", value}};
 }
 
-class QueueDeleteTest : public ::testing::Test {
+class QueueDeleteTest : public ControllerTest {
  protected:
   void SetUp() override {
-    auto opened = store::MemoryStore::Open();
-    ASSERT_TRUE(opened.ok());
-    store_ = std::move(opened).value();
-    Start();
-    for (int s = 0; s < 2; ++s)
-      for (int w = 0; w < 4; ++w)
-        Ok(c_->RegisterHost(
-            {{"name", Host(s, w)},
-             {"generation", "v6e"},
-             {"chips", 4},
-             {"address", "127.0.0.1"},
-             {"agentPort", 9000 + s * 4 + w},
-             {"slice",
-              {{"name", "slice-" + std::to_string(s)}, {"topology", "4x4"}, {"worker", w}}}}));
+    ControllerTest::SetUp();
+    RegisterTwoSlices();
     Ok(c_->Apply(PriorityClassDoc("low", 1)));
     Ok(c_->Apply(ClusterQueueDoc("research", 16)));
     Ok(c_->Apply(LocalQueueDoc("team-a", "research")));
-  }
-  void Start() {
-    c_ = std::make_unique<Controller>(*store_, clock_, ControllerOptions{});
-    ASSERT_TRUE(c_->Load().ok());
-  }
-  static std::string Host(int slice, int w) {
-    return "s" + std::to_string(slice) + "-w" + std::to_string(w);
   }
   static Json Ok(const ApiResult<Json>& r) {
     if (std::holds_alternative<ApiError>(r)) {
@@ -98,7 +77,7 @@ class QueueDeleteTest : public ::testing::Test {
   void Finish(const std::string& job) {
     for (int s = 0; s < 2; ++s)
       for (int w = 0; w < 4; ++w) {
-        Json a = Ok(c_->Assignments(Host(s, w)));
+        Json a = Ok(c_->Assignments(HostName(s, w)));
         Json workers = Json::array();
         for (const Json& x : a["assignments"])
           if (x["job"] == job)
@@ -108,13 +87,9 @@ class QueueDeleteTest : public ::testing::Test {
                                {"pid", 100},
                                {"state", "Exited"},
                                {"exitCode", 0}});
-        Ok(c_->Heartbeat(Host(s, w), {{"workers", workers}, {"revision", a["revision"]}}));
+        Ok(c_->Heartbeat(HostName(s, w), {{"workers", workers}, {"revision", a["revision"]}}));
       }
   }
-
-  FakeClock clock_;
-  std::unique_ptr<store::Store> store_;
-  std::unique_ptr<Controller> c_;
 };
 
 TEST_F(QueueDeleteTest, MissingObjectsAndUnknownKindsAreErrors) {
