@@ -1,0 +1,406 @@
+// Building the cycle, the start guard, admission in queue order and preemption.
+// See cycle.h.
+
+#include "admission/cycle.h"
+
+#include <algorithm>
+#include <cassert>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace tessera::admission_internal {
+
+Status Cycle::Build() {
+  TESSERA_RETURN_IF_ERROR(Validate(options_));
+  const Generation gen = inv_.generation();
+  std::map<std::string, int> cohort_index;
+  // Queues by name, so every tie is broken by name.
+  std::vector<const ClusterQueueSpec*> specs;
+  for (size_t i = 0; i < snap_.cluster_queues.size(); ++i) {
+    const ClusterQueueSpec& s = snap_.cluster_queues[i];
+    Status st = Validate(s);
+    if (!st.ok())
+      return InvalidArgument("clusterQueues[" + std::to_string(i) + "] (" + s.name +
+                             "): " + st.message());
+    specs.push_back(&s);
+  }
+  std::sort(specs.begin(), specs.end(),
+            [](const ClusterQueueSpec* a, const ClusterQueueSpec* b) { return a->name < b->name; });
+  for (const ClusterQueueSpec* s : specs) {
+    if (queue_index_.count(s->name))
+      return InvalidArgument("clusterQueues: the name " + s->name + " is used twice");
+    queue_index_[s->name] = static_cast<int>(quota_.queues.size());
+    QueueState q;
+    q.spec = s;
+    q.weight = s->fair_sharing_weight;
+    for (const ResourceQuota& rq : s->quotas) {
+      if (rq.generation != gen) continue;
+      q.nominal = rq.nominal_chips;
+      q.borrow_limit = rq.borrowing_limit_chips;
+      if (!s->cohort.empty()) q.lendable = rq.lending_limit_chips.value_or(rq.nominal_chips);
+    }
+    q.guaranteed = q.nominal - q.lendable;
+    if (!s->cohort.empty()) {
+      auto [it, inserted] =
+          cohort_index.try_emplace(s->cohort, static_cast<int>(quota_.cohorts.size()));
+      if (inserted) quota_.cohorts.push_back(CohortState{s->cohort, 0, 0});
+      q.cohort = it->second;
+      quota_.cohorts[q.cohort].pool_cap += q.lendable;
+    }
+    quota_.queues.push_back(std::move(q));
+  }
+  quota_.dirty.assign(quota_.queues.size(), 1);
+  quota_.cohort_epoch.assign(quota_.cohorts.size(), 0);
+  keys_.assign(quota_.queues.size(), std::nullopt);
+
+  for (size_t i = 0; i < snap_.local_queues.size(); ++i) {
+    const LocalQueueSpec& l = snap_.local_queues[i];
+    Status st = Validate(l);
+    if (!st.ok())
+      return InvalidArgument("localQueues[" + std::to_string(i) + "] (" + l.name +
+                             "): " + st.message());
+    if (local_to_queue_.count(l.name))
+      return InvalidArgument("localQueues: the name " + l.name + " is used twice");
+    auto it = queue_index_.find(l.cluster_queue);
+    if (it == queue_index_.end())
+      return InvalidArgument("localQueues[" + std::to_string(i) + "] (" + l.name +
+                             ").clusterQueue: " + l.cluster_queue + " does not exist");
+    local_to_queue_[l.name] = it->second;
+  }
+
+  std::vector<WorkloadId> ids;
+  queue_of_.assign(snap_.workloads.size(), -1);
+  admitted_.assign(snap_.workloads.size(), 0);
+  evicted_host_owner_.assign(inv_.hosts().size(), WorkloadId());
+  for (size_t i = 0; i < snap_.workloads.size(); ++i) {
+    const Workload& w = snap_.workloads[i];
+    Status st = Validate(w);
+    if (!st.ok())
+      return InvalidArgument("workloads[" + std::to_string(i) + "] (" + w.name +
+                             "): " + st.message());
+    ids.push_back(w.id);
+    auto it = local_to_queue_.find(w.local_queue);
+    if (it != local_to_queue_.end()) queue_of_[i] = it->second;
+    if (w.state == WorkloadState::kAdmitted || w.state == WorkloadState::kRunning) {
+      auto held = inv_.owners().find(OwnerOf(w.id));
+      if (held == inv_.owners().end())
+        return InvalidArgument("workloads[" + std::to_string(i) + "] (" + w.name + "): state " +
+                               WorkloadStateName(w.state) + " but it holds no hosts");
+      Running r;
+      r.workload = static_cast<int>(i);
+      r.queue = queue_of_[i];
+      r.priority = w.priority;
+      r.creation = w.creation_order;
+      r.chips = w.chips();
+      const int64_t since = w.last_checkpoint_ms.value_or(w.admitted_at_ms);
+      r.lost_work = r.chips * std::max<int64_t>(0, now_ - since);
+      if (r.queue >= 0) quota_.Add(r.queue, r.chips);
+      running_.push_back(r);
+    }
+  }
+  std::sort(ids.begin(), ids.end());
+  if (std::adjacent_find(ids.begin(), ids.end()) != ids.end())
+    return InvalidArgument("workloads: id " +
+                           std::to_string(std::adjacent_find(ids.begin(), ids.end())->value()) +
+                           " is used twice");
+  return Status::Ok();
+}
+
+void Cycle::Release(Running& r) {
+  r.evicted = true;
+  const Workload& w = W(r.workload);
+  for (HostId h : inv_.HostsOf(OwnerOf(w.id))) evicted_host_owner_[h.value()] = w.id;
+  inv_.Release(OwnerOf(w.id));
+  if (r.queue >= 0) quota_.Add(r.queue, -r.chips);
+  plan_failures_.clear();
+  ++release_epoch_;
+}
+
+void Cycle::StartGuard() {
+  const StartGuardOptions& g = options_.start_guard;
+  for (Running& r : running_) {
+    const Workload& w = W(r.workload);
+    if (w.state != WorkloadState::kAdmitted || now_ - w.admitted_at_ms < g.start_timeout_ms)
+      continue;
+    Eviction e;
+    e.workload = w.id;
+    e.cause = EvictionCause::kStartTimeout;
+    e.start_guard.retries = w.start_guard.retries + 1;
+    e.start_guard.last_eviction =
+        "not all workers running " + std::to_string(g.start_timeout_ms / 1000) +
+        " s after admission (attempt " + std::to_string(e.start_guard.retries) + ")";
+    if (e.start_guard.retries > g.retry_limit) {
+      e.deactivated = true;
+      e.message = e.start_guard.last_eviction + "; deactivated after " +
+                  std::to_string(e.start_guard.retries) + " evictions (retry limit " +
+                  std::to_string(g.retry_limit) + ")";
+    } else {
+      const int64_t delay = admitter_.BackoffMs(e.start_guard.retries);
+      e.start_guard.backoff_until_ms = now_ + delay;
+      e.message = e.start_guard.last_eviction + "; requeued, back off " +
+                  std::to_string(delay / 1000) + " s";
+    }
+    Release(r);
+    out_.evictions.push_back(std::move(e));
+  }
+}
+
+const Cycle::StaticFit& Cycle::StaticCheck(const SliceRequest& req) {
+  auto [it, inserted] = static_fit_.try_emplace(KeyOf(req));
+  if (!inserted) return it->second;
+  StaticFit& f = it->second;
+  if (req.generation != inv_.generation()) {
+    f.possible = false;
+    f.reason = PendingReason::kInvalidRequest;
+    f.message = "accelerator: this cluster has " + std::string(GenerationName(inv_.generation())) +
+                " chips; the workload asks for " + std::string(GenerationName(req.generation));
+    return f;
+  }
+  const PlanResult r = PlanNow(req);
+  if (r.reason == NoFit::kInvalidRequest || r.reason == NoFit::kNeverFits) {
+    f.possible = false;
+    f.reason =
+        r.reason == NoFit::kNeverFits ? PendingReason::kNeverFits : PendingReason::kInvalidRequest;
+    f.message = r.message;
+  } else if (req.shape.chips() * req.num_slices > inv_.total_chips()) {
+    f.possible = false;
+    f.message = "needs " + Chips(req.shape.chips() * req.num_slices) + "; this cluster has " +
+                std::to_string(inv_.total_chips());
+  }
+  return f;
+}
+
+PlanResult Cycle::PlanNow(const SliceRequest& req) {
+  auto it = plan_failures_.find(KeyOf(req));
+  if (it != plan_failures_.end()) return it->second;
+  PlanResult r = planner_.Plan(inv_, req);
+  // Admissions only take room, so a failure stays a failure until something is released.
+  if (!r.placed()) plan_failures_.emplace(KeyOf(req), r);
+  return r;
+}
+
+std::tuple<double, int64_t, int64_t, int> Cycle::OrderKey(int qi) const {
+  const QueueState& q = quota_.queues[qi];
+  const Workload& head = W(q.line[q.next]);
+  const double share =
+      options_.fair_sharing == FairSharing::kEnabled ? quota_.Share(qi, head.chips()) : 0.0;
+  return {share, -int64_t{head.priority}, head.creation_order, qi};
+}
+
+void Cycle::Admit() {
+  // Lines: pending workloads out of backoff, by priority, then creation order, then id.
+  for (size_t i = 0; i < snap_.workloads.size(); ++i) {
+    const Workload& w = W(static_cast<int>(i));
+    if (w.state != WorkloadState::kPending || queue_of_[i] < 0) continue;
+    if (w.start_guard.backoff_until_ms > now_) continue;
+    quota_.queues[queue_of_[i]].line.push_back(static_cast<int>(i));
+  }
+  for (QueueState& q : quota_.queues)
+    std::sort(q.line.begin(), q.line.end(), [&](int a, int b) {
+      return std::make_tuple(-int64_t{W(a).priority}, W(a).creation_order, W(a).id) <
+             std::make_tuple(-int64_t{W(b).priority}, W(b).creation_order, W(b).id);
+    });
+  const int nq = static_cast<int>(quota_.queues.size());
+  while (true) {
+    int best = -1;
+    for (int qi = 0; qi < nq; ++qi) {
+      QueueState& q = quota_.queues[qi];
+      if (q.blocked_at >= 0 || q.next >= q.line.size()) continue;
+      if (quota_.dirty[qi] || !keys_[qi]) {
+        keys_[qi] = OrderKey(qi);
+        quota_.dirty[qi] = 0;
+      }
+      if (best < 0 || *keys_[qi] < *keys_[best]) best = qi;
+    }
+    if (best < 0) break;
+    QueueState& q = quota_.queues[best];
+    const int wi = q.line[q.next];
+    const bool ok = TryAdmit(best, wi);
+    if (!ok && q.spec->queueing_strategy == QueueingStrategy::kStrictFIFO &&
+        StaticCheck(W(wi).request).possible && W(wi).chips() <= quota_.Ceiling(best))
+      q.blocked_at = static_cast<int>(q.next);
+    ++q.next;
+    keys_[best].reset();
+  }
+}
+
+bool Cycle::TryAdmit(int qi, int wi) {
+  const Workload& w = W(wi);
+  if (!StaticCheck(w.request).possible || w.chips() > quota_.Ceiling(qi)) return false;
+  if (quota_.Over(qi, w.chips()) <= 0) {
+    PlanResult plan = PlanNow(w.request);
+    if (plan.placed()) {
+      Reserve(qi, wi, std::move(plan));
+      return true;
+    }
+  }
+  return PolicyMayPreempt(qi) && TryPreempt(qi, wi);
+}
+
+bool Cycle::PolicyMayPreempt(int qi) const {
+  const QueueState& q = quota_.queues[qi];
+  const PreemptionPolicy& p = q.spec->preemption;
+  if (p.within_cluster_queue != WithinClusterQueue::kNever) return true;
+  if (q.cohort < 0) return false;
+  return p.reclaim_within_cohort != ReclaimWithinCohort::kNever ||
+         p.borrow_within_cohort.policy != BorrowWithinCohortPolicy::kNever;
+}
+
+// Whether policy lets workload `w` of queue qi preempt running workload `r`, judged on the
+// candidate alone (the whole victim set is checked again before preempting).
+bool Cycle::MayPreempt(int qi, const Workload& w, bool within_nominal, const Running& r) const {
+  if (r.evicted || r.admitted_this_cycle || r.queue < 0) return false;
+  const QueueState& q = quota_.queues[qi];
+  const PreemptionPolicy& p = q.spec->preemption;
+  if (r.queue == qi) {
+    switch (p.within_cluster_queue) {
+      case WithinClusterQueue::kNever:
+        return false;
+      case WithinClusterQueue::kLowerPriority:
+        return r.priority < w.priority;
+      case WithinClusterQueue::kLowerOrNewerEqualPriority:
+        return r.priority < w.priority ||
+               (r.priority == w.priority && r.creation > w.creation_order);
+    }
+    return false;
+  }
+  if (q.cohort < 0 || quota_.queues[r.queue].cohort != q.cohort) return false;
+  if (!quota_.Borrowing(r.queue)) return false;
+  auto reclaim_allows = [&] {
+    return p.reclaim_within_cohort == ReclaimWithinCohort::kAny ||
+           (p.reclaim_within_cohort == ReclaimWithinCohort::kLowerPriority &&
+            r.priority < w.priority);
+  };
+  if (within_nominal) return reclaim_allows();
+  if (options_.fair_sharing == FairSharing::kEnabled)
+    return reclaim_allows() && quota_.Share(qi, w.chips()) < quota_.Share(r.queue, -r.chips);
+  const BorrowWithinCohort& b = p.borrow_within_cohort;
+  return b.policy == BorrowWithinCohortPolicy::kLowerPriority && r.priority < w.priority &&
+         (!b.max_priority_threshold || r.priority <= *b.max_priority_threshold);
+}
+
+bool Cycle::TryPreempt(int qi, int wi) {
+  const Workload& w = W(wi);
+  const auto memo_key = std::make_tuple(qi, w.priority, KeyOf(w.request));
+  if (auto it = preempt_failures_.find(memo_key);
+      it != preempt_failures_.end() && it->second == MemoStamp(qi))
+    return false;
+  const QueueState& q = quota_.queues[qi];
+  const bool within_nominal = q.used + w.chips() <= q.nominal;
+  std::vector<PreemptionCandidate> cands;
+  std::vector<int> cand_running;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    const Running& r = running_[i];
+    if (!MayPreempt(qi, w, within_nominal, r)) continue;
+    cands.push_back({W(r.workload).id, r.priority, r.lost_work});
+    cand_running.push_back(static_cast<int>(i));
+  }
+  if (cands.empty()) {
+    preempt_failures_[memo_key] = MemoStamp(qi);
+    return false;
+  }
+  const bool fair = options_.fair_sharing == FairSharing::kEnabled;
+  // The whole set: the preemptor fits its quota once they leave, and (borrowing with fair
+  // sharing) its share after admission stays strictly below every victim queue's share after
+  // the eviction.
+  auto check = [&](const std::vector<int>& victims) {
+    for (int v : victims) {
+      const Running& r = running_[cand_running[v]];
+      quota_.Add(r.queue, -r.chips);
+    }
+    bool ok = quota_.Over(qi, w.chips()) <= 0;
+    if (ok && fair && !within_nominal) {
+      const double mine = quota_.Share(qi, w.chips());
+      for (int v : victims) {
+        const Running& r = running_[cand_running[v]];
+        if (r.queue != qi && !(mine < quota_.Share(r.queue, 0))) ok = false;
+      }
+    }
+    for (int v : victims) {
+      const Running& r = running_[cand_running[v]];
+      quota_.Add(r.queue, r.chips);
+    }
+    return ok;
+  };
+  std::vector<char> dirty_before = quota_.dirty;
+  std::vector<uint64_t> epochs_before = quota_.cohort_epoch;
+  VictimSet found = FindVictims(inv_, planner_, w.request, cands, check);
+  quota_.dirty = std::move(dirty_before);
+  quota_.cohort_epoch = std::move(epochs_before);
+  if (!found.found || found.victims.empty()) {
+    preempt_failures_[memo_key] = MemoStamp(qi);
+    return false;
+  }
+  Preemption p;
+  p.preemptor = w.id;
+  p.victims = found.victims;
+  p.grace_ms = options_.preemption_grace_ms;
+  p.cost = found.cost;
+  bool others = false;
+  for (int i = 0; i < static_cast<int>(cands.size()); ++i) {
+    if (!std::binary_search(found.victims.begin(), found.victims.end(), cands[i].workload))
+      continue;
+    Running& r = running_[cand_running[i]];
+    others = others || r.queue != qi;
+    Eviction e;
+    e.workload = cands[i].workload;
+    e.cause = EvictionCause::kPreempted;
+    e.preemptor = w.id;
+    e.grace_ms = options_.preemption_grace_ms;
+    e.start_guard = W(r.workload).start_guard;
+    e.message = "preempted by " + w.name + " (priority " + std::to_string(w.priority) +
+                "); requeued in its original place in line";
+    Release(r);
+    out_.evictions.push_back(std::move(e));
+  }
+  p.kind = !others          ? PreemptionKind::kWithinClusterQueue
+           : within_nominal ? PreemptionKind::kReclaimWithinCohort
+                            : PreemptionKind::kBorrowWithinCohort;
+  p.message = std::string(PreemptionKindName(p.kind)) + ": " + std::to_string(p.victims.size()) +
+              " workload(s), " + Chips(p.cost.chips) + ", highest priority " +
+              std::to_string(p.cost.max_priority) + ", to place " + w.request.shape.ToString() +
+              (w.request.num_slices > 1 ? " x" + std::to_string(w.request.num_slices) : "");
+  Reserve(qi, wi, std::move(found.plan));
+  out_.preemptions.push_back(std::move(p));
+  return true;
+}
+
+std::vector<WorkloadId> Cycle::EvictedOn(const PlanResult& plan) const {
+  std::vector<WorkloadId> out;
+  for (HostId h : plan.AllHosts()) {
+    const WorkloadId id = evicted_host_owner_[h.value()];
+    if (id.valid() && std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void Cycle::Reserve(int qi, int wi, PlanResult plan) {
+  const Workload& w = W(wi);
+  Status st = ApplyPlan(inv_, OwnerOf(w.id), plan);
+  // The plan was made on inv_ a moment ago; a failure here is a broken invariant.
+  assert(st.ok());
+  (void)st;
+  quota_.Add(qi, w.chips());
+  admitted_[wi] = 1;
+  Running r;
+  r.workload = wi;
+  r.queue = qi;
+  r.priority = w.priority;
+  r.creation = w.creation_order;
+  r.chips = w.chips();
+  r.admitted_this_cycle = true;
+  running_.push_back(r);
+  Admission a;
+  a.workload = w.id;
+  a.cluster_queue = quota_.queues[qi].spec->name;
+  a.waits_for = EvictedOn(plan);
+  a.borrowed_chips = std::max<int64_t>(0, quota_.queues[qi].used - quota_.queues[qi].nominal);
+  a.placement = std::move(plan);
+  out_.admissions.push_back(std::move(a));
+}
+
+}  // namespace tessera::admission_internal

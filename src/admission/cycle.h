@@ -1,0 +1,219 @@
+// Internal to the admission library (admission.cc, cycle.cc, cycle_explain.cc); not part of
+// its API and not to be included from outside src/admission.
+//
+// Cycle is one admission cycle's working state: a copy of the snapshot's inventory, the quota
+// book (per-queue and per-cohort usage), the running workloads and the memos that keep a cycle
+// cheap. Admitter::Run builds one, runs its steps in order (Build, StartGuard, Admit, Explain,
+// Finish) and discards it. The steps live in cycle.cc (building, start guard, admission and
+// preemption) and cycle_explain.cc (pending reasons, what would help, usage rows).
+//
+// Not thread-safe: a Cycle is used by one thread for one Run; it holds references to the
+// Admitter and the Snapshot, which must outlive it.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "admission/admission.h"
+#include "admission/preemption.h"
+
+namespace tessera::admission_internal {
+
+inline constexpr double kInfiniteShare = 1e18;
+
+// A request's identity for memoising plans within a cycle.
+using RequestKey = std::tuple<int, int, int, int>;
+inline RequestKey KeyOf(const SliceRequest& r) {
+  return {r.shape.dims[0], r.shape.dims[1], r.shape.dims[2], r.num_slices};
+}
+
+inline std::string Chips(int64_t n) { return std::to_string(n) + " chips"; }
+
+// Quota of one ClusterQueue for the inventory's generation, and its usage during the cycle.
+struct QueueState {
+  const ClusterQueueSpec* spec = nullptr;
+  int cohort = -1;
+  int64_t nominal = 0;
+  int64_t guaranteed = 0;  // nominal - lendable: never lent
+  int64_t lendable = 0;
+  std::optional<int64_t> borrow_limit;
+  int64_t used = 0;
+  double weight = 1;
+  std::vector<int> line;  // pending workloads (indices) in queue order
+  size_t next = 0;        // next position of `line` to try
+  int blocked_at = -1;    // StrictFIFO: position of the head that could not be admitted
+  int admitted = 0;       // admitted or running after the cycle
+};
+
+struct CohortState {
+  std::string name;
+  int64_t pool_cap = 0;   // sum of members' lendable quota
+  int64_t pool_used = 0;  // sum of members' usage above their guaranteed part
+};
+
+// The cycle's quota book: the only place usage changes.
+class QuotaBook {
+ public:
+  std::vector<QueueState> queues;
+  std::vector<CohortState> cohorts;
+  std::vector<char> dirty;  // per queue: usage changed since its ordering key was computed
+  std::vector<uint64_t> cohort_epoch;  // per cohort: bumped by every usage change
+
+  static int64_t Above(int64_t used, int64_t guaranteed) {
+    return std::max<int64_t>(0, used - guaranteed);
+  }
+
+  void Add(int qi, int64_t chips) {
+    QueueState& q = queues[qi];
+    if (q.cohort >= 0) cohorts[q.cohort].pool_used -= Above(q.used, q.guaranteed);
+    q.used += chips;
+    if (q.cohort >= 0) cohorts[q.cohort].pool_used += Above(q.used, q.guaranteed);
+    if (q.cohort >= 0) ++cohort_epoch[q.cohort];
+    dirty[qi] = 1;
+  }
+
+  // By how many chips queue qi would exceed what it may use if it took `chips` more; <= 0 fits.
+  int64_t Over(int qi, int64_t chips) const {
+    const QueueState& q = queues[qi];
+    const int64_t after = q.used + chips;
+    if (q.cohort < 0) return after - q.nominal;
+    int64_t over = std::numeric_limits<int64_t>::min();
+    if (q.borrow_limit) over = after - (q.nominal + *q.borrow_limit);
+    const CohortState& c = cohorts[q.cohort];
+    const int64_t draw = Above(after, q.guaranteed) - Above(q.used, q.guaranteed);
+    return std::max(over, c.pool_used + draw - c.pool_cap);
+  }
+
+  // The most chips queue qi could ever hold (an empty cohort).
+  int64_t Ceiling(int qi) const {
+    const QueueState& q = queues[qi];
+    if (q.cohort < 0) return q.nominal;
+    const int64_t pool = cohorts[q.cohort].pool_cap - (q.nominal - q.guaranteed);
+    int64_t most = q.nominal + pool;
+    if (q.borrow_limit) most = std::min(most, q.nominal + *q.borrow_limit);
+    return most;
+  }
+
+  bool Borrowing(int qi) const { return queues[qi].used > queues[qi].nominal; }
+
+  // Weighted dominant share: chips above nominal over the cohort's lendable pool, over weight.
+  // One generation per inventory, so the dominant resource is that generation's chips.
+  double Share(int qi, int64_t extra) const {
+    const QueueState& q = queues[qi];
+    if (q.cohort < 0) return 0;
+    const int64_t borrowed = std::max<int64_t>(0, q.used + extra - q.nominal);
+    if (borrowed == 0) return 0;
+    const int64_t pool = cohorts[q.cohort].pool_cap;
+    if (pool <= 0) return kInfiniteShare;
+    return static_cast<double>(borrowed) / static_cast<double>(pool) / q.weight;
+  }
+
+  std::string Describe(int qi) const {
+    const QueueState& q = queues[qi];
+    std::string s = "queue " + q.spec->name + " uses " + std::to_string(q.used) + " of nominal " +
+                    std::to_string(q.nominal);
+    if (q.cohort >= 0) {
+      const CohortState& c = cohorts[q.cohort];
+      s += "; cohort " + c.name + " has " +
+           std::to_string(std::max<int64_t>(0, c.pool_cap - c.pool_used)) + " of " +
+           std::to_string(c.pool_cap) + " lendable chips unused";
+      if (q.borrow_limit) s += "; borrowing limit " + std::to_string(*q.borrow_limit);
+    }
+    return s;
+  }
+};
+
+struct Running {
+  int workload = -1;  // index into the snapshot's workloads
+  int queue = -1;     // -1: its local queue does not resolve
+  int32_t priority = 0;
+  int64_t creation = 0;
+  int64_t chips = 0;
+  int64_t lost_work = 0;
+  bool evicted = false;
+  bool admitted_this_cycle = false;
+};
+
+// One cycle's working state. Built, run and discarded by Admitter::Run.
+class Cycle {
+ public:
+  Cycle(const Admitter& admitter, const Snapshot& snap, int64_t now_ms)
+      : admitter_(admitter),
+        options_(admitter.options()),
+        planner_(admitter.planner()),
+        snap_(snap),
+        now_(now_ms),
+        inv_(snap.inventory) {}
+
+  Status Build();
+  void StartGuard();
+  void Admit();
+  void Explain();
+  AdmissionCycle Finish();
+
+ private:
+  struct StaticFit {
+    PendingReason reason = PendingReason::kNeverFits;
+    std::string message;
+    bool possible = true;
+  };
+
+  const Workload& W(int wi) const { return snap_.workloads[wi]; }
+  const StaticFit& StaticCheck(const SliceRequest& req);
+  PlanResult PlanNow(const SliceRequest& req);
+  bool TryAdmit(int qi, int wi);
+  bool TryPreempt(int qi, int wi);
+  void Reserve(int qi, int wi, PlanResult plan);
+  bool MayPreempt(int qi, const Workload& w, bool within_nominal, const Running& r) const;
+  bool PolicyMayPreempt(int qi) const;
+  std::vector<WorkloadId> EvictedOn(const PlanResult& plan) const;
+  void Release(Running& r);
+  PendingStatus& AddPending(int wi, int qi, PendingReason reason, std::string message);
+  void WhatHelps(int qi, int wi, PendingStatus& st);
+  std::tuple<double, int64_t, int64_t, int> OrderKey(int qi) const;
+
+  const Admitter& admitter_;
+  const AdmissionOptions& options_;
+  const SlicePlanner& planner_;
+  const Snapshot& snap_;
+  const int64_t now_;
+  Inventory inv_;
+  QuotaBook quota_;
+  std::map<std::string, int> queue_index_;  // ClusterQueue name -> index (lookup only)
+  std::map<std::string, int> local_to_queue_;
+  std::vector<int> queue_of_;  // per workload: ClusterQueue index or -1
+  std::vector<Running> running_;
+  std::vector<char> admitted_;                  // per workload: admitted in this cycle
+  std::vector<WorkloadId> evicted_host_owner_;  // per host: workload evicted from it this cycle
+  std::map<RequestKey, StaticFit> static_fit_;
+  std::map<RequestKey, PlanResult> plan_failures_;  // valid while no capacity is released
+  // Failed preemption searches, valid while nothing was released and the usage of the
+  // queue's cohort did not change: (release epoch, cohort epoch) when it failed. Later
+  // workloads of the same queue, priority and shape come after it in line (older first), so
+  // they have no more candidates.
+  std::map<std::tuple<int, int32_t, RequestKey>, std::pair<uint64_t, uint64_t>> preempt_failures_;
+  uint64_t release_epoch_ = 0;
+  std::pair<uint64_t, uint64_t> MemoStamp(int qi) const {
+    const int c = quota_.queues[qi].cohort;
+    return {release_epoch_, c >= 0 ? quota_.cohort_epoch[c] : 0};
+  }
+  // What would help, per (queue if over quota else -1, shape): running workload indices.
+  std::map<std::tuple<int, RequestKey>, std::vector<int>> help_memo_;
+  // One victim finder per shape for the reasons step, over the same candidates: the running
+  // workloads not evicted (help_candidates_ maps candidate index to running_ index).
+  std::map<RequestKey, std::unique_ptr<VictimFinder>> help_finders_;
+  std::vector<PreemptionCandidate> help_cands_;
+  std::vector<int> help_candidates_;
+  std::vector<std::optional<std::tuple<double, int64_t, int64_t, int>>> keys_;
+  AdmissionCycle out_;
+};
+
+}  // namespace tessera::admission_internal

@@ -1,0 +1,203 @@
+// The reasons step: a pending reason for every workload still waiting and what would let it
+// in, then the usage row per ClusterQueue.
+// See cycle.h.
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "admission/cycle.h"
+
+namespace tessera::admission_internal {
+
+PendingStatus& Cycle::AddPending(int wi, int qi, PendingReason reason, std::string message) {
+  PendingStatus st;
+  st.workload = W(wi).id;
+  st.name = W(wi).name;
+  if (qi >= 0) st.cluster_queue = quota_.queues[qi].spec->name;
+  st.reason = reason;
+  st.message = std::move(message);
+  st.retries = W(wi).start_guard.retries;
+  out_.pending.push_back(std::move(st));
+  return out_.pending.back();
+}
+
+// The cheapest set of running workloads whose leaving would let workload wi in, ignoring
+// policy: it would have to wait for them to finish, or preempt those its policy allows.
+void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
+  const Workload& w = W(wi);
+  // Within quota only room matters, and that is the same for every queue: share the answer.
+  const bool over = quota_.Over(qi, w.chips()) > 0;
+  auto [it, inserted] = help_memo_.try_emplace({over ? qi : -1, KeyOf(w.request)});
+  std::vector<int>& helpers = it->second;
+  if (inserted) {
+    // Nothing changes while reasons are given, so every workload of this shape searches the
+    // same rooms among the same candidates: one finder per shape, asked once per queue.
+    if (help_cands_.empty()) {
+      for (size_t i = 0; i < running_.size(); ++i) {
+        const Running& r = running_[i];
+        if (r.evicted) continue;
+        help_cands_.push_back({W(r.workload).id, r.priority, r.lost_work});
+        help_candidates_.push_back(static_cast<int>(i));
+      }
+    }
+    auto [f, created] = help_finders_.try_emplace(KeyOf(w.request));
+    if (created) f->second = std::make_unique<VictimFinder>(inv_, planner_, w.request, help_cands_);
+    const std::vector<int>& cand_running = help_candidates_;
+    auto check = [&](const std::vector<int>& victims) {
+      for (int v : victims)
+        if (running_[cand_running[v]].queue >= 0)
+          quota_.Add(running_[cand_running[v]].queue, -running_[cand_running[v]].chips);
+      const bool ok = quota_.Over(qi, w.chips()) <= 0;
+      for (int v : victims)
+        if (running_[cand_running[v]].queue >= 0)
+          quota_.Add(running_[cand_running[v]].queue, running_[cand_running[v]].chips);
+      return ok;
+    };
+    VictimSet found =
+        f->second->Find(over ? VictimSetCheck(check) : VictimSetCheck(), VictimPlan::kVictimsOnly);
+    if (found.found)
+      for (size_t i = 0; i < cand_running.size(); ++i)
+        if (std::binary_search(found.victims.begin(), found.victims.end(),
+                               W(running_[cand_running[i]].workload).id))
+          helpers.push_back(cand_running[i]);
+  }
+  const QueueState& q = quota_.queues[qi];
+  const bool within_nominal = q.used + w.chips() <= q.nominal;
+  for (int ri : helpers) {
+    const Running& r = running_[ri];
+    const Workload& hw = W(r.workload);
+    Blocker b;
+    b.workload = hw.id;
+    b.name = hw.name;
+    if (r.queue >= 0) b.cluster_queue = quota_.queues[r.queue].spec->name;
+    b.priority = r.priority;
+    b.chips = r.chips;
+    Running probe = r;
+    probe.admitted_this_cycle = false;  // judged as it will be next cycle
+    b.preemptible = MayPreempt(qi, w, within_nominal, probe);
+    st.would_help.push_back(std::move(b));
+  }
+}
+
+void Cycle::Explain() {
+  // Evicted by the start guard in this cycle: their new state decides their reason.
+  std::map<WorkloadId, const Eviction*> guard, preempted;
+  for (const Eviction& e : out_.evictions)
+    (e.cause == EvictionCause::kStartTimeout ? guard : preempted)[e.workload] = &e;
+  std::vector<char> in_line(snap_.workloads.size(), 0);
+  for (const QueueState& q : quota_.queues)
+    for (int wi : q.line) in_line[wi] = 1;
+
+  const bool help = options_.explain == Explain::kReasonsAndWhatHelps;
+  for (int qi = 0; qi < static_cast<int>(quota_.queues.size()); ++qi) {
+    QueueState& q = quota_.queues[qi];
+    int position = 0;
+    for (size_t pos = 0; pos < q.line.size(); ++pos) {
+      const int wi = q.line[pos];
+      if (admitted_[wi]) continue;
+      ++position;
+      const Workload& w = W(wi);
+      const StaticFit& fit = StaticCheck(w.request);
+      PendingStatus* st = nullptr;
+      if (!fit.possible) {
+        st = &AddPending(wi, qi, fit.reason, fit.message);
+      } else if (w.chips() > quota_.Ceiling(qi)) {
+        st = &AddPending(wi, qi, PendingReason::kOverQuota,
+                         "needs " + Chips(w.chips()) + "; queue " + q.spec->name +
+                             " can never hold more than " + Chips(quota_.Ceiling(qi)));
+        st->over_quota_chips = w.chips() - quota_.Ceiling(qi);
+      } else if (q.blocked_at >= 0 && static_cast<int>(pos) > q.blocked_at) {
+        st = &AddPending(wi, qi, PendingReason::kWaitingBehind,
+                         "StrictFIFO: waiting behind " + std::to_string(position - 1) +
+                             " workload(s) of queue " + q.spec->name + ", first " +
+                             W(q.line[q.blocked_at]).name);
+        st->waiting_behind = position - 1;
+      } else if (const int64_t over = quota_.Over(qi, w.chips()); over > 0) {
+        st = &AddPending(wi, qi, PendingReason::kOverQuota,
+                         "needs " + Chips(w.chips()) + "; " + quota_.Describe(qi) +
+                             ": over quota by " + Chips(over));
+        st->over_quota_chips = over;
+      } else if (PlanResult plan = PlanNow(w.request); !plan.placed()) {
+        st = &AddPending(wi, qi, PendingReason::kNoFreeBox, plan.message);
+        st->largest_free =
+            plan.largest_free.empty() ? planner_.LargestFree(inv_) : plan.largest_free;
+      } else {
+        st = &AddPending(wi, qi, PendingReason::kFitsNextCycle,
+                         "room and quota became free after it was tried; next cycle");
+      }
+      st->position = position;
+      const bool helps =
+          st->reason == PendingReason::kOverQuota || st->reason == PendingReason::kNoFreeBox ||
+          (st->reason == PendingReason::kWaitingBehind && static_cast<int>(pos) == q.blocked_at);
+      if (help && helps && fit.possible && w.chips() <= quota_.Ceiling(qi)) WhatHelps(qi, wi, *st);
+    }
+  }
+  // Not in any line: unknown queue, backoff, deactivated.
+  for (size_t i = 0; i < snap_.workloads.size(); ++i) {
+    const int wi = static_cast<int>(i);
+    const Workload& w = W(wi);
+    if (in_line[i] || admitted_[i]) continue;
+    const int qi = queue_of_[i];
+    if (auto p = preempted.find(w.id); p != preempted.end()) {
+      AddPending(wi, qi, PendingReason::kPreempted,
+                 p->second->message + "; stopping within " +
+                     std::to_string(p->second->grace_ms / 1000) + " s");
+      continue;
+    }
+    auto g = guard.find(w.id);
+    if (w.state != WorkloadState::kPending && w.state != WorkloadState::kDeactivated &&
+        g == guard.end())
+      continue;
+    const bool deactivated =
+        w.state == WorkloadState::kDeactivated || (g != guard.end() && g->second->deactivated);
+    const StartGuardState& sg = g != guard.end() ? g->second->start_guard : w.start_guard;
+    PendingStatus* st = nullptr;
+    if (deactivated) {
+      st = &AddPending(wi, qi, PendingReason::kDeactivated,
+                       "deactivated after " + std::to_string(sg.retries) +
+                           " start-guard evictions; last: " + sg.last_eviction);
+    } else if (qi < 0) {
+      st = &AddPending(wi, qi, PendingReason::kLocalQueueNotFound,
+                       "queue: local queue " + w.local_queue + " does not exist");
+    } else {
+      st = &AddPending(wi, qi, PendingReason::kBackoff,
+                       "in start-guard backoff until " + std::to_string(sg.backoff_until_ms) +
+                           " ms (" + std::to_string(sg.retries) +
+                           " eviction(s); last: " + sg.last_eviction + ")");
+      st->backoff_until_ms = sg.backoff_until_ms;
+    }
+    st->retries = sg.retries;
+  }
+}
+
+AdmissionCycle Cycle::Finish() {
+  for (const Running& r : running_)
+    if (!r.evicted && r.queue >= 0) ++quota_.queues[r.queue].admitted;
+  std::vector<int> pending(quota_.queues.size(), 0);
+  for (const PendingStatus& st : out_.pending) {
+    if (st.cluster_queue.empty() || st.reason == PendingReason::kDeactivated) continue;
+    ++pending[queue_index_.at(st.cluster_queue)];
+  }
+  for (int qi = 0; qi < static_cast<int>(quota_.queues.size()); ++qi) {
+    const QueueState& q = quota_.queues[qi];
+    ClusterQueueUsage u;
+    u.name = q.spec->name;
+    u.cohort = q.spec->cohort;
+    u.nominal_chips = q.nominal;
+    u.used_chips = q.used;
+    u.borrowed_chips = std::max<int64_t>(0, q.used - q.nominal);
+    u.lendable_chips = q.lendable;
+    u.pending_workloads = pending[qi];
+    u.admitted_workloads = q.admitted;
+    u.share = quota_.Share(qi, 0);
+    out_.usage.push_back(std::move(u));
+  }
+  out_.inventory = std::move(inv_);
+  return std::move(out_);
+}
+
+}  // namespace tessera::admission_internal
