@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <sstream>
 #include <vector>
 
+#include "api/manifest.h"
 #include "api/metrics.h"
 #include "api/web_assets.h"
 #include "net/http_client.h"
@@ -98,6 +100,7 @@ struct Head::Impl {
   std::map<std::string, std::vector<std::shared_ptr<net::StreamWriter>>> watchers;  // by kind
   std::map<std::string, std::vector<std::shared_ptr<net::StreamWriter>>> agent_streams;
   std::set<std::string> dirty_hosts;
+  std::string last_tick_error;  // the loop thread only
 
   std::mutex proxy_mu;
   std::vector<std::pair<std::thread, std::shared_ptr<net::HttpClient>>> proxies;
@@ -145,7 +148,12 @@ struct Head::Impl {
       if (stopping) break;
       kicked = false;
       lock.unlock();
-      ctl->Tick();
+      // A store error in a tick is retried on the next one; say so once per distinct error.
+      const Status ticked = ctl->Tick();
+      if (!ticked.ok() && ticked.message() != last_tick_error)
+        std::fprintf(stderr, "head: tick failed (retrying every tick): %s\n",
+                     ticked.ToString().c_str());
+      last_tick_error = ticked.ok() ? "" : ticked.message();
       FlushAssignments();
       lock.lock();
     }

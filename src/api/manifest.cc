@@ -137,18 +137,6 @@ Result<std::map<std::string, std::string>> GetStringMap(const Json& obj, const s
 
 }  // namespace
 
-const char* HostLossPolicyName(HostLossPolicy p) {
-  switch (p) {
-    case HostLossPolicy::kFail:
-      return "fail";
-    case HostLossPolicy::kPause:
-      return "pause";
-    case HostLossPolicy::kResize:
-      return "resize";
-  }
-  return "fail";
-}
-
 Result<Json> ParseDocument(std::string_view text) {
   size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos) return InvalidArgument("body: empty document");

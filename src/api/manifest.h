@@ -17,6 +17,7 @@
 #include "admission/model.h"
 #include "common/status.h"
 #include "topology/topology.h"
+#include "workload/train_job.h"
 
 namespace tessera::api {
 
@@ -32,30 +33,7 @@ Result<Json> ParseDocument(std::string_view text);
 // with a letter or digit (DNS-1123 label).
 Status ValidateName(std::string_view field, std::string_view name);
 
-enum class HostLossPolicy { kFail, kPause, kResize };
-const char* HostLossPolicyName(HostLossPolicy p);
-
-struct TrainJobSpec {
-  std::string name;
-  std::string queue;
-  std::map<std::string, std::string> labels;
-  Generation accelerator = Generation::kV6e;
-  Shape topology;
-  int min_slices = 1;  // `slices: N` sets min = max = N
-  int max_slices = 1;
-  std::string priority;
-  int max_failures = 0;  // -1: unlimited
-  HostLossPolicy on_host_loss = HostLossPolicy::kFail;
-  int64_t grow_back_interval_ms = 60'000;  // resize: how often to look for capacity to grow
-  int64_t mtbf_ms = 0;  // configured mean time between failures (checkpoint advice); 0: none
-  int64_t hang_timeout_ms = 0;  // 0: hang detection off
-  std::string checkpoint_dir;
-  std::vector<std::string> command;
-  std::map<std::string, std::string> env;
-  std::string working_dir;
-  int64_t grace_ms = 10'000;  // SIGTERM to SIGKILL when workers are stopped
-};
-
+// TrainJobSpec and HostLossPolicy are the workload layer's types (workload/train_job.h).
 // Validates a TrainJob document. Status fields are ignored (they belong to the server).
 Result<TrainJobSpec> ParseTrainJob(const Json& doc);
 

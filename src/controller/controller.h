@@ -1,18 +1,26 @@
-// Controller: the head's model of the cluster and the decisions it takes.
+// Controller: the head's driver. It owns the in-memory model of the cluster (hosts, workloads,
+// queue objects, events), feeds every input (a user request, an agent's heartbeat, a tick of
+// the clock) to the workload's pure lifecycle (workload/train_lifecycle.h), and applies the
+// effects it returns: one atomic store write per step (the job's document and its events
+// together), then chips released, hosts told their assignments changed, watchers told, a
+// scheduling pass. The rules live in the lifecycle and in admission; this is plumbing.
 //
-// It owns the in-memory state (hosts, jobs, the inventory derived from hosts), persists every
-// change that must survive a restart to the Store, and decides: which pending TrainJob is
-// placed next, which workers each host
-// must run (its assignments), when a job has succeeded or failed, and when a host is lost.
-// The HTTP layer (api/head.h) calls it; agents reach it through their heartbeats.
+// Where things are:
+//   controller.cc       construction, Load, Tick, and the driver (RunStep: step, commit, apply)
+//   jobs.cc             the TrainJob user API (create, get, list, delete, log location)
+//   host_registry.cc    agents: registration, heartbeats, the inventory built from hosts
+//   leases.cc           host leases: a host silent for longer than lease_ms is lost
+//   scheduling.cc       the scheduling pass: first come first served, or one admission cycle
+//   assignments.cc      what each host must run, and the stop entries of withdrawn attempts
+//   event_log.{h,cc}    events, staged into the same store write as the change they record
+//   controller_queues.cc  ClusterQueue, LocalQueue, PriorityClass objects
+// A second workload kind (Service) adds its lifecycle beside TrainLifecycle, a map beside
+// jobs_, its user API file, and its rows in scheduling and assignments; TrainJob code does not
+// change.
 //
-// Admission: with no ClusterQueue defined, pending jobs are placed first come, first served
-// through the SlicePlanner. Once a ClusterQueue exists, every scheduling pass runs one
-// Admitter cycle (admission/admission.h) over a snapshot of the jobs and applies it: admissions
-// are placed, preemption victims and start-guard evictions get their workers stopped (SIGTERM,
-// then SIGKILL after the grace period, by the agents) and go back to Pending with their place in
-// line; chips stay held until the agents confirm the workers are gone, and an admission placed
-// on such chips starts after that. docs/admission.md "In the head".
+// Errors: every store write is checked. A failed write leaves memory as it was, emits nothing,
+// and fails the request with kUnavailable (the API answers 503 with the cause); a failure in a
+// tick is retried on the next tick.
 //
 // Persisted: Host, TrainJob, ClusterQueue, LocalQueue and PriorityClass documents, Events. Not
 // persisted: heartbeats (in memory only, so 1,000 agents at 1 Hz cost no disk writes); after a
@@ -32,13 +40,15 @@
 #include <vector>
 
 #include "admission/admission.h"
-#include "api/manifest.h"
+#include "api/resource_json.h"
 #include "common/clock.h"
 #include "common/rng.h"
+#include "controller/event_log.h"
+#include "inventory/host_spec.h"
 #include "inventory/inventory.h"
 #include "placement/planner.h"
 #include "store/store.h"
-#include "workload/recovery.h"
+#include "workload/train_lifecycle.h"
 
 namespace tessera::controller {
 
@@ -73,13 +83,14 @@ class Controller {
  public:
   Controller(store::Store& store, const Clock& clock, ControllerOptions options);
 
-  // Loads hosts, jobs and events from the store (after a restart). Every known host gets a
-  // fresh lease from now, so its agent has time to reconnect and running workers are adopted.
+  // Loads hosts, jobs, queue objects and events from the store (after a restart). Every known
+  // host gets a fresh lease from now, so its agent has time to reconnect and running workers
+  // are adopted.
   Status Load();
 
   // --- users ---
-  // Validates and stores a TrainJob document. 400/422 with the field on bad input, 409 when
-  // the name is taken.
+  // Validates and stores a TrainJob document. 422 with the field on bad input, 409 when the
+  // name is taken, 503 when the store fails.
   ApiResult<Json> CreateJob(const Json& doc);
   ApiResult<Json> GetJob(const std::string& name) const;
   // POST /api/v1/apply: dispatches on kind. TrainJob: CreateJob. ClusterQueue, LocalQueue,
@@ -118,12 +129,14 @@ class Controller {
   // {"revision": N, "assignments": [...]}: the workers `host` must run now.
   ApiResult<Json> Assignments(const std::string& host) const;
 
-  // Expires leases and schedules pending jobs. The head's loop calls it every ~100 ms and after
-  // every change.
-  void Tick();
+  // Expires leases, runs the workloads' timers (hang detection, grow-back, progress writes)
+  // and schedules pending jobs. The head's loop calls it every ~100 ms and after every change.
+  // Returns the first store error of this tick, or of a scheduling pass a request ran since
+  // the last tick (the request itself had succeeded); what failed is retried next tick.
+  Status Tick();
 
-  // Called (with the lock held) after every change: kind is "TrainJob", "Host" or "Event";
-  // type is ADDED, MODIFIED or DELETED.
+  // Called (with the lock held) after every change: kind is "TrainJob", "Host", "Event" or a
+  // queue kind; type is ADDED, MODIFIED or DELETED.
   using ChangeListener =
       std::function<void(const std::string& kind, const std::string& type, const Json& object)>;
   void SetChangeListener(ChangeListener listener);
@@ -135,150 +148,89 @@ class Controller {
   Inventory InventorySnapshot() const;
 
  private:
-  struct WorkerStatus {
-    std::string host;
-    int slice = 0;
-    int worker = 0;
-    std::string state = "Pending";  // Pending, Running, Succeeded, Failed
-    int exit_code = 0;
-    int signal = 0;
-    int pid = 0;
-  };
-  struct Job {
-    api::TrainJobSpec spec;
-    Json spec_json;  // as the user wrote it
-    uint64_t seq = 0;
-    int64_t created_ms = 0;
-    int64_t version = 0;  // store resource version
-    std::string phase = "Pending";
-    std::string reason, message;
-    int attempt = -1;
-    std::vector<std::vector<std::string>> placement;  // [slice][worker] host name
-    std::vector<std::string> slice_names;
-    int master_port = 0, jax_port = 0;
-    std::map<int, WorkerStatus> workers;  // by rank
-    bool stopping = false;                // workers are being stopped; chips held until confirmed
-    bool deleting = false;
-    int64_t stop_revision = 0;          // assignments revision that no longer lists this job
-    std::set<std::string> unconfirmed;  // hosts that may still run a worker of this job
-    int64_t start_ms = 0, finish_ms = 0;
-    int64_t last_step = -1;
-    int64_t last_checkpoint_ms = 0;  // when a worker last reported a checkpoint; 0: never
-    // Admission: why it waits, its place in line, which running jobs would let it in.
-    std::string pending_reason;
-    int queue_position = 0;
-    Json would_help = Json::array();
-    StartGuardState start_guard;
-    bool deactivated = false;
-    int preemptions = 0;
-    // Recovery (docs/elastic.md). attempts.back() is the current or last attempt.
-    std::vector<AttemptRecord> attempts;
-    int failures = 0;
-    // After the workers of a restarted attempt are stopped, the job is placed again with a
-    // size in [restart_min, restart_max] (0: the spec's range).
-    int restart_min = 0, restart_max = 0;
-    bool fast_stop = false;             // the attempt is broken: SIGKILL, no grace
-    int64_t stop_grace_ms = -1;         // a stop's SIGTERM to SIGKILL; -1: the job's own
-    std::map<int, RankProgress> ranks;  // current attempt, by rank (not persisted)
-    int64_t progress_epoch_ms = 0;      // hang timers count from here at the earliest
-    int64_t first_progress_ms = 0;      // the attempt's first step reached the head; 0: none yet
-    std::vector<std::pair<int64_t, double>> checkpoints;  // (time ms, save s), the last 64
-    int64_t last_checkpoint_step = -1;
-    int grow_target = 0;           // grow back to this many slices ...
-    int64_t grow_after_step = -1;  // ... at the first checkpoint after this step
-    int64_t next_grow_check_ms = 0;
-    int64_t pending_since_ms = 0, admitted_ms = 0;
-    std::vector<std::pair<int64_t, int64_t>> progress;  // (time ms, step) samples, the last 240
-    bool progress_dirty = false;                        // progress not yet persisted
-    int64_t persisted_ms = 0;
-    int slices() const { return static_cast<int>(placement.size()); }
-    bool holds_chips() const {
-      return phase == "Starting" || phase == "Running" || phase == "Restarting" || stopping;
-    }
-  };
-  struct HostRec {
-    std::string name;
-    std::string address;
-    int agent_port = 0;
-    Generation generation = Generation::kV6e;
-    int chips = 4;
-    std::string slice, topology, cube, block;
-    int worker = -1;
-    Coord coord;
-    Json labels = Json::object();
-    int64_t registered_ms = 0;
-    int64_t last_heartbeat_ms = 0;
-    bool lost = false;
-    Json usage = Json::object();
+  struct RegisteredHost {
+    HostSpec spec;
+    HostStatus status;
     int64_t version = 0;
   };
-
-  // An admission resource as applied: the document and its store version.
+  // An admission resource as applied: the document, its typed spec and its store version.
+  using QueueSpec = std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>;
   struct QueueObject {
     Json doc;
+    QueueSpec spec;
     int64_t version = 0;
   };
+  class View;  // the ClusterView the lifecycle asks (controller.cc)
 
-  Json JobJson(const Job& job) const;
-  Json QueueObjectJson(const std::string& kind, const QueueObject& object) const;
+  // --- the driver (controller.cc) ---
+  using Step = std::function<Effects(TrainJob&)>;
+  // Runs `step` on the job and applies its effects. On a store failure the job is restored,
+  // nothing is emitted, and the error is returned (kUnavailable with the cause).
+  Status RunStep(std::string job, const Step& step);
+  // Writes `batch` plus `events` (for `object`) atomically and adds the events to the log;
+  // watchers hear of them at the next AnnounceEvents, after the change they record.
+  Result<int64_t> CommitWithEvents(store::WriteBatch& batch, const std::string& object,
+                                   const std::vector<JobEvent>& events);
+  void AnnounceEvents();
+  Status RecordEvent(const std::string& object, bool warning, const std::string& reason,
+                     const std::string& message);
+  void Emit(const std::string& kind, const std::string& type, const Json& object);
+  Json JobJson(const TrainJob& job) const;
+  TrainJob* FindJob(const std::string& name);
+  int64_t NowMs() const { return clock_.NowMs(); }
+
+  // --- hosts (host_registry.cc, leases.cc) ---
+  Json HostJsonLocked(const RegisteredHost& host) const;
+  Status PersistHost(RegisteredHost& host, const std::vector<JobEvent>& events);
+  void RebuildInventory();
+  // Rebuilds when inventory_dirty_; reports stored placements that overlap as events.
+  Status RefreshInventory();
+  Status ReportInventoryConflicts();
+  void ReserveJob(const TrainJob& job);
+  std::string OwnerOf(const std::string& host) const;
+  Status ExpireLeases(int64_t now);
+  Status HostRecovered(RegisteredHost& host);
+
+  // --- scheduling (scheduling.cc) ---
+  // Runs passes while a step asks for one (at most 4).
+  Status Schedule();
+  // After a request's own change succeeded: a failed pass is reported by the next Tick.
+  void ScheduleAfterRequest();
+  Status ScheduleFirstComeFirstServed();
+  Status ScheduleThroughQueues();
+  // Reserves the plan's hosts and places the job's next attempt. False when the plan no
+  // longer applies (nothing changed).
+  Result<bool> Admit(TrainJob& job, const PlanResult& plan);
+  // Plans the largest size in [lo, hi] on `inventory`; the plan for `lo` when none fits.
+  PlanResult PlanLargest(const Inventory& inventory, const TrainJob& job, int lo, int hi) const;
+
+  // --- assignments (assignments.cc) ---
+  Json AssignmentsLocked(const std::string& host) const;
+  void NotifyHosts(const std::set<std::string>& hosts);
+
+  // --- queue objects (controller_queues.cc) ---
   ApiResult<Json> ApplyQueueObject(const std::string& kind, const Json& doc);
   Status LoadQueueObjects(const std::string& kind);
-  Json HostJson(const HostRec& host) const;
-  Status PersistJob(Job& job, bool create = false);
-  Status PersistHost(HostRec& host);
-  void Emit(const std::string& kind, const std::string& type, const Json& object);
-  void Event(const std::string& type, const std::string& reason, const std::string& object,
-             const std::string& message);
-  void RebuildInventory();
-  void RefreshInventory();  // rebuilds when inventory_dirty_
-  void ReserveJob(const Job& job);
-  void Schedule();
-  void ScheduleFirstComeFirstServed();
-  void ScheduleThroughQueues();
-  void Requeue(Job& job, const Eviction& eviction);
-  void SetPending(Job& job, const std::string& reason, const std::string& message, int position,
-                  Json would_help);
-  bool Admit(Job& job, const PlanResult& plan);
-  // The size range a pending job may be placed with now: a restart's, else the spec's.
-  std::pair<int, int> SizeRange(const Job& job) const;
-  // Plans the largest size in [lo, hi] on `inventory`; the plan for `lo` when none fits.
-  PlanResult PlanLargest(const Inventory& inventory, const Job& job, int lo, int hi) const;
-  // A failure of the current attempt: records it, then restarts within the failure budget
-  // (stopping every worker first) or fails the job with its attempt history.
-  void FailAttempt(Job& job, FailureKind kind, std::vector<int> ranks, int64_t failure_ms,
-                   const std::string& message);
-  void EndAttempt(Job& job, const std::string& end_reason);
-  void RecordProgress(Job& job, const Json& record);
-  void CheckHangs(int64_t now);
-  void CheckGrowBack(Job& job, int64_t now);
-  void BeginGrowBack(Job& job);
-  Json AttemptsJson(const Job& job) const;
-  Json RecoveryJson(const Job& job) const;
-  void StopJob(Job& job, const std::string& phase, const std::string& reason,
-               const std::string& message);
-  void ConfirmStopped(Job& job, const std::string& host, const Json& workers);
-  // Withdraws the job's assignments and lists the hosts that must confirm its workers are gone.
-  void BeginStopping(Job& job);
-  void FinishStopping(Job& job);
-  Json AssignmentsLocked(const std::string& host) const;
-  void NotifyHosts(const Job& job);
+  Json QueueObjectJson(const std::string& kind, const QueueObject& object) const;
+  std::map<std::string, QueueObject>& QueueObjects(const std::string& kind);
 
   store::Store& store_;
   const Clock& clock_;
   ControllerOptions options_;
   SlicePlanner planner_;
   Admitter admitter_;  // built once: its planner tables cost milliseconds
+  TrainLifecycle train_;
   mutable std::mutex mu_;
   Rng rng_;
-  std::map<std::string, HostRec> hosts_;
-  std::map<std::string, Job> jobs_;
-  uint64_t next_seq_ = 1;
-  uint64_t next_event_ = 1;
-  std::vector<Json> events_;
+  std::map<std::string, RegisteredHost> hosts_;
+  std::map<std::string, TrainJob> jobs_;
+  uint64_t next_uid_ = 1;
+  EventLog events_;
+  std::vector<Json> unannounced_;  // committed events not yet emitted
   std::map<std::string, QueueObject> cluster_queues_, local_queues_, priority_classes_;
   std::map<std::string, ClusterQueueUsage> usage_;  // from the latest admission cycle
-  bool scheduling_ = false;  // Schedule() is running; a nested call asks for another pass
-  bool schedule_again_ = false;
+  bool schedule_requested_ = false;                 // a step released chips or requeued a job
+  Status deferred_error_;  // a request's scheduling pass failed; Tick reports it
   int64_t assignment_revision_ = 1;
   // Derived from hosts_: rebuilt when membership changes.
   Inventory inventory_;
@@ -286,9 +238,25 @@ class Controller {
   std::map<uint32_t, std::string> host_names_;
   std::vector<std::string> slice_names_;  // inventory SliceId -> name
   bool inventory_ready_ = false;
-  bool inventory_dirty_ = false;  // host membership changed since the last rebuild
+  bool inventory_dirty_ = false;                  // host membership changed since the last rebuild
+  std::vector<std::string> inventory_conflicts_;  // jobs whose stored hosts were taken
   ChangeListener on_change_;
   AssignmentListener on_assignments_;
 };
+
+// What the lifecycle may ask of the cluster, answered from the registry and the inventory.
+class Controller::View : public ClusterView {
+ public:
+  explicit View(const Controller& c) : c_(c) {}
+  bool HostLost(const std::string& host) const override;
+  int LargestFitWithoutJob(const TrainJob& job, int lo, int hi) const override;
+
+ private:
+  const Controller& c_;
+};
+
+// Maps a Status to the API's error: kInvalidArgument 422 (the field is the message's prefix
+// before ':'), kNotFound 404, kAlreadyExists and kConflict 409, anything else 503.
+ApiError ToApiError(const Status& status);
 
 }  // namespace tessera::controller

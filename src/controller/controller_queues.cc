@@ -1,5 +1,6 @@
-// Controller: deleting the admission resources (ClusterQueue, LocalQueue, PriorityClass).
-// Creating and replacing them is Apply in controller.cc. The rules are in docs/admission.md,
+// Controller: the admission resources (ClusterQueue, LocalQueue, PriorityClass): apply (create
+// or replace), list with status, delete. Each is parsed once when applied or loaded; the
+// scheduling pass reads the typed specs. Deleting follows docs/admission.md,
 // "Deleting queues and priority classes": a delete that would silently change what running or
 // waiting jobs are charged or ranked by is refused with 409 naming those jobs, so an operator
 // never loses track of quota or priority by deleting an object.
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "api/manifest.h"
 #include "controller/controller.h"
 
 namespace tessera::controller {
@@ -34,23 +36,132 @@ std::string Lower(std::string s) {
   return s;
 }
 
+// Parses an admission document of `kind` into its typed spec and name.
+Result<std::pair<std::string, std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>>>
+ParseQueueObject(const std::string& kind, const Json& doc) {
+  if (kind == kClusterQueue) {
+    auto r = api::ParseClusterQueue(doc);
+    if (!r.ok()) return r.status();
+    return std::pair{r->name, std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>(*r)};
+  }
+  if (kind == kLocalQueue) {
+    auto r = api::ParseLocalQueue(doc);
+    if (!r.ok()) return r.status();
+    return std::pair{r->name, std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>(*r)};
+  }
+  auto r = api::ParsePriorityClass(doc);
+  if (!r.ok()) return r.status();
+  return std::pair{r->name, std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>(*r)};
+}
+
 }  // namespace
+
+std::map<std::string, Controller::QueueObject>& Controller::QueueObjects(const std::string& kind) {
+  return kind == kClusterQueue ? cluster_queues_
+         : kind == kLocalQueue ? local_queues_
+                               : priority_classes_;
+}
+
+ApiResult<Json> Controller::ApplyQueueObject(const std::string& kind, const Json& doc) {
+  auto parsed = ParseQueueObject(kind, doc);
+  if (!parsed.ok()) return ToApiError(parsed.status());
+  const std::string name = parsed->first;
+  Json stored = doc;
+  stored.erase("status");
+  std::lock_guard lock(mu_);
+  auto& objects = QueueObjects(kind);
+  const bool created = !objects.count(name);
+  store::WriteBatch batch;
+  batch.Put(kind, name, stored.dump());
+  auto r = CommitWithEvents(
+      batch, Lower(kind) + "/" + name,
+      {JobEvent{false, created ? "Created" : "Configured", created ? "created" : "replaced"}});
+  if (!r.ok()) return ToApiError(Unavailable(r.status().message()));
+  QueueObject& o = objects[name];
+  o = QueueObject{stored, std::move(parsed->second), *r};
+  Json out = QueueObjectJson(kind, o);
+  Emit(kind, created ? "ADDED" : "MODIFIED", out);
+  AnnounceEvents();
+  ScheduleAfterRequest();
+  out["status"] = QueueObjectJson(kind, o)["status"];  // after the pass it triggered
+  out["created"] = created;
+  return out;
+}
+
+Status Controller::LoadQueueObjects(const std::string& kind) {
+  auto objects = store_.List(kind);
+  if (!objects.ok()) return objects.status();
+  auto& into = QueueObjects(kind);
+  for (const auto& obj : *objects) {
+    Json j = Json::parse(obj.body, nullptr, false);
+    if (j.is_discarded()) return Internal("stored " + kind + " " + obj.name + " is not JSON");
+    auto parsed = ParseQueueObject(kind, j);
+    if (!parsed.ok())
+      return Internal("stored " + kind + " " + obj.name + ": " + parsed.status().message());
+    into[obj.name] = QueueObject{j, std::move(parsed->second), obj.resource_version};
+  }
+  return Status::Ok();
+}
+
+Json Controller::QueueObjectJson(const std::string& kind, const QueueObject& o) const {
+  Json out = o.doc;
+  out["metadata"]["resourceVersion"] = o.version;
+  if (kind == kClusterQueue) {
+    const std::string name = o.doc["metadata"].value("name", "");
+    ClusterQueueUsage u;
+    if (auto it = usage_.find(name); it != usage_.end()) u = it->second;
+    int64_t nominal = u.nominal_chips;
+    if (!usage_.count(name)) {
+      // No cycle yet (no hosts): the nominal quota of the first listed generation.
+      const auto& quotas = std::get<ClusterQueueSpec>(o.spec).quotas;
+      if (!quotas.empty()) nominal = quotas[0].nominal_chips;
+    }
+    out["status"] = {{"nominalChips", nominal},
+                     {"usedChips", u.used_chips},
+                     {"borrowedChips", u.borrowed_chips},
+                     {"lendableChips", u.lendable_chips},
+                     {"pendingWorkloads", u.pending_workloads},
+                     {"admittedWorkloads", u.admitted_workloads},
+                     {"share", u.share}};
+  }
+  return out;
+}
+
+Json Controller::ListClusterQueues() const {
+  std::lock_guard lock(mu_);
+  Json items = Json::array();
+  for (const auto& [name, o] : cluster_queues_) items.push_back(QueueObjectJson(kClusterQueue, o));
+  return {{"kind", "ClusterQueueList"}, {"items", items}};
+}
+
+Json Controller::ListLocalQueues() const {
+  std::lock_guard lock(mu_);
+  Json items = Json::array();
+  for (const auto& [name, o] : local_queues_) items.push_back(QueueObjectJson(kLocalQueue, o));
+  return {{"kind", "LocalQueueList"}, {"items", items}};
+}
+
+Json Controller::ListPriorityClasses() const {
+  std::lock_guard lock(mu_);
+  Json items = Json::array();
+  for (const auto& [name, o] : priority_classes_)
+    items.push_back(QueueObjectJson(kPriorityClass, o));
+  return {{"kind", "PriorityClassList"}, {"items", items}};
+}
 
 ApiResult<Json> Controller::DeleteQueueObject(const std::string& kind, const std::string& name) {
   if (kind != kClusterQueue && kind != kLocalQueue && kind != kPriorityClass)
     return ApiError{400, "kind: must be ClusterQueue, LocalQueue or PriorityClass", "kind"};
   const std::string object = Lower(kind) + "/" + name;
   std::lock_guard lock(mu_);
-  auto& objects = kind == kClusterQueue ? cluster_queues_
-                  : kind == kLocalQueue ? local_queues_
-                                        : priority_classes_;
+  auto& objects = QueueObjects(kind);
   auto it = objects.find(name);
   if (it == objects.end()) return ApiError{404, Lower(kind) + " '" + name + "' not found", ""};
 
   // Jobs still charged to a queue: they hold chips (starting, running, restarting, or being
   // stopped) and are not being deleted.
-  auto charged = [](const Job& job) { return job.holds_chips() && !job.deleting; };
-  auto queue_of = [](const Job& job) {
+  auto charged = [](const TrainJob& job) { return job.HoldsChips() && !job.status.deleting; };
+  auto queue_of = [](const TrainJob& job) {
     return job.spec.queue.empty() ? std::string(kDefaultQueue) : job.spec.queue;
   };
   std::string refusal;
@@ -60,10 +171,8 @@ ApiResult<Json> Controller::DeleteQueueObject(const std::string& kind, const std
     // is missing and then admits nothing at all, so they must go first. Their admitted jobs are
     // named too: they are what the operator has to wait for.
     std::vector<std::string> locals, admitted;
-    for (const auto& [local, o] : local_queues_) {
-      auto spec = api::ParseLocalQueue(o.doc);
-      if (spec.ok() && spec->cluster_queue == name) locals.push_back(local);
-    }
+    for (const auto& [local, o] : local_queues_)
+      if (std::get<LocalQueueSpec>(o.spec).cluster_queue == name) locals.push_back(local);
     for (const auto& [job_name, job] : jobs_)
       if (charged(job) && std::find(locals.begin(), locals.end(), queue_of(job)) != locals.end())
         admitted.push_back(job_name);
@@ -81,7 +190,7 @@ ApiResult<Json> Controller::DeleteQueueObject(const std::string& kind, const std
       if (queue_of(job) != name) continue;
       if (charged(job))
         admitted.push_back(job_name);
-      else if (job.phase == "Pending" && !job.deleting)
+      else if (job.status.phase == JobPhase::kPending && !job.status.deleting)
         ++pending;
     }
     if (!admitted.empty())
@@ -91,25 +200,30 @@ ApiResult<Json> Controller::DeleteQueueObject(const std::string& kind, const std
     // drop to priority 0 (and become a preemption victim, or lose its place in line).
     std::vector<std::string> users;
     for (const auto& [job_name, job] : jobs_) {
-      const bool finished = job.phase == "Succeeded" || job.phase == "Failed";
-      if (job.spec.priority == name && !finished && !job.deleting) users.push_back(job_name);
+      if (job.spec.priority == name && !Finished(job.status.phase) && !job.status.deleting)
+        users.push_back(job_name);
     }
     if (!users.empty())
       refusal = "unfinished jobs use it: " + NameList(users) + " (wait for them or delete them)";
   }
   if (!refusal.empty()) return ApiError{409, "cannot delete " + object + ": " + refusal, ""};
 
-  Status deleted = store_.Delete(kind, name);
-  if (!deleted.ok()) return ApiError{503, "store: " + deleted.message(), ""};
+  store::WriteBatch batch;
+  batch.Delete(kind, name);
+  auto deleted = CommitWithEvents(
+      batch, object,
+      {JobEvent{false, "Deleted",
+                pending > 0 ? "deleted; " + std::to_string(pending) +
+                                  " pending job(s) wait with LocalQueueNotFound until it exists "
+                                  "again"
+                            : "deleted"}});
+  if (!deleted.ok()) return ToApiError(Unavailable(deleted.status().message()));
   Json last = QueueObjectJson(kind, it->second);
   objects.erase(it);
   if (kind == kClusterQueue) usage_.erase(name);
-  Event("Normal", "Deleted", object,
-        pending > 0 ? "deleted; " + std::to_string(pending) +
-                          " pending job(s) wait with LocalQueueNotFound until it exists again"
-                    : "deleted");
   Emit(kind, "DELETED", last);
-  Schedule();
+  AnnounceEvents();
+  ScheduleAfterRequest();
   Json out = {{"kind", kind}, {"name", name}, {"status", "Deleted"}};
   if (kind == kLocalQueue) out["pendingJobs"] = pending;
   return out;

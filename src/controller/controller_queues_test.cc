@@ -33,20 +33,6 @@ Json ClusterQueueDoc(const std::string& name, int64_t nominal_chips) {
           {"spec", {{"quotas", {{{"generation", "v6e"}, {"nominalQuota", nominal_chips}}}}}}};
 }
 
-Json LocalQueueDoc(const std::string& name, const std::string& cluster_queue) {
-  return {{"apiVersion", "tessera/v1"},
-          {"kind", "LocalQueue"},
-          {"metadata", {{"name", name}}},
-          {"spec", {{"clusterQueue", cluster_queue}}}};
-}
-
-Json PriorityClassDoc(const std::string& name, int value) {
-  return {{"apiVersion", "tessera/v1"},
-          {"kind", "PriorityClass"},
-          {"metadata", {{"name", name}}},
-          {"value", value}};
-}
-
 class QueueDeleteTest : public ControllerTest {
  protected:
   void SetUp() override {

@@ -54,7 +54,7 @@ class RecoveryTest : public ControllerTest {
     for (int i = 0; i < 6; ++i) {
       clock_.AdvanceMs(1000);
       ConfirmAll(lost);
-      c_->Tick();
+      EXPECT_TRUE(c_->Tick().ok());
     }
     ConfirmAll(lost);
   }
@@ -239,11 +239,11 @@ TEST_F(RecoveryTest, AHangIsDetectedAndTheRankThatStoppedTickingIsNamed) {
                          {"type", "alive"},
                          {"step", 5}}}));
     }
-    c_->Tick();
+    EXPECT_TRUE(c_->Tick().ok());
     ASSERT_EQ(Phase("train"), "Running") << "detected too early, after " << second << " s";
   }
   clock_.AdvanceMs(1000);
-  c_->Tick();
+  EXPECT_TRUE(c_->Tick().ok());
   EXPECT_EQ(Phase("train"), "Restarting");
   Json st = Status("train");
   EXPECT_EQ(st["attempts"][0]["endReason"], "Hang");
@@ -267,7 +267,7 @@ TEST_F(RecoveryTest, HostLossWithPauseWaitsForTheHostAndComesBackAtFullSize) {
   EXPECT_EQ(st["attempts"].size(), 1u);  // waiting: nothing placed on the remaining slice
   // The host comes back.
   Ok(c_->Heartbeat(HostName(1, 1), {{"workers", Json::array()}, {"revision", 1'000'000}}));
-  c_->Tick();
+  EXPECT_TRUE(c_->Tick().ok());
   st = Status("train");
   EXPECT_EQ(st["phase"], "Starting");
   EXPECT_EQ(st["slices"], 2);
@@ -305,7 +305,7 @@ TEST_F(RecoveryTest, ResizeShrinksAtOnceAndGrowsBackAfterTheNextCheckpoint) {
   // The host returns; the next grow check sees room for 2 slices but waits for a checkpoint.
   Ok(c_->Heartbeat(HostName(1, 0), {{"workers", Json::array()}, {"revision", 1'000'000}}));
   clock_.AdvanceMs(1000);
-  c_->Tick();
+  EXPECT_TRUE(c_->Tick().ok());
   EXPECT_EQ(Phase("train"), "Running");
   EXPECT_EQ(Status("train")["growBack"]["targetSlices"], 2);
   Report("train", 1, "progress", 12);

@@ -85,7 +85,7 @@ TEST_F(ControllerTest, ALostHostFailsItsJobAfterTheLease) {
     if (w != 1) Ok(c_->Heartbeat(HostName(0, w), {{"workers", Json::array()}}));
   for (int w = 0; w < 4; ++w) Ok(c_->Heartbeat(HostName(1, w), {{"workers", Json::array()}}));
   clock_.AdvanceMs(2500);  // s0-w1 is now 5.5 s silent; lease is 5 s
-  c_->Tick();
+  EXPECT_TRUE(c_->Tick().ok());
   Json job = Ok(c_->GetJob("train"));
   EXPECT_EQ(job["status"]["reason"], "HostLost");
   Json hosts = c_->ListHosts();
@@ -147,20 +147,6 @@ Json ClusterQueueDoc(const std::string& name, int64_t nominal_chips,
           {"spec",
            {{"quotas", {{{"generation", "v6e"}, {"nominalQuota", nominal_chips}}}},
             {"preemption", {{"withinClusterQueue", within}}}}}};
-}
-
-Json LocalQueueDoc(const std::string& name, const std::string& cluster_queue) {
-  return {{"apiVersion", "tessera/v1"},
-          {"kind", "LocalQueue"},
-          {"metadata", {{"name", name}}},
-          {"spec", {{"clusterQueue", cluster_queue}}}};
-}
-
-Json PriorityClassDoc(const std::string& name, int value) {
-  return {{"apiVersion", "tessera/v1"},
-          {"kind", "PriorityClass"},
-          {"metadata", {{"name", name}}},
-          {"value", value}};
 }
 
 Json QueuedJobDoc(const std::string& name, int slices, const std::string& queue,
@@ -280,7 +266,7 @@ TEST_F(AdmissionControllerTest, APreemptedJobIsStoppedRequeuedAndRestartsAfterTh
   Json high = Status("high-job");
   EXPECT_EQ(high["phase"], "Pending");
   EXPECT_EQ(high["pendingReason"], "WaitingForPreemption");
-  c_->Tick();  // another pass changes nothing while the victim stops
+  EXPECT_TRUE(c_->Tick().ok());  // another pass changes nothing while the victim stops
   EXPECT_EQ(Phase("high-job"), "Pending");
   EXPECT_EQ(Status("low-job")["preemptions"], 1);
 

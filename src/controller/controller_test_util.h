@@ -23,6 +23,20 @@ inline Json JobDoc(const std::string& name, int slices, const std::string& topol
             {"template", {{"command", {"python3", "train.py"}}, {"env", {{"STEPS", "5"}}}}}}}};
 }
 
+inline Json LocalQueueDoc(const std::string& name, const std::string& cluster_queue) {
+  return {{"apiVersion", "tessera/v1"},
+          {"kind", "LocalQueue"},
+          {"metadata", {{"name", name}}},
+          {"spec", {{"clusterQueue", cluster_queue}}}};
+}
+
+inline Json PriorityClassDoc(const std::string& name, int value) {
+  return {{"apiVersion", "tessera/v1"},
+          {"kind", "PriorityClass"},
+          {"metadata", {{"name", name}}},
+          {"value", value}};
+}
+
 template <typename T>
 const T& Ok(const ApiResult<T>& r) {
   if (std::holds_alternative<ApiError>(r)) {

@@ -39,6 +39,18 @@ std::string RankList(const std::vector<int>& ranks) {
 
 }  // namespace
 
+const char* HostLossPolicyName(HostLossPolicy p) {
+  switch (p) {
+    case HostLossPolicy::kFail:
+      return "fail";
+    case HostLossPolicy::kPause:
+      return "pause";
+    case HostLossPolicy::kResize:
+      return "resize";
+  }
+  return "fail";
+}
+
 const char* FailureKindName(FailureKind kind) {
   switch (kind) {
     case FailureKind::kWorkerFailed:
@@ -150,11 +162,11 @@ bool WithinFailureBudget(int failures, int max_failures) {
   return max_failures < 0 || failures <= max_failures;
 }
 
-RecoveryDecision DecideRecovery(FailureKind kind, HostLossAction on_host_loss, int failures,
+RecoveryDecision DecideRecovery(FailureKind kind, HostLossPolicy on_host_loss, int failures,
                                 int max_failures, int attempt_slices, int spec_min_slices,
                                 int spec_max_slices) {
   RecoveryDecision d;
-  if (kind == FailureKind::kHostLost && on_host_loss == HostLossAction::kFail) {
+  if (kind == FailureKind::kHostLost && on_host_loss == HostLossPolicy::kFail) {
     d.fail = true;
     d.why = "a host was lost and spec.failurePolicy.onHostLoss is fail";
     return d;
@@ -165,7 +177,7 @@ RecoveryDecision DecideRecovery(FailureKind kind, HostLossAction on_host_loss, i
             std::to_string(max_failures);
     return d;
   }
-  if (kind == FailureKind::kHostLost && on_host_loss == HostLossAction::kResize) {
+  if (kind == FailureKind::kHostLost && on_host_loss == HostLossPolicy::kResize) {
     d.action = RecoveryAction::kRestartLargestFit;
     d.min_slices = spec_min_slices;
     d.max_slices = spec_max_slices;

@@ -20,7 +20,12 @@ namespace tessera {
 enum class FailureKind { kWorkerFailed, kHostLost, kHang };
 const char* FailureKindName(FailureKind kind);  // "WorkerFailed", "HostLost", "Hang"
 
-enum class HostLossAction { kFail, kPause, kResize };
+// spec.failurePolicy.onHostLoss: what a lost host does to a job (docs/elastic.md).
+//   fail:   the job fails;
+//   pause:  it restarts at the same size once that fits again;
+//   resize: it restarts at once at the largest size in [min, max] that fits, and grows back.
+enum class HostLossPolicy { kFail, kPause, kResize };
+const char* HostLossPolicyName(HostLossPolicy p);  // "fail", "pause", "resize"
 
 // What happened to one attempt (one start of every worker of the job).
 struct AttemptRecord {
@@ -106,7 +111,7 @@ struct RecoveryDecision {
   int max_slices = 1;
 };
 // `failures` includes this one. Host loss with kFail ends the job regardless of the budget.
-RecoveryDecision DecideRecovery(FailureKind kind, HostLossAction on_host_loss, int failures,
+RecoveryDecision DecideRecovery(FailureKind kind, HostLossPolicy on_host_loss, int failures,
                                 int max_failures, int attempt_slices, int spec_min_slices,
                                 int spec_max_slices);
 

@@ -137,7 +137,7 @@ TEST(FailureBudget, ZeroAllowsNoneAndMinusOneIsUnlimited) {
 }
 
 TEST(DecideRecovery, WorkerFailureRestartsAtTheSameSize) {
-  auto d = DecideRecovery(FailureKind::kWorkerFailed, HostLossAction::kResize, 1, 3, 2, 1, 2);
+  auto d = DecideRecovery(FailureKind::kWorkerFailed, HostLossPolicy::kResize, 1, 3, 2, 1, 2);
   EXPECT_FALSE(d.fail);
   EXPECT_EQ(d.action, RecoveryAction::kRestartSameSize);
   EXPECT_EQ(d.min_slices, 2);
@@ -145,20 +145,20 @@ TEST(DecideRecovery, WorkerFailureRestartsAtTheSameSize) {
 }
 
 TEST(DecideRecovery, PastTheBudgetTheJobFails) {
-  auto d = DecideRecovery(FailureKind::kHang, HostLossAction::kPause, 2, 1, 2, 2, 2);
+  auto d = DecideRecovery(FailureKind::kHang, HostLossPolicy::kPause, 2, 1, 2, 2, 2);
   EXPECT_TRUE(d.fail);
   EXPECT_NE(d.why.find("maxFailures 1"), std::string::npos) << d.why;
 }
 
 TEST(DecideRecovery, HostLossFollowsOnHostLoss) {
-  auto fail = DecideRecovery(FailureKind::kHostLost, HostLossAction::kFail, 1, -1, 2, 1, 2);
+  auto fail = DecideRecovery(FailureKind::kHostLost, HostLossPolicy::kFail, 1, -1, 2, 1, 2);
   EXPECT_TRUE(fail.fail);
   EXPECT_NE(fail.why.find("onHostLoss"), std::string::npos);
-  auto pause = DecideRecovery(FailureKind::kHostLost, HostLossAction::kPause, 1, -1, 2, 1, 2);
+  auto pause = DecideRecovery(FailureKind::kHostLost, HostLossPolicy::kPause, 1, -1, 2, 1, 2);
   EXPECT_FALSE(pause.fail);
   EXPECT_EQ(pause.action, RecoveryAction::kRestartSameSize);
   EXPECT_EQ(pause.min_slices, 2);
-  auto resize = DecideRecovery(FailureKind::kHostLost, HostLossAction::kResize, 1, -1, 2, 1, 2);
+  auto resize = DecideRecovery(FailureKind::kHostLost, HostLossPolicy::kResize, 1, -1, 2, 1, 2);
   EXPECT_EQ(resize.action, RecoveryAction::kRestartLargestFit);
   EXPECT_EQ(resize.min_slices, 1);
   EXPECT_EQ(resize.max_slices, 2);

@@ -1,0 +1,142 @@
+// Every store error surfaces: with the store refusing writes, a request fails with 503 naming
+// the cause, the controller's memory is as before, and nothing is emitted (no watch event, no
+// assignment change). After the store heals, the same input succeeds.
+#include <gtest/gtest.h>
+
+#include "controller/controller.h"
+#include "controller/controller_test_util.h"
+#include "store/faulty_store.h"
+#include "store/memory_store.h"
+
+namespace tessera::controller {
+namespace {
+
+class StoreFaultTest : public ControllerTest {
+ protected:
+  void SetUp() override {
+    auto opened = store::MemoryStore::Open();
+    ASSERT_TRUE(opened.ok());
+    inner_ = std::move(opened).value();
+    faulty_ = std::make_unique<store::FaultyStore>(*inner_);
+    c_ = std::make_unique<Controller>(*faulty_, clock_, ControllerOptions{});
+    ASSERT_TRUE(c_->Load().ok());
+    c_->SetChangeListener([this](const std::string& kind, const std::string&, const Json&) {
+      emitted_.push_back(kind);
+    });
+    c_->SetAssignmentListener([this](const std::set<std::string>& hosts) {
+      notified_.insert(hosts.begin(), hosts.end());
+    });
+  }
+  // Starts refusing writes and forgets what was emitted so far.
+  void Break() {
+    faulty_->FailCommits();
+    emitted_.clear();
+    notified_.clear();
+    events_before_ = c_->ListEvents()["items"].size();
+  }
+  void ExpectNothingHappened() {
+    EXPECT_TRUE(emitted_.empty()) << "emitted " << emitted_.size() << " changes, first "
+                                  << (emitted_.empty() ? "" : emitted_[0]);
+    EXPECT_TRUE(notified_.empty());
+    EXPECT_EQ(c_->ListEvents()["items"].size(), events_before_);
+    EXPECT_GT(faulty_->refused(), 0);
+  }
+  static void Expect503(const ApiError& e) {
+    EXPECT_EQ(e.http_status, 503);
+    EXPECT_NE(e.message.find("injected: disk I/O error"), std::string::npos) << e.message;
+  }
+
+  std::unique_ptr<store::Store> inner_;
+  std::unique_ptr<store::FaultyStore> faulty_;
+  std::vector<std::string> emitted_;
+  std::set<std::string> notified_;
+  size_t events_before_ = 0;
+};
+
+TEST_F(StoreFaultTest, AFailedCreateStoresNothingAndCanBeRetried) {
+  RegisterTwoSlices();
+  Break();
+  Expect503(Err(c_->CreateJob(JobDoc("train", 2))));
+  ExpectNothingHappened();
+  EXPECT_EQ(Err(c_->GetJob("train")).http_status, 404);
+  EXPECT_TRUE(c_->ListJobs()["items"].empty());
+  EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 0);
+  faulty_->Heal();
+  Ok(c_->CreateJob(JobDoc("train", 2)));
+  EXPECT_EQ(Phase("train"), "Starting");
+}
+
+TEST_F(StoreFaultTest, AFailedUpdateLeavesTheJobAsItWasUntilTheAgentReportsAgain) {
+  RegisterTwoSlices();
+  Ok(c_->CreateJob(JobDoc("train", 2)));
+  const Json before = Ok(c_->GetJob("train"));
+  Break();
+  const std::string h = HostName(0, 0);
+  Json a = Ok(c_->Assignments(h));
+  Json running = {{"revision", a["revision"]},
+                  {"workers",
+                   {{{"job", "train"},
+                     {"attempt", 0},
+                     {"rank", a["assignments"][0]["rank"]},
+                     {"pid", 100},
+                     {"state", "Running"}}}}};
+  Expect503(Err(c_->Heartbeat(h, running)));
+  ExpectNothingHappened();
+  EXPECT_EQ(Ok(c_->GetJob("train")), before);
+  faulty_->Heal();
+  Ok(c_->Heartbeat(h, running));
+  EXPECT_EQ(Ok(c_->GetJob("train"))["status"]["workers"][0]["state"], "Running");
+}
+
+TEST_F(StoreFaultTest, AFailedDeleteKeepsTheJobRunning) {
+  RegisterTwoSlices();
+  Ok(c_->CreateJob(JobDoc("train", 2)));
+  HeartbeatAll("Running");
+  const Json before = Ok(c_->GetJob("train"));
+  const Json assignments = Ok(c_->Assignments(HostName(1, 3)));
+  Break();
+  Expect503(Err(c_->DeleteJob("train")));
+  ExpectNothingHappened();
+  EXPECT_EQ(Ok(c_->GetJob("train")), before);
+  EXPECT_EQ(Ok(c_->Assignments(HostName(1, 3))), assignments);
+  faulty_->Heal();
+  EXPECT_EQ(Ok(c_->DeleteJob("train"))["status"], "Terminating");
+  EXPECT_EQ(Phase("train"), "Terminating");
+}
+
+TEST_F(StoreFaultTest, AFailedSchedulingPassPlacesNothingAndTheNextTickDoes) {
+  // The job arrives before any host: it waits for the first pass after registration.
+  Ok(c_->CreateJob(JobDoc("train", 2)));
+  RegisterTwoSlices();
+  const Json before = Ok(c_->GetJob("train"));
+  Break();
+  const Status ticked = c_->Tick();
+  EXPECT_EQ(ticked.code(), StatusCode::kUnavailable) << ticked.ToString();
+  ExpectNothingHappened();
+  EXPECT_EQ(Ok(c_->GetJob("train")), before);
+  EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 0);
+  EXPECT_TRUE(Ok(c_->Assignments(HostName(0, 0)))["assignments"].empty());
+  faulty_->Heal();
+  EXPECT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(Phase("train"), "Starting");
+  EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 32);
+}
+
+TEST_F(StoreFaultTest, ALeaseThatRunsOutWhileTheStoreIsDownIsExpiredOnceItHeals) {
+  RegisterTwoSlices();
+  Ok(c_->CreateJob(JobDoc("train", 2)));
+  HeartbeatAll("Running");
+  Break();
+  clock_.AdvanceMs(ControllerOptions{}.lease_ms + 1);
+  EXPECT_FALSE(c_->Tick().ok());
+  ExpectNothingHappened();
+  EXPECT_EQ(Phase("train"), "Running");
+  EXPECT_EQ(c_->ListHosts()["items"][0]["status"]["state"], "Ready");
+  faulty_->Heal();
+  EXPECT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(c_->ListHosts()["items"][0]["status"]["state"], "Lost");
+  EXPECT_EQ(Phase("train"), "Failed");  // onHostLoss: fail (the default)
+}
+
+}  // namespace
+}  // namespace tessera::controller

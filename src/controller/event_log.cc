@@ -1,0 +1,55 @@
+#include "controller/event_log.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "api/resource_json.h"
+
+namespace tessera::controller {
+namespace {
+
+std::string EventName(uint64_t n) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "evt-%010llu", static_cast<unsigned long long>(n));
+  return buf;
+}
+
+}  // namespace
+
+Status EventLog::Load(store::Store& store) {
+  auto stored = store.List(api::kEventKind);
+  if (!stored.ok()) return stored.status();
+  for (const auto& obj : *stored) {
+    api::Json doc = api::Json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) continue;
+    auto e = api::EventFromJson(doc);
+    if (!e.ok()) continue;
+    next_ = std::max<uint64_t>(next_, std::strtoull(e->name.c_str() + 4, nullptr, 10) + 1);
+    events_.push_back(std::move(*e));
+  }
+  return Status::Ok();
+}
+
+std::vector<Event> EventLog::Stage(std::vector<Event> events, store::WriteBatch& batch) const {
+  uint64_t n = next_;
+  for (Event& e : events) {
+    e.name = EventName(n++);
+    batch.Create(api::kEventKind, e.name, api::EventJson(e).dump());
+  }
+  const size_t total = events_.size() + events.size();
+  const size_t excess = total > max_events_ ? total - max_events_ : 0;
+  for (size_t i = 0; i < excess && i < events_.size(); ++i)
+    batch.Delete(api::kEventKind, events_[i].name);
+  return events;
+}
+
+void EventLog::Publish(std::vector<Event> events) {
+  for (Event& e : events) {
+    next_ = std::max<uint64_t>(next_, std::strtoull(e.name.c_str() + 4, nullptr, 10) + 1);
+    events_.push_back(std::move(e));
+  }
+  while (events_.size() > max_events_) events_.pop_front();
+}
+
+}  // namespace tessera::controller

@@ -1,0 +1,138 @@
+// Controller: the TrainJob user API. Create validates the document against this cluster and
+// stores the job (Pending); everything after that is the lifecycle's (workload/
+// train_lifecycle.h), driven by scheduling passes, agents' reports and timers.
+#include <algorithm>
+
+#include "api/manifest.h"
+#include "controller/controller.h"
+
+namespace tessera::controller {
+
+ApiResult<Json> Controller::Apply(const Json& doc) {
+  auto kind = api::DocumentKind(doc);
+  if (!kind.ok()) return ToApiError(kind.status());
+  if (*kind == api::kTrainJobKind) return CreateJob(doc);
+  return ApplyQueueObject(*kind, doc);
+}
+
+ApiResult<Json> Controller::CreateJob(const Json& doc) {
+  auto spec = api::ParseTrainJob(doc);
+  if (!spec.ok()) return ToApiError(spec.status());
+  std::lock_guard lock(mu_);
+  if (Status s = RefreshInventory(); !s.ok()) return ToApiError(s);
+  if (jobs_.count(spec->name))
+    return ApiError{409,
+                    "metadata.name: a TrainJob named '" + spec->name +
+                        "' already exists; delete it first or choose another name",
+                    "metadata.name"};
+  if (inventory_ready_) {
+    if (spec->accelerator != inventory_.generation())
+      return ApiError{422,
+                      "spec.accelerator: this cluster has " +
+                          std::string(GenerationName(inventory_.generation())) + " hosts; a " +
+                          std::string(GenerationName(spec->accelerator)) +
+                          " job can never run here",
+                      "spec.accelerator"};
+    // A request the cluster could never hold, even empty, is refused up front.
+    Inventory empty = inventory_;
+    for (const auto& [owner, hosts] : inventory_.owners()) empty.Release(owner);
+    for (const Host& h : empty.hosts())
+      if (Status s = empty.SetHealth(h.id, Health::kHealthy); !s.ok()) return ToApiError(s);
+    PlanResult p = planner_.Plan(empty, {spec->accelerator, spec->topology, spec->min_slices});
+    if (p.reason == NoFit::kNeverFits || p.reason == NoFit::kNotEnoughChips)
+      return ApiError{422,
+                      "spec.topology: " + std::to_string(spec->min_slices) + " x " +
+                          spec->topology.ToString() + " can never fit this cluster: " + p.message,
+                      "spec.topology"};
+  }
+  if (!spec->priority.empty() && !priority_classes_.count(spec->priority)) {
+    std::string known;
+    for (const auto& [name, pc] : priority_classes_) known += (known.empty() ? "" : ", ") + name;
+    return ApiError{422,
+                    "spec.priority: PriorityClass '" + spec->priority +
+                        "' does not exist; known: " + (known.empty() ? "none" : known),
+                    "spec.priority"};
+  }
+  const std::string name = spec->name;
+  TrainJob job = TrainLifecycle::Create(std::move(*spec), doc["spec"].dump(), next_uid_, NowMs());
+  store::WriteBatch batch;
+  batch.Create(api::kTrainJobKind, name, JobJson(job).dump());
+  auto committed =
+      CommitWithEvents(batch, "trainjob/" + name, {JobEvent{false, "Created", "accepted"}});
+  if (!committed.ok()) {
+    if (committed.status().code() == StatusCode::kAlreadyExists)
+      return ApiError{409, "metadata.name: '" + name + "' already exists", "metadata.name"};
+    return ToApiError(Unavailable(committed.status().message()));
+  }
+  ++next_uid_;
+  job.runtime.version = *committed;
+  job.runtime.persisted_ms = NowMs();
+  Json out = JobJson(job);
+  Emit(api::kTrainJobKind, "ADDED", out);
+  AnnounceEvents();
+  jobs_[name] = std::move(job);
+  schedule_requested_ = true;
+  ScheduleAfterRequest();
+  return out;
+}
+
+ApiResult<Json> Controller::GetJob(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) return ApiError{404, "trainjob '" + name + "' not found", ""};
+  return JobJson(it->second);
+}
+
+Json Controller::ListJobs() const {
+  std::lock_guard lock(mu_);
+  std::vector<const TrainJob*> jobs;
+  for (const auto& [name, job] : jobs_) jobs.push_back(&job);
+  std::sort(jobs.begin(), jobs.end(),
+            [](const TrainJob* a, const TrainJob* b) { return a->uid < b->uid; });
+  Json items = Json::array();
+  for (const TrainJob* j : jobs) items.push_back(JobJson(*j));
+  return {{"kind", "TrainJobList"}, {"items", items}};
+}
+
+ApiResult<Json> Controller::DeleteJob(const std::string& name) {
+  std::lock_guard lock(mu_);
+  if (!jobs_.count(name)) return ApiError{404, "trainjob '" + name + "' not found", ""};
+  if (jobs_.at(name).status.deleting) return Json{{"name", name}, {"status", "Terminating"}};
+  const View view(*this);
+  Status s = RunStep(name, [&](TrainJob& job) { return train_.Delete(job, view, NowMs()); });
+  if (!s.ok()) return ToApiError(s);
+  ScheduleAfterRequest();
+  return Json{{"name", name}, {"status", jobs_.count(name) ? "Terminating" : "Deleted"}};
+}
+
+ApiResult<Controller::LogLocation> Controller::LocateLog(const std::string& name, int rank) const {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) return ApiError{404, "trainjob '" + name + "' not found", ""};
+  const TrainJobStatus& st = it->second.status;
+  if (st.attempt < 0)
+    return ApiError{404, "trainjob '" + name + "' has not started yet (" + st.reason + ")", ""};
+  auto w = st.workers.find(rank);
+  if (w == st.workers.end())
+    return ApiError{
+        400,
+        "worker: trainjob '" + name + "' has workers 0.." + std::to_string(st.workers.size() - 1),
+        "worker"};
+  auto h = hosts_.find(w->second.host);
+  if (h == hosts_.end()) return ApiError{404, "host " + w->second.host + " is gone", ""};
+  LogLocation loc;
+  loc.address = h->second.spec.address;
+  loc.port = h->second.spec.agent_port;
+  loc.path = "/logs/" + name + "/" + std::to_string(st.attempt) + "/" + std::to_string(rank);
+  loc.running = MayRun(w->second.phase);
+  return loc;
+}
+
+Json Controller::ListEvents() const {
+  std::lock_guard lock(mu_);
+  Json items = Json::array();
+  for (const Event& e : events_.events()) items.push_back(api::EventJson(e));
+  return {{"kind", "EventList"}, {"items", items}};
+}
+
+}  // namespace tessera::controller

@@ -1,0 +1,52 @@
+#include "workload/train_job.h"
+
+#include <algorithm>
+#include <array>
+
+namespace tessera {
+namespace {
+
+constexpr std::array<const char*, 7> kJobPhaseNames = {
+    "Pending", "Starting", "Running", "Restarting", "Terminating", "Succeeded", "Failed"};
+constexpr std::array<const char*, 4> kWorkerPhaseNames = {"Pending", "Running", "Succeeded",
+                                                          "Failed"};
+
+template <typename Enum, size_t N>
+Result<Enum> ParseName(const std::array<const char*, N>& names, std::string_view name,
+                       std::string_view what) {
+  for (size_t i = 0; i < N; ++i)
+    if (name == names[i]) return static_cast<Enum>(i);
+  std::string known;
+  for (const char* n : names) known += (known.empty() ? "" : ", ") + std::string(n);
+  return InvalidArgument(std::string(what) + ": '" + std::string(name) + "' is not one of " +
+                         known);
+}
+
+}  // namespace
+
+const char* JobPhaseName(JobPhase phase) { return kJobPhaseNames[static_cast<size_t>(phase)]; }
+
+Result<JobPhase> ParseJobPhase(std::string_view name) {
+  return ParseName<JobPhase>(kJobPhaseNames, name, "status.phase");
+}
+
+const char* WorkerPhaseName(WorkerPhase phase) {
+  return kWorkerPhaseNames[static_cast<size_t>(phase)];
+}
+
+Result<WorkerPhase> ParseWorkerPhase(std::string_view name) {
+  return ParseName<WorkerPhase>(kWorkerPhaseNames, name, "status.workers[].state");
+}
+
+bool TrainJob::OnHost(const std::string& host) const {
+  return std::any_of(status.workers.begin(), status.workers.end(),
+                     [&](const auto& kv) { return kv.second.host == host; });
+}
+
+std::pair<int, int> TrainJob::SizeRange() const {
+  if (status.restart_min > 0)
+    return {status.restart_min, std::max(status.restart_min, status.restart_max)};
+  return {spec.min_slices, spec.max_slices};
+}
+
+}  // namespace tessera

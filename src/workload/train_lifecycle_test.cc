@@ -1,0 +1,198 @@
+// TrainLifecycle through its public steps, with a fake ClusterView: no store, no clock, no
+// controller. Each test states one rule of docs/elastic.md as inputs and the effects expected.
+#include "workload/train_lifecycle.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace tessera {
+namespace {
+
+class FakeCluster : public ClusterView {
+ public:
+  bool HostLost(const std::string& host) const override { return lost.count(host) > 0; }
+  int LargestFitWithoutJob(const TrainJob&, int lo, int hi) const override {
+    const int n = std::min(hi, free_slices);
+    return n >= lo ? n : 0;
+  }
+  std::set<std::string> lost;
+  int free_slices = 0;  // slices that would fit, the job's own included
+};
+
+TrainJobSpec Spec(int min_slices, int max_slices, HostLossPolicy policy, int max_failures) {
+  TrainJobSpec s;
+  s.name = "train";
+  s.topology = Shape{4, 4, 1};
+  s.min_slices = min_slices;
+  s.max_slices = max_slices;
+  s.on_host_loss = policy;
+  s.max_failures = max_failures;
+  s.grow_back_interval_ms = 1000;
+  s.hang_timeout_ms = 10'000;
+  return s;
+}
+
+// Slice s, worker w is host "s<s>w<w>"; 4 hosts a slice.
+AttemptPlacement Placement(int slices) {
+  AttemptPlacement p;
+  for (int s = 0; s < slices; ++s) {
+    p.hosts.emplace_back();
+    for (int w = 0; w < 4; ++w)
+      p.hosts.back().push_back("s" + std::to_string(s) + "w" + std::to_string(w));
+    p.slice_names.push_back("slice-" + std::to_string(s));
+  }
+  p.master_port = 21000;
+  p.jax_port = 21001;
+  return p;
+}
+
+bool HasEvent(const Effects& e, const std::string& reason) {
+  for (const JobEvent& ev : e.events)
+    if (ev.reason == reason) return true;
+  return false;
+}
+
+class TrainLifecycleTest : public ::testing::Test {
+ protected:
+  TrainJob Running(TrainJobSpec spec, int slices) {
+    TrainJob job = TrainLifecycle::Create(std::move(spec), "{}", 1, now_);
+    Effects placed = life_.Place(job, Placement(slices), now_);
+    EXPECT_TRUE(placed.persist && placed.assignments_changed);
+    EXPECT_EQ(placed.notify_hosts.size(), static_cast<size_t>(4 * slices));
+    for (const auto& [rank, w] : job.status.workers)
+      life_.WorkerRunning(job, rank, 100 + rank, now_);
+    EXPECT_EQ(job.status.phase, JobPhase::kRunning);
+    return job;
+  }
+  // Every host that may run a worker confirms.
+  Effects ConfirmAll(TrainJob& job) {
+    Effects all;
+    const std::set<std::string> hosts = job.runtime.unconfirmed;
+    for (const auto& h : hosts) all.Merge(life_.ConfirmStopped(job, h, now_));
+    return all;
+  }
+
+  TrainLifecycle life_{TrainLifecycleOptions{5000}};
+  FakeCluster cluster_;
+  int64_t now_ = 1'000'000;
+};
+
+TEST_F(TrainLifecycleTest, AllWorkersExitingZeroSucceedsAndReleasesOnlyAfterEveryConfirmation) {
+  TrainJob job = Running(Spec(1, 1, HostLossPolicy::kFail, 0), 1);
+  Effects last;
+  for (int rank = 0; rank < 4; ++rank)
+    last = life_.WorkerExited(job, rank, 0, 0, 0, now_, cluster_, now_);
+  EXPECT_EQ(job.status.phase, JobPhase::kSucceeded);
+  EXPECT_TRUE(HasEvent(last, "Completed"));
+  // Exited workers are known gone: nothing to confirm, chips released at once.
+  EXPECT_TRUE(last.release_chips);
+  EXPECT_FALSE(job.status.stopping);
+  EXPECT_EQ(job.status.attempts.back().end_reason, "Succeeded");
+}
+
+TEST_F(TrainLifecycleTest, AFailureWithinTheBudgetRestartsAfterEveryHostConfirms) {
+  TrainJob job = Running(Spec(1, 1, HostLossPolicy::kFail, 2), 1);
+  Effects failed = life_.WorkerExited(job, 2, 1, 0, 0, now_ - 50, cluster_, now_);
+  EXPECT_EQ(job.status.phase, JobPhase::kRestarting);
+  EXPECT_TRUE(job.status.fast_stop);  // a broken attempt is killed, not asked
+  EXPECT_TRUE(failed.assignments_changed);
+  EXPECT_FALSE(failed.release_chips);
+  EXPECT_EQ(job.runtime.unconfirmed.size(), 3u);  // rank 2 reported its own exit
+  EXPECT_EQ(job.status.attempts.back().failed_ranks, std::vector<int>{2});
+  EXPECT_EQ(job.status.attempts.back().failure_ms, now_ - 50);
+  Effects confirmed = ConfirmAll(job);
+  EXPECT_TRUE(confirmed.release_chips && confirmed.schedule);
+  EXPECT_EQ(job.status.phase, JobPhase::kPending);
+  EXPECT_EQ(job.status.failures, 1);
+}
+
+TEST_F(TrainLifecycleTest, PastTheBudgetTheJobFailsWithItsHistory) {
+  TrainJob job = Running(Spec(1, 1, HostLossPolicy::kFail, 0), 1);
+  Effects e = life_.WorkerExited(job, 0, 0, 9, 0, now_, cluster_, now_);
+  EXPECT_EQ(job.status.phase, JobPhase::kFailed);
+  EXPECT_NE(job.status.message.find("attempt 0 WorkerFailed"), std::string::npos)
+      << job.status.message;
+  EXPECT_TRUE(e.events.front().warning);
+}
+
+TEST_F(TrainLifecycleTest, ALostHostUnderPauseRestartsAtTheSameSize) {
+  TrainJob job = Running(Spec(1, 2, HostLossPolicy::kPause, -1), 2);
+  cluster_.lost.insert("s1w2");
+  life_.HostLost(job, "s1w2", now_ - 6000, "no heartbeat", cluster_, now_);
+  EXPECT_EQ(job.status.phase, JobPhase::kRestarting);
+  EXPECT_EQ(job.runtime.unconfirmed.count("s1w2"), 0u);  // a lost host cannot confirm
+  EXPECT_EQ(job.SizeRange(), (std::pair<int, int>{2, 2}));
+}
+
+TEST_F(TrainLifecycleTest, ResizeShrinksThenGrowsBackOnlyAtTheNextCheckpoint) {
+  TrainJob job = Running(Spec(1, 2, HostLossPolicy::kResize, -1), 2);
+  cluster_.lost.insert("s1w0");
+  life_.HostLost(job, "s1w0", now_, "no heartbeat", cluster_, now_);
+  EXPECT_EQ(job.SizeRange(), (std::pair<int, int>{1, 2}));
+  ConfirmAll(job);
+  ASSERT_EQ(job.status.phase, JobPhase::kPending);
+  life_.Place(job, Placement(1), now_);
+  for (const auto& [rank, w] : job.status.workers) life_.WorkerRunning(job, rank, 1, now_);
+  life_.Progress(job, {ProgressInput::Type::kCheckpoint, 0, 30, now_, 1.5}, cluster_, now_);
+
+  // Capacity returns: the next grow-back check finds it, and waits for a checkpoint.
+  cluster_.free_slices = 2;
+  now_ += 1000;
+  Effects found = life_.Tick(job, cluster_, now_);
+  EXPECT_TRUE(HasEvent(found, "GrowingBack"));
+  EXPECT_EQ(job.status.grow_target, 2);
+  EXPECT_EQ(job.status.phase, JobPhase::kRunning);
+  // The same checkpoint again (another rank) is not a new one.
+  life_.Progress(job, {ProgressInput::Type::kCheckpoint, 1, 30, now_, 1.5}, cluster_, now_);
+  EXPECT_EQ(job.status.phase, JobPhase::kRunning);
+  Effects grown =
+      life_.Progress(job, {ProgressInput::Type::kCheckpoint, 0, 40, now_, 1.5}, cluster_, now_);
+  EXPECT_EQ(job.status.phase, JobPhase::kRestarting);
+  EXPECT_FALSE(job.status.fast_stop);  // SIGTERM and the grace: they may save their state
+  EXPECT_EQ(job.status.attempts.back().end_reason, "GrowBack");
+  EXPECT_EQ(job.SizeRange(), (std::pair<int, int>{1, 2}));
+  EXPECT_TRUE(grown.assignments_changed);
+  EXPECT_EQ(job.status.failures, 1);  // the host loss; growing is not a failure
+}
+
+TEST_F(TrainLifecycleTest, AHangNamesTheRankWhoseTicksStopped) {
+  TrainJob job = Running(Spec(1, 1, HostLossPolicy::kFail, 3), 1);
+  for (int rank = 0; rank < 4; ++rank) {
+    life_.Progress(job, {ProgressInput::Type::kAlive, rank, -1, 0, 0}, cluster_, now_);
+    life_.Progress(job, {ProgressInput::Type::kProgress, rank, 7, now_, 0}, cluster_, now_);
+  }
+  for (int t = 1; t <= 12; ++t) {
+    now_ += 1000;
+    for (int rank : {0, 1, 3})  // rank 2 is stopped
+      life_.Progress(job, {ProgressInput::Type::kAlive, rank, -1, 0, 0}, cluster_, now_);
+    life_.Tick(job, cluster_, now_);
+  }
+  EXPECT_EQ(job.status.phase, JobPhase::kRestarting);
+  EXPECT_EQ(job.status.reason, "Restarting");
+  EXPECT_EQ(job.status.attempts.back().end_reason, "Hang");
+  EXPECT_EQ(job.status.attempts.back().failed_ranks, std::vector<int>{2});
+}
+
+TEST_F(TrainLifecycleTest, DeletingARunningJobRemovesItOnceItsWorkersAreGone) {
+  TrainJob job = Running(Spec(1, 1, HostLossPolicy::kFail, 0), 1);
+  Effects deleting = life_.Delete(job, cluster_, now_);
+  EXPECT_EQ(job.status.phase, JobPhase::kTerminating);
+  EXPECT_FALSE(deleting.remove);
+  EXPECT_TRUE(deleting.persist);
+  EXPECT_TRUE(life_.Delete(job, cluster_, now_).empty());  // a second delete changes nothing
+  Effects gone = ConfirmAll(job);
+  EXPECT_TRUE(gone.remove && gone.release_chips);
+}
+
+TEST_F(TrainLifecycleTest, AStepThatChangesNothingAsksForNothing) {
+  TrainJob job = TrainLifecycle::Create(Spec(1, 1, HostLossPolicy::kFail, 0), "{}", 1, now_);
+  EXPECT_TRUE(life_.SetPending(job, "NoFreeSlice", "0 of 2 are free", 1, {}).persist);
+  EXPECT_TRUE(life_.SetPending(job, "NoFreeSlice", "0 of 2 are free", 1, {}).empty());
+  EXPECT_TRUE(life_.Tick(job, cluster_, now_ + 60'000).empty());
+  // Reports of a worker that is not in the attempt are ignored.
+  EXPECT_TRUE(life_.WorkerRunning(job, 0, 1, now_).empty());
+}
+
+}  // namespace
+}  // namespace tessera
