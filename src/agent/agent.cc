@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "net/http_client.h"
@@ -47,6 +48,24 @@ std::optional<int64_t> ParseInt(std::string_view text) {
   return value;
 }
 
+// The message of a head's error reply ({"error": "...", "field": ...}), or the start of the
+// body when it is not one.
+std::string HeadError(const std::string& body) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object()) {
+    auto error = j.find("error");
+    if (error != j.end() && error->is_string()) return error->get<std::string>();
+  }
+  return body.substr(0, 200);
+}
+
+// The name the head will register the host under; `name` itself when the rule refuses it
+// (Start() then fails with the rule's error).
+std::string NormalizedOrAsGiven(const std::string& name) {
+  auto normalized = protocol::NormalizeHostName(name);
+  return normalized.ok() ? *normalized : name;
+}
+
 std::string Quote(const std::string& s) {
   if (s.find_first_of(" \"=") == std::string::npos && !s.empty()) return s;
   std::string out = "\"";
@@ -60,7 +79,10 @@ std::string Quote(const std::string& s) {
 }  // namespace
 
 Agent::Agent(AgentOptions options, std::unique_ptr<DeviceDiscovery> devices)
-    : options_(std::move(options)), devices_(std::move(devices)), launcher_(options_.launcher) {}
+    : options_(std::move(options)),
+      name_(NormalizedOrAsGiven(options_.name)),
+      devices_(std::move(devices)),
+      launcher_(options_.launcher) {}
 
 Agent::~Agent() { Shutdown(); }
 
@@ -71,7 +93,7 @@ void Agent::Log(const std::string& event, const std::string& fields) const {
   char ts[32];
   std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
   std::ostringstream line;
-  line << ts << " " << event << " host=" << options_.name;
+  line << ts << " " << event << " host=" << name_;
   if (!fields.empty()) line << " " << fields;
   line << "\n";
   std::cerr << line.str() << std::flush;
@@ -88,9 +110,12 @@ std::string Agent::ProgressPath(const WorkerKey& key) const {
 }
 
 Status Agent::Start() {
-  if (!IsSafeName(options_.name)) {
-    return InvalidArgument("name: '" + options_.name + "' must be 1..253 of [A-Za-z0-9._-]");
-  }
+  // The head registers the normalised name; the agent uses the same one in its URLs.
+  auto name = protocol::NormalizeHostName(options_.name);
+  if (!name.ok()) return name.status();
+  auto generation = ParseGeneration(options_.generation);
+  if (!generation.ok()) return InvalidArgument("generation: " + generation.status().message());
+  generation_ = *generation;
   if (options_.state_dir.empty()) return InvalidArgument("state_dir: must be set");
   if (options_.head_port == 0) return InvalidArgument("head_port: must be set");
   if (!devices_) return InvalidArgument("devices: no device discovery given");
@@ -258,9 +283,9 @@ bool Agent::RegisterWithRetry() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return false;
     }
-    Registration r;
-    r.name = options_.name;
-    r.generation = options_.generation;
+    protocol::Registration r;
+    r.name = name_;
+    r.generation = generation_;
     r.chips = static_cast<int>(discovered_.size());
     r.address = options_.address;
     r.agent_port = server_->port();
@@ -268,10 +293,10 @@ bool Agent::RegisterWithRetry() {
     r.cube = options_.cube;
     r.labels = options_.labels;
     r.devices = discovered_;
-    auto response =
-        client_->Request(net::Method::kPost, "/api/v1/agents/register", RegistrationJson(r));
+    auto response = client_->Request(net::Method::kPost, "/api/v1/agents/register",
+                                     protocol::RegistrationJson(r));
     if (response.ok() && response->status == 200) {
-      auto reply = ParseRegisterReply(response->body);
+      auto reply = protocol::ParseRegisterReply(response->body);
       if (reply.ok()) {
         std::lock_guard<std::mutex> lock(mu_);
         heartbeat_interval_ms_ = reply->heartbeat_interval_ms;
@@ -287,6 +312,17 @@ bool Agent::RegisterWithRetry() {
       fatal_ = FailedPrecondition("the head refused the join token (HTTP " +
                                   std::to_string(response->status) + "): check --join-token-file");
       Log("agent.register_refused", "status=" + std::to_string(response->status));
+      return false;
+    } else if (response.ok() &&
+               (response->status == 400 || response->status == 409 || response->status == 422)) {
+      // The head refused what the agent says about itself (name, membership, chips): the same
+      // request would be refused again, so give up with the head's reason instead of retrying.
+      const std::string error = HeadError(response->body);
+      std::lock_guard<std::mutex> lock(mu_);
+      fatal_ = InvalidArgument("the head refused the registration (HTTP " +
+                               std::to_string(response->status) + "): " + error);
+      Log("agent.register_refused",
+          "status=" + std::to_string(response->status) + " error=" + Quote(error));
       return false;
     } else {
       Log("agent.register_failed",
@@ -385,8 +421,8 @@ void Agent::SendHeartbeat() {
     }
   }
   heartbeat.usage = usage_.Sample(groups);
-  const std::string target = "/api/v1/agents/" + options_.name + "/heartbeat";
-  auto response = client_->Request(net::Method::kPost, target, HeartbeatJson(heartbeat));
+  const std::string target = "/api/v1/agents/" + name_ + "/heartbeat";
+  auto response = client_->Request(net::Method::kPost, target, protocol::HeartbeatJson(heartbeat));
   if (!response.ok()) {
     Log("agent.heartbeat_failed", "error=" + Quote(response.status().message()));
     return;
@@ -411,7 +447,7 @@ void Agent::SendHeartbeat() {
                                         heartbeat.progress.size(), pending_progress_.size())));
   }
   if (response->body.empty()) return;
-  auto snapshot = ParseAssignmentSnapshot(response->body);
+  auto snapshot = protocol::ParseAssignmentSnapshot(response->body);
   if (!snapshot.ok()) {
     Log("agent.heartbeat_bad_reply", "error=" + Quote(snapshot.status().message()));
     return;
@@ -421,7 +457,7 @@ void Agent::SendHeartbeat() {
 
 void Agent::WatchLoop() {
   milliseconds backoff = options_.backoff_initial;
-  const std::string target = "/api/v1/agents/" + options_.name + "/assignments?watch=true";
+  const std::string target = "/api/v1/agents/" + name_ + "/assignments?watch=true";
   while (true) {
     net::ClientOptions client_options;
     client_options.host = options_.head_host;
@@ -439,7 +475,7 @@ void Agent::WatchLoop() {
     bool first = true;
     Status status = client.Stream(net::Method::kGet, target, [&](std::string_view line) {
       if (line.empty()) return true;
-      auto snapshot = ParseAssignmentSnapshot(line);
+      auto snapshot = protocol::ParseAssignmentSnapshot(line);
       if (!snapshot.ok()) {
         Log("agent.watch_bad_snapshot", "error=" + Quote(snapshot.status().message()));
         return true;
@@ -769,14 +805,21 @@ Result<AgentSetup> MakeAgentSetup(const AgentFlags& flags) {
     o.join_token = token;
   }
 
-  o.name = flags.name;
-  if (o.name.empty()) {
+  // The name the head will register (the protocol's one host-name rule), so that the URLs the
+  // agent uses and its default state directory hold that name. An invalid one fails here, at
+  // start, rather than as a registration the head refuses.
+  std::string name = flags.name;
+  if (name.empty()) {
     char buf[256] = {};
-    if (::gethostname(buf, sizeof buf - 1) == 0) o.name = buf;
+    if (::gethostname(buf, sizeof buf - 1) == 0) name = buf;
   }
-  if (!IsSafeName(o.name)) {
-    return InvalidArgument("--name: '" + o.name + "' must be 1..253 of [A-Za-z0-9._-]");
+  auto normalized = protocol::NormalizeHostName(name);
+  if (!normalized.ok()) {
+    return InvalidArgument(
+        "--" + normalized.status().message() +
+        (flags.name.empty() ? " (--name defaults to this machine's hostname)" : ""));
   }
+  o.name = *normalized;
   o.state_dir = flags.state_dir.empty() ? "tessera-state/agent-" + o.name : flags.state_dir;
   o.state_dir = std::filesystem::absolute(o.state_dir).lexically_normal().string();
   while (o.state_dir.size() > 1 && o.state_dir.back() == '/') o.state_dir.pop_back();

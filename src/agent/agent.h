@@ -1,6 +1,7 @@
 // Agent: the host agent (`tessera agent`), one per host.
 //
-// It registers the host with the head (retrying with backoff until the head answers), then
+// It registers the host with the head (retrying with backoff until the head accepts it, and
+// giving up when the head refuses the token or the registration: fatal_error()), then
 // runs two threads: the heartbeat thread reports workers, progress and usage every
 // heartbeatIntervalMs (and at once when a worker exits), and the watch thread holds the
 // assignment stream open (reconnecting with backoff). Both hand each snapshot of assignments
@@ -31,10 +32,10 @@
 #include "agent/devices.h"
 #include "agent/launcher.h"
 #include "agent/progress.h"
-#include "agent/protocol.h"
 #include "agent/usage.h"
 #include "agent/warm_pool.h"
 #include "common/status.h"
+#include "protocol/wire.h"
 
 namespace tessera::net {
 class HttpClient;
@@ -44,16 +45,32 @@ class StreamWriter;
 
 namespace tessera::agent {
 
+// The wire types (protocol/wire.h) the agent works with, by their short names.
+using protocol::Assignment;
+using protocol::AssignmentSnapshot;
+using protocol::CubeMembership;
+using protocol::Heartbeat;
+using protocol::IsSafeName;
+using protocol::ParsedAssignment;
+using protocol::ProgressReport;
+using protocol::SliceMembership;
+using protocol::StopRequest;
+using protocol::WorkerKey;
+using protocol::WorkerReport;
+using protocol::WorkerState;
+
 struct AgentOptions {
   std::string head_host = "127.0.0.1";
   uint16_t head_port = 0;
-  std::string join_token;                    // sent to the head, and required by the log server
-  std::string name;                          // host name; IsSafeName
+  std::string join_token;  // sent to the head, and required by the log server
+  // Host name. Registered as protocol::NormalizeHostName(name) (lower-cased), which is also
+  // the name in the agent's URLs; Start() fails with the rule's error if it refuses it.
+  std::string name;
   std::string state_dir;                     // logs/ and progress/ live here; created if missing
   std::string listen_address = "127.0.0.1";  // the log server binds here
   uint16_t port = 0;                         // log server port; 0 = ephemeral
   std::string address = "127.0.0.1";         // advertised to the head
-  std::string generation;                    // "v6e", "7x", ...
+  std::string generation;                    // "v6e", "7x", ...: ParseGeneration
   std::optional<SliceMembership> slice;      // 2D generations
   std::optional<CubeMembership> cube;        // 3D generations
   std::map<std::string, std::string> labels;
@@ -82,16 +99,20 @@ class Agent {
   Agent& operator=(const Agent&) = delete;
 
   // Discovers the devices, starts the log server and the threads; registration proceeds in
-  // the background. InvalidArgument for bad options; Unavailable if discovery fails or the
-  // log server cannot bind. Call once.
+  // the background. InvalidArgument for bad options (a name NormalizeHostName refuses, an
+  // unknown generation, ...); Unavailable if discovery fails or the log server cannot bind.
+  // Call once.
   Status Start();
 
   // Stops the threads, stops every worker (SIGTERM, SIGKILL after its graceMs) and waits for
   // them, then stops the log server. Idempotent.
   void Shutdown();
 
-  // Not OK once the agent has given up: the head refused the join token (401/403) when the
-  // agent registered. The agent then does nothing more; call Shutdown().
+  // Not OK once the agent has given up registering, which no retry would fix: the head
+  // refused the join token (401/403: FailedPrecondition), or refused the registration itself
+  // (400/409/422: InvalidArgument carrying the head's error message, e.g. a slice worker
+  // another host already is). The agent then does nothing more; call Shutdown(). Transport
+  // errors and other answers (5xx, 404, 429, ...) are retried with backoff instead.
   Status fatal_error() const;
   // True once a registration has been accepted.
   bool registered() const;
@@ -127,7 +148,7 @@ class Agent {
   void MainLoop();
   void WatchLoop();
   void LogLoop();
-  // Registers until accepted, stopped or refused; true when accepted.
+  // Registers until accepted, stopped or refused (fatal_ says why); true when accepted.
   bool RegisterWithRetry();
   void SendHeartbeat();
   // Applies a snapshot; `from_new_stream` accepts a revision lower than the last one (the
@@ -142,9 +163,13 @@ class Agent {
   bool SleepUntil(std::chrono::steady_clock::time_point deadline, bool wake_on_exit);
 
   const AgentOptions options_;
+  // options_.name after protocol::NormalizeHostName: the name the head registers, used in the
+  // agent's URLs and logs.
+  const std::string name_;
   const std::unique_ptr<DeviceDiscovery> devices_;
   ProcessLauncher launcher_;
   std::unique_ptr<WarmPool> warm_pool_;
+  Generation generation_ = Generation::kV6e;  // options_.generation, parsed by Start()
   std::vector<Device> discovered_;
   std::unique_ptr<net::HttpServer> server_;
   std::unique_ptr<net::HttpClient> client_;  // register + heartbeat (main thread)

@@ -1,8 +1,12 @@
 #include "agent/agent.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
 
+#include <atomic>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "agent/test_util.h"
 #include "net/http_client.h"
@@ -36,6 +40,9 @@ class FakeHead {
                                json body = json::parse(r.body);
                                std::lock_guard<std::mutex> lock(mu_);
                                registrations_.push_back(body);
+                               if (refuse_status_ != 0) {
+                                 return net::Response::Error(refuse_status_, refuse_error_);
+                               }
                                known_ = true;
                                return net::Response::Json(
                                    200, json{{"host", body["name"]},
@@ -48,6 +55,7 @@ class FakeHead {
                     ->Handle(net::Method::kPost, "/api/v1/agents/{name}/heartbeat",
                              [this](const net::Request& r) {
                                std::lock_guard<std::mutex> lock(mu_);
+                               names_.insert(r.params.at("name"));
                                if (!known_) return net::Response::Error(404, "unknown host");
                                heartbeats_.push_back(json::parse(r.body));
                                return net::Response::Json(200, SnapshotLocked());
@@ -55,7 +63,11 @@ class FakeHead {
                     .ok());
     EXPECT_TRUE(server_
                     ->Handle(net::Method::kGet, "/api/v1/agents/{name}/assignments",
-                             [this](const net::Request&) {
+                             [this](const net::Request& r) {
+                               {
+                                 std::lock_guard<std::mutex> lock(mu_);
+                                 names_.insert(r.params.at("name"));
+                               }
                                return net::Response::Stream(
                                    [this](std::shared_ptr<net::StreamWriter> w) {
                                      std::lock_guard<std::mutex> lock(mu_);
@@ -88,6 +100,18 @@ class FakeHead {
   void ForgetHost() {
     std::lock_guard<std::mutex> lock(mu_);
     known_ = false;
+  }
+  // Registrations are answered `status` with `error` (the head's error reply) from now on;
+  // 0 accepts them again.
+  void RefuseRegistrations(int status, std::string error = "") {
+    std::lock_guard<std::mutex> lock(mu_);
+    refuse_status_ = status;
+    refuse_error_ = std::move(error);
+  }
+  // The host names of the heartbeat and assignment URLs the agent used.
+  std::set<std::string> names() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return names_;
   }
   std::vector<json> registrations() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -122,13 +146,16 @@ class FakeHead {
 
  private:
   std::string SnapshotLocked() const {
-    return AssignmentSnapshotJson(revision_, assignments_, stop_);
+    return protocol::AssignmentSnapshotJson(revision_, assignments_, stop_);
   }
 
   const int64_t heartbeat_interval_ms_;
   std::unique_ptr<net::HttpServer> server_;
   mutable std::mutex mu_;
   bool known_ = true;
+  int refuse_status_ = 0;
+  std::string refuse_error_;
+  std::set<std::string> names_;
   int64_t revision_ = 1;
   std::vector<Assignment> assignments_;
   std::vector<StopRequest> stop_;
@@ -318,6 +345,9 @@ TEST(AgentTest, ADroppedStreamReconnectsAndRunningWorkersAreAdoptedNotRestarted)
   FakeHead head;
   Agent agent(Options(dir, head.port()), SliceDevices());
   ASSERT_TRUE(agent.Start().ok());
+  // The stream must be up before it is dropped (the workers may start from a heartbeat reply
+  // before it connects).
+  ASSERT_TRUE(WaitUntil([&] { return head.watch_connects() == 1; }));
   const std::string starts = dir.path() + "/starts";
   std::vector<Assignment> work = {Shell("long", 0, "echo x >> " + starts + "; exec sleep 1000"),
                                   Shell("long", 1, "echo x >> " + starts + "; exec sleep 1000")};
@@ -374,6 +404,89 @@ TEST(AgentTest, AWrongJoinTokenIsFatalAndTheLogServerRequiresTheToken) {
   auto response = anonymous.Request(net::Method::kGet, "/logs/a/0/0");
   ASSERT_TRUE(response.ok());
   EXPECT_EQ(response->status, 401);
+}
+
+TEST(AgentTest, ARegistrationTheHeadRefusesEndsTheAgentWithTheHeadsReasonNotARetry) {
+  TempDir dir;
+  FakeHead head;
+  head.RefuseRegistrations(422, "slice.worker: worker 1 of slice-000 is already host host-0");
+  AgentSetup setup;
+  setup.options = Options(dir, head.port());
+  setup.devices = SliceDevices();
+  // RunAgent, as `tessera agent` runs it (a non-OK Status there is exit status 1), in a thread
+  // of its own: it blocks SIGTERM in the thread that calls it.
+  std::atomic<bool> returned{false};
+  Status result;
+  std::thread runner([&] {
+    result = RunAgent(std::move(setup));
+    returned = true;
+  });
+  const bool stopped = WaitUntil([&] { return returned.load(); });
+  if (!stopped) ::pthread_kill(runner.native_handle(), SIGTERM);  // still retrying: end it
+  runner.join();
+  ASSERT_TRUE(stopped) << "the agent kept retrying a registration refused with HTTP 422";
+  EXPECT_EQ(result.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(result.message().find("HTTP 422"), std::string::npos) << result.message();
+  EXPECT_NE(result.message().find("slice.worker: worker 1 of slice-000 is already host host-0"),
+            std::string::npos)
+      << result.message();
+  // RunAgent has returned, so the agent and its threads are gone: this count is final.
+  EXPECT_EQ(head.registrations().size(), 1u);
+}
+
+TEST(AgentTest, BadRequestAndConflictAtRegistrationAreFatalToo) {
+  for (int status : {400, 409}) {
+    SCOPED_TRACE(status);
+    TempDir dir;
+    FakeHead head;
+    head.RefuseRegistrations(status, "name: refused");
+    Agent agent(Options(dir, head.port()), SliceDevices());
+    ASSERT_TRUE(agent.Start().ok());
+    ASSERT_TRUE(WaitUntil([&] { return !agent.fatal_error().ok(); }));
+    agent.Shutdown();  // joins the threads: no registration can follow
+    EXPECT_EQ(agent.fatal_error().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(agent.fatal_error().message().find("name: refused"), std::string::npos);
+    EXPECT_FALSE(agent.registered());
+    EXPECT_EQ(head.registrations().size(), 1u);
+  }
+}
+
+TEST(AgentTest, ServerErrorsAtRegistrationAreRetriedUntilAccepted) {
+  TempDir dir;
+  FakeHead head;
+  head.RefuseRegistrations(503, "store: unavailable");
+  Agent agent(Options(dir, head.port()), SliceDevices());
+  ASSERT_TRUE(agent.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return head.registrations().size() >= 3; }));
+  EXPECT_TRUE(agent.fatal_error().ok());
+  EXPECT_FALSE(agent.registered());
+  head.RefuseRegistrations(0);
+  ASSERT_TRUE(WaitUntil([&] { return agent.registered(); }));
+  EXPECT_TRUE(agent.fatal_error().ok());
+}
+
+TEST(AgentTest, TheAgentUsesTheNormalisedNameTheHeadRegisters) {
+  TempDir dir;
+  FakeHead head;
+  AgentOptions options = Options(dir, head.port());
+  options.name = "Host-1.Example.COM";
+  Agent agent(options, SliceDevices());
+  ASSERT_TRUE(agent.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return head.heartbeat_count() >= 1 && head.watch_connects() >= 1; }));
+  EXPECT_EQ(head.registrations().at(0)["name"], "host-1.example.com");
+  EXPECT_EQ(head.names(), (std::set<std::string>{"host-1.example.com"}));
+}
+
+TEST(AgentTest, StartRefusesANameTheHeadWouldRefuse) {
+  TempDir dir;
+  FakeHead head;
+  AgentOptions options = Options(dir, head.port());
+  options.name = "host_1";
+  Agent agent(options, SliceDevices());
+  Status started = agent.Start();
+  EXPECT_EQ(started.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(started.message().rfind("name: 'host_1' contains '_'", 0), 0u) << started.message();
+  EXPECT_TRUE(head.registrations().empty());
 }
 
 TEST(AgentTest, LogsAreServedFromAnOffsetAndFollowedUntilTheWorkerExits) {
@@ -634,6 +747,19 @@ TEST_F(FlagsTest, AValidSliceHost) {
   auto devices = setup->devices->Discover();
   ASSERT_TRUE(devices.ok());
   EXPECT_EQ(devices->at(0).coords, (Coord{2, 2, 0}));
+}
+
+TEST_F(FlagsTest, TheNameIsNormalisedAsTheHeadWillRegisterIt) {
+  AgentFlags f = flags_;
+  f.name = "Node-1.Example.COM";
+  f.state_dir = "";
+  auto setup = MakeAgentSetup(f);
+  ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+  EXPECT_EQ(setup->options.name, "node-1.example.com");
+  EXPECT_EQ(std::filesystem::path(setup->options.state_dir).filename(), "agent-node-1.example.com");
+  f.name = "node_1";
+  EXPECT_EQ(Error(f).rfind("--name: 'node_1' contains '_'", 0), 0u) << Error(f);
+  EXPECT_NE(Error(f).find("--name NAME"), std::string::npos) << Error(f);
 }
 
 TEST_F(FlagsTest, AValidCubeHost) {

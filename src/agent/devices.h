@@ -12,14 +12,13 @@
 #include <vector>
 
 #include "common/status.h"
+#include "protocol/wire.h"
 #include "topology/topology.h"
 
 namespace tessera::agent {
 
-struct Device {
-  int index = 0;  // 0..chips-1 on this host
-  Coord coords;   // chip coordinates in the slice (2D: z == 0) or in the cube
-};
+// One chip: its index on the host and its coordinates (the wire type of registrations).
+using protocol::Device;
 
 class DeviceDiscovery {
  public:

@@ -19,14 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "protocol/wire.h"
+
 namespace tessera::agent {
 
-struct ProgressRecord {
-  std::string type;  // "progress", "checkpoint" or "restore"
-  int64_t step = 0;
-  double seconds = 0;   // checkpoint save or restore time; 0 for progress lines
-  int64_t time_ms = 0;  // when the worker wrote it (from "time"), ms since the Unix epoch
-};
+// One parsed line (the wire type heartbeats carry): time_ms is the line's "time" in ms.
+using protocol::ProgressRecord;
 
 class ProgressTailer {
  public:

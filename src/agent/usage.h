@@ -13,9 +13,11 @@
 #include <cstdint>
 #include <set>
 
-#include "agent/protocol.h"
+#include "protocol/wire.h"
 
 namespace tessera::agent {
+
+using protocol::Usage;
 
 class UsageSampler {
  public:
