@@ -45,6 +45,13 @@ struct SimFlags {
   double cube_repair_hours = 24;
   int64_t checkpoint_interval_s = 3600;
   std::string on_host_loss = "restart";
+  int max_failures = -1;
+  int64_t grow_back_interval_s = 60;
+  // Restart costs; defaults from sim::FailureOptions (bench/recovery figures).
+  double detect_s = sim::FailureOptions{}.detect_s;
+  double schedule_s = sim::FailureOptions{}.schedule_s;
+  double start_s = sim::FailureOptions{}.start_s;
+  double restore_s = sim::FailureOptions{}.restore_s;
   int64_t sample_interval_s = 0;
   double horizon_days = 0;
   std::string output = "text";
@@ -171,13 +178,24 @@ void Run(const SimFlags& f) {
   base.failures.cube_mtbf_hours = f.cube_mtbf_hours;
   base.failures.cube_repair_hours = f.cube_repair_hours;
   base.failures.checkpoint_interval_s = f.checkpoint_interval_s;
-  if (f.on_host_loss == "shrink")
+  if (f.on_host_loss == "shrink" || f.on_host_loss == "resize")
     base.failures.on_host_loss = sim::OnHostLoss::kShrink;
-  else if (f.on_host_loss != "restart")
-    throw CommandError("--on-host-loss: '" + f.on_host_loss + "' is not restart or shrink");
+  else if (f.on_host_loss != "restart" && f.on_host_loss != "pause")
+    throw CommandError("--on-host-loss: '" + f.on_host_loss +
+                       "' is not restart (pause) or shrink (resize)");
+  base.failures.max_failures = f.max_failures;
+  base.failures.grow_back_interval_s = f.grow_back_interval_s;
+  base.failures.detect_s = f.detect_s;
+  base.failures.schedule_s = f.schedule_s;
+  base.failures.start_s = f.start_s;
+  base.failures.restore_s = f.restore_s;
   if (f.host_mtbf_hours < 0 || f.cube_mtbf_hours < 0 || f.host_repair_hours <= 0 ||
       f.cube_repair_hours <= 0 || f.checkpoint_interval_s < 0)
     throw CommandError("failure options: MTBFs >= 0, repair times > 0, checkpoint interval >= 0");
+  if (f.max_failures < -1 || f.grow_back_interval_s <= 0 || f.detect_s < 0 || f.schedule_s < 0 ||
+      f.start_s < 0 || f.restore_s < 0)
+    throw CommandError(
+        "failure options: --max-failures >= -1, --grow-back-interval-s > 0, restart costs >= 0");
 
   std::vector<PlannerOptions> policies;
   for (const std::string& name : Split(f.policies)) {
@@ -209,7 +227,9 @@ void Run(const SimFlags& f) {
     std::ostringstream s;
     s << "; host MTBF " << f.host_mtbf_hours << " h (repair " << f.host_repair_hours
       << " h); cube MTBF " << f.cube_mtbf_hours << " h (repair " << f.cube_repair_hours
-      << " h); on host loss: " << f.on_host_loss;
+      << " h); on host loss: " << f.on_host_loss << "; max failures " << f.max_failures
+      << "; restart costs: detect " << f.detect_s << " s, schedule " << f.schedule_s << " s, start "
+      << f.start_s << " s, restore " << f.restore_s << " s";
     c.command += s.str();
   }
   c.jobs = static_cast<int64_t>(jobs.size());
@@ -297,8 +317,22 @@ void AddSimCommand(CLI::App& app) {
   cmd->add_option("--checkpoint-interval-s", f->checkpoint_interval_s,
                   "training checkpoint interval; 0 = none")
       ->capture_default_str();
-  cmd->add_option("--on-host-loss", f->on_host_loss, "restart or shrink (multi-slice jobs)")
+  cmd->add_option("--on-host-loss", f->on_host_loss,
+                  "restart (onHostLoss: pause) or shrink (onHostLoss: resize, multi-slice jobs)")
       ->capture_default_str();
+  cmd->add_option("--max-failures", f->max_failures,
+                  "failures a job may take before it fails; -1 = unlimited")
+      ->capture_default_str();
+  cmd->add_option("--grow-back-interval-s", f->grow_back_interval_s,
+                  "how often a shrunk job looks for room to grow back")
+      ->capture_default_str();
+  cmd->add_option("--detect-s", f->detect_s, "failure -> noticed (the head's lease)")
+      ->capture_default_str();
+  cmd->add_option("--schedule-s", f->schedule_s, "noticed -> next attempt placed")
+      ->capture_default_str();
+  cmd->add_option("--start-s", f->start_s, "placed -> workers ready to restore")
+      ->capture_default_str();
+  cmd->add_option("--restore-s", f->restore_s, "checkpoint load")->capture_default_str();
   cmd->add_option("--sample-interval-s", f->sample_interval_s, "time-series period; 0 = span/500")
       ->capture_default_str();
   cmd->add_option("--horizon-days", f->horizon_days, "stop after this much simulated time");

@@ -127,7 +127,17 @@ class AdmissionScheduler final : public SimScheduler {
     for (size_t i = 0; i < running.size(); ++i) {
       const RunningJobView& r = running[i];
       const SimJob& job = ctx.job(r.job);
-      Status st = snap.inventory.Reserve(OwnerOf(IdOf(r.job)), hosts[i]);
+      // A job keeps a failed host until the failure is noticed (SimOptions::failures): Reserve
+      // takes only healthy hosts, so such a host is re-owned while marked healthy.
+      std::vector<HostId> down;
+      for (HostId h : hosts[i])
+        if (snap.inventory.host(h).health == Health::kDown) down.push_back(h);
+      Status st;
+      for (HostId h : down)
+        if (st.ok()) st = snap.inventory.SetHealth(h, Health::kHealthy);
+      if (st.ok()) st = snap.inventory.Reserve(OwnerOf(IdOf(r.job)), hosts[i]);
+      for (HostId h : down)
+        if (st.ok()) st = snap.inventory.SetHealth(h, Health::kDown);
       if (!st.ok()) {
         error_ = Internal("kueue: re-owning job " + job.spec.name + ": " + st.message());
         return false;

@@ -19,8 +19,10 @@
 // What the simulator does not model: the preemption grace period (victims stop at once, and
 // lose the work since their last checkpoint), and the start guard (a job admitted by the
 // simulator has all its workers running at once, so it is never evicted for not starting).
-// Growing a shrunk job back (SimOptions::failures, kShrink) is done by the simulator outside
-// admission, so it is not charged against quota until the next pass sees it.
+// With failures on, restarts and grow-backs are decided by the head's TrainLifecycle (the
+// simulator drives it); the job is requeued and admitted again like any other, asking for the
+// size the lifecycle allows (SchedulingContext::job). A running job keeps a failed host until
+// the failure is noticed; its snapshot re-owns that host too.
 //
 // A pass is skipped when nothing the cycle reads changed since a pass that decided nothing
 // (no arrival or departure, same free and owned chips): the Admitter is deterministic, and in

@@ -142,6 +142,7 @@ std::vector<Column> Columns(bool failures) {
     cols.push_back(
         {"lost chip-h", [](const SimResult& r) { return Fmt("%.0f", r.lost_chip_hours); }});
     cols.push_back({"recoveries", [](const SimResult& r) { return std::to_string(r.recoveries); }});
+    cols.push_back({"failed", [](const SimResult& r) { return std::to_string(r.failed); }});
     cols.push_back({"MTTR", [](const SimResult& r) { return Duration(r.mean_time_to_recover_s); }});
   }
   cols.push_back({"event hash", [](const SimResult& r) { return Hex(r.event_hash); }});
@@ -196,6 +197,7 @@ void WriteJson(std::ostream& out, const Comparison& c) {
                           {"totalChips", r.total_chips},
                           {"jobs", r.jobs},
                           {"finished", r.finished},
+                          {"failed", r.failed},
                           {"neverPlaced", r.never_placed},
                           {"utilization", r.utilization},
                           {"waitP50S", r.wait_p50_s},

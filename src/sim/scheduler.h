@@ -63,6 +63,8 @@ class SchedulingContext {
  public:
   virtual ~SchedulingContext() = default;
   virtual const Inventory& inventory() const = 0;
+  // The job as it asks now: after a restart with a range of sizes (failures on), its request
+  // holds the largest size in the range that fits the live inventory, or the smallest.
   virtual const SimJob& job(JobIndex j) const = 0;
   // The job's request planned against the live inventory, or against `scratch` (a copy the
   // scheduler changed, e.g. with preemption candidates released).

@@ -15,11 +15,21 @@
 //
 // Failures (all optional): each host fails after an exponential time of mean host_mtbf and is
 // repaired after repair time; each cube fails as a whole (all 16 hosts) after an exponential time
-// of mean cube_mtbf. Draws come from a per-host (per-cube) Rng derived from the seed, so every
-// policy in a comparison sees the same failures at the same times. A failed host is marked down
-// in the inventory; the job on it releases its chips and is requeued (restart policy), or, for a
-// multi-slice job above its minimum under the shrink policy, drops the broken slice, restarts
-// at the smaller size and grows back when the capacity returns (checked every pass).
+// of mean cube_mtbf; tests may script host faults at given times. Draws come from a per-host
+// (per-cube) Rng derived from the seed, so every policy in a comparison sees the same failures at
+// the same times. A failed host is marked down in the inventory at once.
+//
+// With failures on, every job is also a TrainJob driven by the head's own lifecycle
+// (workload/train_lifecycle.h), so a failure takes the head's decisions: the simulator calls
+// Place when the scheduler starts a job, HostLost when a host's failure is noticed (detect_s
+// after it happened: the head's lease), ConfirmStopped at once for every host that is up (a down
+// host cannot confirm; its loss does), Progress(kCheckpoint) at every checkpoint of a job that
+// may grow back (elsewhere checkpoints decide nothing) and Tick every grow-back interval, and
+// applies the Effects: chips released, the job requeued when it goes back to Pending (asking
+// for the sizes the lifecycle allows: the same size under pause, the largest fit under resize,
+// the grown size after a grow-back), or failed when it runs out of its failure budget. A
+// restarted job makes no progress for schedule_s + start_s + restore_s after it is placed. Runs
+// without failures use none of this, so their event hashes do not change.
 //
 // Thread-safety: none; a run owns its inventory copy.
 #pragma once
@@ -34,22 +44,45 @@
 #include "sim/admission_scheduler.h"
 #include "sim/scheduler.h"
 #include "sim/workload.h"
+#include "workload/recovery.h"
 
 namespace tessera::sim {
 
+// spec.failurePolicy.onHostLoss of every simulated job (HostLossPolicy, workload/recovery.h).
 enum class OnHostLoss {
-  kRestart,  // release everything, requeue at full size (pause and resume)
-  kShrink,   // multi-slice jobs above min_slices drop the broken slice and grow back later
+  kRestart,  // kPause: stop, requeue, restart at the same size once it fits again
+  kShrink,   // kResize: restart at once at the largest size in [min, max] that fits, and grow
+             // back at the first checkpoint after the capacity returns
 };
 
+// A host fault at a given time, for tests and scripted scenarios.
+struct HostFault {
+  int64_t at_s = 0;  // trace time
+  HostId host;
+  int64_t down_s = 0;  // repaired this long after; 0: stays down
+};
+
+// Restart costs default to tessera's own measurements (bench/recovery/README.md; the figures and
+// their sources are in docs/simulator.md, "Failures and training jobs").
 struct FailureOptions {
   double host_mtbf_hours = 0;  // 0: hosts do not fail
   double host_repair_hours = 4;
   double cube_mtbf_hours = 0;  // 0: cubes do not fail as a whole
   double cube_repair_hours = 24;
+  std::vector<HostFault> scripted;       // on top of the random failures
   int64_t checkpoint_interval_s = 3600;  // 0: no checkpoints, a restart loses all the work
   OnHostLoss on_host_loss = OnHostLoss::kRestart;
-  bool enabled() const { return host_mtbf_hours > 0 || cube_mtbf_hours > 0; }
+  int max_failures = -1;  // spec.failurePolicy.maxFailures of every job; -1: unlimited
+  // Resize: how often a shrunk job looks for room to grow (spec.growBackInterval; the head's
+  // default).
+  int64_t grow_back_interval_s = 60;
+  // Restart costs, in seconds. Time in the simulator is whole seconds: the detection delay and
+  // the start-up delay (schedule + start + restore) are each rounded up to a whole second.
+  double detect_s = 5;      // failure -> the head notices (a lost host: its lease)
+  double schedule_s = 0.1;  // the head places the next attempt
+  double start_s = 1.28;    // workers start (warm) until they can load the checkpoint
+  double restore_s = 0.02;  // checkpoint load
+  bool enabled() const { return host_mtbf_hours > 0 || cube_mtbf_hours > 0 || !scripted.empty(); }
 };
 
 class Simulator;
@@ -83,12 +116,16 @@ struct Sample {
 };
 
 struct JobOutcome {
-  enum class State { kFinished, kNeverPlaced, kUnfinished };
+  // kFailed: the lifecycle failed it (a failure past its budget).
+  enum class State { kFinished, kNeverPlaced, kUnfinished, kFailed };
   State state = State::kUnfinished;
-  std::string reason;  // for kNeverPlaced and kUnfinished
+  std::string reason;  // for kNeverPlaced, kUnfinished and kFailed
   int64_t first_start_s = -1;
   int64_t finish_s = -1;
   int restarts = 0;  // after failures and preemptions
+  // With failures on: every attempt, as the head would record it (workload/recovery.h), times
+  // in ms of trace time plus 1 s (the lifecycle reads 0 as "unknown").
+  std::vector<AttemptRecord> attempts;
 };
 
 struct SimResult {
@@ -97,6 +134,7 @@ struct SimResult {
   int64_t total_chips = 0;
   int64_t jobs = 0;
   int64_t finished = 0;
+  int64_t failed = 0;        // failed by the lifecycle (failure budget)
   int64_t never_placed = 0;  // never fit this cluster, or still waiting when the run stopped
   int64_t start_s = 0;       // first submission
   int64_t end_s = 0;         // last finish (or the stop time)
@@ -112,12 +150,14 @@ struct SimResult {
   double lost_chip_hours = 0;
   int64_t host_failures = 0;
   int64_t cube_failures = 0;
-  int64_t interrupted_jobs = 0;  // job interruptions by a failure
-  int64_t recoveries = 0;        // interrupted jobs that ran again (restart or shrink)
+  int64_t interrupted_jobs = 0;  // attempts ended by a host failure
+  int64_t recoveries = 0;        // of those, restarts that made progress again
+  // Failure -> the restarted attempt's first progress (the head's timeToRecover), over
+  // recoveries: detection, waiting for room, schedule, start and restore.
   double mean_time_to_recover_s = 0;
   int64_t preemptions = 0;
-  int64_t shrinks = 0;
-  int64_t grows = 0;
+  int64_t shrinks = 0;  // attempts placed with fewer slices than the one before
+  int64_t grows = 0;    // attempts placed with more slices than the one before (grow-back)
   int64_t events = 0;
   uint64_t event_hash = 0;
   std::vector<Sample> series;
@@ -147,10 +187,11 @@ class Simulator {
   virtual ~Simulator() = default;
   virtual int64_t now() const = 0;
   virtual const Inventory& inventory() const = 0;
-  // Checks: no host owned by two jobs or by a job that is not running; each running job holds
-  // whole slices (between min and max of them, each of exactly its shape's hosts); waiting and
-  // finished jobs hold nothing; no job holds a down host after its failure event. Returns the
-  // first violation as kInternal.
+  // Checks: no host owned by two jobs or by a job that is neither running nor stopping; each
+  // running or stopping job holds whole slices (between min and max of them, each of exactly
+  // its shape's hosts); waiting and finished jobs hold nothing; no running job holds a down host
+  // after its failure was noticed (a stopping job holds its hosts until the last lost one is
+  // noticed). Returns the first violation as kInternal.
   virtual Status CheckInvariants() const = 0;
 };
 
