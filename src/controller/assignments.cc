@@ -22,7 +22,7 @@ ApiResult<Json> Controller::Assignments(const std::string& host) const {
 }
 
 Json Controller::AssignmentsLocked(const std::string& host) const {
-  Json out = Json::array();
+  std::vector<protocol::Assignment> out;
   std::vector<const TrainJob*> jobs;
   for (const auto& [name, job] : jobs_)
     if (job.Assigned() && job.OnHost(host)) jobs.push_back(&job);
@@ -52,27 +52,23 @@ Json Controller::AssignmentsLocked(const std::string& host) const {
       if (e.host != host) continue;
       std::map<std::string, std::string> env = job->spec.env;
       for (const auto& [k, v] : e.env) env[k] = v;
-      out.push_back({{"job", job->name()},
-                     {"attempt", st.attempt},
-                     {"rank", e.rank},
-                     {"worker", e.worker},
-                     {"command", job->spec.command},
-                     {"env", env},
-                     {"workingDir", job->spec.working_dir},
-                     {"graceMs", job->spec.grace_ms}});
+      out.push_back({{job->name(), st.attempt, e.rank},
+                     e.worker,
+                     job->spec.command,
+                     std::move(env),
+                     job->spec.working_dir,
+                     job->spec.grace_ms});
     }
   }
-  Json reply = {{"revision", assignment_revision_}, {"assignments", out}};
   // Workers of a broken attempt are killed at once, preemption victims get the preemption's
   // grace instead of their own (docs/agent-protocol.md "stop").
-  Json stop = Json::array();
+  std::vector<protocol::StopRequest> stop;
   for (const auto& [name, job] : jobs_) {
     const int64_t grace = job.status.fast_stop ? 0 : job.status.stop_grace_ms;
     if (!job.status.stopping || job.status.attempt < 0 || grace < 0 || !job.OnHost(host)) continue;
-    stop.push_back({{"job", name}, {"attempt", job.status.attempt}, {"graceMs", grace}});
+    stop.push_back({name, job.status.attempt, grace});
   }
-  if (!stop.empty()) reply["stop"] = std::move(stop);
-  return reply;
+  return Json::parse(protocol::AssignmentSnapshotJson(assignment_revision_, out, stop));
 }
 
 }  // namespace tessera::controller

@@ -47,6 +47,7 @@
 #include "inventory/host_spec.h"
 #include "inventory/inventory.h"
 #include "placement/planner.h"
+#include "protocol/wire.h"
 #include "store/store.h"
 #include "workload/train_lifecycle.h"
 
@@ -122,10 +123,13 @@ class Controller {
   };
   ApiResult<LogLocation> LocateLog(const std::string& job, int rank) const;
 
-  // --- agents ---
-  ApiResult<Json> RegisterHost(const Json& body);
-  // Records worker states and progress; returns {"revision", "assignments"}.
-  ApiResult<Json> Heartbeat(const std::string& host, const Json& body);
+  // --- agents (messages of protocol/wire.h, decoded by the HTTP layer) ---
+  // Registers or re-registers a host; the reply (RegisterReplyJson) names it and gives the
+  // heartbeat interval and lease. 422 naming the field when its membership is invalid, 409
+  // when it conflicts with another host.
+  ApiResult<Json> RegisterHost(const protocol::Registration& registration);
+  // Records worker states and progress; returns the host's assignment snapshot.
+  ApiResult<Json> Heartbeat(const std::string& host, const protocol::Heartbeat& heartbeat);
   // {"revision": N, "assignments": [...]}: the workers `host` must run now.
   ApiResult<Json> Assignments(const std::string& host) const;
 

@@ -71,9 +71,12 @@ class QueueDeleteTest : public ControllerTest {
                                {"attempt", x["attempt"]},
                                {"rank", x["rank"]},
                                {"pid", 100},
+                               {"startedAtMs", 0},
                                {"state", "Exited"},
-                               {"exitCode", 0}});
-        Ok(c_->Heartbeat(HostName(s, w), {{"workers", workers}, {"revision", a["revision"]}}));
+                               {"exitCode", 0},
+                               {"signal", 0},
+                               {"finishedAtMs", 0}});
+        Ok(Beat(*c_, HostName(s, w), {{"workers", workers}, {"revision", a["revision"]}}));
       }
   }
 };

@@ -33,21 +33,24 @@ class RecoveryTest : public ControllerTest {
     Json a = Ok(c_->Assignments(host));
     Json workers = Json::array();
     for (const Json& x : a["assignments"]) {
-      Json w = {{"job", x["job"]}, {"attempt", x["attempt"]},      {"rank", x["rank"]},
-                {"pid", 100},      {"state", "Running"},           {"exitCode", 0},
-                {"signal", 0},     {"startedAtMs", clock_.NowMs()}};
+      Json w = {{"job", x["job"]},    {"attempt", x["attempt"]},
+                {"rank", x["rank"]},  {"pid", 100},
+                {"state", "Running"}, {"exitCode", 0},
+                {"signal", 0},        {"startedAtMs", clock_.NowMs()},
+                {"finishedAtMs", 0}};
       if (auto it = overrides.find(x["rank"].get<int>()); it != overrides.end())
         w.update(it->second);
       workers.push_back(w);
     }
-    return Ok(c_->Heartbeat(
-        host,
+    return Ok(controller::Beat(
+        *c_, host,
         {{"workers", workers}, {"revision", a["revision"]}, {"progress", std::move(progress)}}));
   }
   // Every host but `except` says it runs nothing, confirming every stop.
   void ConfirmAll(const std::string& except = "") {
     for (const auto& h : AllHosts())
-      if (h != except) Ok(c_->Heartbeat(h, {{"workers", Json::array()}, {"revision", 1'000'000}}));
+      if (h != except)
+        Ok(controller::Beat(*c_, h, {{"workers", Json::array()}, {"revision", 1'000'000}}));
   }
   // `lost` stays silent while the others heartbeat, past the lease; then the others confirm.
   void LoseHost(const std::string& lost) {
@@ -133,19 +136,21 @@ TEST_F(RecoveryTest, NoAssignmentOfTheNewAttemptWhileAnOldWorkerMayRun) {
   // Seven hosts confirm; s1-w2 keeps reporting its attempt-0 worker as running.
   for (const auto& h : AllHosts()) {
     if (h == HostName(1, 2)) {
-      Ok(c_->Heartbeat(h, {{"workers", Json::array({{{"job", "train"},
+      Ok(controller::Beat(*c_, h,
+                          {{"workers", Json::array({{{"job", "train"},
                                                      {"attempt", 0},
                                                      {"rank", 6},
                                                      {"pid", 100},
+                                                     {"startedAtMs", 0},
                                                      {"state", "Running"}}})},
                            {"revision", 1'000'000}}));
       continue;
     }
-    Ok(c_->Heartbeat(h, {{"workers", Json::array()}, {"revision", 1'000'000}}));
+    Ok(controller::Beat(*c_, h, {{"workers", Json::array()}, {"revision", 1'000'000}}));
   }
   for (const auto& h : AllHosts()) EXPECT_TRUE(Ok(c_->Assignments(h))["assignments"].empty()) << h;
   EXPECT_EQ(Phase("train"), "Restarting");
-  Ok(c_->Heartbeat(HostName(1, 2), {{"workers", Json::array()}, {"revision", 1'000'000}}));
+  Ok(controller::Beat(*c_, HostName(1, 2), {{"workers", Json::array()}, {"revision", 1'000'000}}));
   EXPECT_EQ(Phase("train"), "Starting");
 }
 
@@ -237,7 +242,8 @@ TEST_F(RecoveryTest, AHangIsDetectedAndTheRankThatStoppedTickingIsNamed) {
                          {"attempt", 0},
                          {"rank", w["rank"]},
                          {"type", "alive"},
-                         {"step", 5}}}));
+                         {"step", 5},
+                         {"timeMs", clock_.NowMs()}}}));
     }
     EXPECT_TRUE(c_->Tick().ok());
     ASSERT_EQ(Phase("train"), "Running") << "detected too early, after " << second << " s";
@@ -266,7 +272,7 @@ TEST_F(RecoveryTest, HostLossWithPauseWaitsForTheHostAndComesBackAtFullSize) {
   EXPECT_EQ(st["attempts"][0]["failedRanks"], Json::array({5}));
   EXPECT_EQ(st["attempts"].size(), 1u);  // waiting: nothing placed on the remaining slice
   // The host comes back.
-  Ok(c_->Heartbeat(HostName(1, 1), {{"workers", Json::array()}, {"revision", 1'000'000}}));
+  Ok(controller::Beat(*c_, HostName(1, 1), {{"workers", Json::array()}, {"revision", 1'000'000}}));
   EXPECT_TRUE(c_->Tick().ok());
   st = Status("train");
   EXPECT_EQ(st["phase"], "Starting");
@@ -303,7 +309,7 @@ TEST_F(RecoveryTest, ResizeShrinksAtOnceAndGrowsBackAfterTheNextCheckpoint) {
   Report("train", 1, "progress", 11);
 
   // The host returns; the next grow check sees room for 2 slices but waits for a checkpoint.
-  Ok(c_->Heartbeat(HostName(1, 0), {{"workers", Json::array()}, {"revision", 1'000'000}}));
+  Ok(controller::Beat(*c_, HostName(1, 0), {{"workers", Json::array()}, {"revision", 1'000'000}}));
   clock_.AdvanceMs(1000);
   EXPECT_TRUE(c_->Tick().ok());
   EXPECT_EQ(Phase("train"), "Running");

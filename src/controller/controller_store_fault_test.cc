@@ -79,12 +79,13 @@ TEST_F(StoreFaultTest, AFailedUpdateLeavesTheJobAsItWasUntilTheAgentReportsAgain
                      {"attempt", 0},
                      {"rank", a["assignments"][0]["rank"]},
                      {"pid", 100},
+                     {"startedAtMs", 0},
                      {"state", "Running"}}}}};
-  Expect503(Err(c_->Heartbeat(h, running)));
+  Expect503(Err(Beat(*c_, h, running)));
   ExpectNothingHappened();
   EXPECT_EQ(Ok(c_->GetJob("train")), before);
   faulty_->Heal();
-  Ok(c_->Heartbeat(h, running));
+  Ok(Beat(*c_, h, running));
   EXPECT_EQ(Ok(c_->GetJob("train"))["status"]["workers"][0]["state"], "Running");
 }
 

@@ -72,7 +72,7 @@ TEST_F(ControllerTest, AFailedWorkerStopsTheWholeJobAndFreesChipsOnlyOnceConfirm
   // The next heartbeats carry no running worker of the job: released.
   for (int s = 0; s < 2; ++s)
     for (int w = 0; w < 4; ++w)
-      Ok(c_->Heartbeat(HostName(s, w), {{"workers", Json::array()}, {"revision", 1000}}));
+      Ok(Beat(*c_, HostName(s, w), {{"workers", Json::array()}, {"revision", 1000}}));
   EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 0);
 }
 
@@ -82,8 +82,8 @@ TEST_F(ControllerTest, ALostHostFailsItsJobAfterTheLease) {
   HeartbeatAll("Running");
   clock_.AdvanceMs(3000);
   for (int w = 0; w < 4; ++w)
-    if (w != 1) Ok(c_->Heartbeat(HostName(0, w), {{"workers", Json::array()}}));
-  for (int w = 0; w < 4; ++w) Ok(c_->Heartbeat(HostName(1, w), {{"workers", Json::array()}}));
+    if (w != 1) Ok(Beat(*c_, HostName(0, w), {{"workers", Json::array()}}));
+  for (int w = 0; w < 4; ++w) Ok(Beat(*c_, HostName(1, w), {{"workers", Json::array()}}));
   clock_.AdvanceMs(2500);  // s0-w1 is now 5.5 s silent; lease is 5 s
   EXPECT_TRUE(c_->Tick().ok());
   Json job = Ok(c_->GetJob("train"));
@@ -103,7 +103,7 @@ TEST_F(ControllerTest, DeleteStopsWorkersThenRemovesAndIsIdempotent) {
   EXPECT_TRUE(Ok(c_->Assignments(HostName(1, 3)))["assignments"].empty());
   for (int s = 0; s < 2; ++s)
     for (int w = 0; w < 4; ++w)
-      Ok(c_->Heartbeat(HostName(s, w), {{"workers", Json::array()}, {"revision", 1000}}));
+      Ok(Beat(*c_, HostName(s, w), {{"workers", Json::array()}, {"revision", 1000}}));
   EXPECT_EQ(Phase("train"), "Gone");
   EXPECT_EQ(Err(c_->DeleteJob("train")).http_status, 404);
   EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 0);
@@ -121,20 +121,35 @@ TEST_F(ControllerTest, ARestartedControllerKeepsJobsAndTheSameAssignments) {
 }
 
 TEST_F(ControllerTest, RegistrationErrorsNameTheField) {
-  EXPECT_EQ(Err(c_->RegisterHost({{"name", "Bad_Name"}, {"generation", "v6e"}})).field, "name");
-  EXPECT_EQ(Err(c_->RegisterHost({{"name", "h"}, {"generation", "v9"}})).field, "generation");
-  EXPECT_EQ(Err(c_->RegisterHost({{"name", "h"},
-                                  {"generation", "v6e"},
-                                  {"slice", {{"name", "s"}, {"topology", "4x4"}, {"worker", 4}}}}))
+  EXPECT_EQ(Err(Register(*c_, {{"name", "Bad_Name"}, {"generation", "v6e"}})).field, "name");
+  EXPECT_EQ(Err(Register(*c_, {{"name", "h"}, {"generation", "v9"}})).field, "generation");
+  EXPECT_EQ(Err(Register(*c_, {{"name", "h"},
+                               {"generation", "v6e"},
+                               {"slice", {{"name", "s"}, {"topology", "4x4"}, {"worker", 4}}}}))
                 .field,
             "slice.worker");
   RegisterTwoSlices();
   EXPECT_EQ(
-      Err(c_->RegisterHost({{"name", "other"},
-                            {"generation", "v6e"},
-                            {"slice", {{"name", "slice-0"}, {"topology", "4x4"}, {"worker", 1}}}}))
+      Err(Register(*c_, {{"name", "other"},
+                         {"generation", "v6e"},
+                         {"chips", 4},
+                         {"slice", {{"name", "slice-0"}, {"topology", "4x4"}, {"worker", 1}}}}))
           .http_status,
       409);
+}
+
+TEST_F(ControllerTest, AHostNameWithUpperCaseOrADomainRegistersUnderItsNormalisedName) {
+  // gethostname() is the agent's default name; both sides apply protocol::NormalizeHostName.
+  Json reply = Ok(Register(*c_, {{"name", "TPU-Host-1.Zone-A.Example.COM"},
+                                 {"generation", "v6e"},
+                                 {"chips", 4},
+                                 {"slice", {{"name", "s"}, {"topology", "4x4"}, {"worker", 0}}}}));
+  EXPECT_EQ(reply["host"], "tpu-host-1.zone-a.example.com");
+  EXPECT_EQ(c_->ListHosts()["items"][0]["metadata"]["name"], "tpu-host-1.zone-a.example.com");
+  Ok(Beat(*c_, "tpu-host-1.zone-a.example.com", Json::object()));
+  // A name no rule can make valid is refused once, naming the field.
+  EXPECT_EQ(Err(Register(*c_, {{"name", "host_1"}, {"generation", "v6e"}, {"chips", 4}})).field,
+            "name");
 }
 
 // --- admission through queues ---
@@ -171,7 +186,7 @@ class AdmissionControllerTest : public ControllerTest {
   void ConfirmAllStopped() {
     for (int s = 0; s < 2; ++s)
       for (int w = 0; w < 4; ++w)
-        Ok(c_->Heartbeat(HostName(s, w), {{"workers", Json::array()}, {"revision", 1000}}));
+        Ok(Beat(*c_, HostName(s, w), {{"workers", Json::array()}, {"revision", 1000}}));
   }
 };
 
@@ -235,13 +250,15 @@ TEST_F(AdmissionControllerTest, APreemptedJobIsStoppedRequeuedAndRestartsAfterTh
   Ok(c_->CreateJob(QueuedJobDoc("low-job", 2, "team-a", "low")));
   HeartbeatAll("Running");
   EXPECT_EQ(Phase("low-job"), "Running");
-  Ok(c_->Heartbeat(HostName(0, 0), {{"workers", Json::array()},
-                                    {"progress",
-                                     {{{"job", "low-job"},
-                                       {"attempt", 0},
-                                       {"rank", 0},
-                                       {"type", "checkpoint"},
-                                       {"step", 7}}}}}));
+  Ok(Beat(*c_, HostName(0, 0),
+          {{"workers", Json::array()},
+           {"progress",
+            {{{"job", "low-job"},
+              {"attempt", 0},
+              {"rank", 0},
+              {"type", "checkpoint"},
+              {"step", 7},
+              {"timeMs", clock_.NowMs()}}}}}));
   EXPECT_EQ(Status("low-job")["lastCheckpointTimeMs"], clock_.NowMs());
   clock_.AdvanceMs(1000);
 

@@ -47,6 +47,19 @@ const T& Ok(const ApiResult<T>& r) {
   return std::get<T>(r);
 }
 
+// The head's path for an agent's messages: the wire decoder (protocol/wire.h), then the
+// controller; a message the decoder refuses is the 422 the head answers.
+inline ApiResult<Json> Register(Controller& c, const Json& body) {
+  auto r = protocol::ParseRegistration(body.dump());
+  if (!r.ok()) return ToApiError(r.status());
+  return c.RegisterHost(*r);
+}
+inline ApiResult<Json> Beat(Controller& c, const std::string& host, const Json& body) {
+  auto b = protocol::ParseHeartbeat(body.dump());
+  if (!b.ok()) return ToApiError(b.status());
+  return c.Heartbeat(host, *b);
+}
+
 template <typename T>
 ApiError Err(const ApiResult<T>& r) {
   EXPECT_TRUE(std::holds_alternative<ApiError>(r));
@@ -71,14 +84,14 @@ class ControllerTest : public ::testing::Test {
   void RegisterTwoSlices() {
     for (int s = 0; s < 2; ++s)
       for (int w = 0; w < 4; ++w)
-        Ok(c_->RegisterHost(
-            {{"name", HostName(s, w)},
-             {"generation", "v6e"},
-             {"chips", 4},
-             {"address", "127.0.0.1"},
-             {"agentPort", 9000 + s * 4 + w},
-             {"slice",
-              {{"name", "slice-" + std::to_string(s)}, {"topology", "4x4"}, {"worker", w}}}}));
+        Ok(Register(
+            *c_, {{"name", HostName(s, w)},
+                  {"generation", "v6e"},
+                  {"chips", 4},
+                  {"address", "127.0.0.1"},
+                  {"agentPort", 9000 + s * 4 + w},
+                  {"slice",
+                   {{"name", "slice-" + std::to_string(s)}, {"topology", "4x4"}, {"worker", w}}}}));
   }
   // Every host heartbeats the given state for each of its assigned workers.
   void HeartbeatAll(const std::string& state, int exit_code = 0,
@@ -93,9 +106,12 @@ class ControllerTest : public ::testing::Test {
                              {"attempt", x["attempt"]},
                              {"rank", x["rank"]},
                              {"pid", 100},
+                             {"startedAtMs", 0},
                              {"state", only_host.empty() || only_host == h ? state : "Running"},
-                             {"exitCode", only_host.empty() || only_host == h ? exit_code : 0}});
-        Ok(c_->Heartbeat(h, {{"workers", workers}, {"revision", a["revision"]}}));
+                             {"exitCode", only_host.empty() || only_host == h ? exit_code : 0},
+                             {"signal", 0},
+                             {"finishedAtMs", 0}});
+        Ok(Beat(*c_, h, {{"workers", workers}, {"revision", a["revision"]}}));
       }
   }
   std::string Phase(const std::string& job) {

@@ -3,44 +3,21 @@
 // inventory the scheduler plans on is derived from the registered hosts.
 #include <algorithm>
 
-#include "api/manifest.h"
 #include "controller/controller.h"
 
 namespace tessera::controller {
 namespace {
 
-// The registration body as the head reads it today; the wire protocol's decoder replaces this.
-Result<HostSpec> DecodeRegistration(const Json& body) {
-  if (!body.is_object()) return InvalidArgument("body: must be a JSON object");
+HostSpec FromRegistration(const protocol::Registration& r) {
   HostSpec h;
-  h.name = body.value("name", "");
-  TESSERA_RETURN_IF_ERROR(api::ValidateName("name", h.name));
-  auto g = ParseGeneration(body.value("generation", ""));
-  if (!g.ok()) return InvalidArgument("generation: " + g.status().message());
-  h.generation = *g;
-  h.chips = body.value("chips", 4);
-  h.address = body.value("address", "127.0.0.1");
-  h.agent_port = body.value("agentPort", 0);
-  const Json labels = body.value("labels", Json::object());
-  for (const auto& [k, v] : labels.items())
-    if (v.is_string()) h.labels[k] = v.get<std::string>();
-  if (Info(h.generation).rank == 2) {
-    if (!body.contains("slice") || !body["slice"].is_object())
-      return InvalidArgument("slice: a " + std::string(GenerationName(h.generation)) +
-                             " host must say which slice it belongs to");
-    const Json& s = body["slice"];
-    h.slice = SliceMembership{s.value("name", ""), s.value("topology", ""), s.value("worker", -1)};
-  } else {
-    if (!body.contains("cube") || !body["cube"].is_object())
-      return InvalidArgument("cube: a 3D host must say which cube it belongs to");
-    const Json& c = body["cube"];
-    const Json coord = c.value("coord", Json::array());
-    if (!coord.is_array() || coord.size() != 3 || !coord[0].is_number_integer() ||
-        !coord[1].is_number_integer() || !coord[2].is_number_integer())
-      return InvalidArgument("cube.coord: [x, y, z] with x, y in 0..1 and z in 0..3");
-    h.cube = CubeMembership{c.value("name", ""), c.value("block", "block-00"),
-                            Coord{coord[0].get<int>(), coord[1].get<int>(), coord[2].get<int>()}};
-  }
+  h.name = r.name;
+  h.generation = r.generation;
+  h.chips = r.chips;
+  h.address = r.address;
+  h.agent_port = r.agent_port;
+  if (r.slice) h.slice = SliceMembership{r.slice->name, r.slice->topology, r.slice->worker};
+  if (r.cube) h.cube = CubeMembership{r.cube->name, r.cube->block, r.cube->coord};
+  h.labels = r.labels;
   return h;
 }
 
@@ -48,8 +25,13 @@ bool ValidCubeCoord(const Coord& c) {
   return c.x >= 0 && c.x <= 1 && c.y >= 0 && c.y <= 1 && c.z >= 0 && c.z <= 3;
 }
 
-// Checks a host's membership on its own: a valid slice topology and worker, or cube position.
+// Checks a host's membership on its own: a valid slice topology and worker, or cube position
+// (ParseRegistration checked the wire message; this holds for any caller).
 Status ValidateMembership(const HostSpec& h) {
+  if ((Info(h.generation).rank == 2) != h.slice.has_value() || (h.slice && h.cube))
+    return InvalidArgument(Info(h.generation).rank == 2
+                               ? "slice: a 2D host must say which slice it belongs to"
+                               : "cube: a 3D host must say which cube it belongs to");
   if (h.slice) {
     auto topo = SliceTopology::Parse(GenerationName(h.generation), h.slice->topology);
     if (!topo.ok()) return InvalidArgument("slice.topology: " + topo.status().message());
@@ -137,10 +119,11 @@ Json Controller::ListHosts() const {
   return {{"kind", "HostList"}, {"items", items}};
 }
 
-ApiResult<Json> Controller::RegisterHost(const Json& body) {
-  auto decoded = DecodeRegistration(body);
-  if (!decoded.ok()) return ToApiError(decoded.status());
-  HostSpec& spec = *decoded;
+ApiResult<Json> Controller::RegisterHost(const protocol::Registration& registration) {
+  auto normalised = protocol::NormalizeHostName(registration.name);
+  if (!normalised.ok()) return ToApiError(normalised.status());
+  HostSpec spec = FromRegistration(registration);
+  spec.name = *normalised;
   if (Status valid = ValidateMembership(spec); !valid.ok()) return ToApiError(valid);
   std::lock_guard lock(mu_);
   const int64_t now = NowMs();
@@ -168,9 +151,8 @@ ApiResult<Json> Controller::RegisterHost(const Json& body) {
   // times. Mark it stale instead: the next scheduling pass (the head's loop runs one within a
   // tick) rebuilds it once.
   if (membership_changed) inventory_dirty_ = true;
-  return Json{{"host", spec.name},
-              {"heartbeatIntervalMs", options_.heartbeat_interval_ms},
-              {"leaseMs", options_.lease_ms}};
+  return Json::parse(
+      protocol::RegisterReplyJson({spec.name, options_.heartbeat_interval_ms, options_.lease_ms}));
 }
 
 Status Controller::HostRecovered(RegisteredHost& h) {
@@ -184,8 +166,7 @@ Status Controller::HostRecovered(RegisteredHost& h) {
   return Status::Ok();
 }
 
-ApiResult<Json> Controller::Heartbeat(const std::string& name, const Json& body) {
-  if (!body.is_object()) return ApiError{400, "body: must be a JSON object", ""};
+ApiResult<Json> Controller::Heartbeat(const std::string& name, const protocol::Heartbeat& beat) {
   std::lock_guard lock(mu_);
   auto it = hosts_.find(name);
   if (it == hosts_.end())
@@ -195,70 +176,58 @@ ApiResult<Json> Controller::Heartbeat(const std::string& name, const Json& body)
   if (h.status.lost)
     if (Status s = HostRecovered(h); !s.ok()) return ToApiError(s);
   h.status.last_heartbeat_ms = now;
-  if (body.contains("usage") && body["usage"].is_object()) {
-    h.status.usage.clear();
-    for (const auto& [k, v] : body["usage"].items())
-      if (v.is_number()) h.status.usage[k] = v.get<double>();
-  }
+  h.status.usage["cpuPercent"] = beat.usage.cpu_percent;
+  h.status.usage["memoryBytes"] = static_cast<double>(beat.usage.memory_bytes);
   const View view(*this);
-  const Json workers = body.value("workers", Json::array());
-  const int64_t applied = body.value("revision", int64_t{-1});
   Status failed = Status::Ok();
   auto run = [&](const std::string& job, const Step& step) {
     Status s = RunStep(job, step);
     if (failed.ok() && !s.ok()) failed = s;
   };
-  for (const Json& w : workers) {
-    if (!w.is_object()) continue;
-    TrainJob* job = FindJob(w.value("job", ""));
-    if (job == nullptr || job->status.stopping || w.value("attempt", -1) != job->status.attempt)
-      continue;
-    const int rank = w.value("rank", -1);
-    auto ws = job->status.workers.find(rank);
-    if (ws == job->status.workers.end() || ws->second.host != name) continue;
-    const std::string state = w.value("state", "");
-    const int64_t pid = w.value("pid", int64_t{0});
-    if (state == "Running") {
-      run(job->name(), [&](TrainJob& j) { return train_.WorkerRunning(j, rank, pid, now); });
-    } else if (state == "Exited") {
-      const int code = w.value("exitCode", 0), signal = w.value("signal", 0);
-      const int64_t at = w.value("finishedAtMs", int64_t{0});
-      run(job->name(), [&](TrainJob& j) {
-        return train_.WorkerExited(j, rank, code, signal, pid, at, view, now);
-      });
-    }
-  }
-  for (const Json& p : body.value("progress", Json::array())) {
-    if (!p.is_object()) continue;
-    TrainJob* job = FindJob(p.value("job", ""));
-    if (job == nullptr || job->status.stopping || p.value("attempt", -1) != job->status.attempt)
-      continue;
-    ProgressInput in;
-    const std::string type = p.value("type", "");
-    if (type == "progress")
-      in.type = ProgressInput::Type::kProgress;
-    else if (type == "checkpoint")
-      in.type = ProgressInput::Type::kCheckpoint;
-    else if (type == "restore")
-      in.type = ProgressInput::Type::kRestore;
-    else if (type == "alive")
-      in.type = ProgressInput::Type::kAlive;
+  // A report counts only for the job's current attempt, and only from the host its worker was
+  // placed on.
+  auto current = [&](const protocol::WorkerKey& key) -> TrainJob* {
+    TrainJob* job = FindJob(key.job);
+    if (job == nullptr || job->status.stopping || key.attempt != job->status.attempt)
+      return nullptr;
+    auto w = job->status.workers.find(key.rank);
+    return w == job->status.workers.end() || w->second.host != name ? nullptr : job;
+  };
+  for (const protocol::WorkerReport& w : beat.workers) {
+    TrainJob* job = current(w.key);
+    if (job == nullptr) continue;
+    const int rank = w.key.rank;
+    if (w.state == protocol::WorkerState::kRunning)
+      run(job->name(), [&](TrainJob& j) { return train_.WorkerRunning(j, rank, w.pid, now); });
     else
-      continue;
-    in.rank = p.value("rank", -1);
-    in.step = p.value("step", int64_t{-1});
-    in.time_ms = p.value("timeMs", int64_t{0});
-    in.seconds = p.value("seconds", 0.0);
+      run(job->name(), [&](TrainJob& j) {
+        return train_.WorkerExited(j, rank, w.exit_code, w.signal, w.pid, w.finished_at_ms, view,
+                                   now);
+      });
+  }
+  for (const protocol::ProgressReport& p : beat.progress) {
+    TrainJob* job = current(p.key);
+    if (job == nullptr) continue;
+    ProgressInput in;
+    const std::string& type = p.record.type;
+    in.type = type == "checkpoint" ? ProgressInput::Type::kCheckpoint
+              : type == "restore"  ? ProgressInput::Type::kRestore
+              : type == "alive"    ? ProgressInput::Type::kAlive
+                                   : ProgressInput::Type::kProgress;
+    in.rank = p.key.rank;
+    in.step = type == "alive" ? -1 : p.record.step;
+    in.time_ms = p.record.time_ms;
+    in.seconds = p.record.seconds;
     run(job->name(), [&](TrainJob& j) { return train_.Progress(j, in, view, now); });
   }
   // Jobs being stopped: this heartbeat may confirm that their workers here are gone.
   std::set<std::string> running_here;
-  for (const Json& w : workers)
-    if (w.is_object() && w.value("state", "") == "Running") running_here.insert(w.value("job", ""));
+  for (const protocol::WorkerReport& w : beat.workers)
+    if (w.state == protocol::WorkerState::kRunning) running_here.insert(w.key.job);
   std::vector<std::string> confirmed;
   for (const auto& [jn, job] : jobs_)
     if (job.status.stopping && job.runtime.unconfirmed.count(name) &&
-        applied >= job.runtime.stop_revision && !running_here.count(jn))
+        beat.revision >= job.runtime.stop_revision && !running_here.count(jn))
       confirmed.push_back(jn);
   for (const auto& jn : confirmed)
     run(jn, [&](TrainJob& j) { return train_.ConfirmStopped(j, name, now); });
