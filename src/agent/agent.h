@@ -148,6 +148,9 @@ class Agent {
   void MainLoop();
   void WatchLoop();
   void LogLoop();
+  // Creates server_ with the GET /logs/{job}/{attempt}/{rank} route and starts it
+  // (log_server.cc, with LogLoop).
+  Status StartLogServer();
   // Registers until accepted, stopped or refused (fatal_ says why); true when accepted.
   bool RegisterWithRetry();
   void SendHeartbeat();

@@ -1,6 +1,8 @@
-// Helpers shared by the agent tests: temporary directories and polling with a deadline.
+// Helpers shared by the agent tests: temporary directories, polling with a deadline, and a
+// fake head (FakeHead) with the AgentOptions and devices the agent tests start agents with.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
 
@@ -8,9 +10,18 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include "agent/agent.h"
+#include "net/http_server.h"
 
 namespace tessera::agent::testing {
 
@@ -63,6 +74,179 @@ inline bool ProcessAlive(pid_t pid) {
   size_t close = text.rfind(')');
   if (close == std::string::npos || close + 2 >= text.size()) return false;
   return text[close + 2] != 'Z' && text[close + 2] != 'X';
+}
+
+inline constexpr char kToken[] = "join-secret";
+
+// A head that speaks the agent protocol and records what it hears.
+class FakeHead {
+ public:
+  using json = nlohmann::json;
+
+  explicit FakeHead(uint16_t port = 0, int64_t heartbeat_interval_ms = 50)
+      : heartbeat_interval_ms_(heartbeat_interval_ms) {
+    net::ServerOptions options;
+    options.port = port;
+    options.auth.tokens = {kToken};
+    server_ = std::make_unique<net::HttpServer>(options);
+    EXPECT_TRUE(server_
+                    ->Handle(net::Method::kPost, "/api/v1/agents/register",
+                             [this](const net::Request& r) {
+                               json body = json::parse(r.body);
+                               std::lock_guard<std::mutex> lock(mu_);
+                               registrations_.push_back(body);
+                               if (refuse_status_ != 0) {
+                                 return net::Response::Error(refuse_status_, refuse_error_);
+                               }
+                               known_ = true;
+                               return net::Response::Json(
+                                   200, json{{"host", body["name"]},
+                                             {"heartbeatIntervalMs", heartbeat_interval_ms_},
+                                             {"leaseMs", 5000}}
+                                            .dump());
+                             })
+                    .ok());
+    EXPECT_TRUE(server_
+                    ->Handle(net::Method::kPost, "/api/v1/agents/{name}/heartbeat",
+                             [this](const net::Request& r) {
+                               std::lock_guard<std::mutex> lock(mu_);
+                               names_.insert(r.params.at("name"));
+                               if (!known_) return net::Response::Error(404, "unknown host");
+                               heartbeats_.push_back(json::parse(r.body));
+                               return net::Response::Json(200, SnapshotLocked());
+                             })
+                    .ok());
+    EXPECT_TRUE(server_
+                    ->Handle(net::Method::kGet, "/api/v1/agents/{name}/assignments",
+                             [this](const net::Request& r) {
+                               {
+                                 std::lock_guard<std::mutex> lock(mu_);
+                                 names_.insert(r.params.at("name"));
+                               }
+                               return net::Response::Stream(
+                                   [this](std::shared_ptr<net::StreamWriter> w) {
+                                     std::lock_guard<std::mutex> lock(mu_);
+                                     ++watch_connects_;
+                                     w->Write(SnapshotLocked() + "\n");
+                                     writers_.push_back(std::move(w));
+                                   });
+                             })
+                    .ok());
+    EXPECT_TRUE(server_->Start().ok());
+  }
+  ~FakeHead() { server_->Stop(); }
+
+  uint16_t port() const { return server_->port(); }
+
+  void SetAssignments(std::vector<Assignment> assignments, std::vector<StopRequest> stop = {}) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++revision_;
+    assignments_ = std::move(assignments);
+    stop_ = std::move(stop);
+    for (auto& w : writers_) w->Write(SnapshotLocked() + "\n");
+  }
+  // Ends every watch stream (as a head restart would); `revision` restarts the history.
+  void DropStreams(std::optional<int64_t> revision = std::nullopt) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (revision) revision_ = *revision;
+    for (auto& w : writers_) w->Close();
+    writers_.clear();
+  }
+  void ForgetHost() {
+    std::lock_guard<std::mutex> lock(mu_);
+    known_ = false;
+  }
+  // Registrations are answered `status` with `error` (the head's error reply) from now on;
+  // 0 accepts them again.
+  void RefuseRegistrations(int status, std::string error = "") {
+    std::lock_guard<std::mutex> lock(mu_);
+    refuse_status_ = status;
+    refuse_error_ = std::move(error);
+  }
+  // The host names of the heartbeat and assignment URLs the agent used.
+  std::set<std::string> names() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return names_;
+  }
+  std::vector<json> registrations() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return registrations_;
+  }
+  std::vector<json> heartbeats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return heartbeats_;
+  }
+  int watch_connects() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return watch_connects_;
+  }
+  size_t heartbeat_count() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return heartbeats_.size();
+  }
+  // The workers of the newest heartbeat.
+  json LastWorkers() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return heartbeats_.empty() ? json::array() : heartbeats_.back()["workers"];
+  }
+  // Every progress record received so far.
+  std::vector<json> AllProgress() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<json> out;
+    for (const json& h : heartbeats_) {
+      for (const json& p : h["progress"]) out.push_back(p);
+    }
+    return out;
+  }
+
+ private:
+  std::string SnapshotLocked() const {
+    return protocol::AssignmentSnapshotJson(revision_, assignments_, stop_);
+  }
+
+  const int64_t heartbeat_interval_ms_;
+  std::unique_ptr<net::HttpServer> server_;
+  mutable std::mutex mu_;
+  bool known_ = true;
+  int refuse_status_ = 0;
+  std::string refuse_error_;
+  std::set<std::string> names_;
+  int64_t revision_ = 1;
+  std::vector<Assignment> assignments_;
+  std::vector<StopRequest> stop_;
+  std::vector<std::shared_ptr<net::StreamWriter>> writers_;
+  std::vector<json> registrations_;
+  std::vector<json> heartbeats_;
+  int watch_connects_ = 0;
+};
+
+// Options for an agent "host-1" (v6e, worker 1 of a 4x4 slice) of the head at `head_port`,
+// with short backoffs and log polling.
+inline AgentOptions Options(const TempDir& dir, uint16_t head_port, std::string token = kToken) {
+  AgentOptions o;
+  o.head_port = head_port;
+  o.join_token = std::move(token);
+  o.name = "host-1";
+  o.state_dir = dir.path() + "/state";
+  o.generation = "v6e";
+  o.slice = SliceMembership{"slice-000", "4x4", 1};
+  o.labels = {{"pool", "a"}};
+  o.backoff_initial = std::chrono::milliseconds(20);
+  o.backoff_max = std::chrono::milliseconds(200);
+  o.log_poll_interval = std::chrono::milliseconds(10);
+  return o;
+}
+
+inline std::unique_ptr<DeviceDiscovery> SliceDevices() {
+  auto d = EmulatedDevices::ForSliceWorker(Generation::kV6e, Shape::Of(4, 4), 1);
+  EXPECT_TRUE(d.ok());
+  return std::make_unique<EmulatedDevices>(*d);
+}
+
+// The repository's python/ directory (this file is src/agent/test_util.h).
+inline std::string SdkDir() {
+  return (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "python")
+      .string();
 }
 
 }  // namespace tessera::agent::testing

@@ -1,0 +1,289 @@
+// `tessera agent`: its flags (AgentFlags -> MakeAgentSetup) and RunAgent, which runs an Agent
+// until SIGTERM/SIGINT or until it gives up. Declared in agent.h.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string_view>
+
+#include "agent/agent.h"
+
+namespace tessera::agent {
+namespace {
+
+// All of `text` as an integer; nullopt when it is not one.
+std::optional<int64_t> ParseInt(std::string_view text) {
+  int64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+Result<Coord> ParseCoord(const std::string& text) {
+  Coord c;
+  int* parts[3] = {&c.x, &c.y, &c.z};
+  size_t start = 0;
+  for (int i = 0; i < 3; ++i) {
+    size_t end = text.find(',', start);
+    if ((i < 2) != (end != std::string::npos)) {
+      return InvalidArgument("--coord: '" + text + "' must be x,y,z (three integers)");
+    }
+    if (end == std::string::npos) end = text.size();
+    auto v = ParseInt(std::string_view(text).substr(start, end - start));
+    if (!v || *v < 0 || *v > 1000) {
+      return InvalidArgument("--coord: '" + text + "' must be x,y,z (three integers >= 0)");
+    }
+    *parts[i] = static_cast<int>(*v);
+    start = end + 1;
+  }
+  return c;
+}
+
+Status ParseHead(const std::string& head, AgentOptions& options) {
+  const std::string prefix = "http://";
+  if (head.empty()) return InvalidArgument("--head: required, e.g. http://127.0.0.1:7600");
+  if (head.rfind(prefix, 0) != 0) {
+    return InvalidArgument("--head: '" + head +
+                           "' must start with http:// (https is not supported yet)");
+  }
+  std::string rest = head.substr(prefix.size());
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  if (rest.find('/') != std::string::npos) {
+    return InvalidArgument("--head: '" + head + "' must be http://HOST:PORT with no path");
+  }
+  size_t colon = rest.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return InvalidArgument("--head: '" + head + "' must be http://HOST:PORT");
+  }
+  std::string host = rest.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  auto port = ParseInt(std::string_view(rest).substr(colon + 1));
+  if (!port || *port < 1 || *port > 65535) {
+    return InvalidArgument("--head: '" + head + "' has no valid port (1..65535)");
+  }
+  options.head_host = host;
+  options.head_port = static_cast<uint16_t>(*port);
+  return Status::Ok();
+}
+
+// The python/ directory of the checkout that holds the running binary (build/<preset>/bin/
+// tessera), found by walking up from it; "" if there is none.
+std::string FindSdkDir() {
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (auto dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    if (std::filesystem::exists(dir / "python" / "tessera" / "_warm.py", ec)) {
+      return (dir / "python").string();
+    }
+    if (dir == dir.root_path()) break;
+  }
+  return "";
+}
+
+Status ParseWarmFlags(const AgentFlags& flags, WarmPoolOptions& warm) {
+  if (flags.warm_python.empty()) {
+    if (!flags.warm_preload.empty()) {
+      return InvalidArgument("--warm-preload: needs --warm-python (the interpreter to keep warm)");
+    }
+    return Status::Ok();
+  }
+  const char* path = std::getenv("PATH");
+  if (FindExecutable(flags.warm_python, path != nullptr ? path : "/usr/bin:/bin").empty()) {
+    return InvalidArgument("--warm-python: '" + flags.warm_python + "' is not an executable file");
+  }
+  warm.python = flags.warm_python;
+  std::stringstream modules(flags.warm_preload);
+  for (std::string module; std::getline(modules, module, ',');) {
+    if (module.empty()) continue;
+    for (char c : module) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.') {
+        return InvalidArgument("--warm-preload: '" + module + "' is not a module name");
+      }
+    }
+    warm.preload.push_back(module);
+  }
+  auto size = ParseInt(flags.warm_pool);
+  if (!size || *size < 0 || *size > 16) {
+    return InvalidArgument("--warm-pool: '" + flags.warm_pool + "' must be 0..16");
+  }
+  warm.size = static_cast<int>(*size);
+  auto delay = ParseInt(flags.warm_refill_delay_ms);
+  if (!delay || *delay < 0 || *delay > 3'600'000) {
+    return InvalidArgument("--warm-refill-delay-ms: '" + flags.warm_refill_delay_ms +
+                           "' must be 0..3600000");
+  }
+  warm.refill_delay = std::chrono::milliseconds(*delay);
+  warm.sdk_dir = flags.warm_sdk_dir.empty() ? FindSdkDir() : flags.warm_sdk_dir;
+  if (warm.sdk_dir.empty() || !std::filesystem::exists(warm.sdk_dir + "/tessera/_warm.py")) {
+    return InvalidArgument("--warm-sdk-dir: '" + warm.sdk_dir +
+                           "' holds no tessera/_warm.py; give the repository's python/ directory");
+  }
+  warm.sdk_dir = std::filesystem::absolute(warm.sdk_dir).lexically_normal().string();
+  while (warm.sdk_dir.size() > 1 && warm.sdk_dir.back() == '/') warm.sdk_dir.pop_back();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<AgentSetup> MakeAgentSetup(const AgentFlags& flags) {
+  AgentSetup setup;
+  AgentOptions& o = setup.options;
+  TESSERA_RETURN_IF_ERROR(ParseHead(flags.head, o));
+
+  if (flags.join_token_file.empty()) {
+    return InvalidArgument("--join-token-file: required (a file holding the head's join token)");
+  }
+  {
+    std::ifstream in(flags.join_token_file);
+    if (!in) {
+      return InvalidArgument("--join-token-file: cannot read " + flags.join_token_file);
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string token = text.str();
+    const char* space = " \t\r\n";
+    token.erase(0, token.find_first_not_of(space) == std::string::npos
+                       ? token.size()
+                       : token.find_first_not_of(space));
+    token.erase(token.find_last_not_of(space) + 1);
+    if (token.empty()) {
+      return InvalidArgument("--join-token-file: " + flags.join_token_file + " is empty");
+    }
+    o.join_token = token;
+  }
+
+  // The name the head will register (the protocol's one host-name rule), so that the URLs the
+  // agent uses and its default state directory hold that name. An invalid one fails here, at
+  // start, rather than as a registration the head refuses.
+  std::string name = flags.name;
+  if (name.empty()) {
+    char buf[256] = {};
+    if (::gethostname(buf, sizeof buf - 1) == 0) name = buf;
+  }
+  auto normalized = protocol::NormalizeHostName(name);
+  if (!normalized.ok()) {
+    return InvalidArgument(
+        "--" + normalized.status().message() +
+        (flags.name.empty() ? " (--name defaults to this machine's hostname)" : ""));
+  }
+  o.name = *normalized;
+  o.state_dir = flags.state_dir.empty() ? "tessera-state/agent-" + o.name : flags.state_dir;
+  o.state_dir = std::filesystem::absolute(o.state_dir).lexically_normal().string();
+  while (o.state_dir.size() > 1 && o.state_dir.back() == '/') o.state_dir.pop_back();
+
+  auto port = ParseInt(flags.port);
+  if (!port || *port < 0 || *port > 65535) {
+    return InvalidArgument("--port: '" + flags.port + "' must be 0..65535 (0 = any free port)");
+  }
+  o.port = static_cast<uint16_t>(*port);
+  if (flags.address.empty()) return InvalidArgument("--address: must not be empty");
+  o.address = flags.address;
+
+  if (flags.generation.empty()) return InvalidArgument("--generation: required, e.g. v6e or 7x");
+  auto generation = ParseGeneration(flags.generation);
+  if (!generation.ok()) return InvalidArgument("--generation: " + generation.status().message());
+  o.generation = std::string(GenerationName(*generation));
+  const int rank = Info(*generation).rank;
+
+  const bool has_slice = !flags.slice.empty() || !flags.topology.empty() || !flags.worker.empty();
+  const bool has_cube = !flags.cube.empty() || !flags.block.empty() || !flags.coord.empty();
+  if (has_slice && has_cube) {
+    return InvalidArgument(
+        "--cube: give either --slice/--topology/--worker or --cube/--block/--coord, not both");
+  }
+  if (rank == 2) {
+    if (has_cube) {
+      return InvalidArgument("--cube: " + o.generation +
+                             " has fixed 2D slices; use --slice, --topology and --worker");
+    }
+    if (flags.slice.empty()) return InvalidArgument("--slice: required for " + o.generation);
+    if (!IsSafeName(flags.slice)) {
+      return InvalidArgument("--slice: '" + flags.slice + "' must be of [A-Za-z0-9._-]");
+    }
+    if (flags.topology.empty()) return InvalidArgument("--topology: required, e.g. 4x4");
+    auto shape = ParseShape(flags.topology);
+    if (!shape.ok()) return InvalidArgument("--topology: " + shape.status().message());
+    auto worker = ParseInt(flags.worker.empty() ? "0" : flags.worker);
+    if (!worker || *worker < 0 || *worker > 100000) {
+      return InvalidArgument("--worker: '" + flags.worker + "' must be an integer >= 0");
+    }
+    auto devices = EmulatedDevices::ForSliceWorker(*generation, *shape, static_cast<int>(*worker));
+    if (!devices.ok()) return InvalidArgument("--" + devices.status().message());
+    o.slice = SliceMembership{flags.slice, shape->ToString(), static_cast<int>(*worker)};
+    setup.devices = std::make_unique<EmulatedDevices>(*devices);
+  } else {
+    if (has_slice) {
+      return InvalidArgument("--slice: " + o.generation +
+                             " is built from cubes; use --cube, --block and --coord");
+    }
+    if (flags.cube.empty()) return InvalidArgument("--cube: required for " + o.generation);
+    if (!IsSafeName(flags.cube)) {
+      return InvalidArgument("--cube: '" + flags.cube + "' must be of [A-Za-z0-9._-]");
+    }
+    if (flags.block.empty()) return InvalidArgument("--block: required for " + o.generation);
+    if (!IsSafeName(flags.block)) {
+      return InvalidArgument("--block: '" + flags.block + "' must be of [A-Za-z0-9._-]");
+    }
+    if (flags.coord.empty()) return InvalidArgument("--coord: required, e.g. 0,1,3");
+    auto coord = ParseCoord(flags.coord);
+    if (!coord.ok()) return coord.status();
+    auto devices = EmulatedDevices::ForCubeHost(*coord);
+    if (!devices.ok()) return InvalidArgument("--" + devices.status().message());
+    o.cube = CubeMembership{flags.cube, flags.block, *coord};
+    setup.devices = std::make_unique<EmulatedDevices>(*devices);
+  }
+  const int host_chips = static_cast<EmulatedDevices*>(setup.devices.get())->chips();
+  if (!flags.chips.empty()) {
+    auto chips = ParseInt(flags.chips);
+    if (!chips || *chips != host_chips) {
+      return InvalidArgument("--chips: '" + flags.chips + "' does not match this host: it has " +
+                             std::to_string(host_chips) + " chips");
+    }
+  }
+
+  for (const std::string& label : flags.labels) {
+    size_t eq = label.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return InvalidArgument("--label: '" + label + "' must be key=value");
+    }
+    o.labels[label.substr(0, eq)] = label.substr(eq + 1);
+  }
+  TESSERA_RETURN_IF_ERROR(ParseWarmFlags(flags, o.warm));
+  return setup;
+}
+
+Status RunAgent(AgentSetup setup) {
+  // SIGTERM and SIGINT are taken synchronously by this thread; every thread started from here
+  // on inherits the blocked mask (workers get a clean one from the launcher).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  ::pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  Agent agent(std::move(setup.options), std::move(setup.devices));
+  Status started = agent.Start();
+  if (!started.ok()) return started;
+  Status result;
+  while (true) {
+    timespec tick{0, 200 * 1000 * 1000};
+    int sig = ::sigtimedwait(&signals, nullptr, &tick);
+    if (sig == SIGTERM || sig == SIGINT) break;
+    result = agent.fatal_error();
+    if (!result.ok()) break;
+  }
+  agent.Shutdown();
+  return result;
+}
+
+}  // namespace tessera::agent
