@@ -20,6 +20,13 @@ Json ElasticDoc(const std::string& name, Json slices, Json failure_policy,
 class RecoveryTest : public ControllerTest {
  protected:
   Json Status(const std::string& job) { return Ok(c_->GetJob(job))["status"]; }
+  // The job's next attempt is placed (Starting) on `slices` slices; returns its status.
+  Json ExpectStarting(const std::string& job, int slices) {
+    Json st = Status(job);
+    EXPECT_EQ(st["phase"], "Starting");
+    EXPECT_EQ(st["slices"], slices);
+    return st;
+  }
   std::vector<std::string> AllHosts() {
     std::vector<std::string> out;
     for (int s = 0; s < 2; ++s)
@@ -274,10 +281,7 @@ TEST_F(RecoveryTest, HostLossWithPauseWaitsForTheHostAndComesBackAtFullSize) {
   // The host comes back.
   Ok(controller::Beat(*c_, HostName(1, 1), {{"workers", Json::array()}, {"revision", 1'000'000}}));
   EXPECT_TRUE(c_->Tick().ok());
-  st = Status("train");
-  EXPECT_EQ(st["phase"], "Starting");
-  EXPECT_EQ(st["slices"], 2);
-  EXPECT_EQ(st["attempt"], 1);
+  EXPECT_EQ(ExpectStarting("train", 2)["attempt"], 1);
 }
 
 TEST_F(RecoveryTest, HostLossFailsTheJobWhenOnHostLossIsFail) {
@@ -323,10 +327,7 @@ TEST_F(RecoveryTest, ResizeShrinksAtOnceAndGrowsBackAfterTheNextCheckpoint) {
   // A grow-back is not a failure: SIGTERM with the grace period, so the workers can save.
   EXPECT_FALSE(Ok(c_->Assignments(HostName(0, 0))).contains("stop"));
   ConfirmAll();
-  st = Status("train");
-  EXPECT_EQ(st["phase"], "Starting");
-  EXPECT_EQ(st["slices"], 2);
-  EXPECT_EQ(st["failures"], 1);
+  EXPECT_EQ(ExpectStarting("train", 2)["failures"], 1);
 }
 
 TEST_F(RecoveryTest, AHostLostDuringARestartLetsResizeTakeFewerSlices) {

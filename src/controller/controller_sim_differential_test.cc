@@ -61,9 +61,8 @@ std::vector<AttemptRecord> RunSimulator() {
 class HeadVsSimulatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto opened = store::MemoryStore::Open();
-    ASSERT_TRUE(opened.ok());
-    store_ = std::move(opened).value();
+    store_ = OpenMemoryStore();
+    ASSERT_NE(store_, nullptr);
     ControllerOptions options;
     // A lease expires when a host is silent for more than lease_ms: 59,999 ms expires at the
     // same millisecond the simulator notices the failure, detect_s after it.

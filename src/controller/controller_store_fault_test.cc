@@ -14,9 +14,8 @@ namespace {
 class StoreFaultTest : public ControllerTest {
  protected:
   void SetUp() override {
-    auto opened = store::MemoryStore::Open();
-    ASSERT_TRUE(opened.ok());
-    inner_ = std::move(opened).value();
+    inner_ = OpenMemoryStore();
+    ASSERT_NE(inner_, nullptr);
     faulty_ = std::make_unique<store::FaultyStore>(*inner_);
     c_ = std::make_unique<Controller>(*faulty_, clock_, ControllerOptions{});
     ASSERT_TRUE(c_->Load().ok());

@@ -66,12 +66,17 @@ ApiError Err(const ApiResult<T>& r) {
   return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
 }
 
+inline std::unique_ptr<store::Store> OpenMemoryStore() {
+  auto opened = store::MemoryStore::Open();
+  EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+  return opened.ok() ? std::move(opened).value() : nullptr;
+}
+
 class ControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto opened = store::MemoryStore::Open();
-    ASSERT_TRUE(opened.ok());
-    store_ = std::move(opened).value();
+    store_ = OpenMemoryStore();
+    ASSERT_NE(store_, nullptr);
     Start();
   }
   void Start() {
