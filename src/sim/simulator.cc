@@ -1,70 +1,17 @@
 #include "sim/simulator.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <map>
-#include <queue>
-#include <set>
 
 #include "common/rng.h"
-#include "workload/train_lifecycle.h"
+#include "sim/simulator_internal.h"
 
 namespace tessera::sim {
 namespace {
 
-// Appended only: the values are folded into the event hash.
-enum class EventType : uint8_t {
-  kArrival,
-  kFinish,
-  kHostFail,
-  kHostRepair,
-  kCubeFail,
-  kCubeRepair,
-  kSample,
-  // With failures on (the lifecycle drives the jobs):
-  kDetect,      // a host's failure is noticed (a: host, b: its failure count)
-  kStarted,     // a restarted run's start-up delay is over (a: job, b: run epoch)
-  kCheckpoint,  // a running job checkpoints (a: job, b: run epoch)
-  kGrowCheck,   // a shrunk job's grow-back timer (a: job, b: run epoch)
-};
-
-struct Event {
-  int64_t time;
-  uint64_t seq;
-  EventType type;
-  uint32_t a;  // job, host or cube
-  // A job's run epoch (events of an interrupted run are stale), a host's failure count, or
-  // 1 + the index of a scripted fault (kHostFail, kHostRepair; 0: a random one).
-  uint32_t b;
-  bool operator>(const Event& o) const { return std::tie(time, seq) > std::tie(o.time, o.seq); }
-};
-
-// kStopping: the lifecycle stopped the job's attempt and waits for a lost host to be noticed
-// before its chips are released (TrainJobStatus::stopping); it is neither running nor queued.
-enum class Phase : uint8_t { kNotArrived, kQueued, kRunning, kStopping, kDone, kNever, kFailed };
-
-struct JobState {
-  Phase phase = Phase::kNotArrived;
-  std::vector<OwnerId> owners;  // one per slice held
-  uint32_t next_slot = 0;
-  uint32_t epoch = 0;
-  int64_t work_total = 0;      // slice-seconds
-  int64_t work_saved = 0;      // at the last checkpoint
-  int64_t run_start = 0;       // start of the current run segment (chips reserved)
-  int64_t progress_start = 0;  // the run makes progress from here (after the start-up delay)
-  int64_t finish_at = 0;       // when the current run will finish
-  int64_t broken_at = -1;      // a host of the current run failed then: no progress after it
-};
-
-constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
-constexpr uint64_t kFnvPrime = 0x100000001b3ull;
-// The lifecycle's clock is milliseconds, and it reads 0 as "unknown": trace time 0 is 1 s.
-constexpr int64_t kClockOffsetMs = 1000;
-
 double Exponential(Rng& rng, double mean) { return -std::log(1.0 - rng.UniformDouble()) * mean; }
 int64_t Seconds(double s) { return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(s))); }
-int64_t WholeSeconds(double s) { return std::max<int64_t>(0, static_cast<int64_t>(std::ceil(s))); }
 
 double Percentile(const std::vector<int64_t>& sorted, double p) {
   if (sorted.empty()) return 0;
@@ -73,198 +20,9 @@ double Percentile(const std::vector<int64_t>& sorted, double p) {
   return static_cast<double>(sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1]);
 }
 
-bool IsFailure(const std::string& end_reason) {
-  return end_reason == FailureKindName(FailureKind::kHostLost) ||
-         end_reason == FailureKindName(FailureKind::kWorkerFailed) ||
-         end_reason == FailureKindName(FailureKind::kHang);
-}
+}  // namespace
 
-class SimulatorImpl final : public Simulator, public SchedulingContext {
- public:
-  SimulatorImpl(const Inventory& cluster, const std::vector<SimJob>& jobs, const SimOptions& o,
-                const SlicePlanner& planner)
-      : inv_(cluster),
-        jobs_(jobs),
-        options_(o),
-        planner_(planner),
-        scheduler_(o.admission == AdmissionKind::kKueue ||
-                           o.admission == AdmissionKind::kKueueStrict
-                       ? MakeAdmissionScheduler(o.admission, planner.options(), o.kueue)
-                       : MakeScheduler(o.admission)),
-        lifecycle_(o.failures.enabled()),
-        train_(TrainLifecycleOptions{static_cast<int64_t>(o.failures.detect_s * 1000)}),
-        view_(*this),
-        state_(jobs.size()),
-        host_down_(cluster.hosts().size(), 0) {
-    if (lifecycle_) {
-      train_jobs_.resize(jobs.size());
-      sized_ = jobs;
-      sized_version_.assign(jobs.size(), -1);
-      host_failures_.assign(cluster.hosts().size(), 0);
-      failed_at_.assign(cluster.hosts().size(), -1);
-      detect_at_.assign(cluster.hosts().size(), -1);
-      failed_under_.assign(cluster.hosts().size(), kNoJob);
-      permanent_.assign(cluster.hosts().size(), false);
-    }
-  }
-
-  Result<SimResult> Run();
-
-  // Simulator
-  int64_t now() const override { return now_; }
-  const Inventory& inventory() const override { return inv_; }
-  Status CheckInvariants() const override;
-
-  // SchedulingContext
-  const SimJob& job(JobIndex j) const override { return Sized(j); }
-  PlanResult Plan(JobIndex j) const override { return planner_.Plan(inv_, Sized(j).request); }
-  PlanResult PlanOn(const Inventory& scratch, JobIndex j) const override {
-    return planner_.Plan(scratch, Sized(j).request);
-  }
-  void Start(JobIndex j, const PlanResult& plan) override;
-  void Preempt(JobIndex victim, JobIndex for_job) override;
-  std::vector<RunningJobView> Running() const override;
-  std::vector<OwnerId> OwnersOf(JobIndex j) const override { return state_[j].owners; }
-
- private:
-  static constexpr JobIndex kNoJob = ~JobIndex{0};
-
-  // The lifecycle's view of the simulated cluster.
-  class View final : public ClusterView {
-   public:
-    explicit View(const SimulatorImpl& sim) : sim_(sim) {}
-    // Lost: down, and its failure has been noticed (the head's lease ran out).
-    bool HostLost(const std::string& host) const override {
-      const HostId h = sim_.HostOf(host);
-      return sim_.host_down_[h.value()] > 0 && sim_.detect_at_[h.value()] >= 0 &&
-             sim_.detect_at_[h.value()] <= sim_.now_;
-    }
-    int LargestFitWithoutJob(const TrainJob& job, int lo, int hi) const override {
-      const JobIndex j = static_cast<JobIndex>(job.uid);
-      Inventory without = sim_.inv_;
-      for (OwnerId o : sim_.state_[j].owners) without.Release(o);
-      return sim_.LargestFit(without, j, lo, hi);
-    }
-
-   private:
-    const SimulatorImpl& sim_;
-  };
-
-  void Push(int64_t time, EventType type, uint32_t a, uint32_t b = 0) {
-    events_.push(Event{time, seq_++, type, a, b});
-  }
-  void Mix(uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      hash_ ^= (v >> (8 * i)) & 0xff;
-      hash_ *= kFnvPrime;
-    }
-  }
-  void Advance(int64_t t) {
-    allocated_chip_s_ += static_cast<double>(inv_.owned_chips()) * static_cast<double>(t - now_);
-    now_ = t;
-  }
-  int64_t HeldChips(JobIndex j) const {
-    return static_cast<int64_t>(state_[j].owners.size()) * jobs_[j].slice_chips;
-  }
-  int64_t NowMs() const { return now_ * 1000 + kClockOffsetMs; }
-  static std::string HostName(HostId h) { return std::to_string(h.value()); }
-  // Names are the simulator's own (HostName), so they always parse.
-  static HostId HostOf(const std::string& name) {
-    uint32_t v = 0;
-    std::from_chars(name.data(), name.data() + name.size(), v);
-    return HostId(v);
-  }
-  // The job's request as the scheduler should see it: after a restart the lifecycle may allow a
-  // range of sizes, and the job asks for the largest that fits now (as the head's scheduler
-  // does), or the smallest when none fits.
-  const SimJob& Sized(JobIndex j) const;
-  // The largest n in [lo, hi] such that n slices of j's shape fit `inv`; 0 when none does.
-  int LargestFit(const Inventory& inv, JobIndex j, int lo, int hi) const;
-  // Reserves each slice of `plan` under a new owner of `j`. Plans come from the planner on the
-  // live inventory, so a failure here is a bug; it is recorded and ends the run.
-  bool Reserve(JobIndex j, const PlanResult& plan);
-  // Starts a run segment at now_ that makes progress after `delay_s`.
-  void BeginRun(JobIndex j, int64_t delay_s = 0);
-  // Ends the current run segment at now_: keeps work up to the last checkpoint (before the run
-  // broke, if it did), counts the rest and the chip-time held without progress as lost.
-  void Interrupt(JobIndex j, bool count_restart = true);
-  void ReleaseAll(JobIndex j);
-  void Requeue(JobIndex j);
-  void Finish(JobIndex j);
-  void Arrive(JobIndex j);
-  void HostDown(HostId h);
-  void HostUp(HostId h);
-  void TakeSample();
-  bool Settled() const { return settled_ == jobs_.size(); }
-
-  // The lifecycle driver (failures on).
-  void PlaceAttempt(JobIndex j, const PlanResult& plan);
-  void RunStarted(JobIndex j);  // the start-up delay is over: workers run, progress begins
-  void Detect(HostId h);
-  void Checkpoint(JobIndex j);
-  void GrowCheck(JobIndex j);
-  // Confirms the stop on every host that is up, then applies the step's effects.
-  void Apply(JobIndex j, Effects effects);
-  int64_t StepAt(JobIndex j, int64_t t) const;  // work done by time t, in slice-seconds
-
-  Inventory inv_;
-  const std::vector<SimJob>& jobs_;
-  const SimOptions& options_;
-  const SlicePlanner& planner_;
-  std::unique_ptr<SimScheduler> scheduler_;
-  const bool lifecycle_;
-  const TrainLifecycle train_;
-  const View view_;
-  std::vector<JobState> state_;
-  std::vector<int> host_down_;  // failures in effect on each host (host and cube failures)
-  // Lifecycle only.
-  std::vector<TrainJob> train_jobs_;
-  mutable std::vector<SimJob> sized_;           // jobs_ with the restart size
-  mutable std::vector<int64_t> sized_version_;  // inventory version sized_[j] was planned at
-  int64_t inv_version_ = 0;                     // bumped on every reserve, release, health change
-  std::vector<uint32_t> host_failures_;         // per host: failures so far
-  std::vector<int64_t> failed_at_;              // per host: its last failure
-  std::vector<int64_t> detect_at_;              // per host: when that failure is noticed
-  std::vector<JobIndex> failed_under_;          // per host: the job on it when it failed
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
-  uint64_t seq_ = 0;
-  uint64_t hash_ = kFnvOffset;
-  int64_t now_ = 0;
-  size_t next_arrival_ = 0;
-  size_t settled_ = 0;
-  std::set<JobIndex> running_;
-  int64_t down_hosts_ = 0;  // down because of an injected failure (not unhealthy from the start)
-  int64_t permanent_down_ = 0;   // of those, down for good (scripted faults without a repair)
-  std::vector<bool> permanent_;  // per host (lifecycle only)
-  Status error_;
-  double allocated_chip_s_ = 0;
-  double lost_chip_s_ = 0;
-  double asked_chip_s_ = 0;  // what the trace asked (accelerators x run time)
-  double ttr_sum_s_ = 0;
-  SimResult r_;
-};
-
-const SimJob& SimulatorImpl::Sized(JobIndex j) const {
-  if (!lifecycle_) return jobs_[j];
-  const TrainJob& tj = train_jobs_[j];
-  if (tj.status.restart_min <= 0) return jobs_[j];
-  if (sized_version_[j] != inv_version_) {
-    const auto [lo, hi] = tj.SizeRange();
-    const int fit = lo < hi ? LargestFit(inv_, j, lo, hi) : 0;
-    sized_[j].request.num_slices = fit > 0 ? fit : lo;
-    sized_version_[j] = inv_version_;
-  }
-  return sized_[j];
-}
-
-int SimulatorImpl::LargestFit(const Inventory& inv, JobIndex j, int lo, int hi) const {
-  SliceRequest request = jobs_[j].request;
-  for (int n = hi; n >= lo && n > 0; --n) {
-    request.num_slices = n;
-    if (planner_.Plan(inv, request).placed()) return n;
-  }
-  return 0;
-}
+namespace detail {
 
 bool SimulatorImpl::Reserve(JobIndex j, const PlanResult& plan) {
   JobState& s = state_[j];
@@ -330,156 +88,6 @@ void SimulatorImpl::Start(JobIndex j, const PlanResult& plan) {
     return;
   }
   BeginRun(j);
-}
-
-void SimulatorImpl::PlaceAttempt(JobIndex j, const PlanResult& plan) {
-  TrainJob& tj = train_jobs_[j];
-  const std::vector<AttemptRecord>& attempts = tj.status.attempts;
-  // A restart the lifecycle decided (after a failure, or to grow back) pays the restart costs;
-  // first starts and restarts after a preemption do not (runs without failures never pay).
-  const bool restart = !attempts.empty() && (IsFailure(attempts.back().end_reason) ||
-                                             attempts.back().end_reason == "GrowBack");
-  const int before = attempts.empty() ? 0 : attempts.back().slices;
-  AttemptPlacement placement;
-  for (const SlicePlacement& slice : plan.slices) {
-    std::vector<std::string> hosts;
-    for (HostId h : slice.hosts) hosts.push_back(HostName(h));
-    placement.hosts.push_back(std::move(hosts));
-    placement.slice_names.push_back("slice-" + std::to_string(placement.slice_names.size()));
-  }
-  Effects e = train_.Place(tj, placement, NowMs());
-  const int after = tj.slices();
-  if (before > 0 && after < before) ++r_.shrinks;
-  if (before > 0 && after > before) ++r_.grows;
-  const FailureOptions& f = options_.failures;
-  const int64_t delay = restart ? WholeSeconds(f.schedule_s + f.start_s + f.restore_s) : 0;
-  BeginRun(j, delay);
-  Apply(j, std::move(e));
-}
-
-void SimulatorImpl::RunStarted(JobIndex j) {
-  TrainJob& tj = train_jobs_[j];
-  const JobState& s = state_[j];
-  Effects e;
-  int64_t pid = 1;
-  for (const auto& [rank, w] : std::map<int, WorkerStatus>(tj.status.workers))
-    e.Merge(train_.WorkerRunning(tj, rank, pid++, NowMs()));
-  const std::vector<AttemptRecord>& attempts = tj.status.attempts;
-  const bool resumed = s.work_saved > 0;
-  if (resumed) {
-    ProgressInput restore;
-    restore.type = ProgressInput::Type::kRestore;
-    restore.rank = 0;
-    restore.step = s.work_saved;
-    restore.seconds = options_.failures.restore_s;
-    e.Merge(train_.Progress(tj, restore, view_, NowMs()));
-  }
-  // The first step of the attempt: what the head's recovery figures count to.
-  ProgressInput first;
-  first.rank = 0;
-  first.step = s.work_saved;
-  first.time_ms = NowMs();
-  e.Merge(train_.Progress(tj, first, view_, NowMs()));
-  if (attempts.size() >= 2)
-    if (auto fig = ComputeRecoveryFigures(attempts[attempts.size() - 2], attempts.back());
-        fig && fig->time_to_recover_ms >= 0) {
-      ++r_.recoveries;
-      ttr_sum_s_ += static_cast<double>(fig->time_to_recover_ms) / 1000.0;
-    }
-  Apply(j, std::move(e));
-}
-
-int64_t SimulatorImpl::StepAt(JobIndex j, int64_t t) const {
-  const JobState& s = state_[j];
-  const int64_t k = static_cast<int64_t>(s.owners.size());
-  return std::min(s.work_total, s.work_saved + k * std::max<int64_t>(0, t - s.progress_start));
-}
-
-void SimulatorImpl::Checkpoint(JobIndex j) {
-  TrainJob& tj = train_jobs_[j];
-  const JobState& s = state_[j];
-  ProgressInput p;
-  p.type = ProgressInput::Type::kProgress;
-  p.rank = 0;
-  p.step = StepAt(j, now_);
-  p.time_ms = NowMs();
-  Effects e = train_.Progress(tj, p, view_, NowMs());
-  p.type = ProgressInput::Type::kCheckpoint;
-  e.Merge(train_.Progress(tj, p, view_, NowMs()));
-  const int64_t next = now_ + options_.failures.checkpoint_interval_s;
-  const uint32_t epoch = s.epoch;
-  Apply(j, std::move(e));  // may stop the run for a grow-back
-  if (state_[j].phase == Phase::kRunning && state_[j].epoch == epoch && next < state_[j].finish_at)
-    Push(next, EventType::kCheckpoint, j, epoch);
-}
-
-void SimulatorImpl::GrowCheck(JobIndex j) {
-  TrainJob& tj = train_jobs_[j];
-  const uint32_t epoch = state_[j].epoch;
-  Apply(j, train_.Tick(tj, view_, NowMs()));
-  if (state_[j].phase != Phase::kRunning || state_[j].epoch != epoch ||
-      tj.slices() >= tj.spec.max_slices)
-    return;
-  // The lifecycle moved its timer unless it skipped the check (the attempt not running yet).
-  const int64_t next = (tj.runtime.next_grow_check_ms - kClockOffsetMs + 999) / 1000;
-  Push(next > now_ ? next : now_ + std::max<int64_t>(1, options_.failures.grow_back_interval_s),
-       EventType::kGrowCheck, j, epoch);
-}
-
-void SimulatorImpl::Detect(HostId h) {
-  const JobIndex j = failed_under_[h.value()];
-  failed_under_[h.value()] = kNoJob;
-  if (j == kNoJob || Finished(train_jobs_[j].status.phase)) return;
-  TrainJob& tj = train_jobs_[j];
-  const int failures = tj.status.failures;
-  Effects e = train_.HostLost(tj, HostName(h), failed_at_[h.value()] * 1000 + kClockOffsetMs,
-                              "host down (simulated failure)", view_, NowMs());
-  if (tj.status.failures > failures) {
-    ++r_.interrupted_jobs;
-    Mix(0x4641494cull);  // "FAIL"
-    Mix(j);
-  }
-  Apply(j, std::move(e));
-}
-
-void SimulatorImpl::Apply(JobIndex j, Effects e) {
-  TrainJob& tj = train_jobs_[j];
-  JobState& s = state_[j];
-  sized_version_[j] = -1;  // the step may have changed the sizes a restart may take
-  if (tj.status.stopping) {
-    // The simulator's hosts confirm a stop at once; a down host cannot, and the stop waits for
-    // its loss to be noticed (Detect).
-    const std::set<std::string> hosts = tj.runtime.unconfirmed;
-    for (const std::string& host : hosts)
-      if (host_down_[HostOf(host).value()] == 0) e.Merge(train_.ConfirmStopped(tj, host, NowMs()));
-  }
-  Mix(static_cast<uint64_t>(tj.status.phase));
-  if (tj.status.stopping) {
-    if (s.phase == Phase::kRunning) {
-      s.phase = Phase::kStopping;
-      running_.erase(j);
-      ++s.epoch;  // its pending finish, checkpoints and timers are stale
-    }
-    return;
-  }
-  if (!e.release_chips || s.owners.empty()) return;
-  const JobPhase phase = tj.status.phase;
-  if (phase == JobPhase::kSucceeded) return;  // Finish releases
-  const bool grow_back =
-      !tj.status.attempts.empty() && tj.status.attempts.back().end_reason == "GrowBack";
-  Interrupt(j, phase == JobPhase::kPending && !grow_back);
-  ReleaseAll(j);
-  if (phase == JobPhase::kPending) {
-    Requeue(j);
-  } else if (phase == JobPhase::kFailed) {
-    s.phase = Phase::kFailed;
-    r_.outcomes[j].state = JobOutcome::State::kFailed;
-    r_.outcomes[j].reason = tj.status.message;
-    ++settled_;
-  } else {
-    error_ = Internal("job " + jobs_[j].spec.name + ": the lifecycle released its chips in phase " +
-                      JobPhaseName(phase));
-  }
 }
 
 void SimulatorImpl::Interrupt(JobIndex j, bool count_restart) {
@@ -608,43 +216,6 @@ void SimulatorImpl::Arrive(JobIndex j) {
     train_jobs_[j] = TrainLifecycle::Create(std::move(spec), "", j, NowMs());
   }
   Requeue(j);
-}
-
-void SimulatorImpl::HostDown(HostId h) {
-  if (host_down_[h.value()]++ > 0) return;
-  ++down_hosts_;
-  ++inv_version_;
-  if (Status st = inv_.SetHealth(h, Health::kDown); !st.ok() && error_.ok())
-    error_ = Internal("host " + inv_.HostName(h) + ": marking it down: " + st.message());
-  const uint32_t count = ++host_failures_[h.value()];
-  failed_at_[h.value()] = now_;
-  detect_at_[h.value()] = now_ + WholeSeconds(options_.failures.detect_s);
-  Push(detect_at_[h.value()], EventType::kDetect, h.value(), count);
-  const OwnerId owner = inv_.host(h).owner;
-  if (!owner.valid()) return;
-  const JobIndex j = static_cast<JobIndex>(owner.value() >> 16);
-  failed_under_[h.value()] = j;
-  JobState& s = state_[j];
-  if (s.phase != Phase::kRunning || s.broken_at >= 0) return;
-  // The run is broken: it makes no more progress, its pending finish, checkpoints and timers
-  // are stale, and its workers' last steps are the ones before the failure.
-  s.broken_at = now_;
-  ++s.epoch;
-  if (now_ > s.progress_start) {
-    ProgressInput last;
-    last.rank = 0;
-    last.step = StepAt(j, now_);
-    last.time_ms = NowMs();
-    Apply(j, train_.Progress(train_jobs_[j], last, view_, NowMs()));
-  }
-}
-
-void SimulatorImpl::HostUp(HostId h) {
-  if (--host_down_[h.value()] > 0) return;
-  --down_hosts_;
-  ++inv_version_;
-  if (Status st = inv_.SetHealth(h, Health::kHealthy); !st.ok() && error_.ok())
-    error_ = Internal("host " + inv_.HostName(h) + ": marking it healthy: " + st.message());
 }
 
 void SimulatorImpl::TakeSample() {
@@ -897,7 +468,7 @@ Result<SimResult> SimulatorImpl::Run() {
   return std::move(r_);
 }
 
-}  // namespace
+}  // namespace detail
 
 std::vector<SimJob> MapJobs(const Workload& workload, const Inventory& cluster,
                             const ShapeMap& map) {
@@ -950,7 +521,7 @@ Result<SimResult> RunSimulation(const Inventory& cluster, const std::vector<SimJ
 
 Result<SimResult> RunSimulation(const Inventory& cluster, const std::vector<SimJob>& jobs,
                                 const SimOptions& options, const SlicePlanner& planner) {
-  SimulatorImpl sim(cluster, jobs, options, planner);
+  detail::SimulatorImpl sim(cluster, jobs, options, planner);
   return sim.Run();
 }
 
