@@ -232,10 +232,7 @@ bool Cycle::TryAdmit(int qi, int wi) {
   if (!StaticCheck(w.request).possible || w.chips() > quota_.Ceiling(qi)) return false;
   if (quota_.Over(qi, w.chips()) <= 0) {
     PlanResult plan = PlanNow(w.request);
-    if (plan.placed()) {
-      Reserve(qi, wi, std::move(plan));
-      return true;
-    }
+    if (plan.placed() && Reserve(qi, wi, std::move(plan))) return true;
   }
   return PolicyMayPreempt(qi) && TryPreempt(qi, wi);
 }
@@ -363,7 +360,7 @@ bool Cycle::TryPreempt(int qi, int wi) {
               " workload(s), " + Chips(p.cost.chips) + ", highest priority " +
               std::to_string(p.cost.max_priority) + ", to place " + w.request.shape.ToString() +
               (w.request.num_slices > 1 ? " x" + std::to_string(w.request.num_slices) : "");
-  Reserve(qi, wi, std::move(found.plan));
+  if (!Reserve(qi, wi, std::move(found.plan))) return false;
   out_.preemptions.push_back(std::move(p));
   return true;
 }
@@ -378,12 +375,13 @@ std::vector<WorkloadId> Cycle::EvictedOn(const PlanResult& plan) const {
   return out;
 }
 
-void Cycle::Reserve(int qi, int wi, PlanResult plan) {
+bool Cycle::Reserve(int qi, int wi, PlanResult plan) {
   const Workload& w = W(wi);
   Status st = ApplyPlan(inv_, OwnerOf(w.id), plan);
-  // The plan was made on inv_ a moment ago; a failure here is a broken invariant.
+  // The plan was made on inv_ a moment ago; a failure here is a broken invariant. Without
+  // asserts, the workload is then simply not admitted this cycle.
   assert(st.ok());
-  (void)st;
+  if (!st.ok()) return false;
   quota_.Add(qi, w.chips());
   admitted_[wi] = 1;
   Running r;
@@ -401,6 +399,7 @@ void Cycle::Reserve(int qi, int wi, PlanResult plan) {
   a.borrowed_chips = std::max<int64_t>(0, quota_.queues[qi].used - quota_.queues[qi].nominal);
   a.placement = std::move(plan);
   out_.admissions.push_back(std::move(a));
+  return true;
 }
 
 }  // namespace tessera::admission_internal

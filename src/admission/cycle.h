@@ -171,7 +171,8 @@ class Cycle {
   PlanResult PlanNow(const SliceRequest& req);
   bool TryAdmit(int qi, int wi);
   bool TryPreempt(int qi, int wi);
-  void Reserve(int qi, int wi, PlanResult plan);
+  // False (nothing changed) only if the plan no longer applies, a broken invariant.
+  bool Reserve(int qi, int wi, PlanResult plan);
   bool MayPreempt(int qi, const Workload& w, bool within_nominal, const Running& r) const;
   bool PolicyMayPreempt(int qi) const;
   std::vector<WorkloadId> EvictedOn(const PlanResult& plan) const;

@@ -469,7 +469,9 @@ void Head::Stop() {
   std::lock_guard lock(m.proxy_mu);
   for (auto& [t, client] : m.proxies)
     if (t.joinable()) t.join();
-  if (m.store) (void)m.store->Close();
+  if (m.store)
+    if (Status closed = m.store->Close(); !closed.ok())
+      std::fprintf(stderr, "head: closing the store failed: %s\n", closed.ToString().c_str());
 }
 
 }  // namespace tessera::api

@@ -75,7 +75,7 @@ void Run(const PlanFlags& f) {
   for (int marked = 0; marked < f.down_hosts;) {
     const HostId h(static_cast<uint32_t>(down_rng.Uniform(inv.hosts().size())));
     if (inv.host(h).health == Health::kDown) continue;
-    (void)inv.SetHealth(h, Health::kDown);
+    if (Status s = inv.SetHealth(h, Health::kDown); !s.ok()) throw CommandError(s.message());
     ++marked;
   }
 

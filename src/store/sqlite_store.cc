@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -158,7 +159,9 @@ class Transaction {
   ~Transaction() {
     if (!done_) {
       ScopedReset reset(rollback_);
-      (void)StepDone(rollback_);
+      // A destructor cannot return it: say so, the connection's next statement fails too.
+      if (const int rc = StepDone(rollback_); rc != SQLITE_OK)
+        std::fprintf(stderr, "store: rollback failed: %s\n", sqlite3_errstr(rc));
     }
   }
   void MarkCommitted() { done_ = true; }
@@ -175,7 +178,8 @@ SqliteStore::SqliteStore(std::string path, const Options& options)
 
 SqliteStore::~SqliteStore() {
   std::lock_guard<std::mutex> lock(mu_);
-  (void)CloseLocked();
+  if (Status s = CloseLocked(); !s.ok())
+    std::fprintf(stderr, "store: closing %s failed: %s\n", path_.c_str(), s.ToString().c_str());
 }
 
 Status SqliteStore::Error(int rc, std::string_view what) const {
@@ -223,7 +227,8 @@ Result<std::unique_ptr<Store>> SqliteStore::Open(const std::string& path, const 
   std::unique_ptr<SqliteStore> store(new SqliteStore(path, options));
   std::lock_guard<std::mutex> lock(store->mu_);
   if (Status s = store->OpenLocked(); !s.ok()) {
-    (void)store->CloseLocked();
+    if (Status closed = store->CloseLocked(); !closed.ok())
+      return Status(s.code(), s.message() + "; closing it failed too: " + closed.message());
     return s;
   }
   return std::unique_ptr<Store>(std::move(store));
@@ -312,7 +317,9 @@ Status SqliteStore::OpenLocked() {
     return Status::Ok();
   }();
   if (!schema.ok()) {
-    (void)Exec("ROLLBACK");
+    if (Status rolled_back = Exec("ROLLBACK"); !rolled_back.ok())
+      return Status(schema.code(),
+                    schema.message() + "; the rollback failed too: " + rolled_back.message());
     return schema;
   }
   TESSERA_RETURN_IF_ERROR(Exec("COMMIT"));
