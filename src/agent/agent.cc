@@ -168,9 +168,15 @@ void Agent::Shutdown() {
   }
   if (log_thread_.joinable()) log_thread_.join();
   if (server_) server_->Stop();
-  std::lock_guard<std::mutex> lock(mu_);
-  followers_.clear();
-  workers_.clear();  // joins the monitor threads (every worker has exited)
+  decltype(workers_) workers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    followers_.clear();
+    workers.swap(workers_);
+  }
+  // Destroying them joins their monitor threads (every worker has exited), outside mu_: an
+  // exit callback may still be waiting for it.
+  workers.clear();
 }
 
 Status Agent::fatal_error() const {
@@ -323,6 +329,9 @@ bool Agent::WorkerDoneLocked(const WorkerKey& key) const {
 void Agent::SendHeartbeat() {
   Heartbeat heartbeat;
   std::set<pid_t> groups;
+  // Workers forgotten below are destroyed after mu_ is released: ~WorkerProcess joins its
+  // monitor thread, whose exit callback takes mu_.
+  std::vector<std::shared_ptr<WorkerProcess>> forgotten;
   {
     std::lock_guard<std::mutex> lock(mu_);
     heartbeat.revision = revision_;
@@ -339,6 +348,7 @@ void Agent::SendHeartbeat() {
       if (!it->second.assigned && report.state == WorkerState::kExited) {
         // Stopped because it was unassigned, and now gone: the head no longer asks about it.
         RememberExitLocked(report);
+        forgotten.push_back(std::move(it->second.process));
         it = workers_.erase(it);
         continue;
       }
@@ -478,6 +488,9 @@ void Agent::StartWorkerLocked(const ParsedAssignment& parsed) {
 }
 
 void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream) {
+  // Destroyed after mu_ is released (see SendHeartbeat): a worker that exited a moment ago may
+  // still be in its exit callback, waiting for mu_.
+  std::vector<std::shared_ptr<WorkerProcess>> forgotten;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
@@ -543,6 +556,7 @@ void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream) 
         continue;
       }
       RememberExitLocked(ReportLocked(it->first, record));
+      forgotten.push_back(std::move(record.process));
       it = workers_.erase(it);
     }
     // Every withdrawn worker already gone: tell the head now rather than at the next beat, so
