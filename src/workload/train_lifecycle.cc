@@ -156,11 +156,7 @@ Effects TrainLifecycle::Evict(TrainJob& job, const Eviction& eviction, const Clu
                                                      std::to_string(eviction.grace_ms / 1000) +
                                                      " s to checkpoint, then the job is requeued"
                                                : "")));
-  BeginStopping(job, cluster, e);
-  if (job.runtime.unconfirmed.empty())
-    FinishStopping(job, now, e);
-  else
-    e.persist = true;
+  BeginStopping(job, cluster, now, e);
   return e;
 }
 
@@ -188,7 +184,7 @@ Effects TrainLifecycle::Delete(TrainJob& job, const ClusterView& cluster, int64_
 // ---------------------------------------------------------------------------------------------
 // The stop protocol
 
-void TrainLifecycle::BeginStopping(TrainJob& job, const ClusterView& cluster,
+void TrainLifecycle::BeginStopping(TrainJob& job, const ClusterView& cluster, int64_t now,
                                    Effects& effects) const {
   job.status.stopping = true;
   job.runtime.unconfirmed.clear();
@@ -198,6 +194,11 @@ void TrainLifecycle::BeginStopping(TrainJob& job, const ClusterView& cluster,
     if (MayRun(w.phase) && !cluster.HostLost(w.host)) job.runtime.unconfirmed.insert(w.host);
   effects.assignments_changed = true;
   effects.notify_hosts.merge(HostsOf(job));
+  // Nothing left to confirm (every worker exited, or their hosts are lost): done at once.
+  if (job.runtime.unconfirmed.empty())
+    FinishStopping(job, now, effects);
+  else
+    effects.persist = true;
 }
 
 void TrainLifecycle::FinishStopping(TrainJob& job, int64_t now, Effects& effects) const {
@@ -230,11 +231,7 @@ Effects TrainLifecycle::Stop(TrainJob& job, JobPhase phase, const std::string& r
   Effects e;
   e.events.push_back(phase == JobPhase::kFailed ? Warning(reason, message)
                                                 : Normal(reason, message));
-  BeginStopping(job, cluster, e);
-  if (job.runtime.unconfirmed.empty())
-    FinishStopping(job, now, e);
-  else
-    e.persist = true;
+  BeginStopping(job, cluster, now, e);
   return e;
 }
 
@@ -417,11 +414,7 @@ Effects TrainLifecycle::FailAttempt(TrainJob& job, FailureKind kind, std::vector
   st.message = message + "; failure " + std::to_string(st.failures) + " of " + budget +
                ": stopping every worker, then " + d.why;
   e.events.push_back(Normal("Restarting", st.message));
-  BeginStopping(job, cluster, e);
-  if (job.runtime.unconfirmed.empty())
-    FinishStopping(job, now, e);
-  else
-    e.persist = true;
+  BeginStopping(job, cluster, now, e);
   return e;
 }
 
@@ -538,11 +531,7 @@ Effects TrainLifecycle::BeginGrowBack(TrainJob& job, const ClusterView& cluster,
   st.message = "checkpoint at step " + std::to_string(st.last_checkpoint_step) +
                " saved; restarting at " + std::to_string(target) + " slices";
   e.events.push_back(Normal("GrowingBack", st.message));
-  BeginStopping(job, cluster, e);
-  if (job.runtime.unconfirmed.empty())
-    FinishStopping(job, now, e);
-  else
-    e.persist = true;
+  BeginStopping(job, cluster, now, e);
   return e;
 }
 

@@ -131,7 +131,10 @@ class TrainLifecycle {
                       const std::string& message, const ClusterView& cluster, int64_t now) const;
   Effects Stop(TrainJob& job, JobPhase phase, const std::string& reason, const std::string& message,
                const ClusterView& cluster, int64_t now) const;
-  void BeginStopping(TrainJob& job, const ClusterView& cluster, Effects& effects) const;
+  // Withdraws every assignment and lists the hosts that must confirm; finishes at once when
+  // none must.
+  void BeginStopping(TrainJob& job, const ClusterView& cluster, int64_t now,
+                     Effects& effects) const;
   void FinishStopping(TrainJob& job, int64_t now, Effects& effects) const;
   Effects CheckHang(TrainJob& job, const ClusterView& cluster, int64_t now) const;
   Effects CheckGrowBack(TrainJob& job, const ClusterView& cluster, int64_t now) const;
