@@ -105,7 +105,42 @@ TrainJob* Controller::FindJob(const std::string& name) {
 Json Controller::JobJson(const TrainJob& job) const { return api::TrainJobJson(job, NowMs()); }
 
 void Controller::Emit(const std::string& kind, const std::string& type, const Json& object) {
-  if (on_change_) on_change_(kind, type, object);
+  if (!on_change_) return;
+  ++changes_emitted_;
+  on_change_(kind, type, object);
+}
+
+Json Controller::ListJobs() const {
+  std::lock_guard lock(mu_);
+  return ListJobsLocked();
+}
+
+Json Controller::ListHosts() const {
+  std::lock_guard lock(mu_);
+  return ListHostsLocked();
+}
+
+Json Controller::ListEvents() const {
+  std::lock_guard lock(mu_);
+  return ListEventsLocked();
+}
+
+std::optional<Controller::VersionedList> Controller::ListWithVersion(
+    const std::string& kind) const {
+  std::lock_guard lock(mu_);
+  Json list;
+  if (kind == api::kTrainJobKind) {
+    list = ListJobsLocked();
+  } else if (kind == api::kHostKind) {
+    list = ListHostsLocked();
+  } else if (kind == api::kEventKind) {
+    list = ListEventsLocked();
+  } else if (kind == "ClusterQueue" || kind == "LocalQueue" || kind == "PriorityClass") {
+    list = ListQueueObjectsLocked(kind);
+  } else {
+    return std::nullopt;
+  }
+  return VersionedList{std::move(list), changes_emitted_};
 }
 
 Result<int64_t> Controller::CommitWithEvents(store::WriteBatch& batch, const std::string& object,

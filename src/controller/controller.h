@@ -34,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <variant>
@@ -114,6 +115,16 @@ class Controller {
   ApiResult<Json> DeleteJob(const std::string& name);
   Json ListHosts() const;
   Json ListEvents() const;
+  // For list-then-watch without a gap: the list of `kind` ("TrainJob", "Host", "Event",
+  // "ClusterQueue", "LocalQueue" or "PriorityClass"; the document the List* call above
+  // returns) and how many changes the change listener had been given when it was taken, read
+  // together under the lock. The listener's calls numbered after `changes` (counting from 1)
+  // are exactly the changes the list does not show. nullopt for another kind.
+  struct VersionedList {
+    Json list;
+    uint64_t changes = 0;
+  };
+  std::optional<VersionedList> ListWithVersion(const std::string& kind) const;
   // Where to read a worker's log: the agent's address and port, and the path on the agent.
   struct LogLocation {
     std::string address;
@@ -140,7 +151,7 @@ class Controller {
   Status Tick();
 
   // Called (with the lock held) after every change: kind is "TrainJob", "Host", "Event" or a
-  // queue kind; type is ADDED, MODIFIED or DELETED.
+  // queue kind; type is ADDED, MODIFIED or DELETED. Calls are counted (ListWithVersion).
   using ChangeListener =
       std::function<void(const std::string& kind, const std::string& type, const Json& object)>;
   void SetChangeListener(ChangeListener listener);
@@ -180,6 +191,11 @@ class Controller {
                      const std::string& message);
   void Emit(const std::string& kind, const std::string& type, const Json& object);
   Json JobJson(const TrainJob& job) const;
+  // The List* documents, with the lock held (the public calls lock and call these).
+  Json ListJobsLocked() const;
+  Json ListHostsLocked() const;
+  Json ListEventsLocked() const;
+  Json ListQueueObjectsLocked(const std::string& kind) const;
   TrainJob* FindJob(const std::string& name);
   int64_t NowMs() const { return clock_.NowMs(); }
 
@@ -245,6 +261,7 @@ class Controller {
   bool inventory_dirty_ = false;                  // host membership changed since the last rebuild
   std::vector<std::string> inventory_conflicts_;  // jobs whose stored hosts were taken
   ChangeListener on_change_;
+  uint64_t changes_emitted_ = 0;  // calls of on_change_ so far
   AssignmentListener on_assignments_;
 };
 

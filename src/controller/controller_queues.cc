@@ -127,26 +127,28 @@ Json Controller::QueueObjectJson(const std::string& kind, const QueueObject& o) 
   return out;
 }
 
+Json Controller::ListQueueObjectsLocked(const std::string& kind) const {
+  const auto& objects = kind == kClusterQueue ? cluster_queues_
+                        : kind == kLocalQueue ? local_queues_
+                                              : priority_classes_;
+  Json items = Json::array();
+  for (const auto& [name, o] : objects) items.push_back(QueueObjectJson(kind, o));
+  return {{"kind", kind + "List"}, {"items", items}};
+}
+
 Json Controller::ListClusterQueues() const {
   std::lock_guard lock(mu_);
-  Json items = Json::array();
-  for (const auto& [name, o] : cluster_queues_) items.push_back(QueueObjectJson(kClusterQueue, o));
-  return {{"kind", "ClusterQueueList"}, {"items", items}};
+  return ListQueueObjectsLocked(kClusterQueue);
 }
 
 Json Controller::ListLocalQueues() const {
   std::lock_guard lock(mu_);
-  Json items = Json::array();
-  for (const auto& [name, o] : local_queues_) items.push_back(QueueObjectJson(kLocalQueue, o));
-  return {{"kind", "LocalQueueList"}, {"items", items}};
+  return ListQueueObjectsLocked(kLocalQueue);
 }
 
 Json Controller::ListPriorityClasses() const {
   std::lock_guard lock(mu_);
-  Json items = Json::array();
-  for (const auto& [name, o] : priority_classes_)
-    items.push_back(QueueObjectJson(kPriorityClass, o));
-  return {{"kind", "PriorityClassList"}, {"items", items}};
+  return ListQueueObjectsLocked(kPriorityClass);
 }
 
 ApiResult<Json> Controller::DeleteQueueObject(const std::string& kind, const std::string& name) {

@@ -112,8 +112,7 @@ Status Controller::PersistHost(RegisteredHost& h, const std::vector<JobEvent>& e
   return Status::Ok();
 }
 
-Json Controller::ListHosts() const {
-  std::lock_guard lock(mu_);
+Json Controller::ListHostsLocked() const {
   Json items = Json::array();
   for (const auto& [name, h] : hosts_) items.push_back(HostJsonLocked(h));
   return {{"kind", "HostList"}, {"items", items}};

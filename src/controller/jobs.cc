@@ -83,8 +83,7 @@ ApiResult<Json> Controller::GetJob(const std::string& name) const {
   return JobJson(it->second);
 }
 
-Json Controller::ListJobs() const {
-  std::lock_guard lock(mu_);
+Json Controller::ListJobsLocked() const {
   std::vector<const TrainJob*> jobs;
   for (const auto& [name, job] : jobs_) jobs.push_back(&job);
   std::sort(jobs.begin(), jobs.end(),
@@ -128,8 +127,7 @@ ApiResult<Controller::LogLocation> Controller::LocateLog(const std::string& name
   return loc;
 }
 
-Json Controller::ListEvents() const {
-  std::lock_guard lock(mu_);
+Json Controller::ListEventsLocked() const {
   Json items = Json::array();
   for (const Event& e : events_.events()) items.push_back(api::EventJson(e));
   return {{"kind", "EventList"}, {"items", items}};

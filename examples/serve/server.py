@@ -1,0 +1,394 @@
+#!/usr/bin/env python3
+"""tessera's example model server: a small causal transformer behind an OpenAI-compatible API.
+
+  POST /v1/completions  prompt, max_tokens, temperature, stream, seed (completions.py); with
+                        "stream": true a text/event-stream of `data: {...}` chunks, one HTTP
+                        chunk per token, flushed as it is made, ending in `data: [DONE]`
+  GET  /healthz         200 once the model is built and every process of the group joined,
+                        503 before (and after the group failed)
+  GET  /v1/models       the one model served
+
+One replica is a group of TESSERA_GROUP_SIZE processes (one per host of the slice), tensor-
+parallel over torch.distributed gloo at MASTER_ADDR:MASTER_PORT; TESSERA_WORKER_INDEX 0, the
+leader, serves HTTP on PORT and drives the others (engine.py). A group of one does not use
+torch.distributed. Weights come from --seed (model.py): every replica of a Service computes the
+same function. Concurrent requests are batched: new requests are prefilled between decode
+steps, and one decode step serves every running sequence (up to --max-batch; more wait in
+arrival order, up to --max-queue, then 503).
+
+Run one process:  /usr/bin/python3 examples/serve/server.py --port 8000
+Run a group of 2 by hand (two shells):
+  TESSERA_GROUP_SIZE=2 TESSERA_WORKER_INDEX=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 PORT=8000 \
+      /usr/bin/python3 examples/serve/server.py
+  TESSERA_GROUP_SIZE=2 TESSERA_WORKER_INDEX=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 PORT=8001 \
+      /usr/bin/python3 examples/serve/server.py
+
+Logs are JSON lines on stderr ({"event": ..., fields}). Exit codes: 0 stopped by SIGTERM or
+SIGINT, 1 the group failed (a peer died or a collective timed out), 2 bad settings.
+"""
+
+import argparse
+import datetime
+import http.server
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import completions  # noqa: E402
+
+MAX_BODY_BYTES = 1 << 20
+
+
+def log(event, **fields):
+    fields = {"event": event, **fields}
+    sys.stderr.write(json.dumps(fields) + "\n")
+    sys.stderr.flush()
+
+
+class Settings:
+    """Everything the process needs, read from flags and the tessera environment."""
+
+
+def env_int(name, default, minimum):
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SystemExit(f"server: {name}={raw!r} is not a whole number")
+    if value < minimum:
+        raise SystemExit(f"server: {name}={value} must be at least {minimum}")
+    return value
+
+
+def parse_settings(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--host", default="0.0.0.0", help="address the leader listens on")
+    p.add_argument("--port", type=int, default=None, help="HTTP port (default: $PORT, or 8000)")
+    p.add_argument("--port-file", help="write the bound port here once listening (for --port 0)")
+    p.add_argument("--model-name", default="tessera-tiny")
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--d-ff", type=int, default=1024)
+    p.add_argument("--context", type=int, default=1024,
+                   help="longest prompt + completion, in tokens (bytes + 1)")
+    p.add_argument("--seed", type=int, default=0, help="the weights' seed")
+    p.add_argument("--max-batch", type=int, default=8, help="sequences decoded together")
+    p.add_argument("--max-queue", type=int, default=256, help="waiting requests before 503")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per process")
+    p.add_argument("--collective-timeout-s", type=int, default=60,
+                   help="gloo timeout: joining the group, and any one collective")
+    args = p.parse_args(argv)
+    s = Settings()
+    s.__dict__.update(vars(args))
+    s.group_size = env_int("TESSERA_GROUP_SIZE", 1, 1)
+    s.worker_index = env_int("TESSERA_WORKER_INDEX", 0, 0)
+    if s.worker_index >= s.group_size:
+        raise SystemExit(f"server: TESSERA_WORKER_INDEX={s.worker_index} must be below "
+                         f"TESSERA_GROUP_SIZE={s.group_size}")
+    if s.port is None:
+        s.port = env_int("PORT", 8000, 0)
+    if not 0 <= s.port <= 65535:
+        raise SystemExit(f"server: --port {s.port} must be 0 to 65535")
+    if s.group_size > 1:
+        s.master_addr = os.environ.get("MASTER_ADDR", "")
+        s.master_port = env_int("MASTER_PORT", 0, 1)
+        if not s.master_addr or not s.master_port:
+            raise SystemExit("server: a group of TESSERA_GROUP_SIZE > 1 needs MASTER_ADDR and "
+                             "MASTER_PORT (the torch.distributed rendezvous; tessera sets both)")
+    for name in ("max_batch", "max_queue", "threads", "collective_timeout_s"):
+        if getattr(s, name) < 1:
+            raise SystemExit(f"server: --{name.replace('_', '-')} must be at least 1")
+    return s
+
+
+class State:
+    """What the HTTP threads share: the engine once ready, and the settings."""
+
+    def __init__(self, settings):
+        self.settings = settings
+        self.engine = None
+        self.ready = threading.Event()
+        self.failed = None  # why the group failed, once it has
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "tessera-serve/1"
+    state = None  # set on a subclass per server
+
+    def log_message(self, fmt, *args):
+        pass  # one JSON line per request would drown the logs under load
+
+    # ---- plumbing
+
+    def _send_json(self, status, body, extra_headers=()):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in extra_headers:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(self, err, extra_headers=()):
+        self._send_json(err.status, err.body(), extra_headers)
+
+    def _write_chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _write_event(self, payload):
+        text = payload if isinstance(payload, str) else json.dumps(payload)
+        self._write_chunk(b"data: " + text.encode() + b"\n\n")
+
+    # ---- routes
+
+    def do_GET(self):
+        path = self.path.split("?", 1)[0]
+        st = self.state
+        if path == "/healthz":
+            if st.failed:
+                self._send_json(503, {"status": "failed", "reason": st.failed})
+            elif not st.ready.is_set():
+                self._send_json(503, {"status": "starting",
+                                      "groupSize": st.settings.group_size})
+            else:
+                running, waiting = st.engine.load()
+                self._send_json(200, {"status": "ok", "groupSize": st.settings.group_size,
+                                      "running": running, "waiting": waiting})
+        elif path == "/v1/models":
+            self._send_json(200, {"object": "list", "data": [{
+                "id": st.settings.model_name, "object": "model", "created": 0,
+                "owned_by": "tessera"}]})
+        else:
+            self._send_error(completions.RequestError(
+                404, f"no route GET {path}; try POST /v1/completions, GET /v1/models or "
+                "GET /healthz", code="not_found"))
+
+    def do_POST(self):
+        path = self.path.split("?", 1)[0]
+        if path != "/v1/completions":
+            self._drain_body()
+            self._send_error(completions.RequestError(
+                404, f"no route POST {path}; completions are at POST /v1/completions",
+                code="not_found"))
+            return
+        try:
+            self._complete()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _drain_body(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        if 0 < length <= MAX_BODY_BYTES:
+            self.rfile.read(length)
+        elif length:
+            self.close_connection = True
+
+    def _complete(self):
+        from engine import Request
+        from model import encode
+
+        st = self.state
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            self.close_connection = True
+            self._send_error(completions.RequestError(
+                411, "send the JSON body with a Content-Length header"))
+            return
+        if length > MAX_BODY_BYTES:
+            self.close_connection = True
+            self._send_error(completions.RequestError(
+                413, f"the request body is {length} bytes; the limit is {MAX_BODY_BYTES}"))
+            return
+        raw = self.rfile.read(length)
+        try:
+            req = completions.parse_request(raw, st.settings.model_name)
+            if st.failed or not st.ready.is_set():
+                raise completions.RequestError(
+                    503, "the model is not ready yet (GET /healthz says when it is)",
+                    kind="server_error", code="not_ready")
+            tokens = encode(req.prompt)
+            context = st.settings.context
+            if len(tokens) + req.max_tokens > context:
+                param = "prompt" if len(tokens) >= context else "max_tokens"
+                raise completions.RequestError(
+                    400, f"{param}: this model's context is {context} tokens; the prompt has "
+                    f"{len(tokens)} (its UTF-8 bytes + 1) and max_tokens is {req.max_tokens}: "
+                    "shorten the prompt or lower max_tokens", param,
+                    code="context_length_exceeded")
+        except completions.RequestError as e:
+            self._send_error(e, [("Retry-After", "1")] if e.status == 503 else [])
+            return
+
+        request = Request(tokens, req.max_tokens, req.temperature, req.seed)
+        if not st.engine.submit(request):
+            self._send_error(completions.RequestError(
+                503, f"the server is full ({st.settings.max_queue} requests waiting); retry",
+                kind="server_error", code="overloaded"), [("Retry-After", "1")])
+            return
+        completion = completions.Completion(st.settings.model_name, len(tokens) - 1)
+        try:
+            if req.stream:
+                self._stream(request, req, completion)
+            else:
+                self._whole(request, completion)
+        finally:
+            request.cancel()  # no-op when finished; frees the slot when the client left
+
+    def _whole(self, request, completion):
+        text = []
+        while True:
+            kind, value = request.events.get()
+            if kind == "token":
+                text.append(value)
+            elif kind == "done":
+                self._send_json(200, completion.whole("".join(text), value, len(text)))
+                return
+            else:
+                self._send_error(completions.RequestError(500, value, kind="server_error"))
+                return
+
+    def _stream(self, request, req, completion):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+        sent = 0
+        while True:
+            kind, value = request.events.get()
+            if kind == "token":
+                sent += 1
+                last = sent == req.max_tokens
+                self._write_event(completion.chunk(value, "length" if last else None))
+            elif kind == "done":
+                break
+            else:
+                self._write_event(completions.error_body(value, kind="server_error"))
+                break
+        if req.include_usage:
+            self._write_event(completion.usage_chunk(sent))
+        self._write_event("[DONE]")
+        self._write_chunk(b"")  # the chunked body's terminator
+
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+
+def start_http(state):
+    s = state.settings
+    handler = type("BoundHandler", (Handler,), {"state": state})
+    family = socket.AF_INET6 if ":" in s.host else socket.AF_INET
+    Server.address_family = family
+    httpd = Server((s.host, s.port), handler)
+    port = httpd.server_address[1]
+    if s.port_file:
+        tmp = s.port_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(str(port))
+        os.replace(tmp, s.port_file)
+    threading.Thread(target=httpd.serve_forever, name="http", daemon=True).start()
+    log("listening", host=s.host, port=port)
+    return httpd
+
+
+def main(argv=None):
+    s = parse_settings(sys.argv[1:] if argv is None else argv)
+    import torch
+
+    import engine
+    import model
+
+    torch.set_num_threads(s.threads)
+    config = model.Config(layers=s.layers, d_model=s.d_model, heads=s.heads, d_ff=s.d_ff,
+                          context=s.context, seed=s.seed)
+    error = config.check(s.group_size)
+    if error:
+        print(f"server: {error}", file=sys.stderr)
+        return 2
+
+    leader = s.worker_index == 0
+    state = State(s)
+    httpd = start_http(state) if leader else None
+    stop = threading.Event()
+    if leader:
+        def on_signal(signum, _frame):
+            log("stopping", signal=signal.Signals(signum).name)
+            stop.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    channel = None
+    all_reduce = None
+    started = time.monotonic()
+    if s.group_size > 1:
+        import torch.distributed as dist
+
+        log("joining", group_size=s.group_size, worker=s.worker_index,
+            master=f"{s.master_addr}:{s.master_port}")
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://{s.master_addr}:{s.master_port}",
+            rank=s.worker_index, world_size=s.group_size,
+            timeout=datetime.timedelta(seconds=s.collective_timeout_s))
+        channel = engine.GroupChannel(s.max_batch)
+
+        def all_reduce(t):
+            dist.all_reduce(t)
+
+    net = model.ShardedTransformer(config, s.worker_index, s.group_size, s.max_batch, all_reduce)
+    if not leader:
+        # A follower spends its life inside gloo calls, where Python runs no signal handler, so
+        # SIGTERM keeps its default action (exit at once); the leader's STOP ends it cleanly.
+        log("ready", role="follower", worker=s.worker_index,
+            seconds=round(time.monotonic() - started, 2))
+        try:
+            engine.follow(net, channel)
+        except Exception as e:
+            log("group_failed", worker=s.worker_index, error=str(e))
+            return 1
+        return 0
+
+    eng = engine.Engine(net, channel, s.max_queue)
+    state.engine = eng
+    loop = threading.Thread(target=_run_engine, args=(eng, state), name="engine")
+    loop.start()
+    state.ready.set()
+    log("ready", role="leader", group_size=s.group_size, layers=s.layers, d_model=s.d_model,
+        heads=s.heads, seconds=round(time.monotonic() - started, 2))
+    # The signal handler only sets an Event; stopping happens here, outside the handler.
+    while loop.is_alive() and not stop.wait(1.0):
+        pass
+    eng.stop()
+    loop.join()
+    httpd.shutdown()
+    return 1 if state.failed else 0
+
+
+def _run_engine(eng, state):
+    try:
+        eng.run()
+    except Exception as e:
+        state.failed = str(e)
+        log("group_failed", worker=0, error=str(e))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
