@@ -55,6 +55,26 @@ std::optional<std::string> Request::Query(std::string_view key) const {
   return it->second;
 }
 
+bool HasBearerToken(const Request& request, std::string_view token) {
+  if (token.empty()) return false;
+  const std::string header = request.Header("Authorization");
+  constexpr std::string_view kScheme = "bearer";
+  if (header.size() <= kScheme.size()) return false;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return false;
+  }
+  size_t start = kScheme.size();
+  if (header[start] != ' ') return false;  // "Bearerx" is another scheme
+  while (start < header.size() && header[start] == ' ') ++start;
+  const std::string_view given = std::string_view(header).substr(start);
+  if (given.size() != token.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < token.size(); ++i) {
+    diff |= static_cast<unsigned char>(given[i] ^ token[i]);
+  }
+  return diff == 0;
+}
+
 Response Response::Json(int status, std::string body) {
   Response r;
   r.status = status;

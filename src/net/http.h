@@ -54,6 +54,13 @@ struct Request {
   std::optional<std::string> Query(std::string_view key) const;
 };
 
+// True when `request` carries "Authorization: Bearer <token>" for exactly `token`. The scheme
+// is case-insensitive (RFC 7235: "bearer", "Bearer" and "BEARER" are one scheme) and may be
+// followed by several spaces; the token is compared in constant time. HttpServer's auth and
+// the application's role checks both ask this, so they cannot disagree about a header. False
+// for an empty `token`.
+bool HasBearerToken(const Request& request, std::string_view token);
+
 // A push channel to one streaming client. Obtained from Response::on_stream.
 //
 // Chunks are queued and written asynchronously in order; Write never blocks on the network.

@@ -45,15 +45,6 @@ std::string EndpointString(const tcp::endpoint& ep) {
   return address + ":" + std::to_string(ep.port());
 }
 
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  }
-  return diff == 0;
-}
-
 bool IsExempt(const std::vector<std::string>& exempt, const std::string& path) {
   for (const std::string& e : exempt) {
     if (!e.empty() && e.back() == '*') {
@@ -67,21 +58,10 @@ bool IsExempt(const std::vector<std::string>& exempt, const std::string& path) {
 
 bool Authorized(const AuthOptions& auth, const Request& request) {
   if (!auth.enabled() || IsExempt(auth.exempt_paths, request.path)) return true;
-  std::string header = request.Header("Authorization");
-  constexpr std::string_view kBearer = "bearer ";
-  if (header.size() > kBearer.size()) {
-    bool is_bearer = true;
-    for (size_t i = 0; i < kBearer.size(); ++i) {
-      is_bearer = is_bearer && std::tolower(static_cast<unsigned char>(header[i])) == kBearer[i];
-    }
-    if (is_bearer) {
-      std::string_view token = std::string_view(header).substr(kBearer.size());
-      bool match = false;
-      for (const std::string& t : auth.tokens) match |= ConstantTimeEquals(t, token);
-      if (match) return true;
-    }
-  }
-  return auth.check && auth.check(request);
+  // Every token is compared, so the time taken does not say which one nearly matched.
+  bool match = false;
+  for (const std::string& t : auth.tokens) match |= HasBearerToken(request, t);
+  return match || (auth.check && auth.check(request));
 }
 
 // True if a decoded path has a "." or ".." segment; such paths are refused so that exempt
@@ -94,6 +74,16 @@ bool HasDotSegment(std::string_view path) {
     std::string_view seg = path.substr(start, slash - start);
     if (seg == "." || seg == "..") return true;
     start = slash + 1;
+  }
+  return false;
+}
+
+// True if a raw (still encoded) path holds "%2F" or "%2f".
+bool HasEncodedSlash(std::string_view raw_path) {
+  for (size_t i = 0; i + 2 < raw_path.size(); ++i) {
+    if (raw_path[i] == '%' && raw_path[i + 1] == '2' && (raw_path[i + 2] | 0x20) == 'f') {
+      return true;
+    }
   }
   return false;
 }
@@ -311,6 +301,16 @@ class Session : public std::enable_shared_from_this<Session> {
     size_t q = target.find('?');
     std::string_view raw_path = target.substr(0, q);
     raw_path_ = std::string(raw_path);
+    // Auth exemptions see the decoded path and routing splits the raw one before decoding its
+    // segments: with an encoded '/', "/ui%2Fx" would be exempt as "/ui/x" yet route as the
+    // one segment "ui/x". Refusing it keeps both seeing the same segments.
+    if (HasEncodedSlash(raw_path)) {
+      return Reject(Response::Error(400,
+                                    "path: an encoded '/' (%2F) is not allowed in a request path; "
+                                    "send '/' unencoded",
+                                    "path"),
+                    has_body);
+    }
     Result<std::string> path = PercentDecode(raw_path, false);
     if (!path.ok() || HasDotSegment(*path)) {
       return Reject(Response::Error(400, "bad request path", "path"), has_body);

@@ -36,13 +36,17 @@ namespace tessera::net {
 class ServerImpl;  // defined in http_server.cc
 
 struct AuthOptions {
-  // Accepted bearer tokens ("Authorization: Bearer <token>"), compared in constant time.
+  // Accepted bearer tokens ("Authorization: Bearer <token>", the scheme in any case), checked
+  // with HasBearerToken (http.h), which the application's role checks use too.
   std::set<std::string> tokens;
   // Optional extra check, consulted when the bearer token is not in `tokens`. It sees method,
   // target, path, query, headers and peer; params and body are still empty (auth runs before
   // routing and before the body is read). Runs on an io thread; must not block.
   std::function<bool(const Request&)> check;
-  // Paths that skip auth: an exact path ("/healthz") or a prefix ending in '*' ("/ui/*").
+  // Paths that skip auth: an exact path ("/healthz") or a prefix ending in '*' ("/ui/*"),
+  // matched against the decoded path. Requests whose path has an encoded '/' (%2F) or a "." or
+  // ".." segment are refused with 400 before this, so an exempt prefix names exactly the
+  // routes whose leading segments it spells.
   std::vector<std::string> exempt_paths;
 
   // Auth is enforced when there is at least one token or a check.

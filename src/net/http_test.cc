@@ -246,6 +246,107 @@ TEST_F(HttpTest, AuthRejectsMissingOrWrongTokenBeforeTheHandlerRuns) {
   EXPECT_EQ(calls_, 1);
 }
 
+TEST(HasBearerToken, SchemeInAnyCaseExactTokenOnly) {
+  auto with = [](std::string header) {
+    Request r;
+    if (!header.empty()) r.headers["authorization"] = std::move(header);
+    return r;
+  };
+  for (const char* ok : {"Bearer s3cret", "bearer s3cret", "BEARER s3cret", "bEaReR  s3cret"}) {
+    EXPECT_TRUE(HasBearerToken(with(ok), "s3cret")) << ok;
+  }
+  for (const char* bad : {"", "Bearer", "Bearer ", "Bearers3cret", "Basic s3cret", "Bearer s3cre",
+                          "Bearer s3cret2", "Bearer S3CRET", "s3cret"}) {
+    EXPECT_FALSE(HasBearerToken(with(bad), "s3cret")) << bad;
+  }
+  EXPECT_FALSE(HasBearerToken(with("Bearer "), ""));  // an empty token never matches
+}
+
+// The server's auth and a handler's own role check (as the head's admin/agent checks do) agree
+// on a lower-case scheme: it passes both, where it used to pass auth and fail the role check.
+TEST(HttpAuth, LowerCaseBearerPassesAuthAndTheHandlersRoleCheck) {
+  ServerOptions options;
+  options.auth.tokens = {"admin-token", "agent-token"};
+  HttpServer server(options);
+  ASSERT_TRUE(server
+                  .Handle(Method::kGet, "/admin",
+                          [](const Request& r) {
+                            if (!HasBearerToken(r, "admin-token")) {
+                              return Response::Error(403, "this endpoint needs the admin token");
+                            }
+                            return Response::Text(200, "admin");
+                          })
+                  .ok());
+  ASSERT_TRUE(server.Start().ok());
+  for (const std::string scheme : {"Bearer", "bearer", "BEARER"}) {
+    RawConn raw(server.port());
+    ASSERT_TRUE(raw.ok());
+    raw.Send("GET /admin HTTP/1.1\r\nHost: x\r\nConnection: close\r\nauthorization: " + scheme +
+             " admin-token\r\n\r\n");
+    ASSERT_TRUE(raw.ReadToEnd());
+    EXPECT_EQ(raw.received().rfind("HTTP/1.1 200", 0), 0u) << scheme << ": " << raw.received();
+  }
+  // The other token passes auth but not the role check.
+  RawConn agent(server.port());
+  agent.Send(
+      "GET /admin HTTP/1.1\r\nHost: x\r\nConnection: close\r\nauthorization: bearer "
+      "agent-token\r\n\r\n");
+  ASSERT_TRUE(agent.ReadToEnd());
+  EXPECT_EQ(agent.received().rfind("HTTP/1.1 403", 0), 0u) << agent.received();
+}
+
+// An exempt prefix must not reach a protected route through an encoded '/'. With
+// exempt "/public/*" and a protected "/{name}", "/public%2Fx" decodes to "/public/x" (exempt)
+// but routes as the one segment "public/x" to "/{name}": before the fix, its handler ran
+// without a token.
+TEST(HttpAuth, EncodedSlashIsRefusedSoExemptionAndRoutingAgree) {
+  ServerOptions options;
+  options.auth.tokens = {kToken};
+  options.auth.exempt_paths = {"/public/*"};
+  HttpServer server(options);
+  std::atomic<int> protected_calls{0};
+  std::atomic<int> public_calls{0};
+  ASSERT_TRUE(server
+                  .Handle(Method::kGet, "/{name}",
+                          [&](const Request&) {
+                            ++protected_calls;
+                            return Response::Text(200, "secret");
+                          })
+                  .ok());
+  ASSERT_TRUE(server
+                  .Handle(Method::kGet, "/public/{path...}",
+                          [&](const Request& r) {
+                            ++public_calls;
+                            return Response::Text(200, "public " + r.params.at("path"));
+                          })
+                  .ok());
+  ASSERT_TRUE(server.Start().ok());
+  ClientOptions anonymous;
+  anonymous.port = server.port();
+  HttpClient client(anonymous);
+  for (const char* path : {"/public%2Fx", "/public%2fx", "/public/a%2Fb", "/x%2F..%2Fpublic"}) {
+    auto res = client.Request(Method::kGet, path);
+    ASSERT_TRUE(res.ok()) << path << ": " << res.status().ToString();
+    EXPECT_EQ(res->status, 400) << path << ": " << res->body;
+    json j = json::parse(res->body);
+    EXPECT_EQ(j["field"], "path") << path;
+    EXPECT_NE(j["error"].get<std::string>().find("%2F"), std::string::npos) << j.dump();
+  }
+  EXPECT_EQ(protected_calls, 0);
+  EXPECT_EQ(public_calls, 0);
+
+  // Unencoded, the same paths are what they look like: exempt and public, or protected.
+  auto pub = client.Request(Method::kGet, "/public/x");
+  ASSERT_TRUE(pub.ok());
+  EXPECT_EQ(pub->status, 200);
+  EXPECT_EQ(pub->body, "public x");
+  auto secret = client.Request(Method::kGet, "/secret");
+  ASSERT_TRUE(secret.ok());
+  EXPECT_EQ(secret->status, 401);
+  EXPECT_EQ(protected_calls, 0);
+  EXPECT_EQ(public_calls, 1);
+}
+
 TEST_F(HttpTest, OversizedBodyGets413AndTheServerKeepsServing) {
   HttpClient client(Options());
   auto res = client.Request(Method::kPost, "/api/v1/jobs/big", std::string(10 << 20, 'x'));
