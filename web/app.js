@@ -7,8 +7,8 @@
 import {AuthError, getJson, getText, setToken, token, watch} from './api.js';
 import {drawLineChart, escapeHtml, legendHtml} from './charts.js';
 import {ClusterView} from './cluster.js';
-import {age, attemptCount, fmtBytes, fmtMs, jobColors, pendingText, recoveryTimeline,
-        slicesText, tail, utilizationSample} from './model.js';
+import {NONE, age, attemptCount, fmtBytes, fmtMs, jobColors, known, pendingText, percentText,
+        recoveryTimeline, slicesText, stepText, tail, utilizationSample} from './model.js';
 
 const USAGE_POLL_MS = 5000;
 const JOB_POLL_MS = 2000;
@@ -237,7 +237,7 @@ function jobsView() {
           <th scope="row"><a href="#/jobs/${encodeURIComponent(j.metadata.name)}">${escapeHtml(j.metadata.name)}</a></th>
           <td>${phaseBadge(st.phase)}${st.queuePosition ? ` <span class="muted">#${st.queuePosition}</span>` : ''}</td>
           <td>${escapeHtml(j.metadata.queue || 'default')}</td>
-          <td>${escapeHtml(spec.priority ?? '-')}</td>
+          <td>${escapeHtml(spec.priority ?? NONE)}</td>
           <td>${escapeHtml(spec.accelerator || '')} ${escapeHtml(spec.topology || '')}</td>
           <td>${escapeHtml(slicesText(spec))}</td>
           <td>${attemptCount(j)}</td>
@@ -316,16 +316,18 @@ function renderJobFacts(job) {
   const facts = [
     ['State', `${phaseBadge(st.phase)} ${escapeHtml(st.reason || '')}`],
     ['Message', escapeHtml(st.message || '')],
-    ['Queue / priority', `${escapeHtml(job.metadata.queue || 'default')} / ${escapeHtml(spec.priority ?? '-')}`],
+    ['Queue / priority', `${escapeHtml(job.metadata.queue || 'default')} / ${escapeHtml(spec.priority ?? NONE)}`],
     ['Shape', `${escapeHtml(spec.accelerator)} ${escapeHtml(spec.topology)} × ${escapeHtml(slicesText(spec))} slice(s)`],
-    ['Placement', (st.placement || []).map((p) => `${escapeHtml(p.slice)}: ${escapeHtml(p.hosts.join(', '))}`).join('<br>') || '-'],
-    ['Last step', st.lastStep >= 0 ? String(st.lastStep) : '-'],
+    ['Placement', (st.placement || []).map((p) => `${escapeHtml(p.slice)}: ${escapeHtml(p.hosts.join(', '))}`).join('<br>') || NONE],
+    ['Last step', stepText(st.lastStep)],
     ['Age', age(job.metadata.creationTimestampMs, Date.now())],
   ];
   if (st.phase === 'Pending') facts.splice(2, 0, ['Pending reason', escapeHtml(pendingText(job))]);
-  if (rec) facts.push(['Recovery', `${rec.failures ?? 0} failure(s) of ${rec.maxFailures ?? '-'} allowed` +
-      (rec.goodput != null ? `, goodput ${(rec.goodput * 100).toFixed(1)}%` : '') +
-      (rec.stepsLost != null ? `, ${rec.stepsLost} steps lost` : '') +
+  // maxFailures -1 is "no limit", not a number of failures.
+  const budget = known(rec?.maxFailures) ? ` of ${rec.maxFailures} allowed` : rec?.maxFailures === -1 ? ' (no limit)' : '';
+  if (rec) facts.push(['Recovery', `${rec.failures ?? 0} failure(s)${budget}` +
+      (known(rec.goodput) ? `, goodput ${percentText(rec.goodput)}` : '') +
+      (known(rec.stepsLost) ? `, ${rec.stepsLost} steps lost` : '') +
       (rec.checkpoint?.advisedIntervalSeconds > 0 ? `; advised checkpoint interval ${fmtMs(rec.checkpoint.advisedIntervalSeconds * 1000)}` : '')]);
   main().querySelector('[data-role=facts]').innerHTML =
       `<dl class="facts">${facts.map(([k, v]) => `<dt>${k}</dt><dd>${v}</dd>`).join('')}</dl>`;
@@ -333,18 +335,18 @@ function renderJobFacts(job) {
 
 function renderAttempts(job) {
   const st = job.status || {};
-  const t = (ms) => (ms ? new Date(ms).toLocaleTimeString() : '-');
+  const t = (ms) => (known(ms) && ms > 0 ? new Date(ms).toLocaleTimeString() : NONE);
   let rows;
   if (Array.isArray(st.attempts) && st.attempts.length) {
-    rows = st.attempts.map((a) => `<tr><th scope="row">${a.attempt}</th><td>${a.slices ?? '-'}</td>
+    rows = st.attempts.map((a) => `<tr><th scope="row">${a.attempt}</th><td>${a.slices ?? NONE}</td>
       <td>${t(a.placedMs)}</td><td>${t(a.startedMs ?? a.runningMs)}</td><td>${t(a.firstStepMs)}</td>
-      <td>${a.resumedFromStep ?? '-'}</td><td>${a.lastStep ?? '-'}</td>
+      <td>${stepText(a.resumedFromStep)}</td><td>${stepText(a.lastStep)}</td>
       <td>${a.endReason ? escapeHtml(a.endReason) : '<span class="badge ok">current</span>'}${a.failedRanks?.length ? ` (rank ${a.failedRanks.join(', ')})` : ''}</td>
-      <td>${a.recovery?.timeToRecoverMs != null ? fmtMs(a.recovery.timeToRecoverMs) : '-'}</td></tr>`);
+      <td>${fmtMs(a.recovery?.timeToRecoverMs)}</td></tr>`);
   } else if ((st.attempt ?? -1) >= 0) {
-    rows = [`<tr><th scope="row">${st.attempt}</th><td>${(st.placement || []).length}</td><td>-</td>
-      <td>${t(st.startTimeMs)}</td><td>-</td><td>-</td><td>${st.lastStep >= 0 ? st.lastStep : '-'}</td>
-      <td>${['Succeeded', 'Failed'].includes(st.phase) ? escapeHtml(st.reason) : '<span class="badge ok">current</span>'}</td><td>-</td></tr>`];
+    rows = [`<tr><th scope="row">${st.attempt}</th><td>${(st.placement || []).length}</td><td>${NONE}</td>
+      <td>${t(st.startTimeMs)}</td><td>${NONE}</td><td>${NONE}</td><td>${stepText(st.lastStep)}</td>
+      <td>${['Succeeded', 'Failed'].includes(st.phase) ? escapeHtml(st.reason) : '<span class="badge ok">current</span>'}</td><td>${NONE}</td></tr>`];
   } else {
     rows = ['<tr><td colspan="9" class="muted">Not placed yet.</td></tr>'];
   }

@@ -166,13 +166,13 @@ export function recoveryTimeline(job, events) {
       // Every worker running: startedMs, or runningMs as the controller names it.
       add(a.startedMs ?? a.runningMs, 'start', n ? `Attempt ${n} restarted` : `Attempt ${n} started`);
       add(a.firstStepMs, 'step', `Attempt ${n} first step`,
-          a.resumedFromStep != null ? `resumed from step ${a.resumedFromStep}` : '');
-      if (typeof r.timeToRecoverMs === 'number')
+          known(a.resumedFromStep) ? `resumed from step ${a.resumedFromStep}` : '');
+      if (known(r.timeToRecoverMs))
         add(a.firstStepMs || a.startedMs || a.runningMs, 'recovered', `Recovered in ${fmtMs(r.timeToRecoverMs)}`,
-            [r.timeToDetectMs != null && `detect ${fmtMs(r.timeToDetectMs)}`,
-             r.timeToScheduleMs != null && `schedule ${fmtMs(r.timeToScheduleMs)}`,
-             r.timeToFirstStepMs != null && `first step ${fmtMs(r.timeToFirstStepMs)}`,
-             r.stepsLost != null && `${r.stepsLost} steps lost`].filter(Boolean).join(', '));
+            [known(r.timeToDetectMs) && `detect ${fmtMs(r.timeToDetectMs)}`,
+             known(r.timeToScheduleMs) && `schedule ${fmtMs(r.timeToScheduleMs)}`,
+             known(r.timeToFirstStepMs) && `first step ${fmtMs(r.timeToFirstStepMs)}`,
+             known(r.stepsLost) && `${r.stepsLost} steps lost`].filter(Boolean).join(', '));
       const ranks = Array.isArray(a.failedRanks) && a.failedRanks.length
           ? ` (rank ${a.failedRanks.join(', ')})` : '';
       if (a.failureMs) add(a.failureMs, 'failure', `${a.endReason || 'Failure'}${ranks}`, a.message || '');
@@ -206,9 +206,29 @@ export function recoveryTimeline(job, events) {
   return out;
 }
 
-// "850 ms", "12.3 s", "4 min 5 s", "2 h 3 min".
+// What the dashboard shows for a figure that does not exist yet. The API writes -1 for "none"
+// (lastStep and resumedFromStep before a first step or a restore, goodput and recovery times
+// before they can be computed); those are never shown as data.
+export const NONE = '—';
+
+// True for a figure the API has (a finite number >= 0), false for a -1 sentinel or a gap.
+export function known(v) {
+  return typeof v === 'number' && Number.isFinite(v) && v >= 0;
+}
+
+// A step number, or NONE.
+export function stepText(step) {
+  return known(step) ? String(step) : NONE;
+}
+
+// A 0..1 ratio as "97.5%", or NONE.
+export function percentText(ratio) {
+  return known(ratio) ? `${(ratio * 100).toFixed(1)}%` : NONE;
+}
+
+// "850 ms", "12.3 s", "4 min 5 s", "2 h 3 min"; NONE for an unknown (negative) duration.
 export function fmtMs(ms) {
-  if (typeof ms !== 'number' || !Number.isFinite(ms)) return '-';
+  if (!known(ms)) return NONE;
   if (ms < 1000) return `${Math.round(ms)} ms`;
   const s = ms / 1000;
   if (s < 60) return `${s.toFixed(1)} s`;

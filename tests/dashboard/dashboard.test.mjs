@@ -1,7 +1,8 @@
 // The dashboard in a real headless Chromium against a live local cluster (two v6e 4x4 slices):
 // a wrong token is refused, the cluster grid shows the running job's chips, a job page shows
-// its workers' log tails, a failure shows up in the recovery timeline, and a 9,216-chip pod
-// draws fast. Screenshots go to test-artifacts/dashboard/ ($TESSERA_ARTIFACTS).
+// its workers' log tails, a failure shows up in the recovery timeline (and no -1 sentinel of the
+// API shows as data), and a 9,216-chip pod draws fast. Screenshots go to
+// test-artifacts/dashboard/ ($TESSERA_ARTIFACTS).
 import assert from 'node:assert/strict';
 import {after, before, test} from 'node:test';
 
@@ -163,6 +164,19 @@ test('a worker failure shows up in the recovery timeline', async () => {
   await page.locator('tr[data-job="dash-fail"]', {hasText: 'Failed'}).waitFor();
   await page.goto(`${cluster.url}/#/jobs/dash-fail`);
   await failure.first().waitFor();
+  // It failed before its first step: where the API says -1 (lastStep, resumedFromStep,
+  // goodput), the page shows a dash or nothing, never "-1" or "goodput -100.0%".
+  await page.locator('[data-role=facts] dd', {hasText: 'Failed'}).first().waitFor();
+  const facts = await page.locator('[data-role=facts]').innerText();
+  assert.doesNotMatch(facts, /-1\b|-100/, facts);
+  assert.match(facts, /Last step\s*\u2014/, facts);
+  const attempts = await page.locator('[data-role=attempts]').innerText();
+  assert.doesNotMatch(attempts, /-1\b/, attempts);
+  const cells = await page.locator('[data-role=attempts] tbody tr').first().locator('td')
+      .allInnerTexts();
+  assert.deepEqual(cells.slice(4, 6), ['\u2014', '\u2014'], `resumed from, last step: ${cells}`);
+  const timeline = await page.locator('ol.timeline').innerText();
+  assert.doesNotMatch(timeline, /-1\b|-100/, timeline);
   await screenshot(page, 'recovery-timeline');
   await page.done();
 });

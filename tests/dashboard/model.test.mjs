@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
-import {chipUtilization, jobColors, layoutCluster, recoveryTimeline, utilizationSample, fmtMs,
-        slicesText, tail} from '../../web/model.js';
+import {NONE, chipUtilization, jobColors, layoutCluster, recoveryTimeline, utilizationSample, fmtMs,
+        known, percentText, slicesText, stepText, tail} from '../../web/model.js';
 
 const host2d = (slice, worker, job = '', state = 'Ready', usage = {}) => ({
   metadata: {name: `${slice}-w${worker}`},
@@ -115,4 +115,43 @@ test('formatting helpers', () => {
   assert.equal(slicesText({slices: {min: 1, max: 2}}), '1-2');
   assert.equal(slicesText({}), '1');
   assert.equal(tail('a\nb\nc\n', 2), 'b\nc');
+});
+
+test('the API\'s -1 sentinels are shown as a dash, never as data', () => {
+  assert.equal(NONE, '—');
+  for (const none of [-1, null, undefined, NaN, Infinity, 'x']) {
+    assert.equal(known(none), false, String(none));
+    assert.equal(stepText(none), NONE, String(none));
+    assert.equal(percentText(none), NONE, String(none));
+    assert.equal(fmtMs(none), NONE, String(none));
+  }
+  assert.equal(stepText(0), '0');
+  assert.equal(stepText(42), '42');
+  assert.equal(percentText(0), '0.0%');
+  assert.equal(percentText(0.975), '97.5%');
+  assert.equal(fmtMs(0), '0 ms');
+});
+
+test('a job that failed before its first step has no -1 in its timeline', () => {
+  // As the head writes it: two attempts, neither reached a step, so every step figure is -1
+  // and the recovery figures between them are -1 too.
+  const attempt = (n, placedMs) => ({
+    attempt: n, slices: 1, placedMs, runningMs: placedMs + 100, firstStepMs: 0, firstStep: -1,
+    lastStep: -1, lastStepMs: 0, restored: false, resumedFromStep: -1, restoreSeconds: -1,
+    failureMs: placedMs + 1000, detectedMs: placedMs + 1100, endedMs: placedMs + 1200,
+    endReason: 'WorkerFailed', failedRanks: [0],
+  });
+  const second = attempt(1, 5000);
+  second.recovery = {timeToDetectMs: 100, timeToScheduleMs: 200, timeToFirstStepMs: -1,
+                     timeToRestoreMs: -1, timeToRecoverMs: -1, stepsLost: -1};
+  const job = {metadata: {name: 'j', creationTimestampMs: 1000},
+               status: {phase: 'Failed', lastStep: -1, attempts: [attempt(0, 1100), second],
+                        recovery: {failures: 2, maxFailures: 1, goodput: -1, stepsLost: 0}}};
+  const t = recoveryTimeline(job, []);
+  assert.ok(t.length > 0);
+  for (const e of t) {
+    assert.doesNotMatch(`${e.label} ${e.detail}`, /-1\b|-100/, JSON.stringify(e));
+  }
+  assert.ok(!t.some((e) => e.kind === 'recovered'), 'it never recovered');
+  assert.ok(!t.some((e) => e.kind === 'step'), 'it made no step');
 });
