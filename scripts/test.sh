@@ -14,6 +14,10 @@ ctest --preset dev -j "$(nproc)"
 
 # Debian's interpreter: it is the one with python3-torch.
 PYTHONPATH=python /usr/bin/python3 -m unittest discover -s python/tests -t python -v
+# The example model server (real processes: a group of one and a tensor-parallel group of two,
+# about 20 s) and the serving load generator's unit tests.
+/usr/bin/python3 -m unittest discover -s examples/serve -v
+/usr/bin/python3 -m unittest discover -s bench/serving -p 'test_loadgen.py' -v
 TESSERA_BIN="$PWD/build/dev/bin/tessera" /usr/bin/python3 -m unittest discover -s tests/integration -t tests/integration -v
 # The dashboard: its pure functions, then the pages in headless Chromium against a live cluster.
 # Screenshots land in test-artifacts/dashboard/.

@@ -82,7 +82,7 @@ def parse_settings(argv):
     p.add_argument("--context", type=int, default=1024,
                    help="longest prompt + completion, in tokens (bytes + 1)")
     p.add_argument("--seed", type=int, default=0, help="the weights' seed")
-    p.add_argument("--max-batch", type=int, default=8, help="sequences decoded together")
+    p.add_argument("--max-batch", type=int, default=16, help="sequences decoded together")
     p.add_argument("--max-queue", type=int, default=256, help="waiting requests before 503")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per process")
     p.add_argument("--collective-timeout-s", type=int, default=60,

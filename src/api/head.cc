@@ -10,13 +10,16 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <charconv>
 #include <map>
 #include <set>
 #include <sstream>
 #include <vector>
 
+#include "api/log_proxy.h"
 #include "api/manifest.h"
 #include "api/metrics.h"
+#include "api/watch_hub.h"
 #include "api/web_assets.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
@@ -51,6 +54,15 @@ Status WriteFileAtomic(const std::string& path, const std::string& text, mode_t 
   if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0)
     return Unavailable(path + ": " + std::strerror(errno));
   return Status::Ok();
+}
+
+// All of `text` as a decimal number; nullopt for anything else ("1abc", "-1", "", " 1").
+std::optional<uint64_t> ParseDecimal(const std::string& text) {
+  uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
 }
 
 }  // namespace
@@ -96,14 +108,13 @@ struct Head::Impl {
   bool stopping = false;
   bool kicked = false;
 
+  std::unique_ptr<WatchHub> hub;  // users' watch streams (created before the controller loads)
+  std::unique_ptr<LogProxy> logs;
+
   std::mutex watch_mu;
-  std::map<std::string, std::vector<std::shared_ptr<net::StreamWriter>>> watchers;  // by kind
   std::map<std::string, std::vector<std::shared_ptr<net::StreamWriter>>> agent_streams;
   std::set<std::string> dirty_hosts;
   std::string last_tick_error;  // the loop thread only
-
-  std::mutex proxy_mu;
-  std::vector<std::pair<std::thread, std::shared_ptr<net::HttpClient>>> proxies;
 
   void Kick() {
     std::lock_guard lock(loop_mu);
@@ -113,10 +124,7 @@ struct Head::Impl {
 
   // Controller callbacks: called with the controller's lock held, so they only queue.
   void OnChange(const std::string& kind, const std::string& type, const Json& object) {
-    const std::string line = Json{{"type", type}, {"object", object}}.dump() + "\n";
-    std::lock_guard lock(watch_mu);
-    auto& list = watchers[kind];
-    std::erase_if(list, [&](const auto& w) { return !w->Write(line); });
+    hub->Publish(kind, type, object);
   }
   void OnAssignments(const std::set<std::string>& hosts) {
     {
@@ -162,15 +170,39 @@ struct Head::Impl {
   bool IsUser(const Request& r) const { return r.Header("Authorization") == admin_bearer; }
   bool IsAgent(const Request& r) const { return r.Header("Authorization") == join_bearer; }
 
-  Response Watch(const std::string& kind, Json list) {
+  // GET on a list route: the list with metadata.resourceVersion; with watch=true its watch
+  // stream, from resourceVersion=N (the changes after N) or, without one, the list as ADDED
+  // lines and then the changes after it (docs/runtime.md "Watches").
+  Response ListOrWatch(const Request& r, const std::string& kind) {
+    const bool watch = r.Query("watch").value_or("") == "true";
+    if (auto from = r.Query("resourceVersion"); from && watch) {
+      const std::optional<uint64_t> version = ParseDecimal(*from);
+      if (!version)
+        return Response::Error(400,
+                               "resourceVersion: must be a list's metadata.resourceVersion (a "
+                               "decimal number), got '" + *from + "'",
+                               "resourceVersion");
+      if (!hub->CanResume(kind, *version))
+        return Response::Error(410,
+                               "resourceVersion: " + *from + " is too old for a " + kind +
+                                   " watch (or not from this run of the head): list again and "
+                                   "watch from the list's metadata.resourceVersion",
+                               "resourceVersion");
+      return Response::Stream([this, kind, v = *version](std::shared_ptr<net::StreamWriter> w) {
+        hub->Attach(kind, v, {}, std::move(w));
+      });
+    }
+    auto listed = ctl->ListWithVersion(kind);
+    if (!listed) return Response::Error(500, "no list of kind " + kind);
+    const uint64_t version = hub->VersionAfter(listed->changes);
+    Json list = std::move(listed->list);
+    list["metadata"] = {{"resourceVersion", std::to_string(version)}};
+    if (!watch) return Response::Json(200, list.dump());
+    std::vector<std::string> added;
+    for (const Json& item : list["items"]) added.push_back(WatchHub::Line("ADDED", item, version));
     return Response::Stream(
-        [this, kind, list = std::move(list)](std::shared_ptr<net::StreamWriter> w) {
-          {
-            std::lock_guard lock(watch_mu);
-            watchers[kind].push_back(w);
-          }
-          for (const Json& item : list["items"])
-            w->Write(Json{{"type", "ADDED"}, {"object", item}}.dump() + "\n");
+        [this, kind, version, added = std::move(added)](std::shared_ptr<net::StreamWriter> w) {
+          hub->Attach(kind, version, added, std::move(w));
         });
   }
 
@@ -218,48 +250,27 @@ struct Head::Impl {
     return out;
   }
 
+  // A worker's log, read (or followed) from its agent by the LogProxy: the I/O thread only
+  // locates it and hands it over.
   Response Logs(const Request& req) {
     const std::string job = req.params.at("name");
     int rank = 0;
     if (auto w = req.Query("worker")) {
-      try {
-        rank = std::stoi(*w);
-      } catch (...) {
-        return Response::Error(400, "worker: must be a worker rank, e.g. 0", "worker");
-      }
+      const std::optional<uint64_t> parsed = ParseDecimal(*w);
+      if (!parsed || *parsed > 1'000'000)
+        return Response::Error(
+            400, "worker: must be a worker rank, a whole number >= 0 (e.g. worker=0), got '" + *w + "'",
+            "worker");
+      rank = static_cast<int>(*parsed);
     }
     auto loc = ctl->LocateLog(job, rank);
     if (std::holds_alternative<controller::ApiError>(loc))
       return FromError(std::get<controller::ApiError>(loc));
     const auto l = std::get<controller::Controller::LogLocation>(loc);
-    net::ClientOptions opts;
-    opts.host = l.address;
-    opts.port = static_cast<uint16_t>(l.port);
-    opts.bearer_token = join_token;
+    LogProxy::Source source{l.address, static_cast<uint16_t>(l.port), l.path,
+                            "worker " + std::to_string(rank) + " of trainjob " + job};
     const bool follow = req.Query("follow").value_or("false") == "true";
-    if (!follow) {
-      net::HttpClient client(opts);
-      auto r = client.Request(Method::kGet, l.path + "?offset=0");
-      if (!r.ok())
-        return Response::Error(
-            502, "agent for worker " + std::to_string(rank) + ": " + r.status().message());
-      Response out = Response::Text(r->status, r->body);
-      return out;
-    }
-    return Response::Stream([this, opts, path = l.path](std::shared_ptr<net::StreamWriter> w) {
-      auto client = std::make_shared<net::HttpClient>(opts);
-      std::lock_guard lock(proxy_mu);
-      proxies.emplace_back(std::thread([client, w, path] {
-                             Status s = client->Stream(Method::kGet, path + "?follow=true",
-                                                       [&](std::string_view line) {
-                                                         return w->Write(std::string(line) + "\n");
-                                                       });
-                             if (!s.ok())
-                               w->Write("[tessera] log stream ended: " + s.message() + "\n");
-                             w->Close();
-                           }),
-                           client);
-    });
+    return logs->Serve(source, follow ? LogProxy::Mode::kFollow : LogProxy::Mode::kRead);
   }
 };
 
@@ -289,6 +300,13 @@ Status Head::Start() {
   m.store = std::move(store).value();
   m.ctl = std::make_unique<controller::Controller>(*m.store, m.clock, options_.controller);
   m.metrics = std::make_unique<HeadMetrics>(m.clock);
+  // Resource versions start at this run's start time in microseconds: above any an earlier
+  // run handed out (one per change), so a client's stale version gets 410, not wrong data.
+  m.hub = std::make_unique<WatchHub>(
+      WatchHubOptions{options_.watch_history, static_cast<uint64_t>(m.clock.NowMs()) * 1000});
+  LogProxyOptions log_options = options_.logs;
+  log_options.bearer_token = join_token_;
+  m.logs = std::make_unique<LogProxy>(log_options);
   if (const char* dir = std::getenv("TESSERA_WEB_DIR")) m.web_dir = dir;
   // Every change goes to the metrics (histograms, event counts) and to the watch streams.
   m.ctl->SetChangeListener(
@@ -362,13 +380,7 @@ Status Head::Start() {
   for (const auto& [path, kind_name] : queue_lists) {
     const std::string kind = kind_name;
     TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, path, user([&m, kind](const Request& r) {
-                                       Json list =
-                                           kind == "ClusterQueue" ? m.ctl->ListClusterQueues()
-                                           : kind == "LocalQueue" ? m.ctl->ListLocalQueues()
-                                                                  : m.ctl->ListPriorityClasses();
-                                       if (r.Query("watch").value_or("") == "true")
-                                         return m.Watch(kind, list);
-                                       return Response::Json(200, list.dump());
+                                       return m.ListOrWatch(r, kind);
                                      })));
     // 409 naming what still uses it (docs/admission.md "Deleting").
     TESSERA_RETURN_IF_ERROR(
@@ -380,9 +392,7 @@ Status Head::Start() {
   }
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kPost, "/api/v1/jobs", create));
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/jobs", user([&m](const Request& r) {
-                                     if (r.Query("watch").value_or("") == "true")
-                                       return m.Watch("TrainJob", m.ctl->ListJobs());
-                                     return Response::Json(200, m.ctl->ListJobs().dump());
+                                     return m.ListOrWatch(r, kTrainJobKind);
                                    })));
   TESSERA_RETURN_IF_ERROR(
       s.Handle(Method::kGet, "/api/v1/jobs/{name}",
@@ -396,14 +406,10 @@ Status Head::Start() {
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/jobs/{name}/logs",
                                    user([&m](const Request& r) { return m.Logs(r); })));
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/hosts", user([&m](const Request& r) {
-                                     if (r.Query("watch").value_or("") == "true")
-                                       return m.Watch("Host", m.ctl->ListHosts());
-                                     return Response::Json(200, m.ctl->ListHosts().dump());
+                                     return m.ListOrWatch(r, kHostKind);
                                    })));
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/events", user([&m](const Request& r) {
-                                     if (r.Query("watch").value_or("") == "true")
-                                       return m.Watch("Event", m.ctl->ListEvents());
-                                     return Response::Json(200, m.ctl->ListEvents().dump());
+                                     return m.ListOrWatch(r, kEventKind);
                                    })));
   TESSERA_RETURN_IF_ERROR(s.Handle(
       Method::kPost, "/api/v1/agents/register", agent([&m](const Request& r) {
@@ -461,14 +467,8 @@ void Head::Stop() {
     m.loop_cv.notify_one();
   }
   if (m.loop.joinable()) m.loop.join();
-  {
-    std::lock_guard lock(m.proxy_mu);
-    for (auto& [t, client] : m.proxies) client->Cancel();
-  }
+  if (m.logs) m.logs->Stop();  // log streams end with an error line, then the server stops
   if (m.server) m.server->Stop();
-  std::lock_guard lock(m.proxy_mu);
-  for (auto& [t, client] : m.proxies)
-    if (t.joinable()) t.join();
   if (m.store)
     if (Status closed = m.store->Close(); !closed.ok())
       std::fprintf(stderr, "head: closing the store failed: %s\n", closed.ToString().c_str());

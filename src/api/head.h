@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "api/log_proxy.h"
 #include "common/status.h"
 #include "controller/controller.h"
 
@@ -34,6 +35,8 @@ struct HeadOptions {
   int io_threads = 2;
   controller::ControllerOptions controller;
   int64_t tick_ms = 100;  // controller loop period (it also runs after every change)
+  LogProxyOptions logs;    // caps and deadlines of log reads from agents (bearer_token unused)
+  size_t watch_history = 1024;  // changes kept per kind for watches resuming from a version
 };
 
 class Head {
