@@ -1,0 +1,183 @@
+#include "proxy/head_link.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "net/http_client.h"
+
+namespace tessera::proxy {
+namespace {
+
+using Json = nlohmann::json;
+
+net::ClientOptions ClientFor(const HeadLinkOptions& o) {
+  net::ClientOptions c;
+  c.host = o.host;
+  c.port = o.port;
+  c.bearer_token = o.token;
+  c.connect_timeout = std::chrono::milliseconds(2'000);
+  c.read_timeout = std::chrono::milliseconds(5'000);
+  return c;
+}
+
+// Logs `message` under `event` unless it repeats the previous message of that loop.
+void LogChange(const char* event, const std::string& message, std::string* last) {
+  if (message == *last) return;
+  *last = message;
+  std::fprintf(stderr, "router: event=%s %s\n", event, message.c_str());
+}
+
+}  // namespace
+
+Status ParseHeadUrl(const std::string& url, std::string* host, uint16_t* port) {
+  const std::string kScheme = "http://";
+  const std::string hint = " (expected http://ADDRESS:PORT, e.g. http://127.0.0.1:7070)";
+  if (url.rfind(kScheme, 0) != 0)
+    return InvalidArgument("'" + url + "' is not an http:// URL" + hint);
+  std::string rest = url.substr(kScheme.size());
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return InvalidArgument("'" + url + "' has no port" + hint);
+  }
+  const std::string port_text = rest.substr(colon + 1);
+  int value = 0;
+  for (char c : port_text) {
+    if (c < '0' || c > '9' || value > 65535)
+      return InvalidArgument("'" + url + "': bad port" + hint);
+    value = value * 10 + (c - '0');
+  }
+  if (port_text.empty() || value < 1 || value > 65535) {
+    return InvalidArgument("'" + url + "': bad port" + hint);
+  }
+  *host = rest.substr(0, colon);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  *port = static_cast<uint16_t>(value);
+  return Status::Ok();
+}
+
+std::string LoadReportJson(const ServiceLoad& load, int64_t time_ms) {
+  Json per_replica = Json::object();
+  for (const auto& [replica, n] : load.load.per_replica) per_replica[std::to_string(replica)] = n;
+  return Json{{"timeMs", time_ms},
+              {"role", load.role},
+              {"ongoingRequests", load.load.in_flight + load.load.queued},
+              {"queued", load.load.queued},
+              {"perReplica", per_replica}}
+      .dump();
+}
+
+HeadLink::HeadLink(HeadLinkOptions options, ServingRouter& router)
+    : options_(std::move(options)), router_(router) {}
+
+HeadLink::~HeadLink() { Stop(); }
+
+void HeadLink::Start() {
+  router_.SetHeadConnected(false);
+  watch_thread_ = std::thread([this] { WatchLoop(); });
+  report_thread_ = std::thread([this] { ReportLoop(); });
+}
+
+void HeadLink::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    if (watch_client_) watch_client_->Cancel();
+  }
+  cv_.notify_all();
+  if (watch_thread_.joinable()) watch_thread_.join();
+  if (report_thread_.joinable()) report_thread_.join();
+}
+
+bool HeadLink::SleepFor(std::chrono::milliseconds d) {
+  std::unique_lock lock(mu_);
+  return !cv_.wait_for(lock, d, [this] { return stopping_; });
+}
+
+void HeadLink::WatchLoop() {
+  std::chrono::milliseconds backoff = options_.initial_backoff;
+  std::string last_error;
+  while (true) {
+    auto client = std::make_shared<net::HttpClient>(ClientFor(options_));
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      watch_client_ = client;
+    }
+    Status outcome = Status::Ok();
+    auto list = client->Request(net::Method::kGet, "/api/v1/services");
+    if (!list.ok()) {
+      outcome = list.status();
+    } else if (list->status != 200) {
+      outcome = Unavailable("GET /api/v1/services: HTTP " + std::to_string(list->status) + ": " +
+                            list->body.substr(0, 200));
+    } else if (auto services = ParseServiceList(list->body); !services.ok()) {
+      outcome = services.status();
+    } else {
+      router_.ReplaceServices(std::move(*services));
+      router_.SetHeadConnected(true);
+      LogChange("head_watch", "connected to " + options_.host + ":" + std::to_string(options_.port),
+                &last_error);
+      backoff = options_.initial_backoff;
+      outcome = client->Stream(net::Method::kGet, "/api/v1/services?watch=true",
+                               [&](std::string_view line) {
+                                 if (line.empty()) return true;
+                                 auto event = ParseServiceEvent(line);
+                                 if (!event.ok()) {
+                                   std::fprintf(stderr, "router: event=bad_watch_line %s\n",
+                                                event.status().message().c_str());
+                                   return true;
+                                 }
+                                 if (event->type == ServiceEvent::Type::kDeleted) {
+                                   router_.RemoveService(event->service.name);
+                                 } else {
+                                   router_.UpsertService(std::move(event->service));
+                                 }
+                                 return true;
+                               });
+      if (outcome.ok()) outcome = Unavailable("the head ended the watch stream");
+    }
+    router_.SetHeadConnected(false);
+    {
+      std::lock_guard lock(mu_);
+      watch_client_.reset();
+      if (stopping_) return;
+    }
+    LogChange("head_watch_down",
+              "routing on the last view; retrying every " + std::to_string(backoff.count()) +
+                  "+ ms: " + outcome.ToString(),
+              &last_error);
+    if (!SleepFor(backoff)) return;
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+}
+
+void HeadLink::ReportLoop() {
+  net::HttpClient client(ClientFor(options_));
+  SystemClock clock;
+  std::string last_error;
+  while (SleepFor(options_.report_interval)) {
+    for (const ServiceLoad& load : router_.Loads()) {
+      auto r = client.Request(net::Method::kPost, "/api/v1/services/" + load.service + "/load",
+                              LoadReportJson(load, clock.NowMs()));
+      std::string error;
+      if (!r.ok()) {
+        error = r.status().ToString();
+      } else if (r->status / 100 != 2) {
+        error = "HTTP " + std::to_string(r->status) + ": " + r->body.substr(0, 200);
+      }
+      if (!error.empty()) {
+        LogChange("load_report_failed", "(reports are dropped until the head takes one) " + error,
+                  &last_error);
+      } else if (!last_error.empty()) {
+        LogChange("load_report_ok", "", &last_error);
+      }
+    }
+  }
+}
+
+}  // namespace tessera::proxy
