@@ -8,8 +8,9 @@ Weights are made in code from a seed (no downloads): every process builds the fu
 the same seed and keeps its shard, so a group of N computes what one process computes, up to
 floating-point summation order. Sharding is Megatron-style: each process holds H/N attention
 heads (the q/k/v columns of those heads and the matching rows of the output projection) and
-d_ff/N MLP columns; the two row-parallel products of each layer are summed with one all-reduce
-each, and their biases are added once, after the sum. Embeddings, layer norms and the output
+d_ff/N MLP columns. Layers are parallel blocks (GPT-J, PaLM): attention and MLP read the same
+normalised input, so their row-parallel partial products are summed with one all-reduce per
+layer, and their biases are added once, after the sum. Embeddings, layer norms and the output
 head are replicated; only the leader computes logits.
 
 Tokenizer: bytes. Token ids 0..255 are the UTF-8 bytes of the prompt, 256 is a beginning-of-text
@@ -74,12 +75,9 @@ class _Layer:
     ln1_b: torch.Tensor
     qkv: "_Linear"  # to 3 * local heads * head_dim: this shard's q, k and v columns
     out: "_Linear"  # from local heads * head_dim: row-parallel, no bias
-    bo: torch.Tensor  # added after the all-reduce
-    ln2_w: torch.Tensor
-    ln2_b: torch.Tensor
     up: "_Linear"  # to d_ff / size: column-parallel
     down: "_Linear"  # from d_ff / size: row-parallel, no bias
-    b2: torch.Tensor  # added after the all-reduce
+    bias: torch.Tensor  # both products' biases, added once after the all-reduce
 
 
 def _no_reduce(_tensor):
@@ -173,9 +171,8 @@ class ShardedTransformer:
                 ln1_w=torch.ones(d), ln1_b=torch.zeros(d),
                 qkv=_Linear(torch.cat([wq[heads], wk[heads], wv[heads]]),
                             torch.cat([bq[heads], bk[heads], bv[heads]])),
-                out=_Linear(wo[:, heads]), bo=bo,
-                ln2_w=torch.ones(d), ln2_b=torch.zeros(d),
-                up=_Linear(w1[cols], b1[cols]), down=_Linear(w2[:, cols]), b2=b2))
+                out=_Linear(wo[:, heads]),
+                up=_Linear(w1[cols], b1[cols]), down=_Linear(w2[:, cols]), bias=bo + b2))
         self.lnf_w, self.lnf_b = torch.ones(d), torch.zeros(d)
 
     @torch.no_grad()
@@ -237,13 +234,11 @@ class ShardedTransformer:
             qkv = layer.qkv(h).view(batch, steps, 3, heads, hd)
             q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))  # (batch, heads, T, hd)
             a = attend(index, q, k, v).transpose(1, 2).reshape(batch, steps, heads * hd)
-            o = layer.out(a)
-            self._all_reduce(o)
-            x = x + o + layer.bo
-            h = F.layer_norm(x, (d,), layer.ln2_w, layer.ln2_b)
-            m = layer.down(F.gelu(layer.up(h)))
-            self._all_reduce(m)
-            x = x + m + layer.b2
+            # Parallel block: attention and MLP read the same normalised input and their
+            # row-parallel partial sums are reduced together, one all-reduce per layer.
+            partial = layer.out(a) + layer.down(F.gelu(layer.up(h)))
+            self._all_reduce(partial)
+            x = x + partial + layer.bias
         return x
 
     def _logits(self, h):

@@ -117,14 +117,21 @@ void PrintEvents(const Json& items, const std::string& object) {
     if (object.empty() || e.value("object", "") == object) PrintEventRow(e, now);
 }
 
-// `tessera get events --watch`: the list, then one row per new event until interrupted.
+// `tessera get events --watch`: the list, then one row per new event until interrupted. One
+// watch without a resourceVersion: the head sends the list and the changes after it with no
+// gap and no repeat (docs/runtime.md "Watches"), so there is no separate list call.
 void WatchEvents(net::HttpClient& client, const std::string& object, const std::string& output) {
   if (output == "table")
     std::printf("%-6s %-8s %-15s %-26s %s\n", "AGE", "TYPE", "REASON", "OBJECT", "MESSAGE");
   std::fflush(stdout);
+  std::string error;
   Status s = client.Stream(net::Method::kGet, "/api/v1/events?watch=true", [&](std::string_view l) {
     Json change = Json::parse(l, nullptr, false);
     if (change.is_discarded() || !change.contains("object")) return true;
+    if (change.value("type", "") == "ERROR") {
+      error = change["object"].value("message", "the head ended the watch");
+      return false;
+    }
     const Json& e = change["object"];
     if (!object.empty() && e.value("object", "") != object) return true;
     if (output == "json") {
@@ -140,6 +147,7 @@ void WatchEvents(net::HttpClient& client, const std::string& object, const std::
     return true;
   });
   if (!s.ok()) throw CommandError("watching events: " + s.message(), 1);
+  if (!error.empty()) throw CommandError("watching events: " + error, 1);
 }
 
 std::string Ms(int64_t ms) {
