@@ -3,10 +3,10 @@
 // Each replica (a ready endpoint) takes at most `max_ongoing` requests at once. A request is
 // given a replica by power of two choices: two distinct replicas with a free slot are drawn
 // from the caller's Rng and the one with fewer requests in flight wins (a tie goes to the
-// first drawn, so equal replicas share the traffic; a seed replays the same choices). When no replica has a free
-// slot the request waits in a FIFO queue of at most `max_queued` entries; beyond that it is
-// rejected (the router answers 503 with Retry-After). A slot freed by Release(), or replicas
-// added by SetEndpoints(), go to the queue's head first.
+// first drawn, so equal replicas share the traffic; a seed replays the same choices). When no
+// replica has a free slot the request waits in a FIFO queue of at most `max_queued` entries;
+// beyond that it is rejected (the router answers 503 with Retry-After). A slot freed by
+// Release(), or replicas added by SetEndpoints(), go to the queue's head first.
 //
 // Pure: no I/O, no clock, no threads (queue timeouts are the caller's: it calls Cancel()).
 // Not thread-safe; the router touches it from its io thread only.
