@@ -13,6 +13,8 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev sqlite3
   # example workloads and the Python SDK
   python3 python3-torch
+  # serving benchmark: the reference proxies beside `tessera router` (bench/serving)
+  haproxy nginx
   # dashboard tests: a real headless browser, driven from Node (playwright-core, below)
   chromium nodejs
 )
