@@ -4,7 +4,9 @@ kill -9 of a worker, a hung (SIGSTOPped) worker, a lost host with onHostLoss pau
 which records whether any worker of an earlier attempt was still alive when it started.
 
 A lost host is simulated as a dead machine: its agent is SIGSTOPped (no heartbeats) and its
-worker SIGKILLed; SIGCONT brings the host back. Uses the Cluster helper of test_cluster.py (real
+worker SIGKILLed; SIGCONT brings the host back. The agent is found among the pids this
+cluster recorded in its own state directory, never by host name across the machine (another
+local cluster has hosts of the same names). Uses the Cluster helper of test_cluster.py (real
 head and agents, polled with deadlines, never sleeping to wait).
 """
 import json
@@ -45,20 +47,30 @@ def train_job(name, guard_dir, ckpt_dir, slices=2, failure_policy=None, progress
             "spec": spec}
 
 
-def agent_pid(host):
-    """The pid of `tessera agent --name host` (found in /proc)."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+def agent_pid(cluster, host):
+    """The pid of this cluster's agent for `host`.
+
+    Only the agents `tessera up` recorded in this cluster's state directory (cluster.json) are
+    candidates, and the one chosen must run with `--name host` and this cluster's own agent
+    state directory: another cluster on the machine (a second checkout, a helper's test) has
+    agents with the same host names, and freezing one of those would fail both runs.
+    """
+    with open(os.path.join(cluster.state, "cluster.json")) as f:
+        recorded = json.load(f)["agents"]
+    want_name = host.encode()
+    want_state = os.path.join(cluster.state, "agents", host).encode()
+    for pid in recorded:
         try:
-            with open("/proc/%s/cmdline" % entry, "rb") as f:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
                 args = f.read().split(b"\0")
         except OSError:
-            continue
-        if b"agent" in args and b"--name" in args and host.encode() in args:
-            if args[args.index(b"--name") + 1] == host.encode():
-                return int(entry)
-    raise AssertionError("no agent process for host " + host)
+            continue  # exited; its pid may since belong to anything
+        flag = lambda name: args[args.index(name) + 1] if name in args[:-1] else None
+        if b"agent" in args and flag(b"--name") == want_name and \
+                flag(b"--state-dir") == want_state:
+            return pid
+    raise AssertionError("no agent for host %s among the pids recorded in %s/cluster.json (%s)"
+                         % (host, cluster.state, recorded))
 
 
 class ElasticTest(unittest.TestCase):
@@ -124,7 +136,7 @@ class ElasticTest(unittest.TestCase):
 
     def lose_host(self, host, status):
         """The machine dies: no heartbeats, and its worker is gone."""
-        pid = agent_pid(host)
+        pid = agent_pid(self.c, host)
         os.kill(pid, signal.SIGSTOP)
         self.stopped_agents.append(pid)
         for w in status["workers"]:
@@ -135,6 +147,23 @@ class ElasticTest(unittest.TestCase):
     def restore_host(self, pid):
         os.kill(pid, signal.SIGCONT)
         self.stopped_agents.remove(pid)
+
+    def test_a_host_to_freeze_is_found_in_this_cluster_only(self):
+        # Another cluster on the machine whose hosts have the same names as ours.
+        other = Cluster()
+        self.addCleanup(other.down)
+        other.cli("up", "--generation", "v6e", "--topology", "4x4", "--slices", "1",
+                  "--heartbeat-ms", "200", "--lease-ms", "2000", "--timeout", "120")
+        with open(os.path.join(self.c.state, "cluster.json")) as f:
+            ours = json.load(f)["agents"]
+        with open(os.path.join(other.state, "cluster.json")) as f:
+            theirs = json.load(f)["agents"]
+        for w in range(4):
+            host = "slice-000-w%d" % w
+            self.assertIn(agent_pid(self.c, host), ours, host)
+            self.assertIn(agent_pid(other, host), theirs, host)
+        with self.assertRaisesRegex(AssertionError, "no agent for host slice-001-w0"):
+            agent_pid(other, "slice-001-w0")  # ours has one; the other cluster has none
 
     def test_kill9_of_a_worker_resumes_from_the_checkpoint(self):
         self.submit(train_job("kill9", self.guard, self.ckpt, failure_policy={"maxFailures": 2}))
@@ -189,8 +218,16 @@ class ElasticTest(unittest.TestCase):
         st = self.wait_step("pause", 15)
         host = self.worker(st, 6)["host"]
         pid = self.lose_host(host, st)
-        st = self.wait_attempts("pause", "the host loss",
-                                lambda s: s["attempts"][0]["endReason"] == "HostLost" and
+        # The attempt ends with whichever the head hears of first: the host's lease running out
+        # (HostLost), or a rank on another host failing because its peer died with the host
+        # (WorkerFailed; gloo often notices within the 2 s lease). Either way the host is then
+        # lost, and with onHostLoss: pause the job waits for it.
+        wait_for("%s lost" % host, lambda: [
+            h for h in self.c.request("GET", "/api/v1/hosts")[1]["items"]
+            if h["metadata"]["name"] == host and h["status"]["state"] != "Ready"], timeout=60)
+        st = self.wait_attempts("pause", "the attempt ended by the host loss",
+                                lambda s: s["attempts"][0]["endReason"] in ("HostLost",
+                                                                            "WorkerFailed") and
                                 s["phase"] == "Pending", timeout=60)
         self.assertEqual(len(st["attempts"]), 1)  # waiting, not running on fewer hosts
         self.restore_host(pid)
