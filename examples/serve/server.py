@@ -56,6 +56,12 @@ class Settings:
     """Everything the process needs, read from flags and the tessera environment."""
 
 
+def fail(message):
+    """Bad settings: say which and how to fix it, exit 2."""
+    print(f"server: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def env_int(name, default, minimum):
     raw = os.environ.get(name)
     if raw is None or raw == "":
@@ -63,9 +69,9 @@ def env_int(name, default, minimum):
     try:
         value = int(raw)
     except ValueError:
-        raise SystemExit(f"server: {name}={raw!r} is not a whole number")
+        fail(f"{name}={raw!r} is not a whole number")
     if value < minimum:
-        raise SystemExit(f"server: {name}={value} must be at least {minimum}")
+        fail(f"{name}={value} must be at least {minimum}")
     return value
 
 
@@ -93,21 +99,21 @@ def parse_settings(argv):
     s.group_size = env_int("TESSERA_GROUP_SIZE", 1, 1)
     s.worker_index = env_int("TESSERA_WORKER_INDEX", 0, 0)
     if s.worker_index >= s.group_size:
-        raise SystemExit(f"server: TESSERA_WORKER_INDEX={s.worker_index} must be below "
+        fail(f"TESSERA_WORKER_INDEX={s.worker_index} must be below "
                          f"TESSERA_GROUP_SIZE={s.group_size}")
     if s.port is None:
         s.port = env_int("PORT", 8000, 0)
     if not 0 <= s.port <= 65535:
-        raise SystemExit(f"server: --port {s.port} must be 0 to 65535")
+        fail(f"--port {s.port} must be 0 to 65535")
     if s.group_size > 1:
         s.master_addr = os.environ.get("MASTER_ADDR", "")
         s.master_port = env_int("MASTER_PORT", 0, 1)
         if not s.master_addr or not s.master_port:
-            raise SystemExit("server: a group of TESSERA_GROUP_SIZE > 1 needs MASTER_ADDR and "
+            fail("a group of TESSERA_GROUP_SIZE > 1 needs MASTER_ADDR and "
                              "MASTER_PORT (the torch.distributed rendezvous; tessera sets both)")
     for name in ("max_batch", "max_queue", "threads", "collective_timeout_s"):
         if getattr(s, name) < 1:
-            raise SystemExit(f"server: --{name.replace('_', '-')} must be at least 1")
+            fail(f"--{name.replace('_', '-')} must be at least 1")
     return s
 
 
