@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds the dev preset (ASan + UBSan, warnings as errors) and runs every test: the C++
-# suites under CTest, the Python SDK's unit tests, the multi-process integration tests (a real
-# head and agents on loopback ports), the dashboard's browser tests, and the clang-format check.
+# suites under CTest, the Python SDK's unit tests, the example model server's and the serving
+# load generator's tests, the multi-process integration tests (a real head and agents on
+# loopback ports), the dashboard's browser tests, and the clang-format check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
