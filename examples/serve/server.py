@@ -297,6 +297,14 @@ class Server(http.server.ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
+    def handle_error(self, request, client_address):
+        """A client that went away is routine; anything else is one JSON log line (the default
+        prints a traceback)."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):
+            return
+        log("http_error", client=f"{client_address[0]}:{client_address[1]}", error=repr(error))
+
 
 def start_http(state):
     s = state.settings
