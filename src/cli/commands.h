@@ -22,5 +22,6 @@ void AddSimCommand(CLI::App& app);
 void AddHeadCommand(CLI::App& app);
 void AddClusterCommands(CLI::App& app);
 void AddResourceCommands(CLI::App& app);
+void AddRouterCommand(CLI::App& app);
 
 }  // namespace tessera::cli

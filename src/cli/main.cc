@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   tessera::cli::AddHeadCommand(app);
   tessera::cli::AddClusterCommands(app);
   tessera::cli::AddResourceCommands(app);
+  tessera::cli::AddRouterCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

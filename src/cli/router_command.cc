@@ -1,0 +1,151 @@
+// `tessera router`: the serving data path (src/proxy) until SIGTERM or SIGINT. Endpoints come
+// from the head's watch API (--head, --token-file) or, without a head, from a static file
+// (--static-endpoints); docs/serving-router.md.
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "proxy/head_link.h"
+#include "proxy/serving_router.h"
+
+namespace tessera::cli {
+namespace {
+
+struct RouterFlags {
+  std::string head;
+  std::string token_file;
+  std::string static_endpoints;
+  std::string info_file;
+  int64_t queue_timeout_ms = 60'000;
+  int64_t max_queued = 100;
+  int64_t max_connections = 10'000;
+  int port = 0;
+  proxy::RouterOptions options;
+};
+
+std::string ReadFile(const std::string& path, const std::string& flag) {
+  std::ifstream in(path);
+  if (!in) throw CommandError(flag + ": cannot read '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Writes {"pid", "address", "port"} atomically (rename), so a reader never sees half of it.
+void WriteInfo(const std::string& path, const std::string& address, uint16_t port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << nlohmann::json{{"pid", ::getpid()}, {"address", address}, {"port", port}}.dump() << "\n";
+    if (!out) throw CommandError("--info-file: cannot write '" + tmp + "'", 1);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw CommandError("--info-file: cannot write '" + path + "': " + ec.message(), 1);
+}
+
+void Run(RouterFlags& f) {
+  if (f.head.empty() == f.static_endpoints.empty()) {
+    throw CommandError(
+        "give --head http://ADDRESS:PORT (with --token-file) to learn endpoints from the head, "
+        "or --static-endpoints FILE to route to a fixed list; exactly one of them");
+  }
+  proxy::HeadLinkOptions link;
+  std::vector<proxy::ServiceView> fixed;
+  if (!f.head.empty()) {
+    Status url = proxy::ParseHeadUrl(f.head, &link.host, &link.port);
+    if (!url.ok()) throw CommandError("--head: " + url.message());
+    if (f.token_file.empty()) {
+      throw CommandError(
+          "--token-file: required with --head (the head's admin token, e.g. "
+          ".tessera/admin.token)");
+    }
+    link.token = ReadFile(f.token_file, "--token-file");
+    while (!link.token.empty() && std::isspace(static_cast<unsigned char>(link.token.back()))) {
+      link.token.pop_back();
+    }
+    if (link.token.empty()) throw CommandError("--token-file: '" + f.token_file + "' is empty");
+  } else {
+    if (!f.token_file.empty()) throw CommandError("--token-file: only used with --head");
+    auto services = proxy::ParseStaticEndpoints(ReadFile(f.static_endpoints, "--static-endpoints"));
+    if (!services.ok()) {
+      throw CommandError("--static-endpoints: " + f.static_endpoints + ": " +
+                         services.status().message());
+    }
+    fixed = std::move(*services);
+  }
+  f.options.port = static_cast<uint16_t>(f.port);
+  f.options.max_queued = static_cast<size_t>(f.max_queued);
+  f.options.max_connections = static_cast<size_t>(f.max_connections);
+  f.options.queue_timeout = std::chrono::milliseconds(f.queue_timeout_ms);
+
+  // Block the stop signals before any thread starts, so only sigwait below sees them.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  // A client that hangs up mid-write must not kill the router.
+  signal(SIGPIPE, SIG_IGN);
+
+  proxy::ServingRouter router(f.options);
+  Status started = router.Start();
+  if (!started.ok()) throw CommandError("--bind/--port: " + started.message(), 1);
+  std::unique_ptr<proxy::HeadLink> head_link;
+  if (!f.head.empty()) {
+    head_link = std::make_unique<proxy::HeadLink>(link, router);
+    head_link->Start();
+  } else {
+    router.ReplaceServices(std::move(fixed));
+  }
+  if (!f.info_file.empty()) WriteInfo(f.info_file, f.options.bind_address, router.port());
+  std::cerr << "tessera router: listening on " << f.options.bind_address << ":" << router.port()
+            << (f.head.empty() ? ", static endpoints from " + f.static_endpoints
+                               : ", endpoints from " + f.head)
+            << std::endl;
+  int sig = 0;
+  sigwait(&stop, &sig);
+  std::cerr << "tessera router: stopping (signal " << sig << ")" << std::endl;
+  if (head_link) head_link->Stop();
+  router.Stop();
+}
+
+}  // namespace
+
+void AddRouterCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "router", "Run the serving router: routes requests to ready replicas of Services");
+  auto f = std::make_shared<RouterFlags>();
+  cmd->add_option("--head", f->head, "the head to learn endpoints from, http://ADDRESS:PORT");
+  cmd->add_option("--token-file", f->token_file, "the head's admin token (with --head)");
+  cmd->add_option("--static-endpoints", f->static_endpoints,
+                  "a JSON file of services and endpoints to route to without a head");
+  cmd->add_option("--port", f->port, "port to listen on (0: any free port, see --info-file)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--bind", f->options.bind_address, "address to listen on")->capture_default_str();
+  cmd->add_option("--default-service", f->options.default_service,
+                  "the service for paths outside /services/NAME/ (default: the only one)");
+  cmd->add_option("--max-queued", f->max_queued,
+                  "requests that may wait per service when every replica is full")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1'000'000}));
+  cmd->add_option("--queue-timeout-ms", f->queue_timeout_ms,
+                  "a waiting request gets 503 after this long (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}));
+  cmd->add_option("--max-connections", f->max_connections, "client connections open at once")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000}));
+  cmd->add_option("--info-file", f->info_file,
+                  "write {\"pid\", \"address\", \"port\"} here once listening");
+  cmd->callback([f] { Run(*f); });
+}
+
+}  // namespace tessera::cli
