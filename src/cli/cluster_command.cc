@@ -1,6 +1,7 @@
-// `tessera up` and `tessera down`: a local emulated cluster on this machine. `up` starts a head
-// and one emulated agent per host, each in its own session, waits until every host has
-// registered, and records the processes in <state-dir>/cluster.json; `down` stops them.
+// `tessera up` and `tessera down`: a local emulated cluster on this machine. `up` starts a head,
+// the serving router (`tessera router`, its port in <state-dir>/router.json) and one emulated
+// agent per host, each in its own session, waits until every host has registered, and records
+// the processes in <state-dir>/cluster.json; `down` stops them.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -133,6 +134,26 @@ void Up(const UpFlags& f) {
     if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const std::string head_url = "http://127.0.0.1:" + std::to_string(port);
+  // The serving router: its own process, so requests keep flowing while the head is down.
+  fs::remove(dir + "/router.json");
+  const pid_t router = Spawn(exe,
+                             {"router", "--head", head_url, "--token-file", dir + "/admin.token",
+                              "--port", "0", "--info-file", dir + "/router.json"},
+                             dir + "/logs/router.log");
+  cluster["router"] = router;
+  save();
+  int router_port = 0;
+  while (router_port == 0) {
+    if (std::chrono::steady_clock::now() > deadline || !Alive(router)) {
+      Down(dir, false, true);
+      throw CommandError("the router did not start; see " + dir + "/logs/router.log", 1);
+    }
+    std::ifstream in(dir + "/router.json");
+    Json r = in ? Json::parse(in, nullptr, false) : Json();
+    if (r.is_object() && r.value("pid", 0) == router) router_port = r.value("port", 0);
+    if (router_port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  cluster["routerPort"] = router_port;
   std::vector<std::vector<std::string>> agents;
   if (three_d) {
     for (int c = 0; c < f.cubes; ++c)
@@ -201,6 +222,7 @@ void Up(const UpFlags& f) {
             << ")\n"
             << "  API:    " << head_url << "\n"
             << "  web:    " << head_url << "/  (dashboard; paste the admin token)\n"
+            << "  router: http://127.0.0.1:" << router_port << "/services/NAME/...  (serving)\n"
             << "  token:  " << dir << "/admin.token\n"
             << "  state:  " << dir << "  (logs in " << dir << "/logs)\n"
             << "Try: tessera get hosts; tessera apply -f examples/train/job.yaml\n";
@@ -223,6 +245,13 @@ void Down(const std::string& state_dir, bool purge, bool quiet) {
       ::kill(p, SIGKILL);
       WaitGone(p, std::chrono::seconds(2));
     }
+    // The router next: it only reads from the head.
+    const pid_t router = c.value("router", 0);
+    if (Alive(router) && ::kill(router, SIGTERM) == 0) {
+      ++stopped;
+      if (!WaitGone(router, std::chrono::seconds(10))) ::kill(router, SIGKILL);
+      WaitGone(router, std::chrono::seconds(2));
+    }
     const pid_t head = c.value("head", 0);
     if (Alive(head) && ::kill(head, SIGTERM) == 0) {
       ++stopped;
@@ -232,6 +261,7 @@ void Down(const std::string& state_dir, bool purge, bool quiet) {
   }
   fs::remove(dir + "/cluster.json");
   fs::remove(dir + "/head.json");
+  fs::remove(dir + "/router.json");
   if (purge) fs::remove_all(dir);
   if (!quiet)
     std::cout << "tessera cluster down: " << stopped << " process(es) stopped"

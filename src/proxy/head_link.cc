@@ -148,8 +148,9 @@ void HeadLink::WatchLoop() {
       if (stopping_) return;
     }
     LogChange("head_watch_down",
-              "routing on the last view; retrying every " + std::to_string(backoff.count()) +
-                  "+ ms: " + outcome.ToString(),
+              "routing on the last view; retrying with backoff (" +
+                  std::to_string(options_.initial_backoff.count()) + " ms doubling to " +
+                  std::to_string(options_.max_backoff.count()) + " ms): " + outcome.ToString(),
               &last_error);
     if (!SleepFor(backoff)) return;
     backoff = std::min(backoff * 2, options_.max_backoff);
