@@ -97,6 +97,13 @@ Status Agent::Start() {
   std::error_code ec;
   std::filesystem::create_directories(options_.state_dir, ec);
   if (ec) return Unavailable("state dir " + options_.state_dir + ": " + ec.message());
+  // Owner only (also when it existed wider): workers' logs may print their env's secrets.
+  std::filesystem::permissions(options_.state_dir, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
+  if (ec) {
+    return Unavailable("state dir " + options_.state_dir + ": cannot set mode 0700: " +
+                       ec.message() + "; run the agent as the directory's owner");
+  }
   auto devices = devices_->Discover();
   if (!devices.ok()) return devices.status();
   discovered_ = *devices;

@@ -5,12 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <charconv>
 #include <map>
 #include <set>
 #include <sstream>
@@ -44,11 +44,23 @@ Response Reply(const controller::ApiResult<T>& r, int ok_status = 200) {
   return Response::Json(ok_status, std::get<T>(r).dump());
 }
 
+// Makes `path` readable by its owner only (0600 files, 0700 directories), also when it already
+// exists with a wider mode: tokens, specs (env may hold secrets) and logs live there.
+Status RestrictToOwner(const std::string& path, mode_t mode) {
+  if (::chmod(path.c_str(), mode) == 0) return Status::Ok();
+  char octal[8];
+  std::snprintf(octal, sizeof octal, "%04o", static_cast<unsigned>(mode));
+  return Unavailable(path + ": cannot set mode " + octal + " (" + std::strerror(errno) +
+                     "); run the head as the owner of its state directory");
+}
+
 Status WriteFileAtomic(const std::string& path, const std::string& text, mode_t mode) {
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return Unavailable(path + ": " + std::strerror(errno));
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+  // A leftover temporary file keeps its old mode through O_CREAT.
+  const bool ok = ::fchmod(fd, mode) == 0 &&
+                  ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
                   ::fsync(fd) == 0;
   ::close(fd);
   if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0)
@@ -73,6 +85,7 @@ Result<std::string> LoadOrCreateToken(const std::string& path) {
     std::string token;
     std::getline(in, token);
     if (token.size() < 16) return InvalidArgument(path + ": token is shorter than 16 characters");
+    TESSERA_RETURN_IF_ERROR(RestrictToOwner(path, 0600));
     return token;
   }
   unsigned char raw[32];
@@ -89,7 +102,6 @@ Result<std::string> LoadOrCreateToken(const std::string& path) {
     token += kHex[c & 15];
   }
   TESSERA_RETURN_IF_ERROR(WriteFileAtomic(path, token + "\n", 0600));
-  ::chmod(path.c_str(), 0600);
   return token;
 }
 
@@ -100,7 +112,7 @@ struct Head::Impl {
   std::unique_ptr<net::HttpServer> server;
   std::unique_ptr<HeadMetrics> metrics;
   std::string web_dir;  // $TESSERA_WEB_DIR: serve the dashboard from disk (development)
-  std::string admin_bearer, join_bearer, join_token;
+  std::string admin_token, join_token;
 
   std::thread loop;
   std::mutex loop_mu;
@@ -167,8 +179,10 @@ struct Head::Impl {
     }
   }
 
-  bool IsUser(const Request& r) const { return r.Header("Authorization") == admin_bearer; }
-  bool IsAgent(const Request& r) const { return r.Header("Authorization") == join_bearer; }
+  // The same check the server's auth makes (scheme in any case), so a request it let in as
+  // holding a token is seen here as holding that same token.
+  bool IsUser(const Request& r) const { return net::HasBearerToken(r, admin_token); }
+  bool IsAgent(const Request& r) const { return net::HasBearerToken(r, join_token); }
 
   // GET on a list route: the list with metadata.resourceVersion; with watch=true its watch
   // stream, from resourceVersion=N (the changes after N) or, without one, the list as ADDED
@@ -180,7 +194,8 @@ struct Head::Impl {
       if (!version)
         return Response::Error(400,
                                "resourceVersion: must be a list's metadata.resourceVersion (a "
-                               "decimal number), got '" + *from + "'",
+                               "decimal number), got '" +
+                                   *from + "'",
                                "resourceVersion");
       if (!hub->CanResume(kind, *version))
         return Response::Error(410,
@@ -259,7 +274,8 @@ struct Head::Impl {
       const std::optional<uint64_t> parsed = ParseDecimal(*w);
       if (!parsed || *parsed > 1'000'000)
         return Response::Error(
-            400, "worker: must be a worker rank, a whole number >= 0 (e.g. worker=0), got '" + *w + "'",
+            400,
+            "worker: must be a worker rank, a whole number >= 0 (e.g. worker=0), got '" + *w + "'",
             "worker");
       rank = static_cast<int>(*parsed);
     }
@@ -284,6 +300,7 @@ Status Head::Start() {
   std::error_code ec;
   fs::create_directories(options_.state_dir, ec);
   if (ec) return Unavailable("state directory " + options_.state_dir + ": " + ec.message());
+  TESSERA_RETURN_IF_ERROR(RestrictToOwner(options_.state_dir, 0700));
   auto admin = LoadOrCreateToken(options_.state_dir + "/admin.token");
   if (!admin.ok()) return admin.status();
   auto join = LoadOrCreateToken(options_.state_dir + "/join.token");
@@ -291,8 +308,7 @@ Status Head::Start() {
   admin_token_ = *admin;
   join_token_ = *join;
   Impl& m = *impl_;
-  m.admin_bearer = "Bearer " + admin_token_;
-  m.join_bearer = "Bearer " + join_token_;
+  m.admin_token = admin_token_;
   m.join_token = join_token_;
 
   auto store = store::SqliteStore::Open(options_.state_dir + "/tessera.db");
@@ -379,9 +395,8 @@ Status Head::Start() {
       {"/api/v1/priorityclasses", "PriorityClass"}};
   for (const auto& [path, kind_name] : queue_lists) {
     const std::string kind = kind_name;
-    TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, path, user([&m, kind](const Request& r) {
-                                       return m.ListOrWatch(r, kind);
-                                     })));
+    TESSERA_RETURN_IF_ERROR(s.Handle(
+        Method::kGet, path, user([&m, kind](const Request& r) { return m.ListOrWatch(r, kind); })));
     // 409 naming what still uses it (docs/admission.md "Deleting").
     TESSERA_RETURN_IF_ERROR(
         s.Handle(Method::kDelete, std::string(path) + "/{name}", user([&m, kind](const Request& r) {
@@ -453,7 +468,7 @@ Status Head::Start() {
   TESSERA_RETURN_IF_ERROR(s.Start());
   const Json head = {{"address", options_.bind_address}, {"port", s.port()}, {"pid", ::getpid()}};
   TESSERA_RETURN_IF_ERROR(
-      WriteFileAtomic(options_.state_dir + "/head.json", head.dump() + "\n", 0644));
+      WriteFileAtomic(options_.state_dir + "/head.json", head.dump() + "\n", 0600));
   m.loop = std::thread([&m, tick = options_.tick_ms] { m.Loop(tick); });
   return Status::Ok();
 }

@@ -2,10 +2,11 @@
 // controller, serves the HTTP API (users with the admin token, agents with the join token),
 // pushes watch streams, proxies worker logs from agents, and runs the controller loop.
 //
-// State directory layout:
-//   tessera.db     the SQLite store
-//   admin.token    bearer token for users (mode 0600, created at first start)
-//   join.token     bearer token for agents (mode 0600, created at first start)
+// State directory layout (the directory mode 0700, every file 0600, tightened at each start
+// when they exist with wider modes; docs/security.md):
+//   tessera.db     the SQLite store (and its -wal file)
+//   admin.token    bearer token for users (created at first start)
+//   join.token     bearer token for agents (created at first start)
 //   head.json      {"address", "port", "pid"} of the running head, for the CLI and `tessera up`
 //
 // Thread-safety: Start/Stop from one thread; everything else is internal.
@@ -34,8 +35,8 @@ struct HeadOptions {
   int port = 0;  // 0: an ephemeral port, written to head.json
   int io_threads = 2;
   controller::ControllerOptions controller;
-  int64_t tick_ms = 100;  // controller loop period (it also runs after every change)
-  LogProxyOptions logs;    // caps and deadlines of log reads from agents (bearer_token unused)
+  int64_t tick_ms = 100;        // controller loop period (it also runs after every change)
+  LogProxyOptions logs;         // caps and deadlines of log reads from agents (bearer_token unused)
   size_t watch_history = 1024;  // changes kept per kind for watches resuming from a version
 };
 
@@ -59,7 +60,8 @@ class Head {
   std::string admin_token_, join_token_;
 };
 
-// Reads a token file, or creates one with 32 random bytes (hex) and mode 0600.
+// Reads a token file (and makes it mode 0600 if it was wider), or creates one with 32 random
+// bytes (hex) and mode 0600.
 Result<std::string> LoadOrCreateToken(const std::string& path);
 
 }  // namespace tessera::api

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "workload/train_job.h"
+
 namespace tessera::api {
 namespace {
 
@@ -16,10 +18,6 @@ const std::vector<double> kAdmissionBuckets = {0.05, 0.1, 0.25, 0.5, 1,   2.5,  
                                                30,   60,  120,  300, 600, 1800, 3600, 14400};
 // Seconds from a failure to the next completed step.
 const std::vector<double> kRecoveryBuckets = {1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600};
-
-// Phases always listed, so a dashboard sees a 0 rather than a missing series.
-const char* const kPhases[] = {"Pending",   "Starting", "Running",
-                               "Succeeded", "Failed",   "Terminating"};
 
 int64_t Int(const Json& j, const char* key) {
   if (!j.is_object()) return 0;
@@ -172,8 +170,9 @@ Result<std::string> HeadMetrics::Render(const Inputs& in) const {
           &Gen::lost);
 
   // Jobs by phase, pending jobs per queue, per-job progress.
+  // Every phase of the enum is listed, so a dashboard sees a 0 rather than a missing series.
   std::map<std::string, int64_t> phases;
-  for (const char* p : kPhases) phases[p] = 0;
+  for (JobPhase p : AllJobPhases()) phases[JobPhaseName(p)] = 0;
   std::map<std::string, int64_t> pending_by_queue;
   std::vector<std::pair<std::string, int64_t>> steps;
   for (const Json& j : Items(in.jobs)) {

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
+#include "workload/train_job.h"
+
 namespace tessera::api {
 namespace {
 
@@ -148,6 +153,45 @@ TEST(HeadMetricsTest, RendersEmptyListsAndMissingFields) {
   EXPECT_TRUE(Has(*text, "tessera_jobs{phase=\"Running\"} 0"));
   in.hosts = {{"items", {Json{{"metadata", {{"name", "odd"}}}}}}};
   EXPECT_TRUE(m.Render(in).ok());
+}
+
+// docs/observability.md promises every phase, 0 included. The list comes from the enum, so a
+// phase added later is exported without touching metrics.cc.
+TEST(HeadMetricsTest, EveryJobPhaseIsExportedIncludingRestarting) {
+  FakeClock clock;
+  HeadMetrics m(clock);
+  HeadMetrics::Inputs in;
+  in.jobs = {{"items", {Job(1, "Running")}}};  // no job restarting: its series is still there
+  auto text = m.Render(in);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  EXPECT_TRUE(Has(*text, "tessera_jobs{phase=\"Restarting\"} 0")) << *text;
+
+  std::set<JobPhase> seen;
+  for (JobPhase p : AllJobPhases()) {
+    ASSERT_TRUE(ParseJobPhase(JobPhaseName(p)).ok());
+    EXPECT_EQ(*ParseJobPhase(JobPhaseName(p)), p);
+    seen.insert(p);
+    const std::string want = p == JobPhase::kRunning ? "1" : "0";
+    EXPECT_TRUE(Has(*text, "tessera_jobs{phase=\"" + std::string(JobPhaseName(p)) + "\"} " + want))
+        << JobPhaseName(p);
+  }
+  for (JobPhase p :
+       {JobPhase::kPending, JobPhase::kStarting, JobPhase::kRunning, JobPhase::kRestarting,
+        JobPhase::kTerminating, JobPhase::kSucceeded, JobPhase::kFailed}) {
+    EXPECT_TRUE(seen.count(p)) << JobPhaseName(p);
+  }
+  // One series per phase, and no other.
+  size_t series = 0;
+  for (size_t at = text->find("\ntessera_jobs{"); at != std::string::npos;
+       at = text->find("\ntessera_jobs{", at + 1)) {
+    ++series;
+  }
+  EXPECT_EQ(series, AllJobPhases().size());
+
+  in.jobs = {{"items", {Job(1, "Restarting"), Job(2, "Restarting")}}};
+  text = m.Render(in);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  EXPECT_TRUE(Has(*text, "tessera_jobs{phase=\"Restarting\"} 2")) << *text;
 }
 
 }  // namespace

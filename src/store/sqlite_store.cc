@@ -1,9 +1,14 @@
 #include "store/sqlite_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -104,6 +109,26 @@ CREATE TABLE changes (
 );
 CREATE INDEX changes_by_revision ON changes (revision);
 )sql";
+
+// Makes the database file and its -wal and -shm files readable and writable by their owner
+// only (0600): the store keeps specs, whose env may hold secrets. A file that exists with a
+// wider mode is tightened; a missing database file is created 0600 first (when `create`), so
+// the -wal and -shm files SQLite creates later copy that mode from it.
+Status RestrictToOwner(const std::string& path, bool create) {
+  if (create) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      return Unavailable("store " + path + ": cannot create the file: " + std::strerror(errno));
+    }
+    ::close(fd);
+  }
+  for (const std::string& file : {path, path + "-wal", path + "-shm"}) {
+    if (::chmod(file.c_str(), 0600) == 0 || errno == ENOENT) continue;
+    return Unavailable("store " + path + ": cannot make " + file + " private (mode 0600): " +
+                       std::strerror(errno) + "; run as the owner of the file");
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -235,6 +260,7 @@ Result<std::unique_ptr<Store>> SqliteStore::Open(const std::string& path, const 
 }
 
 Status SqliteStore::OpenLocked() {
+  TESSERA_RETURN_IF_ERROR(RestrictToOwner(path_, options_.create_if_missing));
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
   if (options_.create_if_missing) flags |= SQLITE_OPEN_CREATE;
   int rc = sqlite3_open_v2(path_.c_str(), &db_, flags, nullptr);

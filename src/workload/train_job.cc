@@ -8,6 +8,8 @@ namespace {
 
 constexpr std::array<const char*, 7> kJobPhaseNames = {
     "Pending", "Starting", "Running", "Restarting", "Terminating", "Succeeded", "Failed"};
+static_assert(kJobPhaseNames.size() == static_cast<size_t>(JobPhase::kFailed) + 1,
+              "one name per JobPhase; kFailed is the last phase");
 constexpr std::array<const char*, 4> kWorkerPhaseNames = {"Pending", "Running", "Succeeded",
                                                           "Failed"};
 
@@ -28,6 +30,15 @@ const char* JobPhaseName(JobPhase phase) { return kJobPhaseNames[static_cast<siz
 
 Result<JobPhase> ParseJobPhase(std::string_view name) {
   return ParseName<JobPhase>(kJobPhaseNames, name, "status.phase");
+}
+
+std::span<const JobPhase> AllJobPhases() {
+  static constexpr auto kAll = [] {
+    std::array<JobPhase, kJobPhaseNames.size()> all{};
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<JobPhase>(i);
+    return all;
+  }();
+  return kAll;
 }
 
 const char* WorkerPhaseName(WorkerPhase phase) {

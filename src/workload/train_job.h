@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -57,6 +58,8 @@ enum class JobPhase {
 };
 const char* JobPhaseName(JobPhase phase);  // "Pending", "Starting", ...
 Result<JobPhase> ParseJobPhase(std::string_view name);
+// Every phase, in declaration order: for listings that must name each one (GET /metrics).
+std::span<const JobPhase> AllJobPhases();
 inline bool Finished(JobPhase p) { return p == JobPhase::kSucceeded || p == JobPhase::kFailed; }
 
 enum class WorkerPhase { kPending, kRunning, kSucceeded, kFailed };

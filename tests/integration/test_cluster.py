@@ -65,6 +65,10 @@ def alive(pid):
         return False
 
 
+def mode_of(path):
+    return os.stat(path).st_mode & 0o777
+
+
 class Cluster:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="tessera-it-")
@@ -146,10 +150,13 @@ class ClusterTest(unittest.TestCase):
             self.c.request("DELETE", "/api/v1/jobs/" + j["metadata"]["name"])
         wait_for("no jobs", lambda: not self.c.request("GET", "/api/v1/jobs")[1]["items"])
 
-    def test_tokens_are_private_files(self):
-        for name in ("admin.token", "join.token"):
-            mode = os.stat(os.path.join(self.c.state, name)).st_mode & 0o777
-            self.assertEqual(mode, 0o600, name)
+    def test_state_is_readable_by_its_owner_only(self):
+        # Tokens, the store (specs whose env may hold secrets) and workers' logs.
+        self.assertEqual(mode_of(self.c.state), 0o700)
+        for name in ("admin.token", "join.token", "head.json", "tessera.db", "tessera.db-wal"):
+            self.assertEqual(mode_of(os.path.join(self.c.state, name)), 0o600, name)
+        for host in ("slice-000-w0", "slice-001-w3"):
+            self.assertEqual(mode_of(os.path.join(self.c.state, "agents", host)), 0o700, host)
 
     def test_watch_streams_job_changes(self):
         req = urllib.request.Request("http://127.0.0.1:%d/api/v1/jobs?watch=true" % self.c.port)
@@ -341,6 +348,53 @@ class RestartTest(unittest.TestCase):
         c.cli("delete", "job", "survivor")
         wait_for("survivor's workers gone", lambda: not any(alive(p) for p in pids))
         self.assertEqual(c.wait_phase("later", ("Succeeded", "Failed")), "Succeeded")
+
+
+class PrivateStateTest(unittest.TestCase):
+    def start_head(self, state):
+        """Starts `tessera head` on `state` and waits until it has written head.json."""
+        log = open(os.path.join(os.path.dirname(state), "head.log"), "a")
+        self.addCleanup(log.close)
+        head = subprocess.Popen([TESSERA, "head", "--state-dir", state, "--port", "0"],
+                                stdout=log, stderr=log, start_new_session=True)
+
+        def stop():
+            if head.poll() is None:
+                head.terminate()
+                head.wait(timeout=30)
+        self.addCleanup(stop)
+
+        def written():
+            if head.poll() is not None:
+                raise AssertionError("the head exited with %d; see %s" % (head.returncode, log.name))
+            try:
+                with open(os.path.join(state, "head.json")) as f:
+                    return json.load(f).get("pid") == head.pid
+            except (OSError, ValueError):
+                return False
+        wait_for("head.json of pid %d" % head.pid, written, timeout=60)
+        return stop
+
+    def test_wider_modes_are_tightened_when_the_head_starts(self):
+        base = tempfile.mkdtemp(prefix="tessera-private-")
+        self.addCleanup(shutil.rmtree, base, True)
+        state = os.path.join(base, "state")
+        self.start_head(state)()  # a first run creates the tokens and the store, then stops
+        with open(os.path.join(state, "admin.token")) as f:
+            token = f.read()
+        files = ["admin.token", "join.token", "head.json", "tessera.db", "tessera.db-wal"]
+        for name in files:
+            if not os.path.exists(os.path.join(state, name)):
+                open(os.path.join(state, name), "a").close()  # e.g. an empty -wal
+            os.chmod(os.path.join(state, name), 0o644)
+        os.chmod(state, 0o755)
+
+        self.start_head(state)
+        self.assertEqual(mode_of(state), 0o700)
+        for name in files:
+            self.assertEqual(mode_of(os.path.join(state, name)), 0o600, name)
+        with open(os.path.join(state, "admin.token")) as f:
+            self.assertEqual(f.read(), token, "tightened, not replaced")
 
 
 def _healthy(cluster):
