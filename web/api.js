@@ -49,11 +49,19 @@ export async function getText(path, options = {}) {
   return res.text();
 }
 
-// Follows `path`?watch=true: calls onReady() when connected, onChange({type, object}) per
-// line. Resolves when the stream ends; rejects with AuthError on 401/403 and Error otherwise.
-export async function watchOnce(path, {onReady, onChange, signal}) {
+// A watch's resourceVersion is too old (or from an earlier run of the head): list again.
+export class GoneError extends Error {}
+
+// Follows `path`?watch=true, from `resourceVersion` when given (the changes after it), else
+// from the start (the current objects as ADDED, then the changes: the head takes both at once).
+// Calls onReady() when connected, onChange({type, object, resourceVersion}) per change.
+// Resolves when the stream ends; rejects with GoneError when the version is too old,
+// AuthError on 401/403 and Error otherwise.
+export async function watchOnce(path, {resourceVersion, onReady, onChange, signal}) {
   const sep = path.includes('?') ? '&' : '?';
-  const res = await fetch(`${path}${sep}watch=true`, {headers: headers(), signal});
+  const from = resourceVersion ? `&resourceVersion=${encodeURIComponent(resourceVersion)}` : '';
+  const res = await fetch(`${path}${sep}watch=true${from}`, {headers: headers(), signal});
+  if (res.status === 410) throw new GoneError(`${path}: resourceVersion ${resourceVersion} is gone`);
   await check(res);
   onReady?.();
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -66,25 +74,45 @@ export async function watchOnce(path, {onReady, onChange, signal}) {
     while ((nl = buffer.indexOf('\n')) >= 0) {
       const line = buffer.slice(0, nl).trim();
       buffer = buffer.slice(nl + 1);
-      if (line) onChange(JSON.parse(line));
+      if (!line) continue;
+      const change = JSON.parse(line);
+      if (change.type === 'ERROR') {
+        reader.cancel().catch(() => {});
+        throw new GoneError(change.object?.message || `${path}: watch error`);
+      }
+      onChange(change);
     }
   }
 }
 
-// Keeps a watch open: reconnects with backoff (0.5 s doubling to 10 s) when it ends or fails.
-// Stops on AuthError (calls onAuthError) or when `signal` aborts.
+// Keeps a watch open: reconnects with backoff (0.5 s doubling to 10 s) when it ends or fails,
+// resuming after the last change it delivered, so nothing is missed or repeated. Only when that
+// version is gone does it start over: onReady({replay: true}) then tells the caller to drop
+// what it holds, as the current objects arrive again as ADDED. Stops on AuthError (calls
+// onAuthError) or when `signal` aborts.
 export async function watch(path, {onReady, onChange, onAuthError, onStatus, signal}) {
   let backoff = 500;
+  let version = '';
   while (!signal?.aborted) {
     try {
       await watchOnce(path, {
-        onReady: () => { backoff = 500; onStatus?.('live'); onReady?.(); },
-        onChange, signal,
+        resourceVersion: version,
+        onReady: () => {
+          backoff = 500;
+          onStatus?.('live');
+          onReady?.({replay: !version});
+        },
+        onChange: (change) => {
+          if (change.resourceVersion) version = change.resourceVersion;
+          onChange(change);
+        },
+        signal,
       });
       onStatus?.('reconnecting');
     } catch (e) {
       if (signal?.aborted) return;
       if (e instanceof AuthError) { onAuthError?.(e); return; }
+      if (e instanceof GoneError) version = '';
       onStatus?.('reconnecting');
     }
     await new Promise((r) => setTimeout(r, backoff));

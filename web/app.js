@@ -23,6 +23,7 @@ const state = {
   localQueues: [],
   samples: [],
   progress: new Map(),  // job -> [[timeMs, step]] sampled here when status.progress is absent
+  versions: {},  // kind -> the resourceVersion (BigInt) of the last change its watch delivered
   abort: null,
   timers: [],
 };
@@ -78,13 +79,16 @@ function start() {
         ? '● live' : `◌ ${all.includes('reconnecting') ? 'reconnecting…' : 'connecting…'}`;
   };
   const onAuthError = (e) => showLogin(e.message);
+  // A reconnected watch resumes after the last change it delivered; only a replay (a first
+  // connection, or a version the head no longer keeps) starts from the current objects.
   const follow = (path, kind, map) => watch(path, {
     signal, onAuthError, onStatus: onStatus(kind),
-    onReady: () => map.clear(),
-    onChange: ({type, object}) => {
+    onReady: ({replay}) => { if (replay) map.clear(); },
+    onChange: ({type, object, resourceVersion}) => {
       const name = object.metadata?.name;
       if (type === 'DELETED') map.delete(name);
       else map.set(name, object);
+      state.versions[kind] = BigInt(resourceVersion || 0);
       if (kind === 'jobs') scheduleQueues();
       queueRender();
     },
@@ -93,7 +97,7 @@ function start() {
   follow('/api/v1/hosts', 'hosts', state.hosts);
   watch('/api/v1/events', {
     signal, onAuthError, onStatus: onStatus('events'),
-    onReady: () => { state.events = []; },
+    onReady: ({replay}) => { if (replay) state.events = []; },
     onChange: ({object}) => {
       state.events.push(object);
       if (state.events.length > 2000) state.events.splice(0, state.events.length - 2000);
@@ -104,7 +108,14 @@ function start() {
   const pollHosts = async () => {
     try {
       const list = await getJson('/api/v1/hosts', {signal});
-      for (const h of list.items) state.hosts.set(h.metadata.name, h);
+      // A list older than a change the hosts watch already delivered would undo it: from such
+      // a list take only what heartbeats carry (usage and heartbeat time), which is not watched.
+      const stale = BigInt(list.metadata?.resourceVersion || 0) < (state.versions.hosts || 0n);
+      for (const h of list.items) {
+        const known = state.hosts.get(h.metadata.name);
+        if (!stale || !known) state.hosts.set(h.metadata.name, h);
+        else known.status = {...known.status, usage: h.status.usage, lastHeartbeatMs: h.status.lastHeartbeatMs};
+      }
       state.samples.push(utilizationSample(list.items, Date.now()));
       if (state.samples.length > MAX_SAMPLES) state.samples.shift();
       queueRender();
