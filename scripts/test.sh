@@ -23,3 +23,9 @@ TESSERA_BIN="$PWD/build/dev/bin/tessera" /usr/bin/python3 -m unittest discover -
 # The dashboard: its pure functions, then the pages in headless Chromium against a live cluster.
 # Screenshots land in test-artifacts/dashboard/.
 TESSERA_BIN="$PWD/build/dev/bin/tessera" node --test tests/dashboard/
+
+# The parsers (documents, agent messages, HTTP requests) under libFuzzer for a bounded time,
+# 30 s per target (fuzz/README.md); FUZZ_SECONDS=0 skips it.
+if [ "${FUZZ_SECONDS:-30}" != 0 ]; then
+  FUZZ_SECONDS="${FUZZ_SECONDS:-30}" bash scripts/fuzz.sh
+fi

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/json_limits.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
 
@@ -21,7 +22,8 @@ using std::chrono::milliseconds;
 // The message of a head's error reply ({"error": "...", "field": ...}), or the start of the
 // body when it is not one.
 std::string HeadError(const std::string& body) {
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  auto parsed = ParseJson(body, "head reply");  // bounded: nesting, repeated keys
+  nlohmann::json j = parsed.ok() ? std::move(*parsed) : nlohmann::json();
   if (j.is_object()) {
     auto error = j.find("error");
     if (error != j.end() && error->is_string()) return error->get<std::string>();

@@ -7,10 +7,14 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "common/json_limits.h"
+
 namespace tessera::agent {
 
 bool ParseProgressLine(const std::string& line, ProgressRecord& out) {
-  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  auto parsed = ParseJson(line, "progress line");  // bounded: nesting, repeated keys
+  if (!parsed.ok()) return false;
+  const nlohmann::json& j = *parsed;
   if (!j.is_object()) return false;
   auto type = j.find("type");
   auto step = j.find("step");

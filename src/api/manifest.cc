@@ -1,20 +1,66 @@
 #include "api/manifest.h"
 
+#include <yaml-cpp/anchor.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <optional>
 #include <set>
+#include <sstream>
+
+#include "common/json_limits.h"
 
 namespace tessera::api {
 namespace {
 
 constexpr int kMaxSlices = 4096;
 
+// A key as it appears in a field path: as written when plain, quoted and escaped otherwise.
+std::string KeyShown(const std::string& key) {
+  const bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return c > 0x20 && c < 0x7f && c != '.' && c != '\'' && c != '\\';
+  });
+  return plain ? key : ShownText(key, 40);
+}
+
+std::string FieldPath(const std::string& path, const std::string& key) {
+  return path.empty() ? KeyShown(key) : path + "." + KeyShown(key);
+}
+
+// The scalar a plain (unquoted) YAML value stands for: a boolean, null, a whole number, a
+// number, or nullopt for a string.
+std::optional<Json> PlainScalar(const std::string& s) {
+  if (s == "true" || s == "True") return Json(true);
+  if (s == "false" || s == "False") return Json(false);
+  if (s == "null" || s == "~") return Json(nullptr);
+  if (s.empty()) return std::nullopt;
+  int64_t i = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), i);
+  if (ec == std::errc() && p == s.data() + s.size()) return Json(i);
+  double d = 0;
+  auto [p2, ec2] = std::from_chars(s.data(), s.data() + s.size(), d);
+  if (ec2 == std::errc() && p2 == s.data() + s.size() && std::isfinite(d) &&
+      s.find_first_of("0123456789") != std::string::npos)
+    return Json(d);
+  return std::nullopt;
+}
+
 // Converts a YAML node to JSON. Scalars become numbers or booleans when they are plainly
-// written as such (unquoted), and strings otherwise.
-Result<Json> YamlToJson(const YAML::Node& node, const std::string& path) {
+// written as such (unquoted), and strings otherwise. Mapping keys must be strings: a plain key
+// that reads as a number, boolean or null is refused (quote it). `depth` counts the lists and
+// mappings around `node`; ParseDocument has already refused deeper documents, this keeps the
+// recursion bounded on its own.
+Result<Json> YamlToJson(const YAML::Node& node, const std::string& path, int depth) {
+  const bool container =
+      node.Type() == YAML::NodeType::Sequence || node.Type() == YAML::NodeType::Map;
+  if (container && depth >= kMaxJsonDepth) {
+    return InvalidArgument("body: " + path + ": nested deeper than " +
+                           std::to_string(kMaxJsonDepth) +
+                           " levels of lists and mappings; flatten the document");
+  }
   switch (node.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined:
@@ -22,23 +68,13 @@ Result<Json> YamlToJson(const YAML::Node& node, const std::string& path) {
     case YAML::NodeType::Scalar: {
       const std::string& s = node.Scalar();
       if (node.Tag() == "!") return Json(s);  // quoted
-      if (s == "true" || s == "True") return Json(true);
-      if (s == "false" || s == "False") return Json(false);
-      if (s == "null" || s == "~") return Json(nullptr);
-      int64_t i = 0;
-      auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), i);
-      if (ec == std::errc() && p == s.data() + s.size() && !s.empty()) return Json(i);
-      double d = 0;
-      auto [p2, ec2] = std::from_chars(s.data(), s.data() + s.size(), d);
-      if (ec2 == std::errc() && p2 == s.data() + s.size() && !s.empty() &&
-          s.find_first_of("0123456789") != std::string::npos)
-        return Json(d);
-      return Json(s);
+      std::optional<Json> plain = PlainScalar(s);
+      return plain ? *plain : Json(s);
     }
     case YAML::NodeType::Sequence: {
       Json arr = Json::array();
       for (size_t i = 0; i < node.size(); ++i) {
-        auto v = YamlToJson(node[i], path + "[" + std::to_string(i) + "]");
+        auto v = YamlToJson(node[i], path + "[" + std::to_string(i) + "]", depth + 1);
         if (!v.ok()) return v;
         arr.push_back(std::move(*v));
       }
@@ -47,11 +83,17 @@ Result<Json> YamlToJson(const YAML::Node& node, const std::string& path) {
     case YAML::NodeType::Map: {
       Json obj = Json::object();
       for (const auto& kv : node) {
+        const std::string where = path.empty() ? "body" : path;
         if (!kv.first.IsScalar())
-          return InvalidArgument(path + ": mapping keys must be plain strings");
+          return InvalidArgument(where + ": mapping keys must be plain strings");
         const std::string key = kv.first.Scalar();
-        if (obj.contains(key)) return InvalidArgument(path + "." + key + ": key appears twice");
-        auto v = YamlToJson(kv.second, path.empty() ? key : path + "." + key);
+        if (kv.first.Tag() != "!" && PlainScalar(key)) {
+          return InvalidArgument(FieldPath(path, key) +
+                                 ": mapping keys must be strings; quote it: \"" + key + "\"");
+        }
+        if (obj.contains(key))
+          return InvalidArgument(FieldPath(path, key) + ": key appears twice; keep one");
+        auto v = YamlToJson(kv.second, FieldPath(path, key), depth + 1);
         if (!v.ok()) return v;
         obj[key] = std::move(*v);
       }
@@ -60,6 +102,70 @@ Result<Json> YamlToJson(const YAML::Node& node, const std::string& path) {
   }
   return Json(nullptr);
 }
+
+// Thrown by YamlGuard to stop yaml-cpp's parser; caught in ParseDocument.
+struct YamlRefused {
+  std::string message;
+};
+
+// Walks a YAML text's events before any node is built, so that nothing is expanded or
+// allocated for a document that will be refused: anchors and aliases (a few hundred bytes of
+// nested aliases expand to gigabytes: "billion laughs"), nesting deeper than kMaxJsonDepth,
+// and more than kMaxDocumentValues values. Events arrive before yaml-cpp recurses into a
+// collection, so a deep document is refused at depth 65, not at yaml-cpp's own limit.
+class YamlGuard : public YAML::EventHandler {
+ public:
+  int documents() const { return documents_; }
+
+  void OnDocumentStart(const YAML::Mark&) override { ++documents_; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { Node(mark, anchor); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override {
+    Refuse(mark, "YAML aliases (*name) are not supported; write the value out in full");
+  }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                const std::string&) override {
+    Node(mark, anchor);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    Open(mark, anchor);
+  }
+  void OnSequenceEnd() override { --depth_; }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    Open(mark, anchor);
+  }
+  void OnMapEnd() override { --depth_; }
+
+ private:
+  void Node(const YAML::Mark& mark, YAML::anchor_t anchor) {
+    if (anchor != YAML::NullAnchor) {
+      Refuse(mark,
+             "YAML anchors (&name) and aliases (*name) are not supported; write the "
+             "value out in full");
+    }
+    if (++values_ > kMaxDocumentValues) {
+      Refuse(mark, "more than " + std::to_string(kMaxDocumentValues) +
+                       " values; send a smaller document");
+    }
+  }
+  void Open(const YAML::Mark& mark, YAML::anchor_t anchor) {
+    Node(mark, anchor);
+    if (++depth_ > kMaxJsonDepth) {
+      Refuse(mark, "nested deeper than " + std::to_string(kMaxJsonDepth) +
+                       " levels of lists and mappings; flatten the document");
+    }
+  }
+  [[noreturn]] static void Refuse(const YAML::Mark& mark, const std::string& what) {
+    throw YamlRefused{"body: line " + std::to_string(mark.line + 1) + ", column " +
+                      std::to_string(mark.column + 1) + ": " + what};
+  }
+
+  int documents_ = 0;
+  int depth_ = 0;
+  size_t values_ = 0;
+};
 
 std::string Join(const std::set<std::string>& keys) {
   std::string out;
@@ -71,8 +177,23 @@ Status OnlyKnownFields(const Json& obj, const std::string& path,
                        const std::set<std::string>& allowed) {
   for (auto it = obj.begin(); it != obj.end(); ++it)
     if (!allowed.count(it.key()))
-      return InvalidArgument(path + "." + it.key() + ": unknown field; valid fields of " + path +
-                             ": " + Join(allowed));
+      return InvalidArgument(FieldPath(path, it.key()) + ": unknown field; valid fields of " +
+                             path + ": " + Join(allowed));
+  return Status::Ok();
+}
+
+// Which control characters a string may hold: none (names, keys, paths), or tab and newline
+// (multi-line text: descriptions, environment values).
+enum class ControlChars { kNone, kTabAndNewline };
+
+Status CheckText(const std::string& field, const std::string& text, ControlChars allowed) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c != 0x7f) continue;
+    if (allowed == ControlChars::kTabAndNewline && (c == '\t' || c == '\n')) continue;
+    return InvalidArgument(field + ": " + ShownText(text) + " holds a control character (byte " +
+                           std::to_string(i) + ")" + (c == 0 ? ", a NUL," : "") + "; remove it");
+  }
   return Status::Ok();
 }
 
@@ -88,9 +209,16 @@ Result<std::string> GetString(const Json& obj, const std::string& key, const std
     return std::string();
   }
   const Json& v = obj[key];
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
-  return InvalidArgument(path + "." + key + ": must be a string");
+  const std::string field = path + "." + key;
+  if (!v.is_string()) {
+    if (v.is_number() || v.is_boolean())
+      return InvalidArgument(field + ": must be a string, got " + v.dump() + "; quote it: \"" +
+                             v.dump() + "\"");
+    return InvalidArgument(field + ": must be a string");
+  }
+  std::string text = v.get<std::string>();
+  TESSERA_RETURN_IF_ERROR(CheckText(field, text, ControlChars::kNone));
+  return text;
 }
 
 Result<int64_t> GetInt(const Json& obj, const std::string& key, const std::string& path,
@@ -116,21 +244,51 @@ Result<int64_t> GetInt(const Json& obj, const std::string& key, const std::strin
   return i;
 }
 
+// What a mapping of strings holds: labels (keys and values are strings without control
+// characters), or environment variables (values may also be written as numbers or booleans,
+// and may hold tabs and newlines; keys are names without '=').
+enum class StringMapKind { kLabels, kEnv };
+
+constexpr size_t kMaxLabelKeyChars = 253;
+constexpr size_t kMaxLabelValueChars = 1024;
+
 Result<std::map<std::string, std::string>> GetStringMap(const Json& obj, const std::string& key,
-                                                        const std::string& path) {
+                                                        const std::string& path,
+                                                        StringMapKind kind) {
   std::map<std::string, std::string> out;
   if (!obj.contains(key) || obj[key].is_null()) return out;
   const Json& v = obj[key];
-  if (!v.is_object()) return InvalidArgument(path + "." + key + ": must be a mapping of strings");
+  const std::string map_path = path + "." + key;
+  if (!v.is_object()) return InvalidArgument(map_path + ": must be a mapping of strings");
   for (auto it = v.begin(); it != v.end(); ++it) {
+    const std::string field = FieldPath(map_path, it.key());
+    if (it.key().empty()) return InvalidArgument(map_path + ": a key is empty; name it");
+    TESSERA_RETURN_IF_ERROR(CheckText(field, it.key(), ControlChars::kNone));
+    if (kind == StringMapKind::kEnv && it.key().find('=') != std::string::npos)
+      return InvalidArgument(field + ": '=' cannot be part of a variable name");
+    if (kind == StringMapKind::kLabels && it.key().size() > kMaxLabelKeyChars)
+      return InvalidArgument(field + ": label keys are at most " +
+                             std::to_string(kMaxLabelKeyChars) + " characters");
+    std::string value;
     if (it->is_string()) {
-      out[it.key()] = it->get<std::string>();
+      value = it->get<std::string>();
+    } else if (kind == StringMapKind::kEnv && (it->is_number() || it->is_boolean())) {
+      value = it->dump();
     } else if (it->is_number() || it->is_boolean()) {
-      out[it.key()] = it->dump();
+      return InvalidArgument(field + ": must be a string, got " + it->dump() + "; quote it: \"" +
+                             it->dump() + "\"");
     } else {
-      return InvalidArgument(path + "." + key + "." + it.key() +
-                             ": must be a string (quote it: \"...\")");
+      return InvalidArgument(field + ": must be a string (quote it: \"...\")");
     }
+    if (kind == StringMapKind::kLabels) {
+      TESSERA_RETURN_IF_ERROR(CheckText(field, value, ControlChars::kNone));
+      if (value.size() > kMaxLabelValueChars)
+        return InvalidArgument(field + ": label values are at most " +
+                               std::to_string(kMaxLabelValueChars) + " characters");
+    } else {
+      TESSERA_RETURN_IF_ERROR(CheckText(field, value, ControlChars::kTabAndNewline));
+    }
+    out[it.key()] = std::move(value);
   }
   return out;
 }
@@ -138,29 +296,34 @@ Result<std::map<std::string, std::string>> GetStringMap(const Json& obj, const s
 }  // namespace
 
 Result<Json> ParseDocument(std::string_view text) {
+  if (text.size() > kMaxDocumentBytes) {
+    return InvalidArgument("body: " + std::to_string(text.size()) +
+                           " bytes; documents are at most " + std::to_string(kMaxDocumentBytes) +
+                           " bytes");
+  }
   size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos) return InvalidArgument("body: empty document");
   if (text[first] == '{' || text[first] == '[') {
-    Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) {
-      // Re-parse with exceptions only to get the position for the message.
-      try {
-        Json unused = Json::parse(text);
-        (void)unused;
-      } catch (const Json::parse_error& e) {
-        return InvalidArgument(std::string("body: malformed JSON: ") + e.what());
-      }
-      return InvalidArgument("body: malformed JSON");
-    }
-    return j;
+    JsonLimits limits;
+    limits.max_depth = kMaxJsonDepth;
+    limits.max_values = kMaxDocumentValues;
+    return ParseJson(text, "body", limits);
   }
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
-    if (docs.empty()) return InvalidArgument("body: empty document");
-    if (docs.size() > 1)
-      return InvalidArgument("body: " + std::to_string(docs.size()) +
+    // First the events alone: aliases, depth and size are refused before a node exists.
+    std::istringstream in{std::string(text)};
+    YAML::Parser parser(in);
+    YamlGuard guard;
+    while (parser.HandleNextDocument(guard)) {
+    }
+    if (guard.documents() == 0) return InvalidArgument("body: empty document");
+    if (guard.documents() > 1)
+      return InvalidArgument("body: " + std::to_string(guard.documents()) +
                              " YAML documents; send one document per request");
-    return YamlToJson(docs[0], "");
+    YAML::Node doc = YAML::Load(std::string(text));
+    return YamlToJson(doc, "", 0);
+  } catch (const YamlRefused& e) {
+    return InvalidArgument(e.message);
   } catch (const YAML::Exception& e) {
     return InvalidArgument("body: malformed YAML at line " + std::to_string(e.mark.line + 1) +
                            ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
@@ -171,15 +334,15 @@ Status ValidateName(std::string_view field, std::string_view name) {
   const std::string f(field);
   if (name.empty()) return InvalidArgument(f + ": required");
   if (name.size() > 63)
-    return InvalidArgument(f + ": '" + std::string(name.substr(0, 20)) + "...' is " +
-                           std::to_string(name.size()) + " characters; at most 63");
+    return InvalidArgument(f + ": " + ShownText(name, 20) + " is " + std::to_string(name.size()) +
+                           " characters; at most 63");
   for (char c : name)
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
-      return InvalidArgument(f + ": '" + std::string(name) +
-                             "' may contain only lowercase letters, digits and '-'");
+      return InvalidArgument(f + ": " + ShownText(name) +
+                             " may contain only lowercase letters, digits and '-'");
   if (name.front() == '-' || name.back() == '-')
-    return InvalidArgument(f + ": '" + std::string(name) +
-                           "' must start and end with a letter or digit");
+    return InvalidArgument(f + ": " + ShownText(name) +
+                           " must start and end with a letter or digit");
   return Status::Ok();
 }
 
@@ -239,7 +402,7 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
   if (!queue.ok()) return queue.status();
   if (!queue->empty()) TESSERA_RETURN_IF_ERROR(ValidateName("metadata.queue", *queue));
   spec.queue = *queue;
-  auto labels = GetStringMap(meta, "labels", "metadata");
+  auto labels = GetStringMap(meta, "labels", "metadata", StringMapKind::kLabels);
   if (!labels.ok()) return labels.status();
   spec.labels = *labels;
 
@@ -344,15 +507,16 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
         "spec.template.command: required, a non-empty list such as [python3, train.py]");
   for (size_t i = 0; i < t["command"].size(); ++i) {
     const Json& c = t["command"][i];
-    if (!c.is_string() && !c.is_number())
-      return InvalidArgument("spec.template.command[" + std::to_string(i) + "]: must be a string");
-    spec.command.push_back(c.is_string() ? c.get<std::string>() : c.dump());
+    const std::string field = "spec.template.command[" + std::to_string(i) + "]";
+    if (!c.is_string() && !c.is_number()) return InvalidArgument(field + ": must be a string");
+    std::string arg = c.is_string() ? c.get<std::string>() : c.dump();
+    // A NUL would end the argument early at exec; newlines and tabs are ordinary arguments.
+    TESSERA_RETURN_IF_ERROR(CheckText(field, arg, ControlChars::kTabAndNewline));
+    spec.command.push_back(std::move(arg));
   }
-  auto env = GetStringMap(t, "env", "spec.template");
+  auto env = GetStringMap(t, "env", "spec.template", StringMapKind::kEnv);
   if (!env.ok()) return env.status();
   for (const auto& [k, v] : *env) {
-    if (k.empty() || k.find('=') != std::string::npos)
-      return InvalidArgument("spec.template.env: '" + k + "' is not a valid variable name");
     if (k.rfind("TPU_", 0) == 0 || k.rfind("MEGASCALE_", 0) == 0 || k == "RANK" ||
         k == "WORLD_SIZE" || k == "MASTER_ADDR" || k == "MASTER_PORT" ||
         k.rfind("TESSERA_", 0) == 0)
@@ -398,6 +562,9 @@ Result<std::string> CheckHeader(const Json& doc, const std::string& kind,
   auto name = GetString(meta, "name", "metadata", true);
   if (!name.ok()) return name.status();
   TESSERA_RETURN_IF_ERROR(ValidateName("metadata.name", *name));
+  // Labels are kept with the document (and served back): the same rules as a TrainJob's.
+  auto labels = GetStringMap(meta, "labels", "metadata", StringMapKind::kLabels);
+  if (!labels.ok()) return labels.status();
   return *name;
 }
 
@@ -424,6 +591,8 @@ Result<std::optional<int64_t>> GetOptionalInt(const Json& obj, const std::string
 }
 
 constexpr int64_t kMaxChips = int64_t{1} << 40;
+constexpr double kMinWeight = 0.001;
+constexpr double kMaxWeight = 1'000'000;
 
 }  // namespace
 
@@ -435,7 +604,7 @@ Result<std::string> DocumentKind(const Json& doc) {
     return InvalidArgument("apiVersion: '" + *api_version + "' is not served; use tessera/v1");
   auto kind = GetString(doc, "kind", "document", true);
   if (!kind.ok()) return InvalidArgument(std::string("kind: required; valid: ") + kKinds);
-  for (const char* k : {"TrainJob", "ClusterQueue", "LocalQueue", "PriorityClass"})
+  for (const char* k : {"TrainJob", "Service", "ClusterQueue", "LocalQueue", "PriorityClass"})
     if (*kind == k) return *kind;
   return InvalidArgument("kind: '" + *kind + "' is unknown here; valid: " + kKinds);
 }
@@ -534,9 +703,14 @@ Result<ClusterQueueSpec> ParseClusterQueue(const Json& doc) {
     TESSERA_RETURN_IF_ERROR(RequireObject(f, "spec.fairSharing"));
     TESSERA_RETURN_IF_ERROR(OnlyKnownFields(f, "spec.fairSharing", {"weight"}));
     if (f.contains("weight")) {
-      if (!f["weight"].is_number())
-        return InvalidArgument("spec.fairSharing.weight: must be a number > 0");
-      cq.fair_sharing_weight = f["weight"].get<double>();
+      const Json& w = f["weight"];
+      const std::string range = "must be a number from 0.001 to 1000000 (1 is the default)";
+      if (!w.is_number()) return InvalidArgument("spec.fairSharing.weight: " + range);
+      const double weight = w.get<double>();
+      if (!std::isfinite(weight) || weight < kMinWeight || weight > kMaxWeight)
+        return InvalidArgument("spec.fairSharing.weight: " + w.dump() + " is out of range; " +
+                               range);
+      cq.fair_sharing_weight = weight;
     }
   }
   TESSERA_RETURN_IF_ERROR(InDocument(Validate(cq), "spec"));
@@ -575,8 +749,12 @@ Result<PriorityClass> ParsePriorityClass(const Json& doc) {
   if (v < -1'000'000'000 || v > 1'000'000'000)
     return InvalidArgument("value: must be in [-1000000000, 1000000000], got " + std::to_string(v));
   pc.value = static_cast<int32_t>(v);
-  if (doc.contains("description") && !doc["description"].is_string())
-    return InvalidArgument("description: must be a string");
+  if (doc.contains("description")) {
+    const Json& d = doc["description"];
+    if (!d.is_string()) return InvalidArgument("description: must be a string");
+    TESSERA_RETURN_IF_ERROR(
+        CheckText("description", d.get<std::string>(), ControlChars::kTabAndNewline));
+  }
   TESSERA_RETURN_IF_ERROR(InDocument(Validate(pc), ""));
   return pc;
 }

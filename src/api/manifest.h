@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "admission/model.h"
+#include "common/json_limits.h"
 #include "common/status.h"
 #include "topology/topology.h"
 #include "workload/train_job.h"
@@ -25,8 +26,18 @@ using Json = nlohmann::json;
 
 inline constexpr const char* kApiVersion = "tessera/v1";
 
+// What ParseDocument accepts at most. Larger or deeper documents are refused before they are
+// built (tessera's documents are a few KiB and 5 levels deep).
+inline constexpr size_t kMaxDocumentBytes = size_t{1} << 20;
+inline constexpr size_t kMaxDocumentValues = 100'000;  // scalars, lists and mappings
+
 // Parses one YAML or JSON document (JSON is YAML, but JSON text gets the stricter JSON
-// parser's error messages). Errors name the line and column.
+// parser's error messages). Errors name the line and column, or the field path. Refused, with
+// an InvalidArgument starting "body: ": malformed text; more than kMaxDocumentBytes; more than
+// kMaxDocumentValues values; nesting deeper than kMaxJsonDepth (64, common/json_limits.h); a key
+// repeated in one mapping (JSON as YAML); in YAML, anchors and aliases (refused before anything
+// is expanded: a few hundred bytes of nested aliases would expand to gigabytes), more than one
+// document, and mapping keys that read as numbers, booleans or null (quote them).
 Result<Json> ParseDocument(std::string_view text);
 
 // A name usable in URLs and as a host label: 1-63 characters of [a-z0-9-], starting and ending
@@ -52,7 +63,7 @@ Result<PriorityClass> ParsePriorityClass(const Json& doc);
 
 // The kind of a document after checking apiVersion: one of kKinds, or InvalidArgument naming
 // apiVersion or kind.
-inline constexpr const char* kKinds = "TrainJob, ClusterQueue, LocalQueue, PriorityClass";
+inline constexpr const char* kKinds = "TrainJob, Service, ClusterQueue, LocalQueue, PriorityClass";
 Result<std::string> DocumentKind(const Json& doc);
 
 // Parses a duration: "30s", "1500ms", "2m", "1h" or a bare number of seconds.

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <string>
+
 namespace tessera::api {
 namespace {
 
@@ -110,6 +113,187 @@ TEST(Manifest, EveryBadFieldIsNamedWithWhatWouldBeValid) {
             std::string::npos);
   EXPECT_NE(ErrorOf(WithSpecLine("maxFailures: 3", "maxFailures: -2")).find("maxFailures"),
             std::string::npos);
+}
+
+// The message of ParseDocument's refusal, or of the typed parser's (`kind` picks it).
+std::string Refusal(const std::string& text, const std::string& kind = "TrainJob") {
+  auto doc = ParseDocument(text);
+  if (!doc.ok()) return doc.status().message();
+  Status s = Status::Ok();
+  if (kind == "TrainJob") s = ParseTrainJob(*doc).status();
+  if (kind == "ClusterQueue") s = ParseClusterQueue(*doc).status();
+  if (kind == "LocalQueue") s = ParseLocalQueue(*doc).status();
+  if (kind == "PriorityClass") s = ParsePriorityClass(*doc).status();
+  EXPECT_FALSE(s.ok()) << text;
+  return s.ok() ? "" : s.message();
+}
+
+#define EXPECT_HAS(text, part) \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) << "'" << (text) << "'"
+
+std::string NestedJson(int depth) {
+  return std::string(static_cast<size_t>(depth), '[') +
+         std::string(static_cast<size_t>(depth), ']');
+}
+
+TEST(ManifestLimits, DeepNestingIsRefusedInJsonAndYaml) {
+  const std::string deep = NestedJson(100'000);
+  // The issue's case: a PriorityClass (and a ClusterQueue) with labels nested 100,000 deep.
+  for (const char* kind : {"PriorityClass", "ClusterQueue"}) {
+    const std::string json = std::string(R"({"apiVersion":"tessera/v1","kind":")") + kind +
+                             R"(","metadata":{"name":"p","labels":{"a":)" + deep + "}},";
+    EXPECT_HAS(Refusal(json + R"("value":1})", kind), "body: metadata.labels.a[0][0]");
+    EXPECT_HAS(Refusal(json + R"("value":1})", kind), "nested deeper than 64 levels");
+  }
+  // YAML flow and block style: refused at depth 65, before yaml-cpp builds anything.
+  const std::string flow = "metadata: {labels: {a: " + deep + "}}\n";
+  EXPECT_HAS(Refusal(flow), "body: line 1, column ");
+  EXPECT_HAS(Refusal(flow), "nested deeper than 64 levels");
+  std::string block;
+  for (int i = 0; i < 200; ++i) block += std::string(static_cast<size_t>(i), ' ') + "a:\n";
+  EXPECT_HAS(Refusal(block), "nested deeper than 64 levels");
+  // 64 levels are fine for the parser (the typed parsers then say what is wrong).
+  EXPECT_TRUE(ParseDocument(R"({"metadata": )" + NestedJson(63) + "}").ok());
+  EXPECT_HAS(Refusal(R"({"metadata": )" + NestedJson(64) + "}"), "deeper than 64");
+}
+
+TEST(ManifestLimits, YamlAliasesAreRefusedBeforeTheyExpand) {
+  // The issue's 520-byte "billion laughs": 9 levels of 9 aliases, 9^9 leaves when expanded.
+  std::string laughs = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (int i = 1; i <= 9; ++i) {
+    const std::string prev = "*a" + std::to_string(i - 1);
+    laughs += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [" + prev;
+    for (int k = 0; k < 8; ++k) laughs += ", " + prev;
+    laughs += "]\n";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::string refusal = Refusal(laughs);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_HAS(refusal, "body: line 1, column ");
+  EXPECT_HAS(refusal, "anchors (&name) and aliases (*name) are not supported");
+  // An alias alone (its anchor defined elsewhere) and a merge key are refused too.
+  EXPECT_HAS(Refusal("a: &x 1\nb: *x\n"), "not supported");
+  EXPECT_HAS(Refusal("base: &b {x: 1}\nspec: {<<: *b}\n"), "not supported");
+  EXPECT_HAS(Refusal("a: *nowhere\n"), "");  // yaml-cpp's own error or ours: never a crash
+}
+
+TEST(ManifestLimits, DocumentSizeAndValueCountAreBounded) {
+  EXPECT_HAS(Refusal(std::string(kMaxDocumentBytes + 1, ' ') + "a: 1"), "documents are at most");
+  std::string many = "[";
+  for (size_t i = 0; i <= kMaxDocumentValues; ++i) many += i ? ",1" : "1";
+  many += "]";
+  EXPECT_HAS(Refusal(many), "more than 100000 values");
+  std::string many_yaml = "a:\n";
+  for (size_t i = 0; i <= kMaxDocumentValues; ++i) many_yaml += "- 1\n";
+  EXPECT_HAS(Refusal(many_yaml), "more than 100000 values");
+}
+
+TEST(ManifestLimits, DuplicateKeysAreRefusedInJsonAsInYaml) {
+  EXPECT_HAS(Refusal("metadata: {name: a, name: b}\n"), "metadata.name: key appears twice");
+  EXPECT_HAS(Refusal(R"({"metadata": {"name": "a", "name": "b"}})"),
+             "body: metadata.name: key appears twice");
+  EXPECT_HAS(Refusal(R"({"kind": "TrainJob", "kind": "TrainJob"})"), "body: kind: key appears");
+}
+
+TEST(ManifestLimits, NamesAndLabelsMustBeStrings) {
+  EXPECT_HAS(Refusal(WithSpecLine("name: llama-8b", "name: 5")),
+             "metadata.name: must be a string, got 5; quote it");
+  EXPECT_HAS(Refusal(R"({"apiVersion":"tessera/v1","kind":"PriorityClass",)"
+                     R"("metadata":{"name":5},"value":1})",
+                     "PriorityClass"),
+             "metadata.name: must be a string, got 5");
+  EXPECT_HAS(Refusal(WithSpecLine("queue: research", "queue: 7")), "metadata.queue: must be a");
+  EXPECT_HAS(Refusal(WithSpecLine("labels: {team: a}", "labels: {team: 5}")),
+             "metadata.labels.team: must be a string, got 5");
+  EXPECT_HAS(Refusal(WithSpecLine("labels: {team: a}", "labels: {5: a}")),
+             "metadata.labels.5: mapping keys must be strings; quote it");
+  EXPECT_HAS(Refusal(WithSpecLine("STEPS: \"1000\"", "true: \"1000\"")),
+             "spec.template.env.true: mapping keys must be strings");
+  EXPECT_HAS(Refusal(R"({"apiVersion":"tessera/v1","kind":"ClusterQueue",)"
+                     R"("metadata":{"name":"q","labels":{"a":[1]}},"spec":{}})",
+                     "ClusterQueue"),
+             "metadata.labels.a: must be a string");
+  // Quoted, they are strings.
+  auto doc = ParseDocument(WithSpecLine("labels: {team: a}", "labels: {\"5\": \"5\"}"));
+  ASSERT_TRUE(doc.ok());
+  EXPECT_TRUE(ParseTrainJob(*doc).ok());
+}
+
+TEST(ManifestLimits, NulAndControlCharactersAreRefused) {
+  const std::string job = R"({"apiVersion":"tessera/v1","kind":"TrainJob","metadata":{"name":"j")";
+  const std::string spec = R"(},"spec":{"accelerator":"v6e","topology":"4x4","template":{)";
+  auto with = [&](const std::string& meta, const std::string& tmpl) {
+    return job + meta + spec + tmpl + "}}}";
+  };
+  EXPECT_TRUE(ParseTrainJob(*ParseDocument(with("", R"("command":["x"])"))).ok());
+  EXPECT_HAS(Refusal(with("", R"("command":["x"],"env":{"A\u0000B":"1"})")),
+             "spec.template.env.'A\\x00B': 'A\\x00B' holds a control character (byte 1), a NUL,");
+  EXPECT_HAS(Refusal(with("", R"("command":["x"],"env":{"A":"x\u0000y"})")),
+             "spec.template.env.A: 'x\\x00y' holds a control character");
+  EXPECT_HAS(Refusal(with("", R"("command":["x"],"env":{"A\nB":"1"})")),
+             "holds a control character");
+  EXPECT_HAS(Refusal(with("", R"("command":["x\u0000"])")), "spec.template.command[0]: ");
+  EXPECT_HAS(Refusal(with("", R"("command":["x"],"workingDir":"/a\u0000")")),
+             "spec.template.workingDir: ");
+  EXPECT_HAS(Refusal(with(R"(,"labels":{"a\u0001":"b"})", R"("command":["x"])")),
+             "metadata.labels.'a\\x01': ");
+  EXPECT_HAS(Refusal(with(R"(,"labels":{"a":"b\u007f"})", R"("command":["x"])")),
+             "metadata.labels.a: 'b\\x7f' holds a control character");
+  EXPECT_HAS(Refusal(with(R"(,"queue":"q\u0000")", R"("command":["x"])")), "metadata.queue: ");
+  EXPECT_HAS(Refusal(R"({"apiVersion":"tessera/v1","kind":"TrainJob","metadata":)"
+                     R"({"name":"a\u0000b"}})"),
+             "metadata.name: 'a\\x00b'");
+  // Multi-line environment values and arguments are fine.
+  EXPECT_TRUE(
+      ParseTrainJob(*ParseDocument(with("", R"("command":["a\tb"],"env":{"A":"x\ny"})"))).ok());
+}
+
+TEST(ManifestLimits, NumbersOutOfRangeAreRefusedNamingTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"slices: {min: 1, max: 2}", "slices: 1e400"},
+      {"slices: {min: 1, max: 2}", "slices: {min: -1}"},
+      {"slices: {min: 1, max: 2}", "slices: {min: 1, max: 9223372036854775808}"},
+      {"slices: {min: 1, max: 2}", "slices: .nan"},
+      {"slices: {min: 1, max: 2}", "slices: 2.5"},
+      {"maxFailures: 3", "maxFailures: -9223372036854775809"},
+      {"maxFailures: 3", "maxFailures: 18446744073709551615"},
+      {"hangTimeout: 60s", "hangTimeout: -1"},
+      {"hangTimeout: 60s", "hangTimeout: 1e400"},
+      {"hangTimeout: 60s", "hangTimeout: 9223372036854775807"},
+      {"hangTimeout: 60s", "hangTimeout: 99999999999s"},
+      {"hangTimeout: 60s", "hangTimeout: 18446744073709551615"},
+  };
+  for (const auto& [from, to] : cases) {
+    const std::string field = std::string(to).substr(0, std::string(to).find(':'));
+    EXPECT_HAS(ErrorOf(WithSpecLine(from, to)), field) << to;
+  }
+  const std::string cq = R"({"apiVersion":"tessera/v1","kind":"ClusterQueue","metadata":)"
+                         R"({"name":"q"},"spec":)";
+  EXPECT_HAS(
+      Refusal(cq + R"({"quotas":[{"generation":"v6e","nominalQuota":-1}]}})", "ClusterQueue"),
+      "spec.quotas[0].nominalQuota: -1 is out of range");
+  EXPECT_HAS(
+      Refusal(cq + R"({"quotas":[{"generation":"v6e","nominalQuota":1e300}]}})", "ClusterQueue"),
+      "spec.quotas[0].nominalQuota: must be a whole number");
+  EXPECT_HAS(Refusal(cq + R"({"quotas":[{"generation":"v6e","nominalQuota":1,)"
+                          R"("borrowingLimit":99999999999999999999}]}})",
+                     "ClusterQueue"),
+             "spec.quotas[0].borrowingLimit");
+  EXPECT_HAS(Refusal(cq + R"({"fairSharing":{"weight":1e308}}})", "ClusterQueue"),
+             "spec.fairSharing.weight: 1e+308 is out of range");
+  EXPECT_HAS(Refusal(cq + R"({"fairSharing":{"weight":-1}}})", "ClusterQueue"),
+             "spec.fairSharing.weight");
+  EXPECT_HAS(Refusal("apiVersion: tessera/v1\nkind: ClusterQueue\nmetadata: {name: q}\n"
+                     "spec: {fairSharing: {weight: .inf}}\n",
+                     "ClusterQueue"),
+             "spec.fairSharing.weight");
+  // JSON cannot carry 1e400: the parser refuses it, naming the field.
+  EXPECT_HAS(Refusal(cq + R"({"fairSharing":{"weight":1e400}}})", "ClusterQueue"),
+             "body: malformed JSON at spec.fairSharing.weight");
+  const std::string pc = R"({"apiVersion":"tessera/v1","kind":"PriorityClass","metadata":)"
+                         R"({"name":"p"},"value":)";
+  for (const char* v : {"1000000001", "-1000000001", "18446744073709551615", "1.5", "\"1\""})
+    EXPECT_HAS(Refusal(pc + v + "}", "PriorityClass"), "value: must be");
 }
 
 TEST(Manifest, Durations) {

@@ -57,7 +57,13 @@ class BoundedSax {
 
   bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
                    const nlohmann::detail::exception& ex) {
-    if (error_.empty()) error_ = std::string(what_) + ": malformed JSON: " + ex.what();
+    // The path says which field a bad number or a stray character belongs to.
+    if (error_.empty()) {
+      const std::string path = Path();
+      error_ = std::string(what_) + ": malformed JSON" +
+               (path.size() > what_.size() ? " at " + path.substr(what_.size() + 2) : "") + ": " +
+               ex.what();
+    }
     return false;
   }
 

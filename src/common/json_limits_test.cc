@@ -85,6 +85,12 @@ TEST(JsonLimits, MalformedTextNamesThePosition) {
         << j.status().message();
   }
   EXPECT_NE(ParseJson("[1,]", "body").status().message().find("column 4"), std::string::npos);
+  // A number out of double's range is malformed, and the message names its field.
+  auto overflow = ParseJson(R"({"spec": {"slices": 1e400}})", "body");
+  EXPECT_NE(overflow.status().message().find("body: malformed JSON at spec.slices: "),
+            std::string::npos)
+      << overflow.status().message();
+  EXPECT_NE(overflow.status().message().find("1e400"), std::string::npos);
 }
 
 TEST(JsonLimits, ManySmallObjectsParseInLinearTime) {

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "common/json_limits.h"
+
 namespace tessera::protocol {
 namespace {
 
@@ -467,7 +469,9 @@ std::string WorkerKey::ToString() const {
 }
 
 Result<AssignmentSnapshot> ParseAssignmentSnapshot(std::string_view text) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto parsed = ParseJson(text, "snapshot");  // bounded: nesting, repeated keys
+  if (!parsed.ok()) return parsed.status();
+  json j = std::move(*parsed);
   if (!j.is_object()) return InvalidArgument("snapshot: not a JSON object");
   AssignmentSnapshot snapshot;
   auto revision = j.find("revision");
@@ -555,7 +559,9 @@ std::string RegistrationJson(const Registration& r) {
 }
 
 Result<Registration> ParseRegistration(std::string_view text) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto parsed = ParseJson(text, "registration");  // bounded: nesting, repeated keys
+  if (!parsed.ok()) return parsed.status();
+  json j = std::move(*parsed);
   if (!j.is_object()) {
     return InvalidArgument(
         "registration: must be a JSON object {\"name\": ..., \"generation\": ..., \"chips\": "
@@ -610,7 +616,9 @@ std::string RegisterReplyJson(const RegisterReply& reply) {
 }
 
 Result<RegisterReply> ParseRegisterReply(std::string_view text) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto parsed = ParseJson(text, "register reply");  // bounded: nesting, repeated keys
+  if (!parsed.ok()) return parsed.status();
+  json j = std::move(*parsed);
   if (!j.is_object()) return InvalidArgument("register reply: not a JSON object");
   RegisterReply reply;
   if (auto h = j.find("host"); h != j.end() && h->is_string()) reply.host = h->get<std::string>();
@@ -651,7 +659,9 @@ std::string HeartbeatJson(const Heartbeat& h) {
 }
 
 Result<Heartbeat> ParseHeartbeat(std::string_view text) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto parsed = ParseJson(text, "heartbeat");  // bounded: nesting, repeated keys
+  if (!parsed.ok()) return parsed.status();
+  json j = std::move(*parsed);
   if (!j.is_object()) {
     return InvalidArgument(
         "heartbeat: must be a JSON object {\"revision\": ..., \"workers\": [...], \"progress\": "

@@ -1,0 +1,76 @@
+// libFuzzer target: the head's document parser and the typed parsers behind it.
+//
+// Bytes -> ParseDocument (YAML or JSON) -> DocumentKind and every typed parser. Nothing may
+// crash, hang or allocate without bound; every refusal is an InvalidArgument naming a field;
+// a document that parses dumps to JSON that parses back to the same document (the head stores
+// and serves the dump).
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "api/manifest.h"
+
+namespace {
+
+using tessera::Status;
+using tessera::StatusCode;
+using tessera::api::Json;
+
+[[noreturn]] void Fail(const std::string& what) {
+  std::fprintf(stderr, "manifest_fuzz: %s\n", what.c_str());
+  std::abort();
+}
+
+void ExpectFieldError(const Status& s) {
+  if (s.code() != StatusCode::kInvalidArgument) Fail("not InvalidArgument: " + s.ToString());
+  if (s.message().find(": ") == std::string::npos) Fail("names no field: " + s.message());
+}
+
+template <typename R>
+void CheckTyped(const R& result) {
+  if (!result.ok()) ExpectFieldError(result.status());
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto doc = tessera::api::ParseDocument(text);
+  if (!doc.ok()) {
+    ExpectFieldError(doc.status());
+    return 0;
+  }
+  CheckTyped(tessera::api::DocumentKind(*doc));
+  auto job = tessera::api::ParseTrainJob(*doc);
+  CheckTyped(job);
+  if (job.ok()) {
+    if (!tessera::api::ValidateName("name", job->name).ok()) Fail("job name: " + job->name);
+    if (job->min_slices < 1 || job->max_slices < job->min_slices) Fail("slices out of order");
+    for (const auto& [key, value] : job->env)
+      if (key.empty() || key.find('\0') != std::string::npos ||
+          value.find('\0') != std::string::npos)
+        Fail("env entry with a NUL or an empty name");
+  }
+  CheckTyped(tessera::api::ParseClusterQueue(*doc));
+  CheckTyped(tessera::api::ParseLocalQueue(*doc));
+  CheckTyped(tessera::api::ParsePriorityClass(*doc));
+
+  // The dump (what the store keeps) parses back to the same document. Documents whose strings
+  // are not valid UTF-8 cannot be dumped strictly; the head dumps those with replacement.
+  if (!doc->is_object() && !doc->is_array()) return 0;
+  std::string dumped;
+  try {
+    dumped = doc->dump();
+  } catch (const Json::exception&) {
+    dumped = doc->dump(-1, ' ', false, Json::error_handler_t::replace);
+    if (!tessera::api::ParseDocument(dumped).ok()) Fail("replacement dump does not parse");
+    return 0;
+  }
+  if (dumped.size() > tessera::api::kMaxDocumentBytes) return 0;
+  auto again = tessera::api::ParseDocument(dumped);
+  if (!again.ok()) Fail("dump does not parse: " + again.status().ToString() + "\n" + dumped);
+  if (*again != *doc) Fail("dump parses to another document: " + dumped);
+  return 0;
+}
