@@ -275,6 +275,24 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(self.c.request("POST", "/api/v1/jobs", job("sneaky", ["true"]), token=join)[0], 403)
         self.assertEqual(self.c.request("GET", "/api/v1/jobs")[1], before)
 
+    def test_the_bearer_scheme_is_case_insensitive_for_auth_and_roles_alike(self):
+        with open(os.path.join(self.c.state, "join.token")) as f:
+            join = f.read().strip()
+
+        def get(path, authorization):
+            req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.c.port, path))
+            req.add_header("Authorization", authorization)
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    return r.status
+            except urllib.error.HTTPError as e:
+                return e.code
+        for scheme in ("bearer", "BEARER", "Bearer"):
+            self.assertEqual(get("/api/v1/jobs", scheme + " " + self.c.token), 200, scheme)
+            self.assertEqual(get("/api/v1/jobs", scheme + " " + join), 403, scheme)
+        # An encoded '/' cannot slip past the dashboard's exemption.
+        self.assertEqual(get("/web%2F..%2Fapi/v1/jobs", ""), 400)
+
     def test_bad_input_gets_4xx_naming_the_field_and_keeps_the_head_serving(self):
         code, _ = self.c.request("POST", "/api/v1/jobs", job("keeper", ["sleep", "600"], slices=1))
         self.assertEqual(code, 201)
