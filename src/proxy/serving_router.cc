@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -506,13 +507,27 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     response_.keep_alive(client_keep_alive_ && !router_.stopped_);
     phase_ = Phase::kRelaying;
-    serializer_.emplace(response_);
+    std::ostringstream header;
+    header << response_.base();
+    header_text_ = std::move(header).str();
+    header_pending_ = true;
+    // Body bytes that came with the header go out with it, in one write.
+    if (upstream_->buffer.size() > 0 || upstream_parser_->is_done()) return PumpBody();
+    // Nothing of the body yet (a stream that prefills first): the header goes now.
     client_.expires_after(router_.options_.write_timeout);
-    http::async_write_header(client_, *serializer_,
-                             [self = shared_from_this()](error_code wec, size_t) {
-                               if (wec) return self->ClientGone();
-                               self->PumpBody();
-                             });
+    asio::async_write(client_, asio::buffer(header_text_),
+                      [self = shared_from_this()](error_code wec, size_t) {
+                        if (wec) return self->ClientGone();
+                        self->header_pending_ = false;
+                        self->PumpBody();
+                      });
+  }
+
+  // The header while it waits to go out with the first body bytes; empty once sent.
+  asio::const_buffer PendingHeader() {
+    if (!header_pending_) return {};
+    header_pending_ = false;
+    return asio::buffer(header_text_);
   }
 
   // Relays the body piece by piece: each read from the replica is written before the next.
@@ -540,29 +555,46 @@ class Session : public std::enable_shared_from_this<Session> {
         });
   }
 
+  // Writes `n` body bytes (with the header when it is still pending, and the last chunk when
+  // the replica is done), then reads on.
   void WriteBody(size_t n) {
+    const bool last = upstream_parser_->is_done();
     client_.expires_after(router_.options_.write_timeout);
-    auto on_written = [self = shared_from_this()](error_code ec, size_t) {
+    auto on_written = [self = shared_from_this(), last](error_code ec, size_t) {
       if (ec) return self->ClientGone();
       self->NoteFirstByte();
+      if (last) return self->Complete();
       self->PumpBody();
     };
-    if (chunked_out_) {
-      asio::async_write(client_, http::make_chunk(asio::buffer(body_buffer_.data(), n)),
-                        std::move(on_written));
+    const asio::const_buffer header = PendingHeader();
+    const asio::const_buffer piece = asio::buffer(body_buffer_.data(), n);
+    if (!chunked_out_) {
+      asio::async_write(client_, beast::buffers_cat(header, piece), std::move(on_written));
+    } else if (last) {
+      asio::async_write(
+          client_, beast::buffers_cat(header, http::make_chunk(piece), http::make_chunk_last()),
+          std::move(on_written));
     } else {
-      asio::async_write(client_, asio::buffer(body_buffer_.data(), n), std::move(on_written));
+      asio::async_write(client_, beast::buffers_cat(header, http::make_chunk(piece)),
+                        std::move(on_written));
     }
   }
 
+  // The replica is done with nothing left to relay: send what is still owed, then complete.
   void FinishBody() {
-    if (!chunked_out_) return Complete();
+    if (!header_pending_ && !chunked_out_) return Complete();
     client_.expires_after(router_.options_.write_timeout);
-    asio::async_write(client_, http::make_chunk_last(),
-                      [self = shared_from_this()](error_code ec, size_t) {
-                        if (ec) return self->ClientGone();
-                        self->Complete();
-                      });
+    auto on_written = [self = shared_from_this()](error_code ec, size_t) {
+      if (ec) return self->ClientGone();
+      self->Complete();
+    };
+    const asio::const_buffer header = PendingHeader();
+    if (chunked_out_) {
+      asio::async_write(client_, beast::buffers_cat(header, http::make_chunk_last()),
+                        std::move(on_written));
+    } else {
+      asio::async_write(client_, header, std::move(on_written));
+    }
   }
 
   void NoteFirstByte() {
@@ -600,7 +632,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void ResetRequest() {
     upstream_parser_.reset();
-    serializer_.reset();
+    header_text_.clear();
+    header_pending_ = false;
     first_body_byte_noted_ = false;
     head_request_ = false;
     parser_.reset();
@@ -706,7 +739,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<Upstream> upstream_;
   std::optional<http::response_parser<http::buffer_body>> upstream_parser_;
   http::response<http::empty_body> response_;
-  std::optional<http::response_serializer<http::empty_body>> serializer_;
+  std::string header_text_;
+  bool header_pending_ = false;
   unsigned status_code_ = 0;
   bool streaming_ = false;
   bool chunked_out_ = false;
