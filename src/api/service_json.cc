@@ -1,0 +1,260 @@
+#include "api/service_json.h"
+
+#include "api/manifest.h"
+#include "api/service_manifest.h"
+
+namespace tessera::api {
+namespace {
+
+using Json = nlohmann::json;
+
+template <typename T>
+T Get(const Json& obj, const char* key, T fallback) {
+  if (!obj.is_object()) return fallback;
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const Json::exception&) {
+    return fallback;
+  }
+}
+
+const Json& Child(const Json& obj, const char* key) {
+  static const Json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+std::string Ms(int64_t ms) { return std::to_string(ms) + "ms"; }
+
+const char* AfterStopName(AfterStop a) {
+  switch (a) {
+    case AfterStop::kRestart:
+      return "Restart";
+    case AfterStop::kRequeue:
+      return "Requeue";
+    case AfterStop::kRemove:
+      return "Remove";
+  }
+  return "Restart";
+}
+
+AfterStop ParseAfterStop(const std::string& s) {
+  if (s == "Requeue") return AfterStop::kRequeue;
+  if (s == "Remove") return AfterStop::kRemove;
+  return AfterStop::kRestart;
+}
+
+Json RoleSpecJson(const ServiceRoleSpec& r) {
+  Json j = {{"name", r.name},
+            {"accelerator", std::string(GenerationName(r.accelerator))},
+            {"topology", r.topology.ToString()},
+            {"command", r.command},
+            {"port", r.port},
+            {"maxOngoingRequests", r.max_ongoing_requests},
+            {"terminationGracePeriod", Ms(r.grace_ms)},
+            {"readiness",
+             {{"path", r.readiness.path},
+              {"startupGrace", Ms(r.readiness.startup_grace_ms)},
+              {"period", Ms(r.readiness.period_ms)},
+              {"timeout", Ms(r.readiness.timeout_ms)}}},
+            {"rollout",
+             {{"maxSurge", r.rollout.max_surge}, {"maxUnavailable", r.rollout.max_unavailable}}}};
+  if (!r.env.empty()) j["env"] = r.env;
+  if (!r.working_dir.empty()) j["workingDir"] = r.working_dir;
+  if (r.autoscaling) {
+    const AutoscalerConfig& a = *r.autoscaling;
+    j["autoscaling"] = {{"minReplicas", a.min_replicas},
+                        {"maxReplicas", a.max_replicas},
+                        {"targetOngoingRequests", a.target_ongoing_requests},
+                        {"upscaleDelay", Ms(a.upscale_delay_ms)},
+                        {"downscaleDelay", Ms(a.downscale_delay_ms)},
+                        {"lookback", Ms(a.lookback_ms)}};
+  } else {
+    j["replicas"] = r.replicas;
+  }
+  return j;
+}
+
+Json ReplicaJson(const ReplicaStatus& r) {
+  Json hosts = Json::array(), processes = Json::array();
+  for (const ServiceProcess& p : r.processes) {
+    hosts.push_back(p.host);
+    processes.push_back({{"host", p.host},
+                         {"address", p.address},
+                         {"port", p.port},
+                         {"phase", ProcessPhaseName(p.phase)},
+                         {"pid", p.pid},
+                         {"exitCode", p.exit_code},
+                         {"signal", p.signal}});
+  }
+  Json j = {{"replica", r.replica},
+            {"generation", r.generation},
+            {"phase", ReplicaPhaseName(r.phase)},
+            {"reason", r.reason},
+            {"message", r.message},
+            {"restarts", r.restarts},
+            {"hosts", hosts},
+            {"slice", r.slice},
+            {"processes", processes},
+            {"owner", r.owner},
+            {"incarnation", r.incarnation},
+            {"masterPort", r.master_port},
+            {"startedMs", r.started_ms},
+            {"readySinceMs", r.ready_since_ms},
+            {"readyOnce", r.ready_once},
+            {"lastProbeMs", r.last_probe_ms},
+            {"backoffMs", r.backoff_ms},
+            {"restartAtMs", r.restart_at_ms},
+            {"stopping", r.stopping},
+            {"afterStop", AfterStopName(r.after_stop)},
+            {"unconfirmed", r.unconfirmed}};
+  if (const ServiceProcess* leader = r.leader())
+    j["leader"] = {{"address", leader->address}, {"port", leader->port}};
+  return j;
+}
+
+Result<ReplicaStatus> ReplicaFromJson(const Json& j, const std::string& where) {
+  ReplicaStatus r;
+  r.replica = Get(j, "replica", 0);
+  r.generation = Get(j, "generation", 1);
+  auto phase = ParseReplicaPhase(Get(j, "phase", std::string("Pending")));
+  if (!phase.ok()) return Internal(where + ": " + phase.status().message());
+  r.phase = *phase;
+  r.reason = Get(j, "reason", std::string());
+  r.message = Get(j, "message", std::string());
+  r.restarts = Get(j, "restarts", 0);
+  r.slice = Get(j, "slice", std::string());
+  for (const Json& p : Child(j, "processes")) {
+    ServiceProcess sp;
+    sp.host = Get(p, "host", std::string());
+    sp.address = Get(p, "address", std::string());
+    sp.port = Get(p, "port", 0);
+    auto pp = ParseProcessPhase(Get(p, "phase", std::string("Pending")));
+    if (!pp.ok()) return Internal(where + ": " + pp.status().message());
+    sp.phase = *pp;
+    sp.pid = Get(p, "pid", int64_t{0});
+    sp.exit_code = Get(p, "exitCode", 0);
+    sp.signal = Get(p, "signal", 0);
+    r.processes.push_back(std::move(sp));
+  }
+  r.owner = Get(j, "owner", uint64_t{0});
+  r.incarnation = Get(j, "incarnation", 0);
+  r.master_port = Get(j, "masterPort", 0);
+  r.started_ms = Get(j, "startedMs", int64_t{0});
+  r.ready_since_ms = Get(j, "readySinceMs", int64_t{0});
+  r.ready_once = Get(j, "readyOnce", false);
+  r.last_probe_ms = Get(j, "lastProbeMs", int64_t{0});
+  r.backoff_ms = Get(j, "backoffMs", int64_t{0});
+  r.restart_at_ms = Get(j, "restartAtMs", int64_t{0});
+  r.stopping = Get(j, "stopping", false);
+  r.after_stop = ParseAfterStop(Get(j, "afterStop", std::string()));
+  r.unconfirmed = Get(j, "unconfirmed", std::set<std::string>{});
+  return r;
+}
+
+}  // namespace
+
+Json ServiceSpecJson(const ServiceSpec& spec) {
+  Json roles = Json::array();
+  for (const ServiceRoleSpec& r : spec.roles) roles.push_back(RoleSpecJson(r));
+  Json j = {{"roles", roles}};
+  if (!spec.priority.empty()) j["priority"] = spec.priority;
+  return j;
+}
+
+Json ServiceJson(const Service& service) {
+  const ServiceStatus& st = service.status;
+  Json meta = {{"name", service.spec.name},
+               {"uid", service.uid},
+               {"resourceVersion", service.runtime.version},
+               {"creationTimestampMs", service.created_ms}};
+  if (!service.spec.queue.empty()) meta["queue"] = service.spec.queue;
+  if (!service.spec.labels.empty()) meta["labels"] = service.spec.labels;
+  Json roles = Json::array();
+  for (const RoleStatus& role : st.roles) {
+    Json replicas = Json::array();
+    for (const ReplicaStatus& r : role.replicas) replicas.push_back(ReplicaJson(r));
+    Json rj = {{"name", role.name},
+               {"generation", role.generation},
+               {"desiredReplicas", role.desired_replicas},
+               {"readyReplicas", role.ReadyReplicas()},
+               {"nextReplica", role.next_replica},
+               {"replicas", replicas}};
+    if (role.autoscaler_at_ms > 0)
+      rj["autoscaler"] = {{"desiredReplicas", role.autoscaler.desired_replicas},
+                          {"reason", role.autoscaler.reason},
+                          {"atMs", role.autoscaler_at_ms}};
+    roles.push_back(std::move(rj));
+  }
+  Json endpoints = Json::array();
+  for (const Endpoint& e : service.Endpoints())
+    endpoints.push_back({{"role", e.role},
+                         {"replica", e.replica},
+                         {"generation", e.generation},
+                         {"address", e.address},
+                         {"port", e.port},
+                         {"ready", e.ready}});
+  Json status = {{"phase", ServicePhaseName(st.phase)},
+                 {"reason", st.reason},
+                 {"message", st.message},
+                 {"deleting", st.deleting},
+                 {"roles", roles},
+                 {"endpoints", endpoints}};
+  return {{"apiVersion", kApiVersion},
+          {"kind", kServiceKind},
+          {"metadata", meta},
+          {"spec", ServiceSpecJson(service.spec)},
+          {"status", status}};
+}
+
+Result<Service> ServiceFromJson(const Json& j) {
+  const Json& meta = Child(j, "metadata");
+  const std::string name = Get(meta, "name", std::string());
+  auto fail = [&name](const std::string& why) {
+    return Internal("stored service " + name + ": " + why);
+  };
+  Json manifest = {{"apiVersion", kApiVersion},
+                   {"kind", kServiceKind},
+                   {"metadata", {{"name", name}}},
+                   {"spec", Child(j, "spec")}};
+  if (meta.contains("queue")) manifest["metadata"]["queue"] = meta["queue"];
+  if (meta.contains("labels")) manifest["metadata"]["labels"] = meta["labels"];
+  auto spec = ParseService(manifest);
+  if (!spec.ok()) return fail(spec.status().message());
+  Service s;
+  s.spec = std::move(*spec);
+  s.uid = Get(meta, "uid", uint64_t{0});
+  s.created_ms = Get(meta, "creationTimestampMs", int64_t{0});
+  const Json& st = Child(j, "status");
+  auto phase = ParseServicePhase(Get(st, "phase", std::string("Pending")));
+  if (!phase.ok()) return fail(phase.status().message());
+  s.status.phase = *phase;
+  s.status.reason = Get(st, "reason", std::string());
+  s.status.message = Get(st, "message", std::string());
+  s.status.deleting = Get(st, "deleting", false);
+  for (const Json& rj : Child(st, "roles")) {
+    RoleStatus role;
+    role.name = Get(rj, "name", std::string());
+    role.generation = Get(rj, "generation", 1);
+    role.desired_replicas = Get(rj, "desiredReplicas", 0);
+    role.next_replica = Get(rj, "nextReplica", 0);
+    const Json& as = Child(rj, "autoscaler");
+    if (as.is_object()) {
+      role.autoscaler.desired_replicas = Get(as, "desiredReplicas", 0);
+      role.autoscaler.reason = Get(as, "reason", std::string());
+      role.autoscaler_at_ms = Get(as, "atMs", int64_t{0});
+    }
+    for (const Json& r : Child(rj, "replicas")) {
+      auto replica = ReplicaFromJson(r, "status.roles." + role.name);
+      if (!replica.ok()) return fail(replica.status().message());
+      role.replicas.push_back(std::move(*replica));
+    }
+    s.status.roles.push_back(std::move(role));
+  }
+  return s;
+}
+
+}  // namespace tessera::api

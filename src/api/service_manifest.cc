@@ -1,0 +1,318 @@
+#include "api/service_manifest.h"
+
+#include <set>
+
+#include "api/manifest.h"
+
+namespace tessera::api {
+namespace {
+
+constexpr int kMaxReplicas = 4096;
+
+std::string Join(const std::set<std::string>& keys) {
+  std::string out;
+  for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+// Fields users bring from other systems, with the name tessera uses.
+std::string Hint(const std::string& key) {
+  if (key == "queueName") return "; the queue is metadata.queue, as in TrainJob";
+  if (key == "priorityClassName") return "; the priority class is spec.priority, as in TrainJob";
+  return "";
+}
+
+Status OnlyKnownFields(const Json& obj, const std::string& path,
+                       const std::set<std::string>& allowed) {
+  for (auto it = obj.begin(); it != obj.end(); ++it)
+    if (!allowed.count(it.key()))
+      return InvalidArgument(path + "." + it.key() + ": unknown field; valid fields of " + path +
+                             ": " + Join(allowed) + Hint(it.key()));
+  return Status::Ok();
+}
+
+Status RequireObject(const Json& v, const std::string& path) {
+  if (!v.is_object()) return InvalidArgument(path + ": must be a mapping");
+  return Status::Ok();
+}
+
+bool Has(const Json& obj, const std::string& key) {
+  return obj.contains(key) && !obj[key].is_null();
+}
+
+Result<std::string> GetString(const Json& obj, const std::string& key, const std::string& path,
+                              bool required) {
+  if (!Has(obj, key)) {
+    if (required) return InvalidArgument(path + "." + key + ": required");
+    return std::string();
+  }
+  const Json& v = obj[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  return InvalidArgument(path + "." + key + ": must be a string");
+}
+
+Result<int64_t> GetInt(const Json& obj, const std::string& key, const std::string& path,
+                       int64_t fallback, int64_t lo, int64_t hi) {
+  if (!Has(obj, key)) return fallback;
+  const Json& v = obj[key];
+  const std::string range = "between " + std::to_string(lo) + " and " + std::to_string(hi);
+  if (!v.is_number_integer())
+    return InvalidArgument(path + "." + key + ": must be a whole number " + range);
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
+    return InvalidArgument(path + "." + key + ": too large; must be " + range);
+  const int64_t i = v.get<int64_t>();
+  if (i < lo || i > hi)
+    return InvalidArgument(path + "." + key + ": " + std::to_string(i) +
+                           " is out of range; must be " + range);
+  return i;
+}
+
+// A duration; negative ones get their own message (ParseDurationMs only says how to write one).
+Result<int64_t> GetDuration(const Json& obj, const std::string& key, const std::string& path,
+                            int64_t fallback) {
+  if (!Has(obj, key)) return fallback;
+  const Json& v = obj[key];
+  const std::string field = path + "." + key;
+  if ((v.is_number() && v.get<double>() < 0) ||
+      (v.is_string() && !v.get<std::string>().empty() && v.get<std::string>()[0] == '-'))
+    return InvalidArgument(field + ": must not be negative; write a duration like 30s or 10m");
+  return ParseDurationMs(field, v);
+}
+
+Result<ReadinessSpec> ParseReadiness(const Json& rd, const std::string& path) {
+  ReadinessSpec out;
+  TESSERA_RETURN_IF_ERROR(RequireObject(rd, path));
+  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(rd, path, {"path", "startupGrace", "period", "timeout"}));
+  auto p = GetString(rd, "path", path, false);
+  if (!p.ok()) return p.status();
+  if (!p->empty()) {
+    if ((*p)[0] != '/')
+      return InvalidArgument(path + ".path: '" + *p + "' must start with '/', e.g. /healthz");
+    out.path = *p;
+  }
+  auto grace = GetDuration(rd, "startupGrace", path, out.startup_grace_ms);
+  if (!grace.ok()) return grace.status();
+  out.startup_grace_ms = *grace;
+  auto period = GetDuration(rd, "period", path, out.period_ms);
+  if (!period.ok()) return period.status();
+  if (*period <= 0) return InvalidArgument(path + ".period: must be positive, e.g. 10s");
+  out.period_ms = *period;
+  auto timeout = GetDuration(rd, "timeout", path, out.timeout_ms);
+  if (!timeout.ok()) return timeout.status();
+  if (*timeout <= 0) return InvalidArgument(path + ".timeout: must be positive, e.g. 30s");
+  out.timeout_ms = *timeout;
+  return out;
+}
+
+Result<AutoscalerConfig> ParseAutoscaling(const Json& as, const std::string& path) {
+  AutoscalerConfig c;
+  TESSERA_RETURN_IF_ERROR(RequireObject(as, path));
+  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(as, path,
+                                          {"minReplicas", "maxReplicas", "targetOngoingRequests",
+                                           "upscaleDelay", "downscaleDelay", "lookback"}));
+  auto mn = GetInt(as, "minReplicas", path, 1, 0, kMaxReplicas);
+  if (!mn.ok()) return mn.status();
+  if (!Has(as, "maxReplicas"))
+    return InvalidArgument(path + ".maxReplicas: required (the most replicas to scale to)");
+  auto mx = GetInt(as, "maxReplicas", path, 1, 1, kMaxReplicas);
+  if (!mx.ok()) return mx.status();
+  if (*mn > *mx)
+    return InvalidArgument(path + ".minReplicas: " + std::to_string(*mn) +
+                           " is above maxReplicas " + std::to_string(*mx) +
+                           "; make minReplicas <= maxReplicas");
+  c.min_replicas = static_cast<int>(*mn);
+  c.max_replicas = static_cast<int>(*mx);
+  if (Has(as, "targetOngoingRequests")) {
+    const Json& t = as["targetOngoingRequests"];
+    if (!t.is_number() || t.get<double>() <= 0)
+      return InvalidArgument(path +
+                             ".targetOngoingRequests: must be a positive number (default 2)");
+    c.target_ongoing_requests = t.get<double>();
+  }
+  auto up = GetDuration(as, "upscaleDelay", path, c.upscale_delay_ms);
+  if (!up.ok()) return up.status();
+  c.upscale_delay_ms = *up;
+  auto down = GetDuration(as, "downscaleDelay", path, c.downscale_delay_ms);
+  if (!down.ok()) return down.status();
+  c.downscale_delay_ms = *down;
+  auto lookback = GetDuration(as, "lookback", path, c.lookback_ms);
+  if (!lookback.ok()) return lookback.status();
+  if (*lookback <= 0) return InvalidArgument(path + ".lookback: must be positive, e.g. 30s");
+  c.lookback_ms = *lookback;
+  return c;
+}
+
+Result<ServiceRoleSpec> ParseRole(const Json& r, const std::string& path, bool named) {
+  ServiceRoleSpec role;
+  TESSERA_RETURN_IF_ERROR(RequireObject(r, path));
+  std::set<std::string> fields = {"accelerator", "topology",
+                                  "command",     "env",
+                                  "workingDir",  "terminationGracePeriod",
+                                  "port",        "replicas",
+                                  "autoscaling", "maxOngoingRequests",
+                                  "readiness",   "rollout"};
+  if (named)
+    fields.insert("name");
+  else
+    fields.insert({"priority", "roles"});  // spec itself: checked by the caller
+  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(r, path, fields));
+  if (named) {
+    auto name = GetString(r, "name", path, true);
+    if (!name.ok()) return name.status();
+    TESSERA_RETURN_IF_ERROR(ValidateName(path + ".name", *name));
+    role.name = *name;
+  }
+  auto accel = GetString(r, "accelerator", path, true);
+  if (!accel.ok()) return accel.status();
+  auto gen = ParseGeneration(*accel);
+  if (!gen.ok()) return InvalidArgument(path + ".accelerator: " + gen.status().message());
+  role.accelerator = *gen;
+  auto topo_text = GetString(r, "topology", path, true);
+  if (!topo_text.ok()) return topo_text.status();
+  auto topo = SliceTopology::Parse(*accel, *topo_text);
+  if (!topo.ok()) return InvalidArgument(path + ".topology: " + topo.status().message());
+  role.topology = topo->shape();
+
+  if (!Has(r, "command") || !r["command"].is_array() || r["command"].empty())
+    return InvalidArgument(path +
+                           ".command: required, a non-empty list such as [python3, server.py]");
+  for (size_t i = 0; i < r["command"].size(); ++i) {
+    const Json& c = r["command"][i];
+    if (!c.is_string() && !c.is_number())
+      return InvalidArgument(path + ".command[" + std::to_string(i) + "]: must be a string");
+    role.command.push_back(c.is_string() ? c.get<std::string>() : c.dump());
+  }
+  if (Has(r, "env")) {
+    const Json& env = r["env"];
+    if (!env.is_object()) return InvalidArgument(path + ".env: must be a mapping of strings");
+    for (auto it = env.begin(); it != env.end(); ++it) {
+      const std::string& k = it.key();
+      if (k.empty() || k.find('=') != std::string::npos)
+        return InvalidArgument(path + ".env: '" + k + "' is not a valid variable name");
+      if (k.rfind("TPU_", 0) == 0 || k.rfind("MEGASCALE_", 0) == 0 || k == "RANK" ||
+          k == "WORLD_SIZE" || k == "MASTER_ADDR" || k == "MASTER_PORT" || k == "PORT" ||
+          k.rfind("TESSERA_", 0) == 0)
+        return InvalidArgument(path + ".env." + k +
+                               ": set by tessera for every replica group; remove it from the spec");
+      if (it->is_string())
+        role.env[k] = it->get<std::string>();
+      else if (it->is_number() || it->is_boolean())
+        role.env[k] = it->dump();
+      else
+        return InvalidArgument(path + ".env." + k + ": must be a string (quote it: \"...\")");
+    }
+  }
+  auto wd = GetString(r, "workingDir", path, false);
+  if (!wd.ok()) return wd.status();
+  role.working_dir = *wd;
+  auto grace = GetDuration(r, "terminationGracePeriod", path, role.grace_ms);
+  if (!grace.ok()) return grace.status();
+  role.grace_ms = *grace;
+  auto port = GetInt(r, "port", path, role.port, 1, 65535);
+  if (!port.ok()) return port.status();
+  role.port = static_cast<int>(*port);
+
+  if (Has(r, "replicas") && Has(r, "autoscaling"))
+    return InvalidArgument(path + ".replicas: set replicas or autoscaling, not both");
+  auto replicas = GetInt(r, "replicas", path, 1, 0, kMaxReplicas);
+  if (!replicas.ok()) return replicas.status();
+  role.replicas = static_cast<int>(*replicas);
+  if (Has(r, "autoscaling")) {
+    auto as = ParseAutoscaling(r["autoscaling"], path + ".autoscaling");
+    if (!as.ok()) return as.status();
+    role.autoscaling = *as;
+    role.replicas = as->min_replicas;
+  }
+  auto max_ongoing = GetInt(r, "maxOngoingRequests", path, role.max_ongoing_requests, 1, 1'000'000);
+  if (!max_ongoing.ok()) return max_ongoing.status();
+  role.max_ongoing_requests = static_cast<int>(*max_ongoing);
+  if (Has(r, "readiness")) {
+    auto rd = ParseReadiness(r["readiness"], path + ".readiness");
+    if (!rd.ok()) return rd.status();
+    role.readiness = *rd;
+  }
+  if (Has(r, "rollout")) {
+    const std::string rp = path + ".rollout";
+    const Json& ro = r["rollout"];
+    TESSERA_RETURN_IF_ERROR(RequireObject(ro, rp));
+    TESSERA_RETURN_IF_ERROR(OnlyKnownFields(ro, rp, {"maxSurge", "maxUnavailable"}));
+    auto surge = GetInt(ro, "maxSurge", rp, role.rollout.max_surge, 0, kMaxReplicas);
+    if (!surge.ok()) return surge.status();
+    auto unavailable =
+        GetInt(ro, "maxUnavailable", rp, role.rollout.max_unavailable, 0, kMaxReplicas);
+    if (!unavailable.ok()) return unavailable.status();
+    if (*surge == 0 && *unavailable == 0)
+      return InvalidArgument(rp +
+                             ".maxSurge: maxSurge and maxUnavailable are both 0, so a rolling "
+                             "update could never start; allow 1 of either");
+    role.rollout = {static_cast<int>(*surge), static_cast<int>(*unavailable)};
+  }
+  return role;
+}
+
+}  // namespace
+
+Result<ServiceSpec> ParseService(const Json& doc) {
+  TESSERA_RETURN_IF_ERROR(RequireObject(doc, "body"));
+  auto kind = DocumentKind(doc);
+  if (!kind.ok()) return kind.status();
+  if (*kind != kServiceKind) return InvalidArgument("kind: expected Service, got " + *kind);
+  TESSERA_RETURN_IF_ERROR(
+      OnlyKnownFields(doc, "document", {"apiVersion", "kind", "metadata", "spec", "status"}));
+  ServiceSpec spec;
+  if (!Has(doc, "metadata")) return InvalidArgument("metadata: required (metadata.name)");
+  const Json& meta = doc["metadata"];
+  TESSERA_RETURN_IF_ERROR(RequireObject(meta, "metadata"));
+  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(meta, "metadata", {"name", "queue", "labels"}));
+  auto name = GetString(meta, "name", "metadata", true);
+  if (!name.ok()) return name.status();
+  TESSERA_RETURN_IF_ERROR(ValidateName("metadata.name", *name));
+  spec.name = *name;
+  auto queue = GetString(meta, "queue", "metadata", false);
+  if (!queue.ok()) return queue.status();
+  if (!queue->empty()) TESSERA_RETURN_IF_ERROR(ValidateName("metadata.queue", *queue));
+  spec.queue = *queue;
+  if (Has(meta, "labels")) {
+    const Json& labels = meta["labels"];
+    if (!labels.is_object())
+      return InvalidArgument("metadata.labels: must be a mapping of strings");
+    for (auto it = labels.begin(); it != labels.end(); ++it) {
+      if (!it->is_string())
+        return InvalidArgument("metadata.labels." + it.key() + ": must be a string");
+      spec.labels[it.key()] = it->get<std::string>();
+    }
+  }
+
+  if (!Has(doc, "spec")) return InvalidArgument("spec: required");
+  const Json& s = doc["spec"];
+  TESSERA_RETURN_IF_ERROR(RequireObject(s, "spec"));
+  auto priority = GetString(s, "priority", "spec", false);
+  if (!priority.ok()) return priority.status();
+  spec.priority = *priority;
+  if (Has(s, "roles")) {
+    TESSERA_RETURN_IF_ERROR(OnlyKnownFields(s, "spec", {"priority", "roles"}));
+    const Json& roles = s["roles"];
+    if (!roles.is_array() || roles.empty())
+      return InvalidArgument(
+          "spec.roles: must be a non-empty list of roles (name, accelerator, "
+          "topology, command, ...)");
+    std::set<std::string> seen;
+    for (size_t i = 0; i < roles.size(); ++i) {
+      const std::string path = "spec.roles[" + std::to_string(i) + "]";
+      auto role = ParseRole(roles[i], path, /*named=*/true);
+      if (!role.ok()) return role.status();
+      if (!seen.insert(role->name).second)
+        return InvalidArgument(path + ".name: '" + role->name +
+                               "' is the name of an earlier role; role names must be unique");
+      spec.roles.push_back(std::move(*role));
+    }
+  } else {
+    auto role = ParseRole(s, "spec", /*named=*/false);
+    if (!role.ok()) return role.status();
+    spec.roles.push_back(std::move(*role));
+  }
+  return spec;
+}
+
+}  // namespace tessera::api

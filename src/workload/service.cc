@@ -1,0 +1,123 @@
+#include "workload/service.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+
+namespace tessera {
+namespace {
+
+constexpr std::array<const char*, 5> kServicePhaseNames = {"Pending", "Progressing", "Ready",
+                                                           "Degraded", "Deleting"};
+constexpr std::array<const char*, 6> kReplicaPhaseNames = {"Pending", "Starting",   "Ready",
+                                                           "Unready", "Recreating", "Terminating"};
+constexpr std::array<const char*, 3> kProcessPhaseNames = {"Pending", "Running", "Exited"};
+
+template <typename Enum, size_t N>
+Result<Enum> ParseName(const std::array<const char*, N>& names, std::string_view name,
+                       std::string_view what) {
+  for (size_t i = 0; i < N; ++i)
+    if (name == names[i]) return static_cast<Enum>(i);
+  std::string known;
+  for (const char* n : names) known += (known.empty() ? "" : ", ") + std::string(n);
+  return InvalidArgument(std::string(what) + ": '" + std::string(name) + "' is not one of " +
+                         known);
+}
+
+}  // namespace
+
+const char* ServicePhaseName(ServicePhase p) { return kServicePhaseNames[static_cast<size_t>(p)]; }
+Result<ServicePhase> ParseServicePhase(std::string_view name) {
+  return ParseName<ServicePhase>(kServicePhaseNames, name, "status.phase");
+}
+const char* ReplicaPhaseName(ReplicaPhase p) { return kReplicaPhaseNames[static_cast<size_t>(p)]; }
+Result<ReplicaPhase> ParseReplicaPhase(std::string_view name) {
+  return ParseName<ReplicaPhase>(kReplicaPhaseNames, name, "status.roles[].replicas[].phase");
+}
+const char* ProcessPhaseName(ProcessPhase p) { return kProcessPhaseNames[static_cast<size_t>(p)]; }
+Result<ProcessPhase> ParseProcessPhase(std::string_view name) {
+  return ParseName<ProcessPhase>(kProcessPhaseNames, name,
+                                 "status.roles[].replicas[].processes[].phase");
+}
+
+bool ServiceRoleSpec::SameTemplate(const ServiceRoleSpec& o) const {
+  return accelerator == o.accelerator && topology == o.topology && command == o.command &&
+         env == o.env && working_dir == o.working_dir && port == o.port && grace_ms == o.grace_ms;
+}
+
+const ServiceRoleSpec* ServiceSpec::Role(std::string_view role) const {
+  for (const ServiceRoleSpec& r : roles)
+    if (r.name == role) return &r;
+  return nullptr;
+}
+
+bool ReplicaStatus::OnHost(const std::string& host) const {
+  return std::any_of(processes.begin(), processes.end(),
+                     [&](const ServiceProcess& p) { return p.host == host; });
+}
+
+int RoleStatus::ReadyReplicas() const {
+  return static_cast<int>(std::count_if(replicas.begin(), replicas.end(), [](const auto& r) {
+    return r.phase == ReplicaPhase::kReady;
+  }));
+}
+
+RoleStatus* ServiceStatus::Role(std::string_view name) {
+  for (RoleStatus& r : roles)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+const RoleStatus* ServiceStatus::Role(std::string_view name) const {
+  for (const RoleStatus& r : roles)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+std::vector<Endpoint> Service::Endpoints() const {
+  std::vector<Endpoint> out;
+  for (const RoleStatus& role : status.roles)
+    for (const ReplicaStatus& r : role.replicas) {
+      const ServiceProcess* leader = r.leader();
+      if (!r.Assigned() || leader == nullptr) continue;
+      out.push_back({role.name, r.replica, r.generation, leader->address, leader->port,
+                     r.phase == ReplicaPhase::kReady});
+    }
+  return out;
+}
+
+bool Service::OnHost(const std::string& host) const {
+  for (const RoleStatus& role : status.roles)
+    for (const ReplicaStatus& r : role.replicas)
+      if (r.OnHost(host)) return true;
+  return false;
+}
+
+int Service::PlacedReplicas() const {
+  int n = 0;
+  for (const RoleStatus& role : status.roles)
+    for (const ReplicaStatus& r : role.replicas) n += r.placed() ? 1 : 0;
+  return n;
+}
+
+std::string ReplicaWorkloadName(const std::string& service, const std::string& role, int replica) {
+  return service + "." + role + "." + std::to_string(replica);
+}
+
+std::optional<ReplicaRef> ParseReplicaWorkloadName(std::string_view name) {
+  const size_t a = name.find('.');
+  if (a == std::string_view::npos) return std::nullopt;
+  const size_t b = name.find('.', a + 1);
+  if (b == std::string_view::npos || name.find('.', b + 1) != std::string_view::npos)
+    return std::nullopt;
+  ReplicaRef ref;
+  ref.service = std::string(name.substr(0, a));
+  ref.role = std::string(name.substr(a + 1, b - a - 1));
+  const std::string_view idx = name.substr(b + 1);
+  auto [p, ec] = std::from_chars(idx.data(), idx.data() + idx.size(), ref.replica);
+  if (ref.service.empty() || ref.role.empty() || idx.empty() || ec != std::errc() ||
+      p != idx.data() + idx.size() || ref.replica < 0)
+    return std::nullopt;
+  return ref;
+}
+
+}  // namespace tessera

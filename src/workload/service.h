@@ -1,0 +1,206 @@
+// Service: the typed resource of a served model. A Service has roles (one by default, named
+// "server"); a role runs replicas; a replica is a group of processes, one per host of one
+// whole slice of the role's shape, worker 0 the leader (LeaderWorkerSet's group). This file
+// holds what the user asked (spec), where each replica is in its life (status, with phase
+// enums; persisted), and the head-only memory the lifecycle needs (load samples, autoscaler
+// state). The rules are in service_lifecycle.h; the API's documents are codecs of these
+// structs (api/service_json.h). Nothing here knows HTTP, JSON or the store.
+//
+// Thread-safety: values.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "topology/topology.h"
+#include "workload/autoscaler.h"
+#include "workload/train_job.h"
+
+namespace tessera {
+
+struct ReadinessSpec {
+  std::string path = "/healthz";       // HTTP GET on the leader's port; 2xx is ready
+  int64_t startup_grace_ms = 900'000;  // failed probes do not count until the first success
+                                       // or this long after the group started (15 min)
+  int64_t period_ms = 10'000;          // one probe every period
+  int64_t timeout_ms = 30'000;         // a probe without an answer this long has failed
+  friend bool operator==(const ReadinessSpec&, const ReadinessSpec&) = default;
+};
+
+// Counted in replica groups (whole slices).
+struct RolloutSpec {
+  int max_surge = 1;        // groups above the desired count during a rolling update
+  int max_unavailable = 0;  // groups below the desired count that may be unready meanwhile
+  friend bool operator==(const RolloutSpec&, const RolloutSpec&) = default;
+};
+
+struct ServiceRoleSpec {
+  std::string name = "server";
+  Generation accelerator = Generation::kV6e;
+  Shape topology;  // of one replica: one whole slice
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+  std::string working_dir;
+  int port = 8000;   // the process's HTTP port on a real cluster
+  int replicas = 1;  // without autoscaling; `tessera scale` changes it
+  std::optional<AutoscalerConfig> autoscaling;
+  int max_ongoing_requests = 5;  // per replica, enforced by the router
+  ReadinessSpec readiness;
+  RolloutSpec rollout;
+  int64_t grace_ms = 10'000;  // SIGTERM to SIGKILL when a group is stopped
+
+  // The fields that shape a replica's processes: a change to any of them is a new generation
+  // and rolls the replicas. replicas, autoscaling, maxOngoingRequests, readiness and rollout
+  // change without a rollout.
+  bool SameTemplate(const ServiceRoleSpec& other) const;
+};
+
+struct ServiceSpec {
+  std::string name;
+  std::string queue;  // LocalQueue (metadata.queue, as TrainJob)
+  std::map<std::string, std::string> labels;
+  std::string priority;  // PriorityClass (spec.priority, as TrainJob)
+  std::vector<ServiceRoleSpec> roles;
+  const ServiceRoleSpec* Role(std::string_view name) const;
+};
+
+// Pending (nothing placed yet) -> Progressing (replicas starting or a rollout under way) ->
+// Ready (every role has its desired replicas ready at the current generation); Degraded when
+// some replica is unready or being recreated; Deleting once deleted.
+enum class ServicePhase { kPending, kProgressing, kReady, kDegraded, kDeleting };
+const char* ServicePhaseName(ServicePhase phase);
+Result<ServicePhase> ParseServicePhase(std::string_view name);
+
+// A replica group: Pending (waiting for a slice, with the planner's reason) -> Starting
+// (processes assigned; readiness not yet seen) -> Ready <-> Unready; Recreating (a process
+// died: every process is stopped, then the group starts again on its slice after a backoff);
+// Terminating (scaled down, replaced by a rollout or deleted: stopped, then its slice freed).
+enum class ReplicaPhase { kPending, kStarting, kReady, kUnready, kRecreating, kTerminating };
+const char* ReplicaPhaseName(ReplicaPhase phase);
+Result<ReplicaPhase> ParseReplicaPhase(std::string_view name);
+
+enum class ProcessPhase { kPending, kRunning, kExited };
+const char* ProcessPhaseName(ProcessPhase phase);
+Result<ProcessPhase> ParseProcessPhase(std::string_view name);
+
+// One process of a replica group: worker w of the slice, on `host`.
+struct ServiceProcess {
+  std::string host;
+  std::string address;  // where peers and the router reach the host
+  int port = 0;         // PORT
+  ProcessPhase phase = ProcessPhase::kPending;
+  int64_t pid = 0;
+  int exit_code = 0;
+  int signal = 0;
+};
+
+// What happens when every process of a stopping group is confirmed gone.
+enum class AfterStop {
+  kRestart,  // Recreating: start again on the same slice after the backoff
+  kRequeue,  // a host was lost: free the slice, back to Pending for a new one
+  kRemove,   // Terminating: free the slice and forget the replica
+};
+
+struct ReplicaStatus {
+  int replica = 0;     // index inside the role; kept across recreations
+  int generation = 0;  // the role template generation it runs
+  ReplicaPhase phase = ReplicaPhase::kPending;
+  std::string reason = "Pending";
+  std::string message = "waiting for a slice";
+  int restarts = 0;
+  // Placement (owner 0: holds no chips). The owner id is the inventory owner of its slice.
+  uint64_t owner = 0;
+  std::string slice;
+  std::vector<ServiceProcess> processes;  // by worker index; [0] is the leader
+  int incarnation = 0;                    // +1 at every start: reports of older ones are stale
+  int master_port = 0;                    // torch.distributed rendezvous, fresh every start
+  int64_t started_ms = 0;                 // the current incarnation was assigned
+  int64_t ready_since_ms = 0;             // 0: not ready now
+  bool ready_once = false;                // this incarnation has passed a probe
+  int64_t last_probe_ms = 0;
+  int64_t backoff_ms = 0;     // the last recreation's wait; doubles, reset after 10 min ready
+  int64_t restart_at_ms = 0;  // Recreating: start again no earlier than this
+  bool stopping = false;      // processes withdrawn; waiting for hosts to confirm
+  AfterStop after_stop = AfterStop::kRestart;
+  std::set<std::string> unconfirmed;  // hosts that may still run a process being stopped
+  bool placed() const { return owner != 0; }
+  bool Assigned() const {
+    return placed() && !stopping &&
+           (phase == ReplicaPhase::kStarting || phase == ReplicaPhase::kReady ||
+            phase == ReplicaPhase::kUnready);
+  }
+  bool OnHost(const std::string& host) const;
+  const ServiceProcess* leader() const { return processes.empty() ? nullptr : &processes[0]; }
+};
+
+struct RoleStatus {
+  std::string name;
+  int generation = 1;        // +1 when the role's template changes (a rolling update)
+  int desired_replicas = 0;  // spec replicas, or the autoscaler's decision
+  int next_replica = 0;      // the index the next new replica gets
+  AutoscalerDecision autoscaler;
+  int64_t autoscaler_at_ms = 0;         // when `autoscaler` was decided; 0: never
+  std::vector<ReplicaStatus> replicas;  // by replica index
+  int ReadyReplicas() const;
+};
+
+struct ServiceStatus {
+  ServicePhase phase = ServicePhase::kPending;
+  std::string reason = "Pending";
+  std::string message = "waiting for the scheduler";
+  std::vector<RoleStatus> roles;  // in spec order; a role removed from the spec stays until empty
+  bool deleting = false;
+  RoleStatus* Role(std::string_view name);
+  const RoleStatus* Role(std::string_view name) const;
+};
+
+// In memory only: the router's load reports of each role (the look-back window).
+struct ServiceRuntime {
+  int64_t version = 0;        // store resource version
+  int64_t stop_revision = 0;  // assignments revision of the last change: hosts confirm after it
+  std::map<std::string, std::vector<LoadSample>> load;  // by role
+};
+
+// A replica the router may send requests to: the leader of a group that has processes.
+struct Endpoint {
+  std::string role;
+  int replica = 0;
+  int generation = 0;
+  std::string address;
+  int port = 0;
+  bool ready = false;
+};
+
+struct Service {
+  uint64_t uid = 0;  // creation order
+  int64_t created_ms = 0;
+  ServiceSpec spec;
+  ServiceStatus status;
+  ServiceRuntime runtime;
+  const std::string& name() const { return spec.name; }
+  // Every replica with a placed leader, ready or not, in role then replica order.
+  std::vector<Endpoint> Endpoints() const;
+  bool OnHost(const std::string& host) const;
+  // Replica groups that hold chips (for admission and the inventory).
+  int PlacedReplicas() const;
+};
+
+// The workload name of a replica group's processes in agent assignments and reports:
+// "<service>.<role>.<replica>". Service, role and job names have no '.', so it never collides
+// with a TrainJob's name; the attempt is the group's incarnation, the rank its worker index.
+std::string ReplicaWorkloadName(const std::string& service, const std::string& role, int replica);
+struct ReplicaRef {
+  std::string service;
+  std::string role;
+  int replica = 0;
+};
+// The inverse; nullopt when `name` is not a replica workload name (e.g. a TrainJob).
+std::optional<ReplicaRef> ParseReplicaWorkloadName(std::string_view name);
+
+}  // namespace tessera
