@@ -2,16 +2,24 @@
 // Reconcile. The log server is in log_server.cc; flags and RunAgent are in run_agent.cc.
 #include "agent/agent.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "common/json_limits.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
+#include "protocol/credential.h"
 
 namespace tessera::agent {
 namespace {
@@ -72,13 +80,62 @@ void Agent::Log(const std::string& event, const std::string& fields) const {
 }
 
 std::string Agent::LogPath(const WorkerKey& key) const {
-  return options_.state_dir + "/logs/" + key.job + "/" + std::to_string(key.attempt) + "/worker-" +
-         std::to_string(key.rank) + ".log";
+  return options_.state_dir + "/logs/" + key.job + "/" + std::to_string(key.uid) + "/" +
+         std::to_string(key.attempt) + "/worker-" + std::to_string(key.rank) + ".log";
 }
 
 std::string Agent::ProgressPath(const WorkerKey& key) const {
-  return options_.state_dir + "/progress/" + key.job + "/" + std::to_string(key.attempt) +
-         "/worker-" + std::to_string(key.rank) + ".jsonl";
+  return options_.state_dir + "/progress/" + key.job + "/" + std::to_string(key.uid) + "/" +
+         std::to_string(key.attempt) + "/worker-" + std::to_string(key.rank) + ".jsonl";
+}
+
+Result<std::string> Agent::LoadOrCreateCredential() const {
+  if (!options_.credential.empty()) {
+    if (!protocol::IsValidCredential(options_.credential))
+      return InvalidArgument("credential: must be 32..128 lower-case hex digits");
+    return options_.credential;
+  }
+  const std::string path = options_.state_dir + "/credential";
+  const std::string fix =
+      "; delete the file to make a new credential (the head then refuses the host's name "
+      "until an admin runs `tessera delete host " +
+      name_ + "`)";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char buffer[256];
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    // Owner only, also when it was created wider by hand.
+    const bool restricted = ::fchmod(fd, 0600) == 0;
+    ::close(fd);
+    if (!restricted) return Unavailable(path + ": cannot set mode 0600: " + std::strerror(errno));
+    std::string text(buffer, n > 0 ? static_cast<size_t>(n) : 0);
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+    if (!protocol::IsValidCredential(text))
+      return InvalidArgument(path + ": not a host credential (32..128 lower-case hex digits)" +
+                             fix);
+    return text;
+  }
+  if (errno != ENOENT) return Unavailable(path + ": " + std::strerror(errno) + fix);
+  unsigned char raw[32];
+  int random = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  const bool read_all =
+      random >= 0 && ::read(random, raw, sizeof raw) == static_cast<ssize_t>(sizeof raw);
+  if (random >= 0) ::close(random);
+  if (!read_all) return Unavailable("/dev/urandom: cannot read random bytes for " + path);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string credential;
+  for (unsigned char c : raw) {
+    credential += kHex[c >> 4];
+    credential += kHex[c & 0xf];
+  }
+  fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Unavailable(path + ": " + std::strerror(errno));
+  const std::string line = credential + "\n";
+  const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+                       ::fsync(fd) == 0;
+  ::close(fd);
+  if (!written) return Unavailable(path + ": cannot write the host credential");
+  return credential;
 }
 
 Status Agent::Start() {
@@ -109,6 +166,10 @@ Status Agent::Start() {
   auto devices = devices_->Discover();
   if (!devices.ok()) return devices.status();
   discovered_ = *devices;
+  auto credential = LoadOrCreateCredential();
+  if (!credential.ok()) return credential.status();
+  credential_ = *credential;
+  credential_header_ = {{protocol::kHostCredentialHeader, credential_}};
 
   TESSERA_RETURN_IF_ERROR(StartLogServer());
 
@@ -235,6 +296,7 @@ bool Agent::RegisterWithRetry() {
     r.cube = options_.cube;
     r.labels = options_.labels;
     r.devices = discovered_;
+    r.credential = credential_;
     auto response = client_->Request(net::Method::kPost, "/api/v1/agents/register",
                                      protocol::RegistrationJson(r));
     if (response.ok() && response->status == 200) {
@@ -368,7 +430,8 @@ void Agent::SendHeartbeat() {
   }
   heartbeat.usage = usage_.Sample(groups);
   const std::string target = "/api/v1/agents/" + name_ + "/heartbeat";
-  auto response = client_->Request(net::Method::kPost, target, protocol::HeartbeatJson(heartbeat));
+  auto response = client_->Request(net::Method::kPost, target, protocol::HeartbeatJson(heartbeat),
+                                   credential_header_);
   if (!response.ok()) {
     Log("agent.heartbeat_failed", "error=" + Quote(response.status().message()));
     return;
@@ -419,19 +482,22 @@ void Agent::WatchLoop() {
       watch_client_ = &client;
     }
     bool first = true;
-    Status status = client.Stream(net::Method::kGet, target, [&](std::string_view line) {
-      if (line.empty()) return true;
-      auto snapshot = protocol::ParseAssignmentSnapshot(line);
-      if (!snapshot.ok()) {
-        Log("agent.watch_bad_snapshot", "error=" + Quote(snapshot.status().message()));
-        return true;
-      }
-      if (first) Log("agent.watch_connected", "revision=" + std::to_string(snapshot->revision));
-      Reconcile(*snapshot, first);
-      first = false;
-      backoff = options_.backoff_initial;
-      return true;
-    });
+    Status status = client.Stream(
+        net::Method::kGet, target,
+        [&](std::string_view line) {
+          if (line.empty()) return true;
+          auto snapshot = protocol::ParseAssignmentSnapshot(line);
+          if (!snapshot.ok()) {
+            Log("agent.watch_bad_snapshot", "error=" + Quote(snapshot.status().message()));
+            return true;
+          }
+          if (first) Log("agent.watch_connected", "revision=" + std::to_string(snapshot->revision));
+          Reconcile(*snapshot, first);
+          first = false;
+          backoff = options_.backoff_initial;
+          return true;
+        },
+        {}, credential_header_);
     {
       std::lock_guard<std::mutex> lock(mu_);
       watch_client_ = nullptr;
@@ -508,10 +574,11 @@ void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream) 
     for (const std::string& error : snapshot.unreadable) {
       Log("agent.assignment_unreadable", "error=" + Quote(error));
     }
-    // A "stop" entry replaces the grace of the withdrawn workers of its job and attempt.
-    std::map<std::pair<std::string, int>, int64_t> stop_grace;
+    // A "stop" entry replaces the grace of the withdrawn workers of its job (uid) and attempt.
+    std::map<std::tuple<std::string, uint64_t, int>, int64_t> stop_grace;
     for (const StopRequest& stop : snapshot.stop) {
-      auto [it, added] = stop_grace.emplace(std::make_pair(stop.job, stop.attempt), stop.grace_ms);
+      auto [it, added] =
+          stop_grace.emplace(std::make_tuple(stop.job, stop.uid, stop.attempt), stop.grace_ms);
       if (!added) it->second = std::min(it->second, stop.grace_ms);
     }
     bool withdrew = false;
@@ -551,7 +618,7 @@ void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream) 
       record.assigned = false;
       if (record.process && !record.process->exit_info()) {
         int64_t grace_ms = record.assignment.grace_ms;
-        auto stop = stop_grace.find({it->first.job, it->first.attempt});
+        auto stop = stop_grace.find({it->first.job, it->first.uid, it->first.attempt});
         if (stop != stop_grace.end()) grace_ms = stop->second;
         if (!record.process->stopping() || grace_ms < record.stop_grace_ms) {
           Log("worker.stopping", "worker=" + it->first.ToString() +

@@ -35,6 +35,7 @@
 #include "agent/usage.h"
 #include "agent/warm_pool.h"
 #include "common/status.h"
+#include "net/http.h"
 #include "protocol/wire.h"
 
 namespace tessera::net {
@@ -62,7 +63,11 @@ using protocol::WorkerState;
 struct AgentOptions {
   std::string head_host = "127.0.0.1";
   uint16_t head_port = 0;
-  std::string join_token;  // sent to the head, and required by the log server
+  std::string join_token;  // sent to the head on every call
+  // The host credential (protocol/credential.h, docs/agent-protocol.md "Host identity"): ""
+  // = read <state_dir>/credential, or create it (256 random bits, mode 0600) on the first
+  // start, so a restarted agent keeps speaking for its host.
+  std::string credential;
   // Host name. Registered as protocol::NormalizeHostName(name) (lower-cased), which is also
   // the name in the agent's URLs; Start() fails with the rule's error if it refuses it.
   std::string name;
@@ -118,6 +123,8 @@ class Agent {
   bool registered() const;
   // The log server's port (after Start()).
   uint16_t port() const;
+  // The host credential in use (after Start()). For tests.
+  const std::string& credential() const { return credential_; }
   // The workers the agent would report now, by key.
   std::vector<WorkerReport> Workers() const;
   // The newest assignment revision applied; -1 before the first.
@@ -145,10 +152,12 @@ class Agent {
     WorkerKey key;
   };
 
+  // options_.credential, or the one in <state_dir>/credential (created when missing).
+  Result<std::string> LoadOrCreateCredential() const;
   void MainLoop();
   void WatchLoop();
   void LogLoop();
-  // Creates server_ with the GET /logs/{job}/{attempt}/{rank} route and starts it
+  // Creates server_ with the GET /logs/{job}/{uid}/{attempt}/{rank} route and starts it
   // (log_server.cc, with LogLoop).
   Status StartLogServer();
   // Registers until accepted, stopped or refused (fatal_ says why); true when accepted.
@@ -174,6 +183,8 @@ class Agent {
   std::unique_ptr<WarmPool> warm_pool_;
   Generation generation_ = Generation::kV6e;  // options_.generation, parsed by Start()
   std::vector<Device> discovered_;
+  std::string credential_;  // set by Start(), then read-only
+  net::Headers credential_header_;
   std::unique_ptr<net::HttpServer> server_;
   std::unique_ptr<net::HttpClient> client_;  // register + heartbeat (main thread)
   UsageSampler usage_;

@@ -12,6 +12,7 @@
 #include "agent/agent.h"
 #include "agent/test_util.h"
 #include "net/http_client.h"
+#include "protocol/credential.h"
 
 namespace tessera::agent {
 namespace {
@@ -65,6 +66,53 @@ TEST(AgentTest, AnUnknownHostReregisters) {
   ASSERT_TRUE(WaitUntil([&] { return head.heartbeat_count() > seen; }));
 }
 
+TEST(AgentTest, TheHostCredentialIsKeptOwnerOnlyAndSentWithEveryCallAndAfterARestart) {
+  TempDir dir;
+  FakeHead head;
+  std::string first;
+  {
+    Agent agent(Options(dir, head.port()), SliceDevices());
+    ASSERT_TRUE(agent.Start().ok());
+    ASSERT_TRUE(WaitUntil([&] { return head.heartbeat_count() >= 2; }));
+    first = agent.credential();
+    EXPECT_TRUE(protocol::IsValidCredential(first));
+    EXPECT_EQ(first.size(), 64u);  // 256 bits
+    EXPECT_EQ(head.registrations().at(0)["credential"], first);
+    ASSERT_TRUE(WaitUntil([&] { return head.credentials().count(first) == 1; }));
+    const std::string path = dir.path() + "/state/credential";
+    EXPECT_EQ(testing::ReadFile(path), first + "\n");
+    const auto perms = std::filesystem::status(path).permissions();
+    EXPECT_EQ(perms & std::filesystem::perms::all,
+              std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  }
+  // The same state directory, a new agent process: the same credential, so the head lets it
+  // register the host again.
+  Agent again(Options(dir, head.port()), SliceDevices());
+  ASSERT_TRUE(again.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return head.registrations().size() == 2; }));
+  EXPECT_EQ(again.credential(), first);
+  EXPECT_EQ(head.registrations().at(1)["credential"], first);
+  // Only that credential was ever sent (heartbeats, assignment watch).
+  ASSERT_TRUE(WaitUntil([&] { return head.heartbeat_count() >= 4; }));
+  EXPECT_EQ(head.credentials(), (std::set<std::string>{first}));
+
+  // Another state directory is another host identity.
+  TempDir other;
+  Agent stranger(Options(other, head.port()), SliceDevices());
+  ASSERT_TRUE(stranger.Start().ok());
+  EXPECT_NE(stranger.credential(), first);
+
+  // A damaged credential file stops the agent at start, saying what to do.
+  TempDir broken;
+  std::filesystem::create_directories(broken.path() + "/state");
+  testing::AppendFile(broken.path() + "/state/credential", "not hex\n");
+  Agent damaged(Options(broken, head.port()), SliceDevices());
+  Status started = damaged.Start();
+  EXPECT_EQ(started.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(started.message().find("tessera delete host host-1"), std::string::npos)
+      << started.ToString();
+}
+
 TEST(AgentTest, AWrongJoinTokenIsFatalAndTheLogServerRequiresTheToken) {
   TempDir dir;
   FakeHead head;
@@ -79,7 +127,7 @@ TEST(AgentTest, AWrongJoinTokenIsFatalAndTheLogServerRequiresTheToken) {
   net::ClientOptions o;
   o.port = agent.port();
   net::HttpClient anonymous(o);
-  auto response = anonymous.Request(net::Method::kGet, "/logs/a/0/0");
+  auto response = anonymous.Request(net::Method::kGet, "/logs/a/1/0/0");
   ASSERT_TRUE(response.ok());
   EXPECT_EQ(response->status, 401);
 }

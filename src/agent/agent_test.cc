@@ -13,6 +13,7 @@
 
 #include "agent/test_util.h"
 #include "net/http_client.h"
+#include "protocol/credential.h"
 
 namespace tessera::agent {
 namespace {
@@ -30,10 +31,12 @@ using testing::SliceDevices;
 using testing::TempDir;
 using testing::WaitUntil;
 
+constexpr uint64_t kUid = 7;  // the uid of every job in these tests
+
 Assignment Shell(const std::string& job, int rank, const std::string& script,
                  int64_t grace_ms = 10'000) {
   Assignment a;
-  a.key = WorkerKey{job, 0, rank};
+  a.key = WorkerKey{job, 0, rank, kUid};
   a.worker = rank;
   a.command = {"/bin/sh", "-c", script};
   a.env = {{"RANK", std::to_string(rank)}, {"WORLD_SIZE", "4"}};
@@ -81,9 +84,9 @@ TEST(AgentTest, WorkersRunExitAndReportProgressThenAreNeverRestarted) {
   EXPECT_EQ(w["attempt"], 0);
   EXPECT_GT(w["pid"].get<int64_t>(), 0);
   EXPECT_GE(w["finishedAtMs"].get<int64_t>(), w["startedAtMs"].get<int64_t>());
-  EXPECT_EQ(ReadFile(agent.LogPath(WorkerKey{"train", 0, 2})), "rank=2\n");
-  EXPECT_EQ(agent.LogPath(WorkerKey{"train", 0, 2}),
-            dir.path() + "/state/logs/train/0/worker-2.log");
+  EXPECT_EQ(ReadFile(agent.LogPath(WorkerKey{"train", 0, 2, kUid})), "rank=2\n");
+  EXPECT_EQ(agent.LogPath(WorkerKey{"train", 0, 2, kUid}),
+            dir.path() + "/state/logs/train/7/0/worker-2.log");
 
   ASSERT_TRUE(WaitUntil([&] { return head.AllProgress().size() == 4; }));
   std::vector<json> progress = head.AllProgress();
@@ -199,25 +202,33 @@ TEST(AgentTest, LogsAreServedFromAnOffsetAndFollowedUntilTheWorkerExits) {
   head.SetAssignments(
       {Shell("logs", 0,
              "echo first; while [ ! -e " + go + " ]; do sleep 0.01; done; echo second; exit 0")});
-  const std::string log = agent.LogPath(WorkerKey{"logs", 0, 0});
+  const std::string log = agent.LogPath(WorkerKey{"logs", 0, 0, kUid});
   ASSERT_TRUE(WaitUntil([&] { return ReadFile(log) == "first\n"; }));
 
   net::ClientOptions o;
   o.port = agent.port();
+  // The join token opens no agent's logs; the host's own log token does.
   o.bearer_token = kToken;
+  auto joined = net::HttpClient(o).Request(net::Method::kGet, "/logs/logs/7/0/0");
+  ASSERT_TRUE(joined.ok());
+  EXPECT_EQ(joined->status, 401);
+  o.bearer_token = protocol::LogTokenFromHash(protocol::CredentialHash(agent.credential()));
   net::HttpClient client(o);
-  auto all = client.Request(net::Method::kGet, "/logs/logs/0/0");
+  auto all = client.Request(net::Method::kGet, "/logs/logs/7/0/0");
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->status, 200);
   EXPECT_EQ(all->body, "first\n");
   EXPECT_EQ(all->headers["X-Next-Offset"], "6");
-  auto tail = client.Request(net::Method::kGet, "/logs/logs/0/0?offset=2");
+  auto tail = client.Request(net::Method::kGet, "/logs/logs/7/0/0?offset=2");
   ASSERT_TRUE(tail.ok());
   EXPECT_EQ(tail->body, "rst\n");
-  auto missing = client.Request(net::Method::kGet, "/logs/nope/0/0");
+  auto missing = client.Request(net::Method::kGet, "/logs/nope/7/0/0");
   ASSERT_TRUE(missing.ok());
   EXPECT_EQ(missing->status, 404);
-  auto bad = client.Request(net::Method::kGet, "/logs/..%2F..%2Fetc/0/0");
+  missing = client.Request(net::Method::kGet, "/logs/logs/8/0/0");  // another job's uid
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(missing->status, 404);
+  auto bad = client.Request(net::Method::kGet, "/logs/..%2F..%2Fetc/7/0/0");
   ASSERT_TRUE(bad.ok());
   EXPECT_NE(bad->status, 200);
 
@@ -228,12 +239,12 @@ TEST(AgentTest, LogsAreServedFromAnOffsetAndFollowedUntilTheWorkerExits) {
     WaitUntil([&] { return got_first.load(); });
     testing::AppendFile(go, "");
   });
-  Status status =
-      follower.Stream(net::Method::kGet, "/logs/logs/0/0?follow=true", [&](std::string_view line) {
-        lines.emplace_back(line);
-        got_first = true;
-        return true;
-      });
+  Status status = follower.Stream(net::Method::kGet, "/logs/logs/7/0/0?follow=true",
+                                  [&](std::string_view line) {
+                                    lines.emplace_back(line);
+                                    got_first = true;
+                                    return true;
+                                  });
   release.join();
   EXPECT_TRUE(status.ok()) << status.ToString();
   EXPECT_EQ(lines, (std::vector<std::string>{"first", "second"}));
@@ -287,7 +298,7 @@ TEST(AgentTest, AStopEntryOverridesTheGraceOfWithdrawnWorkersOfThatAttempt) {
   const auto pid_b = FindWorker(head.LastWorkers(), "b", 1)["pid"].get<pid_t>();
 
   const auto start = std::chrono::steady_clock::now();
-  head.SetAssignments({}, {StopRequest{"a", 0, 0}, StopRequest{"b", 7, 0}});
+  head.SetAssignments({}, {StopRequest{"a", 0, 0, kUid}, StopRequest{"b", 7, 0, kUid}});
   ASSERT_TRUE(WaitUntil([&] { return !ProcessAlive(pid_a); }, 10s));
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
   // "b" attempt 0 keeps its own grace: still running (being stopped, reported Running).
@@ -297,7 +308,7 @@ TEST(AgentTest, AStopEntryOverridesTheGraceOfWithdrawnWorkersOfThatAttempt) {
   EXPECT_EQ(head.LastWorkers()[0]["state"], "Running");
 
   // A later stop entry hurries a stop already under way.
-  head.SetAssignments({}, {StopRequest{"b", 0, 0}});
+  head.SetAssignments({}, {StopRequest{"b", 0, 0, kUid}});
   ASSERT_TRUE(WaitUntil([&] { return !ProcessAlive(pid_b); }, 10s));
   ASSERT_TRUE(WaitUntil([&] { return head.LastWorkers().empty(); }));
 }
@@ -322,7 +333,7 @@ TEST(AgentTest, HeartbeatsGoOutAtOnceAfterAnExitAndOnceWithdrawnWorkersAreGone) 
       10s));
   // (b) The head withdraws the attempt (one worker already exited, one running, grace 0):
   // a heartbeat confirms that none is left.
-  head.SetAssignments({}, {StopRequest{"j", 0, 0}});
+  head.SetAssignments({}, {StopRequest{"j", 0, 0, kUid}});
   ASSERT_TRUE(WaitUntil(
       [&] {
         auto hb = head.heartbeats();
@@ -377,7 +388,7 @@ TEST(AgentTest, APythonWorkerStartsInAWarmProcessAndOthersStartCold) {
   const std::string script = dir.path() + "/job.py";
   AppendFile(script, "import os\nprint('rank', os.environ['RANK'])\nraise SystemExit(5)\n");
   Assignment py;
-  py.key = WorkerKey{"py", 0, 0};
+  py.key = WorkerKey{"py", 0, 0, kUid};
   py.command = {"/usr/bin/python3", script};
   py.env = {{"RANK", "0"}};
   head.SetAssignments({py, Shell("sh", 1, "echo cold; exit 4")});

@@ -1,4 +1,4 @@
-// The agent's log server: GET /logs/<job>/<attempt>/<rank> (from an offset, or followed
+// The agent's log server: GET /logs/<job>/<uid>/<attempt>/<rank> (from an offset, or followed
 // until the worker exits) and the thread that feeds the followed logs. Part of Agent
 // (agent.h); the rest of the class is in agent.cc.
 #include <fcntl.h>
@@ -11,6 +11,7 @@
 
 #include "agent/agent.h"
 #include "net/http_server.h"
+#include "protocol/credential.h"
 
 namespace tessera::agent {
 namespace {
@@ -48,18 +49,23 @@ Status Agent::StartLogServer() {
   net::ServerOptions server_options;
   server_options.bind_address = options_.listen_address;
   server_options.port = options_.port;
-  server_options.auth.tokens = {options_.join_token};
+  // Only this host's log token (derived from its credential), which the head reads its logs
+  // with: the join token opens no agent's logs, and no other host's token opens these.
+  server_options.auth.tokens = {protocol::LogTokenFromHash(protocol::CredentialHash(credential_))};
   server_ = std::make_unique<net::HttpServer>(server_options);
   TESSERA_RETURN_IF_ERROR(server_->Handle(
-      net::Method::kGet, "/logs/{job}/{attempt}/{rank}", [this](const net::Request& request) {
+      net::Method::kGet, "/logs/{job}/{uid}/{attempt}/{rank}", [this](const net::Request& request) {
         const std::string& job = request.params.at("job");
+        auto uid = ParseInt(request.params.at("uid"));
         auto attempt = ParseInt(request.params.at("attempt"));
         auto rank = ParseInt(request.params.at("rank"));
-        if (!IsSafeName(job) || !attempt || !rank || *attempt < 0 || *rank < 0 ||
+        if (!IsSafeName(job) || !uid || !attempt || !rank || *uid < 1 ||
+            static_cast<uint64_t>(*uid) > protocol::kMaxUid || *attempt < 0 || *rank < 0 ||
             *attempt > 1'000'000'000 || *rank > 1'000'000'000) {
           return net::Response::Error(404, "no such worker log", "path");
         }
-        WorkerKey key{job, static_cast<int>(*attempt), static_cast<int>(*rank)};
+        WorkerKey key{job, static_cast<int>(*attempt), static_cast<int>(*rank),
+                      static_cast<uint64_t>(*uid)};
         const std::string path = LogPath(key);
         if (!std::filesystem::exists(path)) {
           return net::Response::Error(404, "no log for worker " + key.ToString(), "path");

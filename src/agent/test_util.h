@@ -22,6 +22,7 @@
 
 #include "agent/agent.h"
 #include "net/http_server.h"
+#include "protocol/credential.h"
 
 namespace tessera::agent::testing {
 
@@ -111,6 +112,7 @@ class FakeHead {
                              [this](const net::Request& r) {
                                std::lock_guard<std::mutex> lock(mu_);
                                names_.insert(r.params.at("name"));
+                               credentials_.insert(r.Header(protocol::kHostCredentialHeader));
                                if (!known_) return net::Response::Error(404, "unknown host");
                                heartbeats_.push_back(json::parse(r.body));
                                return net::Response::Json(200, SnapshotLocked());
@@ -122,6 +124,7 @@ class FakeHead {
                                {
                                  std::lock_guard<std::mutex> lock(mu_);
                                  names_.insert(r.params.at("name"));
+                                 credentials_.insert(r.Header(protocol::kHostCredentialHeader));
                                }
                                return net::Response::Stream(
                                    [this](std::shared_ptr<net::StreamWriter> w) {
@@ -168,6 +171,11 @@ class FakeHead {
     std::lock_guard<std::mutex> lock(mu_);
     return names_;
   }
+  // The X-Tessera-Host-Credential headers of the heartbeats and assignment reads.
+  std::set<std::string> credentials() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return credentials_;
+  }
   std::vector<json> registrations() const {
     std::lock_guard<std::mutex> lock(mu_);
     return registrations_;
@@ -211,6 +219,7 @@ class FakeHead {
   int refuse_status_ = 0;
   std::string refuse_error_;
   std::set<std::string> names_;
+  std::set<std::string> credentials_;
   int64_t revision_ = 1;
   std::vector<Assignment> assignments_;
   std::vector<StopRequest> stop_;

@@ -24,6 +24,7 @@
 #include "net/http_client.h"
 #include "net/http_server.h"
 #include "store/sqlite_store.h"
+#include "protocol/credential.h"
 
 namespace tessera::api {
 namespace {
@@ -284,7 +285,7 @@ struct Head::Impl {
       return FromError(std::get<controller::ApiError>(loc));
     const auto l = std::get<controller::Controller::LogLocation>(loc);
     LogProxy::Source source{l.address, static_cast<uint16_t>(l.port), l.path,
-                            "worker " + std::to_string(rank) + " of trainjob " + job};
+                            "worker " + std::to_string(rank) + " of trainjob " + job, l.token};
     const bool follow = req.Query("follow").value_or("false") == "true";
     return logs->Serve(source, follow ? LogProxy::Mode::kFollow : LogProxy::Mode::kRead);
   }
@@ -358,6 +359,23 @@ Status Head::Start() {
   };
   auto parse_body = [](const Request& r) -> Result<Json> { return ParseDocument(r.body); };
 
+  // The calls of one registered host (/api/v1/agents/{name}/...): the join token, and that
+  // host's own credential in the X-Tessera-Host-Credential header (docs/agent-protocol.md,
+  // "Host identity"), so an agent speaks only for its own host.
+  auto own_host = [&m](auto fn) {
+    return [&m, fn](const Request& r) -> Response {
+      if (!m.IsAgent(r)) return Response::Error(403, "this endpoint needs the join token");
+      auto refused = m.ctl->CheckHostCredential(r.params.at("name"),
+                                                r.Header(protocol::kHostCredentialHeader));
+      if (refused) return FromError(*refused);
+      return fn(r);
+    };
+  };
+  // An agent's message the wire decoder refuses: 400 naming the field; nothing is applied.
+  auto bad_message = [](const Status& status) {
+    const controller::ApiError e = controller::ToApiError(status);
+    return Response::Error(400, e.message, e.field);
+  };
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/healthz", [](const Request&) {
     return Response::Json(200, R"({"status":"ok"})");
   }));
@@ -425,31 +443,37 @@ Status Head::Start() {
                                    })));
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/events", user([&m](const Request& r) {
                                      return m.ListOrWatch(r, kEventKind);
-                                   })));
-  TESSERA_RETURN_IF_ERROR(s.Handle(
-      Method::kPost, "/api/v1/agents/register", agent([&m](const Request& r) {
-        // One decoder for the agent's messages, the one the agent's encoder is
-        // tested against (protocol/wire.h).
-        auto registration = protocol::ParseRegistration(r.body);
-        if (!registration.ok())
-          return Reply(controller::ApiResult<Json>(controller::ToApiError(registration.status())));
-        Response out = Reply(m.ctl->RegisterHost(*registration));
-        m.Kick();
-        return out;
-      })));
+  // An admin forgets a host, so its name may be registered by a new agent (a replaced machine):
+  // 409 while it runs workers of a job that holds chips, unless it is Lost.
   TESSERA_RETURN_IF_ERROR(
-      s.Handle(Method::kPost, "/api/v1/agents/{name}/heartbeat", agent([&m](const Request& r) {
-                 auto beat = protocol::ParseHeartbeat(r.body);
-                 if (!beat.ok())
-                   return Reply(controller::ApiResult<Json>(controller::ToApiError(beat.status())));
-                 // No kick: a heartbeat that changes assignments already kicks
-                 // through the assignment listener, and lease expiry needs only
-                 // the periodic tick. Kicking on every heartbeat made the loop
-                 // walk every host 1,000 times a second at 1,000 agents.
-                 return Reply(m.ctl->Heartbeat(r.params.at("name"), *beat));
+      s.Handle(Method::kDelete, "/api/v1/hosts/{name}", user([&m](const Request& r) {
+                 Response out = Reply(m.ctl->DeleteHost(r.params.at("name")));
+                 m.Kick();
+                 return out;
+               })));
+                                   })));
+  TESSERA_RETURN_IF_ERROR(
+      s.Handle(Method::kPost, "/api/v1/agents/register", agent([&m, bad_message](const Request& r) {
+                 // One decoder for the agent's messages, the one the agent's encoder is
+                 // tested against (protocol/wire.h).
+                 auto registration = protocol::ParseRegistration(r.body);
+                 if (!registration.ok()) return bad_message(registration.status());
+                 Response out = Reply(m.ctl->RegisterHost(*registration));
+                 m.Kick();
+                 return out;
                })));
   TESSERA_RETURN_IF_ERROR(
-      s.Handle(Method::kGet, "/api/v1/agents/{name}/assignments", agent([&m](const Request& r) {
+      s.Handle(Method::kGet, "/api/v1/agents/{name}/assignments", own_host([&m](const Request& r) {
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kPost, "/api/v1/agents/{name}/heartbeat",
+                                   own_host([&m, bad_message](const Request& r) {
+                                     auto beat = protocol::ParseHeartbeat(r.body);
+                                     if (!beat.ok()) return bad_message(beat.status());
+                                     // No kick: a heartbeat that changes assignments already kicks
+                                     // through the assignment listener, and lease expiry needs only
+                                     // the periodic tick. Kicking on every heartbeat made the loop
+                                     // walk every host 1,000 times a second at 1,000 agents.
+                                     return Reply(m.ctl->Heartbeat(r.params.at("name"), *beat));
+                                   })));
                  const std::string host = r.params.at("name");
                  auto snap = m.ctl->Assignments(host);
                  if (std::holds_alternative<controller::ApiError>(snap) ||

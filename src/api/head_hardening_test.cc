@@ -25,6 +25,7 @@
 #include "api/head.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
+#include "protocol/credential.h"
 
 namespace tessera::api {
 namespace {
@@ -186,8 +187,8 @@ class HeadHardeningTest : public ::testing::Test {
             {"chips", 4},
             {"address", "127.0.0.1"},
             {"agentPort", agent_port},
-            {"slice",
-             {{"name", "slice-" + std::to_string(s)}, {"topology", "4x4"}, {"worker", w}}}};
+            {"slice", {{"name", "slice-" + std::to_string(s)}, {"topology", "4x4"}, {"worker", w}}},
+            {"credential", protocol::Sha256Hex(HostName(s, w))}};  // the host's own
         net::Response r = Call(Method::kPost, "/api/v1/agents/register", registration, true);
         ASSERT_EQ(r.status, 200) << r.body;
       }
@@ -247,7 +248,8 @@ TEST_F(HeadHardeningTest, LogRequestsToAFrozenAgentNeverStarveHeartbeats) {
     while (!done) {
       for (const std::string& h : healthy) {
         const auto start = SteadyClock::now();
-        auto r = client.Request(Method::kPost, "/api/v1/agents/" + h + "/heartbeat", "{}");
+        auto r = client.Request(Method::kPost, "/api/v1/agents/" + h + "/heartbeat", "{}",
+                                {{protocol::kHostCredentialHeader, protocol::Sha256Hex(h)}});
         const int64_t ms =
             std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start)
                 .count();

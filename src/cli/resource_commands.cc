@@ -428,7 +428,7 @@ void AddResourceCommands(CLI::App& app) {
         ->check(CLI::NonNegativeNumber);
     cmd->add_flag("-f,--follow", *follow, "keep printing as the worker writes");
     flags->Add(cmd);
-    cmd->callback([flags, kind, name, worker, follow] {
+    cmd->callback([flags, kind, name, worker, follow, role, replica] {
       auto client = Connect(*flags);
       const std::string target =
           "/api/v1/jobs/" + *name + "/logs?worker=" + std::to_string(*worker);
@@ -454,13 +454,14 @@ void AddResourceCommands(CLI::App& app) {
   {
     auto* cmd = app.add_subcommand(
         "delete",
-        "Delete a job (stop every worker, release its chips), or a clusterqueue, localqueue or "
-        "priorityclass (refused while in use, naming the users)");
+        "Delete a job (stop every worker, release its chips), a clusterqueue, localqueue or "
+        "priorityclass (refused while in use, naming the users), or a host (so a new agent may "
+        "register its name; refused while it runs workers, unless it is Lost)");
     auto flags = std::make_shared<ClientFlags>();
     auto kind = std::make_shared<std::string>();
     auto name = std::make_shared<std::string>();
     auto ignore = std::make_shared<bool>(false);
-    cmd->add_option("kind", *kind, "job, clusterqueue, localqueue or priorityclass")
+    cmd->add_option("kind", *kind, "job, clusterqueue, localqueue, priorityclass or host")
         ->required()
         ->check(CLI::IsMember({"job", "trainjob", "clusterqueue", "localqueue", "priorityclass"}));
     cmd->add_option("name", *name, "the object's name")->required();

@@ -52,7 +52,7 @@ Json Controller::AssignmentsLocked(const std::string& host) const {
       if (e.host != host) continue;
       std::map<std::string, std::string> env = job->spec.env;
       for (const auto& [k, v] : e.env) env[k] = v;
-      out.push_back({{job->name(), st.attempt, e.rank},
+      out.push_back({{job->name(), st.attempt, e.rank, job->uid},
                      e.worker,
                      job->spec.command,
                      std::move(env),
@@ -66,7 +66,7 @@ Json Controller::AssignmentsLocked(const std::string& host) const {
   for (const auto& [name, job] : jobs_) {
     const int64_t grace = job.status.fast_stop ? 0 : job.status.stop_grace_ms;
     if (!job.status.stopping || job.status.attempt < 0 || grace < 0 || !job.OnHost(host)) continue;
-    stop.push_back({name, job.status.attempt, grace});
+    stop.push_back({name, job.status.attempt, grace, job.uid});
   }
   return Json::parse(protocol::AssignmentSnapshotJson(assignment_revision_, out, stop));
 }

@@ -220,7 +220,9 @@ Status Controller::Load() {
   for (const auto& [obj, doc] : *hosts) {
     auto stored = api::HostFromJson(doc);
     if (!stored.ok()) return stored.status();
-    RegisteredHost h{std::move(stored->spec), std::move(stored->status), obj.resource_version};
+    RegisteredHost h{std::move(stored->spec), std::move(stored->status), obj.resource_version, ""};
+    if (auto hash = doc.find(kCredentialHashField); hash != doc.end() && hash->is_string())
+      h.credential_hash = hash->get<std::string>();
     h.spec.name = obj.name;
     h.status.lost = false;
     h.status.last_heartbeat_ms = now;  // a fresh lease: agents reconnect, workers are adopted
@@ -239,6 +241,17 @@ Status Controller::Load() {
         if (MayRun(w.phase)) job->runtime.unconfirmed.insert(w.host);
     next_uid_ = std::max(next_uid_, job->uid + 1);
     jobs_[obj.name] = std::move(*job);
+  }
+  auto counter = store_.Get(kUidCounterKind, kUidCounterName);
+  if (counter.ok()) {
+    Json doc = Json::parse(counter->body, nullptr, /*allow_exceptions=*/false);
+    auto next = doc.is_object() ? doc.find("next") : doc.end();
+    if (next == doc.end() || !next->is_number_unsigned())
+      return Internal("stored " + std::string(kUidCounterKind) + " " + kUidCounterName +
+                      " is not {\"next\": N}");
+    next_uid_ = std::max(next_uid_, next->get<uint64_t>());
+  } else if (counter.status().code() != StatusCode::kNotFound) {
+    return counter.status();
   }
   for (const char* kind : {"ClusterQueue", "LocalQueue", "PriorityClass"})
     TESSERA_RETURN_IF_ERROR(LoadQueueObjects(kind));

@@ -22,7 +22,8 @@
 // and fails the request with kUnavailable (the API answers 503 with the cause); a failure in a
 // tick is retried on the next tick.
 //
-// Persisted: Host, TrainJob, ClusterQueue, LocalQueue and PriorityClass documents, Events. Not
+// Persisted: Host, TrainJob, ClusterQueue, LocalQueue and PriorityClass documents, Events, and
+// the uid high-water mark (kUidCounterKind). Not
 // persisted: heartbeats (in memory only, so 1,000 agents at 1 Hz cost no disk writes); after a
 // restart every host gets a fresh lease.
 //
@@ -70,6 +71,14 @@ struct ControllerOptions {
   int64_t preemption_grace_ms = 30'000;  // a preemption victim's SIGTERM to SIGKILL
   FairSharing fair_sharing = FairSharing::kEnabled;
 };
+
+// Where the controller keeps the next workload uid (a high-water mark, written with every job
+// it creates), so that a uid is never given twice.
+inline constexpr char kUidCounterKind[] = "UidCounter";
+inline constexpr char kUidCounterName[] = "workloads";
+// The member of a stored Host document that holds its agent's credential hash (never in the
+// API's Host documents).
+inline constexpr char kCredentialHashField[] = "agentCredentialSha256";
 
 // Errors carry the HTTP status the API should answer with.
 struct ApiError {
@@ -126,10 +135,13 @@ class Controller {
   };
   std::optional<VersionedList> ListWithVersion(const std::string& kind) const;
   // Where to read a worker's log: the agent's address and port, and the path on the agent.
+  // 404 when the job or its host is gone, or the host's agent serves no logs; 400 for a rank
+  // the job does not have.
   struct LogLocation {
     std::string address;
     int port = 0;
-    std::string path;  // "/logs/<job>/<attempt>/<rank>"
+    std::string path;   // "/logs/<job>/<uid>/<attempt>/<rank>"
+    std::string token;  // the bearer token that host's log server takes (LogTokenFromHash)
     bool running = false;
   };
   ApiResult<LogLocation> LocateLog(const std::string& job, int rank) const;
@@ -137,8 +149,20 @@ class Controller {
   // --- agents (messages of protocol/wire.h, decoded by the HTTP layer) ---
   // Registers or re-registers a host; the reply (RegisterReplyJson) names it and gives the
   // heartbeat interval and lease. 422 naming the field when its membership is invalid, 409
-  // when it conflicts with another host.
+  // when it conflicts with another host, and 409 (field "credential") when the name is
+  // registered with another credential: only the agent that registered a host name may
+  // register it again, until an admin deletes the host (DeleteHost).
   ApiResult<Json> RegisterHost(const protocol::Registration& registration);
+  // Whether `credential` is the one `host` registered with (heartbeats, assignment reads):
+  // nullopt when it is; 404 when the host is not registered or was stored without a
+  // credential (the agent registers again, docs/agent-protocol.md); 403 otherwise.
+  std::optional<ApiError> CheckHostCredential(const std::string& host,
+                                              std::string_view credential) const;
+  // DELETE /api/v1/hosts/{name} (admin): forgets a host, so that its name may be registered
+  // by another agent (a replaced machine). 404 when unknown; 409 naming the jobs while it is
+  // not Lost and still holds workers of a job that holds chips (delete or finish them first,
+  // or wait until the host is Lost).
+  ApiResult<Json> DeleteHost(const std::string& host);
   // Records worker states and progress; returns the host's assignment snapshot.
   ApiResult<Json> Heartbeat(const std::string& host, const protocol::Heartbeat& heartbeat);
   // {"revision": N, "assignments": [...]}: the workers `host` must run now.
@@ -167,6 +191,9 @@ class Controller {
     HostSpec spec;
     HostStatus status;
     int64_t version = 0;
+    // protocol::CredentialHash of the credential its agent registered with; "" for a host
+    // stored before credentials existed (its next registration sets it).
+    std::string credential_hash;
   };
   // An admission resource as applied: the document, its typed spec and its store version.
   using QueueSpec = std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>;
@@ -244,7 +271,7 @@ class Controller {
   Rng rng_;
   std::map<std::string, RegisteredHost> hosts_;
   std::map<std::string, TrainJob> jobs_;
-  uint64_t next_uid_ = 1;
+  uint64_t next_uid_ = 1;  // never reused: persisted as kUidCounterKind (Load)
   EventLog events_;
   std::vector<Json> unannounced_;  // committed events not yet emitted
   std::map<std::string, QueueObject> cluster_queues_, local_queues_, priority_classes_;

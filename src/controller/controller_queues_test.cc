@@ -68,6 +68,7 @@ class QueueDeleteTest : public ControllerTest {
         for (const Json& x : a["assignments"])
           if (x["job"] == job)
             workers.push_back({{"job", job},
+                               {"uid", x["uid"]},
                                {"attempt", x["attempt"]},
                                {"rank", x["rank"]},
                                {"pid", 100},

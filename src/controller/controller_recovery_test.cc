@@ -40,10 +40,9 @@ class RecoveryTest : public ControllerTest {
     Json a = Ok(c_->Assignments(host));
     Json workers = Json::array();
     for (const Json& x : a["assignments"]) {
-      Json w = {{"job", x["job"]},    {"attempt", x["attempt"]},
-                {"rank", x["rank"]},  {"pid", 100},
-                {"state", "Running"}, {"exitCode", 0},
-                {"signal", 0},        {"startedAtMs", clock_.NowMs()},
+      Json w = {{"job", x["job"]},   {"uid", x["uid"]}, {"attempt", x["attempt"]},
+                {"rank", x["rank"]}, {"pid", 100},      {"state", "Running"},
+                {"exitCode", 0},     {"signal", 0},     {"startedAtMs", clock_.NowMs()},
                 {"finishedAtMs", 0}};
       if (auto it = overrides.find(x["rank"].get<int>()); it != overrides.end())
         w.update(it->second);
@@ -76,8 +75,8 @@ class RecoveryTest : public ControllerTest {
               double seconds = 0) {
     Json st = Status(job);
     for (const Json& w : st["workers"]) {
-      Json rec = {{"job", job},   {"attempt", attempt}, {"rank", w["rank"]},
-                  {"type", type}, {"step", step},       {"timeMs", clock_.NowMs()}};
+      Json rec = {{"job", job},   {"uid", Uid(job)}, {"attempt", attempt},      {"rank", w["rank"]},
+                  {"type", type}, {"step", step},    {"timeMs", clock_.NowMs()}};
       if (type != "progress") rec["seconds"] = seconds;
       Beat(w["host"], {}, Json::array({rec}));
     }
@@ -145,6 +144,7 @@ TEST_F(RecoveryTest, NoAssignmentOfTheNewAttemptWhileAnOldWorkerMayRun) {
     if (h == HostName(1, 2)) {
       Ok(controller::Beat(*c_, h,
                           {{"workers", Json::array({{{"job", "train"},
+                                                     {"uid", Uid("train")},
                                                      {"attempt", 0},
                                                      {"rank", 6},
                                                      {"pid", 100},
@@ -246,6 +246,7 @@ TEST_F(RecoveryTest, AHangIsDetectedAndTheRankThatStoppedTickingIsNamed) {
       }
       Beat(w["host"], {},
            Json::array({{{"job", "train"},
+                         {"uid", Uid("train")},
                          {"attempt", 0},
                          {"rank", w["rank"]},
                          {"type", "alive"},

@@ -93,9 +93,11 @@ class HeadVsSimulatorTest : public ::testing::Test {
     Json a = Ok(c_->Assignments(host));
     Json workers = Json::array();
     std::string job;
+    uint64_t uid = 0;
     int attempt = -1;
     for (const Json& x : a["assignments"]) {
       workers.push_back({{"job", x["job"]},
+                         {"uid", x["uid"]},
                          {"attempt", x["attempt"]},
                          {"rank", x["rank"]},
                          {"pid", 100},
@@ -103,6 +105,7 @@ class HeadVsSimulatorTest : public ::testing::Test {
                          {"state", "Running"}});
       if (x["rank"] == 0) {
         job = x["job"];
+        uid = x["uid"];
         attempt = x["attempt"];
       }
     }
@@ -111,6 +114,7 @@ class HeadVsSimulatorTest : public ::testing::Test {
       Json records = Json::array();
       for (Json p : progress) {
         p["job"] = job;
+        p["uid"] = uid;
         p["attempt"] = attempt;
         p["rank"] = 0;
         records.push_back(std::move(p));

@@ -75,6 +75,7 @@ TEST_F(StoreFaultTest, AFailedUpdateLeavesTheJobAsItWasUntilTheAgentReportsAgain
   Json running = {{"revision", a["revision"]},
                   {"workers",
                    {{{"job", "train"},
+                     {"uid", a["assignments"][0]["uid"]},
                      {"attempt", 0},
                      {"rank", a["assignments"][0]["rank"]},
                      {"pid", 100},

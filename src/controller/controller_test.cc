@@ -254,6 +254,7 @@ TEST_F(AdmissionControllerTest, APreemptedJobIsStoppedRequeuedAndRestartsAfterTh
           {{"workers", Json::array()},
            {"progress",
             {{{"job", "low-job"},
+              {"uid", Uid("low-job")},
               {"attempt", 0},
               {"rank", 0},
               {"type", "checkpoint"},

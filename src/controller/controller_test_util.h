@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <memory>
 #include <string>
 
 #include "controller/controller.h"
+#include "protocol/credential.h"
 #include "store/memory_store.h"
 
 namespace tessera::controller {
@@ -47,9 +49,20 @@ const T& Ok(const ApiResult<T>& r) {
   return std::get<T>(r);
 }
 
+// The credential the agent of host `name` registers with in these tests (a fixed one per
+// name, as an agent keeps its own across restarts).
+inline std::string CredentialOf(std::string name) {
+  for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return protocol::Sha256Hex("test credential of " + name);
+}
+
 // The head's path for an agent's messages: the wire decoder (protocol/wire.h), then the
-// controller; a message the decoder refuses is the 422 the head answers.
-inline ApiResult<Json> Register(Controller& c, const Json& body) {
+// controller; a message the decoder refuses is the 422 the head answers. A body without a
+// "credential" gets CredentialOf its name.
+inline ApiResult<Json> Register(Controller& c, Json body) {
+  if (body.is_object() && !body.contains("credential") && body.contains("name") &&
+      body["name"].is_string())
+    body["credential"] = CredentialOf(body["name"].get<std::string>());
   auto r = protocol::ParseRegistration(body.dump());
   if (!r.ok()) return ToApiError(r.status());
   return c.RegisterHost(*r);
@@ -108,6 +121,7 @@ class ControllerTest : public ::testing::Test {
         Json workers = Json::array();
         for (const Json& x : a["assignments"])
           workers.push_back({{"job", x["job"]},
+                             {"uid", x["uid"]},
                              {"attempt", x["attempt"]},
                              {"rank", x["rank"]},
                              {"pid", 100},
@@ -118,6 +132,12 @@ class ControllerTest : public ::testing::Test {
                              {"finishedAtMs", 0}});
         Ok(Beat(*c_, h, {{"workers", workers}, {"revision", a["revision"]}}));
       }
+  }
+  // The job's metadata.uid (0 when there is no such job).
+  uint64_t Uid(const std::string& job) {
+    auto r = c_->GetJob(job);
+    if (std::holds_alternative<ApiError>(r)) return 0;
+    return std::get<Json>(r)["metadata"]["uid"].get<uint64_t>();
   }
   std::string Phase(const std::string& job) {
     auto r = c_->GetJob(job);

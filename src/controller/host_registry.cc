@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "controller/controller.h"
+#include "protocol/credential.h"
 
 namespace tessera::controller {
 namespace {
@@ -103,7 +104,10 @@ Json Controller::HostJsonLocked(const RegisteredHost& h) const {
 
 Status Controller::PersistHost(RegisteredHost& h, const std::vector<JobEvent>& events) {
   store::WriteBatch batch;
-  batch.Put(api::kHostKind, h.spec.name, HostJsonLocked(h).dump());
+  // The credential's hash is stored with the host (so it survives a restart), never shown.
+  Json stored = HostJsonLocked(h);
+  if (!h.credential_hash.empty()) stored[kCredentialHashField] = h.credential_hash;
+  batch.Put(api::kHostKind, h.spec.name, stored.dump());
   auto r = CommitWithEvents(batch, "host/" + h.spec.name, events);
   if (!r.ok()) return Unavailable(r.status().message());
   h.version = *r;
@@ -124,18 +128,33 @@ ApiResult<Json> Controller::RegisterHost(const protocol::Registration& registrat
   HostSpec spec = FromRegistration(registration);
   spec.name = *normalised;
   if (Status valid = ValidateMembership(spec); !valid.ok()) return ToApiError(valid);
+  if (!protocol::IsValidCredential(registration.credential))
+    return ApiError{422, "credential: must be 32..128 lower-case hex digits", "credential"};
+  const std::string credential_hash = protocol::CredentialHash(registration.credential);
   std::lock_guard lock(mu_);
   const int64_t now = NowMs();
+  auto existing = hosts_.find(spec.name);
+  const bool known = existing != hosts_.end();
+  // Only the agent that registered this name may register it again (an agent restarting on
+  // its machine keeps its credential); another one needs an admin's `tessera delete host`.
+  if (known && !existing->second.credential_hash.empty() &&
+      !protocol::ConstantTimeEquals(existing->second.credential_hash, credential_hash))
+    return ApiError{409,
+                    "credential: host '" + spec.name +
+                        "' is registered by another agent; only that agent (its credential is "
+                        "in its state directory) may register it again. If the machine was "
+                        "replaced, an admin runs `tessera delete host " +
+                        spec.name + "` first",
+                    "credential"};
   for (const auto& [name, other] : hosts_)
     if (name != spec.name)
       if (auto conflict = Conflicts(spec, other.spec)) return *conflict;
-  auto existing = hosts_.find(spec.name);
-  const bool known = existing != hosts_.end();
   const bool recovered = known && existing->second.status.lost;
   const bool membership_changed =
       !known || !existing->second.spec.SameMembership(spec) || recovered;
   RegisteredHost h;
   h.spec = spec;
+  h.credential_hash = credential_hash;
   h.status.registered_ms = now;
   h.status.last_heartbeat_ms = now;
   if (known) {
@@ -152,6 +171,54 @@ ApiResult<Json> Controller::RegisterHost(const protocol::Registration& registrat
   if (membership_changed) inventory_dirty_ = true;
   return Json::parse(
       protocol::RegisterReplyJson({spec.name, options_.heartbeat_interval_ms, options_.lease_ms}));
+}
+
+std::optional<ApiError> Controller::CheckHostCredential(const std::string& host,
+                                                        std::string_view credential) const {
+  std::lock_guard lock(mu_);
+  auto it = hosts_.find(host);
+  if (it == hosts_.end() || it->second.credential_hash.empty())
+    return ApiError{404, "host '" + host + "' is not registered; register first", ""};
+  if (!protocol::IsValidCredential(credential) ||
+      !protocol::ConstantTimeEquals(it->second.credential_hash,
+                                    protocol::CredentialHash(credential)))
+    return ApiError{403,
+                    "credential: the " + std::string(protocol::kHostCredentialHeader) +
+                        " header does not hold host '" + host +
+                        "''s credential; an agent may speak only for the host it registered",
+                    "credential"};
+  return std::nullopt;
+}
+
+ApiResult<Json> Controller::DeleteHost(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = hosts_.find(name);
+  if (it == hosts_.end()) return ApiError{404, "host '" + name + "' not found", ""};
+  if (!it->second.status.lost) {
+    std::string users;
+    for (const auto& [jn, job] : jobs_)
+      if (job.HoldsChips() && job.OnHost(name)) users += (users.empty() ? "" : ", ") + jn;
+    if (!users.empty())
+      return ApiError{409,
+                      "host '" + name + "' runs workers of trainjob " + users +
+                          "; delete those jobs or let them finish first, or wait until the host "
+                          "is Lost",
+                      ""};
+  }
+  store::WriteBatch batch;
+  batch.Delete(api::kHostKind, name);
+  auto committed =
+      CommitWithEvents(batch, "host/" + name,
+                       {JobEvent{false, "HostDeleted",
+                                 "an admin deleted the host; its name may be registered again"}});
+  if (!committed.ok()) return ToApiError(Unavailable(committed.status().message()));
+  Json gone = HostJsonLocked(it->second);
+  hosts_.erase(it);
+  inventory_dirty_ = true;
+  Emit(api::kHostKind, "DELETED", gone);
+  AnnounceEvents();
+  schedule_requested_ = true;
+  return Json{{"name", name}, {"status", "Deleted"}};
 }
 
 Status Controller::HostRecovered(RegisteredHost& h) {
@@ -183,11 +250,12 @@ ApiResult<Json> Controller::Heartbeat(const std::string& name, const protocol::H
     Status s = RunStep(job, step);
     if (failed.ok() && !s.ok()) failed = s;
   };
-  // A report counts only for the job's current attempt, and only from the host its worker was
-  // placed on.
+  // A report counts only for the job's current attempt (of this job, not of an earlier one of
+  // the same name: the uid), and only from the host its worker was placed on.
   auto current = [&](const protocol::WorkerKey& key) -> TrainJob* {
     TrainJob* job = FindJob(key.job);
-    if (job == nullptr || job->status.stopping || key.attempt != job->status.attempt)
+    if (job == nullptr || job->uid != key.uid || job->status.stopping ||
+        key.attempt != job->status.attempt)
       return nullptr;
     auto w = job->status.workers.find(key.rank);
     return w == job->status.workers.end() || w->second.host != name ? nullptr : job;
@@ -220,13 +288,13 @@ ApiResult<Json> Controller::Heartbeat(const std::string& name, const protocol::H
     run(job->name(), [&](TrainJob& j) { return train_.Progress(j, in, view, now); });
   }
   // Jobs being stopped: this heartbeat may confirm that their workers here are gone.
-  std::set<std::string> running_here;
+  std::set<std::pair<std::string, uint64_t>> running_here;  // (job, uid)
   for (const protocol::WorkerReport& w : beat.workers)
-    if (w.state == protocol::WorkerState::kRunning) running_here.insert(w.key.job);
+    if (w.state == protocol::WorkerState::kRunning) running_here.insert({w.key.job, w.key.uid});
   std::vector<std::string> confirmed;
   for (const auto& [jn, job] : jobs_)
     if (job.status.stopping && job.runtime.unconfirmed.count(name) &&
-        beat.revision >= job.runtime.stop_revision && !running_here.count(jn))
+        beat.revision >= job.runtime.stop_revision && !running_here.count({jn, job.uid}))
       confirmed.push_back(jn);
   for (const auto& jn : confirmed)
     run(jn, [&](TrainJob& j) { return train_.ConfirmStopped(j, name, now); });

@@ -5,6 +5,7 @@
 
 #include "api/manifest.h"
 #include "controller/controller.h"
+#include "protocol/credential.h"
 
 namespace tessera::controller {
 
@@ -58,6 +59,9 @@ ApiResult<Json> Controller::CreateJob(const Json& doc) {
   store::WriteBatch batch;
   batch.Create(api::kTrainJobKind, name, JobJson(job).dump());
   auto committed =
+  // The high-water mark goes with the job: a uid is never given twice, even after this job is
+  // deleted and the head restarted.
+  batch.Put(kUidCounterKind, kUidCounterName, Json{{"next", next_uid_ + 1}}.dump());
       CommitWithEvents(batch, "trainjob/" + name, {JobEvent{false, "Created", "accepted"}});
   if (!committed.ok()) {
     if (committed.status().code() == StatusCode::kAlreadyExists)
@@ -122,7 +126,14 @@ ApiResult<Controller::LogLocation> Controller::LocateLog(const std::string& name
   LogLocation loc;
   loc.address = h->second.spec.address;
   loc.port = h->second.spec.agent_port;
-  loc.path = "/logs/" + name + "/" + std::to_string(st.attempt) + "/" + std::to_string(rank);
+  if (loc.port == 0)
+    return ApiError{
+        404,
+        "host " + w->second.host + " serves no logs: its agent registered without an agentPort",
+        ""};
+  loc.token = protocol::LogTokenFromHash(h->second.credential_hash);
+  loc.path = "/logs/" + name + "/" + std::to_string(it->second.uid) + "/" +
+             std::to_string(st.attempt) + "/" + std::to_string(rank);
   loc.running = MayRun(w->second.phase);
   return loc;
 }

@@ -1,5 +1,6 @@
 #include "protocol/wire.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -7,6 +8,7 @@
 #include <set>
 
 #include "common/json_limits.h"
+#include "protocol/credential.h"
 
 namespace tessera::protocol {
 namespace {
@@ -16,6 +18,10 @@ using nlohmann::json;
 constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMaxAttempt = 1'000'000'000;
 constexpr int64_t kMaxChips = 4096;
+constexpr int64_t kMaxGraceMs = 86'400'000;  // a day
+constexpr double kMaxSeconds = 1e7;          // a checkpoint save or restore: 115 days
+constexpr double kMaxCpuPercent = 1e6;       // 10,000 busy cores
+constexpr size_t kMaxLabelKey = 253, kMaxLabelValue = 1024, kMaxAddress = 253;
 constexpr char kDefaultBlock[] = "block-00";
 
 // Encoders replace invalid UTF-8 instead of throwing.
@@ -48,6 +54,14 @@ std::string Quoted(std::string_view text) {
   }
   if (text.size() > 64) out += "...";
   return out + "'";
+}
+
+// No control characters (bytes below 0x20, and 0x7f); UTF-8 beyond ASCII is allowed.
+bool Printable(std::string_view text) {
+  return std::none_of(text.begin(), text.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7f;
+  });
 }
 
 // The value of an integer JSON number, if it fits int64.
@@ -116,15 +130,18 @@ Status ReadSafeName(const json& o, const char* key, const std::string& path, Pre
   return Status::Ok();
 }
 
-Status ReadNumber(const json& o, const char* key, const std::string& path, Presence presence,
-                  double& out) {
+// A finite number in 0..max.
+Status ReadNumber(const json& o, const char* key, const std::string& path, double max,
+                  Presence presence, double& out) {
+  const std::string want = "a number in 0.." + Dump(json(max));
   const json* v = Member(o, key);
   if (v == nullptr) {
     if (presence == Presence::kOptional) return Status::Ok();
-    return InvalidArgument(path + ": required, a number >= 0");
+    return InvalidArgument(path + ": required, " + want);
   }
-  if (!v->is_number() || !std::isfinite(v->get<double>()) || v->get<double>() < 0) {
-    return InvalidArgument(path + ": must be a number >= 0, got " + Shown(*v));
+  if (!v->is_number() || !std::isfinite(v->get<double>()) || v->get<double>() < 0 ||
+      v->get<double>() > max) {
+    return InvalidArgument(path + ": must be " + want + ", got " + Shown(*v));
   }
   out = v->get<double>();
   return Status::Ok();
@@ -171,12 +188,23 @@ Result<const json*> ReadList(const json& o, const char* key, const std::string& 
 
 std::string Item(const std::string& list, size_t i) { return list + "[" + std::to_string(i) + "]"; }
 
-// job, attempt and rank of one heartbeat entry at `path`.
+// job, uid, attempt and rank of one heartbeat entry at `path`.
 Status ReadKey(const json& o, const std::string& path, WorkerKey& key) {
   TESSERA_RETURN_IF_ERROR(ReadSafeName(o, "job", path + ".job", Presence::kRequired, key.job));
+  TESSERA_RETURN_IF_ERROR(ReadInt(o, "uid", path + ".uid", 1, static_cast<int64_t>(kMaxUid),
+                                  Presence::kRequired, key.uid));
   TESSERA_RETURN_IF_ERROR(
       ReadInt(o, "attempt", path + ".attempt", 0, kMaxAttempt, Presence::kRequired, key.attempt));
   return ReadInt(o, "rank", path + ".rank", 0, kMaxAttempt, Presence::kRequired, key.rank);
+}
+
+// The uid of an assignment or stop entry, 1..kMaxUid; nullopt when it is not one.
+std::optional<uint64_t> UidOf(const json& o) {
+  auto uid = o.find("uid");
+  if (uid == o.end()) return std::nullopt;
+  std::optional<int64_t> value = AsInt(*uid);
+  if (!value || *value < 1 || static_cast<uint64_t>(*value) > kMaxUid) return std::nullopt;
+  return static_cast<uint64_t>(*value);
 }
 
 // ----- assignment snapshots (the agent's side: lenient per entry) -----
@@ -189,6 +217,10 @@ std::string ParseKey(const json& a, WorkerKey& key) {
     return "job: must be a name of [A-Za-z0-9._-]";
   }
   key.job = job->get<std::string>();
+  std::optional<uint64_t> uid = UidOf(a);
+  if (!uid)
+    return "uid: must be an integer in 1.." + std::to_string(kMaxUid) + " (job " + key.job + ")";
+  key.uid = *uid;
   auto attempt = a.find("attempt");
   if (attempt == a.end() || !IsInt(*attempt) || attempt->get<int64_t>() < 0 ||
       attempt->get<int64_t>() > kMaxAttempt) {
@@ -238,8 +270,11 @@ std::string ParseBody(const json& a, Assignment& out) {
     }
   }
   if (auto grace = a.find("graceMs"); grace != a.end() && !grace->is_null()) {
-    if (!IsInt(*grace) || grace->get<int64_t>() < 0) return "graceMs: must be an integer >= 0";
-    out.grace_ms = grace->get<int64_t>();
+    std::optional<int64_t> value = AsInt(*grace);
+    if (!value || *value < 0 || *value > kMaxGraceMs) {
+      return "graceMs: must be an integer in 0.." + std::to_string(kMaxGraceMs);
+    }
+    out.grace_ms = *value;
   }
   return "";
 }
@@ -252,6 +287,12 @@ std::string ParseStop(const json& s, StopRequest& out) {
     return "stop[].job: must be a name of [A-Za-z0-9._-]";
   }
   out.job = job->get<std::string>();
+  std::optional<uint64_t> uid = UidOf(s);
+  if (!uid) {
+    return "stop[].uid: must be an integer in 1.." + std::to_string(kMaxUid) + " (job " + out.job +
+           ")";
+  }
+  out.uid = *uid;
   auto attempt = s.find("attempt");
   if (attempt == s.end() || !IsInt(*attempt) || attempt->get<int64_t>() < 0 ||
       attempt->get<int64_t>() > kMaxAttempt) {
@@ -260,7 +301,7 @@ std::string ParseStop(const json& s, StopRequest& out) {
   out.attempt = attempt->get<int>();
   auto grace = s.find("graceMs");
   if (grace == s.end() || !IsInt(*grace) || grace->get<int64_t>() < 0 ||
-      grace->get<int64_t>() > 86'400'000) {
+      grace->get<int64_t>() > kMaxGraceMs) {
     return "stop[].graceMs: must be an integer 0..86400000 (job " + out.job + ")";
   }
   out.grace_ms = grace->get<int64_t>();
@@ -398,7 +439,7 @@ Status ReadProgress(const json& p, const std::string& path, ProgressReport& out)
       ReadInt(p, "timeMs", path + ".timeMs", 0, kNoMax, Presence::kRequired, r.time_ms));
   double seconds = 0;
   TESSERA_RETURN_IF_ERROR(
-      ReadNumber(p, "seconds", path + ".seconds", Presence::kOptional, seconds));
+      ReadNumber(p, "seconds", path + ".seconds", kMaxSeconds, Presence::kOptional, seconds));
   // Only checkpoint and restore records carry seconds (HeartbeatJson writes no other).
   if (HasSeconds(r.type)) r.seconds = seconds;
   return Status::Ok();
@@ -465,7 +506,8 @@ bool IsSafeName(std::string_view name) {
 // ----- assignments -----
 
 std::string WorkerKey::ToString() const {
-  return job + "/" + std::to_string(attempt) + "/" + std::to_string(rank);
+  return job + "/" + std::to_string(attempt) + "/" + std::to_string(rank) + "@" +
+         std::to_string(uid);
 }
 
 Result<AssignmentSnapshot> ParseAssignmentSnapshot(std::string_view text) {
@@ -497,14 +539,14 @@ Result<AssignmentSnapshot> ParseAssignmentSnapshot(std::string_view text) {
   if (list == j.end() || list->is_null()) return snapshot;
   if (!list->is_array()) return InvalidArgument("assignments: must be a list");
   for (const json& a : *list) {
-    ParsedAssignment parsed;
-    std::string key_error = ParseKey(a, parsed.assignment.key);
+    ParsedAssignment item;
+    std::string key_error = ParseKey(a, item.assignment.key);
     if (!key_error.empty()) {
       snapshot.unreadable.push_back(key_error);
       continue;
     }
-    parsed.error = ParseBody(a, parsed.assignment);
-    snapshot.assignments.push_back(std::move(parsed));
+    item.error = ParseBody(a, item.assignment);
+    snapshot.assignments.push_back(std::move(item));
   }
   return snapshot;
 }
@@ -514,6 +556,7 @@ std::string AssignmentSnapshotJson(int64_t revision, const std::vector<Assignmen
   json list = json::array();
   for (const Assignment& a : assignments) {
     list.push_back({{"job", a.key.job},
+                    {"uid", a.key.uid},
                     {"attempt", a.key.attempt},
                     {"rank", a.key.rank},
                     {"worker", a.worker},
@@ -526,7 +569,8 @@ std::string AssignmentSnapshotJson(int64_t revision, const std::vector<Assignmen
   if (!stop.empty()) {
     json entries = json::array();
     for (const StopRequest& s : stop) {
-      entries.push_back({{"job", s.job}, {"attempt", s.attempt}, {"graceMs", s.grace_ms}});
+      entries.push_back(
+          {{"job", s.job}, {"uid", s.uid}, {"attempt", s.attempt}, {"graceMs", s.grace_ms}});
     }
     j["stop"] = std::move(entries);
   }
@@ -540,13 +584,11 @@ std::string RegistrationJson(const Registration& r) {
   for (const Device& d : r.devices) {
     devices.push_back({{"index", d.index}, {"coords", CoordJson(d.coords)}});
   }
-  json j = {{"name", r.name},
-            {"generation", std::string(GenerationName(r.generation))},
-            {"chips", r.chips},
-            {"address", r.address},
-            {"agentPort", r.agent_port},
-            {"labels", r.labels},
-            {"devices", std::move(devices)}};
+  json j = {{"name", r.name},     {"generation", std::string(GenerationName(r.generation))},
+            {"chips", r.chips},   {"address", r.address},
+            {"labels", r.labels}, {"devices", std::move(devices)}};
+  if (r.agent_port != 0) j["agentPort"] = r.agent_port;  // 0: no log server
+  j["credential"] = r.credential;
   if (r.slice) {
     j["slice"] = {
         {"name", r.slice->name}, {"topology", r.slice->topology}, {"worker", r.slice->worker}};
@@ -589,23 +631,44 @@ Result<Registration> ParseRegistration(std::string_view text) {
 
   TESSERA_RETURN_IF_ERROR(ReadInt(j, "chips", "chips", 1, kMaxChips, Presence::kRequired, r.chips));
   TESSERA_RETURN_IF_ERROR(ReadString(j, "address", "address", Presence::kOptional, r.address));
-  if (r.address.empty()) {
-    return InvalidArgument("address: must not be empty (the address the head reaches the host at)");
+  if (r.address.empty() || r.address.size() > kMaxAddress || !Printable(r.address) ||
+      r.address.find(' ') != std::string::npos) {
+    return InvalidArgument("address: " + Quoted(r.address) +
+                           " must be a host name or IP address the head reaches the host at (1.." +
+                           std::to_string(kMaxAddress) + " printable characters, no spaces)");
   }
   TESSERA_RETURN_IF_ERROR(
-      ReadInt(j, "agentPort", "agentPort", 0, 65535, Presence::kOptional, r.agent_port));
+      ReadInt(j, "agentPort", "agentPort", 1, 65535, Presence::kOptional, r.agent_port));
 
   auto labels = ReadObject(j, "labels", "labels");
   if (!labels.ok()) return labels.status();
   if (*labels != nullptr) {
     for (const auto& [key, value] : (*labels)->items()) {
-      if (!value.is_string()) {
-        return InvalidArgument("labels." + key + ": must be a string, got " + Shown(value));
+      if (key.empty() || key.size() > kMaxLabelKey || !Printable(key)) {
+        return InvalidArgument("labels: key " + Quoted(key) + " must be 1.." +
+                               std::to_string(kMaxLabelKey) + " printable characters");
       }
-      r.labels[key] = value.get<std::string>();
+      const std::string path = "labels." + key;
+      if (!value.is_string()) {
+        return InvalidArgument(path + ": must be a string, got " + Shown(value));
+      }
+      const std::string label = value.get<std::string>();
+      if (label.size() > kMaxLabelValue || !Printable(label)) {
+        return InvalidArgument(path + ": " + Quoted(label) + " must be at most " +
+                               std::to_string(kMaxLabelValue) +
+                               " characters, none of them control characters");
+      }
+      r.labels[key] = label;
     }
   }
   TESSERA_RETURN_IF_ERROR(ReadDevices(j, r));
+  TESSERA_RETURN_IF_ERROR(
+      ReadString(j, "credential", "credential", Presence::kRequired, r.credential));
+  if (!IsValidCredential(r.credential)) {
+    return InvalidArgument(
+        "credential: must be 32..128 lower-case hex digits (the host credential the agent keeps "
+        "in its state directory; docs/agent-protocol.md \"Host identity\")");
+  }
   return r;
 }
 
@@ -634,8 +697,13 @@ Result<RegisterReply> ParseRegisterReply(std::string_view text) {
 std::string HeartbeatJson(const Heartbeat& h) {
   json workers = json::array();
   for (const WorkerReport& w : h.workers) {
-    json j = {{"job", w.key.job}, {"attempt", w.key.attempt},    {"rank", w.key.rank},
-              {"pid", w.pid},     {"state", StateName(w.state)}, {"startedAtMs", w.started_at_ms}};
+    json j = {{"job", w.key.job},
+              {"uid", w.key.uid},
+              {"attempt", w.key.attempt},
+              {"rank", w.key.rank},
+              {"pid", w.pid},
+              {"state", StateName(w.state)},
+              {"startedAtMs", w.started_at_ms}};
     if (w.state == WorkerState::kExited) {
       j["exitCode"] = w.exit_code;
       j["signal"] = w.signal;
@@ -646,8 +714,9 @@ std::string HeartbeatJson(const Heartbeat& h) {
   }
   json progress = json::array();
   for (const ProgressReport& p : h.progress) {
-    json j = {{"job", p.key.job},      {"attempt", p.key.attempt}, {"rank", p.key.rank},
-              {"type", p.record.type}, {"step", p.record.step},    {"timeMs", p.record.time_ms}};
+    json j = {{"job", p.key.job},          {"uid", p.key.uid},      {"attempt", p.key.attempt},
+              {"rank", p.key.rank},        {"type", p.record.type}, {"step", p.record.step},
+              {"timeMs", p.record.time_ms}};
     if (HasSeconds(p.record.type)) j["seconds"] = p.record.seconds;
     progress.push_back(std::move(j));
   }
@@ -673,9 +742,15 @@ Result<Heartbeat> ParseHeartbeat(std::string_view text) {
   auto workers = ReadList(j, "workers", "workers");
   if (!workers.ok()) return workers.status();
   if (*workers != nullptr) {
+    std::set<WorkerKey> seen;
     for (size_t i = 0; i < (*workers)->size(); ++i) {
       WorkerReport report;
-      TESSERA_RETURN_IF_ERROR(ReadWorker((**workers)[i], Item("workers", i), report));
+      const std::string path = Item("workers", i);
+      TESSERA_RETURN_IF_ERROR(ReadWorker((**workers)[i], path, report));
+      if (!seen.insert(report.key).second) {
+        return InvalidArgument(path + ": worker " + report.key.ToString() +
+                               " is reported twice; report each worker once");
+      }
       h.workers.push_back(std::move(report));
     }
   }
@@ -691,7 +766,7 @@ Result<Heartbeat> ParseHeartbeat(std::string_view text) {
   auto usage = ReadObject(j, "usage", "usage");
   if (!usage.ok()) return usage.status();
   if (*usage != nullptr) {
-    TESSERA_RETURN_IF_ERROR(ReadNumber(**usage, "cpuPercent", "usage.cpuPercent",
+    TESSERA_RETURN_IF_ERROR(ReadNumber(**usage, "cpuPercent", "usage.cpuPercent", kMaxCpuPercent,
                                        Presence::kOptional, h.usage.cpu_percent));
     TESSERA_RETURN_IF_ERROR(ReadInt(**usage, "memoryBytes", "usage.memoryBytes", 0, kNoMax,
                                     Presence::kOptional, h.usage.memory_bytes));

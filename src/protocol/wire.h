@@ -45,13 +45,21 @@ bool IsSafeName(std::string_view name);
 
 // ----- assignments (head -> agent) -----
 
-// Identifies one worker on a host: an assignment is started at most once per key.
+// The uid of a workload (the job's metadata.uid): >= 1, never reused by a head, not even
+// after the job is deleted and another of the same name created. Below 2^53 so every JSON
+// reader holds it exactly.
+constexpr uint64_t kMaxUid = (uint64_t{1} << 53) - 1;
+
+// Identifies one worker on a host: an assignment is started at most once per key. The uid
+// tells a job from an earlier one of the same name, so an exit the agent remembers of a
+// deleted job is never taken for the new one's.
 struct WorkerKey {
   std::string job;
   int attempt = 0;
   int rank = 0;
+  uint64_t uid = 0;  // 1..kMaxUid on the wire
   friend auto operator<=>(const WorkerKey&, const WorkerKey&) = default;
-  std::string ToString() const;  // "job/attempt/rank"
+  std::string ToString() const;  // "job/attempt/rank@uid"
 };
 
 struct Assignment {
@@ -77,6 +85,7 @@ struct StopRequest {
   std::string job;
   int attempt = 0;
   int64_t grace_ms = 0;
+  uint64_t uid = 0;  // the job's uid: only its workers are stopped this way
   friend bool operator==(const StopRequest&, const StopRequest&) = default;
 };
 
@@ -90,7 +99,8 @@ struct AssignmentSnapshot {
 
 // Parses {"revision": N, "assignments": [...], "stop": [...]}. InvalidArgument if the document
 // itself is malformed (not an object, no integer revision, assignments not a list); a "stop"
-// that is not a list, or a malformed entry of it, is only reported in `unreadable`.
+// that is not a list, or a malformed entry of it, is only reported in `unreadable`. Every
+// assignment and stop entry carries its job's "uid" (1..kMaxUid); "graceMs" is 0..86400000.
 Result<AssignmentSnapshot> ParseAssignmentSnapshot(std::string_view json);
 // The head's snapshot (watch stream line and heartbeat reply) from typed values. "stop" is
 // written only when `stop` is not empty.
@@ -129,6 +139,9 @@ struct Registration {
   std::optional<CubeMembership> cube;    // 3D generations: set exactly when rank 3
   std::map<std::string, std::string> labels;
   std::vector<Device> devices;  // empty, or one per chip
+  // The host's credential (protocol/credential.h): proves on re-registration, heartbeats and
+  // assignment reads that the caller is the agent that first registered this host name.
+  std::string credential;
   friend bool operator==(const Registration&, const Registration&) = default;
 };
 std::string RegistrationJson(const Registration& registration);
@@ -137,10 +150,13 @@ std::string RegistrationJson(const Registration& registration);
 // holds the normalised name), "generation" (a known generation or alias; kept as the enum),
 // "slice" {"name", "topology", "worker" in 0..hosts-1} for 2D generations or "cube" {"name",
 // "coord": [x, y, z] with x, y in 0..1 and z in 0..3} for 3D ones (the other one must be
-// absent), "chips" (integer > 0). Optional: "address" (non-empty string; default
-// "127.0.0.1"), "agentPort" (0..65535; default 0), "cube.block" (default "block-00"),
-// "labels" (object of strings), "devices" (one {"index" in 0..chips-1, distinct, "coords":
-// [x, y, z] integers >= 0} per chip). Fields are checked in that order, so the first error is
+// absent), "chips" (integer in 1..4096). Optional: "address" (1..253 printable characters, no
+// spaces; default "127.0.0.1"), "agentPort" (1..65535; absent = 0, no log server),
+// "cube.block" (default "block-00"), "labels" (object of strings: keys 1..253 and values at
+// most 1024 characters, no control characters), "devices" (one {"index" in 0..chips-1,
+// distinct, "coords":
+// [x, y, z] integers >= 0} per chip). Required last: "credential" (IsValidCredential: 32..128
+// lower-case hex digits). Fields are checked in that order, so the first error is
 // about who and where the host is. Unknown fields are ignored. InvalidArgument naming the
 // first bad field otherwise.
 Result<Registration> ParseRegistration(std::string_view json);
@@ -207,11 +223,13 @@ std::string HeartbeatJson(const Heartbeat& heartbeat);
 
 // The head's decoder of HeartbeatJson. Every field is optional (an empty object is a
 // heartbeat with nothing to report): "revision" (integer >= -1; default -1), "workers" (list
-// of {"job" IsSafeName, "attempt" >= 0, "rank" >= 0, "pid" >= 0, "state" "Running" or
+// of {"job" IsSafeName, "uid" in 1..kMaxUid, "attempt" >= 0, "rank" >= 0, "pid" >= 0, each
+// worker at most once, "state" "Running" or
 // "Exited", "startedAtMs" >= 0, and when Exited "exitCode" 0..255, "signal" 0..127,
-// "finishedAtMs" >= 0; optional "error" string}), "progress" (list of {"job", "attempt",
-// "rank" as above, "type" one of progress/checkpoint/restore/alive, "step" >= 0, "timeMs" >=
-// 0, optional "seconds" >= 0}), "usage" {"cpuPercent" >= 0, "memoryBytes" >= 0}. Numbers
+// "finishedAtMs" >= 0; optional "error" string}), "progress" (list of {"job", "uid",
+// "attempt", "rank" as above, "type" one of progress/checkpoint/restore/alive, "step" >= 0,
+// "timeMs" >= 0, optional "seconds" in 0..1e7}), "usage" {"cpuPercent" in 0..1e6,
+// "memoryBytes" >= 0}. Numbers
 // that must be integers must be JSON integers. InvalidArgument naming the first bad field
 // ("workers[1].state: ...") otherwise: one bad entry refuses the whole heartbeat.
 Result<Heartbeat> ParseHeartbeat(std::string_view json);

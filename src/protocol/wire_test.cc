@@ -59,21 +59,25 @@ TEST(HostNameTest, RefusedNamesSayWhatIsWrongAndHowToFixIt) {
 
 TEST(SnapshotTest, StopEntriesAreParsedAndMalformedOnesAreReportedNotFatal) {
   auto snapshot = ParseAssignmentSnapshot(R"({"revision": 4, "assignments": [],
-      "stop": [{"job": "j", "attempt": 3, "graceMs": 0},
-               {"job": "k", "attempt": 0, "graceMs": 2500},
-               {"job": "../x", "attempt": 0, "graceMs": 0},
-               {"job": "j", "attempt": -1, "graceMs": 0},
-               {"job": "j", "attempt": 1},
-               {"job": "j", "attempt": 1, "graceMs": "soon"},
+      "stop": [{"job": "j", "uid": 4, "attempt": 3, "graceMs": 0},
+               {"job": "k", "uid": 5, "attempt": 0, "graceMs": 2500},
+               {"job": "../x", "uid": 4, "attempt": 0, "graceMs": 0},
+               {"job": "j", "uid": 4, "attempt": -1, "graceMs": 0},
+               {"job": "j", "uid": 4, "attempt": 1},
+               {"job": "j", "uid": 4, "attempt": 1, "graceMs": "soon"},
+               {"job": "j", "attempt": 1, "graceMs": 0},
+               {"job": "j", "uid": 0, "attempt": 1, "graceMs": 0},
+               {"job": "j", "uid": "4", "attempt": 1, "graceMs": 0},
                7]})");
   ASSERT_TRUE(snapshot.ok()) << snapshot.status().ToString();
-  EXPECT_EQ(snapshot->stop, (std::vector<StopRequest>{{"j", 3, 0}, {"k", 0, 2500}}));
-  ASSERT_EQ(snapshot->unreadable.size(), 5u);
+  EXPECT_EQ(snapshot->stop, (std::vector<StopRequest>{{"j", 3, 0, 4}, {"k", 0, 2500, 5}}));
+  ASSERT_EQ(snapshot->unreadable.size(), 8u);
   EXPECT_EQ(snapshot->unreadable[0].rfind("stop[].job:", 0), 0u);
   EXPECT_EQ(snapshot->unreadable[1].rfind("stop[].attempt:", 0), 0u);
   EXPECT_EQ(snapshot->unreadable[2].rfind("stop[].graceMs:", 0), 0u);
   EXPECT_EQ(snapshot->unreadable[3].rfind("stop[].graceMs:", 0), 0u);
-  EXPECT_EQ(snapshot->unreadable[4], "stop[]: not an object");
+  for (size_t i = 4; i < 7; ++i) EXPECT_EQ(snapshot->unreadable[i].rfind("stop[].uid:", 0), 0u);
+  EXPECT_EQ(snapshot->unreadable[7], "stop[]: not an object");
 
   auto not_a_list = ParseAssignmentSnapshot(R"({"revision": 1, "stop": {"job": "j"}})");
   ASSERT_TRUE(not_a_list.ok());
@@ -87,17 +91,18 @@ TEST(SnapshotTest, StopEntriesAreParsedAndMalformedOnesAreReportedNotFatal) {
 }
 
 TEST(SnapshotTest, SnapshotJsonRoundTripsStopEntries) {
-  std::string text = AssignmentSnapshotJson(9, {}, {{"j", 2, 0}});
-  EXPECT_EQ(json::parse(text)["stop"], json::parse(R"([{"job":"j","attempt":2,"graceMs":0}])"));
+  std::string text = AssignmentSnapshotJson(9, {}, {{"j", 2, 0, 12}});
+  EXPECT_EQ(json::parse(text)["stop"],
+            json::parse(R"([{"job":"j","uid":12,"attempt":2,"graceMs":0}])"));
   auto parsed = ParseAssignmentSnapshot(text);
   ASSERT_TRUE(parsed.ok());
-  EXPECT_EQ(parsed->stop, (std::vector<StopRequest>{{"j", 2, 0}}));
+  EXPECT_EQ(parsed->stop, (std::vector<StopRequest>{{"j", 2, 0, 12}}));
   EXPECT_FALSE(json::parse(AssignmentSnapshotJson(9, {})).contains("stop"));
 }
 
 TEST(SnapshotTest, TheHeadsTypedAssignmentsReachTheAgentUnchanged) {
   Assignment a;
-  a.key = WorkerKey{"train", 2, 5};
+  a.key = WorkerKey{"train", 2, 5, kMaxUid};
   a.worker = 1;
   a.command = {"python3", "train.py", "--lr", "0.1"};
   a.env = {{"RANK", "5"}, {"TPU_WORKER_ID", "1"}};
@@ -106,15 +111,32 @@ TEST(SnapshotTest, TheHeadsTypedAssignmentsReachTheAgentUnchanged) {
   Assignment b = a;
   b.key.rank = 6;
   b.working_dir = "";
-  auto parsed = ParseAssignmentSnapshot(AssignmentSnapshotJson(12, {a, b}, {{"old", 1, 0}}));
+  auto parsed = ParseAssignmentSnapshot(AssignmentSnapshotJson(12, {a, b}, {{"old", 1, 0, 3}}));
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->revision, 12);
   ASSERT_EQ(parsed->assignments.size(), 2u);
   EXPECT_EQ(parsed->assignments[0].assignment, a);
   EXPECT_EQ(parsed->assignments[0].error, "");
   EXPECT_EQ(parsed->assignments[1].assignment, b);
-  EXPECT_EQ(parsed->stop, (std::vector<StopRequest>{{"old", 1, 0}}));
+  EXPECT_EQ(parsed->stop, (std::vector<StopRequest>{{"old", 1, 0, 3}}));
   EXPECT_TRUE(parsed->unreadable.empty());
+}
+
+TEST(SnapshotTest, AnAssignmentWithoutAValidUidIsUnreadableAndABadGraceIsItsError) {
+  Assignment a;
+  a.key = WorkerKey{"train", 0, 0, 1};
+  a.command = {"true"};
+  json doc = json::parse(AssignmentSnapshotJson(3, {a, a, a, a}));
+  doc["assignments"][0].erase("uid");
+  doc["assignments"][1]["uid"] = 0;
+  doc["assignments"][2]["uid"] = kMaxUid + 1;
+  doc["assignments"][3]["graceMs"] = 86'400'001;
+  auto parsed = ParseAssignmentSnapshot(doc.dump());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  ASSERT_EQ(parsed->unreadable.size(), 3u);
+  for (const std::string& error : parsed->unreadable) EXPECT_EQ(error.rfind("uid: ", 0), 0u);
+  ASSERT_EQ(parsed->assignments.size(), 1u);
+  EXPECT_EQ(parsed->assignments[0].error.rfind("graceMs: ", 0), 0u);
 }
 
 // ----- registration -----
@@ -129,6 +151,7 @@ Registration SliceHost() {
   r.slice = SliceMembership{"slice-000", "4x4", 1};
   r.labels = {{"pool", "a"}};
   r.devices = {{0, {2, 0, 0}}, {1, {3, 0, 0}}, {2, {2, 1, 0}}, {3, {3, 1, 0}}};
+  r.credential = std::string(64, 'c');
   return r;
 }
 
@@ -141,6 +164,7 @@ Registration CubeHost() {
   r.agent_port = 65535;
   r.cube = CubeMembership{"cube-000", "block-01", {1, 0, 3}};
   r.devices = {{0, {2, 0, 3}}, {1, {3, 0, 3}}, {2, {2, 1, 3}}, {3, {3, 1, 3}}};
+  r.credential = std::string(32, '7');
   return r;
 }
 
@@ -162,7 +186,8 @@ TEST(RegistrationTest, TheRegisteredNameIsTheNormalisedOne) {
 
 TEST(RegistrationTest, OptionalFieldsTakeTheirDefaults) {
   auto parsed = ParseRegistration(R"({"name": "h", "generation": "v5litepod", "chips": 4,
-      "slice": {"name": "s", "topology": "4x4", "worker": 3}, "devices": null})");
+      "slice": {"name": "s", "topology": "4x4", "worker": 3}, "devices": null,
+      "credential": "0123456789abcdef0123456789abcdef"})");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->generation, Generation::kV5e);  // aliases are accepted
   EXPECT_EQ(parsed->address, "127.0.0.1");
@@ -172,7 +197,8 @@ TEST(RegistrationTest, OptionalFieldsTakeTheirDefaults) {
   EXPECT_FALSE(parsed->cube.has_value());
 
   auto cube = ParseRegistration(
-      R"({"name": "h", "generation": "v4", "chips": 4, "cube": {"name": "c", "coord": [0, 1, 2]}})");
+      R"({"name": "h", "generation": "v4", "chips": 4, "cube": {"name": "c", "coord": [0, 1, 2]},
+          "credential": "0123456789abcdef0123456789abcdef"})");
   ASSERT_TRUE(cube.ok()) << cube.status().ToString();
   EXPECT_EQ(cube->cube->block, "block-00");
   EXPECT_EQ(cube->cube->coord, (Coord{0, 1, 2}));
@@ -244,6 +270,17 @@ TEST(RegistrationTest, EachMalformedFieldIsNamedInTheError) {
   ExpectRefused(set("/address", ""), "address");
   ExpectRefused(set("/address", 7), "address");
   ExpectRefused(set("/agentPort", 65536), "agentPort");
+  ExpectRefused(set("/agentPort", 70000), "agentPort");
+  ExpectRefused(set("/agentPort", 0), "agentPort");
+  ExpectRefused(set("/address", "10.0.0.3 evil"), "address");
+  ExpectRefused(set("/address", std::string("10.0.0.3\n")), "address");
+  ExpectRefused(set("/address", std::string(254, 'a')), "address");
+  ExpectRefused(set("/labels", json{{"", "a"}}), "labels");
+  ExpectRefused(set("/labels", json{{std::string("a\0b", 3), "a"}}), "labels");
+  ExpectRefused(set("/labels/pool", std::string("a\x01")), "labels.pool");
+  ExpectRefused(set("/labels/pool", std::string(1025, 'a')), "labels.pool");
+  ExpectRefused(set("/chips", -100), "chips");
+  ExpectRefused(set("/chips", 4097), "chips");
   ExpectRefused(set("/agentPort", -1), "agentPort");
   ExpectRefused(set("/agentPort", "80"), "agentPort");
   ExpectRefused(set("/labels", "pool=a"), "labels");
@@ -255,6 +292,10 @@ TEST(RegistrationTest, EachMalformedFieldIsNamedInTheError) {
   ExpectRefused(set("/devices/1/index", 0), "devices[1].index");  // twice
   ExpectRefused(set("/devices/2/coords", json{1, 2}), "devices[2].coords");
   ExpectRefused(set("/devices/2/coords", json{-1, 0, 0}), "devices[2].coords");
+  ExpectRefused(erase("", "credential"), "credential");
+  ExpectRefused(set("/credential", std::string(31, 'a')), "credential");
+  ExpectRefused(set("/credential", std::string(64, 'A')), "credential");
+  ExpectRefused(set("/credential", 5), "credential");
 }
 
 TEST(RegistrationTest, RegisterReplyRoundTrips) {
@@ -271,7 +312,7 @@ Heartbeat FullHeartbeat() {
   Heartbeat h;
   h.revision = 7;
   WorkerReport running;
-  running.key = WorkerKey{"j", 0, 3};
+  running.key = WorkerKey{"j", 0, 3, 11};
   running.pid = 123;
   running.started_at_ms = 1'700'000'000'000;
   WorkerReport exited = running;
@@ -281,15 +322,16 @@ Heartbeat FullHeartbeat() {
   exited.signal = 9;
   exited.finished_at_ms = 1'700'000'005'000;
   WorkerReport failed;
-  failed.key = WorkerKey{"k.v-2", 1'000'000'000, 0};
+  failed.key = WorkerKey{"k.v-2", 1'000'000'000, 0, kMaxUid};
   failed.state = WorkerState::kExited;
   failed.exit_code = 127;
   failed.error = "workingDir /nope: no such directory";
   h.workers = {running, exited, failed};
-  h.progress = {{WorkerKey{"j", 0, 3}, ProgressRecord{"progress", 10, 0, 1'700'000'004'000}},
-                {WorkerKey{"j", 0, 3}, ProgressRecord{"checkpoint", 10, 0.2, 1'700'000'004'100}},
-                {WorkerKey{"j", 0, 4}, ProgressRecord{"restore", 8, 1.25, 1'700'000'004'200}},
-                {WorkerKey{"j", 0, 4}, ProgressRecord{"alive", 9, 0, 1'700'000'004'300}}};
+  h.progress = {
+      {WorkerKey{"j", 0, 3, 11}, ProgressRecord{"progress", 10, 0, 1'700'000'004'000}},
+      {WorkerKey{"j", 0, 3, 11}, ProgressRecord{"checkpoint", 10, 0.2, 1'700'000'004'100}},
+      {WorkerKey{"j", 0, 4, 11}, ProgressRecord{"restore", 8, 1.25, 1'700'000'004'200}},
+      {WorkerKey{"j", 0, 4, 11}, ProgressRecord{"alive", 9, 0, 1'700'000'004'300}}};
   h.usage = Usage{97.53125, 123'456'789};
   return h;
 }
@@ -306,11 +348,20 @@ TEST(HeartbeatTest, RoundTripsThroughTheAgentsEncoder) {
   EXPECT_EQ(empty->revision, -1);
 }
 
+TEST(HeartbeatTest, NumbersBeyondDoubleAreRefusedNotInfinite) {
+  for (const char* text : {R"({"usage": {"cpuPercent": 1e400}})", R"({"revision": 1e400})",
+                           R"({"revision": -1e400})"}) {
+    auto parsed = ParseHeartbeat(text);
+    ASSERT_FALSE(parsed.ok()) << text;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << text;
+  }
+}
+
 TEST(HeartbeatTest, CarriesSecondsForCheckpointAndRestoreRecordsOnly) {
   Heartbeat h;
-  h.progress = {{WorkerKey{"j", 1, 0}, ProgressRecord{"restore", 40, 0.5, 1000}},
-                {WorkerKey{"j", 1, 0}, ProgressRecord{"progress", 41, 0, 2000}},
-                {WorkerKey{"j", 1, 0}, ProgressRecord{"checkpoint", 50, 0.25, 3000}}};
+  h.progress = {{WorkerKey{"j", 1, 0, 1}, ProgressRecord{"restore", 40, 0.5, 1000}},
+                {WorkerKey{"j", 1, 0, 1}, ProgressRecord{"progress", 41, 0, 2000}},
+                {WorkerKey{"j", 1, 0, 1}, ProgressRecord{"checkpoint", 50, 0.25, 3000}}};
   json j = json::parse(HeartbeatJson(h));
   ASSERT_EQ(j["progress"].size(), 3u);
   EXPECT_EQ(j["progress"][0]["type"], "restore");
@@ -346,6 +397,14 @@ TEST(HeartbeatTest, EachMalformedFieldIsNamedInTheError) {
   refused(set("/workers/0/job", "../x"), "workers[0].job");
   refused(erase("/workers/0", "job"), "workers[0].job");
   refused(set("/workers/0/attempt", -1), "workers[0].attempt");
+  refused(set("/workers/0/attempt", "x"), "workers[0].attempt");
+  refused(set("/workers/0/attempt", 1.0), "workers[0].attempt");
+  refused(erase("/workers/0", "uid"), "workers[0].uid");
+  refused(set("/workers/0/uid", 0), "workers[0].uid");
+  refused(set("/workers/0/uid", "1"), "workers[0].uid");
+  refused(set("/workers/0/uid", kMaxUid + 1), "workers[0].uid");
+  // The same worker twice (a Running and an Exited report of one key) is refused whole.
+  refused([](json& doc) { doc["workers"][1]["rank"] = 3; }, "workers[1]");
   refused(erase("/workers/0", "rank"), "workers[0].rank");
   refused(set("/workers/0/rank", 1e3), "workers[0].rank");
   refused(set("/workers/0/pid", -1), "workers[0].pid");
@@ -362,13 +421,17 @@ TEST(HeartbeatTest, EachMalformedFieldIsNamedInTheError) {
   refused(set("/progress/0", json::array()), "progress[0]");
   refused(erase("/progress/0", "job"), "progress[0].job");
   refused(set("/progress/2/attempt", "0"), "progress[2].attempt");
+  refused(erase("/progress/2", "uid"), "progress[2].uid");
   refused(set("/progress/1/type", "bogus"), "progress[1].type");
   refused(set("/progress/1/step", -1), "progress[1].step");
   refused(erase("/progress/1", "timeMs"), "progress[1].timeMs");
   refused(set("/progress/1/seconds", -0.5), "progress[1].seconds");
   refused(set("/progress/1/seconds", "fast"), "progress[1].seconds");
+  refused(set("/progress/1/seconds", 1e300), "progress[1].seconds");
   refused(set("/usage", json::array()), "usage");
   refused(set("/usage/cpuPercent", -1), "usage.cpuPercent");
+  refused(set("/usage/cpuPercent", 1e7), "usage.cpuPercent");
+  refused(set("/usage/cpuPercent", "97"), "usage.cpuPercent");
   refused(set("/usage/memoryBytes", 1.5), "usage.memoryBytes");
 }
 
@@ -400,11 +463,11 @@ json WeirdValue(std::mt19937_64& rng) {
 // Replaces, removes or adds one value somewhere in `doc`.
 void Mutate(json& doc, std::mt19937_64& rng) {
   static const std::vector<std::string> kKeys = {
-      "name",  "generation", "chips",       "address",     "agentPort", "slice",  "cube",
-      "coord", "worker",     "topology",    "block",       "devices",   "labels", "index",
-      "state", "exitCode",   "signal",      "workers",     "progress",  "type",   "seconds",
-      "usage", "revision",   "assignments", "graceMs",     "stop",      "job",    "attempt",
-      "rank",  "pid",        "startedAtMs", "finishedAtMs"};
+      "name",  "generation", "chips",       "address",      "agentPort", "slice",     "cube",
+      "coord", "worker",     "topology",    "block",        "devices",   "labels",    "index",
+      "state", "exitCode",   "signal",      "workers",      "progress",  "type",      "seconds",
+      "usage", "revision",   "assignments", "graceMs",      "stop",      "job",       "attempt",
+      "rank",  "pid",        "startedAtMs", "finishedAtMs", "uid",       "credential"};
   json* node = &doc;
   while ((node->is_object() || node->is_array()) && !node->empty() && rng() % 3 != 0) {
     auto it = std::next(node->begin(), static_cast<std::ptrdiff_t>(rng() % node->size()));
@@ -547,6 +610,27 @@ TEST(WireFuzzTest, GarbageNeverCrashesAndWhatIsAcceptedRoundTrips) {
             << accepted.heartbeats << " heartbeats, " << accepted.snapshots << " snapshots\n";
   EXPECT_GT(accepted.registrations, 0);
   EXPECT_GT(accepted.heartbeats, 0);
+}
+
+// Issue 17: 100,000 nested arrays in a registration's labels or a heartbeat's usage crashed the
+// head when it later dumped them; the decoders refuse them, naming the limit.
+TEST(WireLimitsTest, DeepNestingAndRepeatedKeysAreRefused) {
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  auto registration = ParseRegistration(R"({"name": "h", "labels": {"a": )" + deep + "}}");
+  ASSERT_FALSE(registration.ok());
+  EXPECT_NE(registration.status().message().find("registration: labels.a[0]"), std::string::npos)
+      << registration.status().message();
+  EXPECT_NE(registration.status().message().find("deeper than 64"), std::string::npos);
+  auto heartbeat = ParseHeartbeat(R"({"revision": 1, "usage": )" + deep + "}");
+  ASSERT_FALSE(heartbeat.ok());
+  EXPECT_NE(heartbeat.status().message().find("heartbeat: usage"), std::string::npos);
+  EXPECT_FALSE(ParseAssignmentSnapshot(R"({"revision": 1, "assignments": )" + deep + "}").ok());
+  EXPECT_FALSE(ParseRegisterReply(R"({"host": )" + deep + "}").ok());
+  auto twice = ParseHeartbeat(R"({"revision": 1, "revision": 2})");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("heartbeat: revision: key appears twice"),
+            std::string::npos)
+      << twice.status().message();
 }
 
 }  // namespace
