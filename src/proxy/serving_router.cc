@@ -22,6 +22,7 @@
 #include <sstream>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "common/metrics.h"
@@ -120,6 +121,7 @@ class RouterImpl {
   Status Start();
   void Stop();
   void DoAccept();
+  void Sweep();
 
   // io thread only, below.
   std::optional<Route> Resolve(std::string_view target, std::string* error) const;
@@ -151,6 +153,7 @@ class RouterImpl {
   };
   std::unordered_map<RequestId, Waiter> waiting_;
   std::map<std::string, std::deque<std::unique_ptr<Upstream>>> pool_;
+  std::unordered_set<Session*> live_;  // every session, for the deadline sweep
 
   metrics::CounterFamily requests_, errors_, retries_;
   metrics::HistogramFamily latency_, first_byte_, queue_wait_;
@@ -158,6 +161,7 @@ class RouterImpl {
   // Last: destroyed first, so handlers it destroys still find the state above.
   asio::io_context ioc_;
   tcp::acceptor acceptor_{ioc_};
+  asio::steady_timer sweep_{ioc_};
   std::thread thread_;
 };
 
@@ -168,6 +172,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(RouterImpl& router, tcp::socket socket)
       : router_(router), client_(std::move(socket)), queue_timer_(router.ioc_) {
     ++router_.sessions_;
+    router_.live_.insert(this);
     error_code ec;
     tcp::endpoint peer = client_.socket().remote_endpoint(ec);
     if (!ec) peer_address_ = peer.address().to_string(ec);
@@ -176,10 +181,26 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   ~Session() {
     --router_.sessions_;
+    router_.live_.erase(this);
     if (!router_.stopped_) ReleaseSlot();
   }
 
   void Start() { DoIdleWait(); }
+
+  // When the operation in progress must have finished (the router's sweep checks it).
+  SteadyClock::time_point deadline() const { return deadline_; }
+
+  // The sweep found the deadline passed: cut the side being waited on. Its handler then sees
+  // the error as a timeout (Timed()) and answers as the phase requires (504, retry, close).
+  void OnDeadline() {
+    deadline_ = SteadyClock::time_point::max();
+    timed_out_ = true;
+    if (upstream_op_ && upstream_) {
+      upstream_->stream.close();
+    } else {
+      Close();
+    }
+  }
 
   // The dispatcher gave this queued request a replica.
   void OnGranted(const Endpoint& endpoint) {
@@ -212,7 +233,7 @@ class Session : public std::enable_shared_from_this<Session> {
     phase_ = Phase::kIdle;
     if (router_.stopped_) return Close();
     if (client_buffer_.size() > 0) return DoReadHeader();
-    client_.expires_after(router_.options_.idle_timeout);
+    ArmClient(router_.options_.idle_timeout);
     client_.async_read_some(client_buffer_.prepare(4096),
                             [self = shared_from_this()](error_code ec, size_t n) {
                               self->client_buffer_.commit(n);
@@ -226,7 +247,7 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->header_limit(router_.options_.max_header_bytes);
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());  // checked in OnHeader
-    client_.expires_after(router_.options_.header_timeout);
+    ArmClient(router_.options_.header_timeout);
     http::async_read_header(
         client_, client_buffer_, *parser_,
         [self = shared_from_this()](error_code ec, size_t) { self->OnHeader(ec); });
@@ -278,7 +299,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (beast::iequals(msg[http::field::expect], "100-continue")) {
       auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
                                                                      msg.version());
-      client_.expires_after(router_.options_.write_timeout);
+      ArmClient(router_.options_.write_timeout);
       http::async_write(client_, *cont, [self = shared_from_this(), cont](error_code wec, size_t) {
         if (wec) return self->Close();
         self->DoReadBody();
@@ -290,7 +311,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void DoReadBody() {
     phase_ = Phase::kBody;
-    client_.expires_after(router_.options_.body_timeout);
+    ArmClient(router_.options_.body_timeout);
     http::async_read(
         client_, client_buffer_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
           if (ec == http::error::body_limit) {
@@ -366,6 +387,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Wait() {
     phase_ = Phase::kQueued;
+    deadline_ = SteadyClock::time_point::max();  // the queue timer bounds the wait
     router_.waiting_[request_id_] = {shared_from_this(), route_.service};
     if (router_.options_.queue_timeout.count() <= 0) return;
     queue_timer_.expires_after(router_.options_.queue_timeout);
@@ -409,9 +431,9 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void ConnectTo(const tcp::endpoint& where) {
-    upstream_->stream.expires_after(router_.options_.connect_timeout);
+    ArmUpstream(router_.options_.connect_timeout);
     upstream_->stream.async_connect(where, [self = shared_from_this()](error_code ec) {
-      if (ec) return self->UpstreamFailed(ec, "connect");
+      if (ec) return self->UpstreamFailed(self->Timed(ec), "connect");
       error_code ignored;
       self->upstream_->stream.socket().set_option(tcp::no_delay(true), ignored);
       self->WriteUpstream();
@@ -419,7 +441,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void WriteUpstream() {
-    upstream_->stream.expires_after(router_.options_.write_timeout);
+    ArmUpstream(router_.options_.write_timeout);
     http::async_write(upstream_->stream, upstream_request_,
                       [self = shared_from_this()](error_code ec, size_t) {
                         if (ec) return self->UpstreamFailed(ec, "write");
@@ -432,10 +454,11 @@ class Session : public std::enable_shared_from_this<Session> {
     upstream_parser_->header_limit(router_.options_.max_header_bytes);
     upstream_parser_->body_limit(std::numeric_limits<std::uint64_t>::max());  // relayed, not kept
     if (head_request_) upstream_parser_->skip(true);
-    upstream_->stream.expires_after(router_.options_.response_timeout);
-    http::async_read_header(
-        upstream_->stream, upstream_->buffer, *upstream_parser_,
-        [self = shared_from_this()](error_code ec, size_t n) { self->OnUpstreamHeader(ec, n); });
+    ArmUpstream(router_.options_.response_timeout);
+    http::async_read_header(upstream_->stream, upstream_->buffer, *upstream_parser_,
+                            [self = shared_from_this()](error_code ec, size_t n) {
+                              self->OnUpstreamHeader(self->Timed(ec), n);
+                            });
   }
 
   // The replica failed before sending any byte of its response: retry where that is safe.
@@ -514,7 +537,7 @@ class Session : public std::enable_shared_from_this<Session> {
     // Body bytes that came with the header go out with it, in one write.
     if (upstream_->buffer.size() > 0 || upstream_parser_->is_done()) return PumpBody();
     // Nothing of the body yet (a stream that prefills first): the header goes now.
-    client_.expires_after(router_.options_.write_timeout);
+    ArmClient(router_.options_.write_timeout);
     asio::async_write(client_, asio::buffer(header_text_),
                       [self = shared_from_this()](error_code wec, size_t) {
                         if (wec) return self->ClientGone();
@@ -536,11 +559,12 @@ class Session : public std::enable_shared_from_this<Session> {
     auto& body = upstream_parser_->get().body();
     body.data = body_buffer_.data();
     body.size = body_buffer_.size();
-    upstream_->stream.expires_after(router_.options_.stream_idle_timeout);
+    ArmUpstream(router_.options_.stream_idle_timeout);
     http::async_read_some(
         upstream_->stream, upstream_->buffer, *upstream_parser_,
         [self = shared_from_this()](error_code ec, size_t) {
           if (ec == http::error::need_buffer) ec = {};
+          ec = self->Timed(ec);
           const size_t got = self->body_buffer_.size() - self->upstream_parser_->get().body().size;
           if (ec) {
             // Bytes already went to the client: all we can do is cut the connection.
@@ -559,7 +583,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // the replica is done), then reads on.
   void WriteBody(size_t n) {
     const bool last = upstream_parser_->is_done();
-    client_.expires_after(router_.options_.write_timeout);
+    ArmClient(router_.options_.write_timeout);
     auto on_written = [self = shared_from_this(), last](error_code ec, size_t) {
       if (ec) return self->ClientGone();
       self->NoteFirstByte();
@@ -583,7 +607,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // The replica is done with nothing left to relay: send what is still owed, then complete.
   void FinishBody() {
     if (!header_pending_ && !chunked_out_) return Complete();
-    client_.expires_after(router_.options_.write_timeout);
+    ArmClient(router_.options_.write_timeout);
     auto on_written = [self = shared_from_this()](error_code ec, size_t) {
       if (ec) return self->ClientGone();
       self->Complete();
@@ -620,6 +644,25 @@ class Session : public std::enable_shared_from_this<Session> {
     ResetRequest();
     if (client_keep_alive_ && !router_.stopped_) return DoIdleWait();
     CloseGracefully();
+  }
+
+  // Timeouts: one deadline per session (its operations are sequential), checked by the
+  // router's sweep, instead of a timer per socket operation (each re-arm cost a syscall).
+  void ArmClient(std::chrono::milliseconds timeout) {
+    deadline_ = SteadyClock::now() + timeout;
+    timed_out_ = false;
+    upstream_op_ = false;
+  }
+  void ArmUpstream(std::chrono::milliseconds timeout) {
+    deadline_ = SteadyClock::now() + timeout;
+    timed_out_ = false;
+    upstream_op_ = true;
+  }
+  // `ec` as the handler should see it: a timeout when the sweep cut the operation.
+  error_code Timed(error_code ec) {
+    if (!timed_out_) return ec;
+    timed_out_ = false;
+    return ec ? error_code(beast::error::timeout) : ec;
   }
 
   // ---- endings ----
@@ -692,7 +735,7 @@ class Session : public std::enable_shared_from_this<Session> {
     res->keep_alive(keep_alive);
     if (!head_request_) res->body() = std::move(body);
     res->prepare_payload();
-    client_.expires_after(router_.options_.write_timeout);
+    ArmClient(router_.options_.write_timeout);
     http::async_write(client_, *res,
                       [self = shared_from_this(), res, keep_alive](error_code ec, size_t) {
                         if (ec) return self->Close();
@@ -719,6 +762,9 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream client_;
   beast::flat_buffer client_buffer_;
   asio::steady_timer queue_timer_;
+  SteadyClock::time_point deadline_ = SteadyClock::time_point::max();
+  bool upstream_op_ = false;
+  bool timed_out_ = false;
   std::string peer_address_;
   Phase phase_ = Phase::kIdle;
 
@@ -938,6 +984,7 @@ Status RouterImpl::Start() {
   }
   port_ = acceptor_.local_endpoint(ec).port();
   DoAccept();
+  Sweep();
   thread_ = std::thread([this] { ioc_.run(); });
   return Status::Ok();
 }
@@ -954,6 +1001,22 @@ void RouterImpl::DoAccept() {
       }
     }
     DoAccept();
+  });
+}
+
+// Every 100 ms: sessions whose operation outlived its deadline are cut.
+void RouterImpl::Sweep() {
+  sweep_.expires_after(std::chrono::milliseconds(100));
+  sweep_.async_wait([this](error_code ec) {
+    if (ec || stopped_) return;
+    const SteadyClock::time_point now = SteadyClock::now();
+    std::vector<std::shared_ptr<Session>> late;
+    for (Session* s : live_) {
+      if (s->deadline() > now) continue;
+      if (auto alive = s->weak_from_this().lock()) late.push_back(std::move(alive));
+    }
+    for (auto& s : late) s->OnDeadline();
+    Sweep();
   });
 }
 
