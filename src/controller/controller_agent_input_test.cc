@@ -63,7 +63,8 @@ TEST_F(ControllerTest, DeleteAndReapplyOfOneNameNeverMixesTheTwoJobs) {
         Ok(Beat(*c_, h, {{"workers", ReplayedExit("x", previous, a["assignments"])}}));
     }
     ASSERT_EQ(Phase("x"), "Running");
-    for (const Json& w : Ok(c_->GetJob("x"))["status"]["workers"]) ASSERT_EQ(w["state"], "Running");
+    const Json job = Ok(c_->GetJob("x"));
+    for (const Json& w : job["status"]["workers"]) ASSERT_EQ(w["state"], "Running");
     // Delete: every host confirms; the job is gone and its chips free.
     Ok(c_->DeleteJob("x"));
     for (int s = 0; s < 2; ++s)
@@ -189,7 +190,8 @@ TEST_F(ControllerTest, OnlyTheAgentThatRegisteredAHostSpeaksForIt) {
   EXPECT_EQ(e.http_status, 409);
   EXPECT_EQ(e.field, "credential");
   EXPECT_NE(e.message.find("tessera delete host " + h), std::string::npos) << e.message;
-  for (const Json& x : c_->ListHosts()["items"]) {
+  const Json hosts = c_->ListHosts();
+  for (const Json& x : hosts["items"]) {
     if (x["metadata"]["name"] == h) {
       EXPECT_NE(x.dump().find("127.0.0.1"), std::string::npos);
     }
@@ -245,7 +247,8 @@ TEST_F(ControllerTest, AnAdminDeletesAHostSoThatANewAgentMayTakeItsName) {
   EXPECT_FALSE(c_->CheckHostCredential(idle, std::string(64, 'f')).has_value());
   EXPECT_EQ(c_->CheckHostCredential(idle, CredentialOf(idle))->http_status, 403);
   bool deleted_event = false;
-  for (const Json& ev : c_->ListEvents()["items"]) deleted_event |= ev["reason"] == "HostDeleted";
+  const Json events = c_->ListEvents();
+  for (const Json& ev : events["items"]) deleted_event |= ev["reason"] == "HostDeleted";
   EXPECT_TRUE(deleted_event);
 
   // The busy host once Lost may be deleted too.
