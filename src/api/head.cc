@@ -19,6 +19,7 @@
 #include "api/log_proxy.h"
 #include "api/manifest.h"
 #include "api/metrics.h"
+#include "api/service_prober.h"
 #include "api/watch_hub.h"
 #include "api/web_assets.h"
 #include "net/http_client.h"
@@ -123,6 +124,7 @@ struct Head::Impl {
 
   std::unique_ptr<WatchHub> hub;  // users' watch streams (created before the controller loads)
   std::unique_ptr<LogProxy> logs;
+  std::unique_ptr<ServiceProber> prober;  // Service readiness (service_prober.h)
 
   std::mutex watch_mu;
   std::map<std::string, std::vector<std::shared_ptr<net::StreamWriter>>> agent_streams;
@@ -489,11 +491,87 @@ Status Head::Start() {
                  });
                })));
 
+  // Services (docs/serving.md): list and watch, get, delete, scale, the router's load reports
+  // and the logs of one process of a replica group.
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/services", user([&m](const Request& r) {
+                                     return m.ListOrWatch(r, "Service");
+                                   })));
+  TESSERA_RETURN_IF_ERROR(s.Handle(
+      Method::kGet, "/api/v1/services/{name}",
+      user([&m](const Request& r) { return Reply(m.ctl->GetService(r.params.at("name"))); })));
+  TESSERA_RETURN_IF_ERROR(
+      s.Handle(Method::kDelete, "/api/v1/services/{name}", user([&m](const Request& r) {
+                 Response out = Reply(m.ctl->DeleteService(r.params.at("name")));
+                 m.Kick();
+                 return out;
+               })));
+  TESSERA_RETURN_IF_ERROR(s.Handle(
+      Method::kPost, "/api/v1/services/{name}/scale", user([&m, parse_body](const Request& r) {
+        auto doc = parse_body(r);
+        if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
+        if (!doc->is_object() || !(*doc)["replicas"].is_number_integer() ||
+            (*doc)["replicas"].get<int64_t>() < 0 || (*doc)["replicas"].get<int64_t>() > 4096)
+          return Response::Error(422, "replicas: required, a whole number from 0 to 4096",
+                                 "replicas");
+        std::string role = "server";
+        if (doc->contains("role")) {
+          if (!(*doc)["role"].is_string())
+            return Response::Error(422, "role: must be a role name", "role");
+          role = (*doc)["role"].get<std::string>();
+        }
+        Response out = Reply(m.ctl->ScaleService(
+            r.params.at("name"), role, static_cast<int>((*doc)["replicas"].get<int64_t>())));
+        m.Kick();
+        return out;
+      })));
+  TESSERA_RETURN_IF_ERROR(s.Handle(
+      Method::kPost, "/api/v1/services/{name}/load", user([&m, parse_body](const Request& r) {
+        auto doc = parse_body(r);
+        if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
+        if (!doc->is_object() || !(*doc)["ongoingRequests"].is_number() ||
+            (*doc)["ongoingRequests"].get<double>() < 0)
+          return Response::Error(422, "ongoingRequests: required, a number >= 0",
+                                 "ongoingRequests");
+        const std::string role = doc->contains("role") && (*doc)["role"].is_string()
+                                     ? (*doc)["role"].get<std::string>()
+                                     : "server";
+        return Reply(m.ctl->ReportServiceLoad(r.params.at("name"), role,
+                                              (*doc)["ongoingRequests"].get<double>()));
+      })));
+  TESSERA_RETURN_IF_ERROR(s.Handle(
+      Method::kGet, "/api/v1/services/{name}/logs", user([&m](const Request& r) {
+        const std::string name = r.params.at("name");
+        int numbers[2] = {0, 0};  // replica, worker
+        const char* keys[2] = {"replica", "worker"};
+        for (int i = 0; i < 2; ++i)
+          if (auto v = r.Query(keys[i])) {
+            const std::optional<uint64_t> parsed = ParseDecimal(*v);
+            if (!parsed || *parsed > 1'000'000)
+              return Response::Error(
+                  400, std::string(keys[i]) + ": must be a whole number >= 0, got '" + *v + "'",
+                  keys[i]);
+            numbers[i] = static_cast<int>(*parsed);
+          }
+        const std::string role = r.Query("role").value_or("server");
+        auto loc = m.ctl->LocateServiceLog(name, role, numbers[0], numbers[1]);
+        if (std::holds_alternative<controller::ApiError>(loc))
+          return FromError(std::get<controller::ApiError>(loc));
+        const auto l = std::get<controller::Controller::LogLocation>(loc);
+        LogProxy::Source source{l.address, static_cast<uint16_t>(l.port), l.path,
+                                "worker " + std::to_string(numbers[1]) + " of replica " + role +
+                                    "/" + std::to_string(numbers[0]) + " of service " + name,
+                                l.token};
+        const bool follow = r.Query("follow").value_or("false") == "true";
+        return m.logs->Serve(source, follow ? LogProxy::Mode::kFollow : LogProxy::Mode::kRead);
+      })));
+
   TESSERA_RETURN_IF_ERROR(s.Start());
   const Json head = {{"address", options_.bind_address}, {"port", s.port()}, {"pid", ::getpid()}};
   TESSERA_RETURN_IF_ERROR(
       WriteFileAtomic(options_.state_dir + "/head.json", head.dump() + "\n", 0600));
   m.loop = std::thread([&m, tick = options_.tick_ms] { m.Loop(tick); });
+  m.prober = std::make_unique<ServiceProber>(*m.ctl);
+  m.prober->Start();
   return Status::Ok();
 }
 
@@ -505,6 +583,7 @@ void Head::Stop() {
     m.stopping = true;
     m.loop_cv.notify_one();
   }
+  if (m.prober) m.prober->Stop();
   if (m.loop.joinable()) m.loop.join();
   if (m.logs) m.logs->Stop();  // log streams end with an error line, then the server stops
   if (m.server) m.server->Stop();

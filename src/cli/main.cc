@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/service_commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"tessera: a control plane for accelerator slices"};
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   tessera::cli::AddHeadCommand(app);
   tessera::cli::AddClusterCommands(app);
   tessera::cli::AddResourceCommands(app);
+  tessera::cli::AddServiceCommands(app);
   tessera::cli::AddRouterCommand(app);
   try {
     app.parse(argc, argv);

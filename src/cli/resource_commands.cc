@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "cli/client.h"
+#include "cli/service_commands.h"
 
 namespace tessera::cli {
 namespace {
@@ -243,6 +244,7 @@ void PrintPriorityClasses(const Json& items) {
 std::string KindPath(const std::string& kind) {
   if (kind == "jobs" || kind == "job" || kind == "trainjobs" || kind == "trainjob") return "jobs";
   if (kind == "hosts" || kind == "host") return "hosts";
+  if (kind == "services" || kind == "service" || kind == "svc") return "services";
   if (kind == "events" || kind == "event") return "events";
   if (kind == "queues" || kind == "queue" || kind == "clusterqueues" || kind == "clusterqueue" ||
       kind == "cq")
@@ -251,7 +253,7 @@ std::string KindPath(const std::string& kind) {
   if (kind == "priorityclasses" || kind == "priorityclass" || kind == "pc")
     return "priorityclasses";
   throw CommandError("kind '" + kind +
-                     "' is unknown; valid: jobs, hosts, events, queues (clusterqueues), "
+                     "' is unknown; valid: jobs, services, hosts, events, queues (clusterqueues), "
                      "localqueues, priorityclasses");
 }
 
@@ -314,6 +316,7 @@ void AddResourceCommands(CLI::App& app) {
       const bool wide = *output == "wide";
       if (path == "jobs") PrintJobs(list["items"], wide);
       if (path == "hosts") PrintHosts(list["items"], wide);
+      if (path == "services") PrintServices(list["items"], wide);
       if (path == "events") PrintEvents(list["items"], *object);
       if (path == "clusterqueues") PrintClusterQueues(list["items"]);
       if (path == "localqueues") PrintLocalQueues(list["items"]);
@@ -371,11 +374,14 @@ void AddResourceCommands(CLI::App& app) {
     auto flags = std::make_shared<ClientFlags>();
     auto kind = std::make_shared<std::string>();
     auto name = std::make_shared<std::string>();
-    cmd->add_option("kind", *kind, "job")->required()->check(CLI::IsMember({"job", "trainjob"}));
+    cmd->add_option("kind", *kind, "job or service")
+        ->required()
+        ->check(CLI::IsMember({"job", "trainjob", "service", "svc"}));
     cmd->add_option("name", *name, "the job's name")->required();
     flags->Add(cmd);
     cmd->callback([flags, kind, name] {
       auto client = Connect(*flags);
+      if (*kind == "service" || *kind == "svc") return DescribeService(*client, *name);
       Json j = Call(*client, net::Method::kGet, "/api/v1/jobs/" + *name);
       const Json& st = j["status"];
       const Json& sp = j["spec"];
@@ -421,15 +427,25 @@ void AddResourceCommands(CLI::App& app) {
     auto name = std::make_shared<std::string>();
     auto worker = std::make_shared<int>(0);
     auto follow = std::make_shared<bool>(false);
-    cmd->add_option("kind", *kind, "job")->required()->check(CLI::IsMember({"job", "trainjob"}));
+    auto role = std::make_shared<std::string>("server");
+    auto replica = std::make_shared<int>(0);
+    cmd->add_option("kind", *kind, "job or service")
+        ->required()
+        ->check(CLI::IsMember({"job", "trainjob", "service", "svc"}));
     cmd->add_option("name", *name, "the job's name")->required();
-    cmd->add_option("--worker", *worker, "worker rank")
+    cmd->add_option("--worker", *worker, "worker rank (a service: worker index in the replica)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--role", *role, "service: the role")->capture_default_str();
+    cmd->add_option("--replica", *replica, "service: the replica")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
     cmd->add_flag("-f,--follow", *follow, "keep printing as the worker writes");
     flags->Add(cmd);
     cmd->callback([flags, kind, name, worker, follow, role, replica] {
       auto client = Connect(*flags);
+      if (*kind == "service" || *kind == "svc")
+        return ServiceLogs(*client, *name, *role, *replica, *worker, *follow);
       const std::string target =
           "/api/v1/jobs/" + *name + "/logs?worker=" + std::to_string(*worker);
       if (!*follow) {
@@ -463,7 +479,8 @@ void AddResourceCommands(CLI::App& app) {
     auto ignore = std::make_shared<bool>(false);
     cmd->add_option("kind", *kind, "job, clusterqueue, localqueue, priorityclass or host")
         ->required()
-        ->check(CLI::IsMember({"job", "trainjob", "clusterqueue", "localqueue", "priorityclass"}));
+        ->check(CLI::IsMember(
+            {"job", "trainjob", "service", "clusterqueue", "localqueue", "priorityclass"}));
     cmd->add_option("name", *name, "the object's name")->required();
     cmd->add_flag("--ignore-not-found", *ignore, "succeed when the object does not exist");
     flags->Add(cmd);
@@ -472,6 +489,7 @@ void AddResourceCommands(CLI::App& app) {
       const std::string object = (job ? std::string("trainjob") : *kind) + "/" + *name;
       const std::string path = job                        ? "/api/v1/jobs/"
                                : *kind == "priorityclass" ? "/api/v1/priorityclasses/"
+                               : *kind == "service"       ? "/api/v1/services/"
                                                           : "/api/v1/" + *kind + "s/";
       auto client = Connect(*flags);
       auto r = client->Request(net::Method::kDelete, path + *name);

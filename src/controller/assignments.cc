@@ -68,6 +68,7 @@ Json Controller::AssignmentsLocked(const std::string& host) const {
     if (!job.status.stopping || job.status.attempt < 0 || grace < 0 || !job.OnHost(host)) continue;
     stop.push_back({name, job.status.attempt, grace, job.uid});
   }
+  AppendServiceAssignments(host, out, stop);  // services.cc
   return Json::parse(protocol::AssignmentSnapshotJson(assignment_revision_, out, stop));
 }
 

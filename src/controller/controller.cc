@@ -135,6 +135,8 @@ std::optional<Controller::VersionedList> Controller::ListWithVersion(
     list = ListHostsLocked();
   } else if (kind == api::kEventKind) {
     list = ListEventsLocked();
+  } else if (kind == "Service") {
+    list = ListServicesLocked();
   } else if (kind == "ClusterQueue" || kind == "LocalQueue" || kind == "PriorityClass") {
     list = ListQueueObjectsLocked(kind);
   } else {
@@ -253,6 +255,7 @@ Status Controller::Load() {
   } else if (counter.status().code() != StatusCode::kNotFound) {
     return counter.status();
   }
+  TESSERA_RETURN_IF_ERROR(LoadServices());
   for (const char* kind : {"ClusterQueue", "LocalQueue", "PriorityClass"})
     TESSERA_RETURN_IF_ERROR(LoadQueueObjects(kind));
   TESSERA_RETURN_IF_ERROR(events_.Load(store_));
@@ -275,6 +278,8 @@ Status Controller::Tick() {
     Status s = RunStep(name, [&](TrainJob& job) { return train_.Tick(job, view, now); });
     if (first.ok()) first = s;
   }
+  Status services = TickServices(now);
+  if (first.ok()) first = services;
   Status scheduled = Schedule();
   if (first.ok()) first = scheduled;
   Status deferred = std::exchange(deferred_error_, Status::Ok());

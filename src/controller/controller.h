@@ -51,6 +51,7 @@
 #include "placement/planner.h"
 #include "protocol/wire.h"
 #include "store/store.h"
+#include "workload/service_lifecycle.h"
 #include "workload/train_lifecycle.h"
 
 namespace tessera::controller {
@@ -145,6 +146,36 @@ class Controller {
     bool running = false;
   };
   ApiResult<LogLocation> LocateLog(const std::string& job, int rank) const;
+
+  // --- Services (services.cc; docs/serving.md) ---
+  // Apply (create, or a new spec for an existing one: a rolling update when a role's template
+  // changed); 422 naming the field, 409 when a TrainJob has the name or it is being deleted.
+  ApiResult<Json> ApplyService(const Json& doc);
+  ApiResult<Json> GetService(const std::string& name) const;
+  Json ListServices() const;
+  // Stops every replica group, then removes the service. 404 when missing.
+  ApiResult<Json> DeleteService(const std::string& name);
+  // 422 naming the field for an unknown or autoscaled role.
+  ApiResult<Json> ScaleService(const std::string& name, const std::string& role, int replicas);
+  // A router's load report for a role (ongoing = in flight + queued over its replicas).
+  ApiResult<Json> ReportServiceLoad(const std::string& name, const std::string& role,
+                                    double ongoing_requests);
+  // Worker `worker` of replica `replica` of `role`, its current incarnation.
+  ApiResult<LogLocation> LocateServiceLog(const std::string& name, const std::string& role,
+                                          int replica, int worker) const;
+  // Readiness: the leaders whose probe is due (period elapsed, or never probed), and their
+  // results. The head's prober (api/service_prober.h) calls these from its own thread.
+  struct ProbeTarget {
+    std::string service, role;
+    int replica = 0;
+    int incarnation = 0;
+    std::string address;
+    int port = 0;
+    std::string path;
+    int64_t timeout_ms = 0;
+  };
+  std::vector<ProbeTarget> DueProbes() const;
+  void ReportReadiness(const ProbeTarget& target, bool ready, const std::string& message);
 
   // --- agents (messages of protocol/wire.h, decoded by the HTTP layer) ---
   // Registers or re-registers a host; the reply (RegisterReplyJson) names it and gives the
@@ -255,6 +286,29 @@ class Controller {
   Json AssignmentsLocked(const std::string& host) const;
   void NotifyHosts(const std::set<std::string>& hosts);
 
+  // --- Services (services.cc) ---
+  using ServiceStep = std::function<ServiceEffects(Service&)>;
+  // RunStep for a service; `store_uid_counter`: the step took next_uid_ as a group's owner id,
+  // so the counter goes into the same write.
+  Status RunServiceStep(const std::string& name, const ServiceStep& step,
+                        bool store_uid_counter = false);
+  Service* FindService(const std::string& name);
+  Json ListServicesLocked() const;
+  std::vector<int> ServicePorts(const std::vector<WorkerHost>& hosts, int port);
+  int FreshMasterPort();
+  // Restarts groups whose backoff is over and places waiting groups, one slice each.
+  Status ScheduleServices();
+  void ReserveServiceGroups();                       // after an inventory rebuild
+  std::string ServiceOwnerOf(uint64_t owner) const;  // "" when no group holds `owner`
+  void AppendServiceAssignments(const std::string& host, std::vector<protocol::Assignment>& out,
+                                std::vector<protocol::StopRequest>& stop) const;
+  // Process reports and stop confirmations of a heartbeat; the first store error in `failed`.
+  void ServiceReports(const std::string& host, const protocol::Heartbeat& beat, int64_t now,
+                      Status& failed);
+  Status ServicesHostLost(const std::string& host, const std::string& why);
+  Status TickServices(int64_t now);
+  Status LoadServices();
+
   // --- queue objects (controller_queues.cc) ---
   ApiResult<Json> ApplyQueueObject(const std::string& kind, const Json& doc);
   Status LoadQueueObjects(const std::string& kind);
@@ -267,10 +321,12 @@ class Controller {
   SlicePlanner planner_;
   Admitter admitter_;  // built once: its planner tables cost milliseconds
   TrainLifecycle train_;
+  ServiceLifecycle services_life_;
   mutable std::mutex mu_;
   Rng rng_;
   std::map<std::string, RegisteredHost> hosts_;
   std::map<std::string, TrainJob> jobs_;
+  std::map<std::string, Service> services_;
   uint64_t next_uid_ = 1;  // never reused: persisted as kUidCounterKind (Load)
   EventLog events_;
   std::vector<Json> unannounced_;  // committed events not yet emitted

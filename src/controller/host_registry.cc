@@ -95,7 +95,7 @@ std::string Controller::OwnerOf(const std::string& host) const {
   if (!o.valid()) return "";
   for (const auto& [name, job] : jobs_)
     if (job.uid == o.value()) return name;
-  return "";
+  return ServiceOwnerOf(o.value());
 }
 
 Json Controller::HostJsonLocked(const RegisteredHost& h) const {
@@ -298,6 +298,7 @@ ApiResult<Json> Controller::Heartbeat(const std::string& name, const protocol::H
       confirmed.push_back(jn);
   for (const auto& jn : confirmed)
     run(jn, [&](TrainJob& j) { return train_.ConfirmStopped(j, name, now); });
+  ServiceReports(name, beat, now, failed);  // services.cc
   ScheduleAfterRequest();
   if (!failed.ok()) return ToApiError(failed);
   return AssignmentsLocked(name);
@@ -390,6 +391,7 @@ void Controller::RebuildInventory() {
   inventory_ready_ = true;
   for (const auto& [name, job] : jobs_)
     if (job.HoldsChips()) ReserveJob(job);
+  ReserveServiceGroups();
 }
 
 void Controller::ReserveJob(const TrainJob& job) {

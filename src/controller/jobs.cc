@@ -13,6 +13,7 @@ ApiResult<Json> Controller::Apply(const Json& doc) {
   auto kind = api::DocumentKind(doc);
   if (!kind.ok()) return ToApiError(kind.status());
   if (*kind == api::kTrainJobKind) return CreateJob(doc);
+  if (*kind == "Service") return ApplyService(doc);
   return ApplyQueueObject(*kind, doc);
 }
 

@@ -41,6 +41,10 @@ Status Controller::ExpireLeases(int64_t now) {
         return told;
       }
     }
+    if (Status told = ServicesHostLost(name, why); !told.ok()) {  // services.cc
+      h.status.lost = false;
+      return told;
+    }
   }
   return Status::Ok();
 }

@@ -33,6 +33,7 @@ Status Controller::Schedule() {
   // pass instead of re-entering.
   for (int pass = 0; pass < 4; ++pass) {
     schedule_requested_ = false;
+    TESSERA_RETURN_IF_ERROR(ScheduleServices());  // services.cc
     TESSERA_RETURN_IF_ERROR(cluster_queues_.empty() ? ScheduleFirstComeFirstServed()
                                                     : ScheduleThroughQueues());
     if (!schedule_requested_) break;

@@ -1,0 +1,141 @@
+#include "cli/service_commands.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include "cli/client.h"
+
+namespace tessera::cli {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string RoleSummary(const Json& role) {
+  return role.value("name", "") + " " + std::to_string(role.value("readyReplicas", 0)) + "/" +
+         std::to_string(role.value("desiredReplicas", 0));
+}
+
+const Json& Events(net::HttpClient& client, Json& holder) {
+  holder = Call(client, net::Method::kGet, "/api/v1/events");
+  return holder["items"];
+}
+
+}  // namespace
+
+void PrintServices(const Json& items, bool wide) {
+  std::printf("%-24s %-12s %-22s %-10s %s\n", "NAME", "PHASE", "READY (ROLE READY/WANT)",
+              "ENDPOINTS", wide ? "REASON: MESSAGE" : "REASON");
+  for (const Json& s : items) {
+    const Json& st = s["status"];
+    std::string roles;
+    for (const Json& r : st.value("roles", Json::array()))
+      roles += (roles.empty() ? "" : ", ") + RoleSummary(r);
+    int ready = 0, all = 0;
+    for (const Json& e : st.value("endpoints", Json::array())) {
+      ++all;
+      ready += e.value("ready", false) ? 1 : 0;
+    }
+    std::string reason = st.value("reason", "");
+    if (wide) reason += ": " + st.value("message", "");
+    std::printf("%-24s %-12s %-22s %-10s %s\n", s["metadata"].value("name", "").c_str(),
+                st.value("phase", "").c_str(), roles.c_str(),
+                (std::to_string(ready) + "/" + std::to_string(all)).c_str(), reason.c_str());
+  }
+}
+
+void DescribeService(net::HttpClient& client, const std::string& name) {
+  Json s = Call(client, net::Method::kGet, "/api/v1/services/" + name);
+  const Json& st = s["status"];
+  std::cout << "Name:     " << name << "\n"
+            << "Phase:    " << st.value("phase", "") << "\n"
+            << "Reason:   " << st.value("reason", "") << "\n"
+            << "Message:  " << st.value("message", "") << "\n";
+  for (const Json& role : st.value("roles", Json::array())) {
+    const std::string rn = role.value("name", "");
+    Json spec;
+    for (const Json& r : s["spec"].value("roles", Json::array()))
+      if (r.value("name", "") == rn) spec = r;
+    std::cout << "Role " << rn << ": " << spec.value("accelerator", "") << " "
+              << spec.value("topology", "") << " per replica, generation "
+              << role.value("generation", 0) << ", " << role.value("readyReplicas", 0) << " of "
+              << role.value("desiredReplicas", 0) << " ready\n";
+    if (role.contains("autoscaler"))
+      std::cout << "  Autoscaler: " << role["autoscaler"].value("desiredReplicas", 0)
+                << " replicas: " << role["autoscaler"].value("reason", "") << "\n";
+    std::printf("  %-8s %-4s %-11s %-9s %-22s %-22s %s\n", "REPLICA", "GEN", "PHASE", "RESTARTS",
+                "SLICE", "LEADER", "HOSTS / REASON: MESSAGE");
+    for (const Json& r : role.value("replicas", Json::array())) {
+      std::string hosts;
+      for (const Json& h : r.value("hosts", Json::array()))
+        hosts += (hosts.empty() ? "" : ",") + h.get<std::string>();
+      std::string leader = "-";
+      if (r.contains("leader"))
+        leader =
+            r["leader"].value("address", "") + ":" + std::to_string(r["leader"].value("port", 0));
+      std::printf("  %-8d %-4d %-11s %-9d %-22s %-22s %s\n", r.value("replica", 0),
+                  r.value("generation", 0), r.value("phase", "").c_str(), r.value("restarts", 0),
+                  r.value("slice", "").c_str(), leader.c_str(),
+                  (hosts.empty() ? "" : hosts + " ").c_str());
+      std::printf("  %-8s %s: %s\n", "", r.value("reason", "").c_str(),
+                  r.value("message", "").c_str());
+    }
+  }
+  std::cout << "Endpoints:\n";
+  for (const Json& e : st.value("endpoints", Json::array()))
+    std::printf("  %s/%d gen %d %s:%d %s\n", e.value("role", "").c_str(), e.value("replica", 0),
+                e.value("generation", 0), e.value("address", "").c_str(), e.value("port", 0),
+                e.value("ready", false) ? "ready" : "not ready");
+  Json holder;
+  std::cout << "Events:\n";
+  for (const Json& e : Events(client, holder))
+    if (e.value("object", "") == "service/" + name)
+      std::printf("  %-8s %-16s %s\n", e.value("type", "").c_str(), e.value("reason", "").c_str(),
+                  e.value("message", "").c_str());
+}
+
+void ServiceLogs(net::HttpClient& client, const std::string& name, const std::string& role,
+                 int replica, int worker, bool follow) {
+  const std::string target = "/api/v1/services/" + name + "/logs?role=" + role +
+                             "&replica=" + std::to_string(replica) +
+                             "&worker=" + std::to_string(worker);
+  if (!follow) {
+    auto r = client.Request(net::Method::kGet, target);
+    if (!r.ok()) throw CommandError("cannot reach the head: " + r.status().message(), 1);
+    if (r->status >= 400) {
+      Json j = Json::parse(r->body, nullptr, false);
+      throw CommandError(j.is_object() ? j.value("error", r->body) : r->body, 1);
+    }
+    std::cout << r->body << std::flush;
+    return;
+  }
+  Status s = client.Stream(net::Method::kGet, target + "&follow=true", [](std::string_view line) {
+    std::cout << line << "\n" << std::flush;
+    return true;
+  });
+  if (!s.ok()) throw CommandError(s.message(), 1);
+}
+
+void AddServiceCommands(CLI::App& app) {
+  auto* cmd = app.add_subcommand("scale", "Set the replica count of a Service role");
+  auto flags = std::make_shared<ClientFlags>();
+  auto kind = std::make_shared<std::string>();
+  auto name = std::make_shared<std::string>();
+  auto role = std::make_shared<std::string>("server");
+  auto replicas = std::make_shared<int>(-1);
+  cmd->add_option("kind", *kind, "service")->required()->check(CLI::IsMember({"service", "svc"}));
+  cmd->add_option("name", *name, "the service's name")->required();
+  cmd->add_option("--role", *role, "the role to scale")->capture_default_str();
+  cmd->add_option("--replicas", *replicas, "the new replica count")
+      ->required()
+      ->check(CLI::Range(0, 4096));
+  flags->Add(cmd);
+  cmd->callback([flags, kind, name, role, replicas] {  // the options write into these
+    auto client = Connect(*flags);
+    const Json body = {{"role", *role}, {"replicas", *replicas}};
+    Json s = Call(*client, net::Method::kPost, "/api/v1/services/" + *name + "/scale", body.dump());
+    std::cout << "service/" << *name << " role " << *role << " scaled to " << *replicas
+              << " replicas\n";
+  });
+}
+
+}  // namespace tessera::cli

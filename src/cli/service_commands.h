@@ -1,0 +1,24 @@
+// The Service parts of the resource commands (docs/serving.md): the table of `tessera get
+// services`, `describe service`, `logs service` and `delete service` (called from
+// resource_commands.cc, which owns those subcommands), and the `scale` subcommand.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/commands.h"
+#include "net/http_client.h"
+
+namespace tessera::cli {
+
+void PrintServices(const nlohmann::json& items, bool wide);
+// Status, replicas per role (phase, hosts, slice, readiness, restarts), the autoscaler's last
+// decision with its reason, endpoints and events.
+void DescribeService(net::HttpClient& client, const std::string& name);
+// The log of worker `worker` of replica `replica` of `role`; `follow` keeps printing.
+void ServiceLogs(net::HttpClient& client, const std::string& name, const std::string& role,
+                 int replica, int worker, bool follow);
+// `tessera scale service NAME --role R --replicas N`.
+void AddServiceCommands(CLI::App& app);
+
+}  // namespace tessera::cli

@@ -1,0 +1,547 @@
+// Controller: Services (workload/service_lifecycle.h) in the head. The user API (apply, get,
+// list, scale, delete, load reports, log location), the driver of service steps
+// (RunServiceStep: step, one store write with the events, free group slices, revision +
+// notify, emit), placement of each replica group on one whole slice through the planner, the
+// group's assignments (the slice's TPU environment plus the TESSERA_* serving variables and
+// PORT), agents' process reports, lost hosts, timers and readiness probe targets.
+//
+// Placement is first come, first served by service uid and replica, before training jobs are
+// scheduled; with ClusterQueues defined, service groups take free capacity the same way (they
+// are not yet admitted through the queues: docs/serving.md "Not yet").
+#include <algorithm>
+
+#include "api/service_json.h"
+#include "api/service_manifest.h"
+#include "controller/controller.h"
+#include "protocol/credential.h"
+#include "workload/worker_env.h"
+
+namespace tessera::controller {
+namespace {
+
+std::string ServiceObject(const std::string& name) { return "service/" + name; }
+
+}  // namespace
+
+Service* Controller::FindService(const std::string& name) {
+  auto it = services_.find(name);
+  return it == services_.end() ? nullptr : &it->second;
+}
+
+Status Controller::RunServiceStep(const std::string& name, const ServiceStep& step,
+                                  bool store_uid_counter) {
+  Service* svc = FindService(name);
+  if (svc == nullptr) return NotFound("service '" + name + "' not found");
+  Service before = *svc;
+  ServiceEffects e = step(*svc);
+  if (e.empty() && e.release_owners.empty()) return Status::Ok();
+  store::WriteBatch batch;
+  if (e.remove)
+    batch.Delete(api::kServiceKind, name);
+  else if (e.persist)
+    batch.Update(api::kServiceKind, name, api::ServiceJson(*svc).dump(), svc->runtime.version);
+  if (store_uid_counter)
+    batch.Put(kUidCounterKind, kUidCounterName, Json{{"next", next_uid_ + 1}}.dump());
+  auto committed = CommitWithEvents(batch, ServiceObject(name), e.events);
+  if (!committed.ok()) {
+    *svc = std::move(before);
+    return Unavailable(committed.status().message());
+  }
+  if (store_uid_counter) ++next_uid_;
+  if (e.persist && !e.remove) svc->runtime.version = *committed;
+  if (inventory_ready_)
+    for (uint64_t owner : e.release_owners) inventory_.Release(OwnerId(owner));
+  if (e.assignments_changed) {
+    ++assignment_revision_;
+    svc->runtime.stop_revision = assignment_revision_;
+  }
+  NotifyHosts(e.notify_hosts);
+  if (e.remove) {
+    Emit(api::kServiceKind, "DELETED", api::ServiceJson(*svc));
+    services_.erase(name);
+  } else if (e.persist) {
+    Emit(api::kServiceKind, "MODIFIED", api::ServiceJson(*svc));
+  }
+  AnnounceEvents();
+  if (e.schedule) schedule_requested_ = true;
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Users
+
+ApiResult<Json> Controller::ApplyService(const Json& doc) {
+  auto spec = api::ParseService(doc);
+  if (!spec.ok()) return ToApiError(spec.status());
+  std::lock_guard lock(mu_);
+  if (Status s = RefreshInventory(); !s.ok()) return ToApiError(s);
+  if (jobs_.count(spec->name))
+    return ApiError{409,
+                    "metadata.name: a TrainJob is named '" + spec->name +
+                        "'; a Service needs a name of its own",
+                    "metadata.name"};
+  for (size_t i = 0; i < spec->roles.size() && inventory_ready_; ++i) {
+    const ServiceRoleSpec& role = spec->roles[i];
+    const std::string field =
+        (spec->roles.size() == 1 ? std::string("spec") : "spec.roles[" + std::to_string(i) + "]");
+    if (role.accelerator != inventory_.generation())
+      return ApiError{422,
+                      field + ".accelerator: this cluster has " +
+                          std::string(GenerationName(inventory_.generation())) + " hosts; a " +
+                          std::string(GenerationName(role.accelerator)) +
+                          " replica can never run here",
+                      field + ".accelerator"};
+    Inventory empty = inventory_;
+    for (const auto& [owner, hosts] : inventory_.owners()) empty.Release(owner);
+    for (const Host& h : empty.hosts())
+      if (Status s = empty.SetHealth(h.id, Health::kHealthy); !s.ok()) return ToApiError(s);
+    PlanResult p = planner_.Plan(empty, {role.accelerator, role.topology, 1});
+    if (p.reason == NoFit::kNeverFits || p.reason == NoFit::kNotEnoughChips)
+      return ApiError{422,
+                      field + ".topology: one " + role.topology.ToString() +
+                          " replica can never fit this cluster: " + p.message,
+                      field + ".topology"};
+  }
+  if (!spec->priority.empty() && !priority_classes_.count(spec->priority))
+    return ApiError{422, "spec.priority: PriorityClass '" + spec->priority + "' does not exist",
+                    "spec.priority"};
+  const std::string name = spec->name;
+  const View view(*this);
+  if (Service* existing = FindService(name)) {
+    if (existing->status.deleting)
+      return ApiError{409, "metadata.name: service '" + name + "' is being deleted; wait",
+                      "metadata.name"};
+    Status s = RunServiceStep(
+        name, [&](Service& svc) { return services_life_.Apply(svc, std::move(*spec), view); });
+    if (!s.ok()) return ToApiError(s);
+    ScheduleAfterRequest();
+    auto it = services_.find(name);
+    if (it == services_.end()) return Json{{"name", name}};
+    return api::ServiceJson(it->second);
+  }
+  Service svc = ServiceLifecycle::Create(std::move(*spec), next_uid_, NowMs());
+  store::WriteBatch batch;
+  batch.Create(api::kServiceKind, name, api::ServiceJson(svc).dump());
+  batch.Put(kUidCounterKind, kUidCounterName, Json{{"next", next_uid_ + 1}}.dump());
+  auto committed =
+      CommitWithEvents(batch, ServiceObject(name), {JobEvent{false, "Created", "accepted"}});
+  if (!committed.ok()) {
+    if (committed.status().code() == StatusCode::kAlreadyExists)
+      return ApiError{409, "metadata.name: '" + name + "' already exists", "metadata.name"};
+    return ToApiError(Unavailable(committed.status().message()));
+  }
+  ++next_uid_;
+  svc.runtime.version = *committed;
+  Json out = api::ServiceJson(svc);
+  Emit(api::kServiceKind, "ADDED", out);
+  AnnounceEvents();
+  services_[name] = std::move(svc);
+  schedule_requested_ = true;
+  ScheduleAfterRequest();
+  return out;
+}
+
+ApiResult<Json> Controller::GetService(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = services_.find(name);
+  if (it == services_.end()) return ApiError{404, "service '" + name + "' not found", ""};
+  return api::ServiceJson(it->second);
+}
+
+Json Controller::ListServicesLocked() const {
+  std::vector<const Service*> all;
+  for (const auto& [name, svc] : services_) all.push_back(&svc);
+  std::sort(all.begin(), all.end(),
+            [](const Service* a, const Service* b) { return a->uid < b->uid; });
+  Json items = Json::array();
+  for (const Service* s : all) items.push_back(api::ServiceJson(*s));
+  return {{"kind", "ServiceList"}, {"items", items}};
+}
+
+Json Controller::ListServices() const {
+  std::lock_guard lock(mu_);
+  return ListServicesLocked();
+}
+
+ApiResult<Json> Controller::DeleteService(const std::string& name) {
+  std::lock_guard lock(mu_);
+  if (!services_.count(name)) return ApiError{404, "service '" + name + "' not found", ""};
+  const View view(*this);
+  Status s = RunServiceStep(name, [&](Service& svc) { return services_life_.Delete(svc, view); });
+  if (!s.ok()) return ToApiError(s);
+  ScheduleAfterRequest();
+  return Json{{"name", name}, {"status", services_.count(name) ? "Deleting" : "Deleted"}};
+}
+
+ApiResult<Json> Controller::ScaleService(const std::string& name, const std::string& role,
+                                         int replicas) {
+  std::lock_guard lock(mu_);
+  if (!services_.count(name)) return ApiError{404, "service '" + name + "' not found", ""};
+  const View view(*this);
+  Status refused = Status::Ok();
+  Status s = RunServiceStep(name, [&](Service& svc) {
+    auto e = services_life_.Scale(svc, role, replicas, view);
+    if (!e.ok()) {
+      refused = e.status();
+      return ServiceEffects{};
+    }
+    return *e;
+  });
+  if (!refused.ok()) return ToApiError(refused);
+  if (!s.ok()) return ToApiError(s);
+  ScheduleAfterRequest();
+  return api::ServiceJson(services_.at(name));
+}
+
+ApiResult<Json> Controller::ReportServiceLoad(const std::string& name, const std::string& role,
+                                              double ongoing_requests) {
+  std::lock_guard lock(mu_);
+  Service* svc = FindService(name);
+  if (svc == nullptr) return ApiError{404, "service '" + name + "' not found", ""};
+  if (svc->spec.Role(role) == nullptr)
+    return ApiError{422, "role: '" + role + "' is not a role of service " + name, "role"};
+  // Stamped with the head's clock: the autoscaler's delays and window are the head's time,
+  // whatever the router's clock says.
+  services_life_.Load(*svc, role, LoadSample{NowMs(), ongoing_requests});
+  return Json{{"accepted", true}};
+}
+
+ApiResult<Controller::LogLocation> Controller::LocateServiceLog(const std::string& name,
+                                                                const std::string& role,
+                                                                int replica, int worker) const {
+  std::lock_guard lock(mu_);
+  auto it = services_.find(name);
+  if (it == services_.end()) return ApiError{404, "service '" + name + "' not found", ""};
+  const RoleStatus* rs = it->second.status.Role(role);
+  if (rs == nullptr)
+    return ApiError{400, "role: '" + role + "' is not a role of service " + name, "role"};
+  const ReplicaStatus* r = nullptr;
+  for (const ReplicaStatus& x : rs->replicas)
+    if (x.replica == replica) r = &x;
+  if (r == nullptr)
+    return ApiError{400, "replica: role " + role + " has no replica " + std::to_string(replica),
+                    "replica"};
+  if (r->processes.empty() || r->incarnation == 0)
+    return ApiError{
+        404, "replica " + std::to_string(replica) + " has no processes (" + r->reason + ")", ""};
+  if (worker < 0 || worker >= static_cast<int>(r->processes.size()))
+    return ApiError{400,
+                    "worker: replica " + std::to_string(replica) + " has workers 0.." +
+                        std::to_string(r->processes.size() - 1),
+                    "worker"};
+  const ServiceProcess& p = r->processes[static_cast<size_t>(worker)];
+  auto h = hosts_.find(p.host);
+  if (h == hosts_.end()) return ApiError{404, "host " + p.host + " is gone", ""};
+  LogLocation loc;
+  loc.address = h->second.spec.address;
+  loc.port = h->second.spec.agent_port;
+  if (loc.port == 0)
+    return ApiError{404, "host " + p.host + " serves no logs: its agent has no agentPort", ""};
+  loc.token = protocol::LogTokenFromHash(h->second.credential_hash);
+  loc.path = "/logs/" + ReplicaWorkloadName(name, role, replica) + "/" +
+             std::to_string(it->second.uid) + "/" + std::to_string(r->incarnation) + "/" +
+             std::to_string(worker);
+  loc.running = p.phase != ProcessPhase::kExited;
+  return loc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Placement
+
+// On a real cluster every process listens on the role's port; where hosts share an address
+// (a local emulated cluster), each process gets its own port from the port range.
+std::vector<int> Controller::ServicePorts(const std::vector<WorkerHost>& hosts, int port) {
+  std::set<std::string> addresses;
+  bool shared = false;
+  for (const auto& [name, h] : hosts_) shared = shared || !addresses.insert(h.spec.address).second;
+  std::vector<int> out;
+  if (!shared) return std::vector<int>(hosts.size(), port);
+  std::set<int> used;
+  for (const auto& [name, svc] : services_)
+    for (const RoleStatus& role : svc.status.roles)
+      for (const ReplicaStatus& r : role.replicas)
+        for (const ServiceProcess& p : r.processes) used.insert(p.port);
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    int candidate = 0;
+    do {
+      candidate =
+          options_.port_range_start + static_cast<int>(rng_.Uniform(options_.port_range_size - 1));
+    } while (used.count(candidate) || used.count(candidate + 1));
+    used.insert(candidate);
+    out.push_back(candidate);
+  }
+  return out;
+}
+
+int Controller::FreshMasterPort() {
+  return options_.port_range_start + static_cast<int>(rng_.Uniform(options_.port_range_size - 1));
+}
+
+Status Controller::ScheduleServices() {
+  std::vector<Service*> order;
+  for (auto& [name, svc] : services_) order.push_back(&svc);
+  std::sort(order.begin(), order.end(), [](Service* a, Service* b) { return a->uid < b->uid; });
+  const int64_t now = NowMs();
+  for (Service* svc : order) {
+    const std::string name = svc->name();
+    for (const ReplicaKey& key : ServiceLifecycle::DueRestarts(*svc, now)) {
+      const RoleStatus* rs = svc->status.Role(key.role);
+      const ServiceRoleSpec* spec = svc->spec.Role(key.role);
+      if (rs == nullptr || spec == nullptr) continue;
+      std::vector<WorkerHost> hosts;
+      for (const ReplicaStatus& r : rs->replicas)
+        if (r.replica == key.replica)
+          for (const ServiceProcess& p : r.processes) hosts.push_back({p.host, p.address});
+      GroupPorts ports{FreshMasterPort(), ServicePorts(hosts, spec->port)};
+      TESSERA_RETURN_IF_ERROR(RunServiceStep(
+          name, [&](Service& s) { return services_life_.Restart(s, key, ports, now); }));
+    }
+    if (services_.count(name) == 0) continue;
+    for (const ReplicaKey& key : ServiceLifecycle::WaitingForSlice(*svc)) {
+      const ServiceRoleSpec* spec = svc->spec.Role(key.role);
+      if (spec == nullptr) continue;
+      PlanResult plan = planner_.Plan(inventory_, {spec->accelerator, spec->topology, 1});
+      if (!plan.placed()) {
+        const std::string reason = NoFitName(plan.reason);
+        TESSERA_RETURN_IF_ERROR(RunServiceStep(name, [&](Service& s) {
+          return services_life_.SetPending(s, key, reason, plan.message);
+        }));
+        continue;
+      }
+      const uint64_t owner = next_uid_;
+      if (!ApplyPlan(inventory_, OwnerId(owner), plan).ok()) continue;
+      GroupPlacement placement;
+      placement.owner = owner;
+      const SlicePlacement& p = plan.slices[0];
+      for (HostId id : p.hosts) {
+        const std::string& hn = host_names_[id.value()];
+        auto h = hosts_.find(hn);
+        placement.hosts.push_back({hn, h == hosts_.end() ? "127.0.0.1" : h->second.spec.address});
+      }
+      placement.slice = p.fixed_slice.valid()
+                            ? slice_names_[p.fixed_slice.value()]
+                            : name + "-" + key.role + "-" + std::to_string(key.replica);
+      placement.master_port = FreshMasterPort();
+      placement.ports = ServicePorts(placement.hosts, spec->port);
+      Status placed = RunServiceStep(
+          name, [&](Service& s) { return services_life_.Place(s, key, placement, now); },
+          /*store_uid_counter=*/true);
+      if (!placed.ok()) {
+        inventory_.Release(OwnerId(owner));
+        return placed;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+void Controller::ReserveServiceGroups() {
+  for (const auto& [name, svc] : services_)
+    for (const RoleStatus& role : svc.status.roles)
+      for (const ReplicaStatus& r : role.replicas) {
+        if (!r.placed()) continue;
+        std::vector<HostId> ids;
+        for (const ServiceProcess& p : r.processes)
+          if (auto it = host_ids_.find(p.host); it != host_ids_.end()) ids.push_back(it->second);
+        if (ids.empty()) continue;
+        if (Status s = inventory_.Reserve(OwnerId(r.owner), ids); !s.ok())
+          inventory_conflicts_.push_back("service " + name + " replica " + role.name + "/" +
+                                         std::to_string(r.replica) + ": " + s.message());
+      }
+}
+
+std::string Controller::ServiceOwnerOf(uint64_t owner) const {
+  for (const auto& [name, svc] : services_)
+    for (const RoleStatus& role : svc.status.roles)
+      for (const ReplicaStatus& r : role.replicas)
+        if (r.owner == owner) return name;
+  return "";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Assignments and agents' reports
+
+void Controller::AppendServiceAssignments(const std::string& host,
+                                          std::vector<protocol::Assignment>& out,
+                                          std::vector<protocol::StopRequest>& stop) const {
+  std::vector<const Service*> order;
+  for (const auto& [name, svc] : services_)
+    if (svc.OnHost(host)) order.push_back(&svc);
+  std::sort(order.begin(), order.end(),
+            [](const Service* a, const Service* b) { return a->uid < b->uid; });
+  for (const Service* svc : order)
+    for (const RoleStatus& role : svc->status.roles) {
+      const ServiceRoleSpec* spec = svc->spec.Role(role.name);
+      for (const ReplicaStatus& r : role.replicas) {
+        if (!r.OnHost(host)) continue;
+        const std::string workload = ReplicaWorkloadName(svc->name(), role.name, r.replica);
+        // A group recreated after a failure or moved off a lost host: kill what is left of it
+        // at once. Groups scaled down, replaced or deleted get their own grace.
+        if (r.stopping && r.after_stop != AfterStop::kRemove)
+          stop.push_back({workload, r.incarnation, 0, svc->uid});
+        if (!r.Assigned() || spec == nullptr) continue;
+        auto topology = SliceTopology::Make(spec->accelerator, spec->topology);
+        if (!topology.ok()) continue;  // validated at apply: cannot happen
+        AttemptLayout layout;
+        layout.job = workload;
+        layout.attempt = r.incarnation;
+        layout.topology = *topology;
+        layout.slices.emplace_back();
+        for (const ServiceProcess& p : r.processes)
+          layout.slices.back().push_back({p.host, p.address});
+        layout.slice_names = {r.slice};
+        layout.master_port = r.master_port;
+        layout.jax_port = r.master_port + 1;
+        const ServiceProcess& leader = r.processes[0];
+        for (const WorkerEnv& e : ComputeWorkerEnv(layout)) {
+          if (e.host != host) continue;
+          std::map<std::string, std::string> env = spec->env;
+          for (const auto& [k, v] : e.env) env[k] = v;
+          const ServiceProcess& p = r.processes[static_cast<size_t>(e.worker)];
+          env["TESSERA_SERVICE"] = svc->name();
+          env["TESSERA_ROLE"] = role.name;
+          env["TESSERA_REPLICA"] = std::to_string(r.replica);
+          env["TESSERA_LEADER_ADDRESS"] = leader.address + ":" + std::to_string(leader.port);
+          env["TESSERA_GROUP_SIZE"] = std::to_string(r.processes.size());
+          env["TESSERA_WORKER_INDEX"] = std::to_string(e.worker);
+          env["PORT"] = std::to_string(p.port);
+          protocol::Assignment a;
+          a.key = {workload, r.incarnation, e.rank, svc->uid};
+          a.worker = e.worker;
+          a.command = spec->command;
+          a.env = std::move(env);
+          a.working_dir = spec->working_dir;
+          a.grace_ms = spec->grace_ms;
+          out.push_back(std::move(a));
+        }
+      }
+    }
+}
+
+void Controller::ServiceReports(const std::string& host, const protocol::Heartbeat& beat,
+                                int64_t now, Status& failed) {
+  const View view(*this);
+  auto run = [&](const std::string& name, const ServiceStep& step) {
+    Status s = RunServiceStep(name, step);
+    if (failed.ok() && !s.ok()) failed = s;
+  };
+  std::set<std::pair<std::string, uint64_t>> running_here;
+  for (const protocol::WorkerReport& w : beat.workers) {
+    if (w.state == protocol::WorkerState::kRunning) running_here.insert({w.key.job, w.key.uid});
+    auto ref = ParseReplicaWorkloadName(w.key.job);
+    if (!ref) continue;
+    Service* svc = FindService(ref->service);
+    if (svc == nullptr || svc->uid != w.key.uid) continue;
+    const ReplicaKey key{ref->role, ref->replica};
+    const int worker = w.key.rank;
+    // Only the host the process was placed on speaks for it.
+    bool here = false;
+    if (const RoleStatus* rs = svc->status.Role(ref->role))
+      for (const ReplicaStatus& r : rs->replicas)
+        if (r.replica == ref->replica && worker >= 0 &&
+            worker < static_cast<int>(r.processes.size()))
+          here = r.processes[static_cast<size_t>(worker)].host == host;
+    if (!here) continue;
+    if (w.state == protocol::WorkerState::kRunning)
+      run(ref->service, [&](Service& s) {
+        return services_life_.ProcessRunning(s, key, w.key.attempt, worker, w.pid);
+      });
+    else
+      run(ref->service, [&](Service& s) {
+        return services_life_.ProcessExited(s, key, w.key.attempt, worker, w.exit_code, w.signal,
+                                            view, now);
+      });
+  }
+  // Groups being stopped: this heartbeat may confirm their processes here are gone.
+  std::vector<std::pair<std::string, ReplicaKey>> confirmed;
+  for (const auto& [name, svc] : services_) {
+    if (beat.revision < svc.runtime.stop_revision) continue;
+    for (const RoleStatus& role : svc.status.roles)
+      for (const ReplicaStatus& r : role.replicas)
+        if (r.stopping && r.unconfirmed.count(host) &&
+            !running_here.count({ReplicaWorkloadName(name, role.name, r.replica), svc.uid}))
+          confirmed.push_back({name, {role.name, r.replica}});
+  }
+  for (const auto& [name, key] : confirmed)
+    run(name, [&](Service& s) { return services_life_.ConfirmStopped(s, key, host, view); });
+}
+
+Status Controller::ServicesHostLost(const std::string& host, const std::string& why) {
+  const View view(*this);
+  std::vector<std::string> affected;
+  for (const auto& [name, svc] : services_)
+    if (svc.OnHost(host)) affected.push_back(name);
+  for (const auto& name : affected)
+    TESSERA_RETURN_IF_ERROR(RunServiceStep(
+        name, [&](Service& s) { return services_life_.HostLost(s, host, why, view); }));
+  return Status::Ok();
+}
+
+Status Controller::TickServices(int64_t now) {
+  const View view(*this);
+  std::vector<std::string> names;
+  for (const auto& [name, svc] : services_) names.push_back(name);
+  Status first = Status::Ok();
+  for (const auto& name : names) {
+    if (!services_.count(name)) continue;
+    Status s =
+        RunServiceStep(name, [&](Service& svc) { return services_life_.Tick(svc, view, now); });
+    if (first.ok()) first = s;
+  }
+  return first;
+}
+
+Status Controller::LoadServices() {
+  auto objects = store_.List(api::kServiceKind);
+  if (!objects.ok()) return objects.status();
+  for (const auto& obj : *objects) {
+    Json doc = Json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) return Internal("stored Service " + obj.name + " is not JSON");
+    auto svc = api::ServiceFromJson(doc);
+    if (!svc.ok()) return svc.status();
+    svc->runtime.version = obj.resource_version;
+    next_uid_ = std::max(next_uid_, svc->uid + 1);
+    for (const RoleStatus& role : svc->status.roles)
+      for (const ReplicaStatus& r : role.replicas) next_uid_ = std::max(next_uid_, r.owner + 1);
+    services_[obj.name] = std::move(*svc);
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Readiness
+
+std::vector<Controller::ProbeTarget> Controller::DueProbes() const {
+  std::lock_guard lock(mu_);
+  const int64_t now = NowMs();
+  std::vector<ProbeTarget> out;
+  for (const auto& [name, svc] : services_)
+    for (const RoleStatus& role : svc.status.roles) {
+      const ServiceRoleSpec* spec = svc.spec.Role(role.name);
+      if (spec == nullptr) continue;
+      for (const ReplicaStatus& r : role.replicas) {
+        const ServiceProcess* leader = r.leader();
+        if (!r.Assigned() || leader == nullptr || leader->phase != ProcessPhase::kRunning) continue;
+        const int64_t last = std::max(r.last_probe_ms, r.started_ms);
+        if (r.last_probe_ms != 0 && now - last < spec->readiness.period_ms) continue;
+        out.push_back({name, role.name, r.replica, r.incarnation, leader->address, leader->port,
+                       spec->readiness.path, spec->readiness.timeout_ms});
+      }
+    }
+  return out;
+}
+
+void Controller::ReportReadiness(const ProbeTarget& target, bool ready,
+                                 const std::string& message) {
+  std::lock_guard lock(mu_);
+  if (!services_.count(target.service)) return;
+  const int64_t now = NowMs();
+  const View view(*this);
+  Status s = RunServiceStep(target.service, [&](Service& svc) {
+    return services_life_.Readiness(svc, {target.role, target.replica}, target.incarnation, ready,
+                                    message, view, now);
+  });
+  if (!s.ok()) deferred_error_ = s;
+}
+
+}  // namespace tessera::controller
