@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
 """Control-plane load generator: N emulated tessera agents against one running head.
 
-Standard library only (asyncio, raw HTTP/1.1 over asyncio streams). Per emulated agent:
+Standard library only (asyncio, raw HTTP/1.1 over asyncio streams). Speaks the agent
+protocol of docs/agent-protocol.md: every request carries the join token, and each emulated
+agent has its own host credential (64 random hex digits, like `tessera agent`'s
+<state>/credential), sent as "credential" when it registers and in X-Tessera-Host-Credential
+on every later call. Per emulated agent:
   1. POST /api/v1/agents/register (a v6e host of a 4x4 slice, 4 hosts per slice),
   2. GET  /api/v1/agents/<name>/assignments?watch=true on its own long-lived connection
      (chunked JSON lines, read and counted),
   3. POST /api/v1/agents/<name>/heartbeat at 1 Hz on one keep-alive connection, each agent
-     starting at a random offset in the first second so the load spreads evenly.
+     starting at a random offset in the first second so the load spreads evenly. Emulated
+     agents run no workers, so their heartbeats report no workers and no progress (nothing
+     that would carry a job's uid).
 Meanwhile it creates --jobs small TrainJobs (admin token) and one client sends
 GET /api/v1/jobs at a steady rate, timing each answer.
 
@@ -22,6 +28,7 @@ import json
 import os
 import random
 import resource
+import secrets
 import sys
 import time
 
@@ -75,11 +82,18 @@ class HttpError(Exception):
     pass
 
 
-class Conn:
-    """One keep-alive HTTP/1.1 connection (requests are sequential on it)."""
+def credential_header(credential):
+    """The header line an agent sends its host credential in ("" when it has none)."""
+    return f"X-Tessera-Host-Credential: {credential}\r\n" if credential else ""
 
-    def __init__(self, host, port, token):
+
+class Conn:
+    """One keep-alive HTTP/1.1 connection (requests are sequential on it). `credential`: the
+    emulated agent's host credential, sent on every request (None for the admin client)."""
+
+    def __init__(self, host, port, token, credential=None):
         self.host, self.port, self.token = host, port, token
+        self.credential = credential
         self.reader = self.writer = None
 
     async def open(self):
@@ -95,7 +109,8 @@ class Conn:
             await asyncio.wait_for(self.open(), timeout)
         data = b"" if body is None else body
         head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
-                f"Authorization: Bearer {self.token}\r\nContent-Length: {len(data)}\r\n")
+                f"Authorization: Bearer {self.token}\r\nContent-Length: {len(data)}\r\n"
+                + credential_header(self.credential))
         if body is not None:
             head += "Content-Type: application/json\r\n"
         self.writer.write(head.encode() + b"\r\n" + data)
@@ -148,7 +163,7 @@ class Stats:
         self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
 
 
-async def watch_stream(host, port, token, name, counters, stop):
+async def watch_stream(host, port, token, credential, name, counters, stop):
     """Holds the agent's assignment watch open; counts snapshot lines. Reconnects on end."""
     path = f"/api/v1/agents/{name}/assignments?watch=true"
     while not stop.is_set():
@@ -156,11 +171,14 @@ async def watch_stream(host, port, token, name, counters, stop):
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 10)
             writer.write((f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-                          f"Authorization: Bearer {token}\r\n\r\n").encode())
+                          f"Authorization: Bearer {token}\r\n"
+                          f"{credential_header(credential)}\r\n").encode())
             raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
             status = int(raw.split(b" ", 2)[1])
             if status != 200:
                 counters["watch_errors"] += 1
+                kinds = counters["watch_error_kinds"]
+                kinds[f"http {status}"] = kinds.get(f"http {status}", 0) + 1
                 await asyncio.sleep(1)
                 continue
             counters["watch_open"] += 1
@@ -192,11 +210,12 @@ async def watch_stream(host, port, token, name, counters, stop):
                 writer.close()
 
 
-def host_body(i):
+def host_body(i, credential):
     return json.dumps({
         "name": f"cp-{i:05d}", "generation": "v6e", "chips": 4, "address": "127.0.0.1",
         "agentPort": 1,
         "slice": {"name": f"slice-{i // 4:05d}", "topology": "4x4", "worker": i % 4},
+        "credential": credential,
     }).encode()
 
 
@@ -208,8 +227,8 @@ async def register(conn, i, sem, deadline, reg):
                 break
             t = time.monotonic()
             try:
-                st, body = await conn.request("POST", "/api/v1/agents/register", host_body(i),
-                                              timeout=30)
+                st, body = await conn.request("POST", "/api/v1/agents/register",
+                                              host_body(i, conn.credential), timeout=30)
                 if st == 200:
                     reg["lat"].append(time.monotonic() - t)
                     reg["done_at"] = time.monotonic()
@@ -225,13 +244,16 @@ async def register(conn, i, sem, deadline, reg):
 async def agent(a, i, sem, deadline, reg, stats, counters, stop, tasks):
     """One emulated agent: register, open the watch stream, heartbeat at 1 Hz (like
     src/agent: heartbeats start at once after registration)."""
-    conn = Conn(a.host, a.port, a.join_token)
+    # A new credential per run: against a head that already knows these names (a second run
+    # on the same state directory) registration is refused with 409 until the hosts are
+    # deleted (`tessera delete host NAME`), as for a real agent with a new credential.
+    conn = Conn(a.host, a.port, a.join_token, secrets.token_hex(32))
     name = f"cp-{i:05d}"
     try:
         if not await register(conn, i, sem, deadline, reg):
             return
         tasks.append(asyncio.create_task(
-            watch_stream(a.host, a.port, a.join_token, name, counters, stop)))
+            watch_stream(a.host, a.port, a.join_token, conn.credential, name, counters, stop)))
         await heartbeat_agent(conn, name, time.monotonic(), random.random(), stats, stop,
                               a.deadline)
     finally:
@@ -317,7 +339,7 @@ async def main_async(a):
     stop = asyncio.Event()
     stats = Stats()
     counters = {"watch_open": 0, "watch_first_snapshot": 0, "snapshots": 0, "watch_errors": 0,
-                "watch_reconnects": 0}
+                "watch_reconnects": 0, "watch_error_kinds": {}}
     reg = {"lat": [], "errors": 0, "done_at": 0.0}
     sem = asyncio.Semaphore(a.register_concurrency)
     watch_tasks = []

@@ -48,11 +48,20 @@ time.sleep(3600)
 """
 
 
+CREDENTIAL_HEADER = "X-Tessera-Host-Credential"
+UID = 1  # metadata.uid of the one job the fake head assigns (docs/agent-protocol.md)
+
+
 class FakeHead:
-    """Just enough of the head for one agent: register, heartbeat, the assignment stream."""
+    """Just enough of the head for one agent: register, heartbeat, the assignment stream.
+    Like the real head it takes the agent's host credential at registration and answers a
+    later call without it in X-Tessera-Host-Credential with 403; the run then stops with the
+    refused calls."""
 
     def __init__(self):
         self.lock = threading.Lock()
+        self.credential = None  # the registered agent's credential
+        self.refused = []  # (method, path, why) of calls answered 403
         self.revision = 1
         self.assignments = []
         self.streams = []  # queues of snapshot lines, one per open watch stream
@@ -74,12 +83,35 @@ class FakeHead:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _refused(self):
+                """Answers 403 (and True) unless the call carries the registered credential."""
+                with head.lock:
+                    expected = head.credential
+                got = self.headers.get(CREDENTIAL_HEADER)
+                if expected is not None and got == expected:
+                    return False
+                why = ("not registered" if expected is None else
+                       "no %s header" % CREDENTIAL_HEADER if got is None else
+                       "another credential")
+                with head.lock:
+                    head.refused.append((self.command, self.path, why))
+                self._json(403, {"error": "credential: " + why, "field": "credential"})
+                return True
+
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
                 if self.path.endswith("/register"):
+                    credential = body.get("credential")
+                    if not isinstance(credential, str) or len(credential) < 32:
+                        self._json(400, {"error": "credential: required", "field": "credential"})
+                        return
+                    with head.lock:
+                        head.credential = credential
                     self._json(200, {"host": body["name"], "heartbeatIntervalMs": HEARTBEAT_MS,
                                      "leaseMs": 5000})
                 elif self.path.endswith("/heartbeat"):
+                    if self._refused():
+                        return
                     with head.lock:
                         head.heartbeats.append((time.time(), body))
                         head.changed.notify_all()
@@ -89,6 +121,8 @@ class FakeHead:
                     self._json(404, {"error": "no such path"})
 
             def do_GET(self):
+                if self._refused():
+                    return
                 lines = queue.Queue()
                 with head.lock:
                     head.streams.append(lines)
@@ -177,12 +211,14 @@ def run_mode(tessera, warm, runs, pool):
 
     results = []
     try:
-        wait_for("the agent to register", lambda: head.heartbeats)
+        wait_for("the agent to register and heartbeat", lambda: head.heartbeats or head.refused)
+        if head.refused:
+            raise RuntimeError("the fake head refused the agent's calls: %s" % head.refused)
         for run in range(runs):
             if warm:
                 wait_for("a ready warm process", lambda: log_count("warm.ready") > run, 300)
             out = os.path.join(work, "out-%d" % run)
-            assignment = {"job": "bench", "attempt": run, "rank": 0, "worker": 0,
+            assignment = {"job": "bench", "uid": UID, "attempt": run, "rank": 0, "worker": 0,
                           "command": [PYTHON, script], "env": {"BENCH_OUT": out},
                           "workingDir": work, "graceMs": 10000}
             t_assign = head.assign([assignment])
@@ -195,12 +231,13 @@ def run_mode(tessera, warm, runs, pool):
             os.kill(pid, signal.SIGKILL)
 
             def reports_exit(body, attempt=run):
-                return any(w["attempt"] == attempt and w["state"] == "Exited"
-                           for w in body.get("workers", []))
+                return any(w.get("uid") == UID and w["attempt"] == attempt
+                           and w["state"] == "Exited" for w in body.get("workers", []))
 
             t_heartbeat = head.wait_heartbeat(reports_exit, t_kill)
             # Withdraw it; the confirmation heartbeat clears the way for the next run.
-            t_withdraw = head.assign([], stop=[{"job": "bench", "attempt": run, "graceMs": 0}])
+            t_withdraw = head.assign(
+                [], stop=[{"job": "bench", "uid": UID, "attempt": run, "graceMs": 0}])
             t_confirm = head.wait_heartbeat(lambda body: not body.get("workers"), t_withdraw)
             results.append({"first": first - t_assign, "torch": after_torch - t_assign,
                             "exit_heartbeat": t_heartbeat - t_kill,
@@ -210,6 +247,8 @@ def run_mode(tessera, warm, runs, pool):
                   % ("warm" if warm else "cold", run, results[-1]["first"],
                      results[-1]["torch"], 1000 * results[-1]["exit_heartbeat"],
                      1000 * results[-1]["withdraw_confirm"]), flush=True)
+        if head.refused:
+            raise RuntimeError("the fake head refused the agent's calls: %s" % head.refused)
         return results
     finally:
         agent.send_signal(signal.SIGTERM)

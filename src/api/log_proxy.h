@@ -37,7 +37,12 @@ struct LogProxyOptions {
   // The agent's response header must arrive within this; a plain read ends after this long
   // without data (a follow may be quiet for as long as the worker is).
   std::chrono::milliseconds read_timeout{5'000};
-  std::string bearer_token;  // the join token: agents accept it for their log routes
+  // The token for a Source without its own. Agents no longer take the join token for their
+  // log routes: each host's log server takes only that host's log token, derived from its
+  // credential (docs/agent-protocol.md "Host identity"), which the head puts in every
+  // Source::bearer_token. So this is only a fallback (the head sets the join token, which an
+  // agent refuses with 401).
+  std::string bearer_token;
 };
 
 class LogProxy {
