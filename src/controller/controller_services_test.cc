@@ -157,6 +157,15 @@ TEST_F(ControllerServicesTest, ScaleAndLoadReportsNameTheirErrors) {
   EXPECT_EQ(Service("llm")["status"]["roles"][0]["replicas"].size(), 2u);
   EXPECT_EQ(Err(c_->ReportServiceLoad("llm", "decode", 1)).field, "role");
   Ok(c_->ReportServiceLoad("llm", "server", 3));
+  // A shape this cluster can never hold, in a role of spec.roles: the field names the role.
+  Json big = ServiceDoc("big", 1);
+  Json role = big["spec"];
+  role["name"] = "server";
+  role["topology"] = "8x16";
+  big["spec"] = {{"roles", {role}}};
+  e = Err(c_->Apply(big));
+  EXPECT_EQ(e.http_status, 422);
+  EXPECT_EQ(e.field, "spec.roles[0].topology") << e.message;
 }
 
 }  // namespace

@@ -80,10 +80,13 @@ ApiResult<Json> Controller::ApplyService(const Json& doc) {
                     "metadata.name: a TrainJob is named '" + spec->name +
                         "'; a Service needs a name of its own",
                     "metadata.name"};
+  // Roles written under spec.roles are named by index; a single role written under spec, by
+  // spec itself.
+  const bool listed = doc.is_object() && doc.contains("spec") && doc["spec"].is_object() &&
+                      doc["spec"].contains("roles");
   for (size_t i = 0; i < spec->roles.size() && inventory_ready_; ++i) {
     const ServiceRoleSpec& role = spec->roles[i];
-    const std::string field =
-        (spec->roles.size() == 1 ? std::string("spec") : "spec.roles[" + std::to_string(i) + "]");
+    const std::string field = listed ? "spec.roles[" + std::to_string(i) + "]" : "spec";
     if (role.accelerator != inventory_.generation())
       return ApiError{422,
                       field + ".accelerator: this cluster has " +
