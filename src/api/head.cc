@@ -24,8 +24,8 @@
 #include "api/web_assets.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
-#include "store/sqlite_store.h"
 #include "protocol/credential.h"
+#include "store/sqlite_store.h"
 
 namespace tessera::api {
 namespace {
@@ -359,8 +359,6 @@ Status Head::Start() {
       return fn(r);
     };
   };
-  auto parse_body = [](const Request& r) -> Result<Json> { return ParseDocument(r.body); };
-
   // The calls of one registered host (/api/v1/agents/{name}/...): the join token, and that
   // host's own credential in the X-Tessera-Host-Credential header (docs/agent-protocol.md,
   // "Host identity"), so an agent speaks only for its own host.
@@ -378,6 +376,8 @@ Status Head::Start() {
     const controller::ApiError e = controller::ToApiError(status);
     return Response::Error(400, e.message, e.field);
   };
+  auto parse_body = [](const Request& r) -> Result<Json> { return ParseDocument(r.body); };
+
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/healthz", [](const Request&) {
     return Response::Json(200, R"({"status":"ok"})");
   }));
@@ -443,8 +443,6 @@ Status Head::Start() {
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/hosts", user([&m](const Request& r) {
                                      return m.ListOrWatch(r, kHostKind);
                                    })));
-  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/events", user([&m](const Request& r) {
-                                     return m.ListOrWatch(r, kEventKind);
   // An admin forgets a host, so its name may be registered by a new agent (a replaced machine):
   // 409 while it runs workers of a job that holds chips, unless it is Lost.
   TESSERA_RETURN_IF_ERROR(
@@ -453,6 +451,8 @@ Status Head::Start() {
                  m.Kick();
                  return out;
                })));
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/events", user([&m](const Request& r) {
+                                     return m.ListOrWatch(r, kEventKind);
                                    })));
   TESSERA_RETURN_IF_ERROR(
       s.Handle(Method::kPost, "/api/v1/agents/register", agent([&m, bad_message](const Request& r) {
@@ -464,8 +464,6 @@ Status Head::Start() {
                  m.Kick();
                  return out;
                })));
-  TESSERA_RETURN_IF_ERROR(
-      s.Handle(Method::kGet, "/api/v1/agents/{name}/assignments", own_host([&m](const Request& r) {
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kPost, "/api/v1/agents/{name}/heartbeat",
                                    own_host([&m, bad_message](const Request& r) {
                                      auto beat = protocol::ParseHeartbeat(r.body);
@@ -476,6 +474,8 @@ Status Head::Start() {
                                      // walk every host 1,000 times a second at 1,000 agents.
                                      return Reply(m.ctl->Heartbeat(r.params.at("name"), *beat));
                                    })));
+  TESSERA_RETURN_IF_ERROR(
+      s.Handle(Method::kGet, "/api/v1/agents/{name}/assignments", own_host([&m](const Request& r) {
                  const std::string host = r.params.at("name");
                  auto snap = m.ctl->Assignments(host);
                  if (std::holds_alternative<controller::ApiError>(snap) ||

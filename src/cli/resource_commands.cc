@@ -480,7 +480,7 @@ void AddResourceCommands(CLI::App& app) {
     cmd->add_option("kind", *kind, "job, clusterqueue, localqueue, priorityclass or host")
         ->required()
         ->check(CLI::IsMember(
-            {"job", "trainjob", "service", "clusterqueue", "localqueue", "priorityclass"}));
+            {"job", "trainjob", "service", "clusterqueue", "localqueue", "priorityclass", "host"}));
     cmd->add_option("name", *name, "the object's name")->required();
     cmd->add_flag("--ignore-not-found", *ignore, "succeed when the object does not exist");
     flags->Add(cmd);
@@ -489,6 +489,7 @@ void AddResourceCommands(CLI::App& app) {
       const std::string object = (job ? std::string("trainjob") : *kind) + "/" + *name;
       const std::string path = job                        ? "/api/v1/jobs/"
                                : *kind == "priorityclass" ? "/api/v1/priorityclasses/"
+                               : *kind == "host"          ? "/api/v1/hosts/"
                                : *kind == "service"       ? "/api/v1/services/"
                                                           : "/api/v1/" + *kind + "s/";
       auto client = Connect(*flags);

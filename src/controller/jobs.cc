@@ -59,10 +59,10 @@ ApiResult<Json> Controller::CreateJob(const Json& doc) {
   TrainJob job = TrainLifecycle::Create(std::move(*spec), doc["spec"].dump(), next_uid_, NowMs());
   store::WriteBatch batch;
   batch.Create(api::kTrainJobKind, name, JobJson(job).dump());
-  auto committed =
   // The high-water mark goes with the job: a uid is never given twice, even after this job is
   // deleted and the head restarted.
   batch.Put(kUidCounterKind, kUidCounterName, Json{{"next", next_uid_ + 1}}.dump());
+  auto committed =
       CommitWithEvents(batch, "trainjob/" + name, {JobEvent{false, "Created", "accepted"}});
   if (!committed.ok()) {
     if (committed.status().code() == StatusCode::kAlreadyExists)
