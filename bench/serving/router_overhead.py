@@ -2,7 +2,7 @@
 """Router overhead: the latency `tessera router` adds to a request, against calling the replica
 directly and against HAProxy and nginx as reference proxies, side by side in one run.
 
-    /tmp/theavy /usr/bin/python3 bench/serving/router_overhead.py \
+    /usr/bin/python3 bench/serving/router_overhead.py \
         --tessera build/release/bin/tessera --rate 1000 --seconds 30
 
 The backend is nginx answering `return 200 "ok\\n"` (one worker): as fast as a replica gets,

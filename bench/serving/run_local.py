@@ -6,7 +6,7 @@ Prints the machine load (`uptime`) before and after, the server's command, then 
 report. Every argument after `--` goes to loadgen.py (its --url is filled in). Server flags go
 in --server-args. Ports come from the kernel (port 0, a free MASTER_PORT).
 
-  /tmp/theavy bench/serving/run_local.py --group-size 2 -- --time-scale 1 --duration 60
+  bench/serving/run_local.py --group-size 2 -- --time-scale 1 --duration 60
 """
 
 import argparse

@@ -2,7 +2,7 @@
 groups of a tiny Python HTTP server, readiness, a killed process recreating its whole group
 while the other group keeps serving, scale down and delete.
 
-Run through /tmp/theavy on the shared machine; the binary comes from $TESSERA_BIN.
+The binary comes from $TESSERA_BIN.
 """
 import json
 import os
