@@ -444,7 +444,7 @@ Status Head::Start() {
                                      return m.ListOrWatch(r, kHostKind);
                                    })));
   // An admin forgets a host, so its name may be registered by a new agent (a replaced machine):
-  // 409 while it runs workers of a job that holds chips, unless it is Lost.
+  // 409 while it runs workers of a job that holds chips or of a Service group, unless it is Lost.
   TESSERA_RETURN_IF_ERROR(
       s.Handle(Method::kDelete, "/api/v1/hosts/{name}", user([&m](const Request& r) {
                  Response out = Reply(m.ctl->DeleteHost(r.params.at("name")));

@@ -146,6 +146,17 @@ TEST_F(ControllerServicesTest, ARestartedHeadKeepsTheGroupsAndTheirSlices) {
   EXPECT_EQ(Phase("train"), "Pending");  // one of the two slices is the service's
 }
 
+TEST_F(ControllerServicesTest, AHostRunningAGroupIsNotDeletedUntilTheServiceIsGone) {
+  RegisterTwoSlices();
+  Ok(c_->Apply(ServiceDoc("llm", 1)));
+  const Json svc = Service("llm");
+  const std::string host = Replica(svc, 0)["hosts"][0].get<std::string>();
+  ApiError busy = Err(c_->DeleteHost(host));
+  EXPECT_EQ(busy.http_status, 409);
+  EXPECT_NE(busy.message.find("service/llm"), std::string::npos) << busy.message;
+  EXPECT_EQ(c_->ListHosts()["items"].size(), 8u);  // nothing was removed
+}
+
 TEST_F(ControllerServicesTest, ScaleAndLoadReportsNameTheirErrors) {
   RegisterTwoSlices();
   Ok(c_->Apply(ServiceDoc("llm", 1)));

@@ -197,11 +197,14 @@ ApiResult<Json> Controller::DeleteHost(const std::string& name) {
   if (!it->second.status.lost) {
     std::string users;
     for (const auto& [jn, job] : jobs_)
-      if (job.HoldsChips() && job.OnHost(name)) users += (users.empty() ? "" : ", ") + jn;
+      if (job.HoldsChips() && job.OnHost(name))
+        users += (users.empty() ? "trainjob/" : ", trainjob/") + jn;
+    for (const auto& [sn, svc] : services_)
+      if (svc.OnHost(name)) users += (users.empty() ? "service/" : ", service/") + sn;
     if (!users.empty())
       return ApiError{409,
-                      "host '" + name + "' runs workers of trainjob " + users +
-                          "; delete those jobs or let them finish first, or wait until the host "
+                      "host '" + name + "' runs workers of " + users +
+                          "; delete those or let them finish first, or wait until the host "
                           "is Lost",
                       ""};
   }
