@@ -4,6 +4,8 @@
 #include <array>
 #include <charconv>
 
+#include "workload/phase_names.h"
+
 namespace tessera {
 namespace {
 
@@ -13,31 +15,20 @@ constexpr std::array<const char*, 6> kReplicaPhaseNames = {"Pending", "Starting"
                                                            "Unready", "Recreating", "Terminating"};
 constexpr std::array<const char*, 3> kProcessPhaseNames = {"Pending", "Running", "Exited"};
 
-template <typename Enum, size_t N>
-Result<Enum> ParseName(const std::array<const char*, N>& names, std::string_view name,
-                       std::string_view what) {
-  for (size_t i = 0; i < N; ++i)
-    if (name == names[i]) return static_cast<Enum>(i);
-  std::string known;
-  for (const char* n : names) known += (known.empty() ? "" : ", ") + std::string(n);
-  return InvalidArgument(std::string(what) + ": '" + std::string(name) + "' is not one of " +
-                         known);
-}
-
 }  // namespace
 
 const char* ServicePhaseName(ServicePhase p) { return kServicePhaseNames[static_cast<size_t>(p)]; }
 Result<ServicePhase> ParseServicePhase(std::string_view name) {
-  return ParseName<ServicePhase>(kServicePhaseNames, name, "status.phase");
+  return ParsePhaseName<ServicePhase>(kServicePhaseNames, name, "status.phase");
 }
 const char* ReplicaPhaseName(ReplicaPhase p) { return kReplicaPhaseNames[static_cast<size_t>(p)]; }
 Result<ReplicaPhase> ParseReplicaPhase(std::string_view name) {
-  return ParseName<ReplicaPhase>(kReplicaPhaseNames, name, "status.roles[].replicas[].phase");
+  return ParsePhaseName<ReplicaPhase>(kReplicaPhaseNames, name, "status.roles[].replicas[].phase");
 }
 const char* ProcessPhaseName(ProcessPhase p) { return kProcessPhaseNames[static_cast<size_t>(p)]; }
 Result<ProcessPhase> ParseProcessPhase(std::string_view name) {
-  return ParseName<ProcessPhase>(kProcessPhaseNames, name,
-                                 "status.roles[].replicas[].processes[].phase");
+  return ParsePhaseName<ProcessPhase>(kProcessPhaseNames, name,
+                                      "status.roles[].replicas[].processes[].phase");
 }
 
 bool ServiceRoleSpec::SameTemplate(const ServiceRoleSpec& o) const {

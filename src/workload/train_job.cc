@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "workload/phase_names.h"
+
 namespace tessera {
 namespace {
 
@@ -13,23 +15,12 @@ static_assert(kJobPhaseNames.size() == static_cast<size_t>(JobPhase::kFailed) + 
 constexpr std::array<const char*, 4> kWorkerPhaseNames = {"Pending", "Running", "Succeeded",
                                                           "Failed"};
 
-template <typename Enum, size_t N>
-Result<Enum> ParseName(const std::array<const char*, N>& names, std::string_view name,
-                       std::string_view what) {
-  for (size_t i = 0; i < N; ++i)
-    if (name == names[i]) return static_cast<Enum>(i);
-  std::string known;
-  for (const char* n : names) known += (known.empty() ? "" : ", ") + std::string(n);
-  return InvalidArgument(std::string(what) + ": '" + std::string(name) + "' is not one of " +
-                         known);
-}
-
 }  // namespace
 
 const char* JobPhaseName(JobPhase phase) { return kJobPhaseNames[static_cast<size_t>(phase)]; }
 
 Result<JobPhase> ParseJobPhase(std::string_view name) {
-  return ParseName<JobPhase>(kJobPhaseNames, name, "status.phase");
+  return ParsePhaseName<JobPhase>(kJobPhaseNames, name, "status.phase");
 }
 
 std::span<const JobPhase> AllJobPhases() {
@@ -46,7 +37,7 @@ const char* WorkerPhaseName(WorkerPhase phase) {
 }
 
 Result<WorkerPhase> ParseWorkerPhase(std::string_view name) {
-  return ParseName<WorkerPhase>(kWorkerPhaseNames, name, "status.workers[].state");
+  return ParsePhaseName<WorkerPhase>(kWorkerPhaseNames, name, "status.workers[].state");
 }
 
 bool TrainJob::OnHost(const std::string& host) const {
