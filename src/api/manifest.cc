@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "api/manifest_fields.h"
 #include "common/json_limits.h"
 
 namespace tessera::api {
@@ -167,7 +168,9 @@ class YamlGuard : public YAML::EventHandler {
   size_t values_ = 0;
 };
 
-std::string Join(const std::set<std::string>& keys) {
+}  // namespace
+
+std::string JoinKeys(const std::set<std::string>& keys) {
   std::string out;
   for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
   return out;
@@ -178,13 +181,9 @@ Status OnlyKnownFields(const Json& obj, const std::string& path,
   for (auto it = obj.begin(); it != obj.end(); ++it)
     if (!allowed.count(it.key()))
       return InvalidArgument(FieldPath(path, it.key()) + ": unknown field; valid fields of " +
-                             path + ": " + Join(allowed));
+                             path + ": " + JoinKeys(allowed));
   return Status::Ok();
 }
-
-// Which control characters a string may hold: none (names, keys, paths), or tab and newline
-// (multi-line text: descriptions, environment values).
-enum class ControlChars { kNone, kTabAndNewline };
 
 Status CheckText(const std::string& field, const std::string& text, ControlChars allowed) {
   for (size_t i = 0; i < text.size(); ++i) {
@@ -244,13 +243,10 @@ Result<int64_t> GetInt(const Json& obj, const std::string& key, const std::strin
   return i;
 }
 
-// What a mapping of strings holds: labels (keys and values are strings without control
-// characters), or environment variables (values may also be written as numbers or booleans,
-// and may hold tabs and newlines; keys are names without '=').
-enum class StringMapKind { kLabels, kEnv };
-
+namespace {
 constexpr size_t kMaxLabelKeyChars = 253;
 constexpr size_t kMaxLabelValueChars = 1024;
+}  // namespace
 
 Result<std::map<std::string, std::string>> GetStringMap(const Json& obj, const std::string& key,
                                                         const std::string& path,
@@ -292,8 +288,6 @@ Result<std::map<std::string, std::string>> GetStringMap(const Json& obj, const s
   }
   return out;
 }
-
-}  // namespace
 
 Result<Json> ParseDocument(std::string_view text) {
   if (text.size() > kMaxDocumentBytes) {

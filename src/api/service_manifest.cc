@@ -3,17 +3,12 @@
 #include <set>
 
 #include "api/manifest.h"
+#include "api/manifest_fields.h"
 
 namespace tessera::api {
 namespace {
 
 constexpr int kMaxReplicas = 4096;
-
-std::string Join(const std::set<std::string>& keys) {
-  std::string out;
-  for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
-  return out;
-}
 
 // Fields users bring from other systems, with the name tessera uses.
 std::string Hint(const std::string& key) {
@@ -22,50 +17,18 @@ std::string Hint(const std::string& key) {
   return "";
 }
 
-Status OnlyKnownFields(const Json& obj, const std::string& path,
-                       const std::set<std::string>& allowed) {
+// OnlyKnownFields, with the hints above for an unknown field users often bring.
+Status OnlyKnownServiceFields(const Json& obj, const std::string& path,
+                              const std::set<std::string>& allowed) {
+  Status known = OnlyKnownFields(obj, path, allowed);
+  if (known.ok()) return known;
   for (auto it = obj.begin(); it != obj.end(); ++it)
-    if (!allowed.count(it.key()))
-      return InvalidArgument(path + "." + it.key() + ": unknown field; valid fields of " + path +
-                             ": " + Join(allowed) + Hint(it.key()));
-  return Status::Ok();
-}
-
-Status RequireObject(const Json& v, const std::string& path) {
-  if (!v.is_object()) return InvalidArgument(path + ": must be a mapping");
-  return Status::Ok();
+    if (!allowed.count(it.key())) return InvalidArgument(known.message() + Hint(it.key()));
+  return known;
 }
 
 bool Has(const Json& obj, const std::string& key) {
   return obj.contains(key) && !obj[key].is_null();
-}
-
-Result<std::string> GetString(const Json& obj, const std::string& key, const std::string& path,
-                              bool required) {
-  if (!Has(obj, key)) {
-    if (required) return InvalidArgument(path + "." + key + ": required");
-    return std::string();
-  }
-  const Json& v = obj[key];
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
-  return InvalidArgument(path + "." + key + ": must be a string");
-}
-
-Result<int64_t> GetInt(const Json& obj, const std::string& key, const std::string& path,
-                       int64_t fallback, int64_t lo, int64_t hi) {
-  if (!Has(obj, key)) return fallback;
-  const Json& v = obj[key];
-  const std::string range = "between " + std::to_string(lo) + " and " + std::to_string(hi);
-  if (!v.is_number_integer())
-    return InvalidArgument(path + "." + key + ": must be a whole number " + range);
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
-    return InvalidArgument(path + "." + key + ": too large; must be " + range);
-  const int64_t i = v.get<int64_t>();
-  if (i < lo || i > hi)
-    return InvalidArgument(path + "." + key + ": " + std::to_string(i) +
-                           " is out of range; must be " + range);
-  return i;
 }
 
 // A duration; negative ones get their own message (ParseDurationMs only says how to write one).
@@ -83,7 +46,8 @@ Result<int64_t> GetDuration(const Json& obj, const std::string& key, const std::
 Result<ReadinessSpec> ParseReadiness(const Json& rd, const std::string& path) {
   ReadinessSpec out;
   TESSERA_RETURN_IF_ERROR(RequireObject(rd, path));
-  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(rd, path, {"path", "startupGrace", "period", "timeout"}));
+  TESSERA_RETURN_IF_ERROR(
+      OnlyKnownServiceFields(rd, path, {"path", "startupGrace", "period", "timeout"}));
   auto p = GetString(rd, "path", path, false);
   if (!p.ok()) return p.status();
   if (!p->empty()) {
@@ -108,9 +72,10 @@ Result<ReadinessSpec> ParseReadiness(const Json& rd, const std::string& path) {
 Result<AutoscalerConfig> ParseAutoscaling(const Json& as, const std::string& path) {
   AutoscalerConfig c;
   TESSERA_RETURN_IF_ERROR(RequireObject(as, path));
-  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(as, path,
-                                          {"minReplicas", "maxReplicas", "targetOngoingRequests",
-                                           "upscaleDelay", "downscaleDelay", "lookback"}));
+  TESSERA_RETURN_IF_ERROR(
+      OnlyKnownServiceFields(as, path,
+                             {"minReplicas", "maxReplicas", "targetOngoingRequests", "upscaleDelay",
+                              "downscaleDelay", "lookback"}));
   auto mn = GetInt(as, "minReplicas", path, 1, 0, kMaxReplicas);
   if (!mn.ok()) return mn.status();
   if (!Has(as, "maxReplicas"))
@@ -156,7 +121,7 @@ Result<ServiceRoleSpec> ParseRole(const Json& r, const std::string& path, bool n
     fields.insert("name");
   else
     fields.insert({"priority", "roles"});  // spec itself: checked by the caller
-  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(r, path, fields));
+  TESSERA_RETURN_IF_ERROR(OnlyKnownServiceFields(r, path, fields));
   if (named) {
     auto name = GetString(r, "name", path, true);
     if (!name.ok()) return name.status();
@@ -183,26 +148,15 @@ Result<ServiceRoleSpec> ParseRole(const Json& r, const std::string& path, bool n
       return InvalidArgument(path + ".command[" + std::to_string(i) + "]: must be a string");
     role.command.push_back(c.is_string() ? c.get<std::string>() : c.dump());
   }
-  if (Has(r, "env")) {
-    const Json& env = r["env"];
-    if (!env.is_object()) return InvalidArgument(path + ".env: must be a mapping of strings");
-    for (auto it = env.begin(); it != env.end(); ++it) {
-      const std::string& k = it.key();
-      if (k.empty() || k.find('=') != std::string::npos)
-        return InvalidArgument(path + ".env: '" + k + "' is not a valid variable name");
-      if (k.rfind("TPU_", 0) == 0 || k.rfind("MEGASCALE_", 0) == 0 || k == "RANK" ||
-          k == "WORLD_SIZE" || k == "MASTER_ADDR" || k == "MASTER_PORT" || k == "PORT" ||
-          k.rfind("TESSERA_", 0) == 0)
-        return InvalidArgument(path + ".env." + k +
-                               ": set by tessera for every replica group; remove it from the spec");
-      if (it->is_string())
-        role.env[k] = it->get<std::string>();
-      else if (it->is_number() || it->is_boolean())
-        role.env[k] = it->dump();
-      else
-        return InvalidArgument(path + ".env." + k + ": must be a string (quote it: \"...\")");
-    }
-  }
+  auto env = GetStringMap(r, "env", path, StringMapKind::kEnv);
+  if (!env.ok()) return env.status();
+  for (const auto& [k, v] : *env)
+    if (k.rfind("TPU_", 0) == 0 || k.rfind("MEGASCALE_", 0) == 0 || k == "RANK" ||
+        k == "WORLD_SIZE" || k == "MASTER_ADDR" || k == "MASTER_PORT" || k == "PORT" ||
+        k.rfind("TESSERA_", 0) == 0)
+      return InvalidArgument(path + ".env." + k +
+                             ": set by tessera for every replica group; remove it from the spec");
+  role.env = std::move(*env);
   auto wd = GetString(r, "workingDir", path, false);
   if (!wd.ok()) return wd.status();
   role.working_dir = *wd;
@@ -236,7 +190,7 @@ Result<ServiceRoleSpec> ParseRole(const Json& r, const std::string& path, bool n
     const std::string rp = path + ".rollout";
     const Json& ro = r["rollout"];
     TESSERA_RETURN_IF_ERROR(RequireObject(ro, rp));
-    TESSERA_RETURN_IF_ERROR(OnlyKnownFields(ro, rp, {"maxSurge", "maxUnavailable"}));
+    TESSERA_RETURN_IF_ERROR(OnlyKnownServiceFields(ro, rp, {"maxSurge", "maxUnavailable"}));
     auto surge = GetInt(ro, "maxSurge", rp, role.rollout.max_surge, 0, kMaxReplicas);
     if (!surge.ok()) return surge.status();
     auto unavailable =
@@ -258,13 +212,13 @@ Result<ServiceSpec> ParseService(const Json& doc) {
   auto kind = DocumentKind(doc);
   if (!kind.ok()) return kind.status();
   if (*kind != kServiceKind) return InvalidArgument("kind: expected Service, got " + *kind);
-  TESSERA_RETURN_IF_ERROR(
-      OnlyKnownFields(doc, "document", {"apiVersion", "kind", "metadata", "spec", "status"}));
+  TESSERA_RETURN_IF_ERROR(OnlyKnownServiceFields(
+      doc, "document", {"apiVersion", "kind", "metadata", "spec", "status"}));
   ServiceSpec spec;
   if (!Has(doc, "metadata")) return InvalidArgument("metadata: required (metadata.name)");
   const Json& meta = doc["metadata"];
   TESSERA_RETURN_IF_ERROR(RequireObject(meta, "metadata"));
-  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(meta, "metadata", {"name", "queue", "labels"}));
+  TESSERA_RETURN_IF_ERROR(OnlyKnownServiceFields(meta, "metadata", {"name", "queue", "labels"}));
   auto name = GetString(meta, "name", "metadata", true);
   if (!name.ok()) return name.status();
   TESSERA_RETURN_IF_ERROR(ValidateName("metadata.name", *name));
@@ -273,16 +227,9 @@ Result<ServiceSpec> ParseService(const Json& doc) {
   if (!queue.ok()) return queue.status();
   if (!queue->empty()) TESSERA_RETURN_IF_ERROR(ValidateName("metadata.queue", *queue));
   spec.queue = *queue;
-  if (Has(meta, "labels")) {
-    const Json& labels = meta["labels"];
-    if (!labels.is_object())
-      return InvalidArgument("metadata.labels: must be a mapping of strings");
-    for (auto it = labels.begin(); it != labels.end(); ++it) {
-      if (!it->is_string())
-        return InvalidArgument("metadata.labels." + it.key() + ": must be a string");
-      spec.labels[it.key()] = it->get<std::string>();
-    }
-  }
+  auto labels = GetStringMap(meta, "labels", "metadata", StringMapKind::kLabels);
+  if (!labels.ok()) return labels.status();
+  spec.labels = std::move(*labels);
 
   if (!Has(doc, "spec")) return InvalidArgument("spec: required");
   const Json& s = doc["spec"];
@@ -291,7 +238,7 @@ Result<ServiceSpec> ParseService(const Json& doc) {
   if (!priority.ok()) return priority.status();
   spec.priority = *priority;
   if (Has(s, "roles")) {
-    TESSERA_RETURN_IF_ERROR(OnlyKnownFields(s, "spec", {"priority", "roles"}));
+    TESSERA_RETURN_IF_ERROR(OnlyKnownServiceFields(s, "spec", {"priority", "roles"}));
     const Json& roles = s["roles"];
     if (!roles.is_array() || roles.empty())
       return InvalidArgument(

@@ -136,6 +136,14 @@ TEST(ServiceManifestTest, EachWrongInputNamesItsField) {
                          "spec.roles[0].env.PORT: set by tessera"));
   EXPECT_TRUE(
       StartsWith(ErrorAfter([&](Json& d) { role(d)["name"] = "Server"; }), "spec.roles[0].name: "));
+  // The same field checks as TrainJob's: no number for a name, no control character in env.
+  EXPECT_TRUE(StartsWith(ErrorAfter([](Json& d) { d["metadata"]["name"] = 5; }),
+                         "metadata.name: must be a string"));
+  EXPECT_TRUE(
+      StartsWith(ErrorAfter([&](Json& d) { role(d)["env"]["KEY"] = std::string("a\0b", 3); }),
+                 "spec.roles[0].env.KEY: "));
+  EXPECT_TRUE(StartsWith(ErrorAfter([](Json& d) { d["metadata"]["labels"]["team"] = 7; }),
+                         "metadata.labels.team: must be a string"));
   // The names other systems use get a pointer to TrainJob's.
   std::string queue = ErrorAfter([](Json& d) { d["spec"]["queueName"] = "default"; });
   EXPECT_TRUE(StartsWith(queue, "spec.queueName: unknown field")) << queue;

@@ -1,0 +1,50 @@
+// Field readers shared by this library's document codecs (manifest.cc, service_manifest.cc):
+// one set of type, range and text checks, so every kind refuses the same wrong inputs with the
+// same messages (a number where a name belongs, a control character in a label, an env key
+// with '='). Errors name the field by its path ("spec.roles[0].env.KEY").
+//
+// Pure; stateless.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "common/status.h"
+
+namespace tessera::api {
+
+// "a, b, c".
+std::string JoinKeys(const std::set<std::string>& keys);
+
+// InvalidArgument naming the first key of `obj` not in `allowed` and listing the valid ones.
+Status OnlyKnownFields(const nlohmann::json& obj, const std::string& path,
+                       const std::set<std::string>& allowed);
+
+// Which control characters a string may hold: none (names, keys, paths), or tab and newline
+// (multi-line text: descriptions, environment values).
+enum class ControlChars { kNone, kTabAndNewline };
+Status CheckText(const std::string& field, const std::string& text, ControlChars allowed);
+
+Status RequireObject(const nlohmann::json& v, const std::string& path);
+
+// A string field without control characters; "" when absent and not required.
+Result<std::string> GetString(const nlohmann::json& obj, const std::string& key,
+                              const std::string& path, bool required);
+
+// A whole number in [lo, hi]; `fallback` when absent.
+Result<int64_t> GetInt(const nlohmann::json& obj, const std::string& key, const std::string& path,
+                       int64_t fallback, int64_t lo, int64_t hi);
+
+// What a mapping of strings holds: labels (keys and values are strings without control
+// characters), or environment variables (values may also be written as numbers or booleans,
+// and may hold tabs and newlines; keys are names without '=').
+enum class StringMapKind { kLabels, kEnv };
+Result<std::map<std::string, std::string>> GetStringMap(const nlohmann::json& obj,
+                                                        const std::string& key,
+                                                        const std::string& path,
+                                                        StringMapKind kind);
+
+}  // namespace tessera::api
