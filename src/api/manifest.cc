@@ -49,6 +49,16 @@ std::optional<Json> PlainScalar(const std::string& s) {
   return std::nullopt;
 }
 
+// YAML text is UTF-8 (YAML 1.2, section 5.2), and so is everything tessera stores and serves as
+// JSON. JSON text is checked by its parser; a YAML scalar is checked here.
+// `what` is "" for a value, "the key " for a mapping key.
+Status CheckUtf8(const std::string& field, const std::string& what, const std::string& text) {
+  const size_t bad = FirstInvalidUtf8(text);
+  if (bad == std::string::npos) return Status::Ok();
+  return InvalidArgument(field + ": " + what + ShownText(text) + " is not valid UTF-8 (byte " +
+                         std::to_string(bad) + "); save the document as UTF-8");
+}
+
 // Converts a YAML node to JSON. Scalars become numbers or booleans when they are plainly
 // written as such (unquoted), and strings otherwise. Mapping keys must be strings: a plain key
 // that reads as a number, boolean or null is refused (quote it). `depth` counts the lists and
@@ -68,6 +78,7 @@ Result<Json> YamlToJson(const YAML::Node& node, const std::string& path, int dep
       return Json(nullptr);
     case YAML::NodeType::Scalar: {
       const std::string& s = node.Scalar();
+      TESSERA_RETURN_IF_ERROR(CheckUtf8(path.empty() ? "body" : "body: " + path, "", s));
       if (node.Tag() == "!") return Json(s);  // quoted
       std::optional<Json> plain = PlainScalar(s);
       return plain ? *plain : Json(s);
@@ -88,6 +99,8 @@ Result<Json> YamlToJson(const YAML::Node& node, const std::string& path, int dep
         if (!kv.first.IsScalar())
           return InvalidArgument(where + ": mapping keys must be plain strings");
         const std::string key = kv.first.Scalar();
+        TESSERA_RETURN_IF_ERROR(
+            CheckUtf8(path.empty() ? "body" : "body: " + path, "the key ", key));
         if (kv.first.Tag() != "!" && PlainScalar(key)) {
           return InvalidArgument(FieldPath(path, key) +
                                  ": mapping keys must be strings; quote it: \"" + key + "\"");

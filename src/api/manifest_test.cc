@@ -195,6 +195,20 @@ TEST(ManifestLimits, DuplicateKeysAreRefusedInJsonAsInYaml) {
   EXPECT_HAS(Refusal(R"({"kind": "TrainJob", "kind": "TrainJob"})"), "body: kind: key appears");
 }
 
+// Found by manifest_fuzz: two keys that differ only in invalid UTF-8 bytes were one key once the
+// stored JSON replaced those bytes, so the stored document no longer parsed.
+TEST(ManifestLimits, YamlThatIsNotUtf8IsRefusedNamingTheField) {
+  EXPECT_HAS(Refusal("metadata:\n  name: a\xff\n"),
+             "body: metadata.name: 'a\\xff' is not valid UTF-8 (byte 1)");
+  EXPECT_HAS(Refusal("spec:\n  \"k\xfe\": 1\n  \"k\xff\": 2\n"),
+             "body: spec: the key 'k\\xfe' is not valid UTF-8");
+  EXPECT_HAS(Refusal("- \xc0\xaf\n"), "body: [0]: '\\xc0\\xaf' is not valid UTF-8");
+  EXPECT_HAS(Refusal("\"\xff\": 1\n"), "body: the key '\\xff' is not valid UTF-8");
+  auto ok = ParseDocument("metadata:\n  description: \"caf\xc3\xa9 \xe2\x82\xac\"\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)["metadata"]["description"].dump(), "\"caf\xc3\xa9 \xe2\x82\xac\"");
+}
+
 TEST(ManifestLimits, NamesAndLabelsMustBeStrings) {
   EXPECT_HAS(Refusal(WithSpecLine("name: llama-8b", "name: 5")),
              "metadata.name: must be a string, got 5; quote it");

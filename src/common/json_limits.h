@@ -44,4 +44,9 @@ Result<nlohmann::json> ParseJson(std::string_view text, std::string_view what,
 // characters, quotes, backslashes and non-ASCII bytes written as \xNN, in single quotes.
 std::string ShownText(std::string_view text, size_t max_chars = 64);
 
+// The offset of the first byte of `text` that does not belong to a well-formed UTF-8 sequence
+// (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF), or npos when all of it
+// is UTF-8. JSON text is checked by ParseJson; YAML scalars are checked with this.
+size_t FirstInvalidUtf8(std::string_view text);
+
 }  // namespace tessera

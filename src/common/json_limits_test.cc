@@ -112,5 +112,21 @@ TEST(JsonLimits, ShownTextEscapesWhatCannotBePrinted) {
   EXPECT_EQ(ShownText("abcdef", 3), "'abc...'");
 }
 
+TEST(JsonLimits, FirstInvalidUtf8FindsTheFirstBadByte) {
+  constexpr size_t kNone = std::string_view::npos;
+  EXPECT_EQ(FirstInvalidUtf8(""), kNone);
+  EXPECT_EQ(FirstInvalidUtf8("plain ascii"), kNone);
+  EXPECT_EQ(FirstInvalidUtf8("\xc3\xa9t\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82"), kNone);
+  EXPECT_EQ(FirstInvalidUtf8("\xf4\x8f\xbf\xbf"), kNone);  // U+10FFFF, the last code point
+  EXPECT_EQ(FirstInvalidUtf8("ab\xff"), 2u);               // never in UTF-8
+  EXPECT_EQ(FirstInvalidUtf8("a\xc3"), 1u);                // truncated
+  EXPECT_EQ(FirstInvalidUtf8("\xc3\x28"), 0u);             // bad continuation
+  EXPECT_EQ(FirstInvalidUtf8("\xc0\xaf"), 0u);             // overlong '/'
+  EXPECT_EQ(FirstInvalidUtf8("\xe0\x80\xaf"), 0u);         // overlong, three bytes
+  EXPECT_EQ(FirstInvalidUtf8("x\xed\xa0\x80"), 1u);        // a surrogate
+  EXPECT_EQ(FirstInvalidUtf8("\xf4\x90\x80\x80"), 0u);     // above U+10FFFF
+  EXPECT_EQ(FirstInvalidUtf8("\xe2\x82\xac\x80"), 3u);     // a lone continuation byte
+}
+
 }  // namespace
 }  // namespace tessera
