@@ -1,0 +1,182 @@
+#include "sim/serving_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace tessera::sim {
+namespace {
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string Pair(const LatencySummary& s, int digits, double scale = 1) {
+  if (s.count == 0) return "-";
+  return Fixed(s.p50_ms * scale, digits) + " / " + Fixed(s.p99_ms * scale, digits);
+}
+
+struct Column {
+  std::string header;
+  std::function<std::string(const ServingRunResult&)> value;
+};
+
+std::vector<Column> Columns() {
+  return {
+      {"config", [](const ServingRunResult& r) { return r.config.name; }},
+      {"chip-h", [](const ServingRunResult& r) { return Fixed(r.chip_hours, 1); }},
+      {"replica-h", [](const ServingRunResult& r) { return Fixed(r.replica_hours, 2); }},
+      {"max groups", [](const ServingRunResult& r) { return std::to_string(r.max_placed); }},
+      {"SLO", [](const ServingRunResult& r) { return Fixed(100 * r.slo_attainment, 1) + "%"; }},
+      {"TTFT p50/p99 ms", [](const ServingRunResult& r) { return Pair(r.ttft, 0); }},
+      {"TPOT p50/p99 ms", [](const ServingRunResult& r) { return Pair(r.tpot, 1); }},
+      {"latency p50/p99 s", [](const ServingRunResult& r) { return Pair(r.latency, 1, 1e-3); }},
+      {"done", [](const ServingRunResult& r) { return std::to_string(r.completed); }},
+      {"503 full/timeout",
+       [](const ServingRunResult& r) {
+         return std::to_string(r.rejected) + " / " + std::to_string(r.timed_out);
+       }},
+      {"killed", [](const ServingRunResult& r) { return std::to_string(r.failed); }},
+      {"scalings", [](const ServingRunResult& r) { return std::to_string(r.scale_events.size()); }},
+  };
+}
+
+nlohmann::json Summary(const LatencySummary& s) {
+  return {{"count", s.count}, {"p50Ms", s.p50_ms}, {"p99Ms", s.p99_ms}, {"meanMs", s.mean_ms}};
+}
+
+}  // namespace
+
+void WriteServingText(std::ostream& out, const ServingComparison& c) {
+  out << "tessera sim-serve: " << c.source << ", offered " << Fixed(c.offered_rps, 2) << " req/s\n";
+  out << "model: " << c.model << "\n";
+  out << "SLO: TTFT <= " << c.options.slo.ttft_ms
+      << " ms and TPOT <= " << Fixed(c.options.slo.tpot_ms, 1) << " ms; seed " << c.options.seed
+      << "\n\n";
+  const std::vector<Column> cols = Columns();
+  std::vector<size_t> width;
+  for (const Column& col : cols) {
+    size_t w = col.header.size();
+    for (const ServingRunResult& r : c.runs) w = std::max(w, col.value(r).size());
+    width.push_back(w);
+  }
+  auto row = [&](const std::function<std::string(size_t)>& cell) {
+    std::string line;
+    for (size_t i = 0; i < cols.size(); ++i) {
+      const std::string v = cell(i);
+      line += (i == 0 ? "" : "  ") + v + std::string(width[i] - v.size(), ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
+  };
+  row([&](size_t i) { return cols[i].header; });
+  for (const ServingRunResult& r : c.runs) row([&](size_t i) { return cols[i].value(r); });
+  out << "\n";
+  for (const ServingRunResult& r : c.runs) {
+    if (!r.config.autoscaling) continue;
+    out << r.config.name << ": " << r.scale_events.size() << " scale decisions, "
+        << r.groups_started << " groups started";
+    if (r.scale_events.empty()) {
+      out << "\n";
+      continue;
+    }
+    out << "; replicas ";
+    const size_t shown = std::min<size_t>(r.scale_events.size(), 12);
+    out << r.scale_events.front().from;
+    for (size_t i = 0; i < shown; ++i)
+      out << " -(" << Fixed(r.scale_events[i].time_s, 0) << " s)-> " << r.scale_events[i].to;
+    if (shown < r.scale_events.size()) out << " ... (" << r.scale_events.size() - shown << " more)";
+    out << "\n  first: " << r.scale_events.front().reason << "\n";
+  }
+  out << "\nchip-h: chips of every slice held from placement to the confirmed stop, first arrival "
+         "to last request's end;\nSLO: requests with TTFT and TPOT within the objective over all "
+         "requests (503s and killed ones miss it);\nTTFT/TPOT/latency over completed requests, "
+         "linear interpolation between closest ranks.\n";
+}
+
+void WriteServingJson(std::ostream& out, const ServingComparison& c) {
+  const ServingSimOptions& o = c.options;
+  nlohmann::json j = {{"source", c.source},
+                      {"model", c.model},
+                      {"offeredRps", c.offered_rps},
+                      {"options",
+                       {{"accelerator", std::string(GenerationName(o.accelerator))},
+                        {"topology", o.topology.ToString()},
+                        {"prefillTokensPerS", o.model.prefill_tokens_per_s},
+                        {"decodeTokensPerS", o.model.decode_tokens_per_s},
+                        {"decodeTokensPerSPerRequest", o.model.decode_tokens_per_s_per_request},
+                        {"startupMs", o.model.startup_ms},
+                        {"maxOngoingRequests", o.max_ongoing_requests},
+                        {"graceMs", o.grace_ms},
+                        {"probePeriodMs", o.probe_period_ms},
+                        {"clusterSlices", o.cluster_slices},
+                        {"timeScale", o.time_scale},
+                        {"tickMs", o.tick_ms},
+                        {"reportMs", o.report_ms},
+                        {"maxQueued", o.max_queued},
+                        {"queueTimeoutMs", o.queue_timeout_ms},
+                        {"sloTtftMs", o.slo.ttft_ms},
+                        {"sloTpotMs", o.slo.tpot_ms},
+                        {"seed", o.seed}}},
+                      {"runs", nlohmann::json::array()}};
+  for (const ServingRunResult& r : c.runs) {
+    nlohmann::json run = {{"config", r.config.name},
+                          {"chipsPerReplica", r.chips_per_replica},
+                          {"requests", r.requests},
+                          {"completed", r.completed},
+                          {"rejected", r.rejected},
+                          {"timedOut", r.timed_out},
+                          {"killed", r.failed},
+                          {"sloMet", r.slo_met},
+                          {"sloAttainment", r.slo_attainment},
+                          {"ttft", Summary(r.ttft)},
+                          {"tpot", Summary(r.tpot)},
+                          {"latency", Summary(r.latency)},
+                          {"durationS", static_cast<double>(r.duration_us) / 1e6},
+                          {"chipHours", r.chip_hours},
+                          {"replicaHours", r.replica_hours},
+                          {"maxGroups", r.max_placed},
+                          {"groupsStarted", r.groups_started},
+                          {"eventHash", r.event_hash},
+                          {"series", nlohmann::json::array()},
+                          {"scaleEvents", nlohmann::json::array()}};
+    if (r.config.autoscaling) {
+      const AutoscalerConfig& a = *r.config.autoscaling;
+      run["autoscaling"] = {{"minReplicas", a.min_replicas},
+                            {"maxReplicas", a.max_replicas},
+                            {"targetOngoingRequests", a.target_ongoing_requests},
+                            {"upscaleDelayMs", a.upscale_delay_ms},
+                            {"downscaleDelayMs", a.downscale_delay_ms},
+                            {"lookbackMs", a.lookback_ms}};
+    } else {
+      run["replicas"] = r.config.replicas;
+    }
+    for (const ReplicaPoint& p : r.series)
+      run["series"].push_back({{"timeS", p.time_s},
+                               {"desired", p.desired},
+                               {"placed", p.placed},
+                               {"ready", p.ready},
+                               {"ongoing", p.ongoing},
+                               {"queued", p.queued}});
+    for (const ScaleEvent& e : r.scale_events)
+      run["scaleEvents"].push_back(
+          {{"timeS", e.time_s}, {"from", e.from}, {"to", e.to}, {"reason", e.reason}});
+    j["runs"].push_back(std::move(run));
+  }
+  out << j.dump(2) << "\n";
+}
+
+void WriteServingCsv(std::ostream& out, const ServingComparison& c) {
+  out << "config,time_s,desired,placed,ready,ongoing,queued\n";
+  for (const ServingRunResult& r : c.runs)
+    for (const ReplicaPoint& p : r.series)
+      out << r.config.name << "," << Fixed(p.time_s, 3) << "," << p.desired << "," << p.placed
+          << "," << p.ready << "," << p.ongoing << "," << p.queued << "\n";
+}
+
+}  // namespace tessera::sim
