@@ -19,6 +19,7 @@ void AddTopologyCommand(CLI::App& app);
 void AddPlanCommand(CLI::App& app);
 void AddAgentCommand(CLI::App& app);
 void AddSimCommand(CLI::App& app);
+void AddSimServeCommand(CLI::App& app);
 void AddHeadCommand(CLI::App& app);
 void AddClusterCommands(CLI::App& app);
 void AddResourceCommands(CLI::App& app);

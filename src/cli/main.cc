@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   tessera::cli::AddPlanCommand(app);
   tessera::cli::AddAgentCommand(app);
   tessera::cli::AddSimCommand(app);
+  tessera::cli::AddSimServeCommand(app);
   tessera::cli::AddHeadCommand(app);
   tessera::cli::AddClusterCommands(app);
   tessera::cli::AddResourceCommands(app);
