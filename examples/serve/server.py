@@ -23,8 +23,11 @@ Run a group of 2 by hand (two shells):
   TESSERA_GROUP_SIZE=2 TESSERA_WORKER_INDEX=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 PORT=8001 \
       /usr/bin/python3 examples/serve/server.py
 
-Logs are JSON lines on stderr ({"event": ..., fields}). Exit codes: 0 stopped by SIGTERM or
-SIGINT, 1 the group failed (a peer died or a collective timed out), 2 bad settings.
+SIGTERM or SIGINT drains the leader: it stops listening, closes any new request without an
+answer (a router retries it elsewhere), lets the requests in flight finish (up to --drain-s),
+then stops its followers, which ignore SIGTERM. Logs are JSON lines on stderr ({"event": ...,
+fields}). Exit codes: 0 stopped by SIGTERM or SIGINT, 1 the group failed (a peer died or a
+collective timed out), 2 bad settings.
 """
 
 import argparse
@@ -93,6 +96,8 @@ def parse_settings(argv):
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per process")
     p.add_argument("--collective-timeout-s", type=int, default=60,
                    help="gloo timeout: joining the group, and any one collective")
+    p.add_argument("--drain-s", type=float, default=30,
+                   help="on SIGTERM, how long requests in flight may take to finish")
     args = p.parse_args(argv)
     s = Settings()
     s.__dict__.update(vars(args))
@@ -125,6 +130,7 @@ class State:
         self.engine = None
         self.ready = threading.Event()
         self.failed = None  # why the group failed, once it has
+        self.draining = False  # SIGTERM: no new requests; the ones in flight finish
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -220,6 +226,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 413, f"the request body is {length} bytes; the limit is {MAX_BODY_BYTES}"))
             return
         raw = self.rfile.read(length)
+        if st.draining or st.failed:
+            # Stopping (scaled down or replaced) or the group broke (this process exits next):
+            # close without a byte of answer, so a router retries the request on another
+            # replica.
+            self.close_connection = True
+            return
         try:
             req = completions.parse_request(raw, st.settings.model_name)
             if st.failed or not st.ready.is_set():
@@ -254,6 +266,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         finally:
             request.cancel()  # no-op when finished; frees the slot when the client left
 
+    def _group_failed_before_answering(self):
+        """The group broke before any byte of this request's answer: close the connection
+        without one, so a router retries the request on another replica."""
+        if self.state.engine.failure is None:
+            return False
+        self.close_connection = True
+        return True
+
     def _whole(self, request, completion):
         text = []
         while True:
@@ -264,10 +284,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self._send_json(200, completion.whole("".join(text), value, len(text)))
                 return
             else:
+                if self._group_failed_before_answering():
+                    return
                 self._send_error(completions.RequestError(500, value, kind="server_error"))
                 return
 
     def _stream(self, request, req, completion):
+        # The status line waits for the first event (the first token comes with it), so a
+        # request the group failed before its first token can still be retried elsewhere.
+        first = request.events.get()
+        if first[0] == "error" and self._group_failed_before_answering():
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -275,8 +302,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.flush()
         sent = 0
+        event = first
         while True:
-            kind, value = request.events.get()
+            kind, value = event
             if kind == "token":
                 sent += 1
                 last = sent == req.max_tokens
@@ -286,6 +314,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             else:
                 self._write_event(completions.error_body(value, kind="server_error"))
                 break
+            event = request.events.get()
         if req.include_usage:
             self._write_event(completion.usage_chunk(sent))
         self._write_event("[DONE]")
@@ -369,8 +398,10 @@ def main(argv=None):
 
     net = model.ShardedTransformer(config, s.worker_index, s.group_size, s.max_batch, all_reduce)
     if not leader:
-        # A follower spends its life inside gloo calls, where Python runs no signal handler, so
-        # SIGTERM keeps its default action (exit at once); the leader's STOP ends it cleanly.
+        # A follower spends its life inside gloo calls, where Python runs no signal handler. It
+        # ignores SIGTERM: the leader drains its requests, then its STOP ends the follower
+        # cleanly (SIGKILL after the grace period ends it otherwise).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         log("ready", role="follower", worker=s.worker_index,
             seconds=round(time.monotonic() - started, 2))
         try:
@@ -390,9 +421,16 @@ def main(argv=None):
     # The signal handler only sets an Event; stopping happens here, outside the handler.
     while loop.is_alive() and not stop.wait(1.0):
         pass
+    # Drain: no new connections or requests; the requests in flight finish (up to --drain-s).
+    state.draining = True
+    httpd.shutdown()
+    httpd.server_close()
+    deadline = time.monotonic() + s.drain_s
+    while loop.is_alive() and eng.load() != (0, 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    log("drained", in_flight=sum(eng.load()))
     eng.stop()
     loop.join()
-    httpd.shutdown()
     return 1 if state.failed else 0
 
 

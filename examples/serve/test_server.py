@@ -320,6 +320,31 @@ class GroupFailureTest(unittest.TestCase):
             finally:
                 group.stop()
 
+    def test_sigterm_to_every_process_drains_the_requests_in_flight(self):
+        # What an agent does to a group scaled down or replaced: SIGTERM to each process. The
+        # request in flight finishes; new connections are refused (a router retries those).
+        with tempfile.TemporaryDirectory() as tmp:
+            group = Group(2, tmp)
+            try:
+                group.wait_ready()
+                got = []
+                t = threading.Thread(target=lambda: got.append(stream_events(
+                    group.port, {"prompt": "x", "max_tokens": 300, "stream": True})))
+                t.start()
+                wait_for(lambda: get(group.port, "/healthz")[1]["running"] == 1,
+                         "the request running")
+                for p in group.procs:
+                    p.send_signal(signal.SIGTERM)
+                t.join(timeout=DEADLINE_S)
+                events = [event_of(c) for c in got[0]]
+                self.assertEqual(events[-1], "[DONE]")
+                self.assertEqual(len([e for e in events[:-1] if e.get("choices")]), 300)
+                self.assertEqual([p.wait(timeout=DEADLINE_S) for p in group.procs], [0, 0])
+                with self.assertRaises(ConnectionError):
+                    socket.create_connection(("127.0.0.1", group.port), timeout=5).close()
+            finally:
+                group.stop()
+
 
 if __name__ == "__main__":
     unittest.main()
