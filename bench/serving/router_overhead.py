@@ -3,7 +3,8 @@
 directly and against HAProxy and nginx as reference proxies, side by side in one run.
 
     /usr/bin/python3 bench/serving/router_overhead.py \
-        --tessera build/release/bin/tessera --rate 1000 --seconds 30
+        --tessera build/release/bin/tessera --rate 1000 --seconds 30 [--runs 5] \
+        [--baseline OTHER/bin/tessera]
 
 The backend is nginx answering `return 200 "ok\\n"` (one worker): as fast as a replica gets,
 so what is measured is the proxies. Four targets on loopback:
@@ -15,9 +16,13 @@ so what is measured is the proxies. Four targets on loopback:
 
 Every proxy keeps its connections to the backend alive, and the client keeps one connection
 alive per target. The client sends at a fixed total rate (open loop: request i is due at
-start + i / rate), round robin over the targets, so all four see the same moments of machine
-load. A request is timed from its send to its last byte. Added latency at a percentile is the
+start + i / rate), round robin over the targets (each round in a fresh seeded order), so all
+see the same moments of machine load. A request is timed from its send to its last byte. Added latency at a percentile is the
 target's percentile minus direct's. Figures go to stdout (a Markdown table) and --json.
+
+--runs N repeats the timed load N times on the same processes (one warm-up) and adds a table
+of the medians across runs; --baseline BIN runs a second tessera router (another build, e.g.
+before a change) as the target `baseline`, so the two builds see the same moments of load.
 
 Nothing here is installed or left running: configs live in a temp dir, every process started
 is stopped by its pid at the end.
@@ -25,6 +30,7 @@ is stopped by its pid at the end.
 import argparse
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -163,14 +169,20 @@ def percentile(sorted_values, p):
     return sorted_values[k]
 
 
-def run_load(targets, rate, seconds, warmup):
+def run_load(targets, rate, seconds, warmup, seed=1):
     raw = b"GET /bench HTTP/1.1\r\nHost: bench\r\n\r\n"
     for t in targets:  # warm every connection and every proxy's pool
+        t.latencies_us, t.errors = [], 0
         for _ in range(warmup):
             t.request(raw)
     interval = 1.0 / rate
     total = int(rate * seconds)
     late = 0
+    # Each round visits every target once, in a fresh order: a disturbance that repeats at a
+    # multiple of the round's length (a 100 Hz tick, 5 targets 1 ms apart) would otherwise
+    # always land on the same target.
+    rng = random.Random(seed)
+    order = []
     start = time.perf_counter()
     for i in range(total):
         due = start + i * interval
@@ -181,7 +193,10 @@ def run_load(targets, rate, seconds, warmup):
                 pass
         elif now - due > interval:
             late += 1
-        t = targets[i % len(targets)]
+        if i % len(targets) == 0:
+            order = list(targets)
+            rng.shuffle(order)
+        t = order[i % len(targets)]
         t0 = time.perf_counter_ns()
         try:
             status = t.request(raw)
@@ -201,8 +216,14 @@ def main():
     ap.add_argument("--rate", type=float, default=1000.0, help="requests per second, all targets")
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--warmup", type=int, default=200, help="requests per target before timing")
+    ap.add_argument("--runs", type=int, default=1, help="timed runs on the same processes")
+    ap.add_argument("--baseline", help="a second tessera binary, measured as target 'baseline'")
     ap.add_argument("--json", help="write the figures here too")
     args = ap.parse_args()
+    if args.runs < 1:
+        raise SystemExit("--runs must be 1 or more, got %d" % args.runs)
+    if args.baseline and not os.path.exists(args.baseline):
+        raise SystemExit("--baseline: no tessera binary at %s" % args.baseline)
     for tool in ("nginx", "haproxy"):
         if not shutil.which(tool) and not os.path.exists("/usr/sbin/" + tool):
             raise SystemExit("%s is not installed (scripts/setup.sh installs it)" % tool)
@@ -231,6 +252,12 @@ def main():
                 {"address": "127.0.0.1", "port": backend}]}]}, f)
         start([args.tessera, "router", "--static-endpoints", os.path.join(tmp, "endpoints.json"),
                "--port", str(tessera)], "tessera router", tessera, os.path.join(tmp, "router.log"))
+        baseline = None
+        if args.baseline:
+            baseline = free_port()
+            start([args.baseline, "router", "--static-endpoints",
+                   os.path.join(tmp, "endpoints.json"), "--port", str(baseline)],
+                  "baseline tessera router", baseline, os.path.join(tmp, "baseline.log"))
 
         haproxy = free_port()
         with open(os.path.join(tmp, "haproxy.cfg"), "w") as f:
@@ -244,11 +271,19 @@ def main():
         start(["nginx", "-p", tmp, "-c", os.path.join(tmp, "proxy.conf")], "nginx proxy", nginx,
               os.path.join(tmp, "nginx.log"))
 
-        targets = [Target("direct", backend), Target("tessera", tessera),
-                   Target("haproxy", haproxy), Target("nginx", nginx)]
-        uptime_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-        late, total = run_load(targets, args.rate, args.seconds, args.warmup)
-        uptime_after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+        targets = [Target("direct", backend), Target("tessera", tessera)]
+        if baseline:
+            targets.append(Target("baseline", baseline))
+        targets += [Target("haproxy", haproxy), Target("nginx", nginx)]
+        runs = []
+        for i in range(args.runs):
+            uptime_before = subprocess.run(["uptime"], capture_output=True,
+                                           text=True).stdout.strip()
+            late, total = run_load(targets, args.rate, args.seconds,
+                                   args.warmup if i == 0 else 20, seed=i + 1)
+            uptime_after = subprocess.run(["uptime"], capture_output=True,
+                                          text=True).stdout.strip()
+            runs.append(figures_of(targets, args, late, total, uptime_before, uptime_after))
     finally:
         for p in procs:
             if p.poll() is None:
@@ -261,6 +296,28 @@ def main():
                 p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
 
+    for i, figures in enumerate(runs):
+        if args.runs > 1:
+            print("## run %d of %d\n" % (i + 1, args.runs))
+        report(figures)
+    result = runs[0] if args.runs == 1 else {"runs": runs, "median": medians(runs)}
+    if args.runs > 1:
+        med = result["median"]
+        print("## medians over %d runs\n" % args.runs)
+        print("| target | added p50 us | added p99 us |")
+        print("|---|---|---|")
+        for name, row in med["targets"].items():
+            print("| %s | %.0f | %.0f |" % (name, row["added_p50"], row["added_p99"]))
+        for key in sorted(k for k in med if k.startswith("ratio_")):
+            print("median of %s: %.2f" % (key, med[key]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    if any(row["errors"] for figures in runs for row in figures["targets"].values()):
+        sys.exit(1)
+
+
+def figures_of(targets, args, late, total, uptime_before, uptime_after):
     figures = {"rate": args.rate, "seconds": args.seconds, "requests": total, "late": late,
                "uptime_before": uptime_before, "uptime_after": uptime_after,
                "backend": "nginx return 200 (1 worker)", "targets": {}}
@@ -272,26 +329,55 @@ def main():
             row["p%s" % p] = percentile(lat, p)
             row["added_p%s" % p] = percentile(lat, p) - percentile(direct, p)
         figures["targets"][t.name] = row
+    t = figures["targets"]
+    for name in ("tessera", "baseline"):
+        if name not in t:
+            continue
+        for ref in ("haproxy", "nginx") + (("baseline",) if name == "tessera" and
+                                           "baseline" in t else ()):
+            for p in ("p50", "p99"):
+                added = t[ref]["added_" + p]
+                ratio = t[name]["added_" + p] / added if added else 0
+                figures["ratio_%s_%s_%s" % (name, ref, p)] = ratio
+    return figures
+
+
+def report(figures):
     print("rate %.0f req/s over %d targets for %.0f s (%d requests, %d sent late)" %
-          (args.rate, len(targets), args.seconds, total, late))
-    print("uptime before: %s\nuptime after:  %s\n" % (uptime_before, uptime_after))
+          (figures["rate"], len(figures["targets"]), figures["seconds"], figures["requests"],
+           figures["late"]))
+    print("uptime before: %s\nuptime after:  %s\n" % (figures["uptime_before"],
+                                                       figures["uptime_after"]))
     print("| target | n | errors | p50 us | p99 us | p99.9 us | added p50 us | added p99 us |")
     print("|---|---|---|---|---|---|---|---|")
     for name, row in figures["targets"].items():
         print("| %s | %d | %d | %.0f | %.0f | %.0f | %.0f | %.0f |" % (
             name, row["n"], row["errors"], row["p50"], row["p99"], row["p99.9"],
             row["added_p50"], row["added_p99"]))
-    t = figures["targets"]
-    for ref in ("haproxy", "nginx"):
-        for p in ("p50", "p99"):
-            ratio = t["tessera"]["added_" + p] / t[ref]["added_" + p] if t[ref]["added_" + p] else 0
-            figures["ratio_%s_%s" % (ref, p)] = ratio
-            print("tessera added %s / %s added %s: %.2f" % (p, ref, p, ratio))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(figures, f, indent=2)
-    if any(row["errors"] for row in figures["targets"].values()):
-        sys.exit(1)
+    for key in sorted(k for k in figures if k.startswith("ratio_")):
+        _, name, ref, p = key.split("_")
+        print("%s added %s / %s added %s: %.2f" % (name, p, ref, p, figures[key]))
+    print()
+
+
+def median(values):
+    values = sorted(values)
+    n = len(values)
+    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2.0
+
+
+def medians(runs):
+    """Per target, the median across runs of each figure; ratios are the medians of the
+    per-run ratios."""
+    out = {"targets": {}}
+    for name in runs[0]["targets"]:
+        out["targets"][name] = {
+            key: median([r["targets"][name][key] for r in runs])
+            for key in runs[0]["targets"][name]}
+    for key in runs[0]:
+        if key.startswith("ratio_"):
+            out[key] = median([r[key] for r in runs])
+    return out
 
 
 if __name__ == "__main__":

@@ -16,8 +16,12 @@ std::vector<Grant> Dispatcher::SetEndpoints(std::vector<Endpoint> endpoints, int
   // One replica per key: the same address:port listed twice would count its slots twice.
   std::set<std::string> seen;
   endpoints_.clear();
+  keys_.clear();
   for (Endpoint& e : endpoints) {
-    if (seen.insert(e.Key()).second) endpoints_.push_back(std::move(e));
+    std::string key = e.Key();
+    if (!seen.insert(key).second) continue;
+    endpoints_.push_back(std::move(e));
+    keys_.push_back(std::move(key));
   }
   // Keys with nothing in flight and no replica are forgotten.
   std::erase_if(in_flight_,
@@ -26,11 +30,12 @@ std::vector<Grant> Dispatcher::SetEndpoints(std::vector<Endpoint> endpoints, int
 }
 
 std::optional<size_t> Dispatcher::Choose(Rng& rng, const std::string& avoid_key) const {
-  std::vector<size_t> free;
+  std::vector<size_t>& free = free_;
+  free.clear();
   std::optional<size_t> avoided;
   for (size_t i = 0; i < endpoints_.size(); ++i) {
-    if (InFlight(endpoints_[i].Key()) >= max_ongoing_) continue;
-    if (!avoid_key.empty() && endpoints_[i].Key() == avoid_key) {
+    if (InFlight(keys_[i]) >= max_ongoing_) continue;
+    if (!avoid_key.empty() && keys_[i] == avoid_key) {
       avoided = i;
       continue;
     }
@@ -42,8 +47,8 @@ std::optional<size_t> Dispatcher::Choose(Rng& rng, const std::string& avoid_key)
   size_t b = rng.Uniform(free.size() - 1);
   if (b >= a) ++b;
   // A tie goes to the first drawn, so equal replicas share the traffic.
-  const int load_a = InFlight(endpoints_[free[a]].Key());
-  const int load_b = InFlight(endpoints_[free[b]].Key());
+  const int load_a = InFlight(keys_[free[a]]);
+  const int load_b = InFlight(keys_[free[b]]);
   return load_b < load_a ? free[b] : free[a];
 }
 
@@ -52,7 +57,7 @@ Dispatcher::Admission Dispatcher::Admit(RequestId request, Rng& rng, const std::
   // Waiting requests go first: a newcomer never overtakes the queue.
   if (queue_.empty()) {
     if (auto i = Choose(rng, avoid_key)) {
-      ++in_flight_[endpoints_[*i].Key()];
+      ++in_flight_[keys_[*i]];
       out.outcome = Outcome::kGranted;
       out.endpoint = endpoints_[*i];
       return out;
@@ -71,8 +76,7 @@ std::vector<Grant> Dispatcher::Release(const std::string& endpoint_key, Rng& rng
   auto it = in_flight_.find(endpoint_key);
   if (it != in_flight_.end() && it->second > 0) --it->second;
   if (it != in_flight_.end() && it->second == 0) {
-    const bool ready = std::any_of(endpoints_.begin(), endpoints_.end(),
-                                   [&](const Endpoint& e) { return e.Key() == endpoint_key; });
+    const bool ready = std::find(keys_.begin(), keys_.end(), endpoint_key) != keys_.end();
     if (!ready) in_flight_.erase(it);
   }
   return DrainQueue(rng);
@@ -83,7 +87,7 @@ std::vector<Grant> Dispatcher::DrainQueue(Rng& rng) {
   while (!queue_.empty()) {
     auto i = Choose(rng, {});
     if (!i) break;
-    ++in_flight_[endpoints_[*i].Key()];
+    ++in_flight_[keys_[*i]];
     granted.push_back(Grant{queue_.front(), endpoints_[*i]});
     queue_.pop_front();
   }
@@ -101,7 +105,9 @@ DispatchLoad Dispatcher::Load() const {
   DispatchLoad load;
   for (const auto& [key, n] : in_flight_) load.in_flight += n;
   load.queued = static_cast<int>(queue_.size());
-  for (const Endpoint& e : endpoints_) load.per_replica[e.replica] += InFlight(e.Key());
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    load.per_replica[endpoints_[i].replica] += InFlight(keys_[i]);
+  }
   return load;
 }
 

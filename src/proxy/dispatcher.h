@@ -84,7 +84,9 @@ class Dispatcher {
   const size_t max_queued_;
   int max_ongoing_ = kDefaultMaxOngoingRequests;
   std::vector<Endpoint> endpoints_;       // ready replicas, one per key, in endpoint order
+  std::vector<std::string> keys_;         // endpoints_[i].Key(), built once per SetEndpoints
   std::map<std::string, int> in_flight_;  // by key; keys of departed replicas stay until 0
+  mutable std::vector<size_t> free_;      // Choose()'s scratch list, kept to save allocations
   std::deque<RequestId> queue_;
 };
 
