@@ -1,17 +1,21 @@
 // The dashboard: asks for the admin token once per tab, follows the head's watch streams
-// (jobs, hosts, events), polls what has no stream (host usage, ClusterQueue status, a job's
-// progress and logs), and renders one view at a time from the hash route:
-//   #/cluster  #/jobs  #/jobs/NAME  #/queues  #/utilization  #/events
+// (jobs, hosts, services, events), polls what has no stream (host usage, ClusterQueue status,
+// the router's traffic per Service, a job's progress and logs), and renders one view at a time
+// from the hash route:
+//   #/cluster  #/jobs  #/jobs/NAME  #/services  #/services/NAME  #/queues  #/utilization  #/events
 // Nothing reloads the page; views re-render from the in-memory state when it changes.
 
 import {AuthError, getJson, getText, setToken, token, watch} from './api.js';
 import {drawLineChart, escapeHtml, legendHtml} from './charts.js';
-import {ClusterView} from './cluster.js';
+import {ClusterView, groupBadge} from './cluster.js';
 import {NONE, age, attemptCount, fmtBytes, fmtMs, jobColors, known, pendingText, percentText,
         recoveryTimeline, slicesText, stepText, tail, utilizationSample} from './model.js';
+import {autoscalerText, latestTraffic, mergeService, rateText, replicaGroups, replicaSeries,
+        replicasText, roleSizeText, secondsText, serviceSample, trafficSeries} from './services.js';
 
 const USAGE_POLL_MS = 5000;
 const JOB_POLL_MS = 2000;
+const SERVICE_POLL_MS = 2000;  // a Service's page; the router reports load every second
 const MAX_SAMPLES = 720;  // an hour at one sample every 5 s
 const LOG_LINES = 200;
 
@@ -23,6 +27,8 @@ const state = {
   localQueues: [],
   samples: [],
   progress: new Map(),  // job -> [[timeMs, step]] sampled here when status.progress is absent
+  services: new Map(),
+  serviceSamples: new Map(),  // service -> [serviceSample], taken here at each read
   versions: {},  // kind -> the resourceVersion (BigInt) of the last change its watch delivered
   abort: null,
   timers: [],
@@ -90,11 +96,13 @@ function start() {
       else map.set(name, object);
       state.versions[kind] = BigInt(resourceVersion || 0);
       if (kind === 'jobs') scheduleQueues();
+      if (kind === 'services' && type !== 'DELETED') sampleServices(Date.now(), name);  // replicas over time
       queueRender();
     },
   });
   follow('/api/v1/jobs', 'jobs', state.jobs);
   follow('/api/v1/hosts', 'hosts', state.hosts);
+  follow('/api/v1/services', 'services', state.services);
   watch('/api/v1/events', {
     signal, onAuthError, onStatus: onStatus('events'),
     onReady: ({replay}) => { if (replay) state.events = []; },
@@ -127,6 +135,36 @@ function start() {
   state.timers.push(setInterval(pollHosts, USAGE_POLL_MS));
   pollQueues();
   state.timers.push(setInterval(pollQueues, USAGE_POLL_MS));
+  // The router's traffic and the autoscaler's latest decision change without a watch event
+  // (status.roles[].traffic, .autoscaler): poll, and sample every Service for its charts.
+  const pollServices = async () => {
+    try {
+      const list = await getJson('/api/v1/services', {signal});
+      const stale = BigInt(list.metadata?.resourceVersion || 0) < (state.versions.services || 0n);
+      for (const s of list.items) {
+        const name = s.metadata.name;
+        if (!stale || state.services.has(name)) state.services.set(name, mergeService(state.services.get(name), s, stale));
+      }
+      sampleServices(Date.now());
+      queueRender();
+    } catch (e) {
+      if (e instanceof AuthError) onAuthError(e);
+    }
+  };
+  pollServices();
+  state.timers.push(setInterval(pollServices, USAGE_POLL_MS));
+}
+
+function sampleServices(timeMs, only) {
+  for (const [name, svc] of state.services) {
+    if (only && name !== only) continue;
+    const samples = state.serviceSamples.get(name) || [];
+    samples.push(serviceSample(svc, timeMs));
+    if (samples.length > MAX_SAMPLES) samples.shift();
+    state.serviceSamples.set(name, samples);
+  }
+  for (const name of state.serviceSamples.keys())
+    if (!state.services.has(name)) state.serviceSamples.delete(name);
 }
 
 let queuesTimer = 0;
@@ -161,6 +199,7 @@ function route() {
   const [, name, arg] = hash.match(/^#\/([a-z]+)(?:\/(.+))?$/) || [, 'cluster'];
   view?.destroy?.();
   const make = {cluster: clusterView, jobs: arg ? () => jobView(decodeURIComponent(arg)) : jobsView,
+                services: arg ? () => serviceView(decodeURIComponent(arg)) : servicesView,
                 queues: queuesView, utilization: utilizationView, events: eventsView}[name] || clusterView;
   view = make();
   for (const a of document.querySelectorAll('nav a')) {
@@ -172,6 +211,10 @@ function route() {
 
 function openJob(name) {
   location.hash = `#/jobs/${encodeURIComponent(name)}`;
+}
+
+function openService(name) {
+  location.hash = `#/services/${encodeURIComponent(name)}`;
 }
 
 // ------------------------------------------------------------------------------------------
@@ -202,6 +245,12 @@ function summaryCards() {
       <div class="k">${v.unhealthy ? `<span class="badge bad">✕ ${v.unhealthy} unhealthy</span>` : '✓ none unhealthy'}</div></div>`);
   cards.push(`<div class="card"><div class="k">jobs running / pending</div><div class="v">${count('Running')} / ${count('Pending')}</div>
     <div class="k">${count('Failed')} failed, ${count('Succeeded')} succeeded</div></div>`);
+  const services = [...state.services.values()];
+  if (services.length) {
+    const ready = services.filter((v) => v.status?.phase === 'Ready').length;
+    cards.push(`<div class="card"><div class="k">services ready / total</div><div class="v">${ready} / ${services.length}</div>
+      <div class="k"><a href="#/services">Services</a></div></div>`);
+  }
   cards.push(`<div class="card"><div class="k">chip utilization (cluster)</div>
     <div class="v">${s ? Math.round(s.all.util * 100) : 0}%</div><div class="k">worker memory ${fmtBytes(s?.all.memoryBytes || 0)}</div></div>`);
   return `<div class="cards" data-role="cards">${cards.join('')}</div>`;
@@ -209,13 +258,13 @@ function summaryCards() {
 
 function clusterView() {
   main().innerHTML = `<h1>Cluster</h1><div data-role="summary"></div><div data-role="grid"></div>`;
-  const cv = new ClusterView(main().querySelector('[data-role=grid]'), {onOpenJob: openJob});
+  const cv = new ClusterView(main().querySelector('[data-role=grid]'), {onOpenJob: openJob, onOpenService: openService});
   window.__tessera.cluster = cv;
   return {
     name: 'cluster',
     render() {
       main().querySelector('[data-role=summary]').innerHTML = summaryCards();
-      cv.update([...state.hosts.values()], [...state.jobs.values()]);
+      cv.update([...state.hosts.values()], [...state.jobs.values()], {services: new Set(state.services.keys())});
     },
     destroy() { cv.destroy(); window.__tessera.cluster = null; },
   };
@@ -429,6 +478,197 @@ function renderLogs(job, open, logs) {
     if (!workers.some((w) => String(w.rank) === d.dataset.rank)) d.remove();
 }
 
+// ------------------------------------------------------------------------------------------
+// Services (docs/serving.md): the list, and a Service's page. Request rate and latency are
+// the router's (its load reports to the head, status.roles[].traffic), charted from what this
+// page reads; replica groups are drawn on the chip grid by web/services.js replicaGroups.
+
+const byName = (a, b) => (a.metadata.name < b.metadata.name ? -1 : 1);
+
+function roleSpecs(svc) {
+  return new Map((svc.spec?.roles || []).map((r) => [r.name, r]));
+}
+
+function serviceGrid(cv, services) {
+  cv.update([...state.hosts.values()], [...state.jobs.values()],
+            {highlight: replicaGroups(services), services: new Set(state.services.keys())});
+}
+
+function servicesView() {
+  main().innerHTML = `<h1>Services</h1>
+    <div class="table-scroll" style="max-height:none"><table class="services"><caption class="muted" style="text-align:left">Select a name for its replica groups, autoscaler and traffic over time. Requests and latency are the router's, between this page's last two reads.</caption>
+    <thead><tr><th scope="col">Name</th><th scope="col">State</th><th scope="col">Role</th><th scope="col">Shape</th>
+      <th scope="col">Ready / desired</th><th scope="col">Autoscaler</th><th scope="col">Requests</th>
+      <th scope="col">Latency p50</th><th scope="col">Age</th><th scope="col">Message</th></tr></thead><tbody></tbody></table></div>
+    <h2>Replica groups on the chip grid</h2>
+    <p class="muted">Each replica group in its own colour on its slice, its leader ringed; a group that is not ready is striped.</p>
+    <div data-role="grid"></div>`;
+  const cv = new ClusterView(main().querySelector('[data-role=grid]'), {onOpenJob: openJob, onOpenService: openService});
+  window.__tessera.cluster = cv;
+  return {
+    name: 'services',
+    render() {
+      const now = Date.now();
+      const services = [...state.services.values()].sort(byName);
+      main().querySelector('tbody').innerHTML = services.map((svc) => serviceRows(svc, now)).join('') ||
+          '<tr><td colspan="10" class="muted">No services. <code>tessera apply -f service.yaml</code> deploys one (docs/serving.md).</td></tr>';
+      serviceGrid(cv, services);
+    },
+    destroy() { cv.destroy(); window.__tessera.cluster = null; },
+  };
+}
+
+function serviceRows(svc, now) {
+  const name = svc.metadata.name, st = svc.status || {};
+  const specs = roleSpecs(svc);
+  const roles = st.roles?.length ? st.roles : [...specs.keys()].map((n) => ({name: n}));
+  const samples = state.serviceSamples.get(name) || [];
+  const span = `rowspan="${Math.max(1, roles.length)}"`;
+  return roles.map((role, i) => {
+    const spec = specs.get(role.name) || {};
+    const t = latestTraffic(samples, role.name);
+    return `<tr data-service="${escapeHtml(name)}" data-role-name="${escapeHtml(role.name)}">
+      ${i ? '' : `<th scope="row" ${span}><a href="#/services/${encodeURIComponent(name)}">${escapeHtml(name)}</a></th>
+        <td ${span}>${groupBadge(st.phase)}</td>`}
+      <td>${escapeHtml(role.name)}</td>
+      <td>${escapeHtml(spec.accelerator || '')} ${escapeHtml(spec.topology || '')}</td>
+      <td><strong>${replicasText(role)}</strong> <span class="muted">${escapeHtml(roleSizeText(spec))}</span></td>
+      <td>${escapeHtml(autoscalerText(role)) || '<span class="muted">fixed size</span>'}</td>
+      <td>${rateText(t?.rate)}</td>
+      <td>${secondsText(t?.p50 ?? t?.mean)}</td>
+      ${i ? '' : `<td ${span}>${age(svc.metadata.creationTimestampMs, now)}</td><td ${span}>${escapeHtml(st.message || '')}</td>`}</tr>`;
+  }).join('');
+}
+
+function serviceView(name) {
+  main().innerHTML = `<p><a href="#/services">← Services</a></p><h1>Service ${escapeHtml(name)}</h1>
+    <div data-role="facts"></div>
+    <h2>Replica groups</h2><div data-role="groups"></div>
+    <h2>Traffic</h2>
+    <p class="muted">From the router's load reports to the head (one a second), read by this page every ${SERVICE_POLL_MS / 1000} s since it opened:
+      requests relayed per second, their latency (request header to last response byte, p50 and p99 from the router's histogram),
+      ongoing requests (in flight and queued: the autoscaler's input) and replicas.</p>
+    <div class="grid2">
+      <section><h3>Request rate</h3><canvas class="chart" data-role="rate" role="img" aria-label="Requests per second over time"></canvas><div data-role="rate-legend"></div></section>
+      <section><h3>Latency</h3><canvas class="chart" data-role="latency" role="img" aria-label="Request latency over time"></canvas><div data-role="latency-legend"></div></section>
+      <section><h3>Replicas</h3><canvas class="chart" data-role="replicas" role="img" aria-label="Ready and desired replicas over time"></canvas><div data-role="replicas-legend"></div></section>
+      <section><h3>Ongoing requests</h3><canvas class="chart" data-role="ongoing" role="img" aria-label="Ongoing requests over time"></canvas><div data-role="ongoing-legend"></div></section>
+    </div>
+    <h2>On the chip grid</h2>
+    <p class="muted">Each replica group of this Service in its own colour on its slice, its leader ringed; a group that is not ready is striped; other workloads grey.</p>
+    <div data-role="grid"></div>`;
+  const cv = new ClusterView(main().querySelector('[data-role=grid]'), {onOpenJob: openJob, onOpenService: openService});
+  window.__tessera.cluster = cv;
+  let stopped = false;
+  let problem = '';
+  const poll = async () => {
+    try {
+      const got = await getJson(`/api/v1/services/${encodeURIComponent(name)}`);
+      const known = state.services.get(name);
+      const stale = !!known && BigInt(got.metadata?.resourceVersion || 0) < BigInt(known.metadata?.resourceVersion || 0);
+      state.services.set(name, mergeService(known, got, stale));
+      sampleServices(Date.now(), name);
+      problem = '';
+    } catch (e) {
+      if (e instanceof AuthError) return showLogin(e.message);
+      problem = e.message;
+    }
+    if (!stopped) view?.render();
+  };
+  poll();
+  const timer = setInterval(poll, SERVICE_POLL_MS);
+  return {
+    name: 'service',
+    render() {
+      const svc = state.services.get(name);
+      if (!svc) {
+        main().querySelector('[data-role=facts]').innerHTML = `<p class="error">${escapeHtml(problem || 'Loading…')}</p>`;
+        return;
+      }
+      renderServiceFacts(svc);
+      renderGroups(svc);
+      serviceGrid(cv, [svc]);
+      renderServiceCharts(svc, state.serviceSamples.get(name) || []);
+    },
+    destroy() { stopped = true; clearInterval(timer); cv.destroy(); window.__tessera.cluster = null; },
+  };
+}
+
+function renderServiceFacts(svc) {
+  const st = svc.status || {};
+  const specs = roleSpecs(svc);
+  const now = Date.now();
+  const endpoints = st.endpoints || [];
+  const roles = (st.roles || []).map((role) => {
+    const spec = specs.get(role.name) || {};
+    return `<strong>${escapeHtml(role.name)}</strong>: ${escapeHtml(spec.accelerator || '')} ${escapeHtml(spec.topology || '')} per replica,
+      ${escapeHtml(roleSizeText(spec))}, ${replicasText(role)} ready, generation ${role.generation ?? 1},
+      up to ${spec.maxOngoingRequests ?? '?'} ongoing per replica, readiness ${escapeHtml(spec.readiness?.path || '/healthz')}`;
+  });
+  const autoscalers = (st.roles || []).filter((r) => r.autoscaler).map((r) =>
+    `<span data-role="autoscaler" data-role-name="${escapeHtml(r.name)}"><strong>${escapeHtml(r.name)}</strong>: ${escapeHtml(autoscalerText(r))}` +
+    (r.autoscaler.atMs ? ` <span class="muted">(${age(r.autoscaler.atMs, now)} ago)</span>` : '') + '</span>');
+  const facts = [
+    ['State', `${groupBadge(st.phase)} ${escapeHtml(st.reason || '')}`],
+    ['Message', escapeHtml(st.message || '')],
+    ['Roles', roles.join('<br>') || NONE],
+    ['Autoscaler', autoscalers.join('<br>') || '<span class="muted">fixed size (no autoscaling)</span>'],
+    ['Endpoints', `${endpoints.filter((e) => e.ready).length} ready of ${endpoints.length} (the router sends requests to the ready ones of the first role)`],
+    ['Queue / priority', `${escapeHtml(svc.metadata.queue || 'default')} / ${escapeHtml(svc.spec?.priority || NONE)}`],
+    ['Age', age(svc.metadata.creationTimestampMs, now)],
+  ];
+  main().querySelector('[data-role=facts]').innerHTML =
+      `<dl class="facts">${facts.map(([k, v]) => `<dt>${k}</dt><dd>${v}</dd>`).join('')}</dl>`;
+}
+
+function renderGroups(svc) {
+  const {groups} = replicaGroups([svc]);
+  const color = new Map(groups.map((g) => [g.key, g.color]));
+  const html = (svc.status?.roles || []).map((role) => {
+    const inFlight = role.traffic?.perReplica || {};
+    const rows = (role.replicas || []).map((r) => {
+      const key = `${svc.metadata.name}/${role.name}/${r.replica}`;
+      const c = color.get(key);
+      const leader = r.leader ? `${escapeHtml(r.leader.address)}:${r.leader.port}` : NONE;
+      return `<tr data-group="${escapeHtml(key)}" data-phase="${escapeHtml(r.phase)}">
+        <th scope="row">${c ? `<span class="swatch${r.phase === 'Ready' ? '' : ' striped'}" style="background-color:${c}"></span>` : ''}${r.replica}</th>
+        <td>${groupBadge(r.phase)}</td><td>${r.generation}</td>
+        <td>${escapeHtml(r.slice || NONE)}</td><td>${escapeHtml((r.hosts || []).join(', ') || NONE)}</td>
+        <td>${leader}</td><td>${inFlight[r.replica] ?? NONE}</td><td>${r.restarts ?? 0}</td>
+        <td>${escapeHtml(r.reason || '')}${r.message ? `: ${escapeHtml(r.message)}` : ''}</td></tr>`;
+    }).join('') || `<tr><td colspan="9" class="muted">No replica groups (${replicasText(role)}).</td></tr>`;
+    return `<h3>Role ${escapeHtml(role.name)} · ${replicasText(role)} ready</h3>
+      <table class="groups" data-role-name="${escapeHtml(role.name)}"><thead><tr><th scope="col">Replica</th><th scope="col">Readiness</th>
+      <th scope="col">Generation</th><th scope="col">Slice</th><th scope="col">Hosts (leader first)</th><th scope="col">Leader</th>
+      <th scope="col">In flight</th><th scope="col">Restarts</th><th scope="col">Reason / message</th></tr></thead><tbody>${rows}</tbody></table>`;
+  }).join('');
+  const el = main().querySelector('[data-role=groups]');
+  if (el.innerHTML !== html) el.innerHTML = html || '<p class="muted">No roles yet.</p>';
+}
+
+function renderServiceCharts(svc, samples) {
+  const roles = (svc.status?.roles || []).map((r) => r.name);
+  const label = (role, what) => (roles.length > 1 ? `${role} ${what}` : what);
+  const rate = [], latency = [], replicas = [], ongoing = [];
+  for (const role of roles) {
+    const t = trafficSeries(samples, role);
+    const r = replicaSeries(samples, role);
+    rate.push({name: label(role, 'requests/s'), points: t.rate});
+    latency.push({name: label(role, 'p50'), points: t.p50}, {name: label(role, 'p99'), points: t.p99},
+                 {name: label(role, 'mean'), points: t.mean});
+    replicas.push({name: label(role, 'ready'), points: r.ready}, {name: label(role, 'desired'), points: r.desired});
+    ongoing.push({name: label(role, 'ongoing (in flight + queued)'), points: t.ongoing});
+  }
+  const count = (v) => String(Math.round(v * 10) / 10);
+  const maxReplicas = Math.max(1, ...replicas.flatMap((s) => s.points.map((p) => p[1])));
+  const charts = [['rate', rate, (v) => `${count(v)}/s`, undefined], ['latency', latency, secondsText, undefined],
+                  ['replicas', replicas, count, Math.ceil((maxReplicas + 1) / 4) * 4], ['ongoing', ongoing, count, undefined]];
+  for (const [key, series, fmt, yMax] of charts) {
+    drawLineChart(main().querySelector(`[data-role=${key}]`), series, {yMax, yFormat: fmt, height: 180});
+    main().querySelector(`[data-role=${key}-legend]`).innerHTML = legendHtml(series, fmt);
+  }
+}
+
 function queuesView() {
   main().innerHTML = `<h1>Queues</h1><div data-role="cq"></div><h2>Local queues</h2><div data-role="lq"></div>
     <h2>Pending jobs by queue</h2><div data-role="pending"></div>`;
@@ -510,7 +750,8 @@ function eventsView() {
           (!f || `${e.reason} ${e.object} ${e.message}`.toLowerCase().includes(f))).slice(-500).reverse();
       main().querySelector('tbody').innerHTML = rows.map((e) => {
         const obj = e.object || '';
-        const link = obj.startsWith('trainjob/') ? `<a href="#/jobs/${encodeURIComponent(obj.slice(9))}">${escapeHtml(obj)}</a>` : escapeHtml(obj);
+        const link = obj.startsWith('trainjob/') ? `<a href="#/jobs/${encodeURIComponent(obj.slice(9))}">${escapeHtml(obj)}</a>`
+            : obj.startsWith('service/') ? `<a href="#/services/${encodeURIComponent(obj.slice(8))}">${escapeHtml(obj)}</a>` : escapeHtml(obj);
         return `<tr><td>${new Date(e.timeMs).toLocaleTimeString()}</td>
           <td>${e.type === 'Warning' ? '<span class="badge bad">⚠ Warning</span>' : '<span class="badge done">Normal</span>'}</td>
           <td>${escapeHtml(e.reason)}</td><td>${link}</td><td>${escapeHtml(e.message)}</td></tr>`;

@@ -48,6 +48,14 @@ export function drawLineChart(canvas, series, {yMax, yFormat = String, height = 
     ctx.beginPath();
     s.points.forEach(([t, v], k) => (k ? ctx.lineTo(x(t), y(v)) : ctx.moveTo(x(t), y(v))));
     ctx.stroke();
+    // A lone point has no line to draw: a dot.
+    if (s.points.length === 1) {
+      ctx.beginPath();
+      ctx.arc(x(s.points[0][0]), y(s.points[0][1]), 3.5, 0, 2 * Math.PI);
+      ctx.fillStyle = PALETTE[i % PALETTE.length];
+      ctx.fill();
+      ctx.fillStyle = '#1f2937';
+    }
   });
   ctx.setLineDash([]);
 }

@@ -3,21 +3,38 @@
 // the tooltip and the table, not by colour alone). A 9,216-chip pod is 144 cubes: one canvas
 // and one draw per update, hover found from coordinates, never one DOM node per chip. The
 // host table under it reaches every host by keyboard and highlights it on the canvas.
+//
+// With a highlight (the Services pages: web/services.js replicaGroups), hosts are coloured by
+// the replica group they run instead: a group that is not ready is striped, its leader marked
+// with a ring, and hosts held by anything else drawn in one neutral grey.
 
 import {chipUtilization, fmtBytes, jobColors, layoutCluster, workersByHost, age} from './model.js';
 import {escapeHtml} from './charts.js';
 
+// A replica group's phase as a badge: words and an icon, not colour alone.
+export function groupBadge(phase) {
+  const cls = {Ready: 'ok', Starting: 'info', Pending: 'warn', Unready: 'bad', Recreating: 'warn',
+               Terminating: 'done', Progressing: 'info', Degraded: 'warn', Deleting: 'done'}[phase] || 'info';
+  const icon = {Ready: '✓', Starting: '↻', Pending: '◌', Unready: '✕', Recreating: '↻', Terminating: '■',
+                Progressing: '↻', Degraded: '!', Deleting: '■'}[phase] || '•';
+  return `<span class="badge ${cls}">${icon} ${escapeHtml(phase || '?')}</span>`;
+}
+
 const FREE = '#e5e7eb';
 const FREE_EDGE = '#9ca3af';
 const LOST = '#4b5563';
+const OTHER = '#9ca3af';  // held by a workload outside the highlight
 const TABLE_ROWS = 200;
 
 export class ClusterView {
-  constructor(root, {onOpenJob} = {}) {
+  constructor(root, {onOpenJob, onOpenService} = {}) {
     this.root = root;
     this.onOpenJob = onOpenJob;
+    this.onOpenService = onOpenService;
     this.hosts = [];
     this.jobs = [];
+    this.highlight = null;
+    this.services = new Set();
     this.rects = [];
     this.selected = null;
     this.filter = '';
@@ -48,7 +65,7 @@ export class ClusterView {
     this.canvas.addEventListener('mouseleave', () => { this.tooltip.hidden = true; });
     this.canvas.addEventListener('click', (e) => {
       const r = this.hit(e);
-      if (r?.job) this.onOpenJob?.(r.job.job);
+      if (r) this.open(r);
     });
     this.canvas.addEventListener('keydown', (e) => this.key(e));
     root.querySelector('#host-filter').addEventListener('input', (e) => {
@@ -62,7 +79,7 @@ export class ClusterView {
     this.tbody.addEventListener('keydown', (e) => {
       const row = e.target.closest('tr[data-host]');
       if (!row) return;
-      if (e.key === 'Enter' && row.dataset.job) this.onOpenJob?.(row.dataset.job);
+      if (e.key === 'Enter' && row.dataset.job) this.openHolder(row.dataset.job);
       if (e.key === 'ArrowDown') row.nextElementSibling?.focus();
       if (e.key === 'ArrowUp') row.previousElementSibling?.focus();
     });
@@ -78,10 +95,31 @@ export class ClusterView {
     this.resizeObserver.observe(root);
   }
 
-  update(hosts, jobs) {
+  // highlight: {byHost, groups} of replicaGroups (web/services.js), or null for job colours;
+  // services: the names of Services, whose hosts link to the Service's page.
+  update(hosts, jobs, {highlight = null, services = null} = {}) {
     this.hosts = hosts;
     this.jobs = jobs;
+    this.highlight = highlight;
+    if (services) this.services = services;
     this.schedule();
+  }
+
+  // Opens what runs on a host: its replica group's Service, or its job.
+  open(r) {
+    if (r.group) this.onOpenService?.(r.group.group.service);
+    else if (r.job) this.openHolder(r.job.job);
+  }
+
+  openHolder(name) {
+    if (this.services.has(name)) this.onOpenService?.(name);
+    else this.onOpenJob?.(name);
+  }
+
+  colorOf(host) {
+    const g = this.highlight?.byHost.get(host.metadata?.name);
+    if (this.highlight) return g ? g.group.color : host.status?.job ? OTHER : FREE;
+    return host.status?.job ? this.colors.get(host.status.job) : FREE;
   }
 
   schedule() {
@@ -97,7 +135,9 @@ export class ClusterView {
     const t0 = performance.now();
     this.workers = workersByHost(this.jobs);
     const holders = this.hosts.map((h) => h.status?.job).filter(Boolean);
-    this.colors = jobColors(holders);
+    this.colors = this.highlight
+        ? new Map(this.highlight.groups.filter((g) => g.color).map((g) => [g.key, g.color]))
+        : jobColors(holders);
     this.layout = layoutCluster(this.hosts);
     this.draw();
     this.renderLegend();
@@ -166,7 +206,7 @@ export class ClusterView {
       return fills.get(color);
     };
     const freeEdges = new Path2D();
-    const lostRects = [];
+    const lostRects = [], unreadyRects = [], leaderRects = [];
     ctx.fillStyle = '#111827';
     for (const p of placed) {
       if (p.section) {
@@ -184,18 +224,22 @@ export class ClusterView {
         const h = hEntry.host;
         const lost = h.status?.state !== 'Ready';
         const job = h.status?.job || '';
-        const target = path(lost ? LOST : job ? this.colors.get(job) : FREE);
+        const group = this.highlight?.byHost.get(hEntry.name) || null;
+        const color = lost ? LOST : this.colorOf(h);
+        const target = path(color);
         let minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
         for (const [cx, cy] of hEntry.cells) {
           const rx = p.x + cx * cell, ry = oy + cy * cell;
           target.rect(rx, ry, cell - gap, cell - gap);
-          if (!job && !lost) freeEdges.rect(rx + 0.5, ry + 0.5, cell - gap - 1, cell - gap - 1);
+          if (color === FREE) freeEdges.rect(rx + 0.5, ry + 0.5, cell - gap - 1, cell - gap - 1);
           minX = Math.min(minX, rx); minY = Math.min(minY, ry);
           maxX = Math.max(maxX, rx + cell - gap); maxY = Math.max(maxY, ry + cell - gap);
         }
-        const rect = {x: minX, y: minY, w: maxX - minX, h: maxY - minY, entry: hEntry, group: g,
-                      job: this.workers.get(hEntry.name) || (job ? {job} : null)};
+        const rect = {x: minX, y: minY, w: maxX - minX, h: maxY - minY, entry: hEntry, slice: g,
+                      job: this.workers.get(hEntry.name) || (job ? {job} : null), group};
         if (lost) lostRects.push(rect);
+        else if (group && !group.group.ready) unreadyRects.push(rect);
+        if (group?.leader) leaderRects.push(rect);
         this.rects.push(rect);
       }
     }
@@ -207,6 +251,8 @@ export class ClusterView {
     ctx.lineWidth = 1;
     ctx.stroke(freeEdges);
     for (const r of lostRects) this.hatch(ctx, r);
+    for (const r of unreadyRects) this.stripe(ctx, r);
+    for (const r of leaderRects) this.ring(ctx, r);
     this.rectByHost = new Map(this.rects.map((r) => [r.entry.name, r]));
     if (this.selected && this.rectByHost.has(this.selected)) this.outline(ctx, this.rectByHost.get(this.selected));
   }
@@ -231,6 +277,35 @@ export class ClusterView {
     ctx.beginPath();
     ctx.moveTo(r.x + 1, r.y + 1); ctx.lineTo(r.x + r.w - 1, r.y + r.h - 1);
     ctx.moveTo(r.x + r.w - 1, r.y + 1); ctx.lineTo(r.x + 1, r.y + r.h - 1);
+    ctx.stroke();
+  }
+
+  // A replica group that is not ready: white stripes across its hosts (no cross: not lost).
+  stripe(ctx, r) {
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(r.x, r.y, r.w, r.h);
+    ctx.clip();
+    ctx.strokeStyle = 'rgba(255,255,255,.85)';
+    ctx.lineWidth = 2;
+    for (let d = -r.h; d < r.w; d += 7) {
+      ctx.beginPath();
+      ctx.moveTo(r.x + d, r.y);
+      ctx.lineTo(r.x + d + r.h, r.y + r.h);
+      ctx.stroke();
+    }
+    ctx.restore();
+  }
+
+  // The leader of a replica group (worker 0, takes HTTP): a ring in the middle of its host.
+  ring(ctx, r) {
+    const cx = r.x + r.w / 2, cy = r.y + r.h / 2, rad = Math.max(3, Math.min(r.w, r.h) / 5);
+    ctx.beginPath();
+    ctx.arc(cx, cy, rad, 0, 2 * Math.PI);
+    ctx.fillStyle = '#ffffff';
+    ctx.fill();
+    ctx.strokeStyle = '#111827';
+    ctx.lineWidth = 2;
     ctx.stroke();
   }
 
@@ -265,10 +340,15 @@ export class ClusterView {
     const where = spec.slice ? `${spec.slice.name} worker ${spec.slice.worker}`
         : spec.cube ? `${spec.cube.name} [${(spec.cube.coord || []).join(',')}]` : '-';
     const lost = st.state !== 'Ready';
+    const sg = r.group;
+    const holder = sg
+      ? `Service: <strong>${escapeHtml(sg.group.service)}</strong> ${escapeHtml(sg.group.role)} replica ${sg.group.replica},
+         ${sg.leader ? 'leader' : `worker ${sg.worker}`} · ${escapeHtml(sg.group.phase)}`
+      : `${this.services.has(w?.job) ? 'Service' : 'Job'}: ${w ? `<strong>${escapeHtml(w.job)}</strong>${w.rank != null ? ` rank ${w.rank}, TPU_WORKER_ID ${w.worker} of slice ${w.slice}` : ''}` : 'free'}`;
     this.tooltip.innerHTML = `
       <strong>${escapeHtml(r.entry.name)}</strong>${lost ? ' <span class="badge bad">✕ Lost</span>' : ''}<br>
       ${escapeHtml(spec.generation || '')} · ${spec.chips ?? '?'} chips · ${escapeHtml(where)}<br>
-      Job: ${w ? `<strong>${escapeHtml(w.job)}</strong>${w.rank != null ? ` rank ${w.rank}, TPU_WORKER_ID ${w.worker} of slice ${w.slice}` : ''}` : 'free'}<br>
+      ${holder}<br>
       Chip utilization: ${Math.round(chipUtilization(st.usage) * 100)}% · memory ${fmtBytes(st.usage?.memoryBytes || 0)}<br>
       Heartbeat: ${age(st.lastHeartbeatMs, Date.now())} ago`;
     this.tooltip.hidden = false;
@@ -297,7 +377,7 @@ export class ClusterView {
     if (e.key === 'Home') next = this.rects[0];
     if (e.key === 'Enter' && this.selected) {
       const r = this.rectByHost.get(this.selected);
-      if (r?.job) this.onOpenJob?.(r.job.job);
+      if (r) this.open(r);
     }
     if (e.key === 'Escape') this.tooltip.hidden = true;
     if (next) {
@@ -307,6 +387,7 @@ export class ClusterView {
   }
 
   renderLegend() {
+    if (this.highlight) return this.renderGroupLegend();
     const chips = new Map();
     for (const h of this.hosts) {
       const j = h.status?.job;
@@ -317,11 +398,38 @@ export class ClusterView {
         .reduce((n, h) => n + (h.spec?.chips || 0), 0);
     const items = [...this.colors.entries()].map(([job, color]) => `
       <li data-job="${escapeHtml(job)}"><span class="swatch" style="background:${color}"></span>
-        <a href="#/jobs/${encodeURIComponent(job)}">${escapeHtml(job)}</a>
+        <a href="#/${this.services.has(job) ? 'services' : 'jobs'}/${encodeURIComponent(job)}">${escapeHtml(job)}</a>
         <span class="muted">${chips.get(job) || 0} chips</span></li>`);
     items.push(`<li><span class="swatch free"></span> free <span class="muted">${free} chips</span></li>`);
     items.push(`<li><span class="swatch lost" aria-hidden="true">✕</span> lost host (hatched, crossed)
       <span class="muted">${lost.length} host${lost.length === 1 ? '' : 's'}${lost.length ? ': ' + escapeHtml(lost.slice(0, 8).map((h) => h.metadata.name).join(', ')) + (lost.length > 8 ? ', …' : '') : ''}</span></li>`);
+    const html = items.join('');
+    if (html !== this.legendHtml) this.root.querySelector('[data-role=legend]').innerHTML = this.legendHtml = html;
+  }
+
+  // The legend of a highlight: one item per replica group (colour, readiness in words, slice),
+  // then what the other colours and marks mean.
+  renderGroupLegend() {
+    const chipsOf = new Map(this.hosts.map((h) => [h.metadata.name, h.spec?.chips || 0]));
+    const items = this.highlight.groups.map((g) => {
+      const chips = g.hosts.reduce((n, h) => n + (chipsOf.get(h) || 0), 0);
+      const swatch = g.color ? `<span class="swatch${g.ready ? '' : ' striped'}" style="background-color:${g.color}"></span>`
+                             : '<span class="swatch free"></span>';
+      return `<li data-group="${escapeHtml(g.key)}" data-ready="${g.ready}">${swatch}
+        <a href="#/services/${encodeURIComponent(g.service)}">${escapeHtml(g.label)}</a>
+        ${groupBadge(g.phase)}
+        <span class="muted">${g.hosts.length ? `${escapeHtml(g.slice)} · ${chips} chips` : escapeHtml(g.reason || 'no slice yet')}</span></li>`;
+    });
+    const other = this.hosts.filter((h) => h.status?.job && h.status?.state === 'Ready' && !this.highlight.byHost.has(h.metadata.name))
+        .reduce((n, h) => n + (h.spec?.chips || 0), 0);
+    const free = this.hosts.filter((h) => h.status?.state === 'Ready' && !h.status?.job && !this.highlight.byHost.has(h.metadata.name))
+        .reduce((n, h) => n + (h.spec?.chips || 0), 0);
+    const lost = this.hosts.filter((h) => h.status?.state !== 'Ready').length;
+    items.push(`<li><span class="swatch leader" aria-hidden="true"></span> leader (worker 0, takes HTTP)</li>`);
+    items.push(`<li><span class="swatch striped" style="background-color:#6b7280"></span> striped: group not ready</li>`);
+    items.push(`<li><span class="swatch" style="background:${OTHER}"></span> other workloads <span class="muted">${other} chips</span></li>`);
+    items.push(`<li><span class="swatch free"></span> free <span class="muted">${free} chips</span></li>`);
+    if (lost) items.push(`<li><span class="swatch lost" aria-hidden="true">✕</span> lost host <span class="muted">${lost}</span></li>`);
     const html = items.join('');
     if (html !== this.legendHtml) this.root.querySelector('[data-role=legend]').innerHTML = this.legendHtml = html;
   }
@@ -334,6 +442,7 @@ export class ClusterView {
       for (const e of g.hosts) {
         const h = e.host, st = h.status || {}, spec = h.spec || {};
         const w = this.workers?.get(e.name);
+        const sg = this.highlight?.byHost.get(e.name);
         const job = st.job || '';
         const where = spec.slice ? spec.slice.name : spec.cube ? spec.cube.name : '';
         const worker = spec.slice ? spec.slice.worker : spec.cube ? `[${(spec.cube.coord || []).join(',')}]` : '';
@@ -346,7 +455,8 @@ export class ClusterView {
           <th scope="row">${escapeHtml(e.name)}</th>
           <td>${lost ? '<span class="badge bad">✕ Lost</span>' : '<span class="badge ok">✓ Ready</span>'}</td>
           <td>${escapeHtml(spec.generation || '')}</td><td>${escapeHtml(where)}</td><td>${escapeHtml(worker)}</td>
-          <td>${job ? `<span class="swatch" style="background:${this.colors.get(job)}"></span>${escapeHtml(job)}${w ? ` (${w.rank})` : ''}` : '<span class="muted">free</span>'}</td>
+          <td>${sg ? `<span class="swatch" style="background:${sg.group.color}"></span>${escapeHtml(sg.group.label)}, ${sg.leader ? 'leader' : `worker ${sg.worker}`}`
+              : job ? `<span class="swatch" style="background:${this.colorOf(h)}"></span>${escapeHtml(job)}${w ? ` (${w.rank})` : ''}` : '<span class="muted">free</span>'}</td>
           <td>${Math.round(chipUtilization(st.usage) * 100)}%</td>
           <td>${fmtBytes(st.usage?.memoryBytes || 0)}</td>
           <td>${age(st.lastHeartbeatMs, now)} ago</td></tr>`);

@@ -1,5 +1,7 @@
 #include "api/service_json.h"
 
+#include <optional>
+
 #include "api/manifest.h"
 #include "api/service_manifest.h"
 
@@ -187,6 +189,8 @@ Json ServiceJson(const Service& service) {
       rj["autoscaler"] = {{"desiredReplicas", role.autoscaler.desired_replicas},
                           {"reason", role.autoscaler.reason},
                           {"atMs", role.autoscaler_at_ms}};
+    if (auto t = service.runtime.traffic.find(role.name); t != service.runtime.traffic.end())
+      rj["traffic"] = RouterTrafficJson(t->second);
     roles.push_back(std::move(rj));
   }
   Json endpoints = Json::array();
@@ -255,6 +259,101 @@ Result<Service> ServiceFromJson(const Json& j) {
     s.status.roles.push_back(std::move(role));
   }
   return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The router's load reports (the dashboard's request rate and latency)
+
+namespace {
+
+constexpr size_t kMaxLatencyBuckets = 64;
+constexpr size_t kMaxReplicasInReport = 4096;
+
+bool NonNegativeInteger(const Json& v) {
+  return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+}
+
+}  // namespace
+
+Result<RouterTraffic> RouterTrafficFromJson(const Json& report) {
+  if (!report.is_object()) return InvalidArgument("body: a load report is a JSON object");
+  RouterTraffic t;
+  auto ongoing = report.find("ongoingRequests");
+  if (ongoing == report.end() || !ongoing->is_number() || ongoing->get<double>() < 0)
+    return InvalidArgument("ongoingRequests: required, a number >= 0");
+  t.ongoing_requests = ongoing->get<double>();
+  if (auto q = report.find("queued"); q != report.end()) {
+    if (!NonNegativeInteger(*q) || q->get<uint64_t>() > 1'000'000'000)
+      return InvalidArgument("queued: a whole number >= 0");
+    t.queued = static_cast<int>(q->get<uint64_t>());
+  }
+  if (auto per = report.find("perReplica"); per != report.end()) {
+    if (!per->is_object() || per->size() > kMaxReplicasInReport)
+      return InvalidArgument(
+          "perReplica: an object of replica index -> requests in flight (at "
+          "most " +
+          std::to_string(kMaxReplicasInReport) + " replicas)");
+    for (const auto& [key, n] : per->items()) {
+      const std::optional<uint64_t> replica =
+          key.empty() || key.size() > 9 || key.find_first_not_of("0123456789") != key.npos
+              ? std::nullopt
+              : std::optional<uint64_t>(std::stoull(key));
+      if (!replica || !NonNegativeInteger(n) || n.get<uint64_t>() > 1'000'000'000)
+        return InvalidArgument("perReplica." + key +
+                               ": keys are replica indexes, values whole numbers >= 0");
+      t.in_flight[static_cast<int>(*replica)] = static_cast<int>(n.get<uint64_t>());
+    }
+  }
+  if (auto n = report.find("requests"); n != report.end()) {
+    if (!NonNegativeInteger(*n))
+      return InvalidArgument(
+          "requests: a whole number >= 0 (requests relayed since the router "
+          "started)");
+    t.requests = n->get<uint64_t>();
+  }
+  if (auto sum = report.find("latencySecondsSum"); sum != report.end()) {
+    if (!sum->is_number() || sum->get<double>() < 0)
+      return InvalidArgument("latencySecondsSum: a number of seconds >= 0");
+    t.latency_sum_s = sum->get<double>();
+  }
+  if (auto b = report.find("latencyBuckets"); b != report.end()) {
+    const Json bounds = b->is_object() ? b->value("upperBounds", Json()) : Json();
+    const Json counts = b->is_object() ? b->value("cumulative", Json()) : Json();
+    if (!bounds.is_array() || !counts.is_array() || bounds.size() > kMaxLatencyBuckets)
+      return InvalidArgument(
+          "latencyBuckets: {\"upperBounds\": [seconds, increasing], \"cumulative\": [a count "
+          "per bound, then the total]} with at most " +
+          std::to_string(kMaxLatencyBuckets) + " bounds");
+    for (const Json& v : bounds) {
+      if (!v.is_number() || v.get<double>() <= 0 ||
+          (!t.latency_bounds.empty() && v.get<double>() <= t.latency_bounds.back()))
+        return InvalidArgument("latencyBuckets.upperBounds: increasing numbers of seconds > 0");
+      t.latency_bounds.push_back(v.get<double>());
+    }
+    if (counts.size() != bounds.size() + 1)
+      return InvalidArgument(
+          "latencyBuckets.cumulative: one count per upper bound, then the "
+          "total (" +
+          std::to_string(bounds.size() + 1) + " numbers), got " + std::to_string(counts.size()));
+    for (const Json& v : counts) {
+      if (!NonNegativeInteger(v) ||
+          (!t.latency_cumulative.empty() && v.get<uint64_t>() < t.latency_cumulative.back()))
+        return InvalidArgument("latencyBuckets.cumulative: whole numbers >= 0, never decreasing");
+      t.latency_cumulative.push_back(v.get<uint64_t>());
+    }
+  }
+  return t;
+}
+
+Json RouterTrafficJson(const RouterTraffic& t) {
+  Json per = Json::object();
+  for (const auto& [replica, n] : t.in_flight) per[std::to_string(replica)] = n;
+  Json j = {{"atMs", t.at_ms},        {"ongoingRequests", t.ongoing_requests},
+            {"queued", t.queued},     {"perReplica", per},
+            {"requests", t.requests}, {"latencySecondsSum", t.latency_sum_s}};
+  if (!t.latency_bounds.empty())
+    j["latencyBuckets"] = {{"upperBounds", t.latency_bounds}, {"cumulative", t.latency_cumulative}};
+  return j;
 }
 
 }  // namespace tessera::api

@@ -19,10 +19,19 @@ namespace tessera::api {
 // The spec in manifest form: {"priority", "roles": [...]}.
 nlohmann::json ServiceSpecJson(const ServiceSpec& spec);
 // The full document: apiVersion, kind, metadata {name, uid, resourceVersion,
-// creationTimestampMs, queue, labels}, spec, status (with endpoints).
+// creationTimestampMs, queue, labels}, spec, status (with endpoints, and per role the router's
+// last report as "traffic": head memory, which ServiceFromJson does not read back).
 nlohmann::json ServiceJson(const Service& service);
 // A stored document back to the service; the runtime part is left default but for the store
 // version, which the caller sets.
 Result<Service> ServiceFromJson(const nlohmann::json& doc);
+
+// A router's load report (POST /api/v1/services/{name}/load, docs/serving-router.md):
+// ongoingRequests (required, a number >= 0), queued, perReplica, and the router's counters
+// since it started: requests, latencySecondsSum, latencyBuckets {upperBounds, cumulative}.
+// InvalidArgument naming the field for a wrong one; at_ms is left 0 for the caller to stamp.
+Result<RouterTraffic> RouterTrafficFromJson(const nlohmann::json& report);
+// The same report as the head serves it in status.roles[].traffic, with atMs.
+nlohmann::json RouterTrafficJson(const RouterTraffic& traffic);
 
 }  // namespace tessera::api

@@ -160,11 +160,25 @@ struct ServiceStatus {
   const RoleStatus* Role(std::string_view name) const;
 };
 
+// The router's last load report of a role, kept as it came (counters since the router started)
+// so the dashboard can chart request rate and latency from successive reads.
+struct RouterTraffic {
+  int64_t at_ms = 0;  // the head's clock when the report arrived
+  double ongoing_requests = 0;
+  int queued = 0;
+  std::map<int, int> in_flight;              // replica -> requests in flight
+  uint64_t requests = 0;                     // requests relayed to the end by a replica
+  double latency_sum_s = 0;                  // their summed duration, request header to last byte
+  std::vector<double> latency_bounds;        // histogram upper bounds (s), increasing
+  std::vector<uint64_t> latency_cumulative;  // one per bound, then +Inf (the total)
+};
+
 // In memory only: the router's load reports of each role (the look-back window).
 struct ServiceRuntime {
   int64_t version = 0;        // store resource version
   int64_t stop_revision = 0;  // assignments revision of the last change: hosts confirm after it
   std::map<std::string, std::vector<LoadSample>> load;  // by role
+  std::map<std::string, RouterTraffic> traffic;         // by role: the last report
 };
 
 // A replica the router may send requests to: the leader of a group that has processes.
