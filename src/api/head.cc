@@ -19,6 +19,7 @@
 #include "api/log_proxy.h"
 #include "api/manifest.h"
 #include "api/metrics.h"
+#include "api/service_json.h"
 #include "api/service_prober.h"
 #include "api/watch_hub.h"
 #include "api/web_assets.h"
@@ -528,15 +529,15 @@ Status Head::Start() {
       Method::kPost, "/api/v1/services/{name}/load", user([&m, parse_body](const Request& r) {
         auto doc = parse_body(r);
         if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
-        if (!doc->is_object() || !(*doc)["ongoingRequests"].is_number() ||
-            (*doc)["ongoingRequests"].get<double>() < 0)
-          return Response::Error(422, "ongoingRequests: required, a number >= 0",
-                                 "ongoingRequests");
+        // The whole report is kept (status.roles[].traffic) for the dashboard's charts.
+        auto traffic = api::RouterTrafficFromJson(*doc);
+        if (!traffic.ok()) return FromError(controller::ToApiError(traffic.status()));
         const std::string role = doc->contains("role") && (*doc)["role"].is_string()
                                      ? (*doc)["role"].get<std::string>()
                                      : "server";
-        return Reply(m.ctl->ReportServiceLoad(r.params.at("name"), role,
-                                              (*doc)["ongoingRequests"].get<double>()));
+        const double ongoing = traffic->ongoing_requests;
+        return Reply(
+            m.ctl->ReportServiceLoad(r.params.at("name"), role, ongoing, std::move(*traffic)));
       })));
   TESSERA_RETURN_IF_ERROR(s.Handle(
       Method::kGet, "/api/v1/services/{name}/logs", user([&m](const Request& r) {

@@ -14,6 +14,7 @@
 //   assignments.cc      what each host must run, and the stop entries of withdrawn attempts
 //   event_log.{h,cc}    events, staged into the same store write as the change they record
 //   controller_queues.cc  ClusterQueue, LocalQueue, PriorityClass objects
+//   services.cc, service_admission.cc  Services; their groups in the admission cycle
 // A second workload kind (Service) adds its lifecycle beside TrainLifecycle, a map beside
 // jobs_, its user API file, and its rows in scheduling and assignments; TrainJob code does not
 // change.
@@ -157,9 +158,10 @@ class Controller {
   ApiResult<Json> DeleteService(const std::string& name);
   // 422 naming the field for an unknown or autoscaled role.
   ApiResult<Json> ScaleService(const std::string& name, const std::string& role, int replicas);
-  // A router's load report for a role (ongoing = in flight + queued over its replicas).
+  // A router's load report for a role (ongoing = in flight + queued over its replicas), and the
+  // whole report, kept as the role's last (served in status.roles[].traffic).
   ApiResult<Json> ReportServiceLoad(const std::string& name, const std::string& role,
-                                    double ongoing_requests);
+                                    double ongoing_requests, RouterTraffic traffic = {});
   // Worker `worker` of replica `replica` of `role`, its current incarnation.
   ApiResult<LogLocation> LocateServiceLog(const std::string& name, const std::string& role,
                                           int replica, int worker) const;
@@ -296,8 +298,13 @@ class Controller {
   Json ListServicesLocked() const;
   std::vector<int> ServicePorts(const std::vector<WorkerHost>& hosts, int port);
   int FreshMasterPort();
-  // Restarts groups whose backoff is over and places waiting groups, one slice each.
+  // Restarts groups whose backoff is over and, while no ClusterQueue exists, places waiting
+  // groups first come first served, one slice each (with queues the admission cycle does).
   Status ScheduleServices();
+  // Reserves the plan's slice under a fresh owner id and places the group (Place). False when
+  // the plan no longer applies (nothing changed).
+  Result<bool> PlaceGroup(const std::string& service, const ReplicaKey& key,
+                          const PlanResult& plan);
   void ReserveServiceGroups();                       // after an inventory rebuild
   std::string ServiceOwnerOf(uint64_t owner) const;  // "" when no group holds `owner`
   void AppendServiceAssignments(const std::string& host, std::vector<protocol::Assignment>& out,
@@ -308,6 +315,28 @@ class Controller {
   Status ServicesHostLost(const std::string& host, const std::string& why);
   Status TickServices(int64_t now);
   Status LoadServices();
+
+  // --- Services through admission (service_admission.cc; docs/serving.md "Admission") ---
+  // With ClusterQueues every replica group is one workload of the scheduling pass's cycle
+  // (workload/service_admission.h); these add the groups to the snapshot and apply the
+  // cycle's decisions for them.
+  struct GroupRef {
+    std::string service;
+    ReplicaKey key;
+  };
+  // Adds every group to `snap` (the chips of groups being stopped count as free) and returns
+  // the cycle's workload id of each: a running group's inventory owner, or for a pending one
+  // an id above every id given so far (unique in this cycle, owning no hosts).
+  std::map<uint64_t, GroupRef> AddServiceWorkloads(Snapshot& snap,
+                                                   const std::vector<PriorityClass>& classes);
+  // Places the admitted group, or (its hosts still held by workers being stopped) has it wait
+  // with WaitingForPreemption naming them; it is placed by the first pass after they stopped.
+  Status AdmitGroup(const GroupRef& group, const Admission& admission);
+  Status EvictGroup(const GroupRef& group, const Eviction& eviction);
+  Status SetGroupPending(const GroupRef& group, const std::string& reason,
+                         const std::string& message);
+  // Who holds the hosts of `plan` in the live inventory: job names and group workload names.
+  std::set<std::string> HoldersOf(const PlanResult& plan) const;
 
   // --- queue objects (controller_queues.cc) ---
   ApiResult<Json> ApplyQueueObject(const std::string& kind, const Json& doc);

@@ -166,6 +166,9 @@ ApiResult<Json> Controller::DeleteQueueObject(const std::string& kind, const std
   auto queue_of = [](const TrainJob& job) {
     return job.spec.queue.empty() ? std::string(kDefaultQueue) : job.spec.queue;
   };
+  auto service_queue = [](const Service& svc) {
+    return svc.spec.queue.empty() ? std::string(kDefaultQueue) : svc.spec.queue;
+  };
   std::string refusal;
   int pending = 0;
   if (kind == kClusterQueue) {
@@ -178,6 +181,10 @@ ApiResult<Json> Controller::DeleteQueueObject(const std::string& kind, const std
     for (const auto& [job_name, job] : jobs_)
       if (charged(job) && std::find(locals.begin(), locals.end(), queue_of(job)) != locals.end())
         admitted.push_back(job_name);
+    for (const auto& [svc_name, svc] : services_)  // replica groups are charged too
+      if (svc.PlacedReplicas() > 0 && !svc.status.deleting &&
+          std::find(locals.begin(), locals.end(), service_queue(svc)) != locals.end())
+        admitted.push_back("service/" + svc_name);
     if (!admitted.empty())
       refusal = "it has admitted jobs: " + NameList(admitted) + " (wait for them or delete them)";
     if (!locals.empty())
@@ -195,6 +202,9 @@ ApiResult<Json> Controller::DeleteQueueObject(const std::string& kind, const std
       else if (job.status.phase == JobPhase::kPending && !job.status.deleting)
         ++pending;
     }
+    for (const auto& [svc_name, svc] : services_)
+      if (service_queue(svc) == name && svc.PlacedReplicas() > 0 && !svc.status.deleting)
+        admitted.push_back("service/" + svc_name);
     if (!admitted.empty())
       refusal = "it has admitted jobs: " + NameList(admitted) + " (wait for them or delete them)";
   } else {
@@ -205,6 +215,8 @@ ApiResult<Json> Controller::DeleteQueueObject(const std::string& kind, const std
       if (job.spec.priority == name && !Finished(job.status.phase) && !job.status.deleting)
         users.push_back(job_name);
     }
+    for (const auto& [svc_name, svc] : services_)
+      if (svc.spec.priority == name && !svc.status.deleting) users.push_back("service/" + svc_name);
     if (!users.empty())
       refusal = "unfinished jobs use it: " + NameList(users) + " (wait for them or delete them)";
   }

@@ -146,6 +146,24 @@ TEST_F(ControllerServicesTest, ARestartedHeadKeepsTheGroupsAndTheirSlices) {
   EXPECT_EQ(Phase("train"), "Pending");  // one of the two slices is the service's
 }
 
+TEST_F(ControllerServicesTest, AHeadRestartedLongAfterTheLastProbeKeepsReadyReplicasReady) {
+  RegisterTwoSlices();
+  Ok(c_->Apply(ServiceDoc("llm", 1)));
+  HeartbeatAll("Running");
+  ProbeAll(true);
+  clock_.AdvanceMs(60'000);  // the head down for a minute: nothing probed
+  Start();
+  ASSERT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(Replica(Service("llm"), 0)["phase"], "Ready")
+      << Replica(Service("llm"), 0);      // still routed to
+  EXPECT_EQ(c_->DueProbes().size(), 1u);  // and probed at once
+  // No answer within the probe timeout (30 s): stale, Unready.
+  clock_.AdvanceMs(30'001);
+  HeartbeatAll("Running");
+  ASSERT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(Replica(Service("llm"), 0)["phase"], "Unready");
+}
+
 TEST_F(ControllerServicesTest, AHostRunningAGroupIsNotDeletedUntilTheServiceIsGone) {
   RegisterTwoSlices();
   Ok(c_->Apply(ServiceDoc("llm", 1)));

@@ -1,6 +1,7 @@
 // Controller: the scheduling pass. With no ClusterQueue defined, pending jobs are placed first
-// come, first served through the SlicePlanner. Once a ClusterQueue exists, every pass runs one
-// Admitter cycle (admission/admission.h) over a snapshot of the jobs and applies it:
+// come, first served through the SlicePlanner (after Services' groups). Once a ClusterQueue
+// exists, every pass runs one Admitter cycle (admission/admission.h) over a snapshot of the jobs
+// and the Services' replica groups (service_admission.cc) and applies it:
 // admissions are placed, preemption victims and start-guard evictions are stopped and requeued
 // (TrainLifecycle::Evict), and every waiting job says why. Chips of workers being stopped stay
 // held until the agents confirm; an admission placed on them starts after that.
@@ -8,6 +9,7 @@
 #include <algorithm>
 
 #include "controller/controller.h"
+#include "workload/service_admission.h"
 
 namespace tessera::controller {
 namespace {
@@ -127,6 +129,9 @@ Status Controller::ScheduleThroughQueues() {
   std::vector<PriorityClass> classes;
   for (const auto& [name, o] : priority_classes_)
     classes.push_back(std::get<PriorityClass>(o.spec));
+  // Service replica groups, one workload each (service_admission.cc); first, so that the chips
+  // of groups being stopped are free before elastic jobs size their requests.
+  const std::map<uint64_t, GroupRef> groups = AddServiceWorkloads(snap, classes);
   std::map<uint64_t, std::string> by_uid;
   for (auto& [name, job] : jobs_) {
     const TrainJobStatus& st = job.status;
@@ -179,30 +184,33 @@ Status Controller::ScheduleThroughQueues() {
         TESSERA_RETURN_IF_ERROR(RunStep(name, [&](TrainJob& j) {
           return train_.SetPending(j, "AdmissionError", cycle.status().message(), 0, {});
         }));
+    for (const auto& [id, group] : groups)
+      TESSERA_RETURN_IF_ERROR(SetGroupPending(group, "AdmissionError", cycle.status().message()));
     return Status::Ok();
   }
   usage_.clear();
   for (const ClusterQueueUsage& u : cycle->usage) usage_[u.name] = u;
   const View view(*this);
-  for (const Eviction& e : cycle->evictions)
+  for (const Eviction& e : cycle->evictions) {
     if (auto it = by_uid.find(e.workload.value()); it != by_uid.end())
       TESSERA_RETURN_IF_ERROR(
           RunStep(it->second, [&](TrainJob& j) { return train_.Evict(j, e, view, now); }));
+    else if (auto g = groups.find(e.workload.value()); g != groups.end())
+      TESSERA_RETURN_IF_ERROR(EvictGroup(g->second, e));
+  }
   std::set<uint64_t> admitted;
   for (const Admission& a : cycle->admissions) {
+    if (auto g = groups.find(a.workload.value()); g != groups.end()) {
+      admitted.insert(a.workload.value());
+      TESSERA_RETURN_IF_ERROR(AdmitGroup(g->second, a));
+      continue;
+    }
     auto it = by_uid.find(a.workload.value());
     if (it == by_uid.end() || !jobs_.count(it->second)) continue;
     TrainJob& job = jobs_.at(it->second);
     admitted.insert(job.uid);
     // Hosts still held (by workers being stopped): start once they are released.
-    std::set<std::string> holders;
-    for (const SlicePlacement& p : a.placement.slices)
-      for (HostId h : p.hosts) {
-        const OwnerId o = inventory_.host(h).owner;
-        if (!o.valid()) continue;
-        for (const auto& [name, other] : jobs_)
-          if (other.uid == o.value()) holders.insert(name);
-      }
+    const std::set<std::string> holders = HoldersOf(a.placement);
     if (holders.empty()) {
       auto placed = Admit(job, a.placement);
       if (!placed.ok()) return placed.status();
@@ -218,9 +226,14 @@ Status Controller::ScheduleThroughQueues() {
     }));
   }
   for (const PendingStatus& p : cycle->pending) {
-    auto it = by_uid.find(p.workload.value());
-    if (it == by_uid.end() || admitted.count(p.workload.value()) || !jobs_.count(it->second))
+    if (admitted.count(p.workload.value())) continue;
+    if (auto g = groups.find(p.workload.value()); g != groups.end()) {
+      TESSERA_RETURN_IF_ERROR(
+          SetGroupPending(g->second, PendingReasonName(p.reason), GroupPendingMessage(p)));
       continue;
+    }
+    auto it = by_uid.find(p.workload.value());
+    if (it == by_uid.end() || !jobs_.count(it->second)) continue;
     std::vector<WouldHelp> help;
     for (const Blocker& b : p.would_help)
       help.push_back({b.name, b.cluster_queue, b.priority, b.chips, b.preemptible});

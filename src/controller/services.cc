@@ -5,15 +5,16 @@
 // group's assignments (the slice's TPU environment plus the TESSERA_* serving variables and
 // PORT), agents' process reports, lost hosts, timers and readiness probe targets.
 //
-// Placement is first come, first served by service uid and replica, before training jobs are
-// scheduled; with ClusterQueues defined, service groups take free capacity the same way (they
-// are not yet admitted through the queues: docs/serving.md "Not yet").
+// Without ClusterQueues, placement is first come, first served by service uid and replica,
+// before training jobs are scheduled. With ClusterQueues, every group is admitted through the
+// same cycle as the jobs (service_admission.cc; docs/serving.md "Admission").
 #include <algorithm>
 
 #include "api/service_json.h"
 #include "api/service_manifest.h"
 #include "controller/controller.h"
 #include "protocol/credential.h"
+#include "workload/service_admission.h"
 #include "workload/worker_env.h"
 
 namespace tessera::controller {
@@ -197,7 +198,7 @@ ApiResult<Json> Controller::ScaleService(const std::string& name, const std::str
 }
 
 ApiResult<Json> Controller::ReportServiceLoad(const std::string& name, const std::string& role,
-                                              double ongoing_requests) {
+                                              double ongoing_requests, RouterTraffic traffic) {
   std::lock_guard lock(mu_);
   Service* svc = FindService(name);
   if (svc == nullptr) return ApiError{404, "service '" + name + "' not found", ""};
@@ -206,6 +207,9 @@ ApiResult<Json> Controller::ReportServiceLoad(const std::string& name, const std
   // Stamped with the head's clock: the autoscaler's delays and window are the head's time,
   // whatever the router's clock says.
   services_life_.Load(*svc, role, LoadSample{NowMs(), ongoing_requests});
+  // The last report as it came, for the dashboard (not a change: no store write, no watch event).
+  traffic.at_ms = NowMs();
+  svc->runtime.traffic[role] = std::move(traffic);
   return Json{{"accepted", true}};
 }
 
@@ -299,7 +303,8 @@ Status Controller::ScheduleServices() {
       TESSERA_RETURN_IF_ERROR(RunServiceStep(
           name, [&](Service& s) { return services_life_.Restart(s, key, ports, now); }));
     }
-    if (services_.count(name) == 0) continue;
+    // With ClusterQueues, waiting groups are admitted by the cycle (service_admission.cc).
+    if (services_.count(name) == 0 || !cluster_queues_.empty()) continue;
     for (const ReplicaKey& key : ServiceLifecycle::WaitingForSlice(*svc)) {
       const ServiceRoleSpec* spec = svc->spec.Role(key.role);
       if (spec == nullptr) continue;
@@ -311,28 +316,8 @@ Status Controller::ScheduleServices() {
         }));
         continue;
       }
-      const uint64_t owner = next_uid_;
-      if (!ApplyPlan(inventory_, OwnerId(owner), plan).ok()) continue;
-      GroupPlacement placement;
-      placement.owner = owner;
-      const SlicePlacement& p = plan.slices[0];
-      for (HostId id : p.hosts) {
-        const std::string& hn = host_names_[id.value()];
-        auto h = hosts_.find(hn);
-        placement.hosts.push_back({hn, h == hosts_.end() ? "127.0.0.1" : h->second.spec.address});
-      }
-      placement.slice = p.fixed_slice.valid()
-                            ? slice_names_[p.fixed_slice.value()]
-                            : name + "-" + key.role + "-" + std::to_string(key.replica);
-      placement.master_port = FreshMasterPort();
-      placement.ports = ServicePorts(placement.hosts, spec->port);
-      Status placed = RunServiceStep(
-          name, [&](Service& s) { return services_life_.Place(s, key, placement, now); },
-          /*store_uid_counter=*/true);
-      if (!placed.ok()) {
-        inventory_.Release(OwnerId(owner));
-        return placed;
-      }
+      auto placed = PlaceGroup(name, key, plan);
+      if (!placed.ok()) return placed.status();
     }
   }
   return Status::Ok();
@@ -379,9 +364,11 @@ void Controller::AppendServiceAssignments(const std::string& host,
         if (!r.OnHost(host)) continue;
         const std::string workload = ReplicaWorkloadName(svc->name(), role.name, r.replica);
         // A group recreated after a failure or moved off a lost host: kill what is left of it
-        // at once. Groups scaled down, replaced or deleted get their own grace.
+        // at once. A preempted group gets the preemption's grace, as a preempted job's
+        // workers do. Groups scaled down, replaced or deleted get their own grace.
         if (r.stopping && r.after_stop != AfterStop::kRemove)
-          stop.push_back({workload, r.incarnation, 0, svc->uid});
+          stop.push_back({workload, r.incarnation,
+                          StoppingForPreemption(r) ? options_.preemption_grace_ms : 0, svc->uid});
         if (!r.Assigned() || spec == nullptr) continue;
         auto topology = SliceTopology::Make(spec->accelerator, spec->topology);
         if (!topology.ok()) continue;  // validated at apply: cannot happen
@@ -506,6 +493,16 @@ Status Controller::LoadServices() {
     next_uid_ = std::max(next_uid_, svc->uid + 1);
     for (const RoleStatus& role : svc->status.roles)
       for (const ReplicaStatus& r : role.replicas) next_uid_ = std::max(next_uid_, r.owner + 1);
+    // Nothing probed while the head was down, and lastProbeMs is stored only when a phase
+    // changes: without this the first tick would make every ready replica Unready (out of
+    // routing) before its first probe. A ready replica is probed at once and stale only if no
+    // result comes within the probe timeout.
+    const int64_t started = NowMs();
+    for (RoleStatus& role : svc->status.roles)
+      if (const ServiceRoleSpec* spec = svc->spec.Role(role.name))
+        for (ReplicaStatus& r : role.replicas)
+          if (r.phase == ReplicaPhase::kReady)
+            r.last_probe_ms = started - spec->readiness.period_ms;
     services_[obj.name] = std::move(*svc);
   }
   return Status::Ok();

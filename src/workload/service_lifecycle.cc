@@ -244,10 +244,12 @@ ServiceEffects ServiceLifecycle::Evict(Service& service, const ReplicaKey& key,
   r.message = message;
   r.ready_since_ms = 0;
   e.events.push_back(Warning("Preempted", Name(*f.role, r) + ": " + message));
-  if (r.stopping)
-    r.after_stop = AfterStop::kRequeue;
-  else
+  if (r.stopping) {
+    r.after_stop = AfterStop::kRequeue;  // already being stopped: free the slice when it ends
+    e.persist = true;
+  } else {
     BeginStop(r, AfterStop::kRequeue, cluster, e);
+  }
   Settle(service, e);
   return e;
 }
