@@ -62,12 +62,17 @@ Status ParseHeadUrl(const std::string& url, std::string* host, uint16_t* port) {
 std::string LoadReportJson(const ServiceLoad& load, int64_t time_ms) {
   Json per_replica = Json::object();
   for (const auto& [replica, n] : load.load.per_replica) per_replica[std::to_string(replica)] = n;
-  return Json{{"timeMs", time_ms},
-              {"role", load.role},
-              {"ongoingRequests", load.load.in_flight + load.load.queued},
-              {"queued", load.load.queued},
-              {"perReplica", per_replica}}
-      .dump();
+  Json report = {{"timeMs", time_ms},
+                 {"role", load.role},
+                 {"ongoingRequests", load.load.in_flight + load.load.queued},
+                 {"queued", load.load.queued},
+                 {"perReplica", per_replica},
+                 {"requests", load.requests},
+                 {"latencySecondsSum", load.latency_sum_s}};
+  if (!load.latency_bounds.empty())
+    report["latencyBuckets"] = {{"upperBounds", load.latency_bounds},
+                                {"cumulative", load.latency_cumulative}};
+  return report.dump();
 }
 
 HeadLink::HeadLink(HeadLinkOptions options, ServingRouter& router)

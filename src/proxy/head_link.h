@@ -7,7 +7,9 @@
 //           on reconnect the list replaces the view, so a Service deleted meanwhile leaves.
 //   report  every report_interval, POST /api/v1/services/{name}/load per Service:
 //           {"timeMs", "role", "ongoingRequests" (in flight + queued), "queued",
-//            "perReplica": {"0": 2}}. Failures are dropped (logged once until one succeeds).
+//            "perReplica": {"0": 2}, and since the router started "requests",
+//            "latencySecondsSum", "latencyBuckets": {"upperBounds", "cumulative"}}.
+//           Failures are dropped (logged once until one succeeds).
 //
 // Ownership: the caller owns the link and the router; the router must outlive the link.
 // Thread-safety: Start() and Stop() from one thread; Stop() is idempotent and joins.

@@ -12,6 +12,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
+#include <cstdio>
 #include <deque>
 #include <future>
 #include <limits>
@@ -19,7 +20,6 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -40,8 +40,7 @@ using SteadyClock = std::chrono::steady_clock;
 using Json = nlohmann::json;
 
 constexpr size_t kBodyPieceBytes = 16 * 1024;
-
-std::string ToStd(beast::string_view s) { return {s.data(), s.size()}; }
+constexpr size_t kReadBytes = 16 * 1024;  // asked of each socket read
 
 double SecondsSince(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
@@ -57,6 +56,29 @@ bool IsHopByHop(beast::string_view name) {
     if (beast::iequals(name, beast::string_view(n.data(), n.size()))) return true;
   }
   return false;
+}
+
+// Whether `name` is one of the comma-separated tokens of a Connection header (those headers
+// are hop-by-hop too).
+bool NamedIn(beast::string_view connection, beast::string_view name) {
+  while (!connection.empty()) {
+    const size_t comma = connection.find(',');
+    beast::string_view token = connection.substr(0, comma);
+    connection =
+        comma == beast::string_view::npos ? beast::string_view() : connection.substr(comma + 1);
+    while (!token.empty() && (token.front() == ' ' || token.front() == '\t'))
+      token.remove_prefix(1);
+    while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
+    if (!token.empty() && beast::iequals(token, name)) return true;
+  }
+  return false;
+}
+
+void AppendField(std::string& out, beast::string_view name, beast::string_view value) {
+  out.append(name.data(), name.size());
+  out += ": ";
+  out.append(value.data(), value.size());
+  out += "\r\n";
 }
 
 // Latency buckets from 100 us (the router's own cost) to 5 min (a long generation).
@@ -77,15 +99,24 @@ struct Route {
 class Session;
 
 struct ServiceState {
-  ServiceState(ServiceView v, size_t max_queued) : view(std::move(v)), dispatcher(max_queued) {}
+  ServiceState(ServiceView v, size_t max_queued)
+      : view(std::move(v)),
+        dispatcher(max_queued),
+        labels{view.name},
+        first_byte_labels{{{view.name, "false"}, {view.name, "true"}}} {}
   ServiceView view;  // name, role, limit; the endpoints live in the dispatcher
   Dispatcher dispatcher;
+  // Metric label values, built once rather than per request: {service}, {service, stream},
+  // {service, code}.
+  const std::vector<std::string> labels;
+  const std::array<std::vector<std::string>, 2> first_byte_labels;
+  std::map<unsigned, std::vector<std::string>> code_labels;
 };
 
 // A connection to one replica, idle in the pool or held by one exchange.
 struct Upstream {
-  Upstream(asio::io_context& ioc, std::string k) : stream(ioc), key(std::move(k)) {}
-  beast::tcp_stream stream;
+  Upstream(asio::io_context& ioc, std::string k) : socket(ioc), key(std::move(k)) {}
+  tcp::socket socket;
   beast::flat_buffer buffer;
   std::string key;
   SteadyClock::time_point idle_since;
@@ -136,6 +167,30 @@ class RouterImpl {
   std::unique_ptr<Upstream> TakeIdle(const std::string& key);
   void PutIdle(std::unique_ptr<Upstream> up);
   std::string MetricsText();
+  // Label values for the families above (the Service's own when it is known).
+  const std::vector<std::string>& ServiceLabels(const std::string& service) {
+    if (ServiceState* state = Find(service)) return state->labels;
+    scratch_labels_ = {service};
+    return scratch_labels_;
+  }
+  const std::vector<std::string>& FirstByteLabels(const std::string& service, bool stream) {
+    if (ServiceState* state = Find(service)) return state->first_byte_labels[stream ? 1 : 0];
+    scratch_labels_ = {service, stream ? "true" : "false"};
+    return scratch_labels_;
+  }
+  const std::vector<std::string>& CodeLabels(const std::string& service, unsigned code) {
+    if (ServiceState* state = Find(service)) {
+      auto it = state->code_labels.find(code);
+      if (it == state->code_labels.end()) {
+        it = state->code_labels
+                 .emplace(code, std::vector<std::string>{service, std::to_string(code)})
+                 .first;
+      }
+      return it->second;
+    }
+    scratch_labels_ = {service, std::to_string(code)};
+    return scratch_labels_;
+  }
 
   RouterOptions options_;
   std::atomic<bool> started_{false};
@@ -157,9 +212,10 @@ class RouterImpl {
 
   metrics::CounterFamily requests_, errors_, retries_;
   metrics::HistogramFamily latency_, first_byte_, queue_wait_;
+  std::vector<std::string> scratch_labels_;
 
   // Last: destroyed first, so handlers it destroys still find the state above.
-  asio::io_context ioc_;
+  asio::io_context ioc_{1};  // one thread runs it: the scheduler skips the multi-thread paths
   tcp::acceptor acceptor_{ioc_};
   asio::steady_timer sweep_{ioc_};
   std::thread thread_;
@@ -167,6 +223,12 @@ class RouterImpl {
 
 // One client connection; at most one request in progress (HTTP/1.1 without pipelining). Every
 // member is touched on the io thread only.
+//
+// The hot path avoids trips through the event loop: bytes already buffered are parsed at once
+// (basic_parser::put) instead of through an asynchronous read that would complete by a post,
+// and writes go straight to the non-blocking socket (Send), falling back to an asynchronous
+// write only for what the kernel did not take. A proxied request then costs one epoll wait per
+// direction, a read and a write on each side.
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(RouterImpl& router, tcp::socket socket)
@@ -174,9 +236,10 @@ class Session : public std::enable_shared_from_this<Session> {
     ++router_.sessions_;
     router_.live_.insert(this);
     error_code ec;
-    tcp::endpoint peer = client_.socket().remote_endpoint(ec);
+    tcp::endpoint peer = client_.remote_endpoint(ec);
     if (!ec) peer_address_ = peer.address().to_string(ec);
-    client_.socket().set_option(tcp::no_delay(true), ec);
+    client_.set_option(tcp::no_delay(true), ec);
+    client_.non_blocking(true, ec);
     body_buffer_.resize(kBodyPieceBytes);
   }
   ~Session() {
@@ -196,7 +259,8 @@ class Session : public std::enable_shared_from_this<Session> {
     deadline_ = SteadyClock::time_point::max();
     timed_out_ = true;
     if (upstream_op_ && upstream_) {
-      upstream_->stream.close();
+      error_code ignored;
+      upstream_->socket.close(ignored);
     } else {
       Close();
     }
@@ -210,7 +274,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     queue_timer_.cancel();
-    router_.queue_wait_.Observe({route_.service}, SecondsSince(start_));
+    router_.queue_wait_.Observe(router_.ServiceLabels(route_.service), SecondsSince(start_));
     has_slot_ = true;
     endpoint_ = endpoint;
     Forward();
@@ -227,30 +291,87 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   enum class Phase { kIdle, kHeader, kBody, kQueued, kUpstream, kRelaying, kWriting, kDone };
 
+  // Up to four pieces written in one go (header, chunk size line, data, chunk end).
+  using Pieces = std::array<asio::const_buffer, 4>;
+
+  // ---- writing ----
+
+  // Writes `pieces` to `socket`: at once when the kernel takes them all (the usual case: no
+  // trip through the event loop), else the rest asynchronously under the write timeout. Then
+  // calls `then(ec)`, inline in the first case.
+  template <class Then>
+  void Send(tcp::socket& socket, Pieces pieces, bool upstream, Then then) {
+    error_code ec;
+    size_t total = 0;
+    for (const auto& p : pieces) total += p.size();
+    const size_t sent = asio::write(socket, pieces, ec);
+    if (sent == total) return then(error_code{});
+    if (ec != asio::error::would_block && ec != asio::error::try_again) return then(ec);
+    size_t skip = sent;
+    for (auto& p : pieces) {
+      const size_t n = std::min(skip, p.size());
+      p += n;
+      skip -= n;
+    }
+    if (upstream) {
+      ArmUpstream(router_.options_.write_timeout);
+    } else {
+      ArmClient(router_.options_.write_timeout);
+    }
+    asio::async_write(socket, pieces,
+                      [self = shared_from_this(), then = std::move(then)](
+                          error_code wec, size_t) mutable { then(self->Timed(wec)); });
+  }
+
   // ---- the client's request ----
 
   void DoIdleWait() {
     phase_ = Phase::kIdle;
     if (router_.stopped_) return Close();
-    if (client_buffer_.size() > 0) return DoReadHeader();
-    ArmClient(router_.options_.idle_timeout);
-    client_.async_read_some(client_buffer_.prepare(4096),
-                            [self = shared_from_this()](error_code ec, size_t n) {
-                              self->client_buffer_.commit(n);
-                              if (ec) return self->Close();
-                              self->DoReadHeader();
-                            });
-  }
-
-  void DoReadHeader() {
-    phase_ = Phase::kHeader;
     parser_.emplace();
     parser_->header_limit(router_.options_.max_header_bytes);
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());  // checked in OnHeader
+    if (client_buffer_.size() > 0) return StartHeader();
+    ArmClient(router_.options_.idle_timeout);
+    ReadClient();
+  }
+
+  // One read from the client; what it means depends on the phase.
+  void ReadClient() {
+    client_.async_read_some(client_buffer_.prepare(kReadBytes),
+                            [self = shared_from_this()](error_code ec, size_t n) {
+                              self->client_buffer_.commit(n);
+                              self->OnClientBytes(ec);
+                            });
+  }
+
+  void OnClientBytes(error_code ec) {
+    // A read error while idle, in a header or in a body (timeout, disconnect, reset): close.
+    if (ec) return Close();
+    switch (phase_) {
+      case Phase::kIdle:
+        return StartHeader();
+      case Phase::kHeader:
+        return ParseHeader();
+      case Phase::kBody:
+        return ParseBody();
+      default:
+        return Close();
+    }
+  }
+
+  void StartHeader() {
+    phase_ = Phase::kHeader;
     ArmClient(router_.options_.header_timeout);
-    http::async_read_header(
-        client_, client_buffer_, *parser_,
-        [self = shared_from_this()](error_code ec, size_t) { self->OnHeader(ec); });
+    ParseHeader();
+  }
+
+  // Parses what the client sent so far; reads on until the header is whole.
+  void ParseHeader() {
+    error_code ec = http::error::need_more;
+    if (client_buffer_.size() > 0) client_buffer_.consume(parser_->put(client_buffer_.data(), ec));
+    if (ec == http::error::need_more) return ReadClient();
+    OnHeader(ec);
   }
 
   void OnHeader(error_code ec) {
@@ -260,20 +381,15 @@ class Session : public std::enable_shared_from_this<Session> {
           "request header exceeds " + std::to_string(router_.options_.max_header_bytes) + " bytes",
           "headers", /*close=*/true);
     }
-    if (ec) {
-      const bool malformed =
-          ec.category() == http::make_error_code(http::error::bad_target).category() &&
-          ec != http::error::end_of_stream && ec != http::error::partial_message;
-      if (malformed) return ReplyLocal(400, "malformed request: " + ec.message(), "request", true);
-      return Close();  // timeout, disconnect, reset
-    }
+    if (ec) return ReplyLocal(400, "malformed request: " + ec.message(), "request", true);
     start_ = SteadyClock::now();
     auto& msg = parser_->get();
     client_version_ = msg.version();
     client_keep_alive_ = msg.keep_alive();
     head_request_ = msg.method() == http::verb::head;
-    const std::string target = ToStd(msg.target());
-    const std::string path = target.substr(0, target.find('?'));
+    const beast::string_view raw_target = msg.target();
+    const std::string_view target(raw_target.data(), raw_target.size());
+    const std::string_view path = target.substr(0, target.find('?'));
 
     if (path == "/healthz") return ReplyLocalText(200, "ok\n", "text/plain");
     if (path == "/metrics") {
@@ -296,66 +412,93 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (parser_->is_done()) return OnRequest();
     parser_->body_limit(router_.options_.max_body_bytes);
+    parser_->eager(true);  // each put() takes all the body bytes buffered
     if (beast::iequals(msg[http::field::expect], "100-continue")) {
-      auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
-                                                                     msg.version());
-      ArmClient(router_.options_.write_timeout);
-      http::async_write(client_, *cont, [self = shared_from_this(), cont](error_code wec, size_t) {
-        if (wec) return self->Close();
-        self->DoReadBody();
-      });
-      return;
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      phase_ = Phase::kWriting;
+      return Send(client_, {asio::buffer(kContinue.data(), kContinue.size())}, false,
+                  [this](error_code wec) {
+                    if (wec) return Close();
+                    StartBody();
+                  });
     }
-    DoReadBody();
+    StartBody();
   }
 
-  void DoReadBody() {
+  void StartBody() {
     phase_ = Phase::kBody;
     ArmClient(router_.options_.body_timeout);
-    http::async_read(
-        client_, client_buffer_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
-          if (ec == http::error::body_limit) {
-            self->router_.errors_.Add({self->route_.service, "body_too_large"});
-            return self->ReplyError(413,
-                                    "request body exceeds " +
-                                        std::to_string(self->router_.options_.max_body_bytes) +
-                                        " bytes",
-                                    true);
-          }
-          if (ec) return self->Close();
-          self->OnRequest();
-        });
+    ParseBody();
+  }
+
+  // Parses the body bytes buffered; reads on until the body is whole.
+  void ParseBody() {
+    while (!parser_->is_done()) {
+      if (client_buffer_.size() == 0) return ReadClient();
+      error_code ec;
+      const size_t used = parser_->put(client_buffer_.data(), ec);
+      client_buffer_.consume(used);
+      if (ec == http::error::need_more || (!ec && used == 0)) return ReadClient();
+      if (ec == http::error::body_limit) {
+        router_.errors_.Add({route_.service, "body_too_large"});
+        return ReplyError(
+            413,
+            "request body exceeds " + std::to_string(router_.options_.max_body_bytes) + " bytes",
+            true);
+      }
+      if (ec) return Close();
+    }
+    OnRequest();
   }
 
   // The whole request is here: build what the replica gets, then find it a replica.
   void OnRequest() {
     auto& msg = parser_->get();
-    upstream_request_ = {};
-    upstream_request_.version(11);
-    if (msg.method() == http::verb::unknown) {
-      upstream_request_.method_string(msg.method_string());
-    } else {
-      upstream_request_.method(msg.method());
-    }
-    upstream_request_.target(route_.target);
+    // Written as text once (retries resend it): the request line, the end-to-end headers,
+    // X-Forwarded-For, the framing.
+    std::string& out = upstream_head_;
+    out.clear();
+    out.append(msg.method_string().data(), msg.method_string().size());
+    out += ' ';
+    out += route_.target;
+    out += " HTTP/1.1\r\n";
     // Headers named in Connection are hop-by-hop too.
-    const std::string connection_tokens = ToStd(msg[http::field::connection]);
+    const beast::string_view connection = msg[http::field::connection];
+    std::string_view forwarded;
+    bool had_length = false;
     for (const auto& field : msg) {
       const beast::string_view name = field.name_string();
-      if (IsHopByHop(name)) continue;
-      if (!connection_tokens.empty() && connection_tokens.find(ToStd(name)) != std::string::npos) {
+      if (IsHopByHop(name) || NamedIn(connection, name)) continue;
+      if (field.name() == http::field::content_length) {
+        had_length = true;  // rewritten below from the body read
         continue;
       }
-      upstream_request_.insert(name, field.value());
+      if (!peer_address_.empty() && beast::iequals(name, "x-forwarded-for")) {
+        if (forwarded.empty()) forwarded = {field.value().data(), field.value().size()};
+        continue;  // one X-Forwarded-For, the client's list and its address, below
+      }
+      AppendField(out, name, field.value());
     }
     if (!peer_address_.empty()) {
-      std::string forwarded = ToStd(msg["X-Forwarded-For"]);
-      forwarded = forwarded.empty() ? peer_address_ : forwarded + ", " + peer_address_;
-      upstream_request_.set("X-Forwarded-For", forwarded);
+      out += "X-Forwarded-For: ";
+      if (!forwarded.empty()) {
+        out += forwarded;
+        out += ", ";
+      }
+      out += peer_address_;
+      out += "\r\n";
     }
-    upstream_request_.body() = std::move(msg.body());
-    upstream_request_.keep_alive(true);
-    upstream_request_.prepare_payload();
+    request_body_ = std::move(msg.body());
+    // As Beast's prepare_payload: a length when there is a body or the method expects one
+    // (and when the client sent one).
+    const http::verb method = msg.method();
+    if (!request_body_.empty() || had_length || method == http::verb::post ||
+        method == http::verb::put || method == http::verb::options) {
+      out += "Content-Length: ";
+      out += std::to_string(request_body_.size());
+      out += "\r\n";
+    }
+    out += "\r\n";
     retried_ = false;
     fresh_reconnect_used_ = false;
     Admit({});
@@ -373,7 +516,7 @@ class Session : public std::enable_shared_from_this<Session> {
     switch (admission.outcome) {
       case Dispatcher::Outcome::kGranted:
         has_slot_ = true;
-        endpoint_ = admission.endpoint;
+        endpoint_ = std::move(admission.endpoint);
         return Forward();
       case Dispatcher::Outcome::kQueued:
         return Wait();
@@ -407,13 +550,14 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Forward() {
     phase_ = Phase::kUpstream;
-    upstream_ = router_.TakeIdle(endpoint_.Key());
+    endpoint_key_ = endpoint_.Key();
+    upstream_ = router_.TakeIdle(endpoint_key_);
     if (upstream_) return WriteUpstream();
     Connect();
   }
 
   void Connect() {
-    upstream_ = std::make_unique<Upstream>(router_.ioc_, endpoint_.Key());
+    upstream_ = std::make_unique<Upstream>(router_.ioc_, endpoint_key_);
     error_code ec;
     asio::ip::address address = asio::ip::make_address(endpoint_.address, ec);
     if (ec) {
@@ -432,21 +576,53 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void ConnectTo(const tcp::endpoint& where) {
     ArmUpstream(router_.options_.connect_timeout);
-    upstream_->stream.async_connect(where, [self = shared_from_this()](error_code ec) {
+    upstream_->socket.async_connect(where, [self = shared_from_this()](error_code ec) {
       if (ec) return self->UpstreamFailed(self->Timed(ec), "connect");
       error_code ignored;
-      self->upstream_->stream.socket().set_option(tcp::no_delay(true), ignored);
+      self->upstream_->socket.set_option(tcp::no_delay(true), ignored);
+      self->upstream_->socket.non_blocking(true, ignored);
       self->WriteUpstream();
     });
   }
 
   void WriteUpstream() {
-    ArmUpstream(router_.options_.write_timeout);
-    http::async_write(upstream_->stream, upstream_request_,
-                      [self = shared_from_this()](error_code ec, size_t) {
-                        if (ec) return self->UpstreamFailed(ec, "write");
-                        self->ReadUpstreamHeader();
-                      });
+    Send(upstream_->socket, {asio::buffer(upstream_head_), asio::buffer(request_body_)}, true,
+         [this](error_code ec) {
+           if (ec) return UpstreamFailed(ec, "write");
+           ReadUpstreamHeader();
+         });
+  }
+
+  // One read from the replica; what it means depends on the phase.
+  void ReadUpstream() {
+    upstream_->socket.async_read_some(upstream_->buffer.prepare(kReadBytes),
+                                      [self = shared_from_this()](error_code ec, size_t n) {
+                                        self->upstream_->buffer.commit(n);
+                                        self->OnUpstreamBytes(self->Timed(ec));
+                                      });
+  }
+
+  void OnUpstreamBytes(error_code ec) {
+    if (phase_ == Phase::kUpstream) {
+      if (!ec) return ParseUpstreamHeader();
+      if (ec == beast::error::timeout) return OnUpstreamHeader(ec);
+      // Nothing received at all: the replica failed (a retry is safe).
+      if (!upstream_parser_->got_some() && upstream_->buffer.size() == 0) {
+        return UpstreamFailed(ec, "response");
+      }
+      if (ec == asio::error::eof) {
+        ec = {};
+        upstream_parser_->put_eof(ec);  // a header cut short: partial message
+      }
+      return OnUpstreamHeader(ec ? ec : error_code(http::error::partial_message));
+    }
+    if (ec == asio::error::eof) {
+      // The end of a body delimited by the connection's end is the end of the message.
+      ec = {};
+      upstream_parser_->put_eof(ec);
+    }
+    if (ec) return UpstreamCut(ec);
+    PumpBody();
   }
 
   void ReadUpstreamHeader() {
@@ -455,10 +631,15 @@ class Session : public std::enable_shared_from_this<Session> {
     upstream_parser_->body_limit(std::numeric_limits<std::uint64_t>::max());  // relayed, not kept
     if (head_request_) upstream_parser_->skip(true);
     ArmUpstream(router_.options_.response_timeout);
-    http::async_read_header(upstream_->stream, upstream_->buffer, *upstream_parser_,
-                            [self = shared_from_this()](error_code ec, size_t n) {
-                              self->OnUpstreamHeader(self->Timed(ec), n);
-                            });
+    ParseUpstreamHeader();
+  }
+
+  void ParseUpstreamHeader() {
+    error_code ec = http::error::need_more;
+    beast::flat_buffer& in = upstream_->buffer;
+    if (in.size() > 0) in.consume(upstream_parser_->put(in.data(), ec));
+    if (ec == http::error::need_more) return ReadUpstream();
+    OnUpstreamHeader(ec);
   }
 
   // The replica failed before sending any byte of its response: retry where that is safe.
@@ -471,12 +652,12 @@ class Session : public std::enable_shared_from_this<Session> {
       return Connect();
     }
     const std::string failed = "replica " + std::to_string(endpoint_.replica) + " (" +
-                               endpoint_.Key() + ") failed before responding (" + stage + ": " +
+                               endpoint_key_ + ") failed before responding (" + stage + ": " +
                                ec.message() + ")";
     if (!retried_) {
       retried_ = true;
-      router_.retries_.Add({route_.service});
-      const std::string avoid = endpoint_.Key();
+      router_.retries_.Add(router_.ServiceLabels(route_.service));
+      const std::string avoid = endpoint_key_;
       ReleaseSlot();
       fresh_reconnect_used_ = false;
       return Admit(avoid);
@@ -485,65 +666,73 @@ class Session : public std::enable_shared_from_this<Session> {
     ReplyError(502, failed + ", after one retry");
   }
 
-  void OnUpstreamHeader(error_code ec, size_t parsed) {
+  void OnUpstreamHeader(error_code ec) {
     if (ec == beast::error::timeout) {
       // The replica may still be working on it: not safe to send it elsewhere.
       router_.errors_.Add({route_.service, "response_timeout"});
-      return ReplyError(504, "replica " + std::to_string(endpoint_.replica) + " (" +
-                                 endpoint_.Key() + ") did not start its response within " +
+      return ReplyError(504, "replica " + std::to_string(endpoint_.replica) + " (" + endpoint_key_ +
+                                 ") did not start its response within " +
                                  std::to_string(router_.options_.response_timeout.count()) + " ms");
     }
     if (ec) {
-      if (parsed == 0 && upstream_->buffer.size() == 0) return UpstreamFailed(ec, "response");
       router_.errors_.Add({route_.service, "bad_response"});
-      return ReplyError(502, "replica " + std::to_string(endpoint_.replica) + " (" +
-                                 endpoint_.Key() + ") sent a bad response: " + ec.message());
+      return ReplyError(502, "replica " + std::to_string(endpoint_.replica) + " (" + endpoint_key_ +
+                                 ") sent a bad response: " + ec.message());
     }
     // The first byte is in: from here on the request is never retried.
     auto& up = upstream_parser_->get();
     status_code_ = up.result_int();
-    response_ = {};
-    response_.version(client_version_ == 10 ? 10 : 11);
-    response_.result(up.result_int());
-    response_.reason(up.reason());
-    const std::string connection_tokens = ToStd(up[http::field::connection]);
-    for (const auto& field : up) {
-      const beast::string_view name = field.name_string();
-      if (IsHopByHop(name) || beast::iequals(name, "content-length")) continue;
-      if (!connection_tokens.empty() && connection_tokens.find(ToStd(name)) != std::string::npos) {
-        continue;
-      }
-      response_.insert(name, field.value());
-    }
     streaming_ = up.chunked() ||
                  beast::iequals(up[http::field::content_type].substr(0, 17), "text/event-stream");
     chunked_out_ = false;
-    if (up.has_content_length()) {
-      response_.content_length(upstream_parser_->content_length().value_or(0));
-    } else if (!upstream_parser_->is_done() && !head_request_) {
+    const bool has_length = up.has_content_length();
+    if (!has_length && !upstream_parser_->is_done() && !head_request_) {
       if (client_version_ == 10) {
         client_keep_alive_ = false;  // the end of the body is the end of the connection
       } else {
         chunked_out_ = true;
-        response_.chunked(true);
       }
     }
-    response_.keep_alive(client_keep_alive_ && !router_.stopped_);
+    // The header as the client gets it, written as text: the status line, the end-to-end
+    // headers, the framing, the client's keep-alive.
+    std::string& out = header_text_;
+    out.clear();
+    out += client_version_ == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
+    out += std::to_string(status_code_);
+    out += ' ';
+    beast::string_view reason = up.reason();
+    if (reason.empty()) reason = http::obsolete_reason(static_cast<http::status>(status_code_));
+    out.append(reason.data(), reason.size());
+    out += "\r\n";
+    const beast::string_view connection = up[http::field::connection];
+    for (const auto& field : up) {
+      const beast::string_view name = field.name_string();
+      if (IsHopByHop(name) || field.name() == http::field::content_length ||
+          NamedIn(connection, name)) {
+        continue;
+      }
+      AppendField(out, name, field.value());
+    }
+    if (has_length) {
+      out += "Content-Length: ";
+      out += std::to_string(upstream_parser_->content_length().value_or(0));
+      out += "\r\n";
+    } else if (chunked_out_) {
+      out += "Transfer-Encoding: chunked\r\n";
+    }
+    const bool keep_alive = client_keep_alive_ && !router_.stopped_;
+    if (client_version_ == 10 && keep_alive) out += "Connection: keep-alive\r\n";
+    if (client_version_ != 10 && !keep_alive) out += "Connection: close\r\n";
+    out += "\r\n";
     phase_ = Phase::kRelaying;
-    std::ostringstream header;
-    header << response_.base();
-    header_text_ = std::move(header).str();
     header_pending_ = true;
     // Body bytes that came with the header go out with it, in one write.
     if (upstream_->buffer.size() > 0 || upstream_parser_->is_done()) return PumpBody();
     // Nothing of the body yet (a stream that prefills first): the header goes now.
-    ArmClient(router_.options_.write_timeout);
-    asio::async_write(client_, asio::buffer(header_text_),
-                      [self = shared_from_this()](error_code wec, size_t) {
-                        if (wec) return self->ClientGone();
-                        self->header_pending_ = false;
-                        self->PumpBody();
-                      });
+    Send(client_, {PendingHeader()}, false, [this](error_code wec) {
+      if (wec) return ClientGone();
+      PumpBody();
+    });
   }
 
   // The header while it waits to go out with the first body bytes; empty once sent.
@@ -553,86 +742,78 @@ class Session : public std::enable_shared_from_this<Session> {
     return asio::buffer(header_text_);
   }
 
-  // Relays the body piece by piece: each read from the replica is written before the next.
+  // Relays the body piece by piece: what the replica sent so far is written to the client
+  // before the next read.
   void PumpBody() {
     if (upstream_parser_->is_done()) return FinishBody();
     auto& body = upstream_parser_->get().body();
     body.data = body_buffer_.data();
     body.size = body_buffer_.size();
+    beast::flat_buffer& in = upstream_->buffer;
+    if (in.size() > 0) {
+      upstream_parser_->eager(true);  // as many body bytes as fit in body_buffer_
+      error_code ec;
+      in.consume(upstream_parser_->put(in.data(), ec));
+      if (ec == http::error::need_buffer || ec == http::error::need_more) ec = {};
+      if (ec) return UpstreamCut(ec);
+    }
+    const size_t got = body_buffer_.size() - body.size;
+    if (got > 0) return WriteBody(got);
+    if (upstream_parser_->is_done()) return FinishBody();
     ArmUpstream(router_.options_.stream_idle_timeout);
-    http::async_read_some(
-        upstream_->stream, upstream_->buffer, *upstream_parser_,
-        [self = shared_from_this()](error_code ec, size_t) {
-          if (ec == http::error::need_buffer) ec = {};
-          ec = self->Timed(ec);
-          const size_t got = self->body_buffer_.size() - self->upstream_parser_->get().body().size;
-          if (ec) {
-            // Bytes already went to the client: all we can do is cut the connection.
-            self->router_.errors_.Add({self->route_.service, ec == beast::error::timeout
-                                                                 ? "stream_timeout"
-                                                                 : "upstream_cut"});
-            self->upstream_.reset();
-            return self->Abort();
-          }
-          if (got == 0) return self->PumpBody();
-          self->WriteBody(got);
-        });
+    ReadUpstream();
+  }
+
+  // Bytes already went to the client: all that is left is to cut the connection.
+  void UpstreamCut(error_code ec) {
+    router_.errors_.Add(
+        {route_.service, ec == beast::error::timeout ? "stream_timeout" : "upstream_cut"});
+    upstream_.reset();
+    Abort();
   }
 
   // Writes `n` body bytes (with the header when it is still pending, and the last chunk when
   // the replica is done), then reads on.
   void WriteBody(size_t n) {
     const bool last = upstream_parser_->is_done();
-    ArmClient(router_.options_.write_timeout);
-    auto on_written = [self = shared_from_this(), last](error_code ec, size_t) {
-      if (ec) return self->ClientGone();
-      self->NoteFirstByte();
-      if (last) return self->Complete();
-      self->PumpBody();
-    };
-    const asio::const_buffer header = PendingHeader();
-    const asio::const_buffer piece = asio::buffer(body_buffer_.data(), n);
-    if (!chunked_out_) {
-      asio::async_write(client_, beast::buffers_cat(header, piece), std::move(on_written));
-    } else if (last) {
-      asio::async_write(
-          client_, beast::buffers_cat(header, http::make_chunk(piece), http::make_chunk_last()),
-          std::move(on_written));
-    } else {
-      asio::async_write(client_, beast::buffers_cat(header, http::make_chunk(piece)),
-                        std::move(on_written));
+    Pieces pieces{PendingHeader(), {}, asio::buffer(body_buffer_.data(), n), {}};
+    if (chunked_out_) {
+      const int len = std::snprintf(chunk_size_, sizeof chunk_size_, "%zx\r\n", n);
+      pieces[1] = asio::buffer(chunk_size_, static_cast<size_t>(len));
+      pieces[3] = last ? asio::buffer(kChunkEndLast.data(), kChunkEndLast.size())
+                       : asio::buffer(kChunkEnd.data(), kChunkEnd.size());
     }
+    Send(client_, pieces, false, [this, last](error_code ec) {
+      if (ec) return ClientGone();
+      NoteFirstByte();
+      if (last) return Complete();
+      PumpBody();
+    });
   }
 
   // The replica is done with nothing left to relay: send what is still owed, then complete.
   void FinishBody() {
     if (!header_pending_ && !chunked_out_) return Complete();
-    ArmClient(router_.options_.write_timeout);
-    auto on_written = [self = shared_from_this()](error_code ec, size_t) {
-      if (ec) return self->ClientGone();
-      self->Complete();
-    };
-    const asio::const_buffer header = PendingHeader();
-    if (chunked_out_) {
-      asio::async_write(client_, beast::buffers_cat(header, http::make_chunk_last()),
-                        std::move(on_written));
-    } else {
-      asio::async_write(client_, header, std::move(on_written));
-    }
+    Pieces pieces{PendingHeader(), {}, {}, {}};
+    if (chunked_out_) pieces[1] = asio::buffer(kLastChunk.data(), kLastChunk.size());
+    Send(client_, pieces, false, [this](error_code ec) {
+      if (ec) return ClientGone();
+      Complete();
+    });
   }
 
   void NoteFirstByte() {
     if (first_body_byte_noted_) return;
     first_body_byte_noted_ = true;
-    router_.first_byte_.Observe({route_.service, streaming_ ? "true" : "false"},
+    router_.first_byte_.Observe(router_.FirstByteLabels(route_.service, streaming_),
                                 SecondsSince(start_));
   }
 
   // The response is through: account, give the slot and the connection back, next request.
   void Complete() {
     NoteFirstByte();
-    router_.requests_.Add({route_.service, std::to_string(status_code_)});
-    router_.latency_.Observe({route_.service}, SecondsSince(start_));
+    router_.requests_.Add(router_.CodeLabels(route_.service, status_code_));
+    router_.latency_.Observe(router_.ServiceLabels(route_.service), SecondsSince(start_));
     const bool reusable = upstream_parser_->keep_alive() && upstream_parser_->is_done() &&
                           upstream_->buffer.size() == 0;
     if (reusable) {
@@ -670,12 +851,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void ReleaseSlot() {
     if (!has_slot_) return;
     has_slot_ = false;
-    router_.Release(route_.service, endpoint_.Key());
+    router_.Release(route_.service, endpoint_key_);
   }
 
   void ResetRequest() {
     upstream_parser_.reset();
-    header_text_.clear();
     header_pending_ = false;
     first_body_byte_noted_ = false;
     head_request_ = false;
@@ -747,7 +927,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void CloseGracefully() {
     error_code ec;
-    client_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    client_.shutdown(tcp::socket::shutdown_send, ec);
     Close();
   }
 
@@ -755,11 +935,16 @@ class Session : public std::enable_shared_from_this<Session> {
     if (phase_ == Phase::kDone) return;
     phase_ = Phase::kDone;
     queue_timer_.cancel();
-    client_.close();
+    error_code ignored;
+    client_.close(ignored);
   }
 
+  static constexpr std::string_view kChunkEnd = "\r\n";
+  static constexpr std::string_view kChunkEndLast = "\r\n0\r\n\r\n";
+  static constexpr std::string_view kLastChunk = "0\r\n\r\n";
+
   RouterImpl& router_;
-  beast::tcp_stream client_;
+  tcp::socket client_;
   beast::flat_buffer client_buffer_;
   asio::steady_timer queue_timer_;
   SteadyClock::time_point deadline_ = SteadyClock::time_point::max();
@@ -777,19 +962,21 @@ class Session : public std::enable_shared_from_this<Session> {
   RequestId request_id_ = 0;
   bool has_slot_ = false;
   Endpoint endpoint_;
+  std::string endpoint_key_;  // endpoint_.Key()
   bool retried_ = false;
   bool fresh_reconnect_used_ = false;
   bool first_body_byte_noted_ = false;
 
-  http::request<http::string_body> upstream_request_;
+  std::string upstream_head_;  // the request line and headers the replica gets
+  std::string request_body_;
   std::unique_ptr<Upstream> upstream_;
   std::optional<http::response_parser<http::buffer_body>> upstream_parser_;
-  http::response<http::empty_body> response_;
-  std::string header_text_;
+  std::string header_text_;  // the response header the client gets
   bool header_pending_ = false;
   unsigned status_code_ = 0;
   bool streaming_ = false;
   bool chunked_out_ = false;
+  char chunk_size_[24] = {};
   std::vector<char> body_buffer_;
 };
 
@@ -865,6 +1052,7 @@ void RouterImpl::Release(const std::string& service, const std::string& key) {
 }
 
 void RouterImpl::Dispatch(ServiceState& state, std::vector<Grant> grants) {
+  if (grants.empty()) return;  // the usual case: nobody was waiting
   std::deque<Grant> work(grants.begin(), grants.end());
   while (!work.empty()) {
     Grant g = std::move(work.front());
@@ -899,8 +1087,7 @@ std::unique_ptr<Upstream> RouterImpl::TakeIdle(const std::string& key) {
     if (idle_for < std::chrono::seconds(1)) return up;
     // Closed by the replica while idle? A non-blocking peek says so without consuming.
     char byte;
-    const ssize_t n =
-        ::recv(up->stream.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    const ssize_t n = ::recv(up->socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return up;
   }
   return nullptr;
@@ -910,7 +1097,6 @@ void RouterImpl::PutIdle(std::unique_ptr<Upstream> up) {
   auto& idle = pool_[up->key];
   if (idle.size() >= options_.max_idle_per_endpoint) idle.pop_front();  // the oldest
   up->idle_since = SteadyClock::now();
-  up->stream.expires_never();
   idle.push_back(std::move(up));
 }
 
@@ -1078,7 +1264,16 @@ std::vector<ServiceLoad> ServingRouter::Loads() {
   asio::post(impl_->ioc_, [impl = impl_.get(), promise] {
     std::vector<ServiceLoad> out;
     for (const auto& [name, state] : impl->services_) {
-      out.push_back({name, state->view.role, state->dispatcher.Load()});
+      ServiceLoad load;
+      load.service = name;
+      load.role = state->view.role;
+      load.load = state->dispatcher.Load();
+      const metrics::HistogramFamily::Snapshot latency = impl->latency_.Read({name});
+      load.requests = latency.count;
+      load.latency_sum_s = latency.sum;
+      load.latency_bounds = impl->latency_.upper_bounds();
+      load.latency_cumulative = latency.cumulative;
+      out.push_back(std::move(load));
     }
     promise->set_value(std::move(out));
   });

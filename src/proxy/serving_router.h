@@ -67,6 +67,12 @@ struct ServiceLoad {
   std::string service;
   std::string role;
   DispatchLoad load;
+  // Since the router started: requests relayed to their end and their latency histogram
+  // (tessera_router_request_duration_seconds), cumulative counts with the total last.
+  uint64_t requests = 0;
+  double latency_sum_s = 0;
+  std::vector<double> latency_bounds;
+  std::vector<uint64_t> latency_cumulative;
 };
 
 class ServingRouter {

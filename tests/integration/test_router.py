@@ -415,7 +415,8 @@ class RouterHeadLinkTest(unittest.TestCase):
         report = wait_for("a load report", lambda: head.loads and head.loads[-1])
         self.assertEqual(report[0], "llm")
         self.assertEqual(set(report[1]), {"timeMs", "role", "ongoingRequests", "queued",
-                                          "perReplica"})
+                                          "perReplica", "requests", "latencySecondsSum",
+                                          "latencyBuckets"})
         self.assertEqual(report[1]["role"], "server")
         self.assertEqual(report[1]["perReplica"], {"0": 0})
         self.assertEqual(metric(r.metrics(), "tessera_router_head_connected"), 1)
