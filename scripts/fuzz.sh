@@ -8,8 +8,9 @@
 #   FUZZ_SECONDS=300 scripts/fuzz.sh manifest_fuzz
 #
 # The seed corpus is read, never written: what a timed run finds goes to build/fuzz/corpus/<target>/
-# (kept between runs) and crashing inputs to build/fuzz/crashes/. A counted run reads only the
-# seed corpus, so the same commit runs the same inputs on every machine. Exits non-zero on the
+# (kept between runs) and crashing inputs to build/fuzz/crashes/. A counted run starts from the
+# seed corpus alone (its findings go to a fresh build/fuzz/run/<target>/), so the same commit
+# runs the same inputs on every machine. Exits non-zero on the
 # first target that crashes, hangs (-timeout: 5 s per input, 15 for http_fuzz) or goes over
 # -rss_limit_mb; the seed is printed either way.
 set -euo pipefail
@@ -34,7 +35,11 @@ for target in "${targets[@]}"; do
     target_runs="$runs"
     [ "$target" = http_fuzz ] && target_runs=$((runs / 10))
     budget=(-runs="$target_runs" -seed="$seed")
-    dirs=("$seeds")
+    # libFuzzer writes what it finds into the first directory: an empty one made for this run,
+    # so the seed corpus stays as committed and the next run starts from the same inputs.
+    scratch="build/fuzz/run/${target%_fuzz}"
+    rm -rf "$scratch" && mkdir -p "$scratch"
+    dirs=("$scratch" "$seeds")
     echo "fuzz: $target, $target_runs inputs from seed $seed (seeds $seeds)"
   else
     budget=(-max_total_time="$seconds")
