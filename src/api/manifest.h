@@ -37,7 +37,8 @@ inline constexpr size_t kMaxDocumentValues = 100'000;  // scalars, lists and map
 // kMaxDocumentValues values; nesting deeper than kMaxJsonDepth (64, common/json_limits.h); a key
 // repeated in one mapping (JSON as YAML); in YAML, anchors and aliases (refused before anything
 // is expanded: a few hundred bytes of nested aliases would expand to gigabytes), more than one
-// document, and mapping keys that read as numbers, booleans or null (quote them).
+// document, mapping keys that read as numbers, booleans or null (quote them), and scalars or
+// keys that are not UTF-8 (JSON text that is not UTF-8 is malformed JSON).
 Result<Json> ParseDocument(std::string_view text);
 
 // A name usable in URLs and as a host label: 1-63 characters of [a-z0-9-], starting and ending
