@@ -13,13 +13,8 @@ import unittest
 import urllib.request
 
 from test_cluster import PYTHON, REPO, Cluster, alive, wait_for
+from test_preemption import QUEUES, train_job
 
-QUEUES = """
-apiVersion: tessera/v1
-kind: {kind}
-metadata: {{name: {name}}}
-{body}
-"""
 
 # Every process listens on $PORT and answers any GET with its TESSERA_* environment.
 SERVER = (
@@ -36,28 +31,6 @@ SERVER = (
     "        pass\n"
     "http.server.HTTPServer(('127.0.0.1', int(os.environ['PORT'])), H).serve_forever()\n"
 )
-
-
-def train_job(name, queue, priority, slices, steps, ckpt_dir, ckpt_every):
-    return {
-        "apiVersion": "tessera/v1",
-        "kind": "TrainJob",
-        "metadata": {"name": name, "queue": queue},
-        "spec": {
-            "accelerator": "v6e",
-            "topology": "4x4",
-            "slices": slices,
-            "priority": priority,
-            "checkpoint": {"dir": ckpt_dir},
-            "template": {
-                "command": [PYTHON, "examples/train/train.py"],
-                "env": {"STEPS": str(steps), "CKPT_EVERY": str(ckpt_every),
-                        "PYTHONPATH": os.path.join(REPO, "python")},
-                "workingDir": REPO,
-                "terminationGracePeriod": "60s",
-            },
-        },
-    }
 
 
 def service(name, queue, priority, replicas=1):
