@@ -6,8 +6,8 @@ set -euo pipefail
 packages=(
   # build
   build-essential cmake ninja-build pkg-config clang-format
-  # fuzzing: clang with libFuzzer (scripts/fuzz.sh)
-  clang
+  # fuzzing: clang with libFuzzer (scripts/fuzz.sh); lld, the faster linker
+  clang lld
   # libraries
   libboost-dev libboost-system-dev nlohmann-json3-dev libyaml-cpp-dev libsqlite3-dev
   libspdlog-dev libfmt-dev libcli11-dev libssl-dev
@@ -17,6 +17,8 @@ packages=(
   python3 python3-torch
   # serving benchmark: the reference proxies beside `tessera router` (bench/serving)
   haproxy nginx
+  # HA heads: etcd 3.4 as the replicated store (tessera head --store etcd://..., src/store)
+  etcd-server
   # dashboard tests: a real headless browser, driven from Node (playwright-core, below)
   chromium nodejs
 )
