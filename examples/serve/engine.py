@@ -107,6 +107,13 @@ class Request:
         self.slot = None
         self.position = 0  # where the next token fed to the model goes
         self.last = None  # the last sampled token, fed to the next decode step
+        # Disaggregated serving (disagg.py). A prefill replica's request sets export: the engine
+        # then leaves copies of the prompt's KV and next-token logits in .exported. A decode
+        # replica's request that was prefilled elsewhere carries them in .imported, and the
+        # engine writes them into the slot instead of running the prompt.
+        self.export = False
+        self.exported = None  # ([(k, v)] per layer, logits)
+        self.imported = None  # ([(k, v)] per layer, logits)
 
     def cancel(self):
         """The client went away: the engine frees the slot at its next turn."""
@@ -189,10 +196,20 @@ class Engine:
                 continue
             slot = self._slots.index(None)
             request.slot = slot
-            if self.channel:
-                self.channel.send(PREFILL, slot, len(request.tokens))
-                self.channel.send_prompt(request.tokens)
-            logits = self.model.prefill(slot, request.tokens)
+            if request.imported is not None:
+                # Prefilled on another replica (only groups of one import: server.py refuses
+                # a disaggregated mode for a larger group, so no follower needs the KV).
+                layers, logits = request.imported
+                request.imported = None
+                self.model.import_kv(slot, layers)
+            else:
+                if self.channel:
+                    self.channel.send(PREFILL, slot, len(request.tokens))
+                    self.channel.send_prompt(request.tokens)
+                logits = self.model.prefill(slot, request.tokens)
+                if request.export:
+                    request.exported = (self.model.export_kv(slot, len(request.tokens)),
+                                        logits.clone())
             request.position = len(request.tokens)
             self._slots[slot] = request
             self._emit(request, logits)

@@ -245,6 +245,26 @@ class ShardedTransformer:
         h = F.layer_norm(h, (self.config.d_model,), self.lnf_w, self.lnf_b)
         return self.lm_head(h)
 
+    def export_kv(self, slot, length):
+        """Copies of the cached keys and values of positions 0..length-1 of `slot`: one (k, v)
+        pair per layer, each (local_heads, length, head_dim). The KV handoff of disaggregated
+        serving (kvwire.py) sends these."""
+        return [(k[slot, :, :length].clone(), v[slot, :, :length].clone())
+                for k, v in zip(self.k_cache, self.v_cache)]
+
+    def import_kv(self, slot, layers):
+        """Writes exported keys and values into `slot` from position 0, as prefill() would
+        have: decoding then continues at position `length` with the same numbers."""
+        if len(layers) != len(self.k_cache):
+            raise ValueError(f"{len(layers)} layers of KV for a model of {len(self.k_cache)}")
+        for index, (k, v) in enumerate(layers):
+            length = k.shape[1]
+            if length > self.config.context:
+                raise ValueError(f"{length} cached positions exceed the context "
+                                 f"({self.config.context})")
+            self.k_cache[index][slot, :, :length] = k
+            self.v_cache[index][slot, :, :length] = v
+
     def token_of(self, index):
         """The token id of column `index` of the logits."""
         return GENERATABLE[index]

@@ -98,6 +98,21 @@ def parse_settings(argv):
                    help="gloo timeout: joining the group, and any one collective")
     p.add_argument("--drain-s", type=float, default=30,
                    help="on SIGTERM, how long requests in flight may take to finish")
+    p.add_argument("--mode", choices=("colocated", "prefill", "decode"), default="colocated",
+                   help="disaggregated serving (disagg.py): prefill exports KV for a decode "
+                   "replica to pull; decode asks the prefill replica in the X-Tessera-Prefill "
+                   "header to prefill long prompts")
+    p.add_argument("--kv-port", type=int, default=0,
+                   help="prefill: the KV listener's TCP port (0 picks a free one; the "
+                   "prefill answer says which)")
+    p.add_argument("--kv-timeout-s", type=float, default=5.0,
+                   help="decode: the longest a handoff (prefill call and KV pull) may take "
+                   "before local prefill; prefill: the longest a pull may stall")
+    p.add_argument("--kv-hold-s", type=float, default=10.0,
+                   help="prefill: an unpulled KV blob is freed after this long")
+    p.add_argument("--disagg-threshold", type=int, default=8,
+                   help="decode: prompts longer than this many uncached tokens are prefilled "
+                   "remotely")
     args = p.parse_args(argv)
     s = Settings()
     s.__dict__.update(vars(args))
@@ -119,6 +134,18 @@ def parse_settings(argv):
     for name in ("max_batch", "max_queue", "threads", "collective_timeout_s"):
         if getattr(s, name) < 1:
             fail(f"--{name.replace('_', '-')} must be at least 1")
+    for name in ("kv_timeout_s", "kv_hold_s"):
+        if not getattr(s, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be more than 0 (a handoff without a timeout "
+                 "could hold a request or its KV forever)")
+    if s.disagg_threshold < 0:
+        fail(f"--disagg-threshold {s.disagg_threshold} must be 0 or more")
+    if not 0 <= s.kv_port <= 65535:
+        fail(f"--kv-port {s.kv_port} must be 0 to 65535")
+    if s.mode != "colocated" and s.group_size > 1:
+        fail(f"--mode {s.mode} needs a group of one (TESSERA_GROUP_SIZE=1): the KV handoff "
+             "exports and imports the leader's cache, and a tensor-parallel group's heads live "
+             "on every process")
     return s
 
 
@@ -131,6 +158,12 @@ class State:
         self.ready = threading.Event()
         self.failed = None  # why the group failed, once it has
         self.draining = False  # SIGTERM: no new requests; the ones in flight finish
+        # Disaggregated serving (disagg.py): the blobs a prefill replica holds, its KV
+        # listener, the model fields a blob must match, and the handoff counters.
+        self.store = None
+        self.kv_server = None
+        self.kv_fields = None
+        self.counters = None
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -177,8 +210,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                       "groupSize": st.settings.group_size})
             else:
                 running, waiting = st.engine.load()
-                self._send_json(200, {"status": "ok", "groupSize": st.settings.group_size,
-                                      "running": running, "waiting": waiting})
+                body = {"status": "ok", "groupSize": st.settings.group_size,
+                        "running": running, "waiting": waiting, "mode": st.settings.mode}
+                if st.counters is not None:
+                    body["disagg"] = st.counters.snapshot()
+                if st.store is not None:
+                    held, held_bytes = st.store.held()
+                    body["disagg"].update(kvHeld=held, kvHeldBytes=held_bytes,
+                                          kvExpired=st.store.expired, kvPort=st.kv_server.port)
+                self._send_json(200, body)
         elif path == "/v1/models":
             self._send_json(200, {"object": "list", "data": [{
                 "id": st.settings.model_name, "object": "model", "created": 0,
@@ -247,22 +287,26 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     f"{len(tokens)} (its UTF-8 bytes + 1) and max_tokens is {req.max_tokens}: "
                     "shorten the prompt or lower max_tokens", param,
                     code="context_length_exceeded")
+            export = _wants_remote_decode(raw, st.settings.mode, req)
         except completions.RequestError as e:
             self._send_error(e, [("Retry-After", "1")] if e.status == 503 else [])
             return
 
         request = Request(tokens, req.max_tokens, req.temperature, req.seed)
+        request.export = export
+        source = self._maybe_remote_prefill(request, req.prompt)
         if not st.engine.submit(request):
             self._send_error(completions.RequestError(
                 503, f"the server is full ({st.settings.max_queue} requests waiting); retry",
                 kind="server_error", code="overloaded"), [("Retry-After", "1")])
             return
         completion = completions.Completion(st.settings.model_name, len(tokens) - 1)
+        headers = [("X-Tessera-Prefilled", source)] if source else []
         try:
             if req.stream:
-                self._stream(request, req, completion)
+                self._stream(request, req, completion, headers)
             else:
-                self._whole(request, completion)
+                self._whole(request, completion, headers)
         finally:
             request.cancel()  # no-op when finished; frees the slot when the client left
 
@@ -274,14 +318,46 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.close_connection = True
         return True
 
-    def _whole(self, request, completion):
+    def _maybe_remote_prefill(self, request, prompt):
+        """Decode mode: a long prompt is prefilled by the prefill replica the router named,
+        falling back to local prefill on any failure. Returns what the X-Tessera-Prefilled
+        header says (remote, local, or fallback:<reason>), None outside decode mode."""
+        import disagg
+
+        st = self.state
+        s = st.settings
+        if s.mode != "decode":
+            return None
+        address = self.headers.get(disagg.HEADER)
+        if not address or len(request.tokens) <= s.disagg_threshold:
+            st.counters.add("localPrefills")
+            return "local"
+        started = time.monotonic()
+        try:
+            _, layers, logits, size = disagg.remote_prefill(
+                address, prompt, s.model_name, s.kv_timeout_s, st.kv_fields, request.tokens)
+        except disagg.HandoffFailed as e:
+            st.counters.add("fallbacks")
+            st.counters.add(f"fallback_{e.reason}")
+            log("handoff_fallback", prefill=address, reason=e.reason, error=str(e))
+            return f"fallback:{e.reason}"
+        request.imported = (layers, logits)
+        st.counters.add("handoffs")
+        st.counters.add("kvBytesIn", size)
+        st.counters.add("handoffMsSum", round(1000 * (time.monotonic() - started), 3))
+        return "remote"
+
+    def _whole(self, request, completion, headers=()):
         text = []
         while True:
             kind, value = request.events.get()
             if kind == "token":
                 text.append(value)
             elif kind == "done":
-                self._send_json(200, completion.whole("".join(text), value, len(text)))
+                body = completion.whole("".join(text), value, len(text))
+                if request.export:
+                    body["kv_transfer_params"] = self._hold_exported(request)
+                self._send_json(200, body, headers)
                 return
             else:
                 if self._group_failed_before_answering():
@@ -289,7 +365,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self._send_error(completions.RequestError(500, value, kind="server_error"))
                 return
 
-    def _stream(self, request, req, completion):
+    def _hold_exported(self, request):
+        """Prefill mode: the request's KV as a blob under a new handle, for a decode replica
+        to pull from the KV listener."""
+        import kvwire
+
+        st = self.state
+        layers, logits = request.exported
+        request.exported = None
+        blob = kvwire.encode(st.kv_fields, request.tokens, layers, logits)
+        handle = st.store.put(blob)
+        st.counters.add("exports")
+        return {"handle": handle, "port": st.kv_server.port, "bytes": len(blob),
+                "tokens": len(request.tokens), "hold_s": st.store.hold_s}
+
+    def _stream(self, request, req, completion, headers=()):
         # The status line waits for the first event (the first token comes with it), so a
         # request the group failed before its first token can still be retried elsewhere.
         first = request.events.get()
@@ -299,6 +389,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
+        for k, v in headers:
+            self.send_header(k, v)
         self.end_headers()
         self.wfile.flush()
         sent = 0
@@ -333,6 +425,32 @@ class Server(http.server.ThreadingHTTPServer):
         if isinstance(error, (ConnectionError, TimeoutError)):
             return
         log("http_error", client=f"{client_address[0]}:{client_address[1]}", error=repr(error))
+
+
+def _wants_remote_decode(raw, mode, req):
+    """Whether a request asks for its KV to be kept for a decode replica
+    ("kv_transfer_params": {"do_remote_decode": true}); refuses it where it cannot be."""
+    try:
+        params = json.loads(raw).get("kv_transfer_params")
+    except (ValueError, AttributeError):
+        return False  # parse_request accepted the body, so this does not happen
+    if params is None:
+        return False
+    if not isinstance(params, dict) or not isinstance(params.get("do_remote_decode"), bool):
+        raise completions.RequestError(
+            400, 'kv_transfer_params: must be {"do_remote_decode": true or false}',
+            "kv_transfer_params")
+    if not params["do_remote_decode"]:
+        return False
+    if mode != "prefill":
+        raise completions.RequestError(
+            400, f"kv_transfer_params: this replica runs --mode {mode}; only a prefill replica "
+            "keeps KV for a decode replica", "kv_transfer_params")
+    if req.max_tokens != 1 or req.stream:
+        raise completions.RequestError(
+            400, "max_tokens: a remote-decode prefill makes exactly 1 token, unstreamed "
+            f"(got max_tokens {req.max_tokens}, stream {req.stream})", "max_tokens")
+    return True
 
 
 def start_http(state):
@@ -413,6 +531,18 @@ def main(argv=None):
 
     eng = engine.Engine(net, channel, s.max_queue)
     state.engine = eng
+    if s.mode != "colocated":
+        import disagg
+        import kvwire
+
+        state.counters = disagg.Counters()
+        state.kv_fields = kvwire.model_fields(net)
+        if s.mode == "prefill":
+            state.store = disagg.HandleStore(s.kv_hold_s)
+            state.kv_server = disagg.KvServer(state.store, state.counters, s.host, s.kv_port,
+                                              s.kv_timeout_s)
+            state.kv_server.start()
+            log("kv_listening", host=s.host, port=state.kv_server.port)
     loop = threading.Thread(target=_run_engine, args=(eng, state), name="engine")
     loop.start()
     state.ready.set()

@@ -1,0 +1,263 @@
+"""Prefill/decode disaggregation: the KV handoff between a prefill and a decode replica.
+
+Decode orchestrates (as llm-d and Ray Serve LLM's decode servers do). The router sends a
+request to a decode replica with the address of a prefill replica in the X-Tessera-Prefill
+header (host:port, its HTTP address). When the prompt's uncached part is longer than the
+threshold (this model has no prefix cache, so that is the whole prompt, BOS included), decode:
+  1. POSTs the prompt to the prefill replica's /v1/completions with max_tokens 1 and
+     "kv_transfer_params": {"do_remote_decode": true}; the answer carries
+     "kv_transfer_params": {"handle", "port", "bytes", "tokens", "hold_s"};
+  2. connects to that host at `port` (the prefill replica's KV listener) and pulls the blob:
+     it sends b"GET <handle>\\n", the replica answers b"OK <bytes>\\n" and the blob
+     (kvwire.py), or b"ERR <message>\\n";
+  3. checks and imports the blob and generates, sampling the first token from the blob's
+     logits with the request's own generator.
+Every step has a timeout (--kv-timeout-s). Any failure (no answer, an error status, a stall,
+a short or damaged blob, another model) makes decode prefill the request locally: the request
+never fails because a prefill replica did.
+
+The prefill replica holds a blob under its handle until it is pulled once (the handle is taken
+when the pull starts, so a puller that dies mid-transfer frees it too) or until --kv-hold-s
+pass unpulled; a sender that stalls on a puller that stopped reading gives up after
+--kv-timeout-s. /healthz reports what is held (kvHeld, kvHeldBytes) and the counters.
+
+Thread-safety: HandleStore and Counters lock their state; the rest is per call.
+"""
+
+import collections
+import http.client
+import json
+import socket
+import threading
+import time
+import uuid
+
+import kvwire
+
+HEADER = "X-Tessera-Prefill"  # the prefill replica the router picked, host:port
+MAX_LINE = 256
+
+
+class HandleStore:
+    """KV blobs waiting to be pulled, by handle, each freed when taken or when it expires."""
+
+    def __init__(self, hold_s, clock=time.monotonic):
+        self.hold_s = hold_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._blobs = {}  # handle -> (blob, expiry)
+        self.expired = 0
+
+    def put(self, blob):
+        handle = uuid.uuid4().hex
+        with self._lock:
+            self._sweep_locked()
+            self._blobs[handle] = (blob, self._clock() + self.hold_s)
+        return handle
+
+    def take(self, handle):
+        """The blob, removed from the store; None when unknown or expired."""
+        with self._lock:
+            self._sweep_locked()
+            entry = self._blobs.pop(handle, None)
+        return None if entry is None else entry[0]
+
+    def sweep(self):
+        with self._lock:
+            self._sweep_locked()
+
+    def held(self):
+        """(blobs held, their bytes)."""
+        with self._lock:
+            self._sweep_locked()
+            return len(self._blobs), sum(len(b) for b, _ in self._blobs.values())
+
+    def _sweep_locked(self):
+        now = self._clock()
+        for handle in [h for h, (_, expiry) in self._blobs.items() if expiry <= now]:
+            del self._blobs[handle]
+            self.expired += 1
+
+
+class Counters:
+    """Named counts and sums for /healthz."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._values = collections.Counter()
+
+    def add(self, name, value=1):
+        with self._lock:
+            self._values[name] += value
+
+    def snapshot(self):
+        with self._lock:
+            return dict(self._values)
+
+
+class KvServer:
+    """The prefill replica's KV listener: one thread per pull, each bounded by timeout_s."""
+
+    def __init__(self, store, counters, host, port, timeout_s):
+        self.store = store
+        self.counters = counters
+        self.timeout_s = timeout_s
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._sock = socket.socket(family, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, port))
+        self._sock.listen(64)
+        self.port = self._sock.getsockname()[1]
+        self._stopping = False
+
+    def start(self):
+        threading.Thread(target=self._accept, name="kv-accept", daemon=True).start()
+        threading.Thread(target=self._sweeper, name="kv-sweep", daemon=True).start()
+
+    def stop(self):
+        self._stopping = True
+        self._sock.close()
+
+    def _sweeper(self):
+        # Expired handles are also dropped on every put/take; this frees them when idle.
+        while not self._stopping:
+            time.sleep(min(1.0, max(0.05, self.store.hold_s / 4)))
+            self.store.sweep()
+
+    def _accept(self):
+        while not self._stopping:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), name="kv-pull",
+                             daemon=True).start()
+
+    def _serve(self, conn):
+        with conn:
+            conn.settimeout(self.timeout_s)
+            try:
+                line = _read_line(conn)
+            except (OSError, ValueError):
+                self.counters.add("pullsBroken")
+                return
+            if not line.startswith("GET "):
+                _send_quietly(conn, b"ERR the request is GET <handle>\n")
+                return
+            blob = self.store.take(line[4:].strip())
+            if blob is None:
+                self.counters.add("pullsUnknown")
+                _send_quietly(conn, b"ERR unknown or expired handle\n")
+                return
+            try:
+                # Taken: from here the blob is freed whatever happens to the puller.
+                conn.sendall(b"OK %d\n" % len(blob))
+                conn.sendall(blob)
+            except OSError:
+                self.counters.add("pullsBroken")
+                return
+            self.counters.add("pulls")
+            self.counters.add("kvBytesOut", len(blob))
+
+
+class HandoffFailed(Exception):
+    def __init__(self, reason, detail):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+def parse_address(value):
+    """(host, port) of a host:port header value (IPv6 in brackets); raises ValueError."""
+    host, sep, port = value.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{HEADER}: {value!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+def remote_prefill(address, prompt, model_name, timeout_s, expect_fields, expect_tokens):
+    """Runs the handoff (steps 1 and 2 above) against the prefill replica at address.
+
+    Returns (tokens, layers, logits, blob bytes). Raises HandoffFailed(reason, detail); reason
+    is one of unreachable, timeout, refused, transfer, bad_kv."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        host, port = parse_address(address)
+    except ValueError as e:
+        raise HandoffFailed("refused", str(e)) from None
+    body = json.dumps({"model": model_name, "prompt": prompt, "max_tokens": 1,
+                       "temperature": 0, "kv_transfer_params": {"do_remote_decode": True}})
+    conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
+    try:
+        conn.request("POST", "/v1/completions", body=body,
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        data = resp.read()
+    except socket.timeout:
+        raise HandoffFailed("timeout", f"no prefill answer from {address} in {timeout_s} s")\
+            from None
+    except (OSError, http.client.HTTPException) as e:
+        raise HandoffFailed("unreachable", f"{address}: {e}") from None
+    finally:
+        conn.close()
+    if resp.status != 200:
+        raise HandoffFailed("refused", f"{address} answered {resp.status}: {data[:200]!r}")
+    try:
+        params = json.loads(data)["kv_transfer_params"]
+        handle, kv_port = str(params["handle"]), int(params["port"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise HandoffFailed("refused", f"{address} sent no kv_transfer_params: {e}") from None
+    blob = pull(host, kv_port, handle, deadline)
+    try:
+        tokens, layers, logits = kvwire.decode(blob, expect_fields, expect_tokens)
+    except kvwire.WireError as e:
+        raise HandoffFailed("bad_kv", str(e)) from None
+    return tokens, layers, logits, len(blob)
+
+
+def pull(host, port, handle, deadline):
+    """The blob of `handle` from a KV listener, by `deadline` (time.monotonic)."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise HandoffFailed("timeout", "no time left to pull the KV")
+    try:
+        with socket.create_connection((host, port), timeout=remaining) as s:
+            s.sendall(b"GET %s\n" % handle.encode())
+            line = _read_line(s, deadline)
+            if not line.startswith("OK "):
+                raise HandoffFailed("transfer", f"the KV listener said {line!r}")
+            size = int(line[3:])
+            chunks, got = [], 0
+            while got < size:
+                s.settimeout(max(0.001, deadline - time.monotonic()))
+                chunk = s.recv(min(1 << 20, size - got))
+                if not chunk:
+                    raise HandoffFailed("transfer", f"the KV stream ended at {got} of {size} "
+                                        "bytes")
+                chunks.append(chunk)
+                got += len(chunk)
+            return b"".join(chunks)
+    except socket.timeout:
+        raise HandoffFailed("timeout", "pulling the KV took too long") from None
+    except (OSError, ValueError) as e:
+        raise HandoffFailed("transfer", f"pulling the KV from {host}:{port}: {e}") from None
+
+
+def _read_line(sock, deadline=None):
+    data = b""
+    while not data.endswith(b"\n"):
+        if deadline is not None:
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
+        chunk = sock.recv(1)
+        if not chunk:
+            raise ValueError("the connection closed before a whole line")
+        data += chunk
+        if len(data) > MAX_LINE:
+            raise ValueError("a line longer than 256 bytes")
+    return data.decode("ascii", "replace").strip()
+
+
+def _send_quietly(conn, data):
+    try:
+        conn.sendall(data)
+    except OSError:
+        pass
