@@ -421,13 +421,12 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
                                            "failurePolicy", "progress", "checkpoint", "template"}));
   auto accel = GetString(s, "accelerator", "spec", true);
   if (!accel.ok()) return accel.status();
-  auto gen = ParseGeneration(*accel);
-  if (!gen.ok()) return InvalidArgument("spec.accelerator: " + gen.status().message());
-  spec.accelerator = *gen;
-  auto topo_text = GetString(s, "topology", "spec", true);
+  // "v6e", "TPU-V6E" or a pod type ("v6e-16", whose topology may then be left out).
+  auto topo_text = GetString(s, "topology", "spec", false);
   if (!topo_text.ok()) return topo_text.status();
-  auto topo = SliceTopology::Parse(*accel, *topo_text);
-  if (!topo.ok()) return InvalidArgument("spec.topology: " + topo.status().message());
+  auto topo = ResolveAccelerator(*accel, *topo_text);
+  if (!topo.ok()) return InvalidArgument("spec." + topo.status().message());
+  spec.accelerator = topo->generation();
   spec.topology = topo->shape();
 
   if (s.contains("slices")) {

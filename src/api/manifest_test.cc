@@ -70,6 +70,30 @@ TEST(Manifest, JsonInputWorksToo) {
   EXPECT_EQ(spec->max_slices, 3);
 }
 
+// Ray's "TPU-V6E" and pod types ("v6e-32": 32 chips, so 4x8) name the accelerator, in any case.
+TEST(Manifest, AcceleratorInRaySpellingOrAsAPodType) {
+  auto parse = [](const std::string& from, const std::string& to) {
+    auto doc = ParseDocument(WithSpecLine(from, to));
+    EXPECT_TRUE(doc.ok());
+    return ParseTrainJob(*doc);
+  };
+  auto spec = parse("accelerator: v6e", "accelerator: TPU-V6E");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->accelerator, Generation::kV6e);
+  spec = parse("accelerator: v6e\n  topology: 4x4", "accelerator: TPU-V6E-32");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->topology, Shape::Of(4, 8));
+  spec = parse("accelerator: v6e", "accelerator: V6E-16");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->topology, Shape::Of(4, 4));
+  EXPECT_EQ(ErrorOf(WithSpecLine("accelerator: v6e\n  topology: 4x4", "accelerator: v6e-16")),
+            "spec.topology: required: v6e-16 is 16 chips, which is 2x8 or 4x4; set topology to "
+            "one of them");
+  EXPECT_EQ(ErrorOf(WithSpecLine("accelerator: v6e", "accelerator: v6e-8"))
+                .rfind("spec.topology: '4x4' is 16 chips but accelerator v6e-8 is 8", 0),
+            0u);
+}
+
 TEST(Manifest, MalformedInputNamesWhereItBroke) {
   EXPECT_NE(ErrorOf("{\"apiVersion\": ").find("malformed JSON"), std::string::npos);
   EXPECT_NE(ErrorOf("a: [b, c\nd: e").find("malformed YAML at line"), std::string::npos);

@@ -1,4 +1,4 @@
-// `tessera topology GEN SHAPE [-o json]`: what a slice of that shape is made of.
+// `tessera topology GEN [SHAPE] [-o json]`: what a slice of that shape is made of.
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -54,12 +54,16 @@ void AddTopologyCommand(CLI::App& app) {
   auto generation = std::make_shared<std::string>();
   auto shape = std::make_shared<std::string>();
   auto output = std::make_shared<std::string>("text");
-  cmd->add_option("generation", *generation, "v2, v3, v4, v5e (v5litepod), v5p, v6e, 7x (v7x)")
+  cmd->add_option("generation", *generation,
+                  "v2, v3, v4, v5e (v5litepod), v5p, v6e, 7x (v7x), in any case, also as Ray "
+                  "writes them (TPU-V6E) or as a pod type (v6e-16)")
       ->required();
-  cmd->add_option("shape", *shape, "the slice's topology, e.g. 4x4 or 2x2x4")->required();
+  cmd->add_option("shape", *shape,
+                  "the slice's topology, e.g. 4x4 or 2x2x4 (optional after a pod type with one "
+                  "shape)");
   cmd->add_option("-o,--output", *output, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([=] {
-    auto t = SliceTopology::Parse(*generation, *shape);
+    auto t = ResolveAccelerator(*generation, *shape);
     if (!t.ok()) throw CommandError(t.status().message());
     if (*output == "json") {
       std::cout << TopologyJson(*t).dump(2) << "\n";

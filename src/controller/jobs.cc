@@ -56,7 +56,11 @@ ApiResult<Json> Controller::CreateJob(const Json& doc) {
                     "spec.priority"};
   }
   const std::string name = spec->name;
-  TrainJob job = TrainLifecycle::Create(std::move(*spec), doc["spec"].dump(), next_uid_, NowMs());
+  // Stored and printed in the canonical spelling: "TPU-V6E-16" becomes v6e and 4x4.
+  Json spec_doc = doc["spec"];
+  spec_doc["accelerator"] = std::string(GenerationName(spec->accelerator));
+  spec_doc["topology"] = spec->topology.ToString();
+  TrainJob job = TrainLifecycle::Create(std::move(*spec), spec_doc.dump(), next_uid_, NowMs());
   store::WriteBatch batch;
   batch.Create(api::kTrainJobKind, name, JobJson(job).dump());
   // The high-water mark goes with the job: a uid is never given twice, even after this job is

@@ -115,6 +115,23 @@ std::string GenerationList() {
   return out;
 }
 
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+// "2x8 or 4x4", "4x4x8, 4x8x4 or 8x4x4".
+std::string ShapeList(const std::vector<Shape>& shapes) {
+  std::string out;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (i) out += i + 1 == shapes.size() ? " or " : ", ";
+    out += shapes[i].ToString();
+  }
+  return out;
+}
+
 bool IsSingleHostShape(Generation g, const Shape& s) {
   if (g != Generation::kV5e && g != Generation::kV6e) return false;
   return s.chips() <= 8;  // 1x1, 2x2, 2x4: one host holds the whole slice
@@ -140,14 +157,46 @@ const std::vector<Generation>& AllGenerations() {
 std::string_view GenerationName(Generation g) { return Info(g).name; }
 
 Result<Generation> ParseGeneration(std::string_view text) {
+  std::string lower = Lower(text);
+  // Ray's accelerator_type spelling: "TPU-V6E".
+  std::string_view name = lower;
+  if (name.size() > 4 && name.substr(0, 4) == "tpu-") name.remove_prefix(4);
   for (const auto& info : Catalog()) {
-    if (text == info.name) return info.generation;
+    if (name == info.name) return info.generation;
     for (auto alias : info.aliases)
-      if (text == alias) return info.generation;
+      if (name == alias) return info.generation;
   }
   if (text.empty()) return InvalidArgument("generation is empty; valid: " + GenerationList());
   return InvalidArgument("generation '" + std::string(text) +
                          "' is unknown; valid: " + GenerationList());
+}
+
+Result<AcceleratorName> ParseAccelerator(std::string_view text) {
+  const size_t dash = text.rfind('-');
+  if (dash != std::string_view::npos && dash + 1 < text.size()) {
+    std::string_view count = text.substr(dash + 1);
+    if (std::all_of(count.begin(), count.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      Result<Generation> g = ParseGeneration(text.substr(0, dash));
+      if (!g.ok()) return g.status();
+      const GenerationInfo& info = Info(*g);
+      const std::string pod = std::string(info.name) + "-N";
+      int64_t cores = 0;
+      auto [ptr, ec] = std::from_chars(count.data(), count.data() + count.size(), cores);
+      const int64_t most = info.max_slice_chips * info.cores_per_chip;
+      if (ec != std::errc() || cores <= 0 || cores > most)
+        return InvalidArgument("pod type '" + std::string(text) + "': " + pod +
+                               " counts TensorCores, from " + std::to_string(info.cores_per_chip) +
+                               " to " + std::to_string(most));
+      if (cores % info.cores_per_chip != 0)
+        return InvalidArgument("pod type '" + std::string(text) + "': " + pod +
+                               " counts TensorCores, " + std::to_string(info.cores_per_chip) +
+                               " per " + std::string(info.name) + " chip, so N must be even");
+      return AcceleratorName{*g, cores / info.cores_per_chip};
+    }
+  }
+  Result<Generation> g = ParseGeneration(text);
+  if (!g.ok()) return g.status();
+  return AcceleratorName{*g, 0};
 }
 
 Result<Shape> ParseShape(std::string_view text) {
@@ -257,6 +306,50 @@ Result<SliceTopology> SliceTopology::Parse(std::string_view generation, std::str
     return InvalidArgument(s.status().message() + "; valid " + std::string(Info(*g).name) +
                            " shapes: " + Info(*g).valid_shapes_text);
   return Make(*g, *s);
+}
+
+Result<SliceTopology> ResolveAccelerator(std::string_view accelerator, std::string_view topology) {
+  Result<AcceleratorName> name = ParseAccelerator(accelerator);
+  if (!name.ok()) return InvalidArgument("accelerator: " + name.status().message());
+  const GenerationInfo& info = Info(name->generation);
+  const std::string gen(info.name);
+  const std::string pod = gen + "-" + std::to_string(name->chips * info.cores_per_chip);
+  // Enumerated only for a pod type without a topology, or one whose chips differ from it (7x
+  // has about a thousand shapes).
+  auto matching_shapes = [&]() -> Result<std::vector<Shape>> {
+    std::vector<Shape> out;
+    for (const Shape& s : ValidShapes(name->generation))
+      if (s.chips() == name->chips) out.push_back(s);
+    if (out.empty())
+      return InvalidArgument("accelerator: no " + gen + " slice has " +
+                             std::to_string(name->chips) + " chips (pod type " + pod + "); valid " +
+                             gen + " shapes: " + info.valid_shapes_text);
+    return out;
+  };
+  if (topology.empty()) {
+    if (name->chips == 0)
+      return InvalidArgument("topology: required, e.g. " +
+                             ValidShapes(name->generation)[1].ToString() + "; valid " + gen +
+                             " shapes: " + info.valid_shapes_text);
+    auto matching = matching_shapes();
+    if (!matching.ok()) return matching.status();
+    if (matching->size() > 1)
+      return InvalidArgument("topology: required: " + pod + " is " + std::to_string(name->chips) +
+                             " chips, which is " + ShapeList(*matching) +
+                             "; set topology to one of them");
+    return SliceTopology::Make(name->generation, matching->front());
+  }
+  Result<SliceTopology> t = SliceTopology::Parse(gen, topology);
+  if (!t.ok()) return InvalidArgument("topology: " + t.status().message());
+  if (name->chips > 0 && t->chips() != name->chips) {
+    auto matching = matching_shapes();
+    if (!matching.ok()) return matching.status();
+    return InvalidArgument("topology: '" + t->shape().ToString() + "' is " +
+                           std::to_string(t->chips()) + " chips but accelerator " + pod + " is " +
+                           std::to_string(name->chips) + "; use " + ShapeList(*matching) +
+                           ", or name the accelerator " + gen + " or " + t->PodType());
+  }
+  return t;
 }
 
 std::string SliceTopology::PodType() const {

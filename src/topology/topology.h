@@ -59,8 +59,18 @@ const GenerationInfo& Info(Generation g);
 const std::vector<Generation>& AllGenerations();
 std::string_view GenerationName(Generation g);
 
-// Accepts canonical names and aliases, case-sensitively ("v6e", "v5litepod", "tpu7x").
+// Accepts canonical names and aliases in any case, also with Ray's "TPU-" prefix ("v6e",
+// "V5LITEPOD", "tpu7x", "TPU-V6E"). Pod types ("v6e-16") are ParseAccelerator's.
 Result<Generation> ParseGeneration(std::string_view text);
+
+// An accelerator as users write it: a generation (ParseGeneration), or a pod type
+// "<generation>-<TensorCores>" as SliceTopology::PodType prints it ("v6e-16", "TPU-V5P-128"),
+// which also fixes the chip count (TensorCores / cores per chip).
+struct AcceleratorName {
+  Generation generation = Generation::kV6e;
+  int64_t chips = 0;  // from a pod type; 0 when the text named only a generation
+};
+Result<AcceleratorName> ParseAccelerator(std::string_view text);
 
 // Parses "AxB" or "AxBxC": positive decimal integers joined by 'x', nothing else (no spaces,
 // no signs). Syntax only: whether the shape is valid for a generation is ValidateShape's job.
@@ -111,5 +121,12 @@ class SliceTopology {
   Shape host_extent_;
   Shape host_grid_;
 };
+
+// The slice an accelerator and an optional topology name: with a topology, the pair as
+// SliceTopology::Parse checks it (and a pod type's chips must match the shape's); without
+// one, the pod type's shape when exactly one valid shape has its chips. Errors start with the
+// field ("accelerator: ..." or "topology: ...") and list the shapes that would be valid, e.g.
+// "topology: required: v6e-16 is 16 chips, which is 2x8 or 4x4; set topology to one of them".
+Result<SliceTopology> ResolveAccelerator(std::string_view accelerator, std::string_view topology);
 
 }  // namespace tessera

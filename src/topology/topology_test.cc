@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 namespace tessera {
@@ -26,6 +27,99 @@ TEST(Generation, NamesAndAliases) {
   EXPECT_EQ(*ParseGeneration("v7x"), Generation::k7x);
   EXPECT_EQ(*ParseGeneration("tpu7x"), Generation::k7x);
   for (Generation g : AllGenerations()) EXPECT_EQ(*ParseGeneration(GenerationName(g)), g);
+}
+
+// Ray's accelerator_type ("TPU-V6E") and any case name the same generation.
+TEST(Generation, RaySpellingAndAnyCase) {
+  EXPECT_EQ(*ParseGeneration("TPU-V6E"), Generation::kV6e);
+  EXPECT_EQ(*ParseGeneration("tpu-v5p"), Generation::kV5p);
+  EXPECT_EQ(*ParseGeneration("TPU-V5LITEPOD"), Generation::kV5e);
+  EXPECT_EQ(*ParseGeneration("TPU-V7X"), Generation::k7x);
+  EXPECT_EQ(*ParseGeneration("V6E"), Generation::kV6e);
+  EXPECT_EQ(*ParseGeneration("TPU7X"), Generation::k7x);
+  EXPECT_FALSE(ParseGeneration("tpu-").ok());
+  EXPECT_FALSE(ParseGeneration("TPU-V9").ok());
+  EXPECT_FALSE(ParseGeneration("v6e ").ok());
+}
+
+TEST(Accelerator, PodTypesCountTensorCores) {
+  auto a = ParseAccelerator("v6e-16");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->generation, Generation::kV6e);
+  EXPECT_EQ(a->chips, 16);
+  a = ParseAccelerator("TPU-V5P-128");  // 2 TensorCores per chip
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->generation, Generation::kV5p);
+  EXPECT_EQ(a->chips, 64);
+  a = ParseAccelerator("TPU-V6E");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->chips, 0);
+  EXPECT_NE(ParseAccelerator("v5p-15").status().message().find("must be even"), std::string::npos);
+  EXPECT_NE(ParseAccelerator("v6e-0").status().message().find("from 1 to 256"), std::string::npos);
+  EXPECT_FALSE(ParseAccelerator("v6e-99999999999999999999").ok());
+  EXPECT_FALSE(ParseAccelerator("v9-16").ok());
+}
+
+// Every slice's own pod type resolves back to it when no other shape has its chips.
+TEST(Accelerator, PodTypeRoundTrips) {
+  for (Generation g : AllGenerations()) {
+    std::map<int64_t, int> per_chips;
+    const std::vector<Shape> shapes = ValidShapes(g);
+    for (const Shape& s : shapes) ++per_chips[s.chips()];
+    // 7x has about a thousand shapes: every seventh of them keeps the test fast under ASan.
+    const size_t step = shapes.size() > 100 ? 7 : 1;
+    for (size_t i = 0; i < shapes.size(); i += step) {
+      const Shape& s = shapes[i];
+      auto t = SliceTopology::Make(g, s);
+      ASSERT_TRUE(t.ok());
+      auto r = ResolveAccelerator(t->PodType(), "");
+      if (per_chips[s.chips()] == 1) {
+        ASSERT_TRUE(r.ok()) << t->PodType() << ": " << r.status().ToString();
+        EXPECT_EQ(r->shape(), s) << t->PodType();
+      } else {
+        ASSERT_FALSE(r.ok()) << t->PodType();
+        EXPECT_NE(r.status().message().find(s.ToString()), std::string::npos)
+            << r.status().message();
+      }
+      auto explicit_shape = ResolveAccelerator(t->PodType(), s.ToString());
+      ASSERT_TRUE(explicit_shape.ok()) << explicit_shape.status().ToString();
+      EXPECT_EQ(explicit_shape->shape(), s);
+    }
+  }
+}
+
+TEST(Accelerator, ResolveErrorsNameTheFieldAndTheShapes) {
+  auto r = ResolveAccelerator("v6e-16", "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "topology: required: v6e-16 is 16 chips, which is 2x8 or 4x4; set topology to one "
+            "of them");
+  r = ResolveAccelerator("TPU-V6E-32", "");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->shape(), Shape::Of(4, 8));
+  EXPECT_EQ(r->generation(), Generation::kV6e);
+  r = ResolveAccelerator("v6e-16", "4x8");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(
+      r.status().message().rfind("topology: '4x8' is 32 chips but accelerator v6e-16 is 16", 0), 0u)
+      << r.status().message();
+  r = ResolveAccelerator("v6e-24", "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().rfind("accelerator: no v6e slice has 24 chips", 0), 0u)
+      << r.status().message();
+  r = ResolveAccelerator("tpu-v9", "4x4");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().rfind("accelerator: ", 0), 0u);
+  r = ResolveAccelerator("TPU-V6E", "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().rfind("topology: required", 0), 0u);
+  r = ResolveAccelerator("TPU-V6E", "4x5");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().rfind("topology: ", 0), 0u);
+  r = ResolveAccelerator("7X-256", "");  // 128 chips: three rotations of 4x4x8
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("4x4x8, 4x8x4 or 8x4x4"), std::string::npos)
+      << r.status().message();
 }
 
 // domain.md section 1, row by row: every listed shape is valid.
