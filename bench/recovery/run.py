@@ -359,7 +359,9 @@ class TesseraCluster:
         wait_for(f"job {name} deleted", gone, 120)
 
     def progress_paths(self, job):
-        return glob.glob(os.path.join(self.dir, "agents", "*", "progress", job, "*", "*.jsonl"))
+        # <agent state>/progress/<job>/<uid>/<attempt>/worker-<rank>.jsonl
+        return glob.glob(os.path.join(self.dir, "agents", "*", "progress", job, "**", "*.jsonl"),
+                         recursive=True)
 
     def agent_pid(self, host):
         with open(os.path.join(self.dir, "cluster.json")) as f:
@@ -414,6 +416,53 @@ def tessera_job_doc(cfg, name, ckpt, steps, slices, on_host_loss):
             "template": {"command": [PYTHON, TRAIN], "env": env, "workingDir": REPO},
         },
     }
+
+
+def worker_attempt_figures(records):
+    """Per attempt, from the workers' own lines: the last step any rank completed (-1: none)
+    and the step every rank resumed from (None: no restore line)."""
+    out = {}
+    for r in records:
+        a = out.setdefault(r.get("attempt", 0), {"last_step": -1, "resumed_from": None})
+        if r["type"] == "progress":
+            a["last_step"] = max(a["last_step"], r["step"])
+        elif r["type"] == "restore":
+            if a["resumed_from"] is not None and a["resumed_from"] != r["step"]:
+                raise BenchError(f"attempt {r.get('attempt')}: ranks resumed from different "
+                                 f"steps ({a['resumed_from']} and {r['step']})")
+            a["resumed_from"] = r["step"]
+    return out
+
+
+def check_head_figures(attempts, records, ended_only=False):
+    """Raises BenchError unless the head's lastStep and resumedFromStep of every attempt, and
+    recovery.stepsLost of every attempt after a failure, equal what the workers' lines show.
+    ended_only: skip the last attempt's lastStep (it is still running). Returns the checked
+    figures."""
+    workers = worker_attempt_figures(records)
+    none = {"last_step": -1, "resumed_from": None}
+    problems, checked = [], []
+    for i, a in enumerate(attempts):
+        w = workers.get(a.get("attempt"), none)
+        current = ended_only and i == len(attempts) - 1
+        if not current and a.get("lastStep") != w["last_step"]:
+            problems.append(f"attempt {a.get('attempt')}: head lastStep {a.get('lastStep')}, "
+                            f"workers {w['last_step']}")
+        if w["resumed_from"] is not None and a.get("resumedFromStep") != w["resumed_from"]:
+            problems.append(f"attempt {a.get('attempt')}: head resumedFromStep "
+                            f"{a.get('resumedFromStep')}, workers {w['resumed_from']}")
+        lost = a.get("recovery", {}).get("stepsLost")
+        if i > 0 and lost is not None and w["resumed_from"] is not None:
+            prev = workers.get(attempts[i - 1].get("attempt"), none)
+            expected = max(0, prev["last_step"] - w["resumed_from"])
+            if lost != expected:
+                problems.append(f"attempt {a.get('attempt')}: head stepsLost {lost}, workers "
+                                f"{expected} ({prev['last_step']} - {w['resumed_from']})")
+            checked.append(expected)
+    if problems:
+        raise BenchError("the head's figures disagree with the workers' lines: " +
+                         "; ".join(problems))
+    return {"head_matches_workers": True, "steps_lost_checked": checked}
 
 
 def head_attempts(cluster, name):
@@ -501,17 +550,19 @@ def tessera_run(cfg, cluster, scenario, run_index):
                            cfg.timeout_s)
         out.update(fig, world=world)
         out["fault_ms"] = int(t * 1000)
-        out["head_attempts"] = settled_head_attempts(cluster, name, 1)
+        def ended():
+            phase = cluster.job(name)["status"]["phase"]
+            return phase if phase in ("Succeeded", "Failed") else None
+        out["phase"] = wait_for("the job to end", ended, 300)
+        # Once the job ended every line of every attempt has reached the head.
+        out["head_attempts"] = head_attempts(cluster, name)
         if scenario == "hang":
             first = out["head_attempts"][0] if out["head_attempts"] else {}
             if first.get("detectedMs"):
                 out["detect_s"] = round(first["detectedMs"] / 1000 - t, 3)
             out["failed_ranks"] = first.get("failedRanks")
             out["named_the_stopped_rank"] = first.get("failedRanks") == [1]
-        def ended():
-            phase = cluster.job(name)["status"]["phase"]
-            return phase if phase in ("Succeeded", "Failed") else None
-        out["phase"] = wait_for("the job to end", ended, 300)
+        out.update(check_head_figures(out["head_attempts"], records()))
         cluster.delete(name)
         return out
 
@@ -554,6 +605,9 @@ def tessera_run(cfg, cluster, scenario, run_index):
     out["world"] = world
     out["fault_ms"], out["grow_ms"] = int(t * 1000), int(g * 1000)
     out["head_attempts"] = settled_head_attempts(cluster, name, 2)
+    # The ended attempts' figures are final once the next attempt is placed (every line of
+    # theirs came before their hosts confirmed the stop); the last one is still running.
+    out.update(check_head_figures(out["head_attempts"], records(), ended_only=True))
     cluster.delete(name)
     return out
 

@@ -41,11 +41,11 @@ import threading
 import time
 
 try:
-    from tessera import checkpoint, data, worker
+    from tessera import checkpoint, data, rendezvous, worker
 except ImportError:  # run from a checkout without PYTHONPATH=python
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                     "python"))
-    from tessera import checkpoint, data, worker
+    from tessera import checkpoint, data, rendezvous, worker
 
 NUM_SAMPLES = 512
 NUM_FEATURES = 8
@@ -138,6 +138,7 @@ def main():
     # env:// reads these; a single local run may have none set.
     os.environ.setdefault("MASTER_ADDR", ctx.master_addr)
     os.environ.setdefault("MASTER_PORT", str(ctx.master_port))
+    rendezvous.wait_for_master(ctx, timeout_s=timeout_s)  # no 1 s retry of the store client
     dist.init_process_group("gloo", init_method="env://", rank=ctx.rank,
                             world_size=ctx.world_size,
                             timeout=datetime.timedelta(seconds=timeout_s))

@@ -19,13 +19,21 @@ Channel (one JSON object per line, UTF-8):
   ``command[1:]`` is either ``script [args...]`` or ``-m module [args...]``; ``env`` is the
   worker's whole environment (TESSERA_PROGRESS_FILE included); ``workingDir`` "" = stay.
 - warm -> agent, before the script runs: ``{"ok": true}``, or ``{"ok": false, "error": "..."}``
-  when the working directory or the log file cannot be used (the process then exits 127).
+  when the working directory or the log file cannot be used (the process then exits 127), or
+  ``{"ok": false, "cold": true, "error": "..."}`` when a preloaded module read, at import, an
+  environment variable the assignment gives another value (the process exits 0 and the agent
+  starts the worker cold: a module never keeps a value the attempt changed).
 
 End of file on the channel while waiting means the agent is done with this process: it exits 0.
 
-What is *not* like a fresh interpreter (see docs/agent-protocol.md): whatever the preloaded
-modules read from the environment at import time was read from the agent's environment (for
-torch, ``OMP_NUM_THREADS`` is applied again with ``torch.set_num_threads``); the interpreter's
+Environment read at import: every variable the preload reads through ``os.environ`` (get,
+``[]``, ``in``, ``os.getenv``; iterating or copying it counts as reading every variable) is
+recorded, and the handoff is refused (``cold``) when the assignment's value differs from the one
+the import saw, unset included. Reads from C (``getenv(3)`` in an extension) are not seen: the
+agent starts a job's warm processes with the job's environment less the per-attempt variables
+(docs/agent-protocol.md, "Warm workers"), so only those can differ, and torch 1.13 reads none
+at import (``OMP_NUM_THREADS`` is applied again with ``torch.set_num_threads``). What is *not*
+like a fresh interpreter (see docs/agent-protocol.md): the interpreter's
 own start-up settings (hash seed, ``-X`` options, PYTHONHOME, ...) are the warm process's (the
 agent does not use a warm process for an assignment that changes them); tracebacks of uncaught
 exceptions leave out this module's frames.
@@ -81,6 +89,44 @@ def _clear_death_signal():
         pass
 
 
+class _EnvReads:
+    """Records the names read through os.environ while active (os.environ's class is patched,
+    so reads through any reference to it count). `everything` is set when something iterated
+    over it (a copy, a loop): every variable may have been read."""
+
+    def __init__(self):
+        self.names = set()
+        self.everything = False
+
+    def __enter__(self):
+        cls = type(os.environ)
+        self._saved = (cls.__getitem__, cls.__iter__)
+        getitem, iterate = self._saved
+        reads = self
+
+        def recording_getitem(env, key):
+            reads.names.add(key)
+            return getitem(env, key)
+
+        def recording_iter(env):
+            reads.everything = True
+            return iterate(env)
+
+        cls.__getitem__, cls.__iter__ = recording_getitem, recording_iter
+        return self
+
+    def __exit__(self, *exc):
+        cls = type(os.environ)
+        cls.__getitem__, cls.__iter__ = self._saved
+        return False
+
+    def stale(self, seen, env):
+        """Names read at import whose value in `env` (the assignment's) differs from `seen`
+        (the warm process's environment), sorted; unset counts as a value."""
+        names = set(seen) | set(env) if self.everything else self.names
+        return sorted(n for n in names if seen.get(n) != env.get(n))
+
+
 class _Target:
     """What command[1:] asks for: a script path or a module name, and sys.argv."""
 
@@ -93,10 +139,18 @@ class _Target:
             raise ValueError("command must be PYTHON SCRIPT [ARGS] or PYTHON -m MODULE [ARGS]")
 
 
-def _become_worker(channel, assignment, base_path, preloaded):
-    """Applies the assignment to this process. Returns the target to run."""
+def _become_worker(channel, assignment, base_path, preloaded, reads=None):
+    """Applies the assignment to this process. Returns the target to run, or None when the
+    preload read a variable the assignment changes (the agent then starts it cold)."""
     target = _Target(assignment["command"][1:])
     env = {str(k): str(v) for k, v in assignment.get("env", {}).items()}
+    stale = reads.stale(dict(os.environ), env) if reads is not None else []
+    if stale:
+        shown = ", ".join(stale[:5]) + (" and %d more" % (len(stale) - 5) if len(stale) > 5 else "")
+        _send(channel, {"ok": False, "cold": True,
+                        "error": "preloaded modules read %s at import; the assignment sets "
+                                 "another value" % shown})
+        return None
     working_dir = assignment.get("workingDir") or ""
     log_path = assignment["logPath"]
     what = "workingDir " + working_dir
@@ -199,8 +253,9 @@ def main(argv=None):
     channel = socket.socket(fileno=CHANNEL_FD)
 
     started = time.monotonic()
-    for module in modules:
-        importlib.import_module(module)  # an error ends the process: the agent logs its exit
+    with _EnvReads() as reads:
+        for module in modules:
+            importlib.import_module(module)  # an error ends the process: the agent logs it
     _send(channel, {"ready": True, "pid": os.getpid(), "preloaded": modules,
                     "seconds": round(time.monotonic() - started, 3)})
 
@@ -209,10 +264,12 @@ def main(argv=None):
         return 0
     try:
         assignment = json.loads(line)
-        target = _become_worker(channel, assignment, base_path, set(modules))
+        target = _become_worker(channel, assignment, base_path, set(modules), reads)
     except (ValueError, KeyError, TypeError) as e:
         _send(channel, {"ok": False, "error": "bad assignment: %s" % e})
         return EXIT_SETUP_FAILED
+    if target is None:
+        return 0  # refused: the agent starts this worker cold
     _run(target)
     return 0
 

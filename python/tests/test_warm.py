@@ -212,5 +212,67 @@ class PreloadTest(unittest.TestCase):
         self.assertIn("No module named 'no_such_module_for_warm'", out)
 
 
+
+class ImportTimeEnvironmentTest(unittest.TestCase):
+    """A preloaded module that reads the environment at import never runs with a value the
+    attempt changed: the handoff is refused and the agent starts the worker cold."""
+
+    def start(self, source, warm_env):
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+        with open(os.path.join(self.dir.name, "envmod.py"), "w") as f:
+            f.write(source)
+        env = {"PYTHONPATH": SDK_DIR + os.pathsep + self.dir.name}
+        env.update(warm_env)
+        warm = WarmProcess(preload="envmod", extra_env=env)
+        self.addCleanup(warm.kill)
+        self.assertEqual(warm.read_line()["preloaded"], ["envmod"])
+        self.script = os.path.join(self.dir.name, "job.py")
+        with open(self.script, "w") as f:
+            f.write("import envmod, os\nprint(envmod.SEEN, os.environ.get('MODE'))\n")
+        self.log = os.path.join(self.dir.name, "job.log")
+        return warm
+
+    def test_a_variable_read_at_import_with_another_value_refuses_the_handoff(self):
+        warm = self.start("import os\nSEEN = os.environ.get('MODE')\n", {"MODE": "warm"})
+        ack = warm.hand([sys.executable, self.script], {"MODE": "attempt-1"}, self.dir.name,
+                        self.log)
+        self.assertEqual(ack["ok"], False)
+        self.assertEqual(ack["cold"], True)
+        self.assertIn("MODE", ack["error"])
+        self.assertEqual(warm.wait()[0], 0)
+        self.assertFalse(os.path.exists(self.log))  # the script never ran
+
+    def test_a_variable_read_at_import_unset_then_and_set_now_refuses_too(self):
+        warm = self.start("import os\nSEEN = os.getenv('MODE', 'unset')\n", {})
+        ack = warm.hand([sys.executable, self.script], {"MODE": "x"}, self.dir.name, self.log)
+        self.assertEqual((ack["ok"], ack.get("cold")), (False, True))
+
+    def test_the_same_value_is_accepted_and_other_variables_may_change(self):
+        warm = self.start("import os\nSEEN = os.environ['MODE'] if 'MODE' in os.environ else 0\n",
+                          {"MODE": "same", "OTHER": "a"})
+        ack = warm.hand([sys.executable, self.script], {"MODE": "same", "OTHER": "b"},
+                        self.dir.name, self.log)
+        self.assertEqual(ack, {"ok": True})
+        self.assertEqual(warm.wait()[0], 0)
+        with open(self.log) as f:
+            self.assertEqual(f.read(), "same same\n")
+
+    def test_a_module_that_copies_the_environment_read_every_variable(self):
+        warm = self.start("import os\nSEEN = len(dict(os.environ))\n", {"MODE": "a"})
+        ack = warm.hand([sys.executable, self.script], {"MODE": "a", "NEW": "1"},
+                        self.dir.name, self.log)
+        self.assertEqual((ack["ok"], ack.get("cold")), (False, True))
+
+    def test_reads_after_the_preload_are_not_recorded(self):
+        # The recording ends with the preload: the worker's own reads change nothing.
+        warm = self.start("SEEN = 1\n", {"MODE": "a"})
+        ack = warm.hand([sys.executable, self.script], {"MODE": "b"}, self.dir.name, self.log)
+        self.assertEqual(ack, {"ok": True})
+        self.assertEqual(warm.wait()[0], 0)
+        with open(self.log) as f:
+            self.assertEqual(f.read(), "1 b\n")
+
+
 if __name__ == "__main__":
     unittest.main()

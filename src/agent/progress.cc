@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -42,9 +43,13 @@ bool ParseProgressLine(const std::string& line, ProgressRecord& out) {
 }
 
 size_t ProgressTailer::Read(size_t max_records, std::vector<ProgressRecord>& out) {
+  caught_up_ = false;
   if (max_records == 0) return 0;
   int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+  if (fd < 0) {
+    caught_up_ = errno == ENOENT;  // nothing written yet; another error: try again later
+    return 0;
+  }
   size_t added = 0;
   std::string buffer;
   uint64_t buffer_offset = offset_;  // file offset of buffer[0]
@@ -105,7 +110,10 @@ size_t ProgressTailer::Read(size_t max_records, std::vector<ProgressRecord>& out
       buffer_offset = offset_;
       continue;
     }
-    if (eof) break;
+    if (eof) {
+      caught_up_ = true;
+      break;
+    }
   }
   ::close(fd);
   return added;

@@ -40,12 +40,17 @@ class ProgressTailer {
 
   const std::string& path() const { return path_; }
   uint64_t offset() const { return offset_; }
+  // True when the last Read() consumed every complete line the file held (it stopped at the
+  // end of the file, not at `max_records`); a missing file counts as read. An exited worker's
+  // exit is reported only once a Read() that started after the exit caught up (agent.cc).
+  bool caught_up() const { return caught_up_; }
   uint64_t malformed_lines() const { return malformed_; }
 
  private:
   std::string path_;
   uint64_t offset_;
   uint64_t malformed_ = 0;
+  bool caught_up_ = false;
 };
 
 // Parses one line; false if it is not a progress record (bad JSON, unknown type, no step).

@@ -74,7 +74,9 @@ WarmPool::WarmPool(WarmPoolOptions options, LauncherOptions launcher, WarmPoolLo
 WarmPool::~WarmPool() { Shutdown(); }
 
 std::map<std::string, std::string> WarmPool::WarmEnvironment() const {
-  std::map<std::string, std::string> env = launcher_.WorkerEnvironment(LaunchSpec{});
+  LaunchSpec spec;
+  spec.env = options_.env;
+  std::map<std::string, std::string> env = launcher_.WorkerEnvironment(spec);
   auto it = env.find("PYTHONPATH");
   env["PYTHONPATH"] =
       options_.sdk_dir + (it == env.end() || it->second.empty() ? std::string() : ":" + it->second);
@@ -389,6 +391,13 @@ Result<std::shared_ptr<WorkerProcess>> WarmPool::TryLaunch(const LaunchSpec& spe
     ::close(taken.fd);
     ::kill(-taken.pid, SIGKILL);
     while (::waitpid(taken.pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    if (ack.is_object() && ack.value("cold", false)) {
+      // A preloaded module read a variable this assignment changes: start it cold instead.
+      if (log_)
+        log_("warm.handoff_refused",
+             "pid=" + std::to_string(taken.pid) + " error=\"" + error + "\"");
+      return std::shared_ptr<WorkerProcess>();
     }
     return Unavailable(error);
   }

@@ -58,6 +58,9 @@ struct WarmPoolOptions {
   // A replacement for a handed-out process is started this long after the handoff, so that its
   // imports do not compete for CPU with the worker that just started.
   std::chrono::milliseconds refill_delay{0};
+  // Variables added to the warm processes' environment (a job's own, for the pool a job asked
+  // for with spec.warmStart: job_warm_pools.h), as an assignment's env is to a worker's.
+  std::map<std::string, std::string> env;
 };
 
 // Structured log lines: an event name and "k=v ..." fields.

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "api/manifest_fields.h"
+#include "api/warm_start.h"
 #include "common/json_limits.h"
 
 namespace tessera::api {
@@ -418,7 +419,8 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
   TESSERA_RETURN_IF_ERROR(RequireObject(s, "spec"));
   TESSERA_RETURN_IF_ERROR(OnlyKnownFields(s, "spec",
                                           {"accelerator", "topology", "slices", "priority",
-                                           "failurePolicy", "progress", "checkpoint", "template"}));
+                                           "failurePolicy", "progress", "checkpoint", "template",
+                                           "warmStart"}));
   auto accel = GetString(s, "accelerator", "spec", true);
   if (!accel.ok()) return accel.status();
   // "v6e", "TPU-V6E" or a pod type ("v6e-16", whose topology may then be left out).
@@ -530,6 +532,7 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
                              ": set by tessera for every attempt; remove it from the spec");
   }
   spec.env = *env;
+  TESSERA_RETURN_IF_ERROR(ParseWarmStart(s, spec.env));  // warm_start.h
   auto wd = GetString(t, "workingDir", "spec.template", false);
   if (!wd.ok()) return wd.status();
   spec.working_dir = *wd;

@@ -371,5 +371,55 @@ TEST_F(RecoveryTest, AttemptsSurviveAHeadRestart) {
   EXPECT_EQ(st["attempts"][0]["endReason"], "WorkerFailed");
 }
 
+// A worker's last lines reach the head in the heartbeat that reports its exit (the agent reads
+// them first), and the other ranks' last lines in heartbeats after the head began stopping the
+// attempt. Every one counts: the attempt's last step is the last step any worker completed.
+TEST_F(RecoveryTest, LastLinesInTheExitHeartbeatAndAfterTheStopCountInTheFigures) {
+  RegisterTwoSlices();
+  Ok(c_->CreateJob(ElasticDoc("train", 1, {{"maxFailures", 3}})));
+  BeatAll();
+  for (int step = 0; step <= 33; ++step) {
+    clock_.AdvanceMs(100);
+    Report("train", 0, "progress", step);
+    if (step == 30) Report("train", 0, "checkpoint", step, 0.5);
+  }
+  Json st = Status("train");
+  auto line = [&](int rank, int64_t step) {
+    return Json{{"job", "train"},
+                {"uid", Uid("train")},
+                {"attempt", 0},
+                {"rank", rank},
+                {"type", "progress"},
+                {"step", step},
+                {"timeMs", clock_.NowMs()}};
+  };
+  clock_.AdvanceMs(200);
+  const std::string dead = st["workers"][2]["host"];
+  Beat(
+      dead,
+      {{2,
+        {{"state", "Exited"}, {"signal", 9}, {"exitCode", 137}, {"finishedAtMs", clock_.NowMs()}}}},
+      Json::array({line(2, 34), line(2, 35)}));
+  ASSERT_EQ(Phase("train"), "Restarting");
+  for (const Json& w : st["workers"])
+    if (w["rank"] != 2)
+      Beat(w["host"], {}, Json::array({line(w["rank"], 34), line(w["rank"], 35)}));
+  EXPECT_EQ(Status("train")["attempts"][0]["lastStep"], 35);
+  ConfirmAll();
+  ASSERT_EQ(Phase("train"), "Starting");
+  BeatAll();
+  clock_.AdvanceMs(400);
+  Report("train", 1, "restore", 30, 0.25);
+  // A line of the old attempt after the new one was placed is not counted in the new one.
+  Beat(dead, {}, Json::array({line(2, 36)}));
+  clock_.AdvanceMs(600);
+  Report("train", 1, "progress", 31);
+  st = Status("train");
+  EXPECT_EQ(st["attempts"][0]["lastStep"], 35);
+  EXPECT_EQ(st["attempts"][1]["lastStep"], 31);
+  EXPECT_EQ(st["attempts"][1]["resumedFromStep"], 30);
+  EXPECT_EQ(st["attempts"][1]["recovery"]["stepsLost"], 5);
+}
+
 }  // namespace
 }  // namespace tessera::controller

@@ -1,0 +1,27 @@
+// spec.warmStart of a TrainJob: the modules the job's restarts should find already imported.
+//
+//   spec:
+//     warmStart: {preload: [torch]}
+//
+// The job's workers get TESSERA_WARM_PRELOAD=torch in their environment; each agent then keeps
+// one interpreter per such job with those modules imported, in the job's environment, for the
+// job's next attempt on that host (src/agent/job_warm_pools.h, docs/agent-protocol.md "Warm
+// workers"). The command must be a Python interpreter with a script or -m module; any other
+// command starts cold as before.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/status.h"
+
+namespace tessera::api {
+
+inline constexpr char kWarmPreloadEnv[] = "TESSERA_WARM_PRELOAD";
+
+// Reads spec.warmStart from `spec` (the document's spec object) when present and sets
+// TESSERA_WARM_PRELOAD in `env`. InvalidArgument naming the field and the fix otherwise.
+Status ParseWarmStart(const nlohmann::json& spec, std::map<std::string, std::string>& env);
+
+}  // namespace tessera::api
