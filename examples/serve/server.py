@@ -78,6 +78,16 @@ def env_int(name, default, minimum):
     return value
 
 
+def _env_number(name, kind, per_unit=1):
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return kind(raw) / per_unit if per_unit != 1 else kind(raw)
+    except ValueError:
+        fail(f"{name}={raw!r} is not a number")
+
+
 def parse_settings(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--host", default="0.0.0.0", help="address the leader listens on")
@@ -113,6 +123,15 @@ def parse_settings(argv):
     p.add_argument("--disagg-threshold", type=int, default=8,
                    help="decode: prompts longer than this many uncached tokens are prefilled "
                    "remotely")
+    # A Service's prefill and decode roles set these (docs/serving.md "Prefill and decode
+    # roles"); flags win.
+    kv_env = {"mode": os.environ.get("TESSERA_KV_ROLE") or None,
+              "disagg_threshold": _env_number("TESSERA_KV_THRESHOLD", int),
+              "kv_timeout_s": _env_number("TESSERA_KV_TIMEOUT_MS", float, 1000),
+              "kv_hold_s": _env_number("TESSERA_KV_HOLD_MS", float, 1000)}
+    if kv_env["mode"] not in (None, "prefill", "decode"):
+        fail(f"TESSERA_KV_ROLE={kv_env['mode']!r} must be prefill or decode")
+    p.set_defaults(**{k: v for k, v in kv_env.items() if v is not None})
     args = p.parse_args(argv)
     s = Settings()
     s.__dict__.update(vars(args))

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "api/manifest.h"
+#include "api/service_disagg_manifest.h"
 #include "api/service_manifest.h"
 
 namespace tessera::api {
@@ -164,6 +165,7 @@ Json ServiceSpecJson(const ServiceSpec& spec) {
   for (const ServiceRoleSpec& r : spec.roles) roles.push_back(RoleSpecJson(r));
   Json j = {{"roles", roles}};
   if (!spec.priority.empty()) j["priority"] = spec.priority;
+  AddDisaggregationJson(spec, j);
   return j;
 }
 
@@ -316,6 +318,33 @@ Result<RouterTraffic> RouterTrafficFromJson(const Json& report) {
       return InvalidArgument("latencySecondsSum: a number of seconds >= 0");
     t.latency_sum_s = sum->get<double>();
   }
+  if (auto q = report.find("queuedPromptTokens"); q != report.end()) {
+    if (!q->is_number() || q->get<double>() < 0)
+      return InvalidArgument(
+          "queuedPromptTokens: a number >= 0 (a prefill role's prompt tokens waiting)");
+    t.queued_prompt_tokens = q->get<double>();
+  }
+  if (auto n = report.find("ttftCount"); n != report.end()) {
+    if (!NonNegativeInteger(*n)) return InvalidArgument("ttftCount: a whole number >= 0");
+    t.ttft_count = n->get<uint64_t>();
+  }
+  if (auto sum = report.find("ttftSecondsSum"); sum != report.end()) {
+    if (!sum->is_number() || sum->get<double>() < 0)
+      return InvalidArgument("ttftSecondsSum: a number of seconds >= 0");
+    t.ttft_sum_s = sum->get<double>();
+  }
+  if (auto d = report.find("disagg"); d != report.end()) {
+    if (!d->is_object() || d->size() > 64)
+      return InvalidArgument(
+          "disagg: an object of at most 64 counters (pairedSameSlice, prefilledRemote, "
+          "fallbacks, ...)");
+    for (const auto& [key, n] : d->items()) {
+      if (key.empty() || key.size() > 64 || !NonNegativeInteger(n))
+        return InvalidArgument("disagg." + key.substr(0, 64) +
+                               ": counter names of 1-64 characters, values whole numbers >= 0");
+      t.disagg[key] = n.get<uint64_t>();
+    }
+  }
   if (auto b = report.find("latencyBuckets"); b != report.end()) {
     const Json bounds = b->is_object() ? b->value("upperBounds", Json()) : Json();
     const Json counts = b->is_object() ? b->value("cumulative", Json()) : Json();
@@ -351,6 +380,12 @@ Json RouterTrafficJson(const RouterTraffic& t) {
   Json j = {{"atMs", t.at_ms},        {"ongoingRequests", t.ongoing_requests},
             {"queued", t.queued},     {"perReplica", per},
             {"requests", t.requests}, {"latencySecondsSum", t.latency_sum_s}};
+  if (t.queued_prompt_tokens > 0) j["queuedPromptTokens"] = t.queued_prompt_tokens;
+  if (t.ttft_count > 0) {
+    j["ttftCount"] = t.ttft_count;
+    j["ttftSecondsSum"] = t.ttft_sum_s;
+  }
+  if (!t.disagg.empty()) j["disagg"] = t.disagg;
   if (!t.latency_bounds.empty())
     j["latencyBuckets"] = {{"upperBounds", t.latency_bounds}, {"cumulative", t.latency_cumulative}};
   return j;

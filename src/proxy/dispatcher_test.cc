@@ -9,7 +9,8 @@ namespace {
 
 std::vector<Endpoint> Replicas(int n) {
   std::vector<Endpoint> out;
-  for (int i = 0; i < n; ++i) out.push_back({i, 1, "127.0.0.1", static_cast<uint16_t>(9000 + i)});
+  for (int i = 0; i < n; ++i)
+    out.push_back({i, 1, "127.0.0.1", static_cast<uint16_t>(9000 + i), ""});
   return out;
 }
 

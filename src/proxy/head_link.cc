@@ -72,6 +72,19 @@ std::string LoadReportJson(const ServiceLoad& load, int64_t time_ms) {
   if (!load.latency_bounds.empty())
     report["latencyBuckets"] = {{"upperBounds", load.latency_bounds},
                                 {"cumulative", load.latency_cumulative}};
+  if (load.ttft_count > 0) {
+    report["ttftCount"] = load.ttft_count;
+    report["ttftSecondsSum"] = load.ttft_sum_s;
+  }
+  if (load.queued_prompt_tokens > 0) report["queuedPromptTokens"] = load.queued_prompt_tokens;
+  if (load.pairing) {
+    const PairingCounts& c = *load.pairing;
+    Json d = {{"pairedSameSlice", c.same_slice},  {"pairedOtherSlice", c.other_slice},
+              {"noPrefillReplica", c.no_prefill}, {"prefilledRemote", c.remote},
+              {"prefilledLocal", c.local},        {"fallbacks", c.fallback}};
+    for (const auto& [reason, n] : c.fallback_reasons) d["fallback_" + reason] = n;
+    report["disagg"] = std::move(d);
+  }
   return report.dump();
 }
 

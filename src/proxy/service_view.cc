@@ -1,7 +1,9 @@
 #include "proxy/service_view.h"
 
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 namespace tessera::proxy {
 namespace {
@@ -88,6 +90,30 @@ Result<ServiceView> FromServiceJson(const Json& doc) {
       if (!role->is_object()) return InvalidArgument(role_where + ": must be an object");
     }
   }
+  // A prefill and a decode role (disaggregation: prefill | decode): requests go to decode.
+  const Json* prefill = nullptr;
+  if (auto roles = spec.find("roles"); roles != spec.end() && roles->is_array()) {
+    for (size_t i = 0; i < roles->size(); ++i) {
+      const Json& r = (*roles)[i];
+      if (!r.is_object()) continue;
+      const std::string kind = r.value("disaggregation", Json("")).is_string()
+                                   ? r.value("disaggregation", std::string())
+                                   : std::string();
+      if (kind == "decode") {
+        role = &r;
+        role_where = where + ": spec.roles[" + std::to_string(i) + "]";
+      } else if (kind == "prefill") {
+        prefill = &r;
+      }
+    }
+    if (prefill == nullptr) role = roles->empty() ? &spec : &(*roles)[0];
+    if (prefill == nullptr && !roles->empty()) role_where = where + ": spec.roles[0]";
+  }
+  if (prefill != nullptr) {
+    auto name = StringField(*prefill, "name", where + ": the prefill role", "");
+    if (!name.ok()) return name.status();
+    out.prefill_role = *name;
+  }
   auto role_name = StringField(*role, "name", role_where, "server");
   if (!role_name.ok()) return role_name.status();
   out.role = role == &spec ? "server" : *role_name;
@@ -98,6 +124,22 @@ Result<ServiceView> FromServiceJson(const Json& doc) {
 
   auto status = doc.find("status");
   if (status == doc.end() || !status->is_object()) return out;
+  // Each replica's slice, by role and replica index (for the pairing of disaggregated roles).
+  std::map<std::pair<std::string, int>, std::string> slices;
+  if (auto roles = status->find("roles"); roles != status->end() && roles->is_array()) {
+    for (const Json& r : *roles) {
+      if (!r.is_object() || !r.value("name", Json()).is_string()) continue;
+      const Json replicas = r.value("replicas", Json::array());
+      if (!replicas.is_array()) continue;
+      for (const Json& rep : replicas) {
+        if (!rep.is_object() || !rep.value("replica", Json()).is_number_integer() ||
+            !rep.value("slice", Json()).is_string())
+          continue;
+        slices[{r["name"].get<std::string>(), rep["replica"].get<int>()}] =
+            rep["slice"].get<std::string>();
+      }
+    }
+  }
   auto endpoints = status->find("endpoints");
   if (endpoints == status->end() || endpoints->is_null()) return out;
   if (!endpoints->is_array()) return InvalidArgument(where + ": status.endpoints must be a list");
@@ -105,13 +147,20 @@ Result<ServiceView> FromServiceJson(const Json& doc) {
     const Json& e = (*endpoints)[i];
     const std::string ewhere = where + ": status.endpoints[" + std::to_string(i) + "]";
     if (!e.is_object()) return InvalidArgument(ewhere + ": must be an object");
-    if (e.value("role", out.role) != out.role) continue;
+    const std::string erole =
+        e.value("role", Json(out.role)).is_string() ? e.value("role", out.role) : std::string();
+    const bool front = erole == out.role;
+    const bool is_prefill = !out.prefill_role.empty() && erole == out.prefill_role;
+    if (!front && !is_prefill) continue;
     if (!e.value("ready", false)) continue;
     auto endpoint = ParseEndpoint(e, ewhere, static_cast<int>(i));
     if (!endpoint.ok()) return endpoint.status();
-    out.endpoints.push_back(std::move(*endpoint));
+    if (auto sl = slices.find({erole, endpoint->replica}); sl != slices.end())
+      endpoint->slice = sl->second;
+    (front ? out.endpoints : out.prefill_endpoints).push_back(std::move(*endpoint));
   }
   SortEndpoints(out.endpoints);
+  SortEndpoints(out.prefill_endpoints);
   return out;
 }
 
@@ -183,9 +232,11 @@ Result<std::vector<ServiceView>> ParseStaticEndpoints(std::string_view json_text
     const std::string where = "services[" + std::to_string(i) + "]";
     if (!s.is_object()) return InvalidArgument(where + ": must be an object");
     for (const auto& [key, value] : s.items()) {
-      if (key != "name" && key != "role" && key != "maxOngoingRequests" && key != "endpoints") {
+      if (key != "name" && key != "role" && key != "maxOngoingRequests" && key != "endpoints" &&
+          key != "prefillRole" && key != "prefillEndpoints") {
         return InvalidArgument(where + ": unknown field '" + key +
-                               "' (fields: name, role, maxOngoingRequests, endpoints)");
+                               "' (fields: name, role, maxOngoingRequests, endpoints, "
+                               "prefillRole, prefillEndpoints)");
       }
     }
     ServiceView view;
@@ -213,9 +264,37 @@ Result<std::vector<ServiceView>> ParseStaticEndpoints(std::string_view json_text
       auto e = ParseEndpoint((*endpoints)[j], where + ".endpoints[" + std::to_string(j) + "]",
                              static_cast<int>(j));
       if (!e.ok()) return e.status();
+      auto slice = StringField((*endpoints)[j], "slice", where, "");
+      if (!slice.ok()) return slice.status();
+      e->slice = std::move(*slice);
       view.endpoints.push_back(std::move(*e));
     }
     SortEndpoints(view.endpoints);
+    // A disaggregated Service: `endpoints` are its decode replicas, these its prefill ones.
+    if (auto prefill = s.find("prefillEndpoints"); prefill != s.end() && !prefill->is_null()) {
+      if (!prefill->is_array())
+        return InvalidArgument(where + ".prefillEndpoints: a list of {address, port, slice}");
+      auto prefill_role = StringField(s, "prefillRole", where, "prefill");
+      if (!prefill_role.ok()) return prefill_role.status();
+      if (prefill_role->empty() || *prefill_role == view.role)
+        return InvalidArgument(where + ".prefillRole: must name a role other than '" + view.role +
+                               "'");
+      view.prefill_role = std::move(*prefill_role);
+      for (size_t j = 0; j < prefill->size(); ++j) {
+        const std::string pwhere = where + ".prefillEndpoints[" + std::to_string(j) + "]";
+        auto e = ParseEndpoint((*prefill)[j], pwhere, static_cast<int>(j));
+        if (!e.ok()) return e.status();
+        auto slice = StringField((*prefill)[j], "slice", pwhere, "");
+        if (!slice.ok()) return slice.status();
+        e->slice = std::move(*slice);
+        view.prefill_endpoints.push_back(std::move(*e));
+      }
+      SortEndpoints(view.prefill_endpoints);
+    } else if (s.contains("prefillRole")) {
+      return InvalidArgument(where +
+                             ".prefillRole: set only with prefillEndpoints (the prefill "
+                             "replicas of a disaggregated Service)");
+    }
     out.push_back(std::move(view));
   }
   return out;

@@ -2,9 +2,10 @@
 // head's Service documents, its watch stream lines and a static endpoints file.
 //
 // The router routes only to the endpoints of a Service's first role that the head reports
-// ready (the serving contract, docs/serving-router.md); everything else in a document is
-// ignored here. These functions are pure (text in, values or a Status naming the field out)
-// and thread-safe.
+// ready (the serving contract, docs/serving-router.md), or of its decode role when the Service
+// has a prefill and a decode role (then the prefill role's ready endpoints are kept too, with
+// each replica's slice for pairing); everything else in a document is ignored here. These functions
+// are pure (text in, values or a Status naming the field out) and thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@ struct Endpoint {
   int64_t generation = 0;
   std::string address;  // "127.0.0.1"
   uint16_t port = 0;
+  std::string slice;  // the replica's slice (status.roles[].replicas[].slice); "" unknown
 
   // "address:port": identifies the process; keys the router's slots and connection pools.
   std::string Key() const;
@@ -35,6 +37,10 @@ struct ServiceView {
   std::string role;  // the first role's name ("server" by default)
   int max_ongoing_requests = kDefaultMaxOngoingRequests;  // per replica
   std::vector<Endpoint> endpoints;                        // ready ones only, by replica
+  // A disaggregated Service (disagg_pairing.h): `role` is its decode role, and these are its
+  // prefill role and that role's ready endpoints. prefill_role is "" otherwise.
+  std::string prefill_role;
+  std::vector<Endpoint> prefill_endpoints;
   bool operator==(const ServiceView&) const = default;
 };
 
@@ -57,6 +63,9 @@ Result<ServiceEvent> ParseServiceEvent(std::string_view json_line);
 //   {"services": [{"name": "echo", "maxOngoingRequests": 5,
 //                  "endpoints": [{"address": "127.0.0.1", "port": 8001, "replica": 0}]}]}
 // `maxOngoingRequests` defaults to 5, `replica` to the endpoint's index, `role` to "server".
+// A disaggregated Service adds "prefillEndpoints" (its prefill replicas; "endpoints" are then
+// its decode replicas) and optionally "prefillRole" (default "prefill"); any endpoint may
+// carry "slice" (its locality for pairing).
 Result<std::vector<ServiceView>> ParseStaticEndpoints(std::string_view json_text);
 
 }  // namespace tessera::proxy

@@ -23,8 +23,8 @@ TEST(ServiceViewTest, ReadyEndpointsOfTheFirstRoleInReplicaOrder) {
   EXPECT_EQ(view->role, "decode");
   EXPECT_EQ(view->max_ongoing_requests, 3);
   ASSERT_EQ(view->endpoints.size(), 2u);
-  EXPECT_EQ(view->endpoints[0], (Endpoint{0, 1, "127.0.0.1", 8010}));
-  EXPECT_EQ(view->endpoints[1], (Endpoint{1, 2, "127.0.0.1", 8011}));
+  EXPECT_EQ(view->endpoints[0], (Endpoint{0, 1, "127.0.0.1", 8010, ""}));
+  EXPECT_EQ(view->endpoints[1], (Endpoint{1, 2, "127.0.0.1", 8011, ""}));
   EXPECT_EQ(view->endpoints[1].Key(), "127.0.0.1:8011");
 }
 

@@ -27,6 +27,7 @@
 
 #include "common/metrics.h"
 #include "common/rng.h"
+#include "proxy/disagg_pairing.h"
 
 namespace tessera::proxy {
 namespace {
@@ -106,6 +107,7 @@ struct ServiceState {
         first_byte_labels{{{view.name, "false"}, {view.name, "true"}}} {}
   ServiceView view;  // name, role, limit; the endpoints live in the dispatcher
   Dispatcher dispatcher;
+  PrefillPairing pairing;  // a disaggregated Service's prefill replicas (view.prefill_role)
   // Metric label values, built once rather than per request: {service}, {service, stream},
   // {service, code}.
   const std::vector<std::string> labels;
@@ -167,6 +169,7 @@ class RouterImpl {
   std::unique_ptr<Upstream> TakeIdle(const std::string& key);
   void PutIdle(std::unique_ptr<Upstream> up);
   std::string MetricsText();
+  void DisaggMetrics(metrics::ExpositionWriter& w) const;
   // Label values for the families above (the Service's own when it is known).
   const std::vector<std::string>& ServiceLabels(const std::string& service) {
     if (ServiceState* state = Find(service)) return state->labels;
@@ -473,6 +476,9 @@ class Session : public std::enable_shared_from_this<Session> {
         had_length = true;  // rewritten below from the body read
         continue;
       }
+      // The router names the prefill replica of a disaggregated Service; a client does not.
+      if (beast::iequals(name, beast::string_view(kPrefillHeader.data(), kPrefillHeader.size())))
+        continue;
       if (!peer_address_.empty() && beast::iequals(name, "x-forwarded-for")) {
         if (forwarded.empty()) forwarded = {field.value().data(), field.value().size()};
         continue;  // one X-Forwarded-For, the client's list and its address, below
@@ -499,6 +505,7 @@ class Session : public std::enable_shared_from_this<Session> {
       out += "\r\n";
     }
     out += "\r\n";
+    head_base_size_ = out.size();
     retried_ = false;
     fresh_reconnect_used_ = false;
     Admit({});
@@ -551,6 +558,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void Forward() {
     phase_ = Phase::kUpstream;
     endpoint_key_ = endpoint_.Key();
+    NamePrefill();
     upstream_ = router_.TakeIdle(endpoint_key_);
     if (upstream_) return WriteUpstream();
     Connect();
@@ -682,6 +690,13 @@ class Session : public std::enable_shared_from_this<Session> {
     // The first byte is in: from here on the request is never retried.
     auto& up = upstream_parser_->get();
     status_code_ = up.result_int();
+    if (ServiceState* state = router_.Find(route_.service);
+        state != nullptr && !state->view.prefill_role.empty()) {
+      const beast::string_view prefilled =
+          up[beast::string_view(kPrefilledHeader.data(), kPrefilledHeader.size())];
+      state->pairing.Outcome({prefilled.data(), prefilled.size()});
+      PrefillDone();  // decode's first byte comes after its prefill, wherever it ran
+    }
     streaming_ = up.chunked() ||
                  beast::iequals(up[http::field::content_type].substr(0, 17), "text/event-stream");
     chunked_out_ = false;
@@ -848,7 +863,34 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // ---- endings ----
 
+  // A disaggregated Service: names the prefill replica paired with the chosen decode replica
+  // in the request's header (disagg_pairing.h). Again on a retry, for the new decode replica.
+  void NamePrefill() {
+    PrefillDone();
+    upstream_head_.resize(head_base_size_);
+    ServiceState* state = router_.Find(route_.service);
+    if (state == nullptr || state->view.prefill_role.empty()) return;
+    std::optional<PrefillPairing::Pick> pick =
+        state->pairing.Choose(endpoint_, static_cast<int64_t>(request_body_.size()));
+    if (!pick) return;
+    prefill_ticket_ = pick->ticket;
+    upstream_head_.resize(head_base_size_ - 2);  // before the blank line
+    upstream_head_ += kPrefillHeader;
+    upstream_head_ += ": ";
+    const bool v6 = pick->endpoint.address.find(':') != std::string::npos;
+    upstream_head_ += v6 ? "[" + pick->endpoint.address + "]" : pick->endpoint.address;
+    upstream_head_ += ":" + std::to_string(pick->endpoint.port) + "\r\n\r\n";
+  }
+
+  // The paired prefill is over (decode answered, failed, or the request ended).
+  void PrefillDone() {
+    if (prefill_ticket_ == 0) return;
+    if (ServiceState* state = router_.Find(route_.service)) state->pairing.Done(prefill_ticket_);
+    prefill_ticket_ = 0;
+  }
+
   void ReleaseSlot() {
+    PrefillDone();
     if (!has_slot_) return;
     has_slot_ = false;
     router_.Release(route_.service, endpoint_key_);
@@ -967,7 +1009,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool fresh_reconnect_used_ = false;
   bool first_body_byte_noted_ = false;
 
-  std::string upstream_head_;  // the request line and headers the replica gets
+  std::string upstream_head_;    // the request line and headers the replica gets
+  size_t head_base_size_ = 0;    // its size without the X-Tessera-Prefill header
+  uint64_t prefill_ticket_ = 0;  // the paired prefill replica's charge (PrefillPairing)
   std::string request_body_;
   std::unique_ptr<Upstream> upstream_;
   std::optional<http::response_parser<http::buffer_body>> upstream_parser_;
@@ -1023,6 +1067,7 @@ void RouterImpl::Upsert(ServiceView view) {
              .first;
   }
   ServiceState& state = *it->second;
+  state.pairing.SetEndpoints(view.prefill_endpoints);
   const int limit = view.max_ongoing_requests;
   std::vector<Endpoint> endpoints = view.endpoints;
   state.view = std::move(view);
@@ -1100,6 +1145,49 @@ void RouterImpl::PutIdle(std::unique_ptr<Upstream> up) {
   idle.push_back(std::move(up));
 }
 
+void RouterImpl::DisaggMetrics(metrics::ExpositionWriter& w) const {
+  w.Family("tessera_router_prefill_pairings_total",
+           "Requests of disaggregated Services by where their prefill replica was: same_slice "
+           "as the decode replica, other_slice, or none (no ready prefill replica)",
+           metrics::MetricType::kCounter);
+  for (const auto& [name, state] : services_) {
+    if (state->view.prefill_role.empty()) continue;
+    const PairingCounts& c = state->pairing.counts();
+    w.Sample("tessera_router_prefill_pairings_total",
+             {{"service", name}, {"placement", "same_slice"}}, static_cast<double>(c.same_slice));
+    w.Sample("tessera_router_prefill_pairings_total",
+             {{"service", name}, {"placement", "other_slice"}}, static_cast<double>(c.other_slice));
+    w.Sample("tessera_router_prefill_pairings_total", {{"service", name}, {"placement", "none"}},
+             static_cast<double>(c.no_prefill));
+  }
+  w.Family("tessera_router_prefills_total",
+           "Where decode replicas prefilled (their X-Tessera-Prefilled answer): remote (the "
+           "paired prefill replica, KV handed off), local (a short prompt), fallback (the "
+           "handoff failed; by reason)",
+           metrics::MetricType::kCounter);
+  for (const auto& [name, state] : services_) {
+    if (state->view.prefill_role.empty()) continue;
+    const PairingCounts& c = state->pairing.counts();
+    w.Sample("tessera_router_prefills_total",
+             {{"service", name}, {"where", "remote"}, {"reason", ""}},
+             static_cast<double>(c.remote));
+    w.Sample("tessera_router_prefills_total",
+             {{"service", name}, {"where", "local"}, {"reason", ""}}, static_cast<double>(c.local));
+    for (const auto& [reason, n] : c.fallback_reasons)
+      w.Sample("tessera_router_prefills_total",
+               {{"service", name}, {"where", "fallback"}, {"reason", reason}},
+               static_cast<double>(n));
+  }
+  w.Family("tessera_router_prefill_queued_prompt_tokens",
+           "Prompt tokens (request body bytes) sent to prefill replicas and not yet prefilled",
+           metrics::MetricType::kGauge);
+  for (const auto& [name, state] : services_) {
+    if (state->view.prefill_role.empty()) continue;
+    w.Sample("tessera_router_prefill_queued_prompt_tokens", {{"service", name}},
+             static_cast<double>(state->pairing.QueuedPromptTokens()));
+  }
+}
+
 std::string RouterImpl::MetricsText() {
   metrics::ExpositionWriter w;
   requests_.Write(w);
@@ -1135,6 +1223,7 @@ std::string RouterImpl::MetricsText() {
     w.Sample("tessera_router_max_ongoing_requests", {{"service", name}},
              state->dispatcher.max_ongoing());
   }
+  DisaggMetrics(w);
   w.Family("tessera_router_client_connections", "Client connections open",
            metrics::MetricType::kGauge);
   w.Sample("tessera_router_client_connections", {}, static_cast<double>(sessions_));
@@ -1273,6 +1362,23 @@ std::vector<ServiceLoad> ServingRouter::Loads() {
       load.latency_sum_s = latency.sum;
       load.latency_bounds = impl->latency_.upper_bounds();
       load.latency_cumulative = latency.cumulative;
+      const metrics::HistogramFamily::Snapshot ttft = impl->first_byte_.Read({name, "true"});
+      load.ttft_count = ttft.count;
+      load.ttft_sum_s = ttft.sum;
+      if (!state->view.prefill_role.empty()) {
+        load.pairing = state->pairing.counts();
+        // The prefill role's own report: the picks waiting for their prefill and their tokens
+        // (the prefill role's autoscaling signal).
+        ServiceLoad prefill;
+        prefill.service = name;
+        prefill.role = state->view.prefill_role;
+        prefill.load.per_replica = state->pairing.PendingByReplica();
+        prefill.load.in_flight = state->pairing.PendingPicks();
+        prefill.queued_prompt_tokens = static_cast<double>(state->pairing.QueuedPromptTokens());
+        out.push_back(std::move(load));
+        out.push_back(std::move(prefill));
+        continue;
+      }
       out.push_back(std::move(load));
     }
     promise->set_value(std::move(out));

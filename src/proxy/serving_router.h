@@ -21,10 +21,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "proxy/disagg_pairing.h"
 #include "proxy/dispatcher.h"
 #include "proxy/service_view.h"
 
@@ -73,6 +75,13 @@ struct ServiceLoad {
   double latency_sum_s = 0;
   std::vector<double> latency_bounds;
   std::vector<uint64_t> latency_cumulative;
+  // Streams' time to first byte (tessera_router_time_to_first_byte_seconds{stream="true"}).
+  uint64_t ttft_count = 0;
+  double ttft_sum_s = 0;
+  // Disaggregated Services (disagg_pairing.h): the decode role's report carries the pairing
+  // and handoff counts; the prefill role's report its queued prompt tokens.
+  std::optional<PairingCounts> pairing;
+  double queued_prompt_tokens = 0;
 };
 
 class ServingRouter {

@@ -268,8 +268,8 @@ class ServingRouterTest : public ::testing::Test {
     options.port = 0;
     router_ = std::make_unique<ServingRouter>(options);
     ASSERT_TRUE(router_->Start().ok());
-    router_->UpsertService(
-        ServiceView{"svc", "server", 5, {Endpoint{0, 1, "127.0.0.1", backend_->port()}}});
+    router_->UpsertService(ServiceView{
+        "svc", "server", 5, {Endpoint{0, 1, "127.0.0.1", backend_->port(), ""}}, "", {}});
     // Loads() runs on the io thread after the upsert posted before it.
     ASSERT_EQ(router_->Loads().size(), 1u);
   }

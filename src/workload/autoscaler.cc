@@ -20,6 +20,11 @@ std::string Secs(int64_t ms) { return Number(static_cast<double>(ms) / 1000.0) +
 
 std::string Replicas(int n) { return std::to_string(n) + (n == 1 ? " replica" : " replicas"); }
 
+double Signal(const AutoscalerConfig& config, const LoadSample& s) {
+  return config.signal == AutoscaleSignal::kQueuedPromptTokens ? s.queued_prompt_tokens
+                                                               : s.ongoing_requests;
+}
+
 }  // namespace
 
 AutoscalerDecision Autoscale(const AutoscalerConfig& config, const std::vector<LoadSample>& samples,
@@ -31,7 +36,7 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const std::vector<L
   const LoadSample* newest = nullptr;
   for (const LoadSample& s : samples) {
     if (s.time_ms < now_ms - config.lookback_ms || s.time_ms > now_ms) continue;
-    sum += s.ongoing_requests;
+    sum += Signal(config, s);
     ++n;
     if (newest == nullptr || s.time_ms >= newest->time_ms) newest = &s;
   }
@@ -52,10 +57,13 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const std::vector<L
     return d;
   }
   const double load = sum / n;
-  const double target = config.target_ongoing_requests;
-  const std::string head =
-      "load " + Number(load) + " ongoing over " + Replicas(current) + ", target " + Number(target);
-  if (current == 0 && newest->ongoing_requests > 0 && config.max_replicas > 0) {
+  const bool tokens = config.signal == AutoscaleSignal::kQueuedPromptTokens;
+  const double target =
+      tokens ? config.target_queued_prompt_tokens : config.target_ongoing_requests;
+  const std::string head = "load " + Number(load) +
+                           (tokens ? " queued prompt tokens" : " ongoing") + " over " +
+                           Replicas(current) + ", target " + Number(target);
+  if (current == 0 && Signal(config, *newest) > 0 && config.max_replicas > 0) {
     d.desired_replicas = 1;
     d.state = {};
     d.reason = head + " -> a request waits with no replica: 1 at once";

@@ -6,7 +6,8 @@
 //
 // The rule (docs/serving.md "Autoscaling"):
 //   load     = mean ongoing requests (in flight + queued, summed over replicas) of the samples
-//              in [now - lookback, now]
+//              in [now - lookback, now]; with signal kQueuedPromptTokens the mean queued prompt
+//              tokens instead, against target_queued_prompt_tokens
 //   want     = ceil(load / target), clamped to [min, max]
 //   up       = want > current and load > current * target * (1 + kTolerance)
 //   down     = want < current and load < current * target * (1 - kTolerance)
@@ -26,10 +27,17 @@
 
 namespace tessera {
 
+// What a role scales on: ongoing requests (the default; a decode role's too), or the prompt
+// tokens waiting to be prefilled (a prefill role's: prefill time grows with prompt length, not
+// request count).
+enum class AutoscaleSignal { kOngoingRequests, kQueuedPromptTokens };
+
 struct AutoscalerConfig {
   int min_replicas = 1;  // 0 allowed: scale to zero
   int max_replicas = 1;
-  double target_ongoing_requests = 2;  // per replica, > 0
+  AutoscaleSignal signal = AutoscaleSignal::kOngoingRequests;
+  double target_ongoing_requests = 2;         // per replica, > 0 (signal kOngoingRequests)
+  double target_queued_prompt_tokens = 2048;  // per replica, > 0 (signal kQueuedPromptTokens)
   int64_t upscale_delay_ms = 30'000;
   int64_t downscale_delay_ms = 600'000;
   int64_t lookback_ms = 30'000;
@@ -38,7 +46,8 @@ struct AutoscalerConfig {
 // One load report of the role's router.
 struct LoadSample {
   int64_t time_ms = 0;
-  double ongoing_requests = 0;  // in flight + queued, summed over replicas
+  double ongoing_requests = 0;      // in flight + queued, summed over replicas
+  double queued_prompt_tokens = 0;  // prompt tokens sent to prefill, not yet prefilled
 };
 
 // The autoscaler's own memory between calls: since when a higher (lower) size has been wanted

@@ -161,3 +161,31 @@ TEST(AutoscalerTest, DelaysAreWallClockNotCalls) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// A prefill role scales on the prompt tokens waiting for it, not on request count: a few long
+// prompts scale it up, many requests with no tokens waiting do not.
+TEST(AutoscalerTest, QueuedPromptTokensSignalScalesOnTokensNotRequests) {
+  AutoscalerConfig c;
+  c.min_replicas = 1;
+  c.max_replicas = 8;
+  c.signal = AutoscaleSignal::kQueuedPromptTokens;
+  c.target_queued_prompt_tokens = 1000;
+  c.upscale_delay_ms = 0;
+  std::vector<LoadSample> samples = {{1000, /*ongoing=*/50, /*queued tokens=*/800}};
+  AutoscalerDecision d = Autoscale(c, samples, 1, {}, 1000);
+  EXPECT_EQ(d.desired_replicas, 1) << d.reason;  // 800 tokens < 1 x 1000
+  samples.push_back({2000, 2, 5000});
+  d = Autoscale(c, samples, 1, {}, 2000);
+  EXPECT_EQ(d.desired_replicas, 3) << d.reason;  // mean 2900 tokens -> ceil(2.9)
+  EXPECT_NE(d.reason.find("queued prompt tokens"), std::string::npos) << d.reason;
+  // From zero: tokens waiting start one replica at once.
+  c.min_replicas = 0;
+  d = Autoscale(c, {{3000, 0, 10}}, 0, {}, 3000);
+  EXPECT_EQ(d.desired_replicas, 1) << d.reason;
+}
+
+}  // namespace
+}  // namespace tessera

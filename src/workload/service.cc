@@ -33,7 +33,39 @@ Result<ProcessPhase> ParseProcessPhase(std::string_view name) {
 
 bool ServiceRoleSpec::SameTemplate(const ServiceRoleSpec& o) const {
   return accelerator == o.accelerator && topology == o.topology && command == o.command &&
-         env == o.env && working_dir == o.working_dir && port == o.port && grace_ms == o.grace_ms;
+         env == o.env && working_dir == o.working_dir && port == o.port && grace_ms == o.grace_ms &&
+         kv_role == o.kv_role && (kv_role == KvRole::kNone || kv_transfer == o.kv_transfer);
+}
+
+const char* KvRoleName(KvRole role) {
+  switch (role) {
+    case KvRole::kPrefill:
+      return "prefill";
+    case KvRole::kDecode:
+      return "decode";
+    case KvRole::kNone:
+      break;
+  }
+  return "";
+}
+
+const ServiceRoleSpec* ServiceSpec::KvRoleOf(KvRole kind) const {
+  for (const ServiceRoleSpec& r : roles)
+    if (r.kv_role == kind && kind != KvRole::kNone) return &r;
+  return nullptr;
+}
+
+const ServiceRoleSpec* ServiceSpec::FrontRole() const {
+  if (const ServiceRoleSpec* decode = KvRoleOf(KvRole::kDecode)) return decode;
+  return roles.empty() ? nullptr : &roles.front();
+}
+
+std::map<std::string, std::string> KvRoleEnv(const ServiceRoleSpec& role) {
+  if (role.kv_role == KvRole::kNone) return {};
+  return {{"TESSERA_KV_ROLE", KvRoleName(role.kv_role)},
+          {"TESSERA_KV_THRESHOLD", std::to_string(role.kv_transfer.threshold_tokens)},
+          {"TESSERA_KV_TIMEOUT_MS", std::to_string(role.kv_transfer.timeout_ms)},
+          {"TESSERA_KV_HOLD_MS", std::to_string(role.kv_transfer.hold_ms)}};
 }
 
 const ServiceRoleSpec* ServiceSpec::Role(std::string_view role) const {

@@ -40,6 +40,21 @@ struct RolloutSpec {
   friend bool operator==(const RolloutSpec&, const RolloutSpec&) = default;
 };
 
+// Prefill/decode disaggregation (docs/serving.md "Prefill and decode roles"): a role is a
+// prefill role (runs prompts, keeps their KV for decode to pull), a decode role (takes the
+// router's requests, has long prompts prefilled by a prefill replica) or neither.
+enum class KvRole { kNone, kPrefill, kDecode };
+const char* KvRoleName(KvRole role);  // "", "prefill", "decode"
+
+// How decode hands prompts to prefill (spec.kvTransfer); a copy sits in both disaggregated
+// roles, so a change rolls both.
+struct KvTransferSpec {
+  int threshold_tokens = 8;    // prompts longer than this (uncached tokens) go to prefill
+  int64_t timeout_ms = 5'000;  // a handoff (prefill call and KV pull) longer: local prefill
+  int64_t hold_ms = 10'000;    // an unpulled KV blob is freed after this long
+  friend bool operator==(const KvTransferSpec&, const KvTransferSpec&) = default;
+};
+
 struct ServiceRoleSpec {
   std::string name = "server";
   Generation accelerator = Generation::kV6e;
@@ -54,6 +69,8 @@ struct ServiceRoleSpec {
   ReadinessSpec readiness;
   RolloutSpec rollout;
   int64_t grace_ms = 10'000;  // SIGTERM to SIGKILL when a group is stopped
+  KvRole kv_role = KvRole::kNone;
+  KvTransferSpec kv_transfer;  // meaningful when kv_role is not kNone
 
   // The fields that shape a replica's processes: a change to any of them is a new generation
   // and rolls the replicas. replicas, autoscaling, maxOngoingRequests, readiness and rollout
@@ -68,7 +85,18 @@ struct ServiceSpec {
   std::string priority;  // PriorityClass (spec.priority, as TrainJob)
   std::vector<ServiceRoleSpec> roles;
   const ServiceRoleSpec* Role(std::string_view name) const;
+  // The role of that kind, or nullptr (a valid spec has both or neither).
+  const ServiceRoleSpec* KvRoleOf(KvRole kind) const;
+  bool Disaggregated() const { return KvRoleOf(KvRole::kDecode) != nullptr; }
+  // The role the router sends requests to: the decode role when disaggregated, else the first.
+  const ServiceRoleSpec* FrontRole() const;
 };
+
+// The environment a disaggregated role's processes get on top of the serving contract:
+// TESSERA_KV_ROLE (prefill | decode), TESSERA_KV_THRESHOLD (tokens), TESSERA_KV_TIMEOUT_MS,
+// TESSERA_KV_HOLD_MS (examples/serve reads them as the defaults of its --mode and --kv-*
+// flags). Empty for other roles.
+std::map<std::string, std::string> KvRoleEnv(const ServiceRoleSpec& role);
 
 // Pending (nothing placed yet) -> Progressing (replicas starting or a rollout under way) ->
 // Ready (every role has its desired replicas ready at the current generation); Degraded when
@@ -166,9 +194,15 @@ struct RouterTraffic {
   int64_t at_ms = 0;  // the head's clock when the report arrived
   double ongoing_requests = 0;
   int queued = 0;
-  std::map<int, int> in_flight;              // replica -> requests in flight
-  uint64_t requests = 0;                     // requests relayed to the end by a replica
-  double latency_sum_s = 0;                  // their summed duration, request header to last byte
+  std::map<int, int> in_flight;     // replica -> requests in flight
+  uint64_t requests = 0;            // requests relayed to the end by a replica
+  double latency_sum_s = 0;         // their summed duration, request header to last byte
+  double queued_prompt_tokens = 0;  // a prefill role's signal: prompt tokens not yet prefilled
+  uint64_t ttft_count = 0;          // streams' time to first byte at the router: count, sum
+  double ttft_sum_s = 0;
+  // A decode role's pairing and handoff counts (pairedSameSlice, pairedOtherSlice,
+  // noPrefillReplica, prefilledRemote, prefilledLocal, fallbacks, fallback_<reason>).
+  std::map<std::string, uint64_t> disagg;
   std::vector<double> latency_bounds;        // histogram upper bounds (s), increasing
   std::vector<uint64_t> latency_cumulative;  // one per bound, then +Inf (the total)
 };

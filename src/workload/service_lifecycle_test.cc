@@ -401,6 +401,49 @@ TEST_F(ServiceLifecycleTest, TheAutoscalerScalesFromZeroOnTheFirstWaitingRequest
   EXPECT_NE(bad.status().message().find("autoscaled"), std::string::npos);
 }
 
+// Prefill and decode roles are roles like any other: each gets its own groups, placed on its
+// own slices, and each autoscales on its own signal (prefill: queued prompt tokens; decode:
+// ongoing requests) from the same kind of load report.
+TEST_F(ServiceLifecycleTest, PrefillAndDecodeRolesArePlacedAndScaledEachOnItsOwnSignal) {
+  ServiceSpec spec;
+  spec.name = "llm";
+  ServiceRoleSpec decode = Role(1), prefill = Role(1);
+  decode.name = "decode";
+  decode.kv_role = KvRole::kDecode;
+  prefill.name = "prefill";
+  prefill.kv_role = KvRole::kPrefill;
+  prefill.topology = Shape{2, 2, 2};
+  AutoscalerConfig tokens;
+  tokens.min_replicas = 1;
+  tokens.max_replicas = 4;
+  tokens.signal = AutoscaleSignal::kQueuedPromptTokens;
+  tokens.target_queued_prompt_tokens = 1000;
+  tokens.upscale_delay_ms = 0;
+  prefill.autoscaling = tokens;
+  AutoscalerConfig ongoing = tokens;
+  ongoing.signal = AutoscaleSignal::kOngoingRequests;
+  ongoing.target_ongoing_requests = 4;
+  decode.autoscaling = ongoing;
+  spec.roles = {decode, prefill};
+  svc_ = ServiceLifecycle::Create(spec, 7, now_);
+  EXPECT_EQ(svc_.spec.FrontRole()->name, "decode");
+  EXPECT_EQ(ServiceLifecycle::WaitingForSlice(svc_).size(), 2u);  // one group per role
+  PlaceAll();
+  EXPECT_NE(R(0, "decode").slice, R(0, "prefill").slice);
+  // 3,000 prompt tokens waiting and 2 ongoing requests: prefill scales to 3, decode stays.
+  now_ += 1000;
+  life_.Load(svc_, "prefill", {now_, 2, 3000});
+  life_.Load(svc_, "decode", {now_, 2, 0});
+  ServiceEffects e = life_.Tick(svc_, cluster_, now_);
+  EXPECT_TRUE(HasEvent(e, "Autoscaled"));
+  EXPECT_EQ(svc_.status.Role("prefill")->desired_replicas, 3)
+      << svc_.status.Role("prefill")->autoscaler.reason;
+  EXPECT_EQ(svc_.status.Role("decode")->desired_replicas, 1)
+      << svc_.status.Role("decode")->autoscaler.reason;
+  EXPECT_EQ(Replicas("prefill"), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(ServiceLifecycle::WaitingForSlice(svc_).size(), 2u);  // the new prefill groups
+}
+
 TEST(ServiceNamesTest, ReplicaWorkloadNamesRoundTripAndNeverMatchAJobName) {
   EXPECT_EQ(ReplicaWorkloadName("llm", "server", 3), "llm.server.3");
   auto ref = ParseReplicaWorkloadName("llm.server.3");
