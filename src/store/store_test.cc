@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "common/rng.h"
+#include "store/etcd_store.h"
+#include "store/etcd_test_util.h"
 #include "store/memory_store.h"
 #include "store/sqlite_store.h"
 #include "store/store_test_util.h"
@@ -25,12 +27,14 @@ namespace {
 class MemoryBackend {
  public:
   static constexpr bool kPersistent = false;
+  bool available() const { return true; }
   Result<std::unique_ptr<Store>> Open(const Options& options) { return MemoryStore::Open(options); }
 };
 
 class SqliteBackend {
  public:
   static constexpr bool kPersistent = true;
+  bool available() const { return true; }
   Result<std::unique_ptr<Store>> Open(const Options& options) {
     return SqliteStore::Open(dir_.File("store.db"), options);
   }
@@ -39,10 +43,32 @@ class SqliteBackend {
   ScopedTempDir dir_;
 };
 
+// A real etcd (one per test binary), each test under its own key prefix; Reopen opens a new
+// EtcdStore on the same prefix.
+class EtcdBackend {
+ public:
+  static constexpr bool kPersistent = true;
+  bool available() const { return SharedEtcd::Get() != nullptr; }
+  Result<std::unique_ptr<Store>> Open(const Options& options) {
+    EtcdStoreOptions o;
+    o.etcd.endpoints = {SharedEtcd::Get()->endpoint()};
+    o.prefix = prefix_;
+    auto opened = EtcdStore::Open(o, options);
+    if (!opened.ok()) return opened.status();
+    return std::unique_ptr<Store>(std::move(opened).value());
+  }
+
+ private:
+  std::string prefix_ = SharedEtcd::UniquePrefix("store");
+};
+
 template <typename Backend>
 class StoreTest : public testing::Test {
  protected:
-  void SetUp() override { Open(Options()); }
+  void SetUp() override {
+    if (!backend_.available()) GTEST_SKIP() << "etcd is not installed here (see stderr)";
+    Open(Options());
+  }
 
   void Open(const Options& options) {
     options_ = options;
@@ -64,13 +90,14 @@ class StoreTest : public testing::Test {
   std::unique_ptr<Store> store_;
 };
 
-using Backends = testing::Types<MemoryBackend, SqliteBackend>;
+using Backends = testing::Types<MemoryBackend, SqliteBackend, EtcdBackend>;
 
 class BackendNames {
  public:
   template <typename T>
   static std::string GetName(int) {
-    return std::is_same_v<T, MemoryBackend> ? "Memory" : "Sqlite";
+    if (std::is_same_v<T, MemoryBackend>) return "Memory";
+    return std::is_same_v<T, SqliteBackend> ? "Sqlite" : "Etcd";
   }
 };
 

@@ -1,0 +1,433 @@
+#include "store/etcd_store.h"
+
+#include <charconv>
+#include <cstdio>
+#include <deque>
+#include <thread>
+#include <utility>
+
+#include "store/store_internal.h"
+
+namespace tessera::store {
+
+using nlohmann::json;
+
+namespace {
+
+// How often Commit re-reads and retries after losing a race to another writer.
+constexpr int kMaxCommitAttempts = 200;
+
+std::optional<int64_t> ParseInt(std::string_view text) {
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// '/' separates the kind from the name in a key, so a kind's own '/' (and the escape '%')
+// are escaped; names need nothing (the kind ends at its first '/').
+std::string EscapeKind(std::string_view kind) {
+  std::string out;
+  for (char c : kind) {
+    if (c == '/') {
+      out += "%2F";
+    } else if (c == '%') {
+      out += "%25";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+struct Meta {
+  int64_t revision = 0;
+  int64_t compacted = 0;
+  int64_t entries = 0;  // change-log entries with a revision > compacted
+  int64_t mod_revision = 0;
+};
+
+std::string EncodeMeta(const Meta& m) {
+  return json{{"revision", m.revision}, {"compacted", m.compacted}, {"entries", m.entries}}.dump();
+}
+
+Result<Meta> DecodeMeta(const EtcdRange& range, const std::string& key) {
+  if (range.kvs.empty()) return FailedPrecondition("etcd store: " + key + " is missing");
+  const json j = json::parse(range.kvs[0].value, nullptr, false);
+  if (!j.is_object() || !j.contains("revision") || !j["revision"].is_number_integer()) {
+    return InvalidArgument("etcd store: " + key + " is not tessera's store metadata");
+  }
+  Meta m;
+  m.revision = j.value("revision", int64_t{0});
+  m.compacted = j.value("compacted", int64_t{0});
+  m.entries = j.value("entries", int64_t{0});
+  m.mod_revision = range.kvs[0].mod_revision;
+  return m;
+}
+
+std::string EncodeObject(int64_t version, std::string_view body) {
+  return std::to_string(version) + "\n" + std::string(body);
+}
+
+// (resource_version, body), or nullopt for a value tessera did not write.
+std::optional<std::pair<int64_t, std::string>> DecodeObject(std::string_view value) {
+  const size_t nl = value.find('\n');
+  if (nl == std::string_view::npos) return std::nullopt;
+  auto version = ParseInt(value.substr(0, nl));
+  if (!version) return std::nullopt;
+  return std::make_pair(*version, std::string(value.substr(nl + 1)));
+}
+
+// The changes of one revision: for each, the type letter and three length-prefixed fields
+// ("A5:Host2:h03:abc"). Bodies are opaque bytes, so no JSON here.
+void AppendField(std::string& out, std::string_view field) {
+  out += std::to_string(field.size());
+  out += ':';
+  out += field;
+}
+
+std::string EncodeChanges(const std::vector<Change>& changes) {
+  std::string out;
+  for (const Change& c : changes) {
+    out += c.type == ChangeType::kAdded ? 'A' : c.type == ChangeType::kModified ? 'M' : 'D';
+    AppendField(out, c.kind);
+    AppendField(out, c.name);
+    AppendField(out, c.body);
+  }
+  return out;
+}
+
+std::optional<std::vector<Change>> DecodeChanges(std::string_view text, int64_t revision) {
+  std::vector<Change> out;
+  size_t pos = 0;
+  auto field = [&](std::string& into) {
+    const size_t colon = text.find(':', pos);
+    if (colon == std::string_view::npos) return false;
+    auto size = ParseInt(text.substr(pos, colon - pos));
+    if (!size || *size < 0 || colon + 1 + static_cast<size_t>(*size) > text.size()) return false;
+    into.assign(text.substr(colon + 1, *size));
+    pos = colon + 1 + *size;
+    return true;
+  };
+  while (pos < text.size()) {
+    Change c;
+    switch (text[pos++]) {
+      case 'A':
+        c.type = ChangeType::kAdded;
+        break;
+      case 'M':
+        c.type = ChangeType::kModified;
+        break;
+      case 'D':
+        c.type = ChangeType::kDeleted;
+        break;
+      default:
+        return std::nullopt;
+    }
+    if (!field(c.kind) || !field(c.name) || !field(c.body)) return std::nullopt;
+    c.revision = revision;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+Result<std::vector<EtcdRange>> TxnRanges(EtcdClient& client, const json& ranges) {
+  auto answer = client.Call("/v3/kv/txn", {{"success", ranges}});
+  if (!answer.ok()) return answer.status();
+  std::vector<EtcdRange> out;
+  const json& responses = (*answer)["responses"];
+  if (!responses.is_array() || responses.size() != ranges.size()) {
+    return Unavailable("etcd txn: answer has " + std::to_string(responses.size()) +
+                       " responses for " + std::to_string(ranges.size()) + " reads");
+  }
+  for (const json& r : responses) {
+    auto decoded = etcd::DecodeRange(r.value("response_range", json::object()));
+    if (!decoded.ok()) return decoded.status();
+    out.push_back(std::move(*decoded));
+  }
+  return out;
+}
+
+}  // namespace
+
+EtcdStore::EtcdStore(EtcdStoreOptions options, const Options& store_options)
+    : options_(std::move(options)),
+      store_options_(store_options),
+      client_(std::make_unique<EtcdClient>(options_.etcd)) {}
+
+Result<std::unique_ptr<EtcdStore>> EtcdStore::Open(EtcdStoreOptions options,
+                                                   const Options& store_options) {
+  TESSERA_RETURN_IF_ERROR(internal::ValidateOptions(store_options));
+  if (options.etcd.endpoints.empty()) {
+    return InvalidArgument("etcd store: no endpoints; give --store etcd://host:port[,...]");
+  }
+  if (options.prefix.size() < 2 || options.prefix.front() != '/' || options.prefix.back() != '/') {
+    return InvalidArgument("etcd store: prefix '" + options.prefix +
+                           "' must start and end with '/' (e.g. /tessera/)");
+  }
+  std::unique_ptr<EtcdStore> store(new EtcdStore(std::move(options), store_options));
+  const auto deadline = std::chrono::steady_clock::now() + store->options_.open_timeout;
+  std::chrono::milliseconds wait{100};
+  while (true) {
+    Status init = store->Init();
+    if (init.ok()) return store;
+    if (init.code() != StatusCode::kUnavailable) return init;
+    const auto now = std::chrono::steady_clock::now();
+    if (now + wait > deadline) {
+      return Unavailable(init.message() + "; gave up after " +
+                         std::to_string(store->options_.open_timeout.count()) +
+                         " ms of retries (is etcd running at " + store->client_->EndpointList() +
+                         "?)");
+    }
+    if (store->options_.on_open_retry) store->options_.on_open_retry(init, wait);
+    std::this_thread::sleep_for(wait);
+    wait = std::min(wait * 2, std::chrono::milliseconds(2'000));
+  }
+}
+
+Status EtcdStore::Init() {
+  const std::string schema_key = options_.prefix + "schema";
+  const std::string meta_key = options_.prefix + "meta";
+  json txn = {{"compare", json::array({etcd::CompareCreateRevision(schema_key, 0)})},
+              {"success", json::array({etcd::Put(schema_key, std::to_string(kSchemaVersion)),
+                                       etcd::Put(meta_key, EncodeMeta(Meta{}))})},
+              {"failure", json::array({etcd::GetRange(schema_key), etcd::GetRange(meta_key)})}};
+  auto answer = client_->Call("/v3/kv/txn", txn);
+  if (!answer.ok()) return answer.status();
+  if (answer->value("succeeded", false)) {
+    last_revision_ = 0;
+    return Status::Ok();
+  }
+  const json& responses = (*answer)["responses"];
+  if (!responses.is_array() || responses.size() != 2) return Unavailable("etcd store: bad answer");
+  auto schema = etcd::DecodeRange(responses[0].value("response_range", json::object()));
+  auto meta_range = etcd::DecodeRange(responses[1].value("response_range", json::object()));
+  if (!schema.ok()) return schema.status();
+  if (!meta_range.ok()) return meta_range.status();
+  const std::string where =
+      "etcd store at " + client_->EndpointList() + " prefix " + options_.prefix;
+  auto version = schema->kvs.empty() ? std::nullopt : ParseInt(schema->kvs[0].value);
+  if (!version) {
+    return InvalidArgument(where + ": " + schema_key +
+                           " is not a tessera schema version; the prefix belongs to something "
+                           "else (choose another prefix)");
+  }
+  if (*version > kSchemaVersion) {
+    return FailedPrecondition(where + " was written by schema version " + std::to_string(*version) +
+                              "; this tessera reads up to version " +
+                              std::to_string(kSchemaVersion) + ": run a newer tessera");
+  }
+  auto meta = DecodeMeta(*meta_range, meta_key);
+  if (!meta.ok()) return meta.status();
+  last_revision_ = meta->revision;
+  return Status::Ok();
+}
+
+void EtcdStore::SetFence(std::string key, int64_t term) {
+  std::lock_guard lock(fence_mu_);
+  fence_key_ = term == 0 ? std::string() : std::move(key);
+  fence_term_ = term;
+}
+
+std::string EtcdStore::ObjectKey(std::string_view kind, std::string_view name) const {
+  return KindPrefix(kind) + std::string(name);
+}
+
+std::string EtcdStore::KindPrefix(std::string_view kind) const {
+  return options_.prefix + "o/" + EscapeKind(kind) + "/";
+}
+
+std::string EtcdStore::LogKey(int64_t revision) const {
+  char digits[24];
+  std::snprintf(digits, sizeof digits, "%020lld", static_cast<long long>(revision));
+  return options_.prefix + "log/" + digits;
+}
+
+Result<Object> EtcdStore::Get(std::string_view kind, std::string_view name) {
+  if (closed_) return internal::ClosedError();
+  auto range = client_->Range(ObjectKey(kind, name));
+  if (!range.ok()) return range.status();
+  if (range->kvs.empty()) {
+    return NotFound(std::string(kind) + "/" + std::string(name) + " not found");
+  }
+  auto decoded = DecodeObject(range->kvs[0].value);
+  if (!decoded) return Internal("etcd store: " + range->kvs[0].key + " was not written by tessera");
+  return Object{std::string(kind), std::string(name), std::move(decoded->second), decoded->first};
+}
+
+Result<std::vector<Object>> EtcdStore::List(std::string_view kind) {
+  if (closed_) return internal::ClosedError();
+  const std::string prefix = KindPrefix(kind);
+  auto range = client_->Range(prefix, PrefixEnd(prefix));
+  if (!range.ok()) return range.status();
+  std::vector<Object> out;
+  for (EtcdKv& kv : range->kvs) {
+    auto decoded = DecodeObject(kv.value);
+    if (!decoded) return Internal("etcd store: " + kv.key + " was not written by tessera");
+    out.push_back(Object{std::string(kind), kv.key.substr(prefix.size()),
+                         std::move(decoded->second), decoded->first});
+  }
+  return out;  // etcd sorts by key, and the keys of one kind differ only in the name
+}
+
+Result<int64_t> EtcdStore::Commit(const WriteBatch& batch) {
+  TESSERA_RETURN_IF_ERROR(internal::ValidateBatch(batch));
+  const std::string meta_key = options_.prefix + "meta";
+  std::string fence_key;
+  int64_t fence_term = 0;
+  {
+    std::lock_guard lock(fence_mu_);
+    fence_key = fence_key_;
+    fence_term = fence_term_;
+  }
+  for (int attempt = 0; attempt < kMaxCommitAttempts; ++attempt) {
+    if (closed_) return internal::ClosedError();
+    // 1. One snapshot of meta and every key the batch touches.
+    json reads = json::array({etcd::GetRange(meta_key)});
+    for (const WriteBatch::Op& op : batch.ops()) {
+      reads.push_back(etcd::GetRange(ObjectKey(op.kind, op.name)));
+    }
+    auto snapshot = TxnRanges(*client_, reads);
+    if (!snapshot.ok()) return snapshot.status();
+    auto meta = DecodeMeta((*snapshot)[0], meta_key);
+    if (!meta.ok()) return meta.status();
+
+    // 2. The preconditions, against that snapshot, in batch order.
+    const int64_t revision = meta->revision + 1;
+    std::vector<Change> changes;
+    json compares = json::array({etcd::CompareModRevision(meta_key, meta->mod_revision)});
+    json writes = json::array();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const WriteBatch::Op& op = batch.ops()[i];
+      const EtcdRange& current = (*snapshot)[i + 1];
+      std::optional<std::pair<int64_t, std::string>> existing;
+      int64_t mod_revision = 0;
+      if (!current.kvs.empty()) {
+        existing = DecodeObject(current.kvs[0].value);
+        if (!existing) return Internal("etcd store: " + current.kvs[0].key + " is not tessera's");
+        mod_revision = current.kvs[0].mod_revision;
+      }
+      std::optional<int64_t> version;
+      if (existing) version = existing->first;
+      TESSERA_RETURN_IF_ERROR(internal::CheckPrecondition(op, version));
+      const std::string key = ObjectKey(op.kind, op.name);
+      compares.push_back(etcd::CompareModRevision(key, mod_revision));
+      if (op.type == WriteBatch::OpType::kDelete) {
+        writes.push_back(etcd::DeleteRange(key));
+        changes.push_back(
+            Change{ChangeType::kDeleted, op.kind, op.name, revision, existing->second});
+      } else {
+        writes.push_back(etcd::Put(key, EncodeObject(revision, op.body)));
+        changes.push_back(Change{existing ? ChangeType::kModified : ChangeType::kAdded, op.kind,
+                                 op.name, revision, op.body});
+      }
+    }
+
+    // 3. Compaction: keep at most change_log_limit entries, dropping whole revisions.
+    Meta next{revision, meta->compacted, meta->entries + static_cast<int64_t>(changes.size()), 0};
+    const int64_t limit = static_cast<int64_t>(store_options_.change_log_limit);
+    if (next.entries > limit) {
+      std::deque<std::pair<int64_t, int64_t>> kept;  // (revision, entries), oldest first
+      const int64_t needed = next.entries - limit;   // at most this many revisions go
+      auto oldest =
+          client_->Range(LogKey(meta->compacted + 1), PrefixEnd(options_.prefix + "log/"), needed);
+      if (!oldest.ok()) return oldest.status();
+      for (const EtcdKv& kv : oldest->kvs) {
+        auto r = ParseInt(std::string_view(kv.key).substr(kv.key.size() - 20));
+        auto decoded = r ? DecodeChanges(kv.value, *r) : std::nullopt;
+        if (!decoded) return Internal("etcd store: change log key " + kv.key + " is corrupt");
+        kept.emplace_back(*r, static_cast<int64_t>(decoded->size()));
+      }
+      kept.emplace_back(revision, static_cast<int64_t>(changes.size()));
+      while (next.entries > limit && !kept.empty()) {
+        next.compacted = std::max(next.compacted, kept.front().first);
+        next.entries -= kept.front().second;
+        kept.pop_front();
+      }
+    }
+    if (next.compacted < revision)
+      writes.push_back(etcd::Put(LogKey(revision), EncodeChanges(changes)));
+    if (next.compacted > meta->compacted) {
+      writes.push_back(etcd::DeleteRange(LogKey(meta->compacted + 1), LogKey(next.compacted + 1)));
+    }
+    writes.push_back(etcd::Put(meta_key, EncodeMeta(next)));
+    json failure = json::array();
+    if (fence_term != 0) {
+      compares.push_back(etcd::CompareCreateRevision(fence_key, fence_term));
+      failure.push_back(etcd::GetRange(fence_key));
+    }
+
+    // 4. The write, only if nothing it read has changed and the term still holds.
+    auto answer = client_->Call("/v3/kv/txn",
+                                {{"compare", compares}, {"success", writes}, {"failure", failure}});
+    if (!answer.ok()) return answer.status();
+    if (answer->value("succeeded", false)) {
+      last_revision_ = revision;
+      return revision;
+    }
+    if (fence_term != 0) {
+      const json& responses = (*answer)["responses"];
+      auto leader = responses.is_array() && !responses.empty()
+                        ? etcd::DecodeRange(responses[0].value("response_range", json::object()))
+                        : Result<EtcdRange>(Unavailable("no answer"));
+      if (leader.ok()) {
+        const int64_t now_term = leader->kvs.empty() ? 0 : leader->kvs[0].create_revision;
+        if (now_term != fence_term) {
+          return Unavailable(
+              "etcd store: fenced: this head's term " + std::to_string(fence_term) + " is over (" +
+              fence_key + (now_term == 0 ? " is gone" : " is at term " + std::to_string(now_term)) +
+              "); the write was refused");
+        }
+      }
+    }
+    // Another writer committed between the read and the write: read again.
+  }
+  return Unavailable("etcd store: commit lost the race to other writers " +
+                     std::to_string(kMaxCommitAttempts) + " times; retry");
+}
+
+int64_t EtcdStore::Revision() {
+  if (closed_) return last_revision_;
+  const std::string meta_key = options_.prefix + "meta";
+  auto range = client_->Range(meta_key);
+  if (!range.ok()) return last_revision_;
+  auto meta = DecodeMeta(*range, meta_key);
+  if (!meta.ok()) return last_revision_;
+  last_revision_ = meta->revision;
+  return meta->revision;
+}
+
+Result<std::vector<Change>> EtcdStore::ChangesSince(int64_t revision, size_t limit) {
+  if (closed_) return internal::ClosedError();
+  if (revision < 0 || limit == 0) {
+    return internal::CheckChangesSince(revision, limit, 0, 0);
+  }
+  const std::string meta_key = options_.prefix + "meta";
+  // Every revision holds at least one change, so `limit` revisions hold enough.
+  auto snapshot = TxnRanges(
+      *client_,
+      json::array({etcd::GetRange(meta_key),
+                   etcd::GetRange(LogKey(revision + 1), PrefixEnd(options_.prefix + "log/"),
+                                  static_cast<int64_t>(limit))}));
+  if (!snapshot.ok()) return snapshot.status();
+  auto meta = DecodeMeta((*snapshot)[0], meta_key);
+  if (!meta.ok()) return meta.status();
+  TESSERA_RETURN_IF_ERROR(
+      internal::CheckChangesSince(revision, limit, meta->revision, meta->compacted));
+  std::vector<Change> out;
+  for (const EtcdKv& kv : (*snapshot)[1].kvs) {
+    if (out.size() >= limit) break;  // whole revisions only
+    auto r = ParseInt(std::string_view(kv.key).substr(kv.key.size() - 20));
+    auto decoded = r ? DecodeChanges(kv.value, *r) : std::nullopt;
+    if (!decoded) return Internal("etcd store: change log key " + kv.key + " is corrupt");
+    for (Change& c : *decoded) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+Status EtcdStore::Close() {
+  closed_ = true;
+  return Status::Ok();
+}
+
+}  // namespace tessera::store

@@ -1,0 +1,87 @@
+// EtcdStore: the Store on an etcd 3.4 cluster, for several heads that share one state (HA).
+//
+// Same contract as SqliteStore (store.h; the typed suite in store_test.cc runs against both):
+// tessera's own revision counter, one per successful Commit, and a change log compacted by
+// whole revisions. Layout under `prefix` (README.md, "EtcdStore"):
+//   <prefix>schema        the layout version (kSchemaVersion); a newer one is refused
+//   <prefix>meta          {"revision":R,"compacted":C,"entries":N}
+//   <prefix>o/<kind>/<name>   "<resource_version>\n<body>"   (kind with '/' and '%' escaped)
+//   <prefix>log/<revision, 20 digits>   the changes of that revision, length-prefixed
+// A Commit reads meta and every key it touches in one txn (one snapshot), checks the
+// preconditions there, and writes in a second txn whose compare holds meta's and every
+// touched key's mod_revision (optimistic concurrency: a write that raced another is retried
+// from a fresh read) and, when a fence is set, the leader key's create_revision (the term):
+// a head that was deposed cannot write, whatever its clock says.
+//
+// Owner: the head. Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "store/etcd_client.h"
+#include "store/store.h"
+
+namespace tessera::store {
+
+struct EtcdStoreOptions {
+  EtcdOptions etcd;
+  // Every key of this store starts with it. Must start and end with '/'. Default "/tessera/".
+  std::string prefix = "/tessera/";
+  // Open: how long to keep retrying while no endpoint answers (backoff from 100 ms doubling
+  // to 2 s). 0 = one attempt. Default 0 (the head passes its own).
+  std::chrono::milliseconds open_timeout{0};
+  // Called before each Open retry with the error and the wait that follows (for logging).
+  std::function<void(const Status& error, std::chrono::milliseconds wait)> on_open_retry;
+};
+
+class EtcdStore final : public Store {
+ public:
+  static constexpr int kSchemaVersion = 1;
+
+  // Connects (retrying as options say), creates the layout under the prefix when it is
+  // absent and checks its schema version. Errors: kInvalidArgument for bad options or a
+  // prefix that holds something else; kFailedPrecondition for a newer schema;
+  // kUnavailable when no endpoint answered within open_timeout.
+  static Result<std::unique_ptr<EtcdStore>> Open(EtcdStoreOptions options,
+                                                 const Options& store_options = Options());
+
+  // From now on every Commit also requires `key` to exist with exactly this create_revision
+  // (the leader's term, election.h). A Commit that fails only that compare returns
+  // kUnavailable saying this head is fenced. term 0 clears the fence.
+  void SetFence(std::string key, int64_t term);
+
+  Result<Object> Get(std::string_view kind, std::string_view name) override;
+  Result<std::vector<Object>> List(std::string_view kind) override;
+  Result<int64_t> Commit(const WriteBatch& batch) override;
+  int64_t Revision() override;
+  Result<std::vector<Change>> ChangesSince(int64_t revision, size_t limit) override;
+  Status Close() override;
+
+  EtcdClient& client() { return *client_; }
+  const std::string& prefix() const { return options_.prefix; }
+
+ private:
+  EtcdStore(EtcdStoreOptions options, const Options& store_options);
+  Status Init();
+
+  std::string ObjectKey(std::string_view kind, std::string_view name) const;
+  std::string KindPrefix(std::string_view kind) const;
+  std::string LogKey(int64_t revision) const;
+
+  EtcdStoreOptions options_;
+  const Options store_options_;
+  std::unique_ptr<EtcdClient> client_;
+  std::atomic<bool> closed_{false};
+  std::atomic<int64_t> last_revision_{0};
+  std::mutex fence_mu_;
+  std::string fence_key_;   // guarded by fence_mu_
+  int64_t fence_term_ = 0;  // guarded by fence_mu_
+};
+
+}  // namespace tessera::store

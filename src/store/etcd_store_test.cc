@@ -1,0 +1,244 @@
+// EtcdStore beyond the typed suite (store_test.cc): endpoints, encoding, schema versions, an
+// etcd that is down, two heads on one prefix, and the leader fence. Against a real etcd.
+#include "store/etcd_store.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/etcd_client.h"
+#include "store/etcd_test_util.h"
+
+namespace tessera::store {
+namespace {
+
+using nlohmann::json;
+
+// A port nothing listens on: bound by the kernel, then released.
+uint16_t DeadPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+TEST(EtcdEndpoints, ParsesListsAndRefusesBadOnesNamingTheField) {
+  auto one = ParseEtcdEndpoints("etcd://127.0.0.1:2379");
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(*one, (std::vector<EtcdEndpoint>{{"127.0.0.1", 2379}}));
+  auto three = ParseEtcdEndpoints("a:1,b:2,c:3");
+  ASSERT_TRUE(three.ok());
+  EXPECT_EQ(three->size(), 3u);
+  EXPECT_EQ((*three)[2].ToString(), "c:3");
+  for (const char* bad :
+       {"etcd://", "", "host", "host:", ":80", "h:0", "h:70000", "h:x", "a:1,,b:2", "a:1,a:1"}) {
+    SCOPED_TRACE(bad);
+    auto parsed = ParseEtcdEndpoints(bad, "--store");
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find("--store"), std::string::npos)
+        << parsed.status().message();
+  }
+}
+
+TEST(EtcdEncoding, Base64RoundTripsEveryByteAndRefusesJunk) {
+  std::string all;
+  for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
+  for (size_t n = 0; n <= all.size(); n += (n < 8 ? 1 : 37)) {
+    const std::string bytes = all.substr(0, n);
+    auto back = Base64Decode(Base64Encode(bytes));
+    ASSERT_TRUE(back.has_value()) << n;
+    EXPECT_EQ(*back, bytes) << n;
+  }
+  EXPECT_EQ(Base64Encode("foo"), "Zm9v");
+  EXPECT_EQ(Base64Encode("fo"), "Zm8=");
+  EXPECT_FALSE(Base64Decode("Zm9").has_value());
+  EXPECT_FALSE(Base64Decode("Zm=v").has_value());
+  EXPECT_FALSE(Base64Decode("Z!9v").has_value());
+  EXPECT_EQ(PrefixEnd("/a/"), "/a0");
+}
+
+class EtcdStoreTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    etcd_ = SharedEtcd::Get();
+    if (etcd_ == nullptr) GTEST_SKIP() << "etcd is not installed here (see stderr)";
+    prefix_ = SharedEtcd::UniquePrefix("etcd");
+  }
+  EtcdStoreOptions StoreOptions() const {
+    EtcdStoreOptions o;
+    o.etcd.endpoints = {etcd_->endpoint()};
+    o.prefix = prefix_;
+    return o;
+  }
+  std::unique_ptr<EtcdStore> OpenOrDie() {
+    auto opened = EtcdStore::Open(StoreOptions());
+    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+    return opened.ok() ? std::move(opened).value() : nullptr;
+  }
+
+  EtcdProcess* etcd_ = nullptr;
+  std::string prefix_;
+};
+
+TEST_F(EtcdStoreTest, BodiesAndKindsAreStoredByteForByte) {
+  auto s = OpenOrDie();
+  ASSERT_NE(s, nullptr);
+  const std::string body("line1\nline2\0:7:x\xff\xfe", 19);
+  ASSERT_TRUE(s->Create("a/b%c", "n/1", body).ok());
+  ASSERT_TRUE(s->Create("a", "b%c", "other").ok());  // must not collide with kind "a/b%c"
+  auto got = s->Get("a/b%c", "n/1");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->body, body);
+  auto listed = s->List("a/b%c");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].name, "n/1");
+  EXPECT_EQ(s->List("a")->size(), 1u);
+  auto changes = s->ChangesSince(0, 10);
+  ASSERT_TRUE(changes.ok()) << changes.status().ToString();
+  ASSERT_EQ(changes->size(), 2u);
+  EXPECT_EQ((*changes)[0].body, body);
+  EXPECT_EQ((*changes)[0].kind, "a/b%c");
+}
+
+TEST_F(EtcdStoreTest, NewerSchemaIsRefusedAndAForeignPrefixToo) {
+  EtcdClient client(StoreOptions().etcd);
+  auto put = client.Call("/v3/kv/put",
+                         {{"key", Base64Encode(prefix_ + "schema")}, {"value", Base64Encode("2")}});
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  auto newer = EtcdStore::Open(StoreOptions());
+  ASSERT_FALSE(newer.ok());
+  EXPECT_EQ(newer.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(newer.status().message().find("schema version 2"), std::string::npos)
+      << newer.status().message();
+  EXPECT_NE(newer.status().message().find("newer tessera"), std::string::npos);
+
+  ASSERT_TRUE(client
+                  .Call("/v3/kv/put", {{"key", Base64Encode(prefix_ + "schema")},
+                                       {"value", Base64Encode("not a number")}})
+                  .ok());
+  auto foreign = EtcdStore::Open(StoreOptions());
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_EQ(foreign.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(foreign.status().message().find("belongs to something else"), std::string::npos)
+      << foreign.status().message();
+}
+
+TEST(EtcdStoreDown, AnEndpointThatIsDownIsRetriedWithBackoffThenAClearError) {
+  EtcdStoreOptions o;
+  const uint16_t port = DeadPort();
+  o.etcd.endpoints = {{"127.0.0.1", port}};
+  o.open_timeout = std::chrono::milliseconds(700);
+  std::vector<int64_t> waits;
+  o.on_open_retry = [&](const Status& error, std::chrono::milliseconds wait) {
+    EXPECT_EQ(error.code(), StatusCode::kUnavailable);
+    waits.push_back(wait.count());
+  };
+  auto opened = EtcdStore::Open(o);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), StatusCode::kUnavailable);
+  const std::string& m = opened.status().message();
+  EXPECT_NE(m.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << m;
+  EXPECT_NE(m.find("gave up after 700 ms"), std::string::npos) << m;
+  ASSERT_GE(waits.size(), 2u);
+  EXPECT_EQ(waits[0], 100);
+  EXPECT_EQ(waits[1], 200);  // doubling
+
+  EtcdStoreOptions bad = o;
+  bad.prefix = "tessera";
+  auto bad_prefix = EtcdStore::Open(bad);
+  EXPECT_EQ(bad_prefix.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(EtcdStoreTest, ADeadEndpointInTheListIsSkipped) {
+  EtcdStoreOptions o = StoreOptions();
+  o.etcd.endpoints = {{"127.0.0.1", DeadPort()}, etcd_->endpoint()};
+  auto opened = EtcdStore::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_TRUE((*opened)->Create("Host", "h", "x").ok());
+}
+
+TEST_F(EtcdStoreTest, TwoHeadsOnOnePrefixShareStateAndLoseNoUpdate) {
+  auto a = OpenOrDie();
+  auto b = OpenOrDie();
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->Create("Counter", "c", "0").ok());
+  EXPECT_EQ(b->Revision(), 1);
+  EXPECT_EQ(b->Get("Counter", "c")->body, "0");
+  std::atomic<int> errors{0};
+  auto bump = [&](EtcdStore* s) {
+    for (int i = 0; i < 20; ++i) {
+      for (;;) {
+        auto current = s->Get("Counter", "c");
+        if (!current.ok()) return ++errors, void();
+        auto done = s->Update("Counter", "c", std::to_string(std::stoi(current->body) + 1),
+                              current->resource_version);
+        if (done.ok()) break;
+        if (done.status().code() != StatusCode::kConflict) return ++errors, void();
+      }
+    }
+  };
+  std::thread ta(bump, a.get()), tb(bump, b.get());
+  ta.join();
+  tb.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(a->Get("Counter", "c")->body, "40");
+  EXPECT_EQ(a->Revision(), 41);
+  EXPECT_EQ(b->ChangesSince(0, 100)->size(), 41u);
+}
+
+TEST_F(EtcdStoreTest, ADeposedLeadersWriteIsRefusedWhateverItsClock) {
+  auto old_leader = OpenOrDie();
+  auto new_leader = OpenOrDie();
+  ASSERT_TRUE(old_leader && new_leader);
+  EtcdClient& client = old_leader->client();
+  const std::string key = prefix_ + "leader";
+  auto put = [&](const std::string& who) -> int64_t {
+    auto answer = client.Call("/v3/kv/txn", {{"success", json::array({etcd::Put(key, who)})}});
+    EXPECT_TRUE(answer.ok()) << answer.status().ToString();
+    return answer.ok() ? etcd::Int((*answer)["header"], "revision") : 0;
+  };
+  const int64_t term1 = put("old");
+  old_leader->SetFence(key, term1);
+  ASSERT_TRUE(old_leader->Create("TrainJob", "a", "1").ok());
+
+  // The key is deleted (the lease ran out) and another head wins: a new term.
+  auto deleted = client.Call("/v3/kv/deleterange", {{"key", Base64Encode(key)}});
+  ASSERT_TRUE(deleted.ok());
+  const int64_t term2 = put("new");
+  ASSERT_GT(term2, term1);
+  new_leader->SetFence(key, term2);
+
+  auto stale = old_leader->Create("TrainJob", "b", "zombie");
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(stale.status().message().find("fenced"), std::string::npos) << stale.status().message();
+  EXPECT_NE(stale.status().message().find("term " + std::to_string(term1)), std::string::npos);
+  EXPECT_EQ(new_leader->Get("TrainJob", "b").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(new_leader->Revision(), 1);
+
+  ASSERT_TRUE(new_leader->Create("TrainJob", "b", "real").ok());
+  EXPECT_EQ(new_leader->Revision(), 2);
+  // With no leader key at all, a fenced head cannot write either.
+  ASSERT_TRUE(client.Call("/v3/kv/deleterange", {{"key", Base64Encode(key)}}).ok());
+  auto orphan = new_leader->Create("TrainJob", "c", "x");
+  EXPECT_NE(orphan.status().message().find("is gone"), std::string::npos)
+      << orphan.status().ToString();
+}
+
+}  // namespace
+}  // namespace tessera::store
