@@ -17,6 +17,8 @@ import urllib.error
 import urllib.request
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "python"))
+from tessera.client import ApiError, Client  # noqa: E402  (the project's Python client)
 TESSERA = os.environ.get("TESSERA_BIN", os.path.join(REPO, "build", "dev", "bin", "tessera"))
 PYTHON = "/usr/bin/python3"  # Debian's, which has torch
 
@@ -92,6 +94,7 @@ class Cluster:
     def reload_port(self):
         with open(os.path.join(self.state, "head.json")) as f:
             self.port = json.load(f)["port"]
+        self.client = Client("http://127.0.0.1:%d" % self.port, self.token)
 
     def down(self):
         self.cli("down", "--purge", check=False)
@@ -121,8 +124,12 @@ class Cluster:
                 return e.code, text
 
     def get_job(self, name):
-        code, j = self.request("GET", "/api/v1/jobs/" + name)
-        return j if code == 200 else None
+        try:
+            return self.client.get("job", name)
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise
 
     def phase(self, name):
         j = self.get_job(name)
@@ -159,17 +166,16 @@ class ClusterTest(unittest.TestCase):
             self.assertEqual(mode_of(os.path.join(self.c.state, "agents", host)), 0o700, host)
 
     def test_watch_streams_job_changes(self):
-        req = urllib.request.Request("http://127.0.0.1:%d/api/v1/jobs?watch=true" % self.c.port)
-        req.add_header("Authorization", "Bearer " + self.c.token)
-        with urllib.request.urlopen(req, timeout=60) as stream:
-            self.c.request("POST", "/api/v1/jobs", job("watched", ["true"], slices=1))
-            seen = []
-            while not any(e["object"]["status"]["phase"] == "Succeeded" for e in seen):
-                line = stream.readline()
-                self.assertTrue(line, "the watch stream ended early")
-                event = json.loads(line)
-                if event["object"]["metadata"]["name"] == "watched":
-                    seen.append(event)
+        # Every change after this list's revision, even those before the watch connects.
+        since = self.c.client.request("GET", "/api/v1/jobs")["metadata"]["resourceVersion"]
+        self.c.client.apply(job("watched", ["true"], slices=1))
+        seen = []
+        for change in self.c.client.watch("jobs", resource_version=since, timeout=60):
+            if change.name == "watched":
+                seen.append({"type": change.type, "object": change.object})
+            if any(e["object"]["status"]["phase"] == "Succeeded" for e in seen):
+                break
+        self.assertTrue(seen, "the watch ended before the job did")
         self.assertEqual(seen[0]["type"], "ADDED")
         phases = [e["object"]["status"]["phase"] for e in seen]
         self.assertIn("Starting", phases)

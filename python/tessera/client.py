@@ -1,0 +1,413 @@
+"""A Python client for the tessera head's API, standard library only.
+
+    from tessera.client import Client
+    c = Client.from_state_dir()            # the cluster `tessera up` started (.tessera/)
+    c.apply(open("examples/train/job.yaml").read())
+    c.wait("job", "train-demo", "phase=Succeeded", timeout=300)
+    for change in c.watch("jobs"):         # resumes after a dropped connection
+        print(change.type, change.object["metadata"]["name"], change.object["status"]["phase"])
+
+YAML is not parsed here: YAML text is split into its documents ("---" lines at column 0) and
+each is sent to the head as written, so the head's parser and its refusals apply (the same as
+`tessera apply -f`). Dicts and lists are sent as JSON.
+
+Every refusal raises ApiError carrying the HTTP status, the API's message and the field it
+names (e.g. status 422, field "spec.topology").
+"""
+import http.client
+import json
+import os
+import re
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+__all__ = ["ApiError", "Change", "Client", "Reservation", "WatchExpired"]
+
+# The collection each kind is served at; the names users write map onto them.
+_KIND_PATHS = {
+    "jobs": "jobs", "job": "jobs", "trainjob": "jobs", "trainjobs": "jobs",
+    "services": "services", "service": "services", "svc": "services",
+    "hosts": "hosts", "host": "hosts",
+    "events": "events", "event": "events",
+    "clusterqueues": "clusterqueues", "clusterqueue": "clusterqueues", "queues": "clusterqueues",
+    "queue": "clusterqueues", "cq": "clusterqueues",
+    "localqueues": "localqueues", "localqueue": "localqueues", "lq": "localqueues",
+    "priorityclasses": "priorityclasses", "priorityclass": "priorityclasses", "pc": "priorityclasses",
+    "reservations": "reservations", "reservation": "reservations",
+    "slicereservation": "reservations", "slicereservations": "reservations",
+}
+# Phases a workload never leaves: waiting there for another phase can only time out.
+_FINAL_PHASES = {"Succeeded", "Failed", "Expired"}
+_MARKER = re.compile(r"^(---|\.\.\.)([ \t].*)?$")
+
+
+class ApiError(Exception):
+    """A request the head refused: status (HTTP), message and field as the API gave them."""
+
+    def __init__(self, status, message, field=None):
+        super().__init__("%s%s (HTTP %d)" % (field + ": " if field and not message.startswith(
+            field) else "", message, status))
+        self.status = status
+        self.message = message
+        self.field = field
+
+
+class WatchExpired(ApiError):
+    """The head no longer has the changes after the watch's revision (410): list again."""
+
+
+class Change:
+    """One change of a watch: type (ADDED, MODIFIED, DELETED), the object, its revision."""
+
+    __slots__ = ("type", "object", "revision")
+
+    def __init__(self, type, object, revision):
+        self.type = type
+        self.object = object
+        self.revision = revision
+
+    @property
+    def name(self):
+        return self.object.get("metadata", {}).get("name")
+
+    def __repr__(self):
+        return "Change(%s %s @%s)" % (self.type, self.name, self.revision)
+
+
+def kind_path(kind):
+    path = _KIND_PATHS.get(kind.lower())
+    if path is None:
+        raise ValueError("kind %r is unknown; valid: %s" % (kind, ", ".join(sorted(set(
+            _KIND_PATHS.values())))))
+    return path
+
+
+def split_documents(text):
+    """The documents of a YAML (or JSON) text, in order; empty and comment-only ones dropped."""
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        return [json.dumps(d) for d in json.loads(text)]
+    docs, current = [], []
+    for line in text.splitlines():
+        m = _MARKER.match(line)
+        if m:
+            docs.append(current)
+            current = [m.group(2)[1:]] if m.group(1) == "---" and m.group(2) else []
+        else:
+            current.append(line)
+    docs.append(current)
+    out = []
+    for lines in docs:
+        if any(l.strip() and not l.strip().startswith("#") for l in lines):
+            out.append("\n".join(lines) + "\n")
+    return out
+
+
+def parse_condition(condition):
+    """"phase=Succeeded" -> (["phase"], "Succeeded"); "delete" -> (None, None)."""
+    if condition == "delete":
+        return None, None
+    field, sep, value = condition.partition("=")
+    if not sep or not field or not value:
+        raise ValueError("condition %r: write phase=Succeeded, FIELD=VALUE (a status field, "
+                         "e.g. state=Ready) or delete" % condition)
+    if field.startswith("status."):
+        field = field[len("status."):]
+    return field.split("."), value
+
+
+def status_value(obj, path):
+    at = obj.get("status", {})
+    for key in path:
+        if not isinstance(at, dict) or key not in at:
+            return None
+        at = at[key]
+    return at if isinstance(at, str) else json.dumps(at)
+
+
+class Client:
+    """The head at `url` (http://HOST:PORT) with the admin `token`."""
+
+    def __init__(self, url, token, timeout=30.0):
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    @classmethod
+    def from_state_dir(cls, state_dir=None, timeout=30.0):
+        """The head a `tessera up` (or `tessera head`) started: its head.json and admin.token.
+        state_dir defaults to $TESSERA_STATE_DIR, then .tessera; $TESSERA_SERVER and
+        $TESSERA_TOKEN override the files, as for the CLI."""
+        state_dir = state_dir or os.environ.get("TESSERA_STATE_DIR") or ".tessera"
+        url = os.environ.get("TESSERA_SERVER")
+        if not url:
+            path = os.path.join(state_dir, "head.json")
+            try:
+                with open(path) as f:
+                    head = json.load(f)
+            except OSError as e:
+                raise FileNotFoundError("%s: %s; start a cluster with `tessera up`, or set "
+                                        "TESSERA_SERVER" % (path, e.strerror)) from None
+            host = head.get("address", "127.0.0.1")
+            url = "http://%s:%d" % ("127.0.0.1" if host == "0.0.0.0" else host, head["port"])
+        token = os.environ.get("TESSERA_TOKEN")
+        if not token:
+            with open(os.path.join(state_dir, "admin.token")) as f:
+                token = f.read().strip()
+        return cls(url, token, timeout)
+
+    # --- transport ---
+
+    def _open(self, method, path, body=None, timeout=None, content_type="application/json"):
+        data = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else body.encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Authorization", "Bearer " + self.token)
+        if data is not None:
+            req.add_header("Content-Type", content_type)
+        try:
+            return urllib.request.urlopen(req, timeout=self.timeout if timeout is None else timeout)
+        except urllib.error.HTTPError as e:
+            raise self._error(e.code, e.read().decode("utf-8", "replace")) from None
+
+    @staticmethod
+    def _error(status, text):
+        try:
+            j = json.loads(text)
+            message, field = j.get("error", text), j.get("field")
+        except ValueError:
+            message, field = text, None
+        return (WatchExpired if status == 410 else ApiError)(status, message, field)
+
+    def request(self, method, path, body=None):
+        """One call; the parsed JSON answer. ApiError on a refusal."""
+        with self._open(method, path, body) as r:
+            text = r.read().decode()
+        return json.loads(text) if text.strip().startswith(("{", "[")) else text
+
+    # --- resources ---
+
+    def apply(self, manifest, dry_run=False):
+        """Creates or updates what `manifest` describes: a dict (one document), a list of
+        dicts, or YAML/JSON text with one or more documents. Applied in order; the first
+        refusal raises ApiError (the ones before it stay applied). Returns the list of what the
+        head answered, one per document."""
+        if isinstance(manifest, dict):
+            bodies = [json.dumps(manifest)]
+        elif isinstance(manifest, (list, tuple)):
+            bodies = [json.dumps(d) for d in manifest]
+        elif isinstance(manifest, str):
+            bodies = split_documents(manifest)
+        else:
+            raise TypeError("apply: a dict, a list of dicts or YAML/JSON text, not %s"
+                            % type(manifest).__name__)
+        path = "/api/v1/apply" + ("?dryRun=true" if dry_run else "")
+        return [self.request("POST", path, b) for b in bodies]
+
+    def get(self, kind, name):
+        return self.request("GET", "/api/v1/%s/%s" % (kind_path(kind), urllib.parse.quote(name)))
+
+    def list(self, kind):
+        """The items of `kind` (the list's metadata.resourceVersion is dropped: watch() takes
+        care of versions)."""
+        return self.request("GET", "/api/v1/" + kind_path(kind))["items"]
+
+    def delete(self, kind, name, force=False):
+        path = "/api/v1/%s/%s" % (kind_path(kind), urllib.parse.quote(name))
+        return self.request("DELETE", path + ("?force=true" if force else ""))
+
+    # --- watches ---
+
+    def watch(self, kind, resource_version=None, timeout=None, reconnect_delay=0.2):
+        """Yields a Change per change of `kind`: without resource_version, first the current
+        objects as ADDED, then every change. When the connection drops, the watch reconnects
+        from the revision of the last change it yielded, so nothing is lost or repeated. If the
+        head no longer holds the changes after that revision (410, e.g. it restarted), it lists
+        again and yields the objects that differ from what it had yielded (ADDED, MODIFIED,
+        DELETED), then watches on. `timeout` (seconds) ends the iteration when reached."""
+        path = "/api/v1/%s?watch=true" % kind_path(kind)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        revision = resource_version
+        known = {}  # name -> last object yielded, to resynchronise after a 410
+        while True:
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            target = path + ("&resourceVersion=%s" % revision if revision else "")
+            try:
+                remaining = None if deadline is None else max(0.05, deadline - time.monotonic())
+                # A read timeout of at most 5 s, so a dead connection or the deadline is seen.
+                with self._open("GET", target,
+                                timeout=5.0 if remaining is None else min(5.0, remaining)) as r:
+                    for raw in r:
+                        line = raw.decode().strip()
+                        if not line:
+                            continue
+                        change = json.loads(line)
+                        if change.get("type") == "ERROR":
+                            obj = change.get("object", {})
+                            raise self._error(int(obj.get("code", 500)), json.dumps(
+                                {"error": obj.get("message", "the head ended the watch"),
+                                 "field": "resourceVersion"}))
+                        c = Change(change["type"], change["object"], change.get("resourceVersion"))
+                        revision = c.revision or revision
+                        if c.type == "DELETED":
+                            known.pop(c.name, None)
+                        else:
+                            known[c.name] = c.object
+                        yield c
+                        if deadline is not None and time.monotonic() >= deadline:
+                            return
+            except WatchExpired:
+                if revision is None:
+                    raise
+                changes, revision = self._resync(kind, known)
+                for c in changes:
+                    yield c
+                continue
+            except (socket.timeout, TimeoutError, ConnectionError, urllib.error.URLError,
+                    http.client.HTTPException):
+                pass  # reconnect from the last revision
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            time.sleep(reconnect_delay)
+
+    def _resync(self, kind, known):
+        """After a 410: the list, compared with what was yielded; the changes between, and the
+        list's revision, from which the watch goes on."""
+        listed = self.request("GET", "/api/v1/" + kind_path(kind))
+        version = listed.get("metadata", {}).get("resourceVersion")
+        out = []
+        now = {i["metadata"]["name"]: i for i in listed["items"]}
+        for name, obj in now.items():
+            if name not in known:
+                out.append(Change("ADDED", obj, version))
+            elif _changed(known[name], obj):
+                out.append(Change("MODIFIED", obj, version))
+        for name in [n for n in known if n not in now]:
+            out.append(Change("DELETED", known.pop(name), version))
+        known.update(now)
+        return out, version
+
+    def wait(self, kind, name, condition="phase=Succeeded", timeout=60.0):
+        """Blocks until `condition` holds for the object ("phase=Succeeded", FIELD=VALUE under
+        status, or "delete"), and returns the object (None for delete). TimeoutError when
+        `timeout` passes; RuntimeError when a job reaches a final phase other than the one
+        asked for, or the object is deleted while waiting for a phase."""
+        path, value = parse_condition(condition)
+        deadline = time.monotonic() + timeout
+        try:
+            current = self.get(kind, name)
+        except ApiError as e:
+            if e.status == 404 and path is None:
+                return None
+            raise
+        last = status_value(current, path) if path else None
+        for c in self.watch(kind, timeout=max(0.0, deadline - time.monotonic())):
+            if c.name != name:
+                continue
+            if c.type == "DELETED":
+                if path is None:
+                    return None
+                raise RuntimeError("%s %s was deleted while waiting for %s" % (kind, name,
+                                                                                condition))
+            if path is None:
+                continue
+            last = status_value(c.object, path)
+            if last is not None and last.lower() == value.lower():
+                return c.object
+            phase = c.object.get("status", {}).get("phase")
+            if path == ["phase"] and phase in _FINAL_PHASES:
+                st = c.object.get("status", {})
+                raise RuntimeError("%s %s is %s, so never %s (%s: %s)" % (
+                    kind, name, phase, value, st.get("reason", ""), st.get("message", "")))
+        raise TimeoutError("timed out after %.0f s waiting for %s %s %s (now %s)" % (
+            timeout, kind, name, condition, last))
+
+    # --- logs ---
+
+    def logs(self, kind, name, worker=0, follow=False, role="server", replica=0):
+        """A worker's log: the text, or with follow=True an iterator of lines (without "\\n")
+        that ends when the worker's log ends. kind is "job" or "service"."""
+        path = kind_path(kind)
+        if path == "jobs":
+            target = "/api/v1/jobs/%s/logs?worker=%d" % (urllib.parse.quote(name), worker)
+        elif path == "services":
+            target = "/api/v1/services/%s/logs?role=%s&replica=%d&worker=%d" % (
+                urllib.parse.quote(name), urllib.parse.quote(role), replica, worker)
+        else:
+            raise ValueError("logs: only jobs and services have logs, not %r" % kind)
+        if not follow:
+            with self._open("GET", target) as r:
+                return r.read().decode("utf-8", "replace")
+        return self._follow(target + "&follow=true")
+
+    def _follow(self, target):
+        with self._open("GET", target, timeout=None) as r:
+            for raw in r:
+                yield raw.decode("utf-8", "replace").rstrip("\n").rstrip("\r")
+
+    # --- reservations ---
+
+    def reserve_slices(self, accelerator, topology, num_slices=1, name=None, queue=None,
+                       priority=None, ttl=None, timeout=None):
+        """Creates a SliceReservation of `num_slices` slices of `accelerator` and `topology`
+        (as Ray's slice_placement_group) and returns a Reservation; reservation.ready(timeout)
+        blocks until the head holds every slice. With `timeout`, waits here too."""
+        name = name or "rsv-%x" % (int(time.time() * 1000) & 0xFFFFFFFFFF)
+        doc = {"apiVersion": "tessera/v1", "kind": "SliceReservation",
+               "metadata": {"name": name},
+               "spec": {"accelerator": accelerator, "topology": topology, "slices": num_slices}}
+        if queue:
+            doc["metadata"]["queue"] = queue
+        if priority:
+            doc["spec"]["priority"] = priority
+        if ttl:
+            doc["spec"]["ttl"] = ttl
+        self.apply(doc)
+        r = Reservation(self, name)
+        if timeout is not None:
+            r.ready(timeout)
+        return r
+
+
+class Reservation:
+    """A SliceReservation the client made: ready(timeout) blocks until it is Ready and returns
+    its slices ([{"slice": NAME, "hosts": [...]}, ...]); delete() gives the slices back."""
+
+    def __init__(self, client, name):
+        self.client = client
+        self.name = name
+
+    def status(self):
+        return self.client.get("reservation", self.name).get("status", {})
+
+    def ready(self, timeout=60.0):
+        obj = self.client.wait("reservation", self.name, "phase=Ready", timeout)
+        return obj["status"].get("slices", [])
+
+    def delete(self, force=False):
+        return self.client.delete("reservation", self.name, force=force)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.delete(force=True)
+        except ApiError as e:
+            if e.status != 404:
+                raise
+
+
+def _changed(a, b):
+    """Whether two versions of an object differ, ignoring their resourceVersion."""
+    def strip(o):
+        o = dict(o)
+        o["metadata"] = {k: v for k, v in o.get("metadata", {}).items() if k != "resourceVersion"}
+        return o
+    return strip(a) != strip(b)
+
