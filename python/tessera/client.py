@@ -356,7 +356,10 @@ class Client:
                        priority=None, ttl=None, timeout=None):
         """Creates a SliceReservation of `num_slices` slices of `accelerator` and `topology`
         (as Ray's slice_placement_group) and returns a Reservation; reservation.ready(timeout)
-        blocks until the head holds every slice. With `timeout`, waits here too."""
+        blocks until the head holds every slice. With `timeout`, waits here too.
+
+        Not served yet: the head does not have the SliceReservation kind (issue 14), so the
+        apply is refused with ApiError 422 (field "kind") until it does."""
         name = name or "rsv-%x" % (int(time.time() * 1000) & 0xFFFFFFFFFF)
         doc = {"apiVersion": "tessera/v1", "kind": "SliceReservation",
                "metadata": {"name": name},

@@ -23,6 +23,7 @@ void AddSimServeCommand(CLI::App& app);
 void AddHeadCommand(CLI::App& app);
 void AddClusterCommands(CLI::App& app);
 void AddResourceCommands(CLI::App& app);
+void AddApplyWaitCommands(CLI::App& app);  // apply, wait, completion
 void AddRouterCommand(CLI::App& app);
 
 }  // namespace tessera::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   tessera::cli::AddHeadCommand(app);
   tessera::cli::AddClusterCommands(app);
   tessera::cli::AddResourceCommands(app);
+  tessera::cli::AddApplyWaitCommands(app);
   tessera::cli::AddServiceCommands(app);
   tessera::cli::AddRouterCommand(app);
   try {

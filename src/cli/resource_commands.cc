@@ -4,9 +4,11 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 
 #include "cli/client.h"
+#include "cli/resource_kinds.h"
 #include "cli/service_commands.h"
 
 namespace tessera::cli {
@@ -62,10 +64,11 @@ std::string SlicesOf(const Json& spec) {
   return s.dump();
 }
 
-void PrintJobs(const Json& items, bool wide) {
+void PrintJobs(const Json& items, bool wide, bool header = true) {
   const int64_t now = NowMs();
-  std::printf("%-24s %-11s %-7s %-9s %-7s %-8s %-6s %s\n", "NAME", "PHASE", "ACCEL", "TOPOLOGY",
-              "SLICES", "ATTEMPT", "AGE", wide ? "REASON / MESSAGE" : "REASON");
+  if (header)
+    std::printf("%-24s %-11s %-7s %-9s %-7s %-8s %-6s %s\n", "NAME", "PHASE", "ACCEL", "TOPOLOGY",
+                "SLICES", "ATTEMPT", "AGE", wide ? "REASON / MESSAGE" : "REASON");
   for (const Json& j : items) {
     const Json& st = j["status"];
     std::string reason = st.value("reason", "");
@@ -79,10 +82,11 @@ void PrintJobs(const Json& items, bool wide) {
   }
 }
 
-void PrintHosts(const Json& items, bool wide) {
+void PrintHosts(const Json& items, bool wide, bool header = true) {
   const int64_t now = NowMs();
-  std::printf("%-22s %-6s %-5s %-12s %-6s %-10s %-16s%s\n", "NAME", "STATE", "GEN", "SLICE/CUBE",
-              "WORKER", "HEARTBEAT", "JOB", wide ? " ADDRESS" : "");
+  if (header)
+    std::printf("%-22s %-6s %-5s %-12s %-6s %-10s %-16s%s\n", "NAME", "STATE", "GEN", "SLICE/CUBE",
+                "WORKER", "HEARTBEAT", "JOB", wide ? " ADDRESS" : "");
   for (const Json& h : items) {
     const Json& sp = h["spec"];
     std::string where, worker;
@@ -214,9 +218,10 @@ void PrintRecovery(const Json& st) {
 }
 
 // `tessera get queues`: one row per ClusterQueue, from the latest admission cycle.
-void PrintClusterQueues(const Json& items) {
-  std::printf("%-20s %-12s %-9s %-9s %-9s %-8s %s\n", "NAME", "COHORT", "NOMINAL", "USED",
-              "BORROWED", "PENDING", "ADMITTED");
+void PrintClusterQueues(const Json& items, bool header = true) {
+  if (header)
+    std::printf("%-20s %-12s %-9s %-9s %-9s %-8s %s\n", "NAME", "COHORT", "NOMINAL", "USED",
+                "BORROWED", "PENDING", "ADMITTED");
   for (const Json& q : items) {
     const Json& st = q["status"];
     std::printf("%-20s %-12s %-9lld %-9lld %-9lld %-8d %d\n",
@@ -228,83 +233,103 @@ void PrintClusterQueues(const Json& items) {
   }
 }
 
-void PrintLocalQueues(const Json& items) {
-  std::printf("%-24s %s\n", "NAME", "CLUSTERQUEUE");
+void PrintLocalQueues(const Json& items, bool header = true) {
+  if (header) std::printf("%-24s %s\n", "NAME", "CLUSTERQUEUE");
   for (const Json& q : items)
     std::printf("%-24s %s\n", q["metadata"].value("name", "").c_str(),
                 q["spec"].value("clusterQueue", "").c_str());
 }
 
-void PrintPriorityClasses(const Json& items) {
-  std::printf("%-24s %s\n", "NAME", "VALUE");
+void PrintPriorityClasses(const Json& items, bool header = true) {
+  if (header) std::printf("%-24s %s\n", "NAME", "VALUE");
   for (const Json& q : items)
     std::printf("%-24s %d\n", q["metadata"].value("name", "").c_str(), q.value("value", 0));
 }
 
-std::string KindPath(const std::string& kind) {
-  if (kind == "jobs" || kind == "job" || kind == "trainjobs" || kind == "trainjob") return "jobs";
-  if (kind == "hosts" || kind == "host") return "hosts";
-  if (kind == "services" || kind == "service" || kind == "svc") return "services";
-  if (kind == "events" || kind == "event") return "events";
-  if (kind == "queues" || kind == "queue" || kind == "clusterqueues" || kind == "clusterqueue" ||
-      kind == "cq")
-    return "clusterqueues";
-  if (kind == "localqueues" || kind == "localqueue" || kind == "lq") return "localqueues";
-  if (kind == "priorityclasses" || kind == "priorityclass" || kind == "pc")
-    return "priorityclasses";
-  throw CommandError("kind '" + kind +
-                     "' is unknown; valid: jobs, services, hosts, events, queues (clusterqueues), "
-                     "localqueues, priorityclasses");
-}
-
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
+// `tessera get KIND --watch`: one watch without a resourceVersion (the list as ADDED lines,
+// then every change, with no gap and no repeat); rows as the table prints them, or with -o json
+// one change per line ({"type", "object"}), -o yaml one document per change.
+void WatchKind(net::HttpClient& client, const std::string& path, const std::string& output,
+               const std::function<void(const Json&, bool)>& print_rows) {
+  bool header = true;
+  std::string error;
+  Status s =
+      client.Stream(net::Method::kGet, "/api/v1/" + path + "?watch=true", [&](std::string_view l) {
+        Json change = Json::parse(l, nullptr, false);
+        if (change.is_discarded() || !change.contains("object")) return true;
+        const std::string type = change.value("type", "");
+        if (type == "ERROR") {
+          error = change["object"].value("message", "the head ended the watch");
+          return false;
+        }
+        if (output == "json") {
+          std::cout << Json{{"type", type}, {"object", change["object"]}}.dump() << "\n"
+                    << std::flush;
+        } else if (output == "yaml") {
+          PrintAs(Json{{"type", type}, {"object", change["object"]}}, output);
+          std::cout << "---\n" << std::flush;
+        } else if (type == "DELETED" && output != "name") {
+          std::cout << change["object"]["metadata"].value("name", "") << " deleted\n" << std::flush;
+        } else {
+          print_rows(Json::array({change["object"]}), header);
+          header = false;
+        }
+        return true;
+      });
+  if (!s.ok()) throw CommandError("watching " + path + ": " + s.message(), 1);
+  if (!error.empty()) throw CommandError("watching " + path + ": " + error, 1);
 }
 
 }  // namespace
 
 void AddResourceCommands(CLI::App& app) {
-  // apply
-  {
-    auto* cmd = app.add_subcommand("apply", "Create a resource from a YAML or JSON file");
-    auto flags = std::make_shared<ClientFlags>();
-    auto file = std::make_shared<std::string>();
-    cmd->add_option("-f,--filename", *file, "the manifest (- for standard input)")->required();
-    flags->Add(cmd);
-    cmd->callback([flags, file] {
-      const std::string body = ReadFileOrStdin(*file);
-      auto client = Connect(*flags);
-      Json j = Call(*client, net::Method::kPost, "/api/v1/apply", body);
-      std::cout << Lower(j.value("kind", "TrainJob")) << "/"
-                << j["metadata"]["name"].get<std::string>() << " "
-                << (j.value("created", true) ? "created" : "configured") << "\n";
-    });
-  }
   // get
   {
     auto* cmd = app.add_subcommand(
-        "get", "List jobs, hosts, events, queues, localqueues or priorityclasses");
+        "get", "List jobs, services, hosts, events, queues, localqueues or priorityclasses");
     auto flags = std::make_shared<ClientFlags>();
     auto kind = std::make_shared<std::string>();
     auto output = std::make_shared<std::string>("table");
     auto watch = std::make_shared<bool>(false);
     auto object = std::make_shared<std::string>();
     cmd->add_option("kind", *kind,
-                    "jobs, hosts, events, queues (ClusterQueues), localqueues, priorityclasses")
+                    "jobs, services, hosts, events, queues (ClusterQueues), localqueues, "
+                    "priorityclasses")
         ->required();
-    cmd->add_option("-o,--output", *output, "table, wide, json or yaml")
-        ->check(CLI::IsMember({"table", "wide", "json", "yaml"}));
-    cmd->add_flag("-w,--watch", *watch, "events: keep printing new events until interrupted");
+    cmd->add_option("-o,--output", *output, "table, wide, json, yaml or name (KIND/NAME)")
+        ->check(CLI::IsMember({"table", "wide", "json", "yaml", "name"}));
+    cmd->add_flag("-w,--watch", *watch,
+                  "after the list, print every change until interrupted (rows, or one JSON "
+                  "change per line with -o json)");
     cmd->add_option("--for", *object, "events: only those about this object, e.g. trainjob/demo");
     flags->Add(cmd);
     cmd->callback([flags, kind, output, watch, object] {
       const std::string path = KindPath(*kind);
-      if ((*watch || !object->empty()) && path != "events")
-        throw CommandError(std::string(*watch ? "--watch" : "--for") +
-                           ": only for events (tessera get events --watch --for trainjob/NAME)");
+      if (!object->empty() && path != "events")
+        throw CommandError("--for: only for events (tessera get events --for trainjob/NAME)");
+      if (*output == "name" && path == "events")
+        throw CommandError("-o name: events have no names; use -o table, json or yaml");
       auto client = Connect(*flags);
-      if (*watch) return WatchEvents(*client, *object, *output);
+      if (*watch && path == "events") return WatchEvents(*client, *object, *output);
+      const bool wide = *output == "wide";
+      auto print_rows = [&](const Json& items, bool header) {
+        if (*output == "name") {
+          for (const Json& i : items)
+            std::cout << KindObjectPrefix(path) << "/" << i["metadata"].value("name", "") << "\n";
+          std::cout << std::flush;
+          return;
+        }
+        // Watch rows: the table's header once, then one row per change.
+        if (!header) std::fflush(stdout);
+        if (path == "jobs") PrintJobs(items, wide, header);
+        if (path == "hosts") PrintHosts(items, wide, header);
+        if (path == "services") PrintServices(items, wide, header);
+        if (path == "clusterqueues") PrintClusterQueues(items, header);
+        if (path == "localqueues") PrintLocalQueues(items, header);
+        if (path == "priorityclasses") PrintPriorityClasses(items, header);
+        std::fflush(stdout);
+      };
+      if (*watch) return WatchKind(*client, path, *output, print_rows);
       Json list = Call(*client, net::Method::kGet, "/api/v1/" + path);
       if (!object->empty()) {
         Json kept = Json::array();
@@ -313,14 +338,8 @@ void AddResourceCommands(CLI::App& app) {
         list["items"] = kept;
       }
       if (*output == "json" || *output == "yaml") return PrintAs(list, *output);
-      const bool wide = *output == "wide";
-      if (path == "jobs") PrintJobs(list["items"], wide);
-      if (path == "hosts") PrintHosts(list["items"], wide);
-      if (path == "services") PrintServices(list["items"], wide);
-      if (path == "events") PrintEvents(list["items"], *object);
-      if (path == "clusterqueues") PrintClusterQueues(list["items"]);
-      if (path == "localqueues") PrintLocalQueues(list["items"]);
-      if (path == "priorityclasses") PrintPriorityClasses(list["items"]);
+      if (path == "events") return PrintEvents(list["items"], *object);
+      print_rows(list["items"], true);
     });
   }
   // explain
@@ -345,7 +364,10 @@ void AddResourceCommands(CLI::App& app) {
       if (phase != "Pending") {
         std::cout << "Reason:    " << st.value("reason", "") << "\n"
                   << "Message:   " << st.value("message", "") << "\n"
-                  << "It is not waiting.\n";
+                  << (phase == "Restarting"
+                          ? "It is restarting: its workers are being stopped (and, for a lost "
+                            "host, its fence waited for) before the next attempt is placed.\n"
+                          : "It is not waiting.\n");
         return;
       }
       const int position = st.value("queuePosition", 0);

@@ -2,12 +2,95 @@
 // stores the job (Pending); everything after that is the lifecycle's (workload/
 // train_lifecycle.h), driven by scheduling passes, agents' reports and timers.
 #include <algorithm>
+#include <optional>
+#include <set>
 
 #include "api/manifest.h"
+#include "api/service_manifest.h"
 #include "controller/controller.h"
 #include "protocol/credential.h"
 
 namespace tessera::controller {
+namespace {
+
+// Why the cluster refuses `spec` before storing it: a generation it has no hosts of, a size it
+// could never hold even empty, a PriorityClass that does not exist. nullopt when none applies.
+std::optional<ApiError> JobRefusal(const TrainJobSpec& spec, const Inventory& inventory,
+                                   bool inventory_ready, const SlicePlanner& planner,
+                                   const std::set<std::string>& priority_classes) {
+  if (inventory_ready) {
+    if (spec.accelerator != inventory.generation())
+      return ApiError{422,
+                      "spec.accelerator: this cluster has " +
+                          std::string(GenerationName(inventory.generation())) + " hosts; a " +
+                          std::string(GenerationName(spec.accelerator)) + " job can never run here",
+                      "spec.accelerator"};
+    // A request the cluster could never hold, even empty, is refused up front.
+    Inventory empty = inventory;
+    for (const auto& [owner, hosts] : inventory.owners()) empty.Release(owner);
+    for (const Host& h : empty.hosts())
+      if (Status s = empty.SetHealth(h.id, Health::kHealthy); !s.ok()) return ToApiError(s);
+    PlanResult p = planner.Plan(empty, {spec.accelerator, spec.topology, spec.min_slices});
+    if (p.reason == NoFit::kNeverFits || p.reason == NoFit::kNotEnoughChips)
+      return ApiError{422,
+                      "spec.topology: " + std::to_string(spec.min_slices) + " x " +
+                          spec.topology.ToString() + " can never fit this cluster: " + p.message,
+                      "spec.topology"};
+  }
+  if (!spec.priority.empty() && !priority_classes.count(spec.priority)) {
+    std::string known;
+    for (const auto& name : priority_classes) known += (known.empty() ? "" : ", ") + name;
+    return ApiError{422,
+                    "spec.priority: PriorityClass '" + spec.priority +
+                        "' does not exist; known: " + (known.empty() ? "none" : known),
+                    "spec.priority"};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ApiResult<Json> Controller::DryRunApply(const Json& doc) {
+  auto kind = api::DocumentKind(doc);
+  if (!kind.ok()) return ToApiError(kind.status());
+  std::string name;
+  bool exists = false;
+  if (*kind == api::kTrainJobKind) {
+    auto spec = api::ParseTrainJob(doc);
+    if (!spec.ok()) return ToApiError(spec.status());
+    std::lock_guard lock(mu_);
+    if (Status s = RefreshInventory(); !s.ok()) return ToApiError(s);
+    if (jobs_.count(spec->name))
+      return ApiError{409,
+                      "metadata.name: a TrainJob named '" + spec->name +
+                          "' already exists; delete it first or choose another name",
+                      "metadata.name"};
+    std::set<std::string> classes;
+    for (const auto& [n, pc] : priority_classes_) classes.insert(n);
+    if (auto refused = JobRefusal(*spec, inventory_, inventory_ready_, planner_, classes))
+      return *refused;
+    name = spec->name;
+  } else if (*kind == "Service") {
+    auto spec = api::ParseService(doc);
+    if (!spec.ok()) return ToApiError(spec.status());
+    std::lock_guard lock(mu_);
+    if (!spec->priority.empty() && !priority_classes_.count(spec->priority))
+      return ApiError{422, "spec.priority: PriorityClass '" + spec->priority + "' does not exist",
+                      "spec.priority"};
+    name = spec->name;
+    exists = services_.count(name) > 0;
+  } else {
+    Status parsed = *kind == "ClusterQueue" ? api::ParseClusterQueue(doc).status()
+                    : *kind == "LocalQueue" ? api::ParseLocalQueue(doc).status()
+                                            : api::ParsePriorityClass(doc).status();
+    if (!parsed.ok()) return ToApiError(parsed);
+    name = doc["metadata"].value("name", "");
+    std::lock_guard lock(mu_);
+    exists = QueueObjects(*kind).count(name) > 0;
+  }
+  return Json{
+      {"kind", *kind}, {"metadata", {{"name", name}}}, {"created", !exists}, {"dryRun", true}};
+}
 
 ApiResult<Json> Controller::Apply(const Json& doc) {
   auto kind = api::DocumentKind(doc);
@@ -27,34 +110,10 @@ ApiResult<Json> Controller::CreateJob(const Json& doc) {
                     "metadata.name: a TrainJob named '" + spec->name +
                         "' already exists; delete it first or choose another name",
                     "metadata.name"};
-  if (inventory_ready_) {
-    if (spec->accelerator != inventory_.generation())
-      return ApiError{422,
-                      "spec.accelerator: this cluster has " +
-                          std::string(GenerationName(inventory_.generation())) + " hosts; a " +
-                          std::string(GenerationName(spec->accelerator)) +
-                          " job can never run here",
-                      "spec.accelerator"};
-    // A request the cluster could never hold, even empty, is refused up front.
-    Inventory empty = inventory_;
-    for (const auto& [owner, hosts] : inventory_.owners()) empty.Release(owner);
-    for (const Host& h : empty.hosts())
-      if (Status s = empty.SetHealth(h.id, Health::kHealthy); !s.ok()) return ToApiError(s);
-    PlanResult p = planner_.Plan(empty, {spec->accelerator, spec->topology, spec->min_slices});
-    if (p.reason == NoFit::kNeverFits || p.reason == NoFit::kNotEnoughChips)
-      return ApiError{422,
-                      "spec.topology: " + std::to_string(spec->min_slices) + " x " +
-                          spec->topology.ToString() + " can never fit this cluster: " + p.message,
-                      "spec.topology"};
-  }
-  if (!spec->priority.empty() && !priority_classes_.count(spec->priority)) {
-    std::string known;
-    for (const auto& [name, pc] : priority_classes_) known += (known.empty() ? "" : ", ") + name;
-    return ApiError{422,
-                    "spec.priority: PriorityClass '" + spec->priority +
-                        "' does not exist; known: " + (known.empty() ? "none" : known),
-                    "spec.priority"};
-  }
+  std::set<std::string> classes;
+  for (const auto& [n, pc] : priority_classes_) classes.insert(n);
+  if (auto refused = JobRefusal(*spec, inventory_, inventory_ready_, planner_, classes))
+    return *refused;
   const std::string name = spec->name;
   // Stored and printed in the canonical spelling: "TPU-V6E-16" becomes v6e and 4x4.
   Json spec_doc = doc["spec"];
