@@ -15,6 +15,75 @@ std::string RoleSummary(const Json& role) {
          std::to_string(role.value("desiredReplicas", 0));
 }
 
+std::string Mean(double sum, double count, double scale, const char* unit) {
+  if (count <= 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", sum / count * scale, unit);
+  return buf;
+}
+
+// The roles side by side: kind, shape, replicas, the router's load, TTFT and mean latency.
+// A role's traffic is the router's last load report (status.roles[].traffic).
+void PrintRoleTable(const Json& s) {
+  std::printf("  %-12s %-8s %-12s %-10s %-8s %-7s %-14s %-11s %s\n", "ROLE", "KIND", "SHAPE",
+              "READY/WANT", "ONGOING", "QUEUED", "QUEUED-TOKENS", "TTFT-MEAN", "LATENCY-MEAN");
+  for (const Json& role : s["status"].value("roles", Json::array())) {
+    const std::string rn = role.value("name", "");
+    Json spec = Json::object();
+    for (const Json& r : s["spec"].value("roles", Json::array()))
+      if (r.value("name", "") == rn) spec = r;
+    const Json t = role.value("traffic", Json::object());
+    const std::string kind = spec.value("disaggregation", "-");
+    const std::string shape = spec.value("accelerator", "") + " " + spec.value("topology", "");
+    const std::string ready = std::to_string(role.value("readyReplicas", 0)) + "/" +
+                              std::to_string(role.value("desiredReplicas", 0));
+    char ongoing[16], tokens[24];
+    std::snprintf(ongoing, sizeof ongoing, "%.0f", t.value("ongoingRequests", 0.0));
+    std::snprintf(tokens, sizeof tokens, "%.0f", t.value("queuedPromptTokens", 0.0));
+    std::printf(
+        "  %-12s %-8s %-12s %-10s %-8s %-7d %-14s %-11s %s\n", rn.c_str(), kind.c_str(),
+        shape.c_str(), ready.c_str(), ongoing, t.value("queued", 0),
+        kind == "prefill" ? tokens : "-",
+        Mean(t.value("ttftSecondsSum", 0.0), t.value("ttftCount", 0.0), 1000, "ms").c_str(),
+        Mean(t.value("latencySecondsSum", 0.0), t.value("requests", 0.0), 1000, "ms").c_str());
+  }
+}
+
+// A disaggregated Service: the KV transfer settings and, from the decode role's traffic, how
+// the router paired prefill and decode replicas and where decode prefilled.
+void PrintDisaggregation(const Json& s) {
+  const Json kt = s["spec"].value("kvTransfer", Json());
+  if (!kt.is_object()) return;
+  std::cout << "Disaggregation: prompts over " << kt.value("threshold", 0)
+            << " tokens prefilled by the prefill role, KV transfer timeout "
+            << kt.value("timeout", "") << ", unpulled KV freed after " << kt.value("hold", "")
+            << "\n";
+  for (const Json& role : s["status"].value("roles", Json::array())) {
+    const Json d = role.value("traffic", Json::object()).value("disagg", Json());
+    if (!d.is_object()) continue;
+    auto n = [&d](const char* key) { return d.value(key, uint64_t{0}); };
+    const uint64_t paired = n("pairedSameSlice") + n("pairedOtherSlice");
+    std::printf(
+        "  Pairing: %llu same slice, %llu other slice (%s on the same slice), %llu with "
+        "no prefill replica\n",
+        static_cast<unsigned long long>(n("pairedSameSlice")),
+        static_cast<unsigned long long>(n("pairedOtherSlice")),
+        paired == 0 ? "-" : (std::to_string(100 * n("pairedSameSlice") / paired) + "%").c_str(),
+        static_cast<unsigned long long>(n("noPrefillReplica")));
+    std::string reasons;
+    for (const auto& [key, v] : d.items())
+      if (key.rfind("fallback_", 0) == 0)
+        reasons += (reasons.empty() ? " (" : ", ") + key.substr(9) + " " + v.dump();
+    if (!reasons.empty()) reasons += ")";
+    std::printf(
+        "  Handoffs: %llu prefilled remotely (KV handed off), %llu locally (short "
+        "prompts), %llu fallbacks to local prefill%s\n",
+        static_cast<unsigned long long>(n("prefilledRemote")),
+        static_cast<unsigned long long>(n("prefilledLocal")),
+        static_cast<unsigned long long>(n("fallbacks")), reasons.c_str());
+  }
+}
+
 const Json& Events(net::HttpClient& client, Json& holder) {
   holder = Call(client, net::Method::kGet, "/api/v1/events");
   return holder["items"];
@@ -22,9 +91,10 @@ const Json& Events(net::HttpClient& client, Json& holder) {
 
 }  // namespace
 
-void PrintServices(const Json& items, bool wide) {
-  std::printf("%-24s %-12s %-22s %-10s %s\n", "NAME", "PHASE", "READY (ROLE READY/WANT)",
-              "ENDPOINTS", wide ? "REASON: MESSAGE" : "REASON");
+void PrintServices(const Json& items, bool wide, bool header) {
+  if (header)
+    std::printf("%-24s %-12s %-22s %-10s %s\n", "NAME", "PHASE", "READY (ROLE READY/WANT)",
+                "ENDPOINTS", wide ? "REASON: MESSAGE" : "REASON");
   for (const Json& s : items) {
     const Json& st = s["status"];
     std::string roles;
@@ -50,6 +120,9 @@ void DescribeService(net::HttpClient& client, const std::string& name) {
             << "Phase:    " << st.value("phase", "") << "\n"
             << "Reason:   " << st.value("reason", "") << "\n"
             << "Message:  " << st.value("message", "") << "\n";
+  std::cout << "Roles:\n";
+  PrintRoleTable(s);
+  PrintDisaggregation(s);
   for (const Json& role : st.value("roles", Json::array())) {
     const std::string rn = role.value("name", "");
     Json spec;
