@@ -38,14 +38,14 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(REPO, "python"))
 
 import loadgen  # noqa: E402
+from tessera.client import ApiError, Client  # noqa: E402
 
 PYTHON = "/usr/bin/python3"  # Debian's: it has python3-torch
 EXAMPLE = os.path.join(REPO, "examples", "serve", "server.py")
@@ -136,17 +136,14 @@ class LocalCluster:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def request(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.port, path), data=data,
-                                     method=method)
-        req.add_header("Authorization", "Bearer " + self.token)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
+        """(status, body) through tessera.client: 200 with the answer, the API's status and
+        message on a refusal, 0 while the head is down or starting."""
+        client = Client("http://127.0.0.1:%d" % self.port, self.token)
         try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                return r.status, json.loads(r.read() or b"{}")
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode(errors="replace")
+            return 200, client.request(method, path,
+                                       json.dumps(body) if body is not None else None)
+        except ApiError as e:
+            return e.status, e.message
         except OSError as e:  # the head is down or starting
             return 0, str(e)
 
