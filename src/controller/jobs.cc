@@ -74,6 +74,28 @@ ApiResult<Json> Controller::DryRunApply(const Json& doc) {
     auto spec = api::ParseService(doc);
     if (!spec.ok()) return ToApiError(spec.status());
     std::lock_guard lock(mu_);
+    if (Status s = RefreshInventory(); !s.ok()) return ToApiError(s);
+    if (jobs_.count(spec->name))
+      return ApiError{409,
+                      "metadata.name: a TrainJob is named '" + spec->name +
+                          "'; a Service needs a name of its own",
+                      "metadata.name"};
+    // ApplyService's checks: each role's replica must be able to run here, on an empty cluster.
+    const bool listed = doc["spec"].is_object() && doc["spec"].contains("roles");
+    for (size_t i = 0; i < spec->roles.size() && inventory_ready_; ++i) {
+      const ServiceRoleSpec& role = spec->roles[i];
+      const std::string field = listed ? "spec.roles[" + std::to_string(i) + "]" : "spec";
+      TrainJobSpec one;
+      one.accelerator = role.accelerator;
+      one.topology = role.topology;
+      one.min_slices = one.max_slices = 1;
+      if (auto refused = JobRefusal(one, inventory_, inventory_ready_, planner_, {})) {
+        std::string message = field + refused->message.substr(4);  // after "spec"
+        if (size_t at = message.find(" job can never run"); at != std::string::npos)
+          message.replace(at, 4, " replica");
+        return ApiError{refused->http_status, message, field + refused->field.substr(4)};
+      }
+    }
     if (!spec->priority.empty() && !priority_classes_.count(spec->priority))
       return ApiError{422, "spec.priority: PriorityClass '" + spec->priority + "' does not exist",
                       "spec.priority"};

@@ -121,6 +121,13 @@ class CliApplyTest(unittest.TestCase):
         p = self.cli("apply", "--dry-run", "-f", "-", input=json.dumps(bad))
         self.assertEqual(p.returncode, 2)
         self.assertIn("spec.priority: PriorityClass 'no-such-class' does not exist", p.stderr)
+        service = ("apiVersion: tessera/v1\nkind: Service\nmetadata: {name: cli-svc}\n"
+                   "spec: {accelerator: TPU-V6E-8, command: [python3, s.py]}\n")
+        p = self.cli("apply", "--dry-run", "-f", "-", input=service)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.strip(), "service/cli-svc created (dry run)")
+        with self.assertRaises(Exception):
+            self.client.get("service", "cli-svc")
 
     def test_wait_get_name_and_watch(self):
         self.client.apply(job("cli-wait"))
