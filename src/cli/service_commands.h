@@ -11,7 +11,8 @@
 
 namespace tessera::cli {
 
-void PrintServices(const nlohmann::json& items, bool wide);
+void PrintServices(const nlohmann::json& items, bool wide,
+                   bool header = true);  // header: column names
 // Status, replicas per role (phase, hosts, slice, readiness, restarts), the autoscaler's last
 // decision with its reason, endpoints and events.
 void DescribeService(net::HttpClient& client, const std::string& name);
