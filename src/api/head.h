@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,6 +39,11 @@ struct HeadOptions {
   int64_t tick_ms = 100;        // controller loop period (it also runs after every change)
   LogProxyOptions logs;         // caps and deadlines of log reads from agents (bearer_token unused)
   size_t watch_history = 1024;  // changes kept per kind for watches resuming from a version
+  // HA heads (src/ha/ha_head.h): when set, Start() takes its store from here instead of
+  // opening tessera.db, and /healthz and GET /v1/leader include what leader_info returns (a
+  // JSON object: role, term, leader).
+  std::function<Result<std::unique_ptr<store::Store>>()> open_store;
+  std::function<std::string()> leader_info;
 };
 
 class Head {

@@ -1,0 +1,172 @@
+#include "ha/ha_head.h"
+
+#include <atomic>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "ha/elector.h"
+#include "net/http_server.h"
+#include "store/etcd_store.h"
+
+namespace tessera::ha {
+
+using nlohmann::json;
+
+namespace {
+
+std::string InfoJson(const LeaderInfo& info, const std::string& self) {
+  return json{{"role", RoleName(info.role)},
+              {"term", info.term},
+              {"leader", info.leader},
+              {"self", self},
+              {"last_error", info.last_error}}
+      .dump();
+}
+
+// The standby's server: who leads, and 503 for everything else.
+Result<std::unique_ptr<net::HttpServer>> StartStandbyServer(const api::HeadOptions& head,
+                                                            const Elector& elector,
+                                                            const std::string& self) {
+  net::ServerOptions so;
+  so.bind_address = head.bind_address;
+  so.port = static_cast<uint16_t>(head.port);
+  so.io_threads = 1;
+  auto server = std::make_unique<net::HttpServer>(so);
+  TESSERA_RETURN_IF_ERROR(server->Handle(net::Method::kGet, "/healthz", [&](const net::Request&) {
+    return net::Response::Json(
+        200, R"({"status":"standby","ha":)" + InfoJson(elector.Snapshot(), self) + "}");
+  }));
+  TESSERA_RETURN_IF_ERROR(server->Handle(net::Method::kGet, "/v1/leader", [&](const net::Request&) {
+    return net::Response::Json(200, InfoJson(elector.Snapshot(), self));
+  }));
+  auto refuse = [&](const net::Request&) {
+    const LeaderInfo info = elector.Snapshot();
+    return net::Response::Error(
+        503, "this head (" + self + ") is a standby; " +
+                 (info.leader.empty() ? "no leader is elected yet, retry shortly"
+                                      : "the leader is at " + info.leader + " (term " +
+                                            std::to_string(info.term) + ")"));
+  };
+  for (net::Method m : {net::Method::kGet, net::Method::kPost, net::Method::kPut,
+                        net::Method::kPatch, net::Method::kDelete}) {
+    TESSERA_RETURN_IF_ERROR(server->Handle(m, "/{path...}", refuse));
+  }
+  TESSERA_RETURN_IF_ERROR(server->Start());
+  return server;
+}
+
+}  // namespace
+
+Status ValidateHaHeadOptions(const HaHeadOptions& o) {
+  TESSERA_RETURN_IF_ERROR(store::ParseEtcdEndpoints(o.store_url, "--store").status());
+  if (o.head.port == 0) {
+    return InvalidArgument(
+        "--port: an HA head (--store etcd://...) needs a fixed port, not 0: its address is "
+        "what the standbys and agents are told");
+  }
+  TESSERA_RETURN_IF_ERROR(ValidateElectionConfig(o.election));
+  if (o.store_timeout.count() < 0) return InvalidArgument("--store-timeout-ms: must be >= 0");
+  return Status::Ok();
+}
+
+Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
+  TESSERA_RETURN_IF_ERROR(ValidateHaHeadOptions(options));
+  auto endpoints = store::ParseEtcdEndpoints(options.store_url, "--store");
+  const std::string self = options.advertise.empty()
+                               ? options.head.bind_address + ":" + std::to_string(options.head.port)
+                               : options.advertise;
+
+  store::EtcdStoreOptions so;
+  so.etcd.endpoints = *endpoints;
+  so.prefix = options.prefix;
+  so.open_timeout = options.store_timeout;
+  so.on_open_retry = [](const Status& error, std::chrono::milliseconds wait) {
+    std::cerr << "tessera head: etcd not reachable (" << error.message() << "); retrying in "
+              << wait.count() << " ms" << std::endl;
+  };
+  auto opened = store::EtcdStore::Open(so);
+  if (!opened.ok()) return opened.status();
+  std::unique_ptr<store::EtcdStore> etcd_store = std::move(opened).value();
+  store::EtcdStore* store = etcd_store.get();
+
+  std::mutex mu;
+  int64_t elected_term = 0;         // guarded by mu
+  std::string stepped_down_reason;  // guarded by mu
+  std::atomic<bool> changed{false};
+  ElectorOptions eo;
+  eo.etcd = so.etcd;
+  eo.prefix = options.prefix;
+  eo.identity = self;
+  eo.config = options.election;
+  eo.on_elected = [&](int64_t term) {
+    // Fence first: from here every write carries the term, before anything is written.
+    store->SetFence(options.prefix + "leader", term);
+    std::lock_guard lock(mu);
+    elected_term = term;
+    changed = true;
+  };
+  eo.on_stepped_down = [&](const std::string& reason) {
+    std::lock_guard lock(mu);
+    stepped_down_reason = reason;
+    changed = true;
+  };
+  Elector elector(eo);
+  auto standby = StartStandbyServer(options.head, elector, self);
+  if (!standby.ok()) return standby.status();
+  TESSERA_RETURN_IF_ERROR(elector.Start());
+  std::cerr << "tessera head: " << self << " is a standby, campaigning in etcd "
+            << options.store_url << " (lease " << options.election.lease.count() << " ms)"
+            << std::endl;
+
+  std::unique_ptr<api::Head> head;
+  int exit_code = 0;
+  const timespec tick{0, 100'000'000};
+  while (true) {
+    siginfo_t info;
+    const int sig = sigtimedwait(&stop, &info, &tick);
+    if (sig > 0) {
+      std::cerr << "tessera head: stopping (signal " << sig << ")" << std::endl;
+      break;
+    }
+    if (!changed.exchange(false)) continue;
+    int64_t term;
+    std::string reason;
+    {
+      std::lock_guard lock(mu);
+      term = elected_term;
+      reason = stepped_down_reason;
+    }
+    if (!reason.empty()) {
+      std::cerr << "tessera head: no longer the leader: " << reason
+                << "; exiting for a restart as a standby" << std::endl;
+      exit_code = 3;
+      break;
+    }
+    if (term != 0 && !head) {
+      standby->reset();  // destroyed, not only stopped: its port is free for the head
+      api::HeadOptions ho = options.head;
+      ho.controller.term = static_cast<uint64_t>(term);
+      ho.open_store = [&]() -> Result<std::unique_ptr<store::Store>> {
+        return std::unique_ptr<store::Store>(std::move(etcd_store));
+      };
+      ho.leader_info = [&elector, self] { return InfoJson(elector.Snapshot(), self); };
+      head = std::make_unique<api::Head>(ho);
+      Status started = head->Start();
+      if (!started.ok()) {
+        std::cerr << "tessera head: elected at term " << term
+                  << " but the head failed to start: " << started.ToString() << std::endl;
+        exit_code = 1;
+        break;
+      }
+      std::cerr << "tessera head: " << self << " is the leader (term " << term << ")" << std::endl;
+    }
+  }
+  if (head) head->Stop();  // stop writing before handing over
+  elector.Stop();          // revokes the lease when leading: a standby takes over at once
+  if (*standby) (*standby)->Stop();  // never elected
+  return exit_code;
+}
+
+}  // namespace tessera::ha

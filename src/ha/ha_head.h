@@ -1,0 +1,42 @@
+// An HA head: `tessera head --store etcd://host:port[,...]`. Several such heads share one
+// etcd; one is elected (elector.h) and runs the ordinary Head (api/head.h) on the etcd store
+// with its term as the store fence and the controller's term. The others are standbys: they
+// serve /healthz and GET /v1/leader (who leads, at which term) and answer every other request
+// with 503 naming the leader's address, so a client or agent can go there. A leader that steps
+// down (it could not renew in time, or its key is gone) stops its Head and exits with status 3
+// for its supervisor to restart it as a standby: it never writes again with what it read as
+// leader. docs/ha.md has the whole story and what is not built yet.
+//
+// Thread-safety: RunHaHead from the main thread, with the stop signals blocked.
+#pragma once
+
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+
+#include "api/head.h"
+#include "common/status.h"
+#include "ha/election.h"
+
+namespace tessera::ha {
+
+struct HaHeadOptions {
+  api::HeadOptions head;  // port must be fixed (not 0): it is this head's address
+  std::string store_url;  // etcd://host:port[,host:port...]
+  std::string prefix = "/tessera/";
+  std::string advertise;  // the address standbys show for this head; default bind:port
+  ElectionConfig election;
+  std::chrono::milliseconds store_timeout{60'000};  // retrying an etcd that is down at start
+};
+
+// The checks of the flag combination, each naming the flag: an etcd URL that does not parse,
+// port 0, a bad election config.
+Status ValidateHaHeadOptions(const HaHeadOptions& options);
+
+// Runs until one of the signals in `stop` arrives (returns 0, having handed leadership over),
+// or until this head steps down as leader (returns 3). A start that fails (etcd unreachable
+// for store_timeout, a newer schema) is an error.
+Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop);
+
+}  // namespace tessera::ha
