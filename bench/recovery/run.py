@@ -184,6 +184,7 @@ def train_env(cfg, steps, progress_file, ckpt_dir, dist_timeout_s):
     env.update(PYTHONPATH=os.path.join(REPO, "python"), STEPS=str(steps),
                CKPT_EVERY=str(cfg.ckpt_every), STEP_MS=str(cfg.step_ms),
                DIST_TIMEOUT_SECONDS=str(dist_timeout_s), KEEP_CHECKPOINTS="3",
+               WAIT_FOR_MASTER="0" if cfg.no_wait_for_master else "1",
                TESSERA_PROGRESS_FILE=progress_file, TESSERA_CHECKPOINT_DIR=ckpt_dir)
     return env
 
@@ -322,8 +323,10 @@ class TesseraCluster:
         self.extra_agents = []
         cmd = [cfg.tessera, "up", "--generation", "v6e", "--topology", "4x4", "--slices",
                str(slices), "--state-dir", self.dir, "--timeout", "120"]
-        if cfg.warm:
+        if cfg.warm and not cfg.warm_spec:
             cmd += ["--warm-preload", "torch"]
+        if cfg.refill_delay_ms is not None:
+            cmd += ["--warm-refill-delay-ms", str(cfg.refill_delay_ms)]
         _cleanups.append(self.down)
         log(" ".join(cmd[1:]))
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -402,7 +405,8 @@ class TesseraCluster:
 def tessera_job_doc(cfg, name, ckpt, steps, slices, on_host_loss):
     env = {"PYTHONPATH": os.path.join(REPO, "python"), "STEPS": str(steps),
            "CKPT_EVERY": str(cfg.ckpt_every), "STEP_MS": str(cfg.step_ms),
-           "DIST_TIMEOUT_SECONDS": "60", "KEEP_CHECKPOINTS": "3"}
+           "DIST_TIMEOUT_SECONDS": "60", "KEEP_CHECKPOINTS": "3",
+           "WAIT_FOR_MASTER": "0" if cfg.no_wait_for_master else "1"}
     return {
         "apiVersion": "tessera/v1", "kind": "TrainJob", "metadata": {"name": name},
         "spec": {
@@ -413,6 +417,7 @@ def tessera_job_doc(cfg, name, ckpt, steps, slices, on_host_loss):
                    if cfg.grow_back_interval_s else {})),
             "progress": {"hangTimeout": f"{cfg.hang_timeout_s}s"},
             "checkpoint": {"dir": ckpt},
+            **({"warmStart": {"preload": ["torch"]}} if cfg.warm_spec else {}),
             "template": {"command": [PYTHON, TRAIN], "env": env, "workingDir": REPO},
         },
     }
@@ -525,7 +530,7 @@ def tessera_run(cfg, cluster, scenario, run_index):
     name = f"recovery-{scenario}-{run_index}"
     ckpt = os.path.join(cluster.dir, "ckpt", name)
     records = lambda: read_records(cluster.progress_paths(name))  # noqa: E731
-    variant = ("warm" if cfg.warm else "cold") + (
+    variant = ("warm (spec.warmStart)" if cfg.warm_spec else "warm" if cfg.warm else "cold") + (
         f", growBackInterval {cfg.grow_back_interval_s}s" if cfg.grow_back_interval_s else "")
     out = {"launcher": "tessera", "variant": variant,
            "scenario": scenario, "run": run_index, "loadavg_1m": os.getloadavg()[0]}
@@ -774,6 +779,15 @@ def main(argv=None):
     p.add_argument("--tessera", default=os.path.join(REPO, "build", "h-bench", "bin", "tessera"))
     p.add_argument("--warm", action="store_true",
                    help="tessera up --warm-preload torch (pre-started workers, torch imported)")
+    p.add_argument("--refill-delay-ms", type=int, default=None,
+                   help="tessera up --warm-refill-delay-ms: start a handed-out warm process's "
+                        "replacement this long after the handoff (default: the agent's, 0)")
+    p.add_argument("--no-wait-for-master", action="store_true",
+                   help="train.py WAIT_FOR_MASTER=0: ranks connect to rank 0's store at once "
+                        "(the behaviour before tessera.rendezvous; for the before/after figure)")
+    p.add_argument("--warm-spec", action="store_true",
+                   help="the job asks for warm restarts itself: spec.warmStart: {preload: "
+                        "[torch]} (agents without --warm-preload)")
     p.add_argument("--keep", action="store_true", help="keep work directories")
     p.add_argument("--json", help="also write every run's figures to this file")
     p.add_argument("--table", nargs="+", metavar="JSON",

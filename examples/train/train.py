@@ -23,6 +23,9 @@ Environment (besides the tessera contract, see python/tessera/README.md):
                         asleep before the all-reduce (0)
   STOP_TIMEOUT_SECONDS  after SIGTERM, exit without a checkpoint if no step completes within
                         this long (3)
+  WAIT_FOR_MASTER       1 (default): ranks other than 0 wait for rank 0's store to listen before
+                        init_process_group (tessera.rendezvous); 0: connect at once, as before
+                        (torch's store client then retries after a whole second)
   TRAIN_TRACE_FILE      if set, each rank appends the dataset indices of every batch it takes
                         (a JSON line per step), so tests can check exactly-once delivery
 
@@ -138,7 +141,8 @@ def main():
     # env:// reads these; a single local run may have none set.
     os.environ.setdefault("MASTER_ADDR", ctx.master_addr)
     os.environ.setdefault("MASTER_PORT", str(ctx.master_port))
-    rendezvous.wait_for_master(ctx, timeout_s=timeout_s)  # no 1 s retry of the store client
+    if env_int("WAIT_FOR_MASTER", 1, 0):
+        rendezvous.wait_for_master(ctx, timeout_s=timeout_s)  # no 1 s retry of the store client
     dist.init_process_group("gloo", init_method="env://", rank=ctx.rank,
                             world_size=ctx.world_size,
                             timeout=datetime.timedelta(seconds=timeout_s))

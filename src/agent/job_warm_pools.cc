@@ -96,6 +96,12 @@ void JobWarmPools::Prune() {
   }
 }
 
+int JobWarmPools::ready() const {
+  int n = 0;
+  for (const auto& [key, entry] : pools_) n += entry.pool->ready();
+  return n;
+}
+
 void JobWarmPools::Shutdown() {
   for (auto& [key, entry] : pools_) entry.pool->Shutdown();
   pools_.clear();

@@ -35,7 +35,9 @@ struct JobWarmPoolsOptions {
   std::string log_dir;  // each pool's idle processes log to <log_dir>/<n>.log
   int max_pools = 2;
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(10)};
-  std::chrono::milliseconds refill_delay{0};  // WarmPoolOptions::refill_delay
+  // WarmPoolOptions::refill_delay. 3 s: the replacement's imports wait until the workers
+  // just handed out are past their start (bench/recovery/README.md).
+  std::chrono::milliseconds refill_delay{3'000};
 };
 
 class JobWarmPools {
@@ -53,6 +55,8 @@ class JobWarmPools {
   void Prune();
   void Shutdown();
   size_t size() const { return pools_.size(); }
+  // Processes ready in every pool.
+  int ready() const;
 
   // The environment a job's pool starts with: `env` less the per-attempt variables.
   static std::map<std::string, std::string> JobEnvironment(
