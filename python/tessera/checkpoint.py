@@ -7,6 +7,11 @@ leaves either the old set of checkpoints or the new one, never a half-written `c
 still verifies each candidate (length and checksum), so a file damaged afterwards, or copied in
 truncated, is skipped in favour of the next older good one.
 
+Fencing (attempt_fence.py): in a worker (TESSERA_ATTEMPT set, or attempt= given) latest()
+records the attempt as started in the directory and save() commits only while no newer attempt
+has started there (StaleAttempt otherwise), so a leftover worker of an earlier attempt never
+overwrites a newer attempt's checkpoints. Outside a worker nothing changes.
+
 Thread-safety: functions hold no state. Several processes may save into one directory as long
 as they save different steps; in practice only the chief rank saves.
 """
@@ -21,6 +26,9 @@ import tempfile
 import time
 import zlib
 from typing import Any, Callable, NamedTuple, Optional, Union
+
+from . import attempt_fence
+from .attempt_fence import StaleAttempt  # noqa: F401  (re-exported: callers catch it here)
 
 _MAGIC = b"TESSCKP1"
 _HEADER = struct.Struct("<8sQQI")  # magic, step, payload length, crc32(payload)
@@ -56,13 +64,18 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def save(directory: str, step: int, state: State, *, keep_last: Optional[int] = None) -> Saved:
+def save(directory: str, step: int, state: State, *, keep_last: Optional[int] = None,
+         attempt: Optional[int] = None) -> Saved:
     """Writes `state` (bytes, or a callable returning bytes) as the checkpoint of `step`.
 
     Creates `directory` if needed. Replaces an existing checkpoint of the same step. With
     keep_last=N (N >= 1), then deletes all but the N newest complete checkpoints. Returns the
     final path and the seconds taken. Raises OSError on I/O failure (no `ckpt-*` file is left
     behind for this step in that case) and ValueError/TypeError for bad arguments.
+
+    `attempt` (default TESSERA_ATTEMPT, unset outside a worker: no fencing): the commit is
+    refused with StaleAttempt, leaving the directory as it was, when a newer attempt has
+    started in `directory` (attempt_fence.py).
     """
     name = checkpoint_name(step)
     if keep_last is not None and (isinstance(keep_last, bool) or keep_last < 1):
@@ -72,6 +85,8 @@ def save(directory: str, step: int, state: State, *, keep_last: Optional[int] = 
     if not isinstance(payload, (bytes, bytearray, memoryview)):
         raise TypeError(f"checkpoint state must be bytes, got {type(payload).__name__}")
     payload = memoryview(payload).cast("B")
+    if attempt is None:
+        attempt = attempt_fence.attempt_from_env()
 
     os.makedirs(directory, exist_ok=True)
     header = _HEADER.pack(_MAGIC, step, payload.nbytes, zlib.crc32(payload))
@@ -84,16 +99,19 @@ def save(directory: str, step: int, state: State, *, keep_last: Optional[int] = 
             os.fsync(f.fileno())
         os.chmod(temp_path, 0o644)
         final_path = os.path.join(directory, name)
-        os.replace(temp_path, final_path)
+        # The check, the rename and the prune under the directory's lock: an older attempt
+        # can neither commit nor delete once a newer one has started.
+        with attempt_fence.commit(directory, attempt):
+            os.replace(temp_path, final_path)
+            _fsync_dir(directory)
+            if keep_last is not None:
+                prune(directory, keep_last)
     except BaseException:
         try:
             os.unlink(temp_path)
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(directory)
-    if keep_last is not None:
-        prune(directory, keep_last)
     return Saved(final_path, time.monotonic() - start)
 
 
@@ -142,10 +160,15 @@ def _complete_steps(directory: str) -> list[int]:
     return sorted(steps, reverse=True)
 
 
-def latest(directory: str) -> Optional[tuple[int, str]]:
+def latest(directory: str, *, attempt: Optional[int] = None) -> Optional[tuple[int, str]]:
     """Returns (step, path) of the newest checkpoint in `directory` that verifies, or None if
     there is none (or the directory does not exist). Temporaries and files that fail
-    verification are skipped, not deleted. Reads each candidate fully to check its checksum."""
+    verification are skipped, not deleted. Reads each candidate fully to check its checksum.
+
+    In a worker (`attempt`, default TESSERA_ATTEMPT) it first records the attempt as started
+    in `directory` (creating it), so no older attempt commits there from now on; StaleAttempt
+    when a newer one has started already."""
+    attempt_fence.begin_attempt(directory, attempt)
     for step in _complete_steps(directory):
         path = os.path.join(directory, checkpoint_name(step))
         try:
@@ -186,7 +209,8 @@ def prune(directory: str, keep_last: int) -> list[str]:
 
 
 def save_torch(
-    directory: str, step: int, obj: Any, *, keep_last: Optional[int] = None
+    directory: str, step: int, obj: Any, *, keep_last: Optional[int] = None,
+    attempt: Optional[int] = None
 ) -> Saved:
     """save() of `obj` (e.g. a dict of state dicts) serialized with torch.save. Imports torch."""
 
@@ -197,7 +221,7 @@ def save_torch(
         torch.save(obj, buf)
         return buf.getbuffer()
 
-    return save(directory, step, serialize, keep_last=keep_last)
+    return save(directory, step, serialize, keep_last=keep_last, attempt=attempt)
 
 
 def load_torch(path: str, *, map_location: Any = "cpu") -> Any:

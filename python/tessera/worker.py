@@ -21,6 +21,8 @@ import threading
 import time
 from typing import Mapping, Optional
 
+from . import agent_watchdog
+
 PROGRESS_FILE_VAR = "TESSERA_PROGRESS_FILE"
 # Milliseconds between liveness ticks; 0 turns them off.
 ALIVE_INTERVAL_VAR = "TESSERA_ALIVE_INTERVAL_MS"
@@ -223,10 +225,13 @@ def report_progress(step: int, *, env: Optional[Mapping[str, str]] = None) -> bo
     file cannot be written, TypeError/ValueError for a bad step.
 
     The first call also starts liveness ticks (every TESSERA_ALIVE_INTERVAL_MS, default 1000;
-    0 turns them off) when reporting from the process's own environment."""
+    0 turns them off) when reporting from the process's own environment, and the fence
+    watchdog (agent_watchdog.py: the worker exits once its agent has not reached a head for
+    the fence time, also when the agent itself is frozen)."""
     written = _report({"type": "progress", "step": _check_step(step)}, env)
     if written and env is None:
         _liveness.ensure_started(step, os.environ)
+        agent_watchdog.start_from_env()
     return written
 
 
