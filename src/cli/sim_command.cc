@@ -38,6 +38,7 @@ struct SimFlags {
   std::string shape_map;
   std::string policies = "first-fit,tightest-fit,tessera";
   std::string admission = "backfill";
+  bool fair_sharing = false;  // kueue admissions: the cluster-wide fair-sharing setting
   uint64_t seed = 1;
   double host_mtbf_hours = 0;
   double host_repair_hours = 4;
@@ -56,6 +57,12 @@ struct SimFlags {
   double horizon_days = 0;
   std::string output = "text";
   std::string csv;
+  std::string classes_csv;
+  // easy admission (src/sim/easy_scheduler.h)
+  std::string estimates = "default";
+  double default_estimate_h = 24;
+  bool no_defrag = false;
+  double defrag_share = 0.01;
   std::string html;
   bool no_progress = false;
 };
@@ -171,6 +178,8 @@ void Run(const SimFlags& f) {
   sim::SimOptions base;
   base.shape_map = map;
   base.seed = f.seed;
+  base.kueue.admission.fair_sharing =
+      f.fair_sharing ? FairSharing::kEnabled : FairSharing::kDisabled;
   base.sample_interval_s = f.sample_interval_s;
   base.horizon_s = static_cast<int64_t>(f.horizon_days * 86400);
   base.failures.host_mtbf_hours = f.host_mtbf_hours;
@@ -196,6 +205,19 @@ void Run(const SimFlags& f) {
       f.start_s < 0 || f.restore_s < 0)
     throw CommandError(
         "failure options: --max-failures >= -1, --grow-back-interval-s > 0, restart costs >= 0");
+
+  if (f.estimates != "default" && f.estimates != "true")
+    throw CommandError("--estimates: '" + f.estimates +
+                       "' is not default (the jobs' expected durations, else "
+                       "--default-estimate-h) or true (the real durations, an oracle)");
+  if (!(f.default_estimate_h > 0))
+    throw CommandError("--default-estimate-h: must be positive, e.g. 24");
+  if (!(f.defrag_share >= 0 && f.defrag_share < 1))
+    throw CommandError("--defrag-share: must be in [0, 1), e.g. 0.01");
+  base.easy.true_durations = f.estimates == "true";
+  base.easy.backfill.default_duration_s = static_cast<int64_t>(f.default_estimate_h * 3600);
+  base.easy.defrag = !f.no_defrag;
+  base.easy.defrag_options.max_share = f.defrag_share;
 
   std::vector<PlannerOptions> policies;
   for (const std::string& name : Split(f.policies)) {
@@ -223,6 +245,12 @@ void Run(const SimFlags& f) {
   c.command = "policies " + f.policies + "; admission " + f.admission + "; seed " +
               std::to_string(f.seed) + "; checkpoint every " +
               std::to_string(f.checkpoint_interval_s) + " s";
+  if (f.admission.find("easy") != std::string::npos) {
+    std::ostringstream s;
+    s << "; easy: estimates " << f.estimates << " (default " << f.default_estimate_h
+      << " h), defrag " << (f.no_defrag ? "off" : "on") << " (share " << f.defrag_share << ")";
+    c.command += s.str();
+  }
   if (base.failures.enabled()) {
     std::ostringstream s;
     s << "; host MTBF " << f.host_mtbf_hours << " h (repair " << f.host_repair_hours
@@ -260,6 +288,7 @@ void Run(const SimFlags& f) {
   else
     sim::WriteText(std::cout, c);
   if (!f.csv.empty()) WriteFile(f.csv, "--csv", &sim::WriteCsv, c);
+  if (!f.classes_csv.empty()) WriteFile(f.classes_csv, "--classes-csv", &sim::WriteClassCsv, c);
   if (!f.html.empty()) WriteFile(f.html, "--html", &sim::WriteHtml, c);
   // Wall time is the shell's business, and goes to stderr so stdout stays reproducible.
   std::fprintf(stderr, "simulated %zu run(s) of %zu jobs in %.2f s\n", c.runs.size(), jobs.size(),
@@ -301,8 +330,23 @@ void AddSimCommand(CLI::App& app) {
   cmd->add_option("--policies", f->policies, "placement: first-fit, tightest-fit, tessera")
       ->capture_default_str();
   cmd->add_option("--admission", f->admission,
-                  "fifo, backfill, priority, kueue, kueue-strict (comma list; kueue runs the "
-                  "admission module)")
+                  "fifo, backfill, priority, kueue, kueue-strict, easy (comma list; kueue runs "
+                  "the admission module; easy: EASY backfill with reservations and "
+                  "defragmentation)")
+      ->capture_default_str();
+  cmd->add_flag("--fair-sharing", f->fair_sharing,
+                "kueue admissions: fair sharing on, as `tessera head --fair-sharing` "
+                "(docs/admission.md)");
+  cmd->add_option("--estimates", f->estimates,
+                  "easy: default (expected durations, else --default-estimate-h) or true "
+                  "(real durations, an oracle)")
+      ->capture_default_str();
+  cmd->add_option("--default-estimate-h", f->default_estimate_h,
+                  "easy: expected duration of a job that gives none")
+      ->capture_default_str();
+  cmd->add_flag("--no-defrag", f->no_defrag, "easy: no defragmentation by checkpoint-and-move");
+  cmd->add_option("--defrag-share", f->defrag_share,
+                  "easy: moved chip-hours (work lost) at most this share of capacity")
       ->capture_default_str();
   cmd->add_option("--seed", f->seed, "seed for failures, generator, priorities")
       ->capture_default_str();
@@ -338,6 +382,8 @@ void AddSimCommand(CLI::App& app) {
   cmd->add_option("--horizon-days", f->horizon_days, "stop after this much simulated time");
   cmd->add_option("-o,--output", f->output, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--csv", f->csv, "write the time series to FILE");
+  cmd->add_option("--classes-csv", f->classes_csv,
+                  "write waits, JCT and preemptions by size and priority class to FILE");
   cmd->add_option("--html", f->html, "write a self-contained HTML report to FILE");
   cmd->add_flag("--no-progress", f->no_progress, "no progress bar even on a terminal");
   cmd->callback([f] { Run(*f); });

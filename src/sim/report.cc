@@ -122,7 +122,7 @@ struct Column {
   std::string (*value)(const SimResult&);
 };
 
-std::vector<Column> Columns(bool failures) {
+std::vector<Column> Columns(bool failures, bool moves) {
   std::vector<Column> cols = {
       {"policy", [](const SimResult& r) { return r.policy; }},
       {"admission", [](const SimResult& r) { return r.admission; }},
@@ -137,6 +137,16 @@ std::vector<Column> Columns(bool failures) {
       {"round waste", [](const SimResult& r) { return Fmt("%.1f%%", 100 * r.rounding_waste); }},
       {"preempt", [](const SimResult& r) { return std::to_string(r.preemptions); }},
   };
+  if (moves) {
+    cols.push_back({"moves", [](const SimResult& r) { return std::to_string(r.moves); }});
+    cols.push_back(
+        {"moved chip-h", [](const SimResult& r) { return Fmt("%.1f", r.moved_chip_hours); }});
+    cols.push_back({"moved/capacity", [](const SimResult& r) {
+                      const double cap = static_cast<double>(r.total_chips) *
+                                         static_cast<double>(r.makespan_s) / 3600;
+                      return Fmt("%.4f%%", cap > 0 ? 100 * r.moved_chip_hours / cap : 0);
+                    }});
+  }
   if (failures) {
     cols.push_back({"goodput", [](const SimResult& r) { return Fmt("%.2f%%", 100 * r.goodput); }});
     cols.push_back(
@@ -149,6 +159,91 @@ std::vector<Column> Columns(bool failures) {
   return cols;
 }
 
+bool AnyMoves(const Comparison& c) {
+  for (const SimResult& r : c.runs)
+    if (r.admission == "easy") return true;
+  return false;
+}
+
+// The class tables: one row per (run, class), size classes first, then priority classes.
+struct ClassRow {
+  const SimResult* run;
+  const char* split;  // "size" or "priority"
+  const ClassStats* stats;
+};
+
+std::vector<ClassRow> ClassRows(const Comparison& c) {
+  std::vector<ClassRow> rows;
+  for (const SimResult& r : c.runs)
+    for (const ClassStats& s : r.by_size) rows.push_back({&r, "size", &s});
+  for (const SimResult& r : c.runs)
+    for (const ClassStats& s : r.by_priority) rows.push_back({&r, "priority", &s});
+  return rows;
+}
+
+const std::vector<std::string>& ClassHeaders() {
+  static const std::vector<std::string> h = {"policy",   "admission", "class",         "jobs",
+                                             "started",  "finished",  "wait p50",      "wait p95",
+                                             "wait p99", "mean wait", "JCT p50",       "JCT p95",
+                                             "mean JCT", "preempt",   "preempted jobs"};
+  return h;
+}
+
+std::vector<std::string> ClassCells(const ClassRow& row) {
+  const ClassStats& s = *row.stats;
+  return {row.run->policy,
+          row.run->admission,
+          s.name,
+          std::to_string(s.jobs),
+          std::to_string(s.started),
+          std::to_string(s.finished),
+          Duration(s.wait_p50_s),
+          Duration(s.wait_p95_s),
+          Duration(s.wait_p99_s),
+          Duration(s.wait_mean_s),
+          Duration(s.jct_p50_s),
+          Duration(s.jct_p95_s),
+          Duration(s.jct_mean_s),
+          std::to_string(s.preemptions),
+          std::to_string(s.preempted_jobs)};
+}
+
+nlohmann::json ClassJson(const ClassStats& s) {
+  return {{"class", s.name},
+          {"jobs", s.jobs},
+          {"started", s.started},
+          {"finished", s.finished},
+          {"waitP50S", s.wait_p50_s},
+          {"waitP95S", s.wait_p95_s},
+          {"waitP99S", s.wait_p99_s},
+          {"waitMeanS", s.wait_mean_s},
+          {"jctP50S", s.jct_p50_s},
+          {"jctP95S", s.jct_p95_s},
+          {"jctMeanS", s.jct_mean_s},
+          {"preemptions", s.preemptions},
+          {"preemptedJobs", s.preempted_jobs}};
+}
+
+// A plain text table with columns padded to their widest cell.
+void TextTable(std::ostream& out, const std::vector<std::string>& headers,
+               const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (size_t i = 0; i < headers.size(); ++i) {
+    size_t w = headers[i].size();
+    for (const auto& r : rows) w = std::max(w, r[i].size());
+    width.push_back(w);
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string l;
+    for (size_t i = 0; i < cells.size(); ++i)
+      l += (i == 0 ? "" : "  ") + cells[i] + std::string(width[i] - cells[i].size(), ' ');
+    while (!l.empty() && l.back() == ' ') l.pop_back();
+    out << l << "\n";
+  };
+  line(headers);
+  for (const auto& r : rows) line(r);
+}
+
 }  // namespace
 
 void WriteText(std::ostream& out, const Comparison& c) {
@@ -156,7 +251,7 @@ void WriteText(std::ostream& out, const Comparison& c) {
   out << "workload: " << c.workload << ", " << c.jobs << " jobs";
   if (c.skipped_rows > 0) out << " (" << c.skipped_rows << " rows without accelerators skipped)";
   out << ", seed " << c.seed << "\n\n";
-  const auto cols = Columns(c.failures);
+  const auto cols = Columns(c.failures, AnyMoves(c));
   std::vector<size_t> width;
   for (const auto& col : cols) {
     size_t w = col.header.size();
@@ -180,6 +275,14 @@ void WriteText(std::ostream& out, const Comparison& c) {
       out << c.runs.front().host_failures << " host and " << c.runs.front().cube_failures
           << " cube failures (the same for every run)";
     out << "\n";
+  }
+  const std::vector<ClassRow> class_rows = ClassRows(c);
+  if (!class_rows.empty()) {
+    std::vector<std::vector<std::string>> cells;
+    for (const ClassRow& r : class_rows) cells.push_back(ClassCells(r));
+    out << "\nby size class (one host, sub-cube, cube = 64 chips, super-slice, multi-slice) and "
+           "by priority:\n";
+    TextTable(out, ClassHeaders(), cells);
   }
   out << "\nutil: allocated chip-time over capacity x makespan; wait: submit to first start; "
          "JCT: submit to finish;\nfrag: free chips no shape of the mix can use; round "
@@ -216,6 +319,8 @@ void WriteJson(std::ostream& out, const Comparison& c) {
                           {"recoveries", r.recoveries},
                           {"meanTimeToRecoverS", r.mean_time_to_recover_s},
                           {"preemptions", r.preemptions},
+                          {"moves", r.moves},
+                          {"movedChipHours", r.moved_chip_hours},
                           {"shrinks", r.shrinks},
                           {"grows", r.grows},
                           {"events", r.events},
@@ -225,6 +330,10 @@ void WriteJson(std::ostream& out, const Comparison& c) {
       if (r.outcomes[i].state != JobOutcome::State::kFinished)
         never.push_back({{"job", i}, {"reason", r.outcomes[i].reason}});
     run["notFinishedExamples"] = never;
+    run["bySize"] = nlohmann::json::array();
+    for (const ClassStats& s : r.by_size) run["bySize"].push_back(ClassJson(s));
+    run["byPriority"] = nlohmann::json::array();
+    for (const ClassStats& s : r.by_priority) run["byPriority"].push_back(ClassJson(s));
     j["runs"].push_back(run);
   }
   out << j.dump(2) << "\n";
@@ -237,6 +346,20 @@ void WriteCsv(std::ostream& out, const Comparison& c) {
       out << r.policy << "," << r.admission << "," << s.time_s << "," << Fmt("%.6f", s.utilization)
           << "," << Fmt("%.6f", s.fragmentation) << "," << s.queued << "," << s.running << ","
           << s.down_hosts << "\n";
+}
+
+void WriteClassCsv(std::ostream& out, const Comparison& c) {
+  out << "policy,admission,split,class,jobs,started,finished,wait_p50_s,wait_p95_s,wait_p99_s,"
+         "wait_mean_s,jct_p50_s,jct_p95_s,jct_mean_s,preemptions,preempted_jobs\n";
+  for (const ClassRow& row : ClassRows(c)) {
+    const ClassStats& s = *row.stats;
+    out << row.run->policy << "," << row.run->admission << "," << row.split << "," << s.name << ","
+        << s.jobs << "," << s.started << "," << s.finished << "," << Fmt("%.0f", s.wait_p50_s)
+        << "," << Fmt("%.0f", s.wait_p95_s) << "," << Fmt("%.0f", s.wait_p99_s) << ","
+        << Fmt("%.1f", s.wait_mean_s) << "," << Fmt("%.0f", s.jct_p50_s) << ","
+        << Fmt("%.0f", s.jct_p95_s) << "," << Fmt("%.1f", s.jct_mean_s) << "," << s.preemptions
+        << "," << s.preempted_jobs << "\n";
+  }
 }
 
 void WriteHtml(std::ostream& out, const Comparison& c) {
@@ -268,7 +391,7 @@ void WriteHtml(std::ostream& out, const Comparison& c) {
       << ", " << c.jobs << " jobs, seed " << c.seed << "</p>";
   if (!c.command.empty()) out << "<p><code>" << Escape(c.command) << "</code></p>";
   out << "<table><tr>";
-  const auto cols = Columns(c.failures);
+  const auto cols = Columns(c.failures, AnyMoves(c));
   for (const auto& col : cols) out << "<th>" << Escape(col.header) << "</th>";
   out << "</tr>";
   for (const auto& r : c.runs) {
@@ -277,6 +400,20 @@ void WriteHtml(std::ostream& out, const Comparison& c) {
     out << "</tr>";
   }
   out << "</table>";
+  const std::vector<ClassRow> class_rows = ClassRows(c);
+  if (!class_rows.empty()) {
+    out << "<h2>By size class and by priority</h2><p>Size classes: one host (at most 4 chips), "
+           "sub-cube (under 64), cube (64), super-slice (one slice over 64), multi-slice.</p>"
+           "<table><tr>";
+    for (const std::string& h : ClassHeaders()) out << "<th>" << Escape(h) << "</th>";
+    out << "</tr>";
+    for (const ClassRow& r : class_rows) {
+      out << "<tr>";
+      for (const std::string& v : ClassCells(r)) out << "<td>" << Escape(v) << "</td>";
+      out << "</tr>";
+    }
+    out << "</table>";
+  }
   out << "<h2>Utilization over time</h2>"
       << LineChart("allocated chips / total chips", "time since the first submission",
                    "utilization", util, false, 1.0);

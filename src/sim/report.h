@@ -27,6 +27,10 @@ void WriteText(std::ostream& out, const Comparison& c);
 void WriteJson(std::ostream& out, const Comparison& c);
 // policy,admission,time_s,utilization,fragmentation,queued,running,down_hosts
 void WriteCsv(std::ostream& out, const Comparison& c);
+// One row per (run, size class) then per (run, priority class): policy,admission,split,class,
+// jobs,started,finished,wait_p50_s,wait_p95_s,wait_p99_s,wait_mean_s,jct_p50_s,jct_p95_s,
+// jct_mean_s,preemptions,preempted_jobs (split: size or priority).
+void WriteClassCsv(std::ostream& out, const Comparison& c);
 void WriteHtml(std::ostream& out, const Comparison& c);
 
 }  // namespace tessera::sim

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "sim/admission_scheduler.h"
+#include "sim/easy_scheduler.h"
 
 namespace tessera::sim {
 namespace {
@@ -141,8 +142,9 @@ Result<AdmissionKind> ParseAdmission(std::string_view name) {
   if (name == "priority") return AdmissionKind::kPriority;
   if (name == "kueue") return AdmissionKind::kKueue;
   if (name == "kueue-strict") return AdmissionKind::kKueueStrict;
+  if (name == "easy") return AdmissionKind::kEasy;
   return InvalidArgument("admission: '" + std::string(name) +
-                         "' is not one of fifo, backfill, priority, kueue, kueue-strict");
+                         "' is not one of fifo, backfill, priority, kueue, kueue-strict, easy");
 }
 
 const char* AdmissionName(AdmissionKind kind) {
@@ -157,11 +159,18 @@ const char* AdmissionName(AdmissionKind kind) {
       return "kueue";
     case AdmissionKind::kKueueStrict:
       return "kueue-strict";
+    case AdmissionKind::kEasy:
+      return "easy";
   }
   return "unknown";
 }
 
 std::unique_ptr<SimScheduler> MakeScheduler(AdmissionKind kind, const PlannerOptions& placement) {
+  if (kind == AdmissionKind::kEasy) {
+    EasyOptions o;
+    o.placement = placement;
+    return MakeEasyScheduler(o);
+  }
   if (kind == AdmissionKind::kKueue || kind == AdmissionKind::kKueueStrict)
     return MakeAdmissionScheduler(kind, placement);
   return std::make_unique<QueueScheduler>(kind);

@@ -98,11 +98,15 @@ class SimScheduler {
   virtual Status status() const { return Status::Ok(); }
   // Why a waiting job is waiting, as the scheduler last saw it; empty when it does not say.
   virtual std::string PendingReason(JobIndex /*j*/) const { return {}; }
+  // Jobs moved by defragmentation (easy_scheduler.h), and the chip-hours of work they lost.
+  virtual int64_t moves() const { return 0; }
+  virtual double moved_chip_hours() const { return 0; }
 };
 
-enum class AdmissionKind { kFifo, kBackfill, kPriority, kKueue, kKueueStrict };
-// "fifo", "backfill", "priority", "kueue", "kueue-strict"; anything else is InvalidArgument
-// listing them.
+enum class AdmissionKind { kFifo, kBackfill, kPriority, kKueue, kKueueStrict, kEasy };
+// "fifo", "backfill", "priority", "kueue", "kueue-strict", "easy"; anything else is
+// InvalidArgument listing them. easy (easy_scheduler.h) is made by the simulator with its
+// options, not by MakeScheduler.
 Result<AdmissionKind> ParseAdmission(std::string_view name);
 const char* AdmissionName(AdmissionKind kind);
 // The kueue kinds plan with `placement` and the default queues (admission_scheduler.h).

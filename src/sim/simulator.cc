@@ -127,6 +127,7 @@ void SimulatorImpl::Preempt(JobIndex victim, JobIndex for_job) {
   Mix(victim);
   Mix(for_job);
   ++r_.preemptions;
+  ++r_.outcomes[victim].preemptions;
   if (lifecycle_) {
     TrainJob& tj = train_jobs_[victim];
     Eviction eviction;
@@ -451,6 +452,16 @@ Result<SimResult> SimulatorImpl::Run() {
   r_.wait_p50_s = Percentile(r_.waits_s, 0.50);
   r_.wait_p95_s = Percentile(r_.waits_s, 0.95);
   r_.wait_p99_s = Percentile(r_.waits_s, 0.99);
+  std::vector<JobTimes> times(jobs_.size());
+  for (JobIndex j = 0; j < jobs_.size(); ++j) {
+    const JobOutcome& out = r_.outcomes[j];
+    times[j] = {jobs_[j].spec.submit_s, out.first_start_s,
+                out.state == JobOutcome::State::kFinished ? out.finish_s : -1, out.preemptions};
+  }
+  r_.moves = scheduler_->moves();
+  r_.moved_chip_hours = scheduler_->moved_chip_hours();
+  r_.by_size = BySize(jobs_, times);
+  r_.by_priority = ByPriority(jobs_, times);
   const double capacity = static_cast<double>(r_.total_chips) * static_cast<double>(r_.makespan_s);
   r_.utilization = capacity > 0 ? allocated_chip_s_ / capacity : 0;
   r_.allocated_chip_hours = allocated_chip_s_ / 3600;

@@ -42,6 +42,8 @@
 #include "inventory/inventory.h"
 #include "placement/planner.h"
 #include "sim/admission_scheduler.h"
+#include "sim/classes.h"
+#include "sim/easy_scheduler.h"
 #include "sim/scheduler.h"
 #include "sim/workload.h"
 #include "workload/recovery.h"
@@ -94,6 +96,9 @@ struct SimOptions {
   // kueue and kueue-strict: the queues. Default: one queue holding every chip
   // (admission_scheduler.h).
   KueueConfig kueue;
+  // easy: estimates, reservation and defragmentation (easy_scheduler.h); placement is set
+  // from `placement`.
+  EasyOptions easy;
   ShapeMap shape_map;  // empty: ShapeMap::Default(generation)
   uint64_t seed = 1;
   // Fragmentation and utilization are sampled at this period. 0: the trace's span / 500.
@@ -123,6 +128,7 @@ struct JobOutcome {
   int64_t first_start_s = -1;
   int64_t finish_s = -1;
   int restarts = 0;  // after failures and preemptions
+  int preemptions = 0;
   // With failures on: every attempt, as the head would record it (workload/recovery.h), times
   // in ms of trace time plus 1 s (the lifecycle reads 0 as "unknown").
   std::vector<AttemptRecord> attempts;
@@ -155,14 +161,19 @@ struct SimResult {
   // Failure -> the restarted attempt's first progress (the head's timeToRecover), over
   // recoveries: detection, waiting for room, schedule, start and restore.
   double mean_time_to_recover_s = 0;
-  int64_t preemptions = 0;
-  int64_t shrinks = 0;  // attempts placed with fewer slices than the one before
-  int64_t grows = 0;    // attempts placed with more slices than the one before (grow-back)
+  int64_t preemptions = 0;      // moves by defragmentation included
+  int64_t moves = 0;            // easy: jobs stopped and placed again by defragmentation
+  double moved_chip_hours = 0;  // the work those moves lost (since their last checkpoint)
+  int64_t shrinks = 0;          // attempts placed with fewer slices than the one before
+  int64_t grows = 0;            // attempts placed with more slices than the one before (grow-back)
   int64_t events = 0;
   uint64_t event_hash = 0;
   std::vector<Sample> series;
   std::vector<int64_t> waits_s;      // per started job, sorted
   std::vector<JobOutcome> outcomes;  // per job, in workload order
+  // Waits, JCT and preemptions split by size class and by priority (classes.h).
+  std::vector<ClassStats> by_size;
+  std::vector<ClassStats> by_priority;
 };
 
 // Maps a workload onto a cluster: shapes from the map (rounding up), and a never-placeable

@@ -77,6 +77,11 @@ constexpr uint64_t kFnvPrime = 0x100000001b3ull;
 // The lifecycle's clock is milliseconds, and it reads 0 as "unknown": trace time 0 is 1 s.
 constexpr int64_t kClockOffsetMs = 1000;
 
+inline std::unique_ptr<SimScheduler> MakeEasy(EasyOptions o, const PlannerOptions& placement) {
+  o.placement = placement;
+  return MakeEasyScheduler(o);
+}
+
 class SimulatorImpl final : public Simulator, public SchedulingContext {
  public:
   SimulatorImpl(const Inventory& cluster, const std::vector<SimJob>& jobs, const SimOptions& o,
@@ -88,7 +93,8 @@ class SimulatorImpl final : public Simulator, public SchedulingContext {
         scheduler_(o.admission == AdmissionKind::kKueue ||
                            o.admission == AdmissionKind::kKueueStrict
                        ? MakeAdmissionScheduler(o.admission, planner.options(), o.kueue)
-                       : MakeScheduler(o.admission)),
+                   : o.admission == AdmissionKind::kEasy ? MakeEasy(o.easy, planner.options())
+                                                         : MakeScheduler(o.admission)),
         lifecycle_(o.failures.enabled()),
         train_(TrainLifecycleOptions{static_cast<int64_t>(o.failures.detect_s * 1000)}),
         view_(*this),

@@ -31,6 +31,9 @@ struct JobSpec {
   int num_slices = 1;      // a multi-slice job runs this many slices of one shape
   int min_slices = 1;      // elastic: it may shrink to this many after a failure
   int priority = 0;        // larger runs first under priority admission
+  // Expected duration (spec.expectedDuration), for backfill; 0: none given (the traces read
+  // here give none).
+  int64_t expected_s = 0;
 };
 
 struct Workload {

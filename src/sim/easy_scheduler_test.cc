@@ -1,0 +1,99 @@
+#include "sim/easy_scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include "sim/simulator.h"
+
+namespace tessera::sim {
+namespace {
+
+Inventory Pod(int blocks, int cubes_per_block) {
+  auto inv = Inventory::MakePod({Generation::k7x, blocks, cubes_per_block});
+  EXPECT_TRUE(inv.ok());
+  return *inv;
+}
+
+JobSpec Job(std::string name, int64_t submit, int64_t duration, int accelerators) {
+  JobSpec j;
+  j.name = std::move(name);
+  j.submit_s = submit;
+  j.duration_s = duration;
+  j.accelerators = accelerators;
+  return j;
+}
+
+SimResult Simulate(const Inventory& inv, const Workload& w, AdmissionKind kind, SimOptions o = {}) {
+  o.admission = kind;
+  std::string violation;
+  o.after_event = [&](const Simulator& s) {
+    Status st = s.CheckInvariants();
+    if (violation.empty() && !st.ok()) violation = st.message();
+  };
+  auto r = RunSimulation(inv, MapJobs(w, inv, ShapeMap::Default(Generation::k7x)), o);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(violation, "") << AdmissionName(kind);
+  return r.ok() ? *r : SimResult{};
+}
+
+// One cube. A 4x4x4 arrives behind a half-cube job; a stream of half-cube jobs follows. Plain
+// backfill keeps giving the free half to the stream, so the cube job waits for the stream to
+// end; easy reserves the cube for it (no estimates: every job counts as running 24 h, so
+// nothing may backfill onto the reserved cube) and it starts when the first job ends.
+TEST(Easy, AReservationStopsBackfillStarvingTheCubeJob) {
+  const Inventory inv = Pod(1, 1);
+  Workload w;
+  w.jobs = {Job("first", 0, 1000, 32), Job("cube", 1, 100, 64)};
+  for (int i = 0; i < 6; ++i)
+    w.jobs.push_back(Job("s" + std::to_string(i), 500 + 900 * i, 1000, 32));
+  const SimResult backfill = Simulate(inv, w, AdmissionKind::kBackfill);
+  const SimResult easy = Simulate(inv, w, AdmissionKind::kEasy);
+  EXPECT_EQ(easy.outcomes[1].first_start_s, 1000);
+  EXPECT_GT(backfill.outcomes[1].first_start_s, 5000);
+  EXPECT_EQ(easy.finished, static_cast<int64_t>(w.jobs.size()));
+  EXPECT_EQ(easy.moves, 0);
+  // With true durations as estimates the stream's jobs (1000 s) still end after the
+  // reservation starts, so the oracle starts the cube job at the same time.
+  SimOptions oracle;
+  oracle.easy.true_durations = true;
+  EXPECT_EQ(Simulate(inv, w, AdmissionKind::kEasy, oracle).outcomes[1].first_start_s, 1000);
+}
+
+// Two cubes: A and B fill cube 0, C half of cube 1; A ends, leaving 64 chips free in two halves.
+// A 4x4x4 arrives: easy moves one half-cube job (checkpoint every 60 s, so it loses 20 s) next
+// to the other and starts the cube job at once; backfill makes it wait for B or C to end.
+TEST(Easy, DefragmentationMovesOneJobAndTheCubeJobStarts) {
+  const Inventory inv = Pod(1, 2);
+  Workload w;
+  w.jobs = {Job("a", 0, 100, 32), Job("b", 0, 40000, 32), Job("c", 0, 40000, 32),
+            Job("cube", 20000, 100, 64)};
+  SimOptions o;
+  o.failures.checkpoint_interval_s = 60;
+  const SimResult backfill = Simulate(inv, w, AdmissionKind::kBackfill, o);
+  const SimResult easy = Simulate(inv, w, AdmissionKind::kEasy, o);
+  EXPECT_EQ(easy.outcomes[3].first_start_s, 20000);
+  EXPECT_GE(backfill.outcomes[3].first_start_s, 40000);
+  EXPECT_EQ(easy.moves, 1);
+  EXPECT_EQ(easy.preemptions, 1);
+  EXPECT_DOUBLE_EQ(easy.moved_chip_hours, 32.0 * 20 / 3600);
+  // The moved job resumed from its checkpoint: it ends 20 s (the lost work) later than planned.
+  const int64_t b_end = easy.outcomes[1].finish_s, c_end = easy.outcomes[2].finish_s;
+  EXPECT_EQ(std::max(b_end, c_end), 40020);
+  EXPECT_EQ(std::min(b_end, c_end), 40000);
+  // Without defragmentation it waits like backfill, and says why while it waits.
+  o.easy.defrag = false;
+  o.horizon_s = 30000;
+  const SimResult no_defrag = Simulate(inv, w, AdmissionKind::kEasy, o);
+  EXPECT_EQ(no_defrag.outcomes[3].first_start_s, -1);
+  EXPECT_NE(no_defrag.outcomes[3].reason.find("reserved"), std::string::npos)
+      << no_defrag.outcomes[3].reason;
+  // A budget of nothing: it waits and the reason says the budget is spent.
+  o.easy.defrag = true;
+  o.easy.defrag_options.max_share = 0;
+  const SimResult no_budget = Simulate(inv, w, AdmissionKind::kEasy, o);
+  EXPECT_EQ(no_budget.moves, 0);
+  EXPECT_NE(no_budget.outcomes[3].reason.find("defragmentation budget"), std::string::npos)
+      << no_budget.outcomes[3].reason;
+}
+
+}  // namespace
+}  // namespace tessera::sim
