@@ -43,6 +43,10 @@ struct StartGuardOptions {
   int retry_limit = 5;                        // evictions allowed; the next one deactivates
 };
 
+// Cluster-wide, as Kueue's configuration `fairSharing.enable`: off by default. Off, a
+// borrowing preemptor follows borrowWithinCohort (and maxPriorityThreshold); on, heads are
+// ordered by share, borrowWithinCohort is ignored and preemption while borrowing follows the
+// share rule (docs/admission.md, "Fair sharing").
 enum class FairSharing { kDisabled, kEnabled };
 
 // How much each pending reason explains.
@@ -54,7 +58,7 @@ enum class Explain {
 struct AdmissionOptions {
   PlannerOptions planner = PlannerOptions::Tessera();
   StartGuardOptions start_guard;
-  FairSharing fair_sharing = FairSharing::kEnabled;
+  FairSharing fair_sharing = FairSharing::kDisabled;
   int64_t preemption_grace_ms = 30 * 1000;  // SIGTERM to SIGKILL: time to checkpoint
   Explain explain = Explain::kReasonsAndWhatHelps;
 };

@@ -244,20 +244,22 @@ void Apply(Snapshot& s, const AdmissionCycle& c, int64_t now_ms) {
 TEST(Admission, FairSharePreemptsOnlyWhenStrictlyLessServedAndNeverBack) {
   // 5 cubes: a after admission borrows 64/320 = 0.2; b after losing a cube borrows 128/320 =
   // 0.4: a may preempt.
+  AdmissionOptions fair;
+  fair.fair_sharing = FairSharing::kEnabled;
   Snapshot s = FairShare(5);
-  AdmissionCycle c = RunCycle(s);
+  AdmissionCycle c = RunCycle(s, fair);
   ASSERT_TRUE(Admitted(c, 1));
   ASSERT_EQ(c.preemptions.size(), 1u);
   EXPECT_EQ(c.preemptions[0].kind, PreemptionKind::kBorrowWithinCohort);
   // The victim, requeued, must not take its cube back, now or later.
   Apply(s, c, 1'000'000);
   for (int cycle = 0; cycle < 3; ++cycle) {
-    AdmissionCycle next = RunCycle(s, {}, 2'000'000 + cycle);
+    AdmissionCycle next = RunCycle(s, fair, 2'000'000 + cycle);
     EXPECT_TRUE(next.preemptions.empty());
     Apply(s, next, 2'000'000 + cycle);
   }
   // 4 cubes: a after = 64/256 = 0.25, b after = 64/256 = 0.25: equal, so no preemption.
-  AdmissionCycle equal = RunCycle(FairShare(4));
+  AdmissionCycle equal = RunCycle(FairShare(4), fair);
   EXPECT_FALSE(Admitted(equal, 1));
   EXPECT_TRUE(equal.preemptions.empty());
 }
@@ -275,7 +277,9 @@ TEST(Admission, FairShareOrdersTheLeastServedQueueFirst) {
     s.workloads.push_back(Job(2, "b", k444, 0));
     return s;
   };
-  AdmissionCycle fair = RunCycle(make());
+  AdmissionOptions fair_on;
+  fair_on.fair_sharing = FairSharing::kEnabled;
+  AdmissionCycle fair = RunCycle(make(), fair_on);
   EXPECT_TRUE(Admitted(fair, 2));
   EXPECT_FALSE(Admitted(fair, 1));
   AdmissionOptions classic;

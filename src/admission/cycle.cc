@@ -182,12 +182,15 @@ PlanResult Cycle::PlanNow(const SliceRequest& req) {
   return r;
 }
 
-std::tuple<double, int64_t, int64_t, int> Cycle::OrderKey(int qi) const {
+// Kueue's order of heads: those that fit within their queue's nominal quota before those that
+// must borrow, then (with fair sharing) the lower share after admission, then priority, then age.
+std::tuple<int, double, int64_t, int64_t, int> Cycle::OrderKey(int qi) const {
   const QueueState& q = quota_.queues[qi];
   const Workload& head = W(q.line[q.next]);
+  const int borrows = q.used + head.chips() > q.nominal ? 1 : 0;
   const double share =
       options_.fair_sharing == FairSharing::kEnabled ? quota_.Share(qi, head.chips()) : 0.0;
-  return {share, -int64_t{head.priority}, head.creation_order, qi};
+  return {borrows, share, -int64_t{head.priority}, head.creation_order, qi};
 }
 
 void Cycle::Admit() {
@@ -246,37 +249,57 @@ bool Cycle::PolicyMayPreempt(int qi) const {
          p.borrow_within_cohort.policy != BorrowWithinCohortPolicy::kNever;
 }
 
-// Whether policy lets workload `w` of queue qi preempt running workload `r`, judged on the
-// candidate alone (the whole victim set is checked again before preempting).
-bool Cycle::MayPreempt(int qi, const Workload& w, bool within_nominal, const Running& r) const {
-  if (r.evicted || r.admitted_this_cycle || r.queue < 0) return false;
+Cycle::Grounds Cycle::PreemptGrounds(int qi, const Workload& w, const Running& r) const {
+  if (r.evicted || r.admitted_this_cycle || r.queue < 0) return Grounds::kNone;
   const QueueState& q = quota_.queues[qi];
   const PreemptionPolicy& p = q.spec->preemption;
   if (r.queue == qi) {
+    bool ok = false;
     switch (p.within_cluster_queue) {
       case WithinClusterQueue::kNever:
-        return false;
+        break;
       case WithinClusterQueue::kLowerPriority:
-        return r.priority < w.priority;
+        ok = r.priority < w.priority;
+        break;
       case WithinClusterQueue::kLowerOrNewerEqualPriority:
-        return r.priority < w.priority ||
-               (r.priority == w.priority && r.creation > w.creation_order);
+        ok = r.priority < w.priority || (r.priority == w.priority && r.creation > w.creation_order);
+        break;
     }
-    return false;
+    return ok ? Grounds::kOwnQueue : Grounds::kNone;
   }
-  if (q.cohort < 0 || quota_.queues[r.queue].cohort != q.cohort) return false;
-  if (!quota_.Borrowing(r.queue)) return false;
-  auto reclaim_allows = [&] {
-    return p.reclaim_within_cohort == ReclaimWithinCohort::kAny ||
-           (p.reclaim_within_cohort == ReclaimWithinCohort::kLowerPriority &&
-            r.priority < w.priority);
-  };
-  if (within_nominal) return reclaim_allows();
+  // Another queue's workload: only in the same cohort, and only while that queue borrows.
+  if (q.cohort < 0 || quota_.queues[r.queue].cohort != q.cohort) return Grounds::kNone;
+  if (!quota_.Borrowing(r.queue)) return Grounds::kNone;
+  const bool reclaim =
+      p.reclaim_within_cohort == ReclaimWithinCohort::kAny ||
+      (p.reclaim_within_cohort == ReclaimWithinCohort::kLowerPriority && r.priority < w.priority);
+  // With fair sharing, borrowWithinCohort is ignored (as in Kueue): reclaimWithinCohort says
+  // which priorities, and the share rule (or ending within nominal) decides.
   if (options_.fair_sharing == FairSharing::kEnabled)
-    return reclaim_allows() && quota_.Share(qi, w.chips()) < quota_.Share(r.queue, -r.chips);
+    return reclaim ? Grounds::kFairShare : Grounds::kNone;
   const BorrowWithinCohort& b = p.borrow_within_cohort;
-  return b.policy == BorrowWithinCohortPolicy::kLowerPriority && r.priority < w.priority &&
-         (!b.max_priority_threshold || r.priority <= *b.max_priority_threshold);
+  if (b.policy == BorrowWithinCohortPolicy::kLowerPriority && r.priority < w.priority &&
+      (!b.max_priority_threshold || r.priority <= *b.max_priority_threshold))
+    return Grounds::kBorrow;
+  // Kueue reclaims only for a queue below its nominal quota before the admission.
+  return reclaim && q.used < q.nominal ? Grounds::kReclaim : Grounds::kNone;
+}
+
+// The same judgement for a single candidate, with the preemptor's quota as it stands:
+// `within_nominal` says whether it would be within nominal after admission.
+bool Cycle::MayPreempt(int qi, const Workload& w, bool within_nominal, const Running& r) const {
+  switch (PreemptGrounds(qi, w, r)) {
+    case Grounds::kNone:
+      return false;
+    case Grounds::kOwnQueue:
+    case Grounds::kBorrow:
+      return true;
+    case Grounds::kReclaim:
+      return within_nominal;
+    case Grounds::kFairShare:
+      return within_nominal || quota_.Share(qi, w.chips()) < quota_.Share(r.queue, -r.chips);
+  }
+  return false;
 }
 
 bool Cycle::TryPreempt(int qi, int wi) {
@@ -286,12 +309,27 @@ bool Cycle::TryPreempt(int qi, int wi) {
       it != preempt_failures_.end() && it->second == MemoStamp(qi))
     return false;
   const QueueState& q = quota_.queues[qi];
-  const bool within_nominal = q.used + w.chips() <= q.nominal;
+  const bool fair = options_.fair_sharing == FairSharing::kEnabled;
+  // The least the preemptor's queue can use after admission: all its candidates evicted.
+  int64_t own_low = q.used + w.chips();
+  std::vector<Grounds> grounds_of(running_.size(), Grounds::kNone);
+  for (size_t i = 0; i < running_.size(); ++i) {
+    grounds_of[i] = PreemptGrounds(qi, w, running_[i]);
+    if (grounds_of[i] == Grounds::kOwnQueue) own_low -= running_[i].chips;
+  }
+  const bool may_end_within = own_low <= q.nominal;
+  const double my_share = quota_.Share(qi, w.chips());
+  const double my_low_share = quota_.Share(qi, own_low - q.used);  // own candidates all gone
   std::vector<PreemptionCandidate> cands;
   std::vector<int> cand_running;
   for (size_t i = 0; i < running_.size(); ++i) {
     const Running& r = running_[i];
-    if (!MayPreempt(qi, w, within_nominal, r)) continue;
+    const Grounds g = grounds_of[i];
+    // Candidates that no victim set can make acceptable are left out of the search.
+    if (g == Grounds::kNone || (g == Grounds::kReclaim && !may_end_within) ||
+        (g == Grounds::kFairShare && !may_end_within &&
+         !(my_low_share < quota_.Share(r.queue, -r.chips))))
+      continue;
     cands.push_back({W(r.workload).id, r.priority, r.lost_work});
     cand_running.push_back(static_cast<int>(i));
   }
@@ -299,26 +337,61 @@ bool Cycle::TryPreempt(int qi, int wi) {
     preempt_failures_[memo_key] = MemoStamp(qi);
     return false;
   }
-  const bool fair = options_.fair_sharing == FairSharing::kEnabled;
-  // The whole set: the preemptor fits its quota once they leave, and (borrowing with fair
-  // sharing) its share after admission stays strictly below every victim queue's share after
-  // the eviction.
+  // Kueue's candidate order, as ranks (lower is evicted first; the victim search minimises the
+  // highest rank before priority, chips and lost work). Without fair sharing: workloads of
+  // other (borrowing) queues before the preemptor's own. With fair sharing: by queue, highest
+  // share first (the preemptor's own counted with the workload admitted), ties by name.
+  if (fair) {
+    std::vector<std::pair<double, int>> order;  // (-share, queue)
+    for (int i : cand_running) {
+      const int rq = running_[i].queue;
+      const double share = rq == qi ? my_share : quota_.Share(rq, 0);
+      if (std::find_if(order.begin(), order.end(), [&](const auto& e) { return e.second == rq; }) ==
+          order.end())
+        order.push_back({-share, rq});
+    }
+    std::sort(order.begin(), order.end());
+    for (size_t c = 0; c < cands.size(); ++c) {
+      const int rq = running_[cand_running[c]].queue;
+      cands[c].rank = static_cast<int32_t>(
+          std::find_if(order.begin(), order.end(), [&](const auto& e) { return e.second == rq; }) -
+          order.begin());
+    }
+  } else {
+    for (size_t c = 0; c < cands.size(); ++c)
+      cands[c].rank = running_[cand_running[c]].queue == qi ? 1 : 0;
+  }
+  // The whole set, with the victims gone: the preemptor fits its quota; if a victim was
+  // reclaimed, it ends within its nominal quota; with fair sharing, it ends within nominal or
+  // its share after admission stays strictly below every victim queue's share after the
+  // eviction; and each other queue gives back only what it borrows (in some order, each of its
+  // victims is taken while it is still above nominal: Kueue skips a candidate whose queue no
+  // longer borrows).
+  std::vector<int64_t> largest(quota_.queues.size(), 0);
   auto check = [&](const std::vector<int>& victims) {
     for (int v : victims) {
       const Running& r = running_[cand_running[v]];
       quota_.Add(r.queue, -r.chips);
+      largest[r.queue] = std::max(largest[r.queue], r.chips);
     }
     bool ok = quota_.Over(qi, w.chips()) <= 0;
-    if (ok && fair && !within_nominal) {
-      const double mine = quota_.Share(qi, w.chips());
-      for (int v : victims) {
-        const Running& r = running_[cand_running[v]];
-        if (r.queue != qi && !(mine < quota_.Share(r.queue, 0))) ok = false;
-      }
+    const bool ends_within = q.used + w.chips() <= q.nominal;
+    const double mine = quota_.Share(qi, w.chips());
+    for (int v : victims) {
+      if (!ok) break;
+      const Running& r = running_[cand_running[v]];
+      if (r.queue == qi) continue;
+      const Grounds g = grounds_of[cand_running[v]];
+      if (g == Grounds::kReclaim && !ends_within) ok = false;
+      if (g == Grounds::kFairShare && !ends_within && !(mine < quota_.Share(r.queue, 0)))
+        ok = false;
+      const QueueState& vq = quota_.queues[r.queue];
+      if (vq.used + largest[r.queue] <= vq.nominal) ok = false;
     }
     for (int v : victims) {
       const Running& r = running_[cand_running[v]];
       quota_.Add(r.queue, r.chips);
+      largest[r.queue] = 0;
     }
     return ok;
   };
@@ -353,6 +426,7 @@ bool Cycle::TryPreempt(int qi, int wi) {
     Release(r);
     out_.evictions.push_back(std::move(e));
   }
+  const bool within_nominal = q.used + w.chips() <= q.nominal;  // the victims are gone
   p.kind = !others          ? PreemptionKind::kWithinClusterQueue
            : within_nominal ? PreemptionKind::kReclaimWithinCohort
                             : PreemptionKind::kBorrowWithinCohort;

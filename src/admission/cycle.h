@@ -173,13 +173,23 @@ class Cycle {
   bool TryPreempt(int qi, int wi);
   // False (nothing changed) only if the plan no longer applies, a broken invariant.
   bool Reserve(int qi, int wi, PlanResult plan);
+  // On what grounds policy lets workload `w` of queue qi preempt running workload `r`, judged
+  // on the candidate alone (the whole victim set is checked again before preempting).
+  enum class Grounds {
+    kNone,
+    kOwnQueue,   // withinClusterQueue
+    kReclaim,    // reclaimWithinCohort: the preemptor must end within its nominal quota
+    kBorrow,     // borrowWithinCohort (no fair sharing): the preemptor may end borrowing
+    kFairShare,  // fair sharing: ends within nominal, or the share rule holds
+  };
+  Grounds PreemptGrounds(int qi, const Workload& w, const Running& r) const;
   bool MayPreempt(int qi, const Workload& w, bool within_nominal, const Running& r) const;
   bool PolicyMayPreempt(int qi) const;
   std::vector<WorkloadId> EvictedOn(const PlanResult& plan) const;
   void Release(Running& r);
   PendingStatus& AddPending(int wi, int qi, PendingReason reason, std::string message);
   void WhatHelps(int qi, int wi, PendingStatus& st);
-  std::tuple<double, int64_t, int64_t, int> OrderKey(int qi) const;
+  std::tuple<int, double, int64_t, int64_t, int> OrderKey(int qi) const;
 
   const Admitter& admitter_;
   const AdmissionOptions& options_;
@@ -213,7 +223,7 @@ class Cycle {
   std::map<RequestKey, std::unique_ptr<VictimFinder>> help_finders_;
   std::vector<PreemptionCandidate> help_cands_;
   std::vector<int> help_candidates_;
-  std::vector<std::optional<std::tuple<double, int64_t, int64_t, int>>> keys_;
+  std::vector<std::optional<std::tuple<int, double, int64_t, int64_t, int>>> keys_;
   AdmissionCycle out_;
 };
 

@@ -121,7 +121,7 @@ class Searcher {
   void ResetRejected() { rejected_by_check_ = 0; }
 
   VictimCost CostOf(int c) const {
-    return VictimCost{cands_[c].priority, chips_[c], cands_[c].lost_work_chip_ms};
+    return VictimCost{cands_[c].rank, cands_[c].priority, chips_[c], cands_[c].lost_work_chip_ms};
   }
 
  private:
@@ -142,6 +142,7 @@ class Searcher {
   }
 
   void AddCost(VictimCost& cost, int c) const {
+    cost.max_rank = std::max(cost.max_rank, cands_[c].rank);
     cost.max_priority = std::max(cost.max_priority, cands_[c].priority);
     cost.chips += chips_[c];
     cost.lost_work_chip_ms += cands_[c].lost_work_chip_ms;
@@ -478,6 +479,26 @@ VictimSet VictimFinder::Find(const VictimSetCheck& check, VictimPlan plan) {
   const std::vector<PreemptionCandidate>& candidates = m.candidates;
   std::vector<char> allowed(candidates.size(), 1);
   std::optional<Solution> best = searcher.Search(allowed, check, /*all=*/true);
+  if (!best && check && m.request.num_slices > 1) {
+    // N slices: the greedy solution failed the check. Try again without each of its victims in
+    // turn, most expensive first (a few times), so a check that refuses one victim (e.g. "a
+    // queue gives back only what it borrows") does not rule out every other set.
+    std::optional<Solution> unchecked = searcher.Search(allowed, {}, /*all=*/true);
+    if (unchecked) {
+      std::vector<int> order = unchecked->victims;
+      std::sort(order.begin(), order.end(), [&](int a, int b) {
+        return std::make_tuple(searcher.CostOf(a), candidates[a].workload) >
+               std::make_tuple(searcher.CostOf(b), candidates[b].workload);
+      });
+      constexpr size_t kRetries = 4;
+      for (size_t i = 0; i < order.size() && i < kRetries && !best; ++i) {
+        std::fill(allowed.begin(), allowed.end(), 1);
+        allowed[order[i]] = 0;
+        best = searcher.Search(allowed, check, /*all=*/false);
+      }
+      std::fill(allowed.begin(), allowed.end(), 1);
+    }
+  }
   if (!best) {
     out.message = "no room for " + std::to_string(m.request.num_slices) + " x " +
                   m.request.shape.ToString() + " can be freed by evicting the " +

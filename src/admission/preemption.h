@@ -7,7 +7,8 @@
 // is possible when each of its hosts is free and healthy or held by a candidate on a healthy
 // host; its victims are exactly the candidates holding a host inside it (a workload that does
 // not touch the box is never evicted; a multi-host workload is evicted whole). Boxes are
-// compared by (highest victim priority, victim chips, victim lost work), ties by cube/slice id
+// compared by (highest victim rank, highest victim priority, victim chips, victim lost work),
+// ties by cube/slice id
 // and position, so the same inputs give the same answer. Then the victim set is minimised: each
 // victim, most expensive first, is put back if the request still fits without it.
 //
@@ -41,10 +42,16 @@ struct PreemptionCandidate {
   int32_t priority = 0;
   // Chips x milliseconds since its last checkpoint: the work an eviction throws away.
   int64_t lost_work_chip_ms = 0;
+  // The caller's ranking of candidates (>= 0; lower is evicted first), compared before
+  // anything else: the admission cycle gives Kueue's order here (workloads of other, borrowing
+  // queues before the preemptor's own; with fair sharing, the queue with the highest share
+  // first), and the search's own costs refine the choice within it.
+  int32_t rank = 0;
 };
 
 // The cost of evicting a set of workloads, compared lexicographically: lower is cheaper.
 struct VictimCost {
+  int32_t max_rank = 0;  // the highest PreemptionCandidate::rank among the victims
   int32_t max_priority = std::numeric_limits<int32_t>::min();  // min: no victims
   int64_t chips = 0;
   int64_t lost_work_chip_ms = 0;

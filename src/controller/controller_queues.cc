@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "admission/settings.h"
 #include "api/manifest.h"
 #include "controller/controller.h"
 
@@ -54,6 +55,15 @@ ParseQueueObject(const std::string& kind, const Json& doc) {
   return std::pair{r->name, std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>(*r)};
 }
 
+// Settings of `spec` that cannot take effect (admission/settings.h), among `all`.
+Json SettingWarnings(const ClusterQueueSpec& spec, const std::vector<ClusterQueueSpec>& all,
+                     FairSharing fair) {
+  Json out = Json::array();
+  for (const SettingWarning& w : IneffectiveSettings(spec, all, fair))
+    out.push_back({{"field", w.field}, {"message", w.message}});
+  return out;
+}
+
 }  // namespace
 
 std::map<std::string, Controller::QueueObject>& Controller::QueueObjects(const std::string& kind) {
@@ -73,9 +83,20 @@ ApiResult<Json> Controller::ApplyQueueObject(const std::string& kind, const Json
   const bool created = !objects.count(name);
   store::WriteBatch batch;
   batch.Put(kind, name, stored.dump());
-  auto r = CommitWithEvents(
-      batch, Lower(kind) + "/" + name,
-      {JobEvent{false, created ? "Created" : "Configured", created ? "created" : "replaced"}});
+  std::vector<JobEvent> events = {
+      JobEvent{false, created ? "Created" : "Configured", created ? "created" : "replaced"}};
+  if (kind == kClusterQueue) {
+    // Settings that cannot take effect are accepted with a warning (a Warning event, the
+    // answer's `warnings` and the status): docs/admission.md.
+    std::vector<ClusterQueueSpec> all;
+    for (const auto& [n, o] : cluster_queues_)
+      if (n != name) all.push_back(std::get<ClusterQueueSpec>(o.spec));
+    all.push_back(std::get<ClusterQueueSpec>(parsed->second));
+    for (const SettingWarning& w : IneffectiveSettings(std::get<ClusterQueueSpec>(parsed->second),
+                                                       all, options_.fair_sharing))
+      events.push_back(JobEvent{true, "IneffectiveSetting", w.field + ": " + w.message});
+  }
+  auto r = CommitWithEvents(batch, Lower(kind) + "/" + name, events);
   if (!r.ok()) return ToApiError(Unavailable(r.status().message()));
   QueueObject& o = objects[name];
   o = QueueObject{stored, std::move(parsed->second), *r};
@@ -85,6 +106,7 @@ ApiResult<Json> Controller::ApplyQueueObject(const std::string& kind, const Json
   ScheduleAfterRequest();
   out["status"] = QueueObjectJson(kind, o)["status"];  // after the pass it triggered
   out["created"] = created;
+  if (kind == kClusterQueue) out["warnings"] = out["status"]["warnings"];
   return out;
 }
 
@@ -123,6 +145,11 @@ Json Controller::QueueObjectJson(const std::string& kind, const QueueObject& o) 
                      {"pendingWorkloads", u.pending_workloads},
                      {"admittedWorkloads", u.admitted_workloads},
                      {"share", u.share}};
+    std::vector<ClusterQueueSpec> all;
+    for (const auto& [n, other] : cluster_queues_)
+      all.push_back(std::get<ClusterQueueSpec>(other.spec));
+    out["status"]["warnings"] =
+        SettingWarnings(std::get<ClusterQueueSpec>(o.spec), all, options_.fair_sharing);
   }
   return out;
 }
