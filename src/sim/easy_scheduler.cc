@@ -60,6 +60,7 @@ class EasyScheduler : public SimScheduler {
       }
       const bool anywhere = !res || EndsBefore(*res, now, Estimate(job), o_.backfill);
       PlanResult plan;
+      plan.reason = NoFit::kNotEnoughChips;  // until a plan places it (a skipped request)
       if (anywhere) {
         if (!Failed(failed_live, job.request)) plan = ctx.Plan(j);
       } else if (!Failed(failed_blocked, job.request)) {
