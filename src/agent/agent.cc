@@ -62,7 +62,8 @@ Agent::Agent(AgentOptions options, std::unique_ptr<DeviceDiscovery> devices)
     : options_(std::move(options)),
       name_(NormalizedOrAsGiven(options_.name)),
       devices_(std::move(devices)),
-      launcher_(options_.launcher) {}
+      launcher_(options_.launcher),
+      fence_(options_.fence_ms) {}
 
 Agent::~Agent() { Shutdown(); }
 
@@ -172,6 +173,11 @@ Status Agent::Start() {
   credential_header_ = {{protocol::kHostCredentialHeader, credential_}};
 
   TESSERA_RETURN_IF_ERROR(StartLogServer());
+  if (fence_.enabled()) {
+    std::filesystem::create_directories(options_.state_dir + "/fence", ec);
+    if (ec) return Unavailable("state dir " + options_.state_dir + "/fence: " + ec.message());
+    contact_file_ = options_.state_dir + "/fence/contact";
+  }
 
   net::ClientOptions client_options;
   client_options.host = options_.head_host;
@@ -189,12 +195,24 @@ Status Agent::Start() {
         [this](const std::string& event, const std::string& fields) { Log(event, fields); });
     TESSERA_RETURN_IF_ERROR(warm_pool_->Start());
   }
+  if (!options_.warm.sdk_dir.empty()) {  // pools jobs ask for (spec.warmStart)
+    JobWarmPoolsOptions pools;
+    pools.sdk_dir = options_.warm.sdk_dir;
+    pools.log_dir = options_.state_dir + "/warm";
+    // Default 3 s (JobWarmPoolsOptions): a refill right after a restart competes for CPU with
+    // the workers just handed out (bench/recovery/README.md, "Where the restart time goes").
+    if (options_.warm.refill_delay.count() > 0) pools.refill_delay = options_.warm.refill_delay;
+    job_pools_ = std::make_unique<JobWarmPools>(
+        pools, options_.launcher,
+        [this](const std::string& event, const std::string& fields) { Log(event, fields); });
+  }
 
   Log("agent.started",
       "logPort=" + std::to_string(server_->port()) + " head=" + options_.head_host + ":" +
           std::to_string(options_.head_port) + " chips=" + std::to_string(discovered_.size()));
   main_thread_ = std::thread([this] { MainLoop(); });
   log_thread_ = std::thread([this] { LogLoop(); });
+  if (fence_.enabled()) fence_thread_ = std::thread([this] { FenceLoop(); });
   return Status::Ok();
 }
 
@@ -209,7 +227,12 @@ void Agent::Shutdown() {
   if (client_) client_->Cancel();
   if (main_thread_.joinable()) main_thread_.join();
   if (watch_thread_.joinable()) watch_thread_.join();
+  if (fence_thread_.joinable()) fence_thread_.join();
   if (warm_pool_) warm_pool_->Shutdown();  // nothing is assigned any more: no refills either
+  if (job_pools_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_pools_->Shutdown();
+  }
 
   // Stop every worker at once, each with its own grace, then wait for all of them.
   struct Stopping {
@@ -297,6 +320,8 @@ bool Agent::RegisterWithRetry() {
     r.labels = options_.labels;
     r.devices = discovered_;
     r.credential = credential_;
+    r.fence_ms = options_.fence_ms;
+    const int64_t sent_ms = MonotonicNowMs();
     auto response = client_->Request(net::Method::kPost, "/api/v1/agents/register",
                                      protocol::RegistrationJson(r));
     if (response.ok() && response->status == 200) {
@@ -305,6 +330,7 @@ bool Agent::RegisterWithRetry() {
         std::lock_guard<std::mutex> lock(mu_);
         heartbeat_interval_ms_ = reply->heartbeat_interval_ms;
         registered_ = true;
+        ContactLocked(sent_ms);
         reregister_ = false;
         Log("agent.registered",
             "heartbeatIntervalMs=" + std::to_string(reply->heartbeat_interval_ms));
@@ -403,19 +429,41 @@ void Agent::SendHeartbeat() {
   // Workers forgotten below are destroyed after mu_ is released: ~WorkerProcess joins its
   // monitor thread, whose exit callback takes mu_.
   std::vector<std::shared_ptr<WorkerProcess>> forgotten;
+  bool exit_held_back = false;  // an exit waits for its worker's last lines: beat again soon
   {
     std::lock_guard<std::mutex> lock(mu_);
+    CheckFenceLocked();  // resumed from a freeze: fence before reporting anything
     heartbeat.revision = revision_;
-    // Progress first, so an exited worker's last lines travel with (or before) its exit.
+    heartbeat.term = fence_.term();
+    heartbeat.refused = fence_.TakeRefusals();
+    // Progress first, so an exited worker's last lines travel with (or before) its exit. The
+    // exits are looked at before the files are read: a worker seen exited has written its
+    // last line, so a read that then catches up has every line (progress_drained). A worker
+    // that exits after this look, or whose lines did not fit this batch, is reported running
+    // once more and its exit goes in the next heartbeat, sent at once.
+    if (job_pools_) job_pools_->Prune();
+    std::set<WorkerKey> exited_before_read;
+    for (const auto& [key, record] : workers_)
+      if (WorkerDoneLocked(key)) exited_before_read.insert(key);
     for (auto& [key, record] : workers_) {
       if (!record.tailer || pending_progress_.size() >= options_.max_progress_batch) continue;
       std::vector<ProgressRecord> records;
       record.tailer->Read(options_.max_progress_batch - pending_progress_.size(), records);
       for (ProgressRecord& r : records) pending_progress_.push_back({key, std::move(r)});
+      if (exited_before_read.count(key) && record.tailer->caught_up())
+        record.progress_drained = true;
     }
     heartbeat.progress = pending_progress_;
     for (auto it = workers_.begin(); it != workers_.end();) {
       WorkerReport report = ReportLocked(it->first, it->second);
+      if (report.state == WorkerState::kExited && it->second.tailer &&
+          !it->second.progress_drained) {
+        report = WorkerReport{};  // its exit waits for its last lines
+        report.key = it->first;
+        report.pid = it->second.process ? it->second.process->pid() : 0;
+        report.started_at_ms = it->second.process ? it->second.process->started_at_ms() : 0;
+        exit_held_back = true;
+      }
       if (!it->second.assigned && report.state == WorkerState::kExited) {
         // Stopped because it was unassigned, and now gone: the head no longer asks about it.
         RememberExitLocked(report);
@@ -423,15 +471,21 @@ void Agent::SendHeartbeat() {
         it = workers_.erase(it);
         continue;
       }
-      if (report.state == WorkerState::kRunning) groups.insert(static_cast<pid_t>(report.pid));
+      if (report.state == WorkerState::kRunning && !WorkerDoneLocked(it->first))
+        groups.insert(static_cast<pid_t>(report.pid));
       heartbeat.workers.push_back(std::move(report));
       ++it;
     }
   }
   heartbeat.usage = usage_.Sample(groups);
   const std::string target = "/api/v1/agents/" + name_ + "/heartbeat";
+  const int64_t sent_ms = MonotonicNowMs();
   auto response = client_->Request(net::Method::kPost, target, protocol::HeartbeatJson(heartbeat),
                                    credential_header_);
+  if (!response.ok() || response->status != 200) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fence_.Restore(std::move(heartbeat.refused));  // not delivered: in the next heartbeat
+  }
   if (!response.ok()) {
     Log("agent.heartbeat_failed", "error=" + Quote(response.status().message()));
     return;
@@ -447,15 +501,19 @@ void Agent::SendHeartbeat() {
                                       " body=" + Quote(response->body.substr(0, 200)));
     return;
   }
+  bool stale_reply = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    ContactLocked(sent_ms);
+    stale_reply = fenced_;  // answered, but only after the fence time: a newer beat follows
     // Acknowledged: drop what was sent (more may have been appended since: keep that).
     pending_progress_.erase(
         pending_progress_.begin(),
         pending_progress_.begin() + static_cast<std::ptrdiff_t>(std::min(
                                         heartbeat.progress.size(), pending_progress_.size())));
+    if (exit_held_back) wake_ = true;  // the main loop sends the next heartbeat at once
   }
-  if (response->body.empty()) return;
+  if (response->body.empty() || stale_reply) return;
   auto snapshot = protocol::ParseAssignmentSnapshot(response->body);
   if (!snapshot.ok()) {
     Log("agent.heartbeat_bad_reply", "error=" + Quote(snapshot.status().message()));
@@ -534,6 +592,12 @@ void Agent::StartWorkerLocked(const ParsedAssignment& parsed) {
     spec.working_dir = a.working_dir;
     spec.log_path = LogPath(a.key);
     spec.progress_path = ProgressPath(a.key);
+    if (fence_.enabled() && FencePolicyFor(KindOf(a)) == FenceAction::kStop) {
+      // The SDK's watchdog: the worker exits once this file is older than the fence time,
+      // also when the agent itself is frozen (python/tessera/worker.py).
+      spec.env["TESSERA_AGENT_CONTACT_FILE"] = contact_file_;
+      spec.env["TESSERA_FENCE_MS"] = std::to_string(fence_.fence_ms());
+    }
     // A fresh progress file: a stale one would report steps this worker never made.
     std::error_code ec;
     std::filesystem::remove(spec.progress_path, ec);
@@ -546,7 +610,9 @@ void Agent::StartWorkerLocked(const ParsedAssignment& parsed) {
     };
     // A warm process if one is ready for this command; the ordinary launch otherwise.
     Result<std::shared_ptr<WorkerProcess>> process = std::shared_ptr<WorkerProcess>();
-    if (warm_pool_) process = warm_pool_->TryLaunch(spec, on_exit);
+    if (job_pools_) process = job_pools_->TryLaunch(spec, on_exit);  // spec.warmStart
+    if (warm_pool_ && process.ok() && *process == nullptr)
+      process = warm_pool_->TryLaunch(spec, on_exit);
     const bool warm = process.ok() && *process != nullptr;
     if (process.ok() && !warm) process = launcher_.Launch(spec, on_exit);
     if (!process.ok()) {
@@ -569,7 +635,15 @@ void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream) 
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
-    if (snapshot.revision < revision_ && !from_new_stream) return;  // stale
+    CheckFenceLocked();
+    const uint64_t newest_term = fence_.term();
+    if (std::string why = fence_.CheckTerm(snapshot.term); !why.empty()) {
+      RefuseLocked({snapshot.term, "", 0, 0, why});  // a replaced head: apply nothing of it
+      return;
+    }
+    // A snapshot of a newer term is applied whatever its revision (a new head's history).
+    if (snapshot.revision < revision_ && !from_new_stream && snapshot.term <= newest_term)
+      return;  // stale
     revision_ = snapshot.revision;
     for (const std::string& error : snapshot.unreadable) {
       Log("agent.assignment_unreadable", "error=" + Quote(error));
@@ -606,6 +680,17 @@ void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream) 
         wake_ = true;
         continue;
       }
+      if (std::string why = fence_.CheckAttempt(key); !why.empty()) {
+        RefuseLocked({snapshot.term, key.job, key.uid, key.attempt, why});
+        continue;
+      }
+      if (fenced_ && FencePolicyFor(KindOf(parsed.assignment)) == FenceAction::kStop) {
+        RefuseLocked({snapshot.term, key.job, key.uid, key.attempt,
+                      "fenced: no head has answered a heartbeat for the fence time (" +
+                          std::to_string(fence_.fence_ms()) +
+                          " ms); training workers start once one answers"});
+        continue;
+      }
       StartWorkerLocked(parsed);
     }
     for (auto it = workers_.begin(); it != workers_.end();) {
@@ -628,6 +713,12 @@ void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream) 
           // Keeps the earliest deadline: a shorter grace hurries a stop already under way.
           record.process->StopAsync(milliseconds(grace_ms));
         }
+        ++it;
+        continue;
+      }
+      if (record.tailer && !record.progress_drained) {
+        // Exited, but lines it wrote may be unread: the heartbeat reads them, then forgets it.
+        wake_ = true;
         ++it;
         continue;
       }

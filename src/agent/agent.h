@@ -30,6 +30,8 @@
 #include <vector>
 
 #include "agent/devices.h"
+#include "agent/fence.h"
+#include "agent/job_warm_pools.h"
 #include "agent/launcher.h"
 #include "agent/progress.h"
 #include "agent/usage.h"
@@ -93,6 +95,12 @@ struct AgentOptions {
   LauncherOptions launcher;
   // Warm workers: off while warm.python is empty. warm.log_path "" = <state_dir>/warm/warm.log.
   WarmPoolOptions warm;
+  // Fencing (agent/fence.h, docs/agent-protocol.md "Fencing"): once no head has answered a
+  // heartbeat for this long, training workers are stopped (SIGKILL) and none is started until
+  // one answers; serving replicas keep running. Told to the head at registration, which waits
+  // for it before replacing the workers of a lost host. 0 (the default here; `tessera agent`
+  // defaults to 15 s): never fenced.
+  int64_t fence_ms = 0;
 };
 
 class Agent {
@@ -144,6 +152,9 @@ class Agent {
     bool assigned = true;
     int64_t stop_grace_ms = 0;  // the grace its stop was started with
     std::unique_ptr<ProgressTailer> tailer;
+    // Every line the worker wrote before it exited has been read: a Read() that started after
+    // the exit was seen caught up. Its exit is reported, and the record forgotten, only then.
+    bool progress_drained = false;
   };
   struct LogFollower {
     std::shared_ptr<net::StreamWriter> writer;
@@ -156,6 +167,16 @@ class Agent {
   Result<std::string> LoadOrCreateCredential() const;
   void MainLoop();
   void WatchLoop();
+  // Fencing: fences when no head has answered for the fence time (FenceLoop polls it; the
+  // heartbeat and Reconcile check it first, so an agent resumed from a freeze fences before it
+  // acts on anything). FenceLocked stops the training workers.
+  void FenceLoop();
+  void CheckFenceLocked();
+  void FenceLocked(const std::string& why);
+  // A head answered a heartbeat (or registration) sent at `sent_ms` (MonotonicNowMs).
+  void ContactLocked(int64_t sent_ms);
+  // Records a refusal for the head and logs it once per distinct reason.
+  void RefuseLocked(protocol::Refusal refusal);
   void LogLoop();
   // Creates server_ with the GET /logs/{job}/{uid}/{attempt}/{rank} route and starts it
   // (log_server.cc, with LogLoop).
@@ -181,6 +202,7 @@ class Agent {
   const std::unique_ptr<DeviceDiscovery> devices_;
   ProcessLauncher launcher_;
   std::unique_ptr<WarmPool> warm_pool_;
+  std::unique_ptr<JobWarmPools> job_pools_;   // guarded by mu_
   Generation generation_ = Generation::kV6e;  // options_.generation, parsed by Start()
   std::vector<Device> discovered_;
   std::string credential_;  // set by Start(), then read-only
@@ -205,10 +227,15 @@ class Agent {
   std::vector<ProgressReport> pending_progress_;  // read but not yet acknowledged by the head
   net::HttpClient* watch_client_ = nullptr;       // the stream in progress, for Cancel()
   std::vector<LogFollower> followers_;
+  AgentFence fence_;
+  bool fenced_ = false;       // the fence is over and no head has answered since
+  std::string contact_file_;  // <state_dir>/fence/contact: the last contact, for the SDK
+  std::set<std::string> refusals_logged_;  // reasons already logged (and reported)
 
   std::thread main_thread_;
   std::thread watch_thread_;
   std::thread log_thread_;
+  std::thread fence_thread_;
 };
 
 // What `tessera agent` was given, as typed (parsed by MakeAgent so every error names a flag).
@@ -229,7 +256,8 @@ struct AgentFlags {
   std::string warm_preload;  // comma list of modules
   std::string warm_pool = "1";
   std::string warm_refill_delay_ms = "0";
-  std::string warm_sdk_dir;  // "" = the python/ directory of the checkout holding this binary
+  std::string warm_sdk_dir;        // "" = the python/ directory of the checkout holding this binary
+  std::string fence_ms = "15000";  // AgentOptions::fence_ms; 0 turns fencing off
 };
 
 struct AgentSetup {

@@ -94,6 +94,12 @@ Status ParseWarmFlags(const AgentFlags& flags, WarmPoolOptions& warm) {
     if (!flags.warm_preload.empty()) {
       return InvalidArgument("--warm-preload: needs --warm-python (the interpreter to keep warm)");
     }
+    // Jobs may still ask for warm interpreters (spec.warmStart): they need the SDK.
+    warm.sdk_dir = flags.warm_sdk_dir.empty() ? FindSdkDir() : flags.warm_sdk_dir;
+    if (!warm.sdk_dir.empty() && !std::filesystem::exists(warm.sdk_dir + "/tessera/_warm.py"))
+      warm.sdk_dir.clear();
+    if (!warm.sdk_dir.empty())
+      warm.sdk_dir = std::filesystem::absolute(warm.sdk_dir).lexically_normal().string();
     return Status::Ok();
   }
   const char* path = std::getenv("PATH");
@@ -185,6 +191,13 @@ Result<AgentSetup> MakeAgentSetup(const AgentFlags& flags) {
     return InvalidArgument("--port: '" + flags.port + "' must be 0..65535 (0 = any free port)");
   }
   o.port = static_cast<uint16_t>(*port);
+  auto fence = ParseInt(flags.fence_ms);
+  if (!fence || (*fence != 0 && (*fence < 1000 || *fence > 86'400'000))) {
+    return InvalidArgument("--fence-ms: '" + flags.fence_ms +
+                           "' must be 1000..86400000 (how long training workers run without a "
+                           "head), or 0 to never fence");
+  }
+  o.fence_ms = *fence;
   if (flags.address.empty()) return InvalidArgument("--address: must not be empty");
   o.address = flags.address;
 

@@ -114,6 +114,8 @@ class FakeHead {
                                names_.insert(r.params.at("name"));
                                credentials_.insert(r.Header(protocol::kHostCredentialHeader));
                                if (!known_) return net::Response::Error(404, "unknown host");
+                               if (heartbeat_failure_ != 0)
+                                 return net::Response::Error(heartbeat_failure_, "failing");
                                heartbeats_.push_back(json::parse(r.body));
                                return net::Response::Json(200, SnapshotLocked());
                              })
@@ -154,6 +156,17 @@ class FakeHead {
     if (revision) revision_ = *revision;
     for (auto& w : writers_) w->Close();
     writers_.clear();
+  }
+  // The head's term in every snapshot from now on (fencing; 0 = none, an older head).
+  void SetTerm(uint64_t term) {
+    std::lock_guard<std::mutex> lock(mu_);
+    term_ = term;
+  }
+  // Heartbeats are answered `status` (e.g. 503: unreachable for the agent's fence) from now
+  // on; 0 answers them again.
+  void FailHeartbeats(int status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    heartbeat_failure_ = status;
   }
   void ForgetHost() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -209,7 +222,7 @@ class FakeHead {
 
  private:
   std::string SnapshotLocked() const {
-    return protocol::AssignmentSnapshotJson(revision_, assignments_, stop_);
+    return protocol::AssignmentSnapshotJson(revision_, assignments_, stop_, term_);
   }
 
   const int64_t heartbeat_interval_ms_;
@@ -227,6 +240,8 @@ class FakeHead {
   std::vector<json> registrations_;
   std::vector<json> heartbeats_;
   int watch_connects_ = 0;
+  uint64_t term_ = 0;
+  int heartbeat_failure_ = 0;
 };
 
 // Options for an agent "host-1" (v6e, worker 1 of a 4x4 slice) of the head at `head_port`,

@@ -23,6 +23,7 @@
 #include "api/service_prober.h"
 #include "api/watch_hub.h"
 #include "api/web_assets.h"
+#include "controller/head_term.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
 #include "protocol/credential.h"
@@ -315,10 +316,17 @@ Status Head::Start() {
   m.admin_token = admin_token_;
   m.join_token = join_token_;
 
-  auto store = store::SqliteStore::Open(options_.state_dir + "/tessera.db");
+  auto store = options_.open_store ? options_.open_store()
+                                   : store::SqliteStore::Open(options_.state_dir + "/tessera.db");
   if (!store.ok()) return store.status();
   m.store = std::move(store).value();
-  m.ctl = std::make_unique<controller::Controller>(*m.store, m.clock, options_.controller);
+  controller::ControllerOptions controller_options = options_.controller;
+  if (controller_options.term == 0) {  // no election fed one: this start takes the next term
+    auto term = controller::TakeNextHeadTerm(*m.store);
+    if (!term.ok()) return term.status();
+    controller_options.term = *term;
+  }
+  m.ctl = std::make_unique<controller::Controller>(*m.store, m.clock, controller_options);
   m.metrics = std::make_unique<HeadMetrics>(m.clock);
   // Resource versions start at this run's start time in microseconds: above any an earlier
   // run handed out (one per change), so a client's stale version gets 410, not wrong data.
@@ -345,7 +353,7 @@ Status Head::Start() {
   so.io_threads = options_.io_threads;
   so.auth.tokens = {admin_token_, join_token_};
   // The dashboard's files hold no data (the page asks for the token), so they need no token.
-  so.auth.exempt_paths = {"/healthz", "/", "/web/*"};
+  so.auth.exempt_paths = {"/healthz", "/v1/leader", "/", "/web/*"};
   m.server = std::make_unique<net::HttpServer>(so);
   auto& s = *m.server;
   auto user = [&m](auto fn) {
@@ -379,9 +387,15 @@ Status Head::Start() {
   };
   auto parse_body = [](const Request& r) -> Result<Json> { return ParseDocument(r.body); };
 
-  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/healthz", [](const Request&) {
-    return Response::Json(200, R"({"status":"ok"})");
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/healthz", [this](const Request&) {
+    if (!options_.leader_info) return Response::Json(200, R"({"status":"ok"})");
+    return Response::Json(200, R"({"status":"ok","ha":)" + options_.leader_info() + "}");
   }));
+  if (options_.leader_info) {
+    TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/v1/leader", [this](const Request&) {
+      return Response::Json(200, options_.leader_info());
+    }));
+  }
   TESSERA_RETURN_IF_ERROR(
       s.Handle(Method::kGet, "/", [&m](const Request&) { return m.Static("index.html"); }));
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/web/{path...}", [&m](const Request& r) {
@@ -400,6 +414,9 @@ Status Head::Start() {
       s.Handle(Method::kPost, "/api/v1/apply", user([&m, parse_body](const Request& r) {
                  auto doc = parse_body(r);
                  if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
+                 // ?dryRun=true: every check, nothing stored (tessera apply --dry-run).
+                 if (r.Query("dryRun").value_or("") == "true")
+                   return Reply(m.ctl->DryRunApply(*doc));
                  auto applied = m.ctl->Apply(*doc);
                  int status = 201;
                  if (std::holds_alternative<Json>(applied) &&

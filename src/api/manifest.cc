@@ -417,10 +417,10 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
   if (!doc.contains("spec")) return InvalidArgument("spec: required");
   const Json& s = doc["spec"];
   TESSERA_RETURN_IF_ERROR(RequireObject(s, "spec"));
-  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(s, "spec",
-                                          {"accelerator", "topology", "slices", "priority",
-                                           "failurePolicy", "progress", "checkpoint", "template",
-                                           "warmStart"}));
+  TESSERA_RETURN_IF_ERROR(
+      OnlyKnownFields(s, "spec",
+                      {"accelerator", "topology", "slices", "priority", "failurePolicy", "progress",
+                       "checkpoint", "template", "warmStart"}));
   auto accel = GetString(s, "accelerator", "spec", true);
   if (!accel.ok()) return accel.status();
   // "v6e", "TPU-V6E" or a pod type ("v6e-16", whose topology may then be left out).

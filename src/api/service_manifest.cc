@@ -4,6 +4,7 @@
 
 #include "api/manifest.h"
 #include "api/manifest_fields.h"
+#include "api/service_disagg_manifest.h"
 
 namespace tessera::api {
 namespace {
@@ -72,10 +73,10 @@ Result<ReadinessSpec> ParseReadiness(const Json& rd, const std::string& path) {
 Result<AutoscalerConfig> ParseAutoscaling(const Json& as, const std::string& path) {
   AutoscalerConfig c;
   TESSERA_RETURN_IF_ERROR(RequireObject(as, path));
-  TESSERA_RETURN_IF_ERROR(
-      OnlyKnownServiceFields(as, path,
-                             {"minReplicas", "maxReplicas", "targetOngoingRequests", "upscaleDelay",
-                              "downscaleDelay", "lookback"}));
+  TESSERA_RETURN_IF_ERROR(OnlyKnownServiceFields(
+      as, path,
+      {"minReplicas", "maxReplicas", "targetOngoingRequests", "upscaleDelay", "downscaleDelay",
+       "lookback", "targetQueuedPromptTokens"}));  // service_disagg_manifest.cc
   auto mn = GetInt(as, "minReplicas", path, 1, 0, kMaxReplicas);
   if (!mn.ok()) return mn.status();
   if (!Has(as, "maxReplicas"))
@@ -118,7 +119,7 @@ Result<ServiceRoleSpec> ParseRole(const Json& r, const std::string& path, bool n
                                   "autoscaling", "maxOngoingRequests",
                                   "readiness",   "rollout"};
   if (named)
-    fields.insert("name");
+    fields.insert({"name", "disaggregation"});  // disaggregation: service_disagg_manifest.cc
   else
     fields.insert({"priority", "roles"});  // spec itself: checked by the caller
   TESSERA_RETURN_IF_ERROR(OnlyKnownServiceFields(r, path, fields));
@@ -130,13 +131,12 @@ Result<ServiceRoleSpec> ParseRole(const Json& r, const std::string& path, bool n
   }
   auto accel = GetString(r, "accelerator", path, true);
   if (!accel.ok()) return accel.status();
-  auto gen = ParseGeneration(*accel);
-  if (!gen.ok()) return InvalidArgument(path + ".accelerator: " + gen.status().message());
-  role.accelerator = *gen;
-  auto topo_text = GetString(r, "topology", path, true);
+  // "v6e", "TPU-V6E" or a pod type ("v6e-16", whose topology may then be left out).
+  auto topo_text = GetString(r, "topology", path, false);
   if (!topo_text.ok()) return topo_text.status();
-  auto topo = SliceTopology::Parse(*accel, *topo_text);
-  if (!topo.ok()) return InvalidArgument(path + ".topology: " + topo.status().message());
+  auto topo = ResolveAccelerator(*accel, *topo_text);
+  if (!topo.ok()) return InvalidArgument(path + "." + topo.status().message());
+  role.accelerator = topo->generation();
   role.topology = topo->shape();
 
   if (!Has(r, "command") || !r["command"].is_array() || r["command"].empty())
@@ -238,7 +238,7 @@ Result<ServiceSpec> ParseService(const Json& doc) {
   if (!priority.ok()) return priority.status();
   spec.priority = *priority;
   if (Has(s, "roles")) {
-    TESSERA_RETURN_IF_ERROR(OnlyKnownServiceFields(s, "spec", {"priority", "roles"}));
+    TESSERA_RETURN_IF_ERROR(OnlyKnownServiceFields(s, "spec", {"priority", "roles", "kvTransfer"}));
     const Json& roles = s["roles"];
     if (!roles.is_array() || roles.empty())
       return InvalidArgument(
@@ -259,6 +259,7 @@ Result<ServiceSpec> ParseService(const Json& doc) {
     if (!role.ok()) return role.status();
     spec.roles.push_back(std::move(*role));
   }
+  TESSERA_RETURN_IF_ERROR(ParseDisaggregation(s, spec));
   return spec;
 }
 

@@ -101,6 +101,19 @@ TEST(ServiceManifestTest, FieldsUnderSpecMakeOneRoleNamedServerWithDefaults) {
   EXPECT_EQ(r.readiness.startup_grace_ms, 900'000);
 }
 
+TEST(ServiceManifestTest, AcceleratorInRaySpellingOrAsAPodType) {
+  Json doc = Doc(kShort);
+  doc["spec"]["accelerator"] = "TPU-V6E-8";
+  doc["spec"].erase("topology");
+  auto spec = ParseService(doc);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->roles[0].accelerator, Generation::kV6e);
+  EXPECT_EQ(spec->roles[0].topology, Shape::Of(2, 4));
+  EXPECT_EQ(ServiceSpecJson(*spec)["roles"][0]["accelerator"], "v6e");  // stored canonical
+  EXPECT_TRUE(StartsWith(ErrorAfter([](Json& d) { d["spec"]["roles"][0].erase("topology"); }),
+                         "spec.roles[0].topology: required"));
+}
+
 TEST(ServiceManifestTest, EachWrongInputNamesItsField) {
   const std::string as = "spec.roles[0].autoscaling.";
   auto role = [](Json& d) -> Json& { return d["spec"]["roles"][0]; };

@@ -36,6 +36,9 @@ void AddAgentCommand(CLI::App& app) {
   cmd->add_option("--warm-refill-delay-ms", flags->warm_refill_delay_ms,
                   "wait this long after a warm interpreter is used before starting its "
                   "replacement, so its imports do not compete with the new worker (default 0)");
+  cmd->add_option("--fence-ms", flags->fence_ms,
+                  "stop training workers once no head has answered for this long; serving "
+                  "replicas keep running (docs/ha.md \"Fencing\"; default 15000, 0 = never)");
   cmd->add_option("--warm-sdk-dir", flags->warm_sdk_dir,
                   "directory holding the tessera Python package (default: the python/ directory "
                   "of the checkout holding this binary)");

@@ -79,6 +79,7 @@ struct UpFlags {
   std::string warm_preload;
   std::string warm_pool;
   std::string warm_refill_delay_ms;
+  std::string fence_ms;  // passed to every agent; "" = the agent's default (15 s)
 };
 
 void Down(const std::string& state_dir, bool purge, bool quiet);
@@ -183,6 +184,7 @@ void Up(const UpFlags& f) {
         "--name",     a[0],        "--state-dir", dir + "/agents/" + a[0], "--generation",
         f.generation, "--address", "127.0.0.1"};
     args.insert(args.end(), a.begin() + 1, a.end());
+    if (!f.fence_ms.empty()) args.insert(args.end(), {"--fence-ms", f.fence_ms});
     if (!f.warm_python.empty() || !f.warm_preload.empty()) {
       const std::string python = f.warm_python.empty() ? "/usr/bin/python3" : f.warm_python;
       args.insert(args.end(), {"--warm-python", python});
@@ -294,6 +296,9 @@ void AddClusterCommands(CLI::App& app) {
     cmd->add_option("--warm-refill-delay-ms", f->warm_refill_delay_ms,
                     "agents start a used warm interpreter's replacement this much later "
                     "(default 0)");
+    cmd->add_option("--fence-ms", f->fence_ms,
+                    "agents stop training workers once no head has answered for this long "
+                    "(docs/ha.md \"Fencing\"; default 15000, 0 = never)");
     cmd->callback([f] { Up(*f); });
   }
   {

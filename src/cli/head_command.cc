@@ -5,6 +5,7 @@
 
 #include "api/head.h"
 #include "cli/commands.h"
+#include "ha/ha_head.h"
 
 namespace tessera::cli {
 
@@ -24,15 +25,73 @@ void AddHeadCommand(CLI::App& app) {
                   "how often agents heartbeat")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{50}, int64_t{60'000}));
-  cmd->callback([o] {
+  cmd->add_flag(
+      "--fair-sharing",
+      [o](int64_t n) {
+        o->controller.fair_sharing = n > 0 ? FairSharing::kEnabled : FairSharing::kDisabled;
+      },
+      "admission: fair sharing across the ClusterQueues of a cohort (off by default, as in "
+      "Kueue; docs/admission.md)");
+  // HA (docs/ha.md): an etcd store, leader election among heads.
+  auto ha = std::make_shared<ha::HaHeadOptions>();
+  auto store_url = std::make_shared<std::string>("sqlite");
+  struct HaMs {
+    int64_t lease = 15'000, renew = 10'000, retry = 2'000, store_timeout = 60'000;
+  };
+  auto ms = std::make_shared<HaMs>();
+  cmd->add_option("--store", *store_url,
+                  "sqlite (tessera.db in --state-dir, one head) or etcd://host:port[,host:port...] "
+                  "(several heads, one elected leader)")
+      ->capture_default_str();
+  auto* lease = cmd->add_option("--election-lease-ms", ms->lease,
+                                "HA: the leader lease (whole seconds; default 15000)");
+  auto* renew = cmd->add_option("--election-renew-deadline-ms", ms->renew,
+                                "HA: a leader that cannot renew for this long steps down "
+                                "(default 10000; must be < the lease)");
+  auto* retry = cmd->add_option("--election-retry-ms", ms->retry,
+                                "HA: how often standbys try and the leader renews (default 2000; "
+                                "the renew deadline must exceed 1.2 x this)");
+  auto* advertise = cmd->add_option("--advertise", ha->advertise,
+                                    "HA: this head's address as standbys report it (default "
+                                    "bind:port)");
+  auto* store_timeout = cmd->add_option("--store-timeout-ms", ms->store_timeout,
+                                        "HA: how long to retry an etcd that is down at start "
+                                        "(default 60000)");
+  auto* prefix = cmd->add_option("--store-prefix", ha->prefix,
+                                 "HA: the etcd key prefix of this cluster (default /tessera/)");
+  cmd->callback([o, ha, ms, store_url, lease, renew, retry, advertise, store_timeout, prefix] {
     if (o->controller.heartbeat_interval_ms * 2 > o->controller.lease_ms)
       throw CommandError("--lease-ms must be at least twice --heartbeat-ms");
+    const bool etcd = store_url->starts_with("etcd://");
+    if (!etcd && *store_url != "sqlite")
+      throw CommandError("--store: '" + *store_url +
+                         "' is neither sqlite nor etcd://host:port[,host:port...]");
+    for (auto* flag : {lease, renew, retry, advertise, store_timeout, prefix}) {
+      if (!etcd && flag->count() > 0)
+        throw CommandError(flag->get_name() +
+                           " only applies to an HA head: give --store etcd://host:port too");
+    }
     // Block the stop signals before any thread starts, so only sigwait below sees them.
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGTERM);
     sigaddset(&stop, SIGINT);
     pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+    if (etcd) {
+      ha->head = *o;
+      ha->store_url = *store_url;
+      ha->election = ha::ElectionConfig{std::chrono::milliseconds(ms->lease),
+                                        std::chrono::milliseconds(ms->renew),
+                                        std::chrono::milliseconds(ms->retry)};
+      ha->store_timeout = std::chrono::milliseconds(ms->store_timeout);
+      if (Status valid = ha::ValidateHaHeadOptions(*ha); !valid.ok())
+        throw CommandError(valid.message());
+      auto code = ha::RunHaHead(*ha, stop);
+      if (!code.ok()) throw CommandError(code.status().message(), 1);
+      if (*code == 3) throw CommandError("stepped down as leader; restart to stand by", 3);
+      if (*code != 0) throw CommandError("the elected head failed to start", *code);
+      return;
+    }
     api::Head head(*o);
     Status s = head.Start();
     if (!s.ok()) throw CommandError(s.message(), 1);

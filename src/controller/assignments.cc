@@ -52,12 +52,16 @@ Json Controller::AssignmentsLocked(const std::string& host) const {
       if (e.host != host) continue;
       std::map<std::string, std::string> env = job->spec.env;
       for (const auto& [k, v] : e.env) env[k] = v;
+      // With TESSERA_ATTEMPT, what the SDK's checkpoint fence orders attempts by: a later job
+      // over the same checkpoint directory is newer than every attempt of an earlier one.
+      env["TESSERA_JOB_UID"] = std::to_string(job->uid);
       out.push_back({{job->name(), st.attempt, e.rank, job->uid},
                      e.worker,
                      job->spec.command,
                      std::move(env),
                      job->spec.working_dir,
-                     job->spec.grace_ms});
+                     job->spec.grace_ms,
+                     protocol::WorkloadKind::kTrainJob});
     }
   }
   // Workers of a broken attempt are killed at once, preemption victims get the preemption's
@@ -69,7 +73,7 @@ Json Controller::AssignmentsLocked(const std::string& host) const {
     stop.push_back({name, job.status.attempt, grace, job.uid});
   }
   AppendServiceAssignments(host, out, stop);  // services.cc
-  return Json::parse(protocol::AssignmentSnapshotJson(assignment_revision_, out, stop));
+  return Json::parse(protocol::AssignmentSnapshotJson(assignment_revision_, out, stop, term_));
 }
 
 }  // namespace tessera::controller

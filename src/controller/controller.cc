@@ -77,7 +77,8 @@ Controller::Controller(store::Store& store, const Clock& clock, ControllerOption
       admitter_(MakeAdmissionOptions(options_)),
       train_(TrainLifecycleOptions{options_.lease_ms}),
       rng_(options_.seed),
-      events_(options_.max_events) {}
+      events_(options_.max_events),
+      term_(options_.term) {}
 
 void Controller::SetChangeListener(ChangeListener listener) {
   std::lock_guard lock(mu_);
@@ -225,6 +226,8 @@ Status Controller::Load() {
     RegisteredHost h{std::move(stored->spec), std::move(stored->status), obj.resource_version, ""};
     if (auto hash = doc.find(kCredentialHashField); hash != doc.end() && hash->is_string())
       h.credential_hash = hash->get<std::string>();
+    if (auto fence = doc.find(kAgentFenceField); fence != doc.end() && fence->is_number_unsigned())
+      h.fence_ms = fence->get<int64_t>();
     h.spec.name = obj.name;
     h.status.lost = false;
     h.status.last_heartbeat_ms = now;  // a fresh lease: agents reconnect, workers are adopted

@@ -70,8 +70,15 @@ struct ControllerOptions {
   // Admission (used once a ClusterQueue exists): start guard and fair sharing. The planner
   // options are the ones above.
   StartGuardOptions start_guard;
-  int64_t preemption_grace_ms = 30'000;  // a preemption victim's SIGTERM to SIGKILL
-  FairSharing fair_sharing = FairSharing::kEnabled;
+  int64_t preemption_grace_ms = 30'000;               // a preemption victim's SIGTERM to SIGKILL
+  FairSharing fair_sharing = FairSharing::kDisabled;  // `tessera head --fair-sharing`
+  // Fencing (docs/ha.md "Fencing"). The head's term, sent in every assignment snapshot: the
+  // elected leader's term, or for a single head the one it took at start (head_term.h). 0 =
+  // none sent (agents then refuse nothing from this head on term grounds).
+  uint64_t term = 0;
+  // Added to a lost host's fence deadline (its agent's fence time since it was last heard of):
+  // the agent's fence check and the kill of its workers take a moment.
+  int64_t fence_margin_ms = 1000;
 };
 
 // Where the controller keeps the next workload uid (a high-water mark, written with every job
@@ -81,6 +88,8 @@ inline constexpr char kUidCounterName[] = "workloads";
 // The member of a stored Host document that holds its agent's credential hash (never in the
 // API's Host documents).
 inline constexpr char kCredentialHashField[] = "agentCredentialSha256";
+// The member of a stored Host document that holds the fence time its agent registered with.
+inline constexpr char kAgentFenceField[] = "agentFenceMs";
 
 // Errors carry the HTTP status the API should answer with.
 struct ApiError {
@@ -109,6 +118,10 @@ class Controller {
   // POST /api/v1/apply: dispatches on kind. TrainJob: CreateJob. ClusterQueue, LocalQueue,
   // PriorityClass: create (201) or replace (200) the object; 422 naming the field on bad input.
   ApiResult<Json> Apply(const Json& doc);
+  // POST /api/v1/apply?dryRun=true (jobs.cc): the checks Apply makes, nothing stored; 200 with
+  // {kind, metadata.name, created (whether Apply would create it), dryRun: true}. A Service gets
+  // ApplyService's checks (each role fits this cluster, its PriorityClass exists).
+  ApiResult<Json> DryRunApply(const Json& doc);
   // Lists with status: ClusterQueues carry nominal, used, borrowed, lendable, pending and
   // admitted (chips and workloads) from the latest admission cycle.
   Json ListClusterQueues() const;
@@ -219,6 +232,15 @@ class Controller {
   // For the dashboard and tests: a copy of the derived inventory.
   Inventory InventorySnapshot() const;
 
+  // --- fencing (fencing.cc; docs/ha.md "Fencing") ---
+  // The term written into every snapshot from now on (an election won again). A term lower
+  // than the current one is ignored: a term only grows.
+  void SetTerm(uint64_t term);
+  uint64_t term() const;
+  // The highest term any agent reported having seen; above term() means a newer head exists
+  // and this one has been replaced (an election driver steps down on it).
+  uint64_t newest_agent_term() const;
+
  private:
   struct RegisteredHost {
     HostSpec spec;
@@ -227,6 +249,7 @@ class Controller {
     // protocol::CredentialHash of the credential its agent registered with; "" for a host
     // stored before credentials existed (its next registration sets it).
     std::string credential_hash;
+    int64_t fence_ms = 0;  // the agent's fence time (Registration::fence_ms); 0: it does not fence
   };
   // An admission resource as applied: the document, its typed spec and its store version.
   using QueueSpec = std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>;
@@ -283,6 +306,10 @@ class Controller {
   Result<bool> Admit(TrainJob& job, const PlanResult& plan);
   // Plans the largest size in [lo, hi] on `inventory`; the plan for `lo` when none fits.
   PlanResult PlanLargest(const Inventory& inventory, const TrainJob& job, int lo, int hi) const;
+
+  // --- fencing (fencing.cc) ---
+  // A heartbeat's term and refusals: events on the host, and newest_agent_term_.
+  void FenceReports(const std::string& host, const protocol::Heartbeat& beat, Status& failed);
 
   // --- assignments (assignments.cc) ---
   Json AssignmentsLocked(const std::string& host) const;
@@ -364,6 +391,8 @@ class Controller {
   bool schedule_requested_ = false;                 // a step released chips or requeued a job
   Status deferred_error_;  // a request's scheduling pass failed; Tick reports it
   int64_t assignment_revision_ = 1;
+  uint64_t term_ = 0;               // options_.term, then SetTerm
+  uint64_t newest_agent_term_ = 0;  // the highest term an agent reported
   // Derived from hosts_: rebuilt when membership changes.
   Inventory inventory_;
   std::map<std::string, HostId> host_ids_;
@@ -383,6 +412,7 @@ class Controller::View : public ClusterView {
   explicit View(const Controller& c) : c_(c) {}
   bool HostLost(const std::string& host) const override;
   int LargestFitWithoutJob(const TrainJob& job, int lo, int hi) const override;
+  int64_t FencedAtMs(const std::string& host) const override;  // fencing.cc
 
  private:
   const Controller& c_;

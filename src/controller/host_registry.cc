@@ -107,6 +107,7 @@ Status Controller::PersistHost(RegisteredHost& h, const std::vector<JobEvent>& e
   // The credential's hash is stored with the host (so it survives a restart), never shown.
   Json stored = HostJsonLocked(h);
   if (!h.credential_hash.empty()) stored[kCredentialHashField] = h.credential_hash;
+  if (h.fence_ms > 0) stored[kAgentFenceField] = h.fence_ms;
   batch.Put(api::kHostKind, h.spec.name, stored.dump());
   auto r = CommitWithEvents(batch, "host/" + h.spec.name, events);
   if (!r.ok()) return Unavailable(r.status().message());
@@ -155,6 +156,7 @@ ApiResult<Json> Controller::RegisterHost(const protocol::Registration& registrat
   RegisteredHost h;
   h.spec = spec;
   h.credential_hash = credential_hash;
+  h.fence_ms = registration.fence_ms;
   h.status.registered_ms = now;
   h.status.last_heartbeat_ms = now;
   if (known) {
@@ -255,28 +257,20 @@ ApiResult<Json> Controller::Heartbeat(const std::string& name, const protocol::H
   };
   // A report counts only for the job's current attempt (of this job, not of an earlier one of
   // the same name: the uid), and only from the host its worker was placed on.
-  auto current = [&](const protocol::WorkerKey& key) -> TrainJob* {
+  // Progress lines also count while the attempt is being stopped: its workers wrote them
+  // before they stopped, and the attempt's figures (last step, steps lost) need every one.
+  auto current = [&](const protocol::WorkerKey& key, bool stopping_too = false) -> TrainJob* {
     TrainJob* job = FindJob(key.job);
-    if (job == nullptr || job->uid != key.uid || job->status.stopping ||
+    if (job == nullptr || job->uid != key.uid || (job->status.stopping && !stopping_too) ||
         key.attempt != job->status.attempt)
       return nullptr;
     auto w = job->status.workers.find(key.rank);
     return w == job->status.workers.end() || w->second.host != name ? nullptr : job;
   };
-  for (const protocol::WorkerReport& w : beat.workers) {
-    TrainJob* job = current(w.key);
-    if (job == nullptr) continue;
-    const int rank = w.key.rank;
-    if (w.state == protocol::WorkerState::kRunning)
-      run(job->name(), [&](TrainJob& j) { return train_.WorkerRunning(j, rank, w.pid, now); });
-    else
-      run(job->name(), [&](TrainJob& j) {
-        return train_.WorkerExited(j, rank, w.exit_code, w.signal, w.pid, w.finished_at_ms, view,
-                                   now);
-      });
-  }
+  // Progress before exits: a worker's last lines travel in the heartbeat that reports its
+  // exit, and must count before the exit ends the attempt.
   for (const protocol::ProgressReport& p : beat.progress) {
-    TrainJob* job = current(p.key);
+    TrainJob* job = current(p.key, true);
     if (job == nullptr) continue;
     ProgressInput in;
     const std::string& type = p.record.type;
@@ -290,6 +284,18 @@ ApiResult<Json> Controller::Heartbeat(const std::string& name, const protocol::H
     in.seconds = p.record.seconds;
     run(job->name(), [&](TrainJob& j) { return train_.Progress(j, in, view, now); });
   }
+  for (const protocol::WorkerReport& w : beat.workers) {
+    TrainJob* job = current(w.key);
+    if (job == nullptr) continue;
+    const int rank = w.key.rank;
+    if (w.state == protocol::WorkerState::kRunning)
+      run(job->name(), [&](TrainJob& j) { return train_.WorkerRunning(j, rank, w.pid, now); });
+    else
+      run(job->name(), [&](TrainJob& j) {
+        return train_.WorkerExited(j, rank, w.exit_code, w.signal, w.pid, w.finished_at_ms, view,
+                                   now);
+      });
+  }
   // Jobs being stopped: this heartbeat may confirm that their workers here are gone.
   std::set<std::pair<std::string, uint64_t>> running_here;  // (job, uid)
   for (const protocol::WorkerReport& w : beat.workers)
@@ -302,6 +308,7 @@ ApiResult<Json> Controller::Heartbeat(const std::string& name, const protocol::H
   for (const auto& jn : confirmed)
     run(jn, [&](TrainJob& j) { return train_.ConfirmStopped(j, name, now); });
   ServiceReports(name, beat, now, failed);  // services.cc
+  FenceReports(name, beat, failed);         // fencing.cc
   ScheduleAfterRequest();
   if (!failed.ok()) return ToApiError(failed);
   return AssignmentsLocked(name);

@@ -206,7 +206,8 @@ ApiResult<Json> Controller::ReportServiceLoad(const std::string& name, const std
     return ApiError{422, "role: '" + role + "' is not a role of service " + name, "role"};
   // Stamped with the head's clock: the autoscaler's delays and window are the head's time,
   // whatever the router's clock says.
-  services_life_.Load(*svc, role, LoadSample{NowMs(), ongoing_requests});
+  services_life_.Load(*svc, role,
+                      LoadSample{NowMs(), ongoing_requests, traffic.queued_prompt_tokens});
   // The last report as it came, for the dashboard (not a change: no store write, no watch event).
   traffic.at_ms = NowMs();
   svc->runtime.traffic[role] = std::move(traffic);
@@ -390,6 +391,7 @@ void Controller::AppendServiceAssignments(const std::string& host,
           const ServiceProcess& p = r.processes[static_cast<size_t>(e.worker)];
           env["TESSERA_SERVICE"] = svc->name();
           env["TESSERA_ROLE"] = role.name;
+          for (const auto& [k, v] : KvRoleEnv(*spec)) env[k] = v;  // prefill/decode roles
           env["TESSERA_REPLICA"] = std::to_string(r.replica);
           env["TESSERA_LEADER_ADDRESS"] = leader.address + ":" + std::to_string(leader.port);
           env["TESSERA_GROUP_SIZE"] = std::to_string(r.processes.size());
@@ -402,6 +404,7 @@ void Controller::AppendServiceAssignments(const std::string& host,
           a.env = std::move(env);
           a.working_dir = spec->working_dir;
           a.grace_ms = spec->grace_ms;
+          a.kind = protocol::WorkloadKind::kService;  // kept serving when its agent fences
           out.push_back(std::move(a));
         }
       }

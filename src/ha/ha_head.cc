@@ -163,8 +163,8 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
       std::cerr << "tessera head: " << self << " is the leader (term " << term << ")" << std::endl;
     }
   }
-  if (head) head->Stop();  // stop writing before handing over
-  elector.Stop();          // revokes the lease when leading: a standby takes over at once
+  if (head) head->Stop();            // stop writing before handing over
+  elector.Stop();                    // revokes the lease when leading: a standby takes over at once
   if (*standby) (*standby)->Stop();  // never elected
   return exit_code;
 }

@@ -23,6 +23,8 @@ constexpr double kMaxSeconds = 1e7;          // a checkpoint save or restore: 11
 constexpr double kMaxCpuPercent = 1e6;       // 10,000 busy cores
 constexpr size_t kMaxLabelKey = 253, kMaxLabelValue = 1024, kMaxAddress = 253;
 constexpr char kDefaultBlock[] = "block-00";
+constexpr int64_t kMinFenceMs = 1000, kMaxFenceMs = 86'400'000;
+constexpr size_t kMaxRefusals = 64, kMaxReason = 1024;
 
 // Encoders replace invalid UTF-8 instead of throwing.
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -276,6 +278,16 @@ std::string ParseBody(const json& a, Assignment& out) {
     }
     out.grace_ms = *value;
   }
+  if (auto kind = a.find("kind"); kind != a.end() && !kind->is_null()) {
+    const std::string name = kind->is_string() ? kind->get<std::string>() : "";
+    if (name == "TrainJob") {
+      out.kind = WorkloadKind::kTrainJob;
+    } else if (name == "Service") {
+      out.kind = WorkloadKind::kService;
+    } else {
+      return "kind: must be \"TrainJob\" or \"Service\", got " + Shown(*kind);
+    }
+  }
   return "";
 }
 
@@ -505,6 +517,18 @@ bool IsSafeName(std::string_view name) {
 
 // ----- assignments -----
 
+const char* WorkloadKindName(WorkloadKind kind) {
+  switch (kind) {
+    case WorkloadKind::kTrainJob:
+      return "TrainJob";
+    case WorkloadKind::kService:
+      return "Service";
+    case WorkloadKind::kUnknown:
+      break;
+  }
+  return "";
+}
+
 std::string WorkerKey::ToString() const {
   return job + "/" + std::to_string(attempt) + "/" + std::to_string(rank) + "@" +
          std::to_string(uid);
@@ -520,6 +544,8 @@ Result<AssignmentSnapshot> ParseAssignmentSnapshot(std::string_view text) {
   std::optional<int64_t> value = revision == j.end() ? std::nullopt : AsInt(*revision);
   if (!value) return InvalidArgument("revision: must be an integer");
   snapshot.revision = *value;
+  TESSERA_RETURN_IF_ERROR(ReadInt(j, "term", "term", 0, static_cast<int64_t>(kMaxTerm),
+                                  Presence::kOptional, snapshot.term));
   if (auto stop = j.find("stop"); stop != j.end() && !stop->is_null()) {
     if (!stop->is_array()) {
       snapshot.unreadable.push_back("stop: must be a list");
@@ -552,20 +578,23 @@ Result<AssignmentSnapshot> ParseAssignmentSnapshot(std::string_view text) {
 }
 
 std::string AssignmentSnapshotJson(int64_t revision, const std::vector<Assignment>& assignments,
-                                   const std::vector<StopRequest>& stop) {
+                                   const std::vector<StopRequest>& stop, uint64_t term) {
   json list = json::array();
   for (const Assignment& a : assignments) {
-    list.push_back({{"job", a.key.job},
-                    {"uid", a.key.uid},
-                    {"attempt", a.key.attempt},
-                    {"rank", a.key.rank},
-                    {"worker", a.worker},
-                    {"command", a.command},
-                    {"env", a.env},
-                    {"workingDir", a.working_dir},
-                    {"graceMs", a.grace_ms}});
+    json entry = {{"job", a.key.job},
+                  {"uid", a.key.uid},
+                  {"attempt", a.key.attempt},
+                  {"rank", a.key.rank},
+                  {"worker", a.worker},
+                  {"command", a.command},
+                  {"env", a.env},
+                  {"workingDir", a.working_dir},
+                  {"graceMs", a.grace_ms}};
+    if (a.kind != WorkloadKind::kUnknown) entry["kind"] = WorkloadKindName(a.kind);
+    list.push_back(std::move(entry));
   }
   json j = {{"revision", revision}, {"assignments", std::move(list)}};
+  if (term > 0) j["term"] = term;
   if (!stop.empty()) {
     json entries = json::array();
     for (const StopRequest& s : stop) {
@@ -588,6 +617,7 @@ std::string RegistrationJson(const Registration& r) {
             {"chips", r.chips},   {"address", r.address},
             {"labels", r.labels}, {"devices", std::move(devices)}};
   if (r.agent_port != 0) j["agentPort"] = r.agent_port;  // 0: no log server
+  if (r.fence_ms != 0) j["fenceMs"] = r.fence_ms;        // 0: the agent does not fence
   j["credential"] = r.credential;
   if (r.slice) {
     j["slice"] = {
@@ -639,6 +669,8 @@ Result<Registration> ParseRegistration(std::string_view text) {
   }
   TESSERA_RETURN_IF_ERROR(
       ReadInt(j, "agentPort", "agentPort", 1, 65535, Presence::kOptional, r.agent_port));
+  TESSERA_RETURN_IF_ERROR(
+      ReadInt(j, "fenceMs", "fenceMs", kMinFenceMs, kMaxFenceMs, Presence::kOptional, r.fence_ms));
 
   auto labels = ReadObject(j, "labels", "labels");
   if (!labels.ok()) return labels.status();
@@ -720,11 +752,25 @@ std::string HeartbeatJson(const Heartbeat& h) {
     if (HasSeconds(p.record.type)) j["seconds"] = p.record.seconds;
     progress.push_back(std::move(j));
   }
-  return Dump(json{
-      {"revision", h.revision},
-      {"workers", std::move(workers)},
-      {"progress", std::move(progress)},
-      {"usage", {{"cpuPercent", h.usage.cpu_percent}, {"memoryBytes", h.usage.memory_bytes}}}});
+  json out{{"revision", h.revision},
+           {"workers", std::move(workers)},
+           {"progress", std::move(progress)},
+           {"usage", {{"cpuPercent", h.usage.cpu_percent}, {"memoryBytes", h.usage.memory_bytes}}}};
+  if (h.term > 0) out["term"] = h.term;
+  if (!h.refused.empty()) {
+    json refused = json::array();
+    for (const Refusal& r : h.refused) {
+      json entry = {{"term", r.term}, {"reason", r.reason}};
+      if (!r.job.empty()) {
+        entry["job"] = r.job;
+        entry["uid"] = r.uid;
+        entry["attempt"] = r.attempt;
+      }
+      refused.push_back(std::move(entry));
+    }
+    out["refused"] = std::move(refused);
+  }
+  return Dump(out);
 }
 
 Result<Heartbeat> ParseHeartbeat(std::string_view text) {
@@ -770,6 +816,40 @@ Result<Heartbeat> ParseHeartbeat(std::string_view text) {
                                        Presence::kOptional, h.usage.cpu_percent));
     TESSERA_RETURN_IF_ERROR(ReadInt(**usage, "memoryBytes", "usage.memoryBytes", 0, kNoMax,
                                     Presence::kOptional, h.usage.memory_bytes));
+  }
+  TESSERA_RETURN_IF_ERROR(
+      ReadInt(j, "term", "term", 0, static_cast<int64_t>(kMaxTerm), Presence::kOptional, h.term));
+  auto refused = ReadList(j, "refused", "refused");
+  if (!refused.ok()) return refused.status();
+  if (*refused != nullptr) {
+    if ((*refused)->size() > kMaxRefusals)
+      return InvalidArgument("refused: at most " + std::to_string(kMaxRefusals) +
+                             " entries per heartbeat, got " + std::to_string((*refused)->size()));
+    for (size_t i = 0; i < (*refused)->size(); ++i) {
+      const json& entry = (**refused)[i];
+      const std::string path = Item("refused", i);
+      if (!entry.is_object()) return InvalidArgument(path + ": must be an object");
+      Refusal r;
+      TESSERA_RETURN_IF_ERROR(ReadInt(entry, "term", path + ".term", 0,
+                                      static_cast<int64_t>(kMaxTerm), Presence::kOptional, r.term));
+      TESSERA_RETURN_IF_ERROR(
+          ReadSafeName(entry, "job", path + ".job", Presence::kOptional, r.job));
+      if (!r.job.empty()) {
+        std::optional<uint64_t> uid = UidOf(entry);
+        if (!uid)
+          return InvalidArgument(path + ".uid: must be an integer in 1.." +
+                                 std::to_string(kMaxUid));
+        r.uid = *uid;
+        TESSERA_RETURN_IF_ERROR(ReadInt(entry, "attempt", path + ".attempt", 0, kMaxAttempt,
+                                        Presence::kRequired, r.attempt));
+      }
+      TESSERA_RETURN_IF_ERROR(
+          ReadString(entry, "reason", path + ".reason", Presence::kRequired, r.reason));
+      if (r.reason.size() > kMaxReason || !Printable(r.reason))
+        return InvalidArgument(path + ".reason: must be at most " + std::to_string(kMaxReason) +
+                               " characters, none of them control characters");
+      h.refused.push_back(std::move(r));
+    }
   }
   return h;
 }

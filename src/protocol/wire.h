@@ -62,6 +62,16 @@ struct WorkerKey {
   std::string ToString() const;  // "job/attempt/rank@uid"
 };
 
+// What kind of workload an assignment belongs to: it decides what the agent does with the
+// worker when it is fenced (docs/agent-protocol.md "Fencing"). kUnknown: a head that does not
+// send "kind" (the agent then looks at the environment: TESSERA_SERVICE marks a replica).
+enum class WorkloadKind { kUnknown, kTrainJob, kService };
+const char* WorkloadKindName(WorkloadKind kind);  // "TrainJob", "Service", "" for kUnknown
+
+// The head's term: grows with every head start (and every election won), never reused. Below
+// 2^53 like a uid. 0 = a head that sends no term (older than fencing).
+constexpr uint64_t kMaxTerm = kMaxUid;
+
 struct Assignment {
   WorkerKey key;
   int worker = 0;  // TPU worker id inside the slice (informational for the agent)
@@ -69,6 +79,7 @@ struct Assignment {
   std::map<std::string, std::string> env;
   std::string working_dir;  // absolute, or "" for the agent's current directory
   int64_t grace_ms = 10'000;
+  WorkloadKind kind = WorkloadKind::kUnknown;  // "kind"; written only when known
   friend bool operator==(const Assignment&, const Assignment&) = default;
 };
 
@@ -91,6 +102,7 @@ struct StopRequest {
 
 struct AssignmentSnapshot {
   int64_t revision = 0;
+  uint64_t term = 0;  // "term" of the head that wrote it; 0 when absent (an older head)
   std::vector<ParsedAssignment> assignments;
   std::vector<StopRequest> stop;
   // Entries whose key could not even be read, and malformed "stop" entries (ignored, logged).
@@ -101,11 +113,14 @@ struct AssignmentSnapshot {
 // itself is malformed (not an object, no integer revision, assignments not a list); a "stop"
 // that is not a list, or a malformed entry of it, is only reported in `unreadable`. Every
 // assignment and stop entry carries its job's "uid" (1..kMaxUid); "graceMs" is 0..86400000.
+// Optional "term" (0..kMaxTerm; a bad one refuses the document: a snapshot whose term cannot be
+// read cannot be fenced) and per assignment "kind" ("TrainJob" or "Service"; another value is
+// that assignment's error).
 Result<AssignmentSnapshot> ParseAssignmentSnapshot(std::string_view json);
 // The head's snapshot (watch stream line and heartbeat reply) from typed values. "stop" is
-// written only when `stop` is not empty.
+// written only when `stop` is not empty, "term" only when > 0.
 std::string AssignmentSnapshotJson(int64_t revision, const std::vector<Assignment>& assignments,
-                                   const std::vector<StopRequest>& stop = {});
+                                   const std::vector<StopRequest>& stop = {}, uint64_t term = 0);
 
 // ----- registration (agent -> head) -----
 
@@ -142,6 +157,9 @@ struct Registration {
   // The host's credential (protocol/credential.h): proves on re-registration, heartbeats and
   // assignment reads that the caller is the agent that first registered this host name.
   std::string credential;
+  // "fenceMs": how long the agent runs training workers without reaching a head (1000..
+  // 86400000); 0 (absent) = an agent that does not fence, so the head has nothing to wait for.
+  int64_t fence_ms = 0;
   friend bool operator==(const Registration&, const Registration&) = default;
 };
 std::string RegistrationJson(const Registration& registration);
@@ -211,9 +229,24 @@ struct Usage {
   friend bool operator==(const Usage&, const Usage&) = default;
 };
 
+// An assignment (or a whole snapshot) the agent refused, or training workers it stopped when
+// fenced: so the head can see it (an event on the host). docs/agent-protocol.md "Fencing".
+struct Refusal {
+  uint64_t term = 0;  // the term of the refused snapshot (0 for a fence stop)
+  std::string job;    // "" when the whole snapshot was refused
+  uint64_t uid = 0;
+  int attempt = 0;
+  std::string reason;  // at most 1024 characters
+  friend bool operator==(const Refusal&, const Refusal&) = default;
+};
+
 struct Heartbeat {
   // The newest assignment revision the agent has applied; -1 = none yet (or not reported).
   int64_t revision = -1;
+  // The highest head term the agent has seen (0: none, or an agent older than fencing). A head
+  // whose own term is lower has been replaced.
+  uint64_t term = 0;
+  std::vector<Refusal> refused;  // "refused", at most 64 entries
   std::vector<WorkerReport> workers;
   std::vector<ProgressReport> progress;
   Usage usage;
@@ -229,7 +262,8 @@ std::string HeartbeatJson(const Heartbeat& heartbeat);
 // "finishedAtMs" >= 0; optional "error" string}), "progress" (list of {"job", "uid",
 // "attempt", "rank" as above, "type" one of progress/checkpoint/restore/alive, "step" >= 0,
 // "timeMs" >= 0, optional "seconds" in 0..1e7}), "usage" {"cpuPercent" in 0..1e6,
-// "memoryBytes" >= 0}. Numbers
+// "memoryBytes" >= 0}, "term" (0..kMaxTerm), "refused" (at most 64 of {"term", optional
+// "job" (IsSafeName) with "uid" and "attempt", "reason" a string of at most 1024}). Numbers
 // that must be integers must be JSON integers. InvalidArgument naming the first bad field
 // ("workers[1].state: ...") otherwise: one bad entry refuses the whole heartbeat.
 Result<Heartbeat> ParseHeartbeat(std::string_view json);

@@ -133,6 +133,9 @@ struct TrainJobStatus {
 struct TrainJobRuntime {
   int64_t version = 0;                // store resource version
   std::set<std::string> unconfirmed;  // hosts that may still run a worker being stopped
+  // Lost hosts that may still run a worker being stopped, and when their agent's fence has
+  // surely stopped it (ClusterView::FencedAtMs): the stop finishes after the last of these.
+  std::map<std::string, int64_t> fencing;
   int64_t stop_revision = 0;          // assignments revision that no longer lists the job
   std::map<int, RankProgress> ranks;  // current attempt, by rank
   int64_t progress_epoch_ms = 0;      // hang timers count from here at the earliest

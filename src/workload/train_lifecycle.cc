@@ -192,10 +192,11 @@ void TrainLifecycle::BeginStopping(TrainJob& job, const ClusterView& cluster, in
   // stopped by its host (lost hosts cannot confirm and are marked down instead).
   for (const auto& [rank, w] : job.status.workers)
     if (MayRun(w.phase) && !cluster.HostLost(w.host)) job.runtime.unconfirmed.insert(w.host);
+  HoldForFences(job, cluster, now, effects);  // workers on lost hosts: wait for their fence
   effects.assignments_changed = true;
   effects.notify_hosts.merge(HostsOf(job));
-  // Nothing left to confirm (every worker exited, or their hosts are lost): done at once.
-  if (job.runtime.unconfirmed.empty())
+  // Nothing left to confirm (every worker exited, or their hosts are lost and fenced): done.
+  if (job.runtime.unconfirmed.empty() && job.runtime.fencing.empty())
     FinishStopping(job, now, effects);
   else
     effects.persist = true;
@@ -204,6 +205,7 @@ void TrainLifecycle::BeginStopping(TrainJob& job, const ClusterView& cluster, in
 void TrainLifecycle::FinishStopping(TrainJob& job, int64_t now, Effects& effects) const {
   TrainJobStatus& st = job.status;
   st.stopping = false;
+  job.runtime.fencing.clear();
   effects.release_chips = true;
   effects.schedule = true;
   if (st.deleting) {
@@ -238,7 +240,7 @@ Effects TrainLifecycle::Stop(TrainJob& job, JobPhase phase, const std::string& r
 Effects TrainLifecycle::ConfirmStopped(TrainJob& job, const std::string& host, int64_t now) const {
   Effects e;
   if (!job.status.stopping || !job.runtime.unconfirmed.erase(host)) return e;
-  if (job.runtime.unconfirmed.empty()) FinishStopping(job, now, e);
+  if (job.runtime.unconfirmed.empty() && job.runtime.fencing.empty()) FinishStopping(job, now, e);
   return e;
 }
 
@@ -302,11 +304,12 @@ Effects TrainLifecycle::Progress(TrainJob& job, const ProgressInput& p, const Cl
                                  int64_t now) const {
   TrainJobStatus& st = job.status;
   Effects e;
-  if (st.stopping || !st.workers.count(p.rank) || st.attempts.empty()) return e;
+  if (!st.workers.count(p.rank) || st.attempts.empty()) return e;
   // Step times come from the worker (they measure the training, not the heartbeat batching);
   // staleness for hang detection is judged on the head's clock.
   const int64_t at = p.time_ms > 0 ? p.time_ms : now;
   AttemptRecord& a = st.attempts.back();
+  if (st.stopping) return StoppingProgress(job, p, at);
   RankProgress& rp = job.runtime.ranks[p.rank];
   if (p.type == ProgressInput::Type::kAlive) {
     rp.last_alive_ms = now;
@@ -369,6 +372,43 @@ Effects TrainLifecycle::Progress(TrainJob& job, const ProgressInput& p, const Cl
     case ProgressInput::Type::kAlive:
       break;
   }
+  return e;
+}
+
+Effects TrainLifecycle::StoppingProgress(TrainJob& job, const ProgressInput& p, int64_t at) const {
+  TrainJobStatus& st = job.status;
+  AttemptRecord& a = st.attempts.back();
+  Effects e;
+  if (p.step < 0) return e;
+  switch (p.type) {
+    case ProgressInput::Type::kProgress:
+      if (a.first_step < 0) {
+        a.first_step = p.step;
+        a.first_step_ms = at;
+      }
+      if (p.step > a.last_step) {
+        a.last_step = p.step;
+        a.last_step_ms = at;
+      }
+      st.last_step = std::max(st.last_step, p.step);
+      break;
+    case ProgressInput::Type::kCheckpoint:
+      if (p.step > st.last_checkpoint_step) {
+        st.last_checkpoint_step = p.step;
+        st.checkpoints.emplace_back(at, p.seconds);
+        if (st.checkpoints.size() > kCheckpointSamples)
+          st.checkpoints.erase(st.checkpoints.begin());
+      }
+      break;
+    case ProgressInput::Type::kRestore:
+      a.restored = true;
+      a.resumed_from_step = p.step;
+      a.restore_seconds = std::max(a.restore_seconds, p.seconds);
+      break;
+    case ProgressInput::Type::kAlive:
+      return e;
+  }
+  job.runtime.progress_dirty = true;
   return e;
 }
 
@@ -442,7 +482,7 @@ Effects TrainLifecycle::HostLost(TrainJob& job, const std::string& host, int64_t
   }
   if (!job.HoldsChips()) return e;
   if (st.stopping) {
-    e.Merge(ConfirmStopped(job, host, now));  // it cannot confirm: it is gone
+    e.Merge(LostWhileStopping(job, host, cluster, now));  // it cannot confirm: it is gone
     return e;
   }
   std::vector<int> ranks;
@@ -456,6 +496,7 @@ Effects TrainLifecycle::HostLost(TrainJob& job, const std::string& host, int64_t
 Effects TrainLifecycle::Tick(TrainJob& job, const ClusterView& cluster, int64_t now) const {
   Effects e = CheckHang(job, cluster, now);
   e.Merge(CheckGrowBack(job, cluster, now));
+  e.Merge(CheckFences(job, now));
   // Progress is persisted (and pushed to watchers) at most once a second per job.
   if (!e.remove && job.runtime.progress_dirty && now - job.runtime.persisted_ms >= kProgressFlushMs)
     e.persist = true;

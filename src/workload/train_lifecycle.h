@@ -65,6 +65,11 @@ class ClusterView {
   // The largest number of slices in [lo, hi] of the job's shape that would fit if the job
   // released its own chips; 0 when not even `lo` fits.
   virtual int LargestFitWithoutJob(const TrainJob& job, int lo, int hi) const = 0;
+  // When the workers on lost `host` are surely gone: its agent's fence time counted from when
+  // it was last heard of, plus a margin (docs/ha.md "Fencing"). A stop that leaves workers on
+  // a lost host holds the chips, so no replacement attempt starts, until then. 0 (the
+  // default): nothing to wait for (an agent that does not fence, or the simulator).
+  virtual int64_t FencedAtMs(const std::string& /*host*/) const { return 0; }
 };
 
 // Where a new attempt runs: chosen by the scheduler, ports drawn by the driver.
@@ -114,6 +119,9 @@ class TrainLifecycle {
   Effects WorkerRunning(TrainJob& job, int rank, int64_t pid, int64_t now) const;
   Effects WorkerExited(TrainJob& job, int rank, int exit_code, int signal, int64_t pid,
                        int64_t finished_at_ms, const ClusterView& cluster, int64_t now) const;
+  // While the attempt is being stopped, its lines (written before its workers stopped) still
+  // count in its record: last step, restore, checkpoints; nothing else (no hang timers, no
+  // grow-back).
   Effects Progress(TrainJob& job, const ProgressInput& progress, const ClusterView& cluster,
                    int64_t now) const;
   // `host` applied the withdrawal and runs no worker of the job any more.
@@ -136,6 +144,15 @@ class TrainLifecycle {
   void BeginStopping(TrainJob& job, const ClusterView& cluster, int64_t now,
                      Effects& effects) const;
   void FinishStopping(TrainJob& job, int64_t now, Effects& effects) const;
+  // Progress's part while the job is stopping: the ended attempt's record only.
+  Effects StoppingProgress(TrainJob& job, const ProgressInput& p, int64_t at) const;
+  // Fencing (train_fence.cc): a stop waits for the fence of every lost host that may still
+  // run a worker of the job (TrainJobRuntime::fencing) before it finishes.
+  void HoldForFences(TrainJob& job, const ClusterView& cluster, int64_t now,
+                     Effects& effects) const;
+  Effects LostWhileStopping(TrainJob& job, const std::string& host, const ClusterView& cluster,
+                            int64_t now) const;
+  Effects CheckFences(TrainJob& job, int64_t now) const;
   Effects CheckHang(TrainJob& job, const ClusterView& cluster, int64_t now) const;
   Effects CheckGrowBack(TrainJob& job, const ClusterView& cluster, int64_t now) const;
   Effects BeginGrowBack(TrainJob& job, const ClusterView& cluster, int64_t now) const;

@@ -77,7 +77,9 @@ class ElasticTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.c = Cluster()
-        cls.c.up(extra=["--warm-preload", "torch"])
+        # A 3 s fence (docs/ha.md "Fencing"): a lost host's replacement starts 1 s (the head's
+        # margin) after its 2 s lease runs out, not after the 15 s default fence.
+        cls.c.up(extra=["--warm-preload", "torch", "--fence-ms", "3000"])
 
     @classmethod
     def tearDownClass(cls):
