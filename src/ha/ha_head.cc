@@ -16,8 +16,13 @@ using nlohmann::json;
 
 namespace {
 
-std::string InfoJson(const LeaderInfo& info, const std::string& self) {
-  return json{{"role", RoleName(info.role)},
+// `serving` is false on the standby's server: an elected head says "starting" there, never
+// "leader", until its full head serves on the port (a client that waits for "leader" and then
+// writes would otherwise meet the gap between the two servers).
+std::string InfoJson(const LeaderInfo& info, const std::string& self, bool serving) {
+  const std::string role =
+      !serving && info.role == Role::kLeader ? "starting" : std::string(RoleName(info.role));
+  return json{{"role", role},
               {"term", info.term},
               {"leader", info.leader},
               {"self", self},
@@ -36,18 +41,20 @@ Result<std::unique_ptr<net::HttpServer>> StartStandbyServer(const api::HeadOptio
   auto server = std::make_unique<net::HttpServer>(so);
   TESSERA_RETURN_IF_ERROR(server->Handle(net::Method::kGet, "/healthz", [&](const net::Request&) {
     return net::Response::Json(
-        200, R"({"status":"standby","ha":)" + InfoJson(elector.Snapshot(), self) + "}");
+        200, R"({"status":"standby","ha":)" + InfoJson(elector.Snapshot(), self, false) + "}");
   }));
   TESSERA_RETURN_IF_ERROR(server->Handle(net::Method::kGet, "/v1/leader", [&](const net::Request&) {
-    return net::Response::Json(200, InfoJson(elector.Snapshot(), self));
+    return net::Response::Json(200, InfoJson(elector.Snapshot(), self, false));
   }));
   auto refuse = [&](const net::Request&) {
     const LeaderInfo info = elector.Snapshot();
     return net::Response::Error(
         503, "this head (" + self + ") is a standby; " +
-                 (info.leader.empty() ? "no leader is elected yet, retry shortly"
-                                      : "the leader is at " + info.leader + " (term " +
-                                            std::to_string(info.term) + ")"));
+                 (info.role == Role::kLeader ? "it was elected (term " + std::to_string(info.term) +
+                                                   ") and is starting; retry shortly"
+                  : info.leader.empty() ? "no leader is elected yet, retry shortly"
+                                        : "the leader is at " + info.leader + " (term " +
+                                              std::to_string(info.term) + ")"));
   };
   for (net::Method m : {net::Method::kGet, net::Method::kPost, net::Method::kPut,
                         net::Method::kPatch, net::Method::kDelete}) {
@@ -151,7 +158,7 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
       ho.open_store = [&]() -> Result<std::unique_ptr<store::Store>> {
         return std::unique_ptr<store::Store>(std::move(etcd_store));
       };
-      ho.leader_info = [&elector, self] { return InfoJson(elector.Snapshot(), self); };
+      ho.leader_info = [&elector, self] { return InfoJson(elector.Snapshot(), self, true); };
       head = std::make_unique<api::Head>(ho);
       Status started = head->Start();
       if (!started.ok()) {

@@ -85,7 +85,10 @@ class HaFailover(unittest.TestCase):
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if os.environ.get("TESSERA_KEEP_LOGS"):  # the etcd and head logs, for a failed run
+            print("logs kept in", self.dir)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     @staticmethod
     def etcd_ready(port):
