@@ -74,6 +74,12 @@ void Apply(const ClientFlags& flags, const std::vector<std::string>& paths, bool
     std::cout << object << " " << (j.value("created", true) ? "created" : "configured")
               << (dry_run ? " (dry run)" : "") << "\n"
               << std::flush;
+    // Settings the head accepted but that cannot take effect (docs/admission.md), as kubectl
+    // prints an API server's warnings: on standard error, the exit status unchanged.
+    if (auto w = j.find("warnings"); w != j.end() && w->is_array())
+      for (const Json& warning : *w)
+        std::cerr << "Warning: " << object << ": " << warning.value("field", "") << ": "
+                  << warning.value("message", "") << "\n";
     applied.push_back(object);
   }
 }

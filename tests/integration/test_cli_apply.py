@@ -92,6 +92,16 @@ class CliApplyTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("clusterqueue/cli-research configured", p.stdout)
 
+    def test_a_setting_that_cannot_take_effect_is_applied_with_a_warning(self):
+        lonely = ("apiVersion: tessera/v1\nkind: ClusterQueue\nmetadata: {name: cli-lonely}\n"
+                  "spec:\n  cohort: cli-nobody-else\n"
+                  "  quotas: [{generation: v6e, nominalQuota: 16}]\n")
+        p = self.cli("apply", "-f", "-", input=lonely)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.strip(), "clusterqueue/cli-lonely created")
+        self.assertIn("Warning: clusterqueue/cli-lonely: spec.cohort: no other ClusterQueue is "
+                      "in cohort cli-nobody-else", p.stderr)
+
     def test_directory_and_json_list_stop_at_the_first_refusal(self):
         d = os.path.join(self.dir, "jobs")
         self.write("jobs/a.json", json.dumps([job("cli-a1"), job("cli-a2")]))
