@@ -146,9 +146,7 @@ class MetricsTest(unittest.TestCase):
             follow.kill()
             follow.wait()
             follow.stdout.close()
-        p = self.c.cli("get", "jobs", "--watch", check=False)
-        self.assertEqual(p.returncode, 2)
-        self.assertIn("--watch: only for events", p.stderr)
+        # `get -w` follows every kind now (test_cli_apply.test_wait_get_name_and_watch).
 
 
 if __name__ == "__main__":
