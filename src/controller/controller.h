@@ -288,6 +288,10 @@ class Controller {
   void RebuildInventory();
   // Rebuilds when inventory_dirty_; reports stored placements that overlap as events.
   Status RefreshInventory();
+  // What an apply checks before it stores anything, and all a dry run checks (jobs.cc,
+  // services.cc): the name, the fit on this cluster, the PriorityClass. nullopt when none fails.
+  std::optional<ApiError> NewJobRefusalLocked(const TrainJobSpec& spec);
+  std::optional<ApiError> ServiceRefusalLocked(const ServiceSpec& spec, const Json& doc);
   Status ReportInventoryConflicts();
   void ReserveJob(const TrainJob& job);
   std::string OwnerOf(const std::string& host) const;

@@ -50,6 +50,18 @@ std::optional<ApiError> JobRefusal(const TrainJobSpec& spec, const Inventory& in
 
 }  // namespace
 
+std::optional<ApiError> Controller::NewJobRefusalLocked(const TrainJobSpec& spec) {
+  if (Status s = RefreshInventory(); !s.ok()) return ToApiError(s);
+  if (jobs_.count(spec.name))
+    return ApiError{409,
+                    "metadata.name: a TrainJob named '" + spec.name +
+                        "' already exists; delete it first or choose another name",
+                    "metadata.name"};
+  std::set<std::string> classes;
+  for (const auto& [n, pc] : priority_classes_) classes.insert(n);
+  return JobRefusal(spec, inventory_, inventory_ready_, planner_, classes);
+}
+
 ApiResult<Json> Controller::DryRunApply(const Json& doc) {
   auto kind = api::DocumentKind(doc);
   if (!kind.ok()) return ToApiError(kind.status());
@@ -59,46 +71,13 @@ ApiResult<Json> Controller::DryRunApply(const Json& doc) {
     auto spec = api::ParseTrainJob(doc);
     if (!spec.ok()) return ToApiError(spec.status());
     std::lock_guard lock(mu_);
-    if (Status s = RefreshInventory(); !s.ok()) return ToApiError(s);
-    if (jobs_.count(spec->name))
-      return ApiError{409,
-                      "metadata.name: a TrainJob named '" + spec->name +
-                          "' already exists; delete it first or choose another name",
-                      "metadata.name"};
-    std::set<std::string> classes;
-    for (const auto& [n, pc] : priority_classes_) classes.insert(n);
-    if (auto refused = JobRefusal(*spec, inventory_, inventory_ready_, planner_, classes))
-      return *refused;
+    if (auto refused = NewJobRefusalLocked(*spec)) return *refused;
     name = spec->name;
   } else if (*kind == "Service") {
     auto spec = api::ParseService(doc);
     if (!spec.ok()) return ToApiError(spec.status());
     std::lock_guard lock(mu_);
-    if (Status s = RefreshInventory(); !s.ok()) return ToApiError(s);
-    if (jobs_.count(spec->name))
-      return ApiError{409,
-                      "metadata.name: a TrainJob is named '" + spec->name +
-                          "'; a Service needs a name of its own",
-                      "metadata.name"};
-    // ApplyService's checks: each role's replica must be able to run here, on an empty cluster.
-    const bool listed = doc["spec"].is_object() && doc["spec"].contains("roles");
-    for (size_t i = 0; i < spec->roles.size() && inventory_ready_; ++i) {
-      const ServiceRoleSpec& role = spec->roles[i];
-      const std::string field = listed ? "spec.roles[" + std::to_string(i) + "]" : "spec";
-      TrainJobSpec one;
-      one.accelerator = role.accelerator;
-      one.topology = role.topology;
-      one.min_slices = one.max_slices = 1;
-      if (auto refused = JobRefusal(one, inventory_, inventory_ready_, planner_, {})) {
-        std::string message = field + refused->message.substr(4);  // after "spec"
-        if (size_t at = message.find(" job can never run"); at != std::string::npos)
-          message.replace(at, 4, " replica");
-        return ApiError{refused->http_status, message, field + refused->field.substr(4)};
-      }
-    }
-    if (!spec->priority.empty() && !priority_classes_.count(spec->priority))
-      return ApiError{422, "spec.priority: PriorityClass '" + spec->priority + "' does not exist",
-                      "spec.priority"};
+    if (auto refused = ServiceRefusalLocked(*spec, doc)) return *refused;
     name = spec->name;
     exists = services_.count(name) > 0;
   } else {
@@ -126,16 +105,7 @@ ApiResult<Json> Controller::CreateJob(const Json& doc) {
   auto spec = api::ParseTrainJob(doc);
   if (!spec.ok()) return ToApiError(spec.status());
   std::lock_guard lock(mu_);
-  if (Status s = RefreshInventory(); !s.ok()) return ToApiError(s);
-  if (jobs_.count(spec->name))
-    return ApiError{409,
-                    "metadata.name: a TrainJob named '" + spec->name +
-                        "' already exists; delete it first or choose another name",
-                    "metadata.name"};
-  std::set<std::string> classes;
-  for (const auto& [n, pc] : priority_classes_) classes.insert(n);
-  if (auto refused = JobRefusal(*spec, inventory_, inventory_ready_, planner_, classes))
-    return *refused;
+  if (auto refused = NewJobRefusalLocked(*spec)) return *refused;
   const std::string name = spec->name;
   // Stored and printed in the canonical spelling: "TPU-V6E-16" becomes v6e and 4x4.
   Json spec_doc = doc["spec"];

@@ -71,22 +71,19 @@ Status Controller::RunServiceStep(const std::string& name, const ServiceStep& st
 // ---------------------------------------------------------------------------------------------
 // Users
 
-ApiResult<Json> Controller::ApplyService(const Json& doc) {
-  auto spec = api::ParseService(doc);
-  if (!spec.ok()) return ToApiError(spec.status());
-  std::lock_guard lock(mu_);
+std::optional<ApiError> Controller::ServiceRefusalLocked(const ServiceSpec& spec, const Json& doc) {
   if (Status s = RefreshInventory(); !s.ok()) return ToApiError(s);
-  if (jobs_.count(spec->name))
-    return ApiError{409,
-                    "metadata.name: a TrainJob is named '" + spec->name +
-                        "'; a Service needs a name of its own",
-                    "metadata.name"};
+  if (jobs_.count(spec.name))
+    return ApiError{
+        409,
+        "metadata.name: a TrainJob is named '" + spec.name + "'; a Service needs a name of its own",
+        "metadata.name"};
   // Roles written under spec.roles are named by index; a single role written under spec, by
   // spec itself.
   const bool listed = doc.is_object() && doc.contains("spec") && doc["spec"].is_object() &&
                       doc["spec"].contains("roles");
-  for (size_t i = 0; i < spec->roles.size() && inventory_ready_; ++i) {
-    const ServiceRoleSpec& role = spec->roles[i];
+  for (size_t i = 0; i < spec.roles.size() && inventory_ready_; ++i) {
+    const ServiceRoleSpec& role = spec.roles[i];
     const std::string field = listed ? "spec.roles[" + std::to_string(i) + "]" : "spec";
     if (role.accelerator != inventory_.generation())
       return ApiError{422,
@@ -106,9 +103,17 @@ ApiResult<Json> Controller::ApplyService(const Json& doc) {
                           " replica can never fit this cluster: " + p.message,
                       field + ".topology"};
   }
-  if (!spec->priority.empty() && !priority_classes_.count(spec->priority))
-    return ApiError{422, "spec.priority: PriorityClass '" + spec->priority + "' does not exist",
+  if (!spec.priority.empty() && !priority_classes_.count(spec.priority))
+    return ApiError{422, "spec.priority: PriorityClass '" + spec.priority + "' does not exist",
                     "spec.priority"};
+  return std::nullopt;
+}
+
+ApiResult<Json> Controller::ApplyService(const Json& doc) {
+  auto spec = api::ParseService(doc);
+  if (!spec.ok()) return ToApiError(spec.status());
+  std::lock_guard lock(mu_);
+  if (auto refused = ServiceRefusalLocked(*spec, doc)) return *refused;
   const std::string name = spec->name;
   const View view(*this);
   if (Service* existing = FindService(name)) {
