@@ -24,7 +24,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-__all__ = ["ApiError", "Change", "Client", "Reservation", "WatchExpired"]
+__all__ = ["ApiError", "Change", "Client", "SliceReservation", "WatchExpired"]
 
 # The collection each kind is served at; the names users write map onto them.
 _KIND_PATHS = {
@@ -57,6 +57,11 @@ class ApiError(Exception):
 
 class WatchExpired(ApiError):
     """The head no longer has the changes after the watch's revision (410): list again."""
+
+
+# What a dropped or refused connection raises: the watch reconnects from its last revision.
+_DROPPED = (socket.timeout, TimeoutError, ConnectionError, urllib.error.URLError,
+            http.client.HTTPException)
 
 
 class Change:
@@ -224,25 +229,39 @@ class Client:
 
     def watch(self, kind, resource_version=None, timeout=None, reconnect_delay=0.2):
         """Yields a Change per change of `kind`: without resource_version, first the current
-        objects as ADDED, then every change. When the connection drops, the watch reconnects
-        from the revision of the last change it yielded, so nothing is lost or repeated. If the
-        head no longer holds the changes after that revision (410, e.g. it restarted), it lists
-        again and yields the objects that differ from what it had yielded (ADDED, MODIFIED,
+        objects as ADDED (from one list, so a drop cannot cut the snapshot short), then every
+        change after that list. When the connection drops, the watch reconnects from the
+        revision of the last change it yielded, so nothing is lost or repeated; a line cut off
+        by the drop is never parsed (it comes again after the reconnect). If the head no
+        longer holds the changes after that revision (410, e.g. it restarted), it lists again
+        and yields the objects that differ from what it had yielded (ADDED, MODIFIED,
         DELETED), then watches on. `timeout` (seconds) ends the iteration when reached."""
         path = "/api/v1/%s?watch=true" % kind_path(kind)
         deadline = None if timeout is None else time.monotonic() + timeout
         revision = resource_version
         known = {}  # name -> last object yielded, to resynchronise after a 410
+        while revision is None:
+            try:
+                changes, revision = self._resync(kind, known)
+            except _DROPPED:
+                if deadline is not None and time.monotonic() >= deadline:
+                    return
+                time.sleep(reconnect_delay)
+                continue
+            for c in changes:
+                yield c
         while True:
             if deadline is not None and time.monotonic() >= deadline:
                 return
-            target = path + ("&resourceVersion=%s" % revision if revision else "")
+            target = path + "&resourceVersion=%s" % revision
             try:
                 remaining = None if deadline is None else max(0.05, deadline - time.monotonic())
                 # A read timeout of at most 5 s, so a dead connection or the deadline is seen.
                 with self._open("GET", target,
                                 timeout=5.0 if remaining is None else min(5.0, remaining)) as r:
                     for raw in r:
+                        if not raw.endswith(b"\n"):
+                            break  # cut off by a drop: reconnect from the last whole line
                         line = raw.decode().strip()
                         if not line:
                             continue
@@ -262,14 +281,14 @@ class Client:
                         if deadline is not None and time.monotonic() >= deadline:
                             return
             except WatchExpired:
-                if revision is None:
-                    raise
-                changes, revision = self._resync(kind, known)
+                try:
+                    changes, revision = self._resync(kind, known)
+                except _DROPPED:
+                    changes = []  # the head is away: the next round answers 410 again or lists
                 for c in changes:
                     yield c
                 continue
-            except (socket.timeout, TimeoutError, ConnectionError, urllib.error.URLError,
-                    http.client.HTTPException):
+            except _DROPPED:
                 pass  # reconnect from the last revision
             if deadline is not None and time.monotonic() >= deadline:
                 return
@@ -280,6 +299,9 @@ class Client:
         list's revision, from which the watch goes on."""
         listed = self.request("GET", "/api/v1/" + kind_path(kind))
         version = listed.get("metadata", {}).get("resourceVersion")
+        if not version:
+            raise ApiError(500, "the head's list of %s has no metadata.resourceVersion to watch "
+                           "from" % kind_path(kind), "metadata.resourceVersion")
         out = []
         now = {i["metadata"]["name"]: i for i in listed["items"]}
         for name, obj in now.items():
@@ -352,47 +374,132 @@ class Client:
 
     # --- reservations ---
 
-    def reserve_slices(self, accelerator, topology, num_slices=1, name=None, queue=None,
-                       priority=None, ttl=None, timeout=None):
-        """Creates a SliceReservation of `num_slices` slices of `accelerator` and `topology`
-        (as Ray's slice_placement_group) and returns a Reservation; reservation.ready(timeout)
-        blocks until the head holds every slice. With `timeout`, waits here too.
+    def reserve_slices(self, accelerator, topology, num_slices=1, timeout=None, name=None,
+                       queue=None, ttl=None, priority_class_name=None):
+        """Reserves `num_slices` whole slices of `accelerator` and `topology`, all or nothing,
+        as Ray's slice_placement_group does: applies a SliceReservation and returns its
+        SliceReservation handle. With `timeout` (seconds), also waits for it to be Ready (see
+        SliceReservation.ready). `ttl` is a duration ("30m", "2h"): the head lets the slices go
+        when it passes. A TrainJob or Service runs inside it by naming it in spec.reservation.
 
-        Not served yet: the head does not have the SliceReservation kind (issue 14), so the
-        apply is refused with ApiError 422 (field "kind") until it does."""
+        Needs a head that serves kind SliceReservation; an older one refuses the apply with
+        ApiError 422 (field "kind")."""
+        if not isinstance(num_slices, int) or isinstance(num_slices, bool) or num_slices < 1:
+            raise ValueError("num_slices must be an int >= 1, got %r" % (num_slices,))
         name = name or "rsv-%x" % (int(time.time() * 1000) & 0xFFFFFFFFFF)
-        doc = {"apiVersion": "tessera/v1", "kind": "SliceReservation",
-               "metadata": {"name": name},
-               "spec": {"accelerator": accelerator, "topology": topology, "slices": num_slices}}
+        spec = {"accelerator": accelerator, "topology": topology, "numSlices": num_slices}
         if queue:
-            doc["metadata"]["queue"] = queue
-        if priority:
-            doc["spec"]["priority"] = priority
+            spec["queue"] = queue
+        if priority_class_name:
+            spec["priorityClassName"] = priority_class_name
         if ttl:
-            doc["spec"]["ttl"] = ttl
-        self.apply(doc)
-        r = Reservation(self, name)
+            spec["ttl"] = ttl
+        self.apply({"apiVersion": "tessera/v1", "kind": "SliceReservation",
+                    "metadata": {"name": name}, "spec": spec})
+        r = SliceReservation(self, name)
         if timeout is not None:
             r.ready(timeout)
         return r
 
+    def reservation(self, name):
+        """The handle of an existing SliceReservation (e.g. one applied from YAML)."""
+        r = SliceReservation(self, name)
+        r.refresh()
+        return r
 
-class Reservation:
-    """A SliceReservation the client made: ready(timeout) blocks until it is Ready and returns
-    its slices ([{"slice": NAME, "hosts": [...]}, ...]); delete() gives the slices back."""
+
+class SliceReservation:
+    """A SliceReservation on the head, by name. ready(timeout) blocks until the head holds
+    every slice (phase Ready) and returns self; then .slices and .hosts say which. delete()
+    gives the slices back (409 while a workload runs inside it, unless force=True, which
+    stops those workloads). As a context manager it deletes itself (force) on exit.
+
+    Not thread-safe: use one handle per thread."""
 
     def __init__(self, client, name):
         self.client = client
         self.name = name
+        self.object = None  # the reservation as last read from the head
 
+    def refresh(self):
+        """Reads the reservation again; returns its status."""
+        self.object = self.client.get("reservation", self.name)
+        return self.status
+
+    @property
     def status(self):
-        return self.client.get("reservation", self.name).get("status", {})
+        return (self.object or {}).get("status", {})
+
+    @property
+    def phase(self):
+        return self.status.get("phase")
+
+    @property
+    def slices(self):
+        """The reserved slices as the head lists them in status.slices (empty until Ready)."""
+        return list(self.status.get("slices") or [])
+
+    @property
+    def hosts(self):
+        """The reserved hosts: status.hosts, or the hosts of each slice in order."""
+        hosts = self.status.get("hosts")
+        if hosts is not None:
+            return list(hosts)
+        out = []
+        for s in self.slices:
+            if isinstance(s, dict):
+                out.extend(s.get("hosts", []))
+        return out
 
     def ready(self, timeout=60.0):
-        obj = self.client.wait("reservation", self.name, "phase=Ready", timeout)
-        return obj["status"].get("slices", [])
+        """Blocks until the reservation is Ready and returns self. TimeoutError when `timeout`
+        (seconds) passes first, naming the reason the head gives for it being Pending;
+        RuntimeError when it is Expired or deleted meanwhile."""
+        deadline = time.monotonic() + timeout
+        self.refresh()
+        if self._settled():
+            return self
+        for c in self.client.watch("reservations", timeout=max(0.0, deadline - time.monotonic())):
+            if c.name != self.name:
+                continue
+            if c.type == "DELETED":
+                raise RuntimeError("reservation %s was deleted while waiting for it to be Ready"
+                                   % self.name)
+            self.object = c.object
+            if self._settled():
+                return self
+        try:
+            self.refresh()
+        except ApiError as e:
+            if e.status == 404:
+                raise RuntimeError("reservation %s was deleted while waiting for it to be Ready"
+                                   % self.name) from None
+            raise
+        if self._settled():
+            return self
+        raise TimeoutError("reservation %s is not Ready after %g s: %s" % (
+            self.name, timeout, self._why()))
+
+    def _settled(self):
+        """True when Ready; raises when it can never become Ready."""
+        if self.phase == "Ready":
+            return True
+        if self.phase == "Expired":
+            raise RuntimeError("reservation %s is Expired, so never Ready (%s)" % (
+                self.name, self._why()))
+        return False
+
+    def _why(self):
+        st = self.status
+        parts = [st.get("phase") or "no phase yet"]
+        for key in ("reason", "message"):
+            if st.get(key):
+                parts.append(str(st[key]))
+        return ": ".join(parts)
 
     def delete(self, force=False):
+        """Gives the slices back. ApiError 409 (naming the workloads) while any runs inside
+        it, unless force=True."""
         return self.client.delete("reservation", self.name, force=force)
 
     def __enter__(self):
@@ -404,6 +511,9 @@ class Reservation:
         except ApiError as e:
             if e.status != 404:
                 raise
+
+    def __repr__(self):
+        return "SliceReservation(%s %s)" % (self.name, self.phase or "?")
 
 
 def _changed(a, b):
