@@ -492,10 +492,17 @@ class SliceReservation:
     def _why(self):
         st = self.status
         parts = [st.get("phase") or "no phase yet"]
-        for key in ("reason", "message"):
-            if st.get(key):
+        for key in ("reason", "message", "pendingReason"):
+            if st.get(key) and st[key] not in parts:
                 parts.append(str(st[key]))
-        return ": ".join(parts)
+        why = ": ".join(parts)
+        helps = st.get("wouldHelp")
+        if helps:
+            # The workloads whose end would let it in, as explain lists them.
+            why += "; would fit after: " + ", ".join(
+                "%s (%s, %s chips)" % (h.get("name"), h.get("clusterQueue"), h.get("chips"))
+                if isinstance(h, dict) else str(h) for h in helps)
+        return why
 
     def delete(self, force=False):
         """Gives the slices back. ApiError 409 (naming the workloads) while any runs inside

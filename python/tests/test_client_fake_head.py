@@ -223,6 +223,13 @@ class ReserveSlicesTest(unittest.TestCase):
         self.assertIn("stuck", str(e.exception))
         self.assertIn("Pending", str(e.exception))
         self.assertIn(PENDING_REASON, str(e.exception))
+        self.head.set_status("stuck", phase="Pending", reason="Pending", message="no room",
+                             pendingReason="needs 32 v6e chips, 16 free",
+                             wouldHelp=[{"name": "big", "clusterQueue": "research", "chips": 16}])
+        with self.assertRaises(TimeoutError) as e:
+            r.ready(timeout=0.2)
+        self.assertIn("Pending: no room: needs 32 v6e chips, 16 free; would fit after: big "
+                      "(research, 16 chips)", str(e.exception))
         with self.assertRaises(TimeoutError):  # reserve_slices(timeout=) waits the same way
             self.c.reserve_slices("v6e", "4x4", 2, name="stuck-too", timeout=0.2)
 
