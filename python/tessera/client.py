@@ -53,6 +53,7 @@ class ApiError(Exception):
         self.status = status
         self.message = message
         self.field = field
+        self.body = None  # the answer's text, as the head sent it
 
 
 class WatchExpired(ApiError):
@@ -134,7 +135,8 @@ def status_value(obj, path):
 
 
 class Client:
-    """The head at `url` (http://HOST:PORT) with the admin `token`."""
+    """The head at `url` (http://HOST:PORT) with the admin `token` (None: no Authorization
+    header, e.g. to see what an anonymous caller gets)."""
 
     def __init__(self, url, token, timeout=30.0):
         self.url = url.rstrip("/")
@@ -171,7 +173,8 @@ class Client:
         if body is not None:
             data = body if isinstance(body, bytes) else body.encode()
         req = urllib.request.Request(self.url + path, data=data, method=method)
-        req.add_header("Authorization", "Bearer " + self.token)
+        if self.token:
+            req.add_header("Authorization", "Bearer " + self.token)
         if data is not None:
             req.add_header("Content-Type", content_type)
         try:
@@ -183,16 +186,37 @@ class Client:
     def _error(status, text):
         try:
             j = json.loads(text)
-            message, field = j.get("error", text), j.get("field")
         except ValueError:
+            j = None
+        if isinstance(j, dict):
+            message, field = str(j.get("error", text)), j.get("field")
+        else:
             message, field = text, None
-        return (WatchExpired if status == 410 else ApiError)(status, message, field)
+        e = (WatchExpired if status == 410 else ApiError)(status, message, field)
+        e.body = text
+        return e
 
     def request(self, method, path, body=None):
         """One call; the parsed JSON answer. ApiError on a refusal."""
         with self._open(method, path, body) as r:
             text = r.read().decode()
         return json.loads(text) if text.strip().startswith(("{", "[")) else text
+
+    def call(self, method, path, body=None, content_type="application/json"):
+        """One call that does not raise on a refusal: (HTTP status, parsed JSON answer or
+        text). For scripts and tests that look at the status itself; `body` is a dict or list
+        (sent as JSON), text or bytes (sent as they are)."""
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body)
+        try:
+            with self._open(method, path, body, content_type=content_type) as r:
+                status, text = r.status, r.read().decode("utf-8", "replace")
+        except ApiError as e:
+            status, text = e.status, e.body
+        try:
+            return status, json.loads(text) if text.strip().startswith(("{", "[")) else text
+        except ValueError:
+            return status, text
 
     # --- resources ---
 

@@ -273,6 +273,33 @@ class ReserveSlicesTest(unittest.TestCase):
                 self.c.reserve_slices("v6e", "4x4", bad)
 
 
+class CallTest(unittest.TestCase):
+    def setUp(self):
+        self.head = FakeHead()
+
+    def tearDown(self):
+        self.head.stop()
+
+    def test_call_returns_the_status_and_sends_no_token_when_none(self):
+        c = tc.Client(self.head.url, "token", timeout=5)
+        doc = {"kind": "SliceReservation", "metadata": {"name": "x"}, "spec": {}}
+        self.assertEqual(c.call("POST", "/api/v1/apply", doc),
+                         (201, {"kind": "SliceReservation", "name": "x", "created": True}))
+        status, body = c.call("GET", "/api/v1/reservations/none")
+        self.assertEqual((status, body["field"]), (404, "metadata.name"))
+        self.assertEqual(c.call("POST", "/api/v1/nowhere", b"{}")[0], 404)
+        seen = []
+        real = self.head.server.RequestHandlerClass.do_GET
+
+        def spy(handler):
+            seen.append(handler.headers.get("Authorization"))
+            return real(handler)
+        self.head.server.RequestHandlerClass.do_GET = spy
+        tc.Client(self.head.url, None).call("GET", "/api/v1/reservations")
+        c.call("GET", "/api/v1/reservations")
+        self.assertEqual(seen, [None, "Bearer token"])
+
+
 class WatchProtocolTest(unittest.TestCase):
     def setUp(self):
         self.head = FakeHead()

@@ -101,27 +101,10 @@ class Cluster:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def request(self, method, path, body=None, token="admin", content_type="application/json"):
-        data = None
-        if body is not None:
-            data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.port, path), data=data,
-                                     method=method)
-        if token == "admin":
-            req.add_header("Authorization", "Bearer " + self.token)
-        elif token:
-            req.add_header("Authorization", "Bearer " + token)
-        if data is not None:
-            req.add_header("Content-Type", content_type)
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                text = r.read().decode()
-                return r.status, (json.loads(text) if text.startswith(("{", "[")) else text)
-        except urllib.error.HTTPError as e:
-            text = e.read().decode()
-            try:
-                return e.code, json.loads(text)
-            except ValueError:
-                return e.code, text
+        """(HTTP status, parsed answer) of one call through the client, refusals included;
+        token "admin", another token, or None for none."""
+        client = self.client if token == "admin" else Client(self.client.url, token)
+        return client.call(method, path, body, content_type=content_type)
 
     def get_job(self, name):
         try:
