@@ -16,14 +16,26 @@ remain). The policy for it is explicit:
             batch's `num_pad` (pads always sit at the end of `samples`).
   'raise' - next() raises RaggedBatchError, leaving the position unchanged.
 
-Thread-safety: a ShardedBatches is not thread-safe; use one per consumer.
+ArrayBatches is the same iterator over NumPy arrays (one array, or a dict or tuple of arrays
+sharing their first axis): each batch is gathered with one take() per array, pads are rows of
+pad_value with a False `mask`, and to_torch() turns a batch into tensors without copying.
+Prefetch (or .prefetch(depth)) produces batches ahead in a background thread through a bounded
+queue; its state_dict() is the position after the last batch handed out, not after the last
+one produced, so resume stays exact. NumPy is imported when an ArrayBatches is made, torch
+only by to_torch().
+
+Thread-safety: a ShardedBatches or ArrayBatches is not thread-safe; use one per consumer. A
+Prefetch owns its source (only its thread touches it once iteration starts) and is itself used
+by one consumer thread; close() may be called from any thread.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import queue
 import random
-from typing import Any, Iterator, Optional, Sequence
+import threading
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 LAST_BATCH_POLICIES = ("drop", "pad", "raise")
 _STATE_VERSION = 1
@@ -122,6 +134,17 @@ class ShardedBatches(Iterator[Batch]):
         return self
 
     def __next__(self) -> Batch:
+        indices, num_pad, epoch, offset = self._take()
+        samples = [self._dataset[i] for i in indices] + [self.pad_value] * num_pad
+        return Batch(samples, indices, num_pad, epoch, offset)
+
+    def prefetch(self, depth: int = 2) -> "Prefetch":
+        """These batches, produced ahead by a background thread (see Prefetch)."""
+        return Prefetch(self, depth=depth)
+
+    def _take(self) -> tuple[list, int, int, int]:
+        """Advances by one global step: this rank's dataset indices, the number of pads after
+        them, and the (epoch, offset) the step started at. Raises as __next__ documents."""
         g = self.global_batch_size
         while True:
             if self.num_epochs is not None and self.epoch >= self.num_epochs:
@@ -149,14 +172,13 @@ class ShardedBatches(Iterator[Batch]):
         start = self.offset + self.rank * self.batch_size
         indices = order[start : min(start + self.batch_size, self._n)]
         num_pad = self.batch_size - len(indices)
-        samples = [self._dataset[i] for i in indices] + [self.pad_value] * num_pad
-        batch = Batch(samples, indices, num_pad, self.epoch, self.offset)
+        taken = (indices, num_pad, self.epoch, self.offset)
         self.offset += g
         if self.offset >= self._n:
             # Advance eagerly so the state of a finished epoch reads the same on every rank
             # and in every attempt: (epoch + 1, 0), never (epoch, num_samples).
             self._next_epoch()
-        return batch
+        return taken
 
     def state_dict(self) -> dict:
         """The position, as plain ints (JSON- and torch.save-friendly). Identical on every rank
@@ -198,3 +220,204 @@ class ShardedBatches(Iterator[Batch]):
         self.offset = offset
         self.dropped_samples = dropped
         self.last_dropped = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ArrayBatch:
+    """One rank's batch from ArrayBatches: always batch_size rows."""
+
+    data: Any  # an ndarray, or a dict / tuple of them, as the dataset was given
+    mask: Any  # bool ndarray (batch_size,): False on pad rows (which are at the end)
+    indices: Any  # int64 ndarray: the dataset index of each real row
+    num_pad: int
+    epoch: int
+    offset: int  # global offset of the step this batch belongs to, before it was taken
+
+    def to_torch(self) -> "ArrayBatch":
+        """The same batch with torch tensors (torch.from_numpy: no copy) for data, mask and
+        indices."""
+        return dataclasses.replace(self, data=to_torch(self.data), mask=to_torch(self.mask),
+                                   indices=to_torch(self.indices))
+
+
+def to_torch(value: Any) -> Any:
+    """torch.from_numpy over an ndarray, or over each array of a dict, tuple or list (other
+    values are left as they are). Imports torch."""
+    import torch  # only here: the SDK does not need torch otherwise
+
+    def convert(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: convert(x) for k, x in v.items()}
+        if isinstance(v, (tuple, list)):
+            return type(v)(convert(x) for x in v)
+        if hasattr(v, "__array_interface__") and not isinstance(v, torch.Tensor):
+            return torch.from_numpy(v)
+        return v
+
+    return convert(value)
+
+
+class ArrayBatches(ShardedBatches):
+    """ShardedBatches over NumPy arrays, yielding ArrayBatch: `arrays` is one array, a dict of
+    arrays or a tuple of arrays whose first axes have the same length (the samples). Same
+    order, policies, state_dict and resume as ShardedBatches over range(num_samples); pad rows
+    are `pad_value` (default 0) and have mask False."""
+
+    def __init__(self, arrays: Any, *, batch_size: int, rank: int = 0, world_size: int = 1,
+                 seed: int = 0, shuffle: bool = True, last_batch: str = "drop",
+                 pad_value: Any = 0, num_epochs: Optional[int] = None) -> None:
+        import numpy as np  # only here: ShardedBatches needs the standard library only
+
+        self._np = np
+        if isinstance(arrays, dict):
+            names = list(arrays)
+            parts = [arrays[k] for k in names]
+            self._pack = lambda out: dict(zip(names, out))
+        elif isinstance(arrays, tuple):
+            parts = list(arrays)
+            self._pack = tuple
+        else:
+            parts = [arrays]
+            self._pack = lambda out: out[0]
+        if not parts:
+            raise ValueError("arrays: give one array, or a dict or tuple of arrays, not none")
+        self._parts = []
+        for i, a in enumerate(parts):
+            if not isinstance(a, np.ndarray):
+                raise TypeError(f"arrays[{i}]: a numpy.ndarray, not {type(a).__name__}")
+            if a.ndim == 0:
+                raise ValueError(f"arrays[{i}]: needs a first axis of samples, got a scalar")
+            self._parts.append(a)
+        lengths = {a.shape[0] for a in self._parts}
+        if len(lengths) != 1:
+            raise ValueError(f"arrays: first axes differ in length {sorted(lengths)}; every "
+                             "array needs one row per sample")
+        super().__init__(range(lengths.pop()), batch_size=batch_size, rank=rank,
+                         world_size=world_size, seed=seed, shuffle=shuffle,
+                         last_batch=last_batch, pad_value=pad_value, num_epochs=num_epochs)
+
+    def __next__(self) -> ArrayBatch:  # type: ignore[override]
+        np = self._np
+        indices, num_pad, epoch, offset = self._take()
+        idx = np.asarray(indices, dtype=np.int64)
+        real = len(idx)
+        out = []
+        for a in self._parts:
+            rows = np.empty((self.batch_size,) + a.shape[1:], dtype=a.dtype)
+            np.take(a, idx, axis=0, out=rows[:real])
+            if num_pad:
+                rows[real:] = self.pad_value
+            out.append(rows)
+        mask = np.zeros(self.batch_size, dtype=bool)
+        mask[:real] = True
+        return ArrayBatch(self._pack(out), mask, idx, num_pad, epoch, offset)
+
+
+_ITEM, _END, _ERROR = "item", "end", "error"
+
+
+class Prefetch(Iterator[Any]):
+    """Iterates `source` ahead of its consumer in a background thread, keeping at most
+    `depth` items waiting in a bounded queue, so producing the next batch overlaps the
+    consumer's work on this one.
+
+    - An exception raised by the source (RaggedBatchError, a bad sample, ...) is raised by
+      the next() that reaches it, after every item before it, and by every next() after.
+    - state_dict() is the source's position after the last item next() returned (taken by the
+      thread right after producing it), so saving it and loading it into a fresh source
+      resumes exactly, whatever was prefetched. load_state_dict() only before iteration.
+    - close() (or leaving a `with` block) stops the thread: it finishes the item it is
+      producing, if any, and exits; close() waits for that. Items not consumed are dropped.
+    """
+
+    def __init__(self, source: Iterable[Any], depth: int = 2) -> None:
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"depth must be an int >= 1, got {depth!r}")
+        self._source = iter(source)
+        self.depth = depth
+        self._queue: "queue.Queue[tuple]" = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._done: Optional[tuple] = None  # the _END or _ERROR item, once reached
+        self._state = self._source_state()
+
+    def _source_state(self) -> Optional[dict]:
+        state_dict = getattr(self._source, "state_dict", None)
+        return state_dict() if state_dict else None
+
+    def state_dict(self) -> dict:
+        if self._state is None:
+            raise TypeError(f"{type(self._source).__name__} has no state_dict()")
+        return dict(self._state)
+
+    def load_state_dict(self, state: dict) -> None:
+        if self._thread is not None:
+            raise RuntimeError("load_state_dict: iteration has started; load the state into "
+                               "a fresh Prefetch (or its source) before the first next()")
+        self._source.load_state_dict(state)  # type: ignore[attr-defined]
+        self._state = self._source_state()
+
+    def _put(self, item: tuple) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                value = next(self._source)
+                if not self._put((_ITEM, value, self._source_state())):
+                    return
+        except StopIteration:
+            self._put((_END, None, None))
+        except BaseException as e:  # handed to the consumer, raised there
+            self._put((_ERROR, e, None))
+
+    def __iter__(self) -> "Prefetch":
+        return self
+
+    def __next__(self) -> Any:
+        if self._done is None and self._thread is None:
+            if self._stop.is_set():
+                raise RuntimeError("next() on a closed Prefetch")
+            self._thread = threading.Thread(target=self._run, name="tessera-data-prefetch",
+                                            daemon=True)
+            self._thread.start()
+        if self._done is None:
+            while True:
+                try:
+                    item = self._queue.get(timeout=0.1)
+                    break
+                except queue.Empty:
+                    if self._stop.is_set():
+                        raise RuntimeError("next() on a closed Prefetch") from None
+                    if not self._thread.is_alive() and self._queue.empty():  # type: ignore
+                        raise RuntimeError("the prefetch thread ended without a result")
+            if item[0] == _ITEM:
+                self._state = item[2]
+                return item[1]
+            self._done = item
+        if self._done[0] == _END:
+            raise StopIteration
+        raise self._done[1]
+
+    def close(self) -> None:
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        while True:  # drop what was produced and not consumed
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+
+    def __enter__(self) -> "Prefetch":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
