@@ -36,8 +36,9 @@ _KIND_PATHS = {
     "queue": "clusterqueues", "cq": "clusterqueues",
     "localqueues": "localqueues", "localqueue": "localqueues", "lq": "localqueues",
     "priorityclasses": "priorityclasses", "priorityclass": "priorityclasses", "pc": "priorityclasses",
-    "reservations": "reservations", "reservation": "reservations",
-    "slicereservation": "reservations", "slicereservations": "reservations",
+    "reservations": "slicereservations", "reservation": "slicereservations",
+    "slicereservation": "slicereservations", "slicereservations": "slicereservations",
+    "rsv": "slicereservations",
 }
 # Phases a workload never leaves: waiting there for another phase can only time out.
 _FINAL_PHASES = {"Succeeded", "Failed", "Expired"}

@@ -121,8 +121,8 @@ class FakeHead:
             def do_GET(self):
                 url = urllib.parse.urlsplit(self.path)
                 query = urllib.parse.parse_qs(url.query)
-                parts = url.path.split("/")  # "", api, v1, reservations[, name]
-                if parts[3] != "reservations":
+                parts = url.path.split("/")  # "", api, v1, slicereservations[, name]
+                if parts[3] != "slicereservations":
                     return self.refuse(404, "no route " + url.path, None)
                 if len(parts) == 5:
                     with head.lock:
@@ -285,7 +285,7 @@ class CallTest(unittest.TestCase):
         doc = {"kind": "SliceReservation", "metadata": {"name": "x"}, "spec": {}}
         self.assertEqual(c.call("POST", "/api/v1/apply", doc),
                          (201, {"kind": "SliceReservation", "name": "x", "created": True}))
-        status, body = c.call("GET", "/api/v1/reservations/none")
+        status, body = c.call("GET", "/api/v1/slicereservations/none")
         self.assertEqual((status, body["field"]), (404, "metadata.name"))
         self.assertEqual(c.call("POST", "/api/v1/nowhere", b"{}")[0], 404)
         seen = []
@@ -295,8 +295,8 @@ class CallTest(unittest.TestCase):
             seen.append(handler.headers.get("Authorization"))
             return real(handler)
         self.head.server.RequestHandlerClass.do_GET = spy
-        tc.Client(self.head.url, None).call("GET", "/api/v1/reservations")
-        c.call("GET", "/api/v1/reservations")
+        tc.Client(self.head.url, None).call("GET", "/api/v1/slicereservations")
+        c.call("GET", "/api/v1/slicereservations")
         self.assertEqual(seen, [None, "Bearer token"])
 
 
