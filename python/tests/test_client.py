@@ -187,6 +187,25 @@ class ClientAgainstHeadTest(unittest.TestCase):
         self.assertIn(("ADDED", "gone-410"), seen)
         self.c.delete("job", "gone-410")
 
+    def test_reserve_slices_on_a_head_without_hosts_stays_pending_with_a_reason(self):
+        if self.c.call("GET", "/api/v1/slicereservations")[0] == 404:
+            self.skipTest("this head binary does not serve kind SliceReservation yet")
+        with self.assertRaises(tc.ApiError) as e:
+            self.c.reserve_slices("v6e", "4x4", 1, name="bad-ttl", ttl="soon")
+        self.assertEqual((e.exception.status, e.exception.field), (422, "spec.ttl"))
+        r = self.c.reserve_slices("v6e", "4x4", 2, name="pg-client", ttl="1h")
+        started = time.monotonic()
+        with self.assertRaises(TimeoutError) as e:
+            r.ready(timeout=0.5)
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertIn("pg-client is not Ready", str(e.exception))
+        self.assertIn("Pending", str(e.exception))
+        self.assertEqual((r.phase, r.slices, r.hosts), ("Pending", [], []))
+        got = self.c.get("slicereservation", "pg-client")
+        self.assertEqual(got["spec"]["numSlices"], 2)
+        r.delete()
+        self.assertIsNone(self.c.wait("reservation", "pg-client", "delete", timeout=20))
+
     def test_split_documents(self):
         self.assertEqual(len(tc.split_documents(QUEUES)), 3)
         self.assertEqual(tc.split_documents("# nothing\n---\n"), [])
