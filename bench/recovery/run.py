@@ -45,7 +45,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -53,6 +52,9 @@ TRAIN = os.path.join(REPO, "examples", "train", "train.py")
 TORCHRUN = os.path.join(HERE, "torchrun.py")
 PYTHON = "/usr/bin/python3"  # Debian's interpreter: the one with python3-torch
 POLL_S = 0.05
+
+sys.path.insert(0, os.path.join(REPO, "python"))
+from tessera.client import ApiError, Client  # noqa: E402  (the project's Python client)
 
 # Every process and directory a run made, so Ctrl-C and failures clean up.
 _cleanups: list = []
@@ -334,31 +336,24 @@ class TesseraCluster:
             self.url = f"http://127.0.0.1:{json.load(f)['port']}"
         with open(os.path.join(self.dir, "admin.token")) as f:
             self.token = f.read().strip()
-
-    def api(self, method, path, body=None):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method, headers={
-            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as r:
-            text = r.read()
-        return json.loads(text) if text else None
+        self.client = Client(self.url, self.token, timeout=10)
 
     def job(self, name):
-        return self.api("GET", f"/api/v1/jobs/{name}")
+        return self.client.get("job", name)
 
     def delete(self, name):
         try:
-            self.api("DELETE", f"/api/v1/jobs/{name}")
-        except urllib.error.HTTPError as e:
-            if e.code != 404:
+            self.client.delete("job", name)
+        except ApiError as e:
+            if e.status != 404:
                 raise
 
         def gone():
             try:
                 self.job(name)
                 return False
-            except urllib.error.HTTPError as e:
-                return e.code == 404
+            except ApiError as e:
+                return e.status == 404
         wait_for(f"job {name} deleted", gone, 120)
 
     def progress_paths(self, job):
@@ -538,8 +533,7 @@ def tessera_run(cfg, cluster, scenario, run_index):
     if scenario in ("kill", "hang"):
         world = 4  # one v6e 4x4 slice: 4 hosts, one worker each
         steps = cfg.kill_step + 15
-        cluster.api("POST", "/api/v1/apply",
-                    tessera_job_doc(cfg, name, ckpt, steps, 1, "fail"))
+        cluster.client.apply(tessera_job_doc(cfg, name, ckpt, steps, 1, "fail"))
         check_recovery_support(cluster, name)
         wait_for(f"rank 1 at step {cfg.kill_step}",
                  lambda: max_step(records(), rank=1) >= cfg.kill_step, 600)
@@ -573,8 +567,8 @@ def tessera_run(cfg, cluster, scenario, run_index):
 
     # hostloss: two 4x4 slices at full size (8 workers), slices {min: 1, max: 2}, resize.
     world = 8
-    cluster.api("POST", "/api/v1/apply", tessera_job_doc(
-        cfg, name, ckpt, 100000, {"min": 1, "max": 2}, "resize"))
+    cluster.client.apply(tessera_job_doc(cfg, name, ckpt, 100000, {"min": 1, "max": 2},
+                                         "resize"))
     check_recovery_support(cluster, name)
     wait_for(f"full world at step {cfg.kill_step}",
              lambda: max_step(records(), rank=world - 1) >= cfg.kill_step, 600)
