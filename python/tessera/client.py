@@ -476,6 +476,11 @@ class SliceReservation:
                 out.extend(s.get("hosts", []))
         return out
 
+    @property
+    def users(self):
+        """The workloads running inside it now, as the head names them ("trainjob/a")."""
+        return list(self.status.get("users") or [])
+
     def ready(self, timeout=60.0):
         """Blocks until the reservation is Ready and returns self. TimeoutError when `timeout`
         (seconds) passes first, naming the reason the head gives for it being Pending;

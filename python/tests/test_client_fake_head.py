@@ -207,6 +207,10 @@ class ReserveSlicesTest(unittest.TestCase):
         self.assertEqual(r.phase, "Ready")
         self.assertEqual(r.slices, slices)
         self.assertEqual(r.hosts, ["h0", "h1", "h2", "h3"])
+        self.assertEqual(r.users, [])
+        self.head.set_status("pg", phase="Ready", slices=slices, users=["trainjob/a"])
+        r.refresh()
+        self.assertEqual(r.users, ["trainjob/a"])
         self.assertIs(r.ready(timeout=0), r)  # already Ready: returns at once
 
     def test_hosts_come_from_the_slices_when_status_has_no_list(self):
