@@ -189,5 +189,30 @@ TEST(ServiceDisaggTest, TheRouterReportCarriesQueuedPromptTokens) {
   EXPECT_TRUE(StartsWith(bad.status().message(), "queuedPromptTokens: "));
 }
 
+TEST(ServiceDisaggTest, TheRouterReportCarriesTtftOutputTokensAndTpotPerRole) {
+  auto t = RouterTrafficFromJson({{"ongoingRequests", 0},
+                                  {"ttftCount", 4},
+                                  {"ttftSecondsSum", 0.8},
+                                  {"outputTokens", 48},
+                                  {"tpotCount", 4},
+                                  {"tpotSecondsSum", 0.12},
+                                  {"disagg", {{"prefilledRemote", 4}, {"fallbacks", 1}}}});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->output_tokens, 48u);
+  EXPECT_EQ(t->tpot_count, 4u);
+  const Json j = RouterTrafficJson(*t);
+  EXPECT_EQ(j["ttftCount"], 4);
+  EXPECT_EQ(j["outputTokens"], 48);
+  EXPECT_EQ(j["tpotCount"], 4);
+  EXPECT_DOUBLE_EQ(j["tpotSecondsSum"].get<double>(), 0.12);
+  EXPECT_EQ(j["disagg"]["prefilledRemote"], 4);
+  EXPECT_EQ(j["disagg"]["fallbacks"], 1);
+  for (const char* field : {"outputTokens", "tpotCount", "tpotSecondsSum"}) {
+    auto bad = RouterTrafficFromJson({{"ongoingRequests", 0}, {field, -1}});
+    ASSERT_FALSE(bad.ok()) << field;
+    EXPECT_TRUE(StartsWith(bad.status().message(), std::string(field) + ": ")) << field;
+  }
+}
+
 }  // namespace
 }  // namespace tessera::api

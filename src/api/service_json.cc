@@ -333,6 +333,21 @@ Result<RouterTraffic> RouterTrafficFromJson(const Json& report) {
       return InvalidArgument("ttftSecondsSum: a number of seconds >= 0");
     t.ttft_sum_s = sum->get<double>();
   }
+  if (auto n = report.find("outputTokens"); n != report.end()) {
+    if (!NonNegativeInteger(*n))
+      return InvalidArgument(
+          "outputTokens: a whole number >= 0 (streamed tokens this role decoded)");
+    t.output_tokens = n->get<uint64_t>();
+  }
+  if (auto n = report.find("tpotCount"); n != report.end()) {
+    if (!NonNegativeInteger(*n)) return InvalidArgument("tpotCount: a whole number >= 0");
+    t.tpot_count = n->get<uint64_t>();
+  }
+  if (auto sum = report.find("tpotSecondsSum"); sum != report.end()) {
+    if (!sum->is_number() || sum->get<double>() < 0)
+      return InvalidArgument("tpotSecondsSum: a number of seconds >= 0");
+    t.tpot_sum_s = sum->get<double>();
+  }
   if (auto d = report.find("disagg"); d != report.end()) {
     if (!d->is_object() || d->size() > 64)
       return InvalidArgument(
@@ -384,6 +399,11 @@ Json RouterTrafficJson(const RouterTraffic& t) {
   if (t.ttft_count > 0) {
     j["ttftCount"] = t.ttft_count;
     j["ttftSecondsSum"] = t.ttft_sum_s;
+  }
+  if (t.output_tokens > 0) j["outputTokens"] = t.output_tokens;
+  if (t.tpot_count > 0) {
+    j["tpotCount"] = t.tpot_count;
+    j["tpotSecondsSum"] = t.tpot_sum_s;
   }
   if (!t.disagg.empty()) j["disagg"] = t.disagg;
   if (!t.latency_bounds.empty())

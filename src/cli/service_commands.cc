@@ -22,11 +22,13 @@ std::string Mean(double sum, double count, double scale, const char* unit) {
   return buf;
 }
 
-// The roles side by side: kind, shape, replicas, the router's load, TTFT and mean latency.
+// The roles side by side: kind, shape, replicas, the router's load, mean TTFT (of the streams
+// the role prefilled), mean time per output token (of those it decoded) and mean latency.
 // A role's traffic is the router's last load report (status.roles[].traffic).
 void PrintRoleTable(const Json& s) {
-  std::printf("  %-12s %-8s %-12s %-10s %-8s %-7s %-14s %-11s %s\n", "ROLE", "KIND", "SHAPE",
-              "READY/WANT", "ONGOING", "QUEUED", "QUEUED-TOKENS", "TTFT-MEAN", "LATENCY-MEAN");
+  std::printf("  %-12s %-8s %-12s %-10s %-8s %-7s %-14s %-11s %-11s %s\n", "ROLE", "KIND", "SHAPE",
+              "READY/WANT", "ONGOING", "QUEUED", "QUEUED-TOKENS", "TTFT-MEAN", "TPOT-MEAN",
+              "LATENCY-MEAN");
   for (const Json& role : s["status"].value("roles", Json::array())) {
     const std::string rn = role.value("name", "");
     Json spec = Json::object();
@@ -41,10 +43,11 @@ void PrintRoleTable(const Json& s) {
     std::snprintf(ongoing, sizeof ongoing, "%.0f", t.value("ongoingRequests", 0.0));
     std::snprintf(tokens, sizeof tokens, "%.0f", t.value("queuedPromptTokens", 0.0));
     std::printf(
-        "  %-12s %-8s %-12s %-10s %-8s %-7d %-14s %-11s %s\n", rn.c_str(), kind.c_str(),
+        "  %-12s %-8s %-12s %-10s %-8s %-7d %-14s %-11s %-11s %s\n", rn.c_str(), kind.c_str(),
         shape.c_str(), ready.c_str(), ongoing, t.value("queued", 0),
         kind == "prefill" ? tokens : "-",
         Mean(t.value("ttftSecondsSum", 0.0), t.value("ttftCount", 0.0), 1000, "ms").c_str(),
+        Mean(t.value("tpotSecondsSum", 0.0), t.value("tpotCount", 0.0), 1000, "ms").c_str(),
         Mean(t.value("latencySecondsSum", 0.0), t.value("requests", 0.0), 1000, "ms").c_str());
   }
 }

@@ -76,6 +76,11 @@ std::string LoadReportJson(const ServiceLoad& load, int64_t time_ms) {
     report["ttftCount"] = load.ttft_count;
     report["ttftSecondsSum"] = load.ttft_sum_s;
   }
+  if (load.output_tokens > 0) report["outputTokens"] = load.output_tokens;
+  if (load.tpot_count > 0) {
+    report["tpotCount"] = load.tpot_count;
+    report["tpotSecondsSum"] = load.tpot_sum_s;
+  }
   if (load.queued_prompt_tokens > 0) report["queuedPromptTokens"] = load.queued_prompt_tokens;
   if (load.pairing) {
     const PairingCounts& c = *load.pairing;

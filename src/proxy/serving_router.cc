@@ -28,6 +28,7 @@
 #include "common/metrics.h"
 #include "common/rng.h"
 #include "proxy/disagg_pairing.h"
+#include "proxy/token_counter.h"
 
 namespace tessera::proxy {
 namespace {
@@ -148,7 +149,19 @@ class RouterImpl {
                     {"service", "stream"}, LatencyBounds()),
         queue_wait_("tessera_router_queue_wait_seconds",
                     "How long requests waited for a free replica slot", {"service"},
-                    LatencyBounds()) {}
+                    LatencyBounds()),
+        output_tokens_("tessera_router_output_tokens_total",
+                       "Output tokens streamed (text/event-stream data events with a choice), "
+                       "by service and the role that decoded them",
+                       {"service", "role"}),
+        role_ttft_("tessera_router_time_to_first_token_seconds",
+                   "Streams' time to first token, by service and the role that prefilled (a "
+                   "disaggregated Service's prefill role when decode handed the prompt off)",
+                   {"service", "role"}, LatencyBounds()),
+        role_tpot_("tessera_router_time_per_output_token_seconds",
+                   "Streams' time per output token (first token to last, over the tokens after "
+                   "the first), by service and the role that decoded",
+                   {"service", "role"}, LatencyBounds()) {}
   ~RouterImpl() { Stop(); }
 
   Status Start();
@@ -215,6 +228,11 @@ class RouterImpl {
 
   metrics::CounterFamily requests_, errors_, retries_;
   metrics::HistogramFamily latency_, first_byte_, queue_wait_;
+  // Streams by role (token_counter.h): time to first token by the role that prefilled (a
+  // disaggregated Service's prefill role for a handoff, else the role that answered), output
+  // tokens and time per output token by the role that decoded.
+  metrics::CounterFamily output_tokens_;
+  metrics::HistogramFamily role_ttft_, role_tpot_;
   std::vector<std::string> scratch_labels_;
 
   // Last: destroyed first, so handlers it destroys still find the state above.
@@ -696,9 +714,11 @@ class Session : public std::enable_shared_from_this<Session> {
           up[beast::string_view(kPrefilledHeader.data(), kPrefilledHeader.size())];
       state->pairing.Outcome({prefilled.data(), prefilled.size()});
       PrefillDone();  // decode's first byte comes after its prefill, wherever it ran
+      if (prefilled == "remote") prefill_role_ = state->view.prefill_role;
     }
-    streaming_ = up.chunked() ||
-                 beast::iequals(up[http::field::content_type].substr(0, 17), "text/event-stream");
+    event_stream_ =
+        beast::iequals(up[http::field::content_type].substr(0, 17), "text/event-stream");
+    streaming_ = up.chunked() || event_stream_;
     chunked_out_ = false;
     const bool has_length = up.has_content_length();
     if (!has_length && !upstream_parser_->is_done() && !head_request_) {
@@ -792,6 +812,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void WriteBody(size_t n) {
     const bool last = upstream_parser_->is_done();
     Pieces pieces{PendingHeader(), {}, asio::buffer(body_buffer_.data(), n), {}};
+    if (event_stream_) tokens_.Feed({body_buffer_.data(), n});
     if (chunked_out_) {
       const int len = std::snprintf(chunk_size_, sizeof chunk_size_, "%zx\r\n", n);
       pieces[1] = asio::buffer(chunk_size_, static_cast<size_t>(len));
@@ -820,13 +841,31 @@ class Session : public std::enable_shared_from_this<Session> {
   void NoteFirstByte() {
     if (first_body_byte_noted_) return;
     first_body_byte_noted_ = true;
-    router_.first_byte_.Observe(router_.FirstByteLabels(route_.service, streaming_),
-                                SecondsSince(start_));
+    first_byte_s_ = SecondsSince(start_);
+    router_.first_byte_.Observe(router_.FirstByteLabels(route_.service, streaming_), first_byte_s_);
+    if (!streaming_) return;
+    if (ServiceState* state = router_.Find(route_.service)) {
+      router_.role_ttft_.Observe(
+          {route_.service, prefill_role_.empty() ? state->view.role : prefill_role_},
+          first_byte_s_);
+    }
+  }
+
+  // A stream's output tokens and time per output token, by the role that decoded it.
+  void NoteTokens() {
+    if (!event_stream_ || tokens_.tokens() == 0) return;
+    ServiceState* state = router_.Find(route_.service);
+    if (state == nullptr) return;
+    const std::vector<std::string> labels{route_.service, state->view.role};
+    router_.output_tokens_.Add(labels, static_cast<double>(tokens_.tokens()));
+    const double tpot = TimePerOutputToken(first_byte_s_, SecondsSince(start_), tokens_.tokens());
+    if (tpot >= 0) router_.role_tpot_.Observe(labels, tpot);
   }
 
   // The response is through: account, give the slot and the connection back, next request.
   void Complete() {
     NoteFirstByte();
+    NoteTokens();
     router_.requests_.Add(router_.CodeLabels(route_.service, status_code_));
     router_.latency_.Observe(router_.ServiceLabels(route_.service), SecondsSince(start_));
     const bool reusable = upstream_parser_->keep_alive() && upstream_parser_->is_done() &&
@@ -900,6 +939,9 @@ class Session : public std::enable_shared_from_this<Session> {
     upstream_parser_.reset();
     header_pending_ = false;
     first_body_byte_noted_ = false;
+    event_stream_ = false;
+    tokens_.Reset();
+    prefill_role_.clear();
     head_request_ = false;
     parser_.reset();
   }
@@ -1008,6 +1050,10 @@ class Session : public std::enable_shared_from_this<Session> {
   bool retried_ = false;
   bool fresh_reconnect_used_ = false;
   bool first_body_byte_noted_ = false;
+  double first_byte_s_ = 0;    // since start_, when the first body byte went out
+  bool event_stream_ = false;  // the response is text/event-stream: its tokens are counted
+  SseTokenCounter tokens_;     // ... here
+  std::string prefill_role_;   // the prefill role when decode handed the prompt off, else ""
 
   std::string upstream_head_;    // the request line and headers the replica gets
   size_t head_base_size_ = 0;    // its size without the X-Tessera-Prefill header
@@ -1196,6 +1242,9 @@ std::string RouterImpl::MetricsText() {
   latency_.Write(w);
   first_byte_.Write(w);
   queue_wait_.Write(w);
+  output_tokens_.Write(w);
+  role_ttft_.Write(w);
+  role_tpot_.Write(w);
   w.Family("tessera_router_in_flight", "Requests in flight per replica",
            metrics::MetricType::kGauge);
   for (const auto& [name, state] : services_) {
@@ -1346,6 +1395,22 @@ void ServingRouter::RemoveService(std::string name) {
   asio::post(impl_->ioc_, [impl = impl_.get(), name = std::move(name)] { impl->Remove(name); });
 }
 
+namespace {
+
+// A role's streams since the router started: TTFT of those it prefilled, output tokens and
+// TPOT of those it decoded.
+void ReadStreams(const RouterImpl& impl, const std::string& service, ServiceLoad& load) {
+  const metrics::HistogramFamily::Snapshot ttft = impl.role_ttft_.Read({service, load.role});
+  load.ttft_count = ttft.count;
+  load.ttft_sum_s = ttft.sum;
+  load.output_tokens = static_cast<uint64_t>(impl.output_tokens_.Value({service, load.role}));
+  const metrics::HistogramFamily::Snapshot tpot = impl.role_tpot_.Read({service, load.role});
+  load.tpot_count = tpot.count;
+  load.tpot_sum_s = tpot.sum;
+}
+
+}  // namespace
+
 std::vector<ServiceLoad> ServingRouter::Loads() {
   if (!impl_->started_ || impl_->stopped_) return {};
   auto promise = std::make_shared<std::promise<std::vector<ServiceLoad>>>();
@@ -1362,9 +1427,7 @@ std::vector<ServiceLoad> ServingRouter::Loads() {
       load.latency_sum_s = latency.sum;
       load.latency_bounds = impl->latency_.upper_bounds();
       load.latency_cumulative = latency.cumulative;
-      const metrics::HistogramFamily::Snapshot ttft = impl->first_byte_.Read({name, "true"});
-      load.ttft_count = ttft.count;
-      load.ttft_sum_s = ttft.sum;
+      ReadStreams(*impl, name, load);
       if (!state->view.prefill_role.empty()) {
         load.pairing = state->pairing.counts();
         // The prefill role's own report: the picks waiting for their prefill and their tokens
@@ -1375,6 +1438,7 @@ std::vector<ServiceLoad> ServingRouter::Loads() {
         prefill.load.per_replica = state->pairing.PendingByReplica();
         prefill.load.in_flight = state->pairing.PendingPicks();
         prefill.queued_prompt_tokens = static_cast<double>(state->pairing.QueuedPromptTokens());
+        ReadStreams(*impl, name, prefill);
         out.push_back(std::move(load));
         out.push_back(std::move(prefill));
         continue;

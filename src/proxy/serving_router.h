@@ -75,9 +75,16 @@ struct ServiceLoad {
   double latency_sum_s = 0;
   std::vector<double> latency_bounds;
   std::vector<uint64_t> latency_cumulative;
-  // Streams' time to first byte (tessera_router_time_to_first_byte_seconds{stream="true"}).
+  // Streams' time to first token of the requests this role prefilled (for a disaggregated
+  // Service: the prefill role those decode handed off, the decode role the rest), and the
+  // output tokens and time per output token of those it decoded
+  // (tessera_router_time_to_first_token_seconds, _output_tokens_total,
+  // _time_per_output_token_seconds; token_counter.h).
   uint64_t ttft_count = 0;
   double ttft_sum_s = 0;
+  uint64_t output_tokens = 0;
+  uint64_t tpot_count = 0;  // streams of two tokens or more
+  double tpot_sum_s = 0;
   // Disaggregated Services (disagg_pairing.h): the decode role's report carries the pairing
   // and handoff counts; the prefill role's report its queued prompt tokens.
   std::optional<PairingCounts> pairing;

@@ -198,8 +198,11 @@ struct RouterTraffic {
   uint64_t requests = 0;            // requests relayed to the end by a replica
   double latency_sum_s = 0;         // their summed duration, request header to last byte
   double queued_prompt_tokens = 0;  // a prefill role's signal: prompt tokens not yet prefilled
-  uint64_t ttft_count = 0;          // streams' time to first byte at the router: count, sum
-  double ttft_sum_s = 0;
+  uint64_t ttft_count = 0;          // streams' time to first token at the router: count, sum
+  double ttft_sum_s = 0;            // (of the requests this role prefilled)
+  uint64_t output_tokens = 0;       // streamed output tokens this role decoded
+  uint64_t tpot_count = 0;          // streams of 2+ tokens: time per output token, count, sum
+  double tpot_sum_s = 0;
   // A decode role's pairing and handoff counts (pairedSameSlice, pairedOtherSlice,
   // noPrefillReplica, prefilledRemote, prefilledLocal, fallbacks, fallback_<reason>).
   std::map<std::string, uint64_t> disagg;
