@@ -397,7 +397,7 @@ class TesseraCluster:
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def tessera_job_doc(cfg, name, ckpt, steps, slices, on_host_loss):
+def tessera_job_doc(cfg, name, ckpt, steps, slices, on_host_loss, mode="disk"):
     env = {"PYTHONPATH": os.path.join(REPO, "python"), "STEPS": str(steps),
            "CKPT_EVERY": str(cfg.ckpt_every), "STEP_MS": str(cfg.step_ms),
            "DIST_TIMEOUT_SECONDS": "60", "KEEP_CHECKPOINTS": "3",
@@ -411,7 +411,9 @@ def tessera_job_doc(cfg, name, ckpt, steps, slices, on_host_loss):
                 **({"growBackInterval": f"{cfg.grow_back_interval_s}s"}
                    if cfg.grow_back_interval_s else {})),
             "progress": {"hangTimeout": f"{cfg.hang_timeout_s}s"},
-            "checkpoint": {"dir": ckpt},
+            "checkpoint": dict({"dir": ckpt}, **({"inMemory": {
+                "everySteps": cfg.mem_every, "peerCopies": cfg.mem_peer_copies,
+                "maxBytesPerHost": cfg.mem_max_bytes}} if mode == "memory" else {})),
             **({"warmStart": {"preload": ["torch"]}} if cfg.warm_spec else {}),
             "template": {"command": [PYTHON, TRAIN], "env": env, "workingDir": REPO},
         },
@@ -521,19 +523,56 @@ def worker_of(cluster, name, rank):
     return None
 
 
-def tessera_run(cfg, cluster, scenario, run_index):
-    name = f"recovery-{scenario}-{run_index}"
+def kill_keepers(ckpt, host=None):
+    """SIGKILLs the in-memory checkpoint keepers registered in a job's checkpoint directory
+    (tessera.peer_ckpt), only `host`'s when given. Returns their pids."""
+    root = os.path.join(ckpt, ".tessera-peer", "keepers")
+    pids = []
+    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        if name.endswith((".lock", ".log")) or name.startswith(".tmp-"):
+            continue
+        try:
+            with open(os.path.join(root, name)) as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if host is not None and doc.get("host") != host:
+            continue
+        try:
+            os.kill(doc["pid"], signal.SIGKILL)
+            pids.append(doc["pid"])
+        except (ProcessLookupError, PermissionError, KeyError, TypeError):
+            pass
+    return pids
+
+
+def step_ms_before(records, first, last):
+    """Median time between consecutive steps first..last of rank 0 (the first attempt's)."""
+    times = {}
+    for r in records:
+        if r["type"] == "progress" and r["rank"] == 0 and r.get("attempt", 0) == 0:
+            times.setdefault(r["step"], r["time"])
+    gaps = [(times[s] - times[s - 1]) * 1000 for s in range(first + 1, last + 1)
+            if s in times and s - 1 in times]
+    return round(statistics.median(gaps), 2) if gaps else None
+
+
+def tessera_run(cfg, cluster, scenario, run_index, mode="disk"):
+    name = f"recovery-{scenario}-{run_index}" + ("-mem" if mode == "memory" else "")
     ckpt = os.path.join(cluster.dir, "ckpt", name)
     records = lambda: read_records(cluster.progress_paths(name))  # noqa: E731
     variant = ("warm (spec.warmStart)" if cfg.warm_spec else "warm" if cfg.warm else "cold") + (
-        f", growBackInterval {cfg.grow_back_interval_s}s" if cfg.grow_back_interval_s else "")
-    out = {"launcher": "tessera", "variant": variant,
+        f", growBackInterval {cfg.grow_back_interval_s}s" if cfg.grow_back_interval_s else "") + (
+        f", in-memory every {cfg.mem_every}" if mode == "memory" else
+        (", disk only" if len(cfg.modes) > 1 else ""))
+    out = {"launcher": "tessera", "variant": variant, "ckpt_mode": mode,
            "scenario": scenario, "run": run_index, "loadavg_1m": os.getloadavg()[0]}
+    _cleanups.append(lambda: kill_keepers(ckpt))
 
     if scenario in ("kill", "hang"):
         world = 4  # one v6e 4x4 slice: 4 hosts, one worker each
         steps = cfg.kill_step + 15
-        cluster.client.apply(tessera_job_doc(cfg, name, ckpt, steps, 1, "fail"))
+        cluster.client.apply(tessera_job_doc(cfg, name, ckpt, steps, 1, "fail", mode))
         check_recovery_support(cluster, name)
         wait_for(f"rank 1 at step {cfg.kill_step}",
                  lambda: max_step(records(), rank=1) >= cfg.kill_step, 600)
@@ -549,6 +588,7 @@ def tessera_run(cfg, cluster, scenario, run_index):
                            cfg.timeout_s)
         out.update(fig, world=world)
         out["fault_ms"] = int(t * 1000)
+        out["step_ms"] = step_ms_before(records(), 5, cfg.kill_step)
         def ended():
             phase = cluster.job(name)["status"]["phase"]
             return phase if phase in ("Succeeded", "Failed") else None
@@ -563,12 +603,13 @@ def tessera_run(cfg, cluster, scenario, run_index):
             out["named_the_stopped_rank"] = first.get("failedRanks") == [1]
         out.update(check_head_figures(out["head_attempts"], records()))
         cluster.delete(name)
+        kill_keepers(ckpt)  # a job that ended stops its keepers itself; one that failed may not
         return out
 
     # hostloss: two 4x4 slices at full size (8 workers), slices {min: 1, max: 2}, resize.
     world = 8
     cluster.client.apply(tessera_job_doc(cfg, name, ckpt, 100000, {"min": 1, "max": 2},
-                                         "resize"))
+                                         "resize", mode))
     check_recovery_support(cluster, name)
     wait_for(f"full world at step {cfg.kill_step}",
              lambda: max_step(records(), rank=world - 1) >= cfg.kill_step, 600)
@@ -581,6 +622,8 @@ def tessera_run(cfg, cluster, scenario, run_index):
         os.kill(agent_pid, signal.SIGKILL)
         for pid in worker_pids:  # each worker leads its own process group
             kill_group(pid)
+        # The host's memory goes with it: its in-memory checkpoint keeper (tessera.peer_ckpt).
+        out["keepers_killed"] = kill_keepers(ckpt, host)
     else:  # stop-agent: the host stops heartbeating; its workers run on until the head acts
         os.kill(agent_pid, signal.SIGSTOP)
     out["host_fault"] = cfg.host_fault
@@ -589,6 +632,7 @@ def tessera_run(cfg, cluster, scenario, run_index):
     shrink = tessera_wait(cluster, name, "the shrunk group's next step",
                           lambda: recovery_figures(records(), t), cfg.timeout_s)
     out.update({f"shrink_{k}": v for k, v in shrink.items()})
+    out["step_ms"] = step_ms_before(records(), 5, cfg.kill_step)
     target = shrink["first_step"] + cfg.grow_after_steps
     wait_for(f"shrunk group at step {target}", lambda: max_step(records()) >= target, 600)
     g = time.time()
@@ -608,6 +652,7 @@ def tessera_run(cfg, cluster, scenario, run_index):
     # theirs came before their hosts confirmed the stop); the last one is still running.
     out.update(check_head_figures(out["head_attempts"], records(), ended_only=True))
     cluster.delete(name)
+    kill_keepers(ckpt)  # deleted while running: nobody told its keepers to exit
     return out
 
 
@@ -616,14 +661,16 @@ def tessera_run(cfg, cluster, scenario, run_index):
 
 METRICS = {
     "kill": [("next_step_s", "kill -> next completed step (s)"),
-             ("steps_lost", "steps lost")],
+             ("steps_lost", "steps lost"),
+             ("step_ms", "step time before the fault (ms)")],
     "hang": [("next_step_s", "SIGSTOP -> next completed step (s)"),
              ("detect_s", "SIGSTOP -> detected by the head (s)")],
     "hostloss": [("shrink_next_step_s", "host killed -> shrunk group's next step (s)"),
                  ("shrink_steps_lost", "steps lost at the shrink"),
                  ("shrink_world_after", "world after the shrink"),
                  ("grow_next_step_s", "host back -> first step at full size (s)"),
-                 ("grow_steps_lost", "steps thrown away at the grow-back")],
+                 ("grow_steps_lost", "steps thrown away at the grow-back"),
+                 ("step_ms", "step time before the fault (ms)")],
 }
 
 VARIANTS = {
@@ -683,6 +730,28 @@ def table(results):
     return "\n".join(lines)
 
 
+def mode_table(results):
+    """In-memory against disk-only (tessera runs of one invocation): medians and ratios."""
+    lines = ["| scenario | figure | disk only | in-memory | in-memory / disk only |",
+             "|---|---|---|---|---|"]
+    for scenario, metrics in METRICS.items():
+        by_mode = {m: [r for r in results if r["scenario"] == scenario and r["launcher"] ==
+                       "tessera" and r.get("ckpt_mode") == m] for m in ("disk", "memory")}
+        if not by_mode["disk"] or not by_mode["memory"]:
+            continue
+        for key, label in metrics:
+            med = {}
+            for m, runs in by_mode.items():
+                vals = [r[key] for r in runs if r.get(key) is not None]
+                med[m] = (statistics.median(vals), vals) if vals else None
+            if not med["disk"] or not med["memory"]:
+                continue
+            ratio = (f"{med['memory'][0] / med['disk'][0]:.3f}" if med["disk"][0] else "-")
+            raw = lambda m: f"{med[m][0]:g} ({', '.join(f'{v:g}' for v in med[m][1])})"  # noqa
+            lines.append(f"| {scenario} | {label} | {raw('disk')} | {raw('memory')} | {ratio} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def run_all(cfg, errors):
     results = []
     launchers = ["torchrun", "tessera"] if cfg.launcher == "both" else [cfg.launcher]
@@ -708,10 +777,11 @@ def run_all(cfg, errors):
                 cluster = TesseraCluster(cfg, 2 if scenario == "hostloss" else 1)
                 try:
                     for i in range(1, cfg.runs + 1):
-                        log(f"== tessera {scenario} run {i}/{cfg.runs}")
-                        r = tessera_run(cfg, cluster, scenario, i)
-                        print(json.dumps(r), flush=True)
-                        results.append(r)
+                        for mode in cfg.modes:  # side by side: each run in every mode
+                            log(f"== tessera {scenario} ({mode}) run {i}/{cfg.runs}")
+                            r = tessera_run(cfg, cluster, scenario, i, mode)
+                            print(json.dumps(r), flush=True)
+                            results.append(r)
                 except BenchError as e:
                     log(f"tessera {scenario} run {i} failed: {e}")
                     try:
@@ -782,6 +852,13 @@ def main(argv=None):
     p.add_argument("--warm-spec", action="store_true",
                    help="the job asks for warm restarts itself: spec.warmStart: {preload: "
                         "[torch]} (agents without --warm-preload)")
+    p.add_argument("--modes", default="disk",
+                   help="tessera: checkpoint modes to run side by side, comma list: disk (disk "
+                        "checkpoints only), memory (spec.checkpoint.inMemory as well); each run "
+                        "index runs every mode in turn on the same cluster")
+    p.add_argument("--mem-every", type=int, default=1, help="inMemory.everySteps")
+    p.add_argument("--mem-peer-copies", type=int, default=1, help="inMemory.peerCopies")
+    p.add_argument("--mem-max-bytes", default="1Gi", help="inMemory.maxBytesPerHost")
     p.add_argument("--keep", action="store_true", help="keep work directories")
     p.add_argument("--json", help="also write every run's figures to this file")
     p.add_argument("--table", nargs="+", metavar="JSON",
@@ -793,8 +870,14 @@ def main(argv=None):
             with open(path) as f:
                 results.extend(json.load(f))
         print(table(results))
+        if mode_table(results):
+            print()
+            print(mode_table(results))
         return 0
     cfg.variants = [v for v in cfg.variants.split(",") if v]
+    cfg.modes = [m for m in cfg.modes.split(",") if m]
+    if not cfg.modes or any(m not in ("disk", "memory") for m in cfg.modes):
+        p.error("--modes: a comma list of disk and memory")
     if cfg.world < 2 or cfg.hostloss_world % 2:
         p.error("--world must be >= 2 and --hostloss-world even")
 
@@ -814,6 +897,10 @@ def main(argv=None):
             json.dump(results, f, indent=1)
     print()
     print(table(results))
+    modes = mode_table(results)
+    if modes:
+        print()
+        print(modes)
     for e in errors:
         print(f"FAILED: {e}")
     return 1 if errors else 0

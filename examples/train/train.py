@@ -15,6 +15,10 @@ environments); bench/recovery runs it under both.
 Environment (besides the tessera contract, see python/tessera/README.md):
   STEPS                 total steps of the job, counting those done before a resume (100)
   CKPT_EVERY            steps between checkpoints (10); one is also written at the end
+  TESSERA_PEER_CKPT_*   set by the head from spec.checkpoint.inMemory: every rank also keeps
+                        a snapshot in host memory every everySteps steps (tessera.peer_ckpt),
+                        and a restart resumes from the freshest complete one when it is newer
+                        than the newest disk checkpoint
   KEEP_CHECKPOINTS      complete checkpoints kept (3)
   BATCH_SIZE            samples per rank per step (16)
   DIST_TIMEOUT_SECONDS  timeout of init_process_group and of each collective (60; gloo's own
@@ -44,11 +48,11 @@ import threading
 import time
 
 try:
-    from tessera import checkpoint, data, rendezvous, worker
+    from tessera import checkpoint, data, peer_ckpt, rendezvous, worker
 except ImportError:  # run from a checkout without PYTHONPATH=python
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                     "python"))
-    from tessera import checkpoint, data, rendezvous, worker
+    from tessera import checkpoint, data, peer_ckpt, rendezvous, worker
 
 NUM_SAMPLES = 512
 NUM_FEATURES = 8
@@ -157,15 +161,21 @@ def main():
     params = list(model.parameters())
 
     # Rank 0 picks the checkpoint and tells the others, so every rank resumes the same step
-    # even if the directory changes while they start.
+    # even if the directory changes while they start. With spec.checkpoint.inMemory that is
+    # the freshest complete in-memory copy when newer than the disk checkpoint.
     step = 0
     restore_start = time.monotonic()
-    found = checkpoint.latest(ctx.checkpoint_dir) if (chief and ctx.checkpoint_dir) else None
-    chosen = torch.tensor([found[0] if found else -1], dtype=torch.int64)
+    mem = peer_ckpt.open(ctx)
+    found = mem.latest() if (chief and ctx.checkpoint_dir) else None
+    chosen = torch.tensor([found.step, int(found.source == "memory"), found.attempt, found.world]
+                          if found else [-1, 0, -1, 0], dtype=torch.int64)
     dist.broadcast(chosen, src=0)
-    if chosen.item() >= 0:
-        path = os.path.join(ctx.checkpoint_dir, checkpoint.checkpoint_name(int(chosen.item())))
-        state = checkpoint.load_torch(path)
+    if chosen[0].item() >= 0:
+        where = peer_ckpt.Found(int(chosen[0]), "memory" if chosen[1].item() else "disk",
+                                int(chosen[2]), int(chosen[3]))
+        state = mem.load_torch(where)
+        path = (f"memory (host {mem.last_load_host})" if where.source == "memory" else
+                os.path.join(ctx.checkpoint_dir, checkpoint.checkpoint_name(where.step)))
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         batches.load_state_dict(state["data"])
@@ -218,6 +228,10 @@ def main():
         step += 1
         _steps_done = step
         loss_value = check[2].item() / world
+        if mem.due(step):  # snapshot now (torch.save into bytes), sent in the background
+            mem.save_torch(step, {"step": step, "world": world, "model": model.state_dict(),
+                                  "optimizer": optimizer.state_dict(),
+                                  "data": batches.state_dict()})
 
         if trace_path:
             with open(trace_path, "a") as f:
@@ -237,8 +251,11 @@ def main():
 
     with torch.no_grad():  # the model is identical on every rank, so is this
         final_loss = torch.nn.functional.mse_loss(model(x), y).item()
+    mem.close()  # the last snapshot sent
     dist.barrier()  # nobody reports success before every rank has finished its steps
     dist.destroy_process_group()
+    if chief:
+        mem.close(finished=True)  # the job is done: its hosts' keepers may exit
     if chief:
         if batches.dropped_samples:
             print(f"data: dropped {batches.dropped_samples} samples at ragged epoch tails",

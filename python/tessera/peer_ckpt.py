@@ -12,7 +12,9 @@ newest complete snapshots of every rank that sends it one: the ranks of its own 
 ranks whose peer it is. The first worker of a job on a host starts it as a detached process
 (its own session, reparented away from the worker), so it survives the worker being killed and
 the agent killing the worker's process group; it exits when the job's chief says the job is
-finished, or after TESSERA_PEER_CKPT_IDLE_S (default 900) without a request. Keepers find each
+finished, after TESSERA_PEER_CKPT_IDLE_S (default 900) without a request, or within 2 s of its
+registration file going away (the job's directory removed, or another keeper registered for the
+host). Keepers find each
 other through the job's checkpoint directory, which every attempt shares already:
 
   <dir>/.tessera-peer/secret            token every request carries (mode 0600)
@@ -394,17 +396,24 @@ def run_keeper(root: str, host: str, max_bytes: int, bind: str, advertise: str,
     memory = KeeperMemory(max_bytes, host)
     server = _KeeperServer(bind, memory, _token(root))
     port = server.server_address[1]
-    _write_json(os.path.join(root, "keepers", _safe_name(host)),
+    _write_json(os.path.join(root, "keepers", _safe_name(host)),  # registry, below
                 {"host": host, "addr": advertise, "port": port, "pid": os.getpid(),
                  "started": time.time(), "cap": max_bytes})
+
+    registry = os.path.join(root, "keepers", _safe_name(host))
+
+    def still_registered() -> bool:
+        # Gone when the job's directory was removed or another keeper took this host's name.
+        doc = _read_json(registry)
+        return doc is not None and doc.get("pid") == os.getpid()
 
     def idle_watch() -> None:
         while True:
             left = idle_s - (time.monotonic() - server.last_request)
-            if left <= 0:
+            if left <= 0 or not still_registered():
                 server.shutdown()
                 return
-            time.sleep(min(left, 5.0))
+            time.sleep(min(left, 2.0))
 
     threading.Thread(target=idle_watch, daemon=True).start()
     server.serve_forever(poll_interval=0.5)
@@ -531,6 +540,7 @@ class PeerCheckpoints:
         self._closed = False
         self._warned: set = set()
         self._thread: Optional[threading.Thread] = None
+        self.last_load_host: Optional[str] = None  # the keeper load() took its copy from
         self.root = os.path.join(directory, SUBDIR) if directory else None
         if self.enabled:
             for sub in ("keepers", "ranks"):
@@ -858,6 +868,7 @@ class PeerCheckpoints:
         PeerCheckpointError (missing) when no keeper has a good copy. Disk: checkpoint.load."""
         if found.source == "disk":
             path = found.path or os.path.join(self.dir, checkpoint.checkpoint_name(found.step))
+            self.last_load_host = None
             return checkpoint.load(path)
         want = self.rank if rank is None else rank
         if found.world > 0 and want >= found.world:
@@ -876,6 +887,7 @@ class PeerCheckpoints:
                 self._warn(("torn", host), f"copy of rank {want} step {found.step} on {host} "
                                            f"failed its checksum; trying the next keeper")
                 continue
+            self.last_load_host = host
             return data
         raise PeerCheckpointError("missing", f"no keeper holds a good copy of rank {want} at "
                                              f"step {found.step} (attempt {found.attempt})")
