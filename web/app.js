@@ -10,8 +10,8 @@ import {drawLineChart, escapeHtml, legendHtml} from './charts.js';
 import {ClusterView, groupBadge} from './cluster.js';
 import {NONE, age, attemptCount, fmtBytes, fmtMs, jobColors, known, pendingText, percentText,
         recoveryTimeline, slicesText, stepText, tail, utilizationSample} from './model.js';
-import {autoscalerText, latestTraffic, mergeService, rateText, replicaGroups, replicaSeries,
-        replicasText, roleSizeText, secondsText, serviceSample, trafficSeries} from './services.js';
+import {autoscalerText, disaggRoles, latestTraffic, mergeService, rateText, replicaGroups, replicaSeries,
+        replicasText, roleSizeText, secondsText, serviceSample, shareText, trafficSeries} from './services.js';
 
 const USAGE_POLL_MS = 5000;
 const JOB_POLL_MS = 2000;
@@ -543,6 +543,7 @@ function serviceRows(svc, now) {
 function serviceView(name) {
   main().innerHTML = `<p><a href="#/services">← Services</a></p><h1>Service ${escapeHtml(name)}</h1>
     <div data-role="facts"></div>
+    <div data-role="disagg"></div>
     <h2>Replica groups</h2><div data-role="groups"></div>
     <h2>Traffic</h2>
     <p class="muted">From the router's load reports to the head (one a second), read by this page every ${SERVICE_POLL_MS / 1000} s since it opened:
@@ -586,6 +587,7 @@ function serviceView(name) {
         return;
       }
       renderServiceFacts(svc);
+      renderDisagg(svc);
       renderGroups(svc);
       serviceGrid(cv, [svc]);
       renderServiceCharts(svc, state.serviceSamples.get(name) || []);
@@ -613,12 +615,48 @@ function renderServiceFacts(svc) {
     ['Message', escapeHtml(st.message || '')],
     ['Roles', roles.join('<br>') || NONE],
     ['Autoscaler', autoscalers.join('<br>') || '<span class="muted">fixed size (no autoscaling)</span>'],
-    ['Endpoints', `${endpoints.filter((e) => e.ready).length} ready of ${endpoints.length} (the router sends requests to the ready ones of the first role)`],
+    ['Endpoints', `${endpoints.filter((e) => e.ready).length} ready of ${endpoints.length} (the router sends requests to the ready ones of ${
+      disaggRoles(svc) ? 'the decode role, naming a prefill replica to each' : 'the first role'})`],
     ['Queue / priority', `${escapeHtml(svc.metadata.queue || 'default')} / ${escapeHtml(svc.spec?.priority || NONE)}`],
     ['Age', age(svc.metadata.creationTimestampMs, now)],
   ];
   main().querySelector('[data-role=facts]').innerHTML =
       `<dl class="facts">${facts.map(([k, v]) => `<dt>${k}</dt><dd>${v}</dd>`).join('')}</dl>`;
+}
+
+// A disaggregated Service's prefill and decode roles side by side (web/services.js
+// disaggRoles), with the router's handoff, fallback and pairing counts; nothing otherwise.
+function renderDisagg(svc) {
+  const d = disaggRoles(svc);
+  const el = main().querySelector('[data-role=disagg]');
+  if (!d) {
+    if (el.innerHTML) el.innerHTML = '';
+    return;
+  }
+  const cells = [
+    ['Shape per replica', (r) => escapeHtml(r.shape)],
+    ['Ready / desired replicas', (r) => `${r.ready} / ${r.desired}`],
+    ['Ongoing (in flight + queued)', (r) => String(Math.round(r.ongoing))],
+    ['Queued at the router', (r) => String(r.queued)],
+    ['Queued prompt tokens', (r) => (r.kind === 'prefill' ? String(Math.round(r.queuedPromptTokens)) : NONE)],
+    ['Time to first token (mean)', (r) => secondsText(r.ttft)],
+    ['Time per output token (mean)', (r) => (r.kind === 'decode' ? secondsText(r.tpot) : NONE)],
+    ['Output tokens', (r) => (r.kind === 'decode' ? String(r.outputTokens) : NONE)],
+  ];
+  const h = d.handoffs, p = d.pairing;
+  const reasons = h.reasons.length ? ` (${h.reasons.map(([k, v]) => `${escapeHtml(k)} ${v}`).join(', ')})` : '';
+  const html = `<h2>Prefill and decode</h2>
+    <p class="muted">The router's counts since it started. Time to first token is of the streams the role prefilled (prefill: those decode handed off; decode: the rest), time per output token of those it decoded.</p>
+    <table class="disagg"><thead><tr><th scope="col"></th>${d.roles.map((r) =>
+      `<th scope="col" data-role-name="${escapeHtml(r.name)}">${escapeHtml(r.name)} <span class="muted">(${escapeHtml(r.kind)})</span></th>`).join('')}</tr></thead>
+    <tbody>${cells.map(([k, f]) => `<tr><th scope="row">${k}</th>${d.roles.map((r) =>
+      `<td data-kind="${escapeHtml(r.kind)}">${f(r)}</td>`).join('')}</tr>`).join('')}</tbody></table>
+    <dl class="facts">
+      <dt>Handoffs</dt><dd data-role="handoffs">${h.remote} prefilled remotely (KV handed off), ${h.local} locally (short prompts)</dd>
+      <dt>Fallbacks</dt><dd data-role="fallbacks">${h.fallbacks} to local prefill${reasons}</dd>
+      <dt>Pairing</dt><dd data-role="pairing">${shareText(p.sameShare)} on the decode replica's slice (${p.sameSlice} same slice, ${p.otherSlice} other slice, ${p.none} with no prefill replica)</dd>
+    </dl>`;
+  if (el.innerHTML !== html) el.innerHTML = html;
 }
 
 function renderGroups(svc) {

@@ -189,3 +189,55 @@ export function secondsText(s) {
   if (s < 1) return `${(s * 1000).toFixed(s < 0.01 ? 2 : 1)} ms`;
   return `${s.toFixed(2)} s`;
 }
+
+// A disaggregated Service's roles side by side (docs/serving.md "Prefill and decode roles"), or
+// null for a Service without a prefill and a decode role. From the spec (each role's
+// disaggregation and shape) and each role's last router report (status.roles[].traffic,
+// counters since the router started):
+//   {roles: [{name, kind, shape, ready, desired, ongoing, queued, queuedPromptTokens,
+//             ttft, tpot, outputTokens}],            prefill first, then decode
+//    handoffs: {remote, local, fallbacks, reasons: [[reason, n]]},
+//    pairing: {sameSlice, otherSlice, none, sameShare}}
+// ttft is the mean time to first token of the streams the role prefilled (the prefill role:
+// those decode handed off; the decode role: the rest), tpot the mean time per output token of
+// those it decoded, both in seconds, null before any. sameShare is the fraction of pairings
+// on the decode replica's own slice, null before any pairing. The handoff and pairing counts
+// are the decode role's report.
+export function disaggRoles(svc) {
+  const specs = svc?.spec?.roles || [];
+  const kinds = new Map(specs.map((r) => [r.name, r.disaggregation]));
+  const byKind = (k) => specs.find((r) => r.disaggregation === k);
+  if (!byKind('prefill') || !byKind('decode')) return null;
+  const statusOf = new Map((svc.status?.roles || []).map((r) => [r.name, r]));
+  const mean = (sum, n) => (n > 0 && typeof sum === 'number' ? sum / n : null);
+  const roles = ['prefill', 'decode'].map((kind) => {
+    const spec = byKind(kind);
+    const st = statusOf.get(spec.name) || {};
+    const t = st.traffic || {};
+    return {
+      name: spec.name, kind: kinds.get(spec.name), shape: `${spec.accelerator || ''} ${spec.topology || ''}`.trim(),
+      ready: st.readyReplicas ?? 0, desired: st.desiredReplicas ?? 0,
+      ongoing: t.ongoingRequests ?? 0, queued: t.queued ?? 0,
+      queuedPromptTokens: t.queuedPromptTokens ?? 0,
+      ttft: mean(t.ttftSecondsSum, t.ttftCount), tpot: mean(t.tpotSecondsSum, t.tpotCount),
+      outputTokens: t.outputTokens ?? 0,
+    };
+  });
+  const d = statusOf.get(byKind('decode').name)?.traffic?.disagg || {};
+  const n = (k) => d[k] ?? 0;
+  const reasons = Object.entries(d).filter(([k]) => k.startsWith('fallback_'))
+      .map(([k, v]) => [k.slice('fallback_'.length), v]).sort((a, b) => cmp(a[0], b[0]));
+  const paired = n('pairedSameSlice') + n('pairedOtherSlice');
+  return {
+    roles,
+    handoffs: {remote: n('prefilledRemote'), local: n('prefilledLocal'), fallbacks: n('fallbacks'), reasons},
+    pairing: {sameSlice: n('pairedSameSlice'), otherSlice: n('pairedOtherSlice'), none: n('noPrefillReplica'),
+              sameShare: paired ? n('pairedSameSlice') / paired : null},
+  };
+}
+
+// A share 0..1 as "75%", or '—'.
+export function shareText(x) {
+  if (typeof x !== 'number' || !Number.isFinite(x) || x < 0) return '—';
+  return `${Math.round(x * 100)}%`;
+}

@@ -2,9 +2,9 @@
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
-import {autoscalerText, groupKey, histogramQuantile, latestTraffic, mergeService, rateText,
+import {autoscalerText, disaggRoles, groupKey, histogramQuantile, latestTraffic, mergeService, rateText,
         replicaGroups, replicaSeries, replicasText, roleSizeText, secondsText, serviceSample,
-        trafficSeries} from '../../web/services.js';
+        shareText, trafficSeries} from '../../web/services.js';
 
 const proc = (host, port = 9000) => ({host, address: '127.0.0.1', port, phase: 'Running', pid: 1});
 const replica = (n, phase, slice, hosts, extra = {}) => ({
@@ -158,4 +158,44 @@ test('rates and durations in words', () => {
   assert.equal(secondsText(0.005), '5.00 ms');
   assert.equal(secondsText(1.5), '1.50 s');
   assert.equal(secondsText(undefined), '—');
+});
+
+test('a disaggregated Service: prefill and decode side by side, handoffs, fallbacks, pairing share', () => {
+  const svc = {
+    metadata: {name: 'pd'},
+    spec: {roles: [{name: 'gen', disaggregation: 'decode', accelerator: 'v6e', topology: '2x4'},
+                   {name: 'pre', disaggregation: 'prefill', accelerator: 'v6e', topology: '2x2'}]},
+    status: {roles: [
+      {name: 'gen', readyReplicas: 2, desiredReplicas: 2, traffic: {
+        ongoingRequests: 3, queued: 1, ttftCount: 2, ttftSecondsSum: 0.1, outputTokens: 120,
+        tpotCount: 4, tpotSecondsSum: 0.02,
+        disagg: {pairedSameSlice: 3, pairedOtherSlice: 1, noPrefillReplica: 2, prefilledRemote: 4,
+                 prefilledLocal: 2, fallbacks: 3, fallback_timeout: 1, fallback_connect: 2}}},
+      {name: 'pre', readyReplicas: 1, desiredReplicas: 2, traffic: {
+        ongoingRequests: 1, queuedPromptTokens: 300, ttftCount: 4, ttftSecondsSum: 1.0}},
+    ]},
+  };
+  const d = disaggRoles(svc);
+  assert.deepEqual(d.roles.map((r) => [r.name, r.kind]), [['pre', 'prefill'], ['gen', 'decode']],
+                   'prefill first, whatever the spec order');
+  const [pre, gen] = d.roles;
+  assert.equal(pre.shape, 'v6e 2x2');
+  assert.deepEqual([pre.ready, pre.desired, pre.queuedPromptTokens], [1, 2, 300]);
+  near(pre.ttft, 0.25);
+  assert.equal(pre.tpot, null, 'the prefill role decoded nothing');
+  assert.deepEqual([gen.ongoing, gen.queued, gen.outputTokens], [3, 1, 120]);
+  near(gen.ttft, 0.05);
+  near(gen.tpot, 0.005);
+  assert.deepEqual(d.handoffs, {remote: 4, local: 2, fallbacks: 3, reasons: [['connect', 2], ['timeout', 1]]});
+  assert.deepEqual(d.pairing, {sameSlice: 3, otherSlice: 1, none: 2, sameShare: 0.75});
+  assert.equal(shareText(d.pairing.sameShare), '75%');
+  assert.equal(shareText(null), '—');
+  // Before any report: zeros, no means, no share.
+  const fresh = disaggRoles({...svc, status: {roles: []}});
+  assert.deepEqual(fresh.roles.map((r) => [r.ttft, r.tpot, r.ready]), [[null, null, 0], [null, null, 0]]);
+  assert.equal(fresh.pairing.sameShare, null);
+  assert.equal(fresh.handoffs.remote, 0);
+  // Not disaggregated: one role, or only one of the two kinds.
+  assert.equal(disaggRoles(service('llm', [role('server', [])])), null);
+  assert.equal(disaggRoles({spec: {roles: [{name: 'a', disaggregation: 'decode'}, {name: 'b'}]}}), null);
 });

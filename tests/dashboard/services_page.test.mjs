@@ -219,3 +219,61 @@ test('deleting the Service empties the list and frees its chips, live', async ()
   await page.locator('.legend li', {hasText: 'free 48 chips'}).waitFor({timeout: 30_000});
   await page.done();
 });
+
+// A Service with a prefill and a decode role (each a 4x4 slice of serving_backend.py, whose
+// decode role answers X-Tessera-Prefilled: remote when the router names a prefill replica):
+// its page shows the two roles side by side, with the router's handoffs, pairing and the
+// decode role's time per output token. The real KV handoff is tests/integration/test_disagg_live.py.
+test('a disaggregated Service page shows prefill and decode side by side with handoffs and TPOT', async () => {
+  const PD = 'dash-pd';
+  const roleSpec = (name, kind) => ({
+    name, disaggregation: kind, accelerator: 'v6e', topology: '4x4', replicas: 1,
+    command: ['/usr/bin/python3', 'tests/integration/serving_backend.py', '--token-ms', '2'],
+    workingDir: REPO, readiness: {path: '/healthz', startupGrace: '60s', period: '1s', timeout: '2s'},
+    terminationGracePeriod: '2s',
+  });
+  const doc = {apiVersion: 'tessera/v1', kind: 'Service', metadata: {name: PD},
+               spec: {roles: [roleSpec('decode', 'decode'), roleSpec('prefill', 'prefill')]}};
+  const r = await cluster.api('POST', '/api/v1/apply', doc);
+  assert.ok(r.status === 201 || r.status === 200, `apply: ${r.status} ${r.text}`);
+  await waitFor('both roles Ready', async () => {
+    const s = (await cluster.api('GET', `/api/v1/services/${PD}`)).json;
+    return s?.status?.phase === 'Ready' && s.status.roles.every((x) => x.readyReplicas === 1);
+  }, 120_000, 250);
+  // Streamed completions through the router until the head has the decode role's report.
+  const stream = async () => {
+    const res = await fetch(`http://127.0.0.1:${routerPort}/services/${PD}/v1/completions`, {
+      method: 'POST', headers: {'Content-Type': 'application/json'},
+      body: JSON.stringify({prompt: 'a prompt for the prefill role', max_tokens: 8, stream: true})});
+    const text = await res.text();
+    assert.equal(res.status, 200, text);
+    assert.equal(res.headers.get('x-tessera-prefilled'), 'remote');
+  };
+  await waitFor('the decode role counted handoffs and TPOT', async () => {
+    await stream();
+    const s = (await cluster.api('GET', `/api/v1/services/${PD}`)).json;
+    const t = s.status.roles.find((x) => x.name === 'decode')?.traffic;
+    return t?.disagg?.prefilledRemote > 0 && t.tpotCount > 0;
+  }, 60_000, 200);
+  const page = await newPage();
+  await login(page, cluster.url, cluster.token);
+  await page.goto(`${cluster.url}/#/services/${PD}`);
+  const table = page.locator('[data-role=disagg] table.disagg');
+  await table.waitFor({timeout: 15_000});
+  assert.deepEqual(await table.locator('thead th[data-role-name]').evaluateAll((ths) => ths.map((t) => t.dataset.roleName)),
+                   ['prefill', 'decode'], 'prefill, then decode');
+  const row = (label) => table.locator('tbody tr', {hasText: label});
+  assert.deepEqual(await row('Ready / desired').locator('td').allInnerTexts(), ['1 / 1', '1 / 1']);
+  const tpot = await row('Time per output token').locator('td').allInnerTexts();
+  assert.equal(tpot[0], '—');
+  assert.match(tpot[1], /^[\d.]+ (µs|ms|s)$/);
+  assert.match((await row('Time to first token').locator('td').allInnerTexts())[0], /^[\d.]+ (µs|ms|s)$/,
+               'the prefill role prefilled the handed-off streams');
+  await page.locator('[data-role=handoffs]', {hasText: /^[1-9]\d* prefilled remotely/}).waitFor({timeout: 15_000});
+  assert.match(await page.locator('[data-role=fallbacks]').innerText(), /^0 to local prefill/);
+  // One slice per role: never the same slice, so 0% on the decode replica's slice.
+  assert.match(await page.locator('[data-role=pairing]').innerText(), /^0% on the decode replica's slice \(0 same slice, [1-9]\d* other slice/);
+  await screenshot(page, 'service-page-disagg');
+  await page.done();
+  assert.equal((await cluster.api('DELETE', `/api/v1/services/${PD}`)).status, 200);
+});

@@ -9,7 +9,10 @@ Run as every process of a replica group, as tessera runs it: the leader (TESSERA
   GET  /whoami            JSON: replica, generation marker ($VERSION), pid, port
   POST /v1/completions    {"max_tokens": N, "stream": true}: N chunks of one token each,
                           --token-ms apart, then a usage chunk and `data: [DONE]` (the shape
-                          bench/serving/loadgen.py reads); without "stream", one JSON answer
+                          bench/serving/loadgen.py reads); without "stream", one JSON answer.
+                          As a decode role (TESSERA_KV_ROLE=decode) it answers a request that
+                          names a prefill replica (X-Tessera-Prefill) with X-Tessera-Prefilled:
+                          remote, moving no KV (the real handoff is examples/serve's)
   GET  /hold?id=X         touches $HOLD_DIR/held-<replica>-<pid>-<X>, then answers only once
                           $HOLD_DIR/release exists (polled; 120 s at most): a request held
                           before its first byte, for the tests of the router's retry and of
@@ -44,6 +47,7 @@ def main():
     replica = os.environ.get("TESSERA_REPLICA", "?")
     version = os.environ.get("VERSION", "")
     hold_dir = os.environ.get("HOLD_DIR", "")
+    decode = os.environ.get("TESSERA_KV_ROLE") == "decode"
     port = int(os.environ["PORT"])
     lock = threading.Lock()
     in_flight = [0]
@@ -119,6 +123,8 @@ def main():
                     "choices": [{"text": "x" * tokens, "index": 0}],
                     "usage": {"completion_tokens": tokens}, "replica": replica}))
             self.send_response(200)
+            if decode and self.headers.get("X-Tessera-Prefill"):
+                self.send_header("X-Tessera-Prefilled", "remote")
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()

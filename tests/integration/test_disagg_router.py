@@ -1,9 +1,10 @@
 """Prefill/decode disaggregation through `tessera router`: the router sends a disaggregated
 Service's requests to its decode replica and names the prefill replica on the same slice; the
 decode replica (examples/serve --mode decode) hands the prompt to the prefill replica and pulls
-its KV; the router counts the pairing and where decode prefilled. Then the prefill replica is
-killed (SIGKILL) and the next request is still answered, by a local prefill, counted as a
-fallback.
+its KV; the router counts the pairing, where decode prefilled, and a stream's output tokens,
+time to first token (for the prefill role) and time per output token (for decode). Then the
+prefill replica is killed (SIGKILL) and the next request is still answered, by a local
+prefill, counted as a fallback.
 
 Real processes because what is tested is the path across three of them (router, decode,
 prefill) and the headers between them; the pairing rules and the KV format are unit tests
@@ -64,16 +65,24 @@ def status(port, path):
         conn.close()
 
 
-def complete(port, headers=None):
+def complete(port, headers=None, stream=False):
+    """(text, X-Tessera-Prefilled) of one completion; streamed: the tokens' text joined."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     try:
         body = {"prompt": PROMPT, "max_tokens": 12, "temperature": 1, "seed": 5}
+        if stream:
+            body["stream"] = True
         conn.request("POST", "/v1/completions", body=json.dumps(body),
                      headers={"Content-Type": "application/json", **(headers or {})})
         r = conn.getresponse()
-        data = json.loads(r.read())
-        assert r.status == 200, (r.status, data)
-        return data["choices"][0]["text"], r.getheader("X-Tessera-Prefilled")
+        raw = r.read()
+        assert r.status == 200, (r.status, raw)
+        if stream:
+            events = [line[6:] for line in raw.decode().splitlines() if line.startswith("data: ")]
+            text = "".join(c["choices"][0]["text"] for c in map(json.loads, events[:-1])
+                           if c["choices"])
+            return text, r.getheader("X-Tessera-Prefilled")
+        return json.loads(raw)["choices"][0]["text"], r.getheader("X-Tessera-Prefilled")
     finally:
         conn.close()
 
@@ -115,6 +124,19 @@ class DisaggRouterTest(unittest.TestCase):
                                     where="remote"), 1)
             self.assertEqual(metric(text, "tessera_router_prefill_queued_prompt_tokens",
                                     service="llm"), 0)
+            # A stream: its 12 tokens counted for decode, its time to first token for the
+            # prefill role (which prefilled it), its time per output token for decode.
+            got, source = complete(router.port, stream=True)
+            self.assertEqual((got, source), (want, "remote"))
+            text = router.metrics()
+            self.assertEqual(metric(text, "tessera_router_output_tokens_total", service="llm",
+                                    role="decode"), 12)
+            self.assertEqual(metric(text, "tessera_router_time_per_output_token_seconds_count",
+                                    service="llm", role="decode"), 1)
+            self.assertEqual(metric(text, "tessera_router_time_to_first_token_seconds_count",
+                                    service="llm", role="prefill"), 1)
+            self.assertIsNone(metric(text, "tessera_router_time_to_first_token_seconds_count",
+                                     service="llm", role="decode"))
 
             prefill.proc.send_signal(signal.SIGKILL)
             prefill.proc.wait()
@@ -125,7 +147,7 @@ class DisaggRouterTest(unittest.TestCase):
             self.assertEqual(metric(text, "tessera_router_prefills_total", service="llm",
                                     where="fallback", reason="unreachable"), 1)
             self.assertEqual(metric(text, "tessera_router_requests_total", service="llm",
-                                    code="200"), 2)
+                                    code="200"), 3)
 
 
 if __name__ == "__main__":
