@@ -364,6 +364,8 @@ class TesseraCluster:
     def agent_pid(self, host):
         with open(os.path.join(self.dir, "cluster.json")) as f:
             pids = json.load(f)["agents"]
+        # Agents restarted by an earlier kill-host run are not in cluster.json.
+        pids = [p.pid for p in self.extra_agents if p.poll() is None] + pids
         for pid in pids:
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:

@@ -79,6 +79,7 @@ HOST_VAR = "TESSERA_PEER_CKPT_HOST"  # this host's name; default TPU_WORKER_HOST
 IDLE_VAR = "TESSERA_PEER_CKPT_IDLE_S"
 DEFAULT_MAX_BYTES = 4 << 30
 DEFAULT_IDLE_S = 900.0
+BACKGROUND_NICE = 10  # the keeper's and the sender thread's niceness (training stays at 0)
 KEEP_PER_RANK = 2  # the newest two: a rank killed mid-send still has the step before
 SUBDIR = ".tessera-peer"
 _FRAME = struct.Struct("<IQ")  # header length, payload length
@@ -614,6 +615,10 @@ class PeerCheckpoints:
             raise self._error
 
     def _sender(self) -> None:
+        # Background work: the training thread (and its peers waiting in the next collective)
+        # get the cores first. Linux applies a thread id's priority to that thread only.
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
         with contextlib.suppress(OSError, ValueError):
             self._bind, self._advertise = _addresses(*self._master)
         while True:
@@ -953,6 +958,8 @@ def _main(argv: Optional[list[str]] = None) -> int:
         if os.fork() > 0:
             os._exit(0)  # the spawner waits for this; the keeper lives on in the child
         os.setsid()
+    with contextlib.suppress(OSError):
+        os.nice(BACKGROUND_NICE)  # the host's training processes come first
     run_keeper(a.root, a.host, a.max_bytes, a.bind, a.advertise, a.idle_s)
     return 0
 
