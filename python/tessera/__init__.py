@@ -7,9 +7,10 @@
 - tessera.client: the head's API for users, tests and benchmarks (apply, watch, wait,
   reserve_slices).
 - tessera.rendezvous: wait_for_master() before init_process_group (no 1 s store-client retry).
+- tessera.peer_ckpt: in-memory peer checkpoints (a keeper per host, a copy on a peer host).
 
 Standard library only; numpy is imported by data.ArrayBatches and torch by the torch
 helpers, each only when used.
 """
 
-__all__ = ["checkpoint", "client", "data", "rendezvous", "worker"]
+__all__ = ["checkpoint", "client", "data", "peer_ckpt", "rendezvous", "worker"]
