@@ -534,6 +534,7 @@ class PeerCheckpoints:
         self._bind, self._advertise = "127.0.0.1", "127.0.0.1"
         self._master = (master_addr, master_port)
         self._conns: dict[str, _Conn] = {}
+        self._rank_hosts: dict[int, str] = {}  # this attempt's ranks' hosts, once registered
         self._cv = threading.Condition()
         self._pending: Optional[tuple[int, bytes, int]] = None
         self._busy = False
@@ -682,10 +683,18 @@ class PeerCheckpoints:
             print(f"tessera.peer_ckpt rank {self.rank}: {message}", file=sys.stderr, flush=True)
 
     def _host_of_rank(self, rank: int) -> Optional[str]:
+        """The host rank runs on in this attempt (read once found: it does not change within
+        an attempt), None until its worker has registered."""
+        host = self._rank_hosts.get(rank)
+        if host is not None:
+            return host
         doc = _read_json(os.path.join(self.root, "ranks", str(rank)))
         if not doc or doc.get("uid") != self.uid or doc.get("attempt") != self.attempt:
             return None
-        return doc.get("host")
+        host = doc.get("host")
+        if isinstance(host, str):
+            self._rank_hosts[rank] = host
+        return host
 
     def _keeper_doc(self, host: str) -> Optional[dict]:
         return _read_json(os.path.join(self.root, "keepers", _safe_name(host)))
