@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ha/elector.h"
+#include "ha/head_list.h"
+#include "ha/standby_proxy.h"
 #include "net/http_server.h"
 #include "store/etcd_store.h"
 
@@ -30,14 +32,18 @@ std::string InfoJson(const LeaderInfo& info, const std::string& self, bool servi
       .dump();
 }
 
-// The standby's server: who leads, and 503 for everything else.
+// The standby's server: who leads; the clients' requests forwarded to the leader
+// (standby_proxy.h); the agents', and everything while no leader is known, 503 naming the
+// leader (or nobody yet) in the message, the "leader" field and the X-Tessera-Leader header.
 Result<std::unique_ptr<net::HttpServer>> StartStandbyServer(const api::HeadOptions& head,
                                                             const Elector& elector,
+                                                            StandbyProxy& proxy,
                                                             const std::string& self) {
   net::ServerOptions so;
   so.bind_address = head.bind_address;
   so.port = static_cast<uint16_t>(head.port);
-  so.io_threads = 1;
+  so.io_threads = 4;  // a forwarded request holds its thread until the leader answers
+  so.stop_grace = std::chrono::milliseconds(500);
   auto server = std::make_unique<net::HttpServer>(so);
   TESSERA_RETURN_IF_ERROR(server->Handle(net::Method::kGet, "/healthz", [&](const net::Request&) {
     return net::Response::Json(
@@ -46,19 +52,27 @@ Result<std::unique_ptr<net::HttpServer>> StartStandbyServer(const api::HeadOptio
   TESSERA_RETURN_IF_ERROR(server->Handle(net::Method::kGet, "/v1/leader", [&](const net::Request&) {
     return net::Response::Json(200, InfoJson(elector.Snapshot(), self, false));
   }));
-  auto refuse = [&](const net::Request&) {
+  auto serve = [&](const net::Request& request) {
     const LeaderInfo info = elector.Snapshot();
-    return net::Response::Error(
-        503, "this head (" + self + ") is a standby; " +
-                 (info.role == Role::kLeader ? "it was elected (term " + std::to_string(info.term) +
-                                                   ") and is starting; retry shortly"
-                  : info.leader.empty() ? "no leader is elected yet, retry shortly"
-                                        : "the leader is at " + info.leader + " (term " +
-                                              std::to_string(info.term) + ")"));
+    const bool other_leads = info.role != Role::kLeader && !info.leader.empty();
+    if (other_leads && StandbyProxy::Forwarded(request)) return proxy.Forward(request, info.leader);
+    net::Response r = net::Response::Json(
+        503, json{{"error",
+                   "this head (" + self + ") is a standby; " +
+                       (info.role == Role::kLeader
+                            ? "it was elected (term " + std::to_string(info.term) +
+                                  ") and is starting; retry shortly"
+                        : info.leader.empty() ? "no leader is elected yet, retry shortly"
+                                              : std::string(kLeaderIsAt) + info.leader + " (term " +
+                                                    std::to_string(info.term) + ")")},
+                  {"leader", other_leads ? json(info.leader) : json(nullptr)}}
+                 .dump());
+    if (other_leads) r.headers.emplace(std::string(kLeaderHeader), info.leader);
+    return r;
   };
   for (net::Method m : {net::Method::kGet, net::Method::kPost, net::Method::kPut,
                         net::Method::kPatch, net::Method::kDelete}) {
-    TESSERA_RETURN_IF_ERROR(server->Handle(m, "/{path...}", refuse));
+    TESSERA_RETURN_IF_ERROR(server->Handle(m, "/{path...}", serve));
   }
   TESSERA_RETURN_IF_ERROR(server->Start());
   return server;
@@ -120,7 +134,8 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
     changed = true;
   };
   Elector elector(eo);
-  auto standby = StartStandbyServer(options.head, elector, self);
+  StandbyProxy proxy(self);
+  auto standby = StartStandbyServer(options.head, elector, proxy, self);
   if (!standby.ok()) return standby.status();
   TESSERA_RETURN_IF_ERROR(elector.Start());
   std::cerr << "tessera head: " << self << " is a standby, campaigning in etcd "
@@ -152,6 +167,8 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
       break;
     }
     if (term != 0 && !head) {
+      (*standby)->Stop();
+      proxy.Close();
       standby->reset();  // destroyed, not only stopped: its port is free for the head
       api::HeadOptions ho = options.head;
       ho.controller.term = static_cast<uint64_t>(term);
@@ -173,6 +190,7 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
   if (head) head->Stop();            // stop writing before handing over
   elector.Stop();                    // revokes the lease when leading: a standby takes over at once
   if (*standby) (*standby)->Stop();  // never elected
+  proxy.Close();
   return exit_code;
 }
 
