@@ -342,5 +342,23 @@ TEST(Manifest, Durations) {
   EXPECT_FALSE(ParseDurationMs("d", Json("99999h")).ok());
 }
 
+TEST(Manifest, ExpectedDurationIsADurationNamedWhenWrong) {
+  auto doc =
+      ParseDocument(WithSpecLine("priority: high", "priority: high\n  expectedDuration: 6h"));
+  ASSERT_TRUE(doc.ok()) << doc.status().ToString();
+  auto spec = ParseTrainJob(*doc);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->expected_duration_ms, 6 * 3'600'000);
+  auto none = ParseTrainJob(*ParseDocument(kGood));
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->expected_duration_ms, 0);  // none given: the head's default applies
+  for (const char* bad : {"expectedDuration: soon", "expectedDuration: 0s", "expectedDuration: -1",
+                          "expectedDuration: 999d", "expectedDuration: [1]"}) {
+    const std::string error =
+        ErrorOf(WithSpecLine("priority: high", std::string("priority: high\n  ") + bad));
+    EXPECT_EQ(error.rfind("spec.expectedDuration:", 0), 0u) << bad << ": " << error;
+  }
+}
+
 }  // namespace
 }  // namespace tessera::api

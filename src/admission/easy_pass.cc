@@ -1,0 +1,149 @@
+#include "admission/easy_pass.h"
+
+#include <algorithm>
+
+namespace tessera {
+namespace {
+
+// Holds the head's room and the moved workloads' hints in the pass's scratch inventory.
+const OwnerId kDefragHold(OwnerId::kInvalid / 2 + 3);
+
+int64_t Chips(const SliceRequest& r) { return r.shape.chips() * r.num_slices; }
+
+std::string Hours(int64_t s) {
+  s = std::max<int64_t>(0, s);
+  // Minutes at most: the message is stored when it changes, so it must not change every pass.
+  if (s < 60) return "under a minute";
+  if (s < 3600) return std::to_string(s / 60) + "m";
+  return std::to_string(s / 3600) + "h" + std::to_string((s % 3600) / 60) + "m";
+}
+
+std::string Name(const EasyWaiting& w) {
+  return w.name.empty() ? "workload " + std::to_string(w.id.value()) : w.name;
+}
+
+Status Hold(Inventory& inv, const PlanResult& plan) {
+  std::vector<HostId> free;
+  for (const SlicePlacement& s : plan.slices)
+    for (HostId h : s.hosts)
+      if (inv.host(h).free()) free.push_back(h);
+  return free.empty() ? Status::Ok() : inv.Reserve(kDefragHold, free);
+}
+
+}  // namespace
+
+EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
+                           const std::vector<EasyWaiting>& line,
+                           const std::vector<EasyRunning>& running, int64_t now_s,
+                           int64_t budget_chip_s, const EasyPassOptions& o) {
+  EasyPassResult out;
+  Inventory inv = inv_in;
+  std::optional<Reservation> res;
+  std::string head;
+  std::optional<Inventory> blocked;      // `inv` with the reservation held
+  std::vector<BackfillRunning> started;  // the workloads this pass starts
+  auto reserve = [&](const EasyWaiting& w) {
+    std::vector<BackfillRunning> br = started;
+    for (const EasyRunning& r : running) br.push_back({{OwnerOf(r.id)}, r.start_s, r.expected_s});
+    res = Reserve(
+        inv, [&](const Inventory& i) { return planner.Plan(i, w.request); }, Chips(w.request), br,
+        now_s, o.backfill);
+    head = Name(w);
+  };
+  auto head_wait = [&](const EasyWaiting& w, const std::string& note) {
+    if (res->made)
+      out.waiting.push_back({w.id, "WaitingForReservation",
+                             "head of the line: reserved " + std::to_string(res->hosts.size()) +
+                                 " host(s) in " + std::to_string(res->cubes.size()) +
+                                 " cube(s), expected to start in " + Hours(res->start_s - now_s) +
+                                 " (from the running jobs' expected durations)" +
+                                 (note.empty() ? "" : "; " + note)});
+    else
+      out.waiting.push_back({w.id, "WaitingForReservation",
+                             "head of the line: does not fit even when every running job has "
+                             "ended" +
+                                 (note.empty() ? "" : "; " + note)});
+  };
+  for (const EasyWaiting& w : line) {
+    const int64_t need = Chips(w.request);
+    const bool anywhere = !res || EndsBefore(*res, now_s, w.expected_s, o.backfill);
+    PlanResult plan;
+    if (need > inv.usable_chips()) {
+      plan.reason = NoFit::kNotEnoughChips;
+      plan.message = "needs " + std::to_string(need) + " chips, " +
+                     std::to_string(inv.usable_chips()) + " are free";
+    } else if (anywhere) {
+      plan = planner.Plan(inv, w.request);
+    } else {
+      if (!blocked) {
+        Result<Inventory> b = Blocked(inv, *res);
+        if (b.ok()) blocked = std::move(*b);
+      }
+      if (blocked) plan = planner.Plan(*blocked, w.request);
+    }
+    if (plan.placed()) {
+      if (ApplyPlan(inv, OwnerOf(w.id), plan).ok()) {
+        out.starts.push_back({w.id, plan});
+        started.push_back({{OwnerOf(w.id)}, now_s, w.expected_s});
+        blocked.reset();
+        continue;
+      }
+    }
+    if (res) {
+      if (anywhere)
+        out.waiting.push_back({w.id, NoFitName(plan.reason), plan.message});
+      else
+        out.waiting.push_back(
+            {w.id, "BehindReservation",
+             "fits only on the hosts reserved for " + head + " (expected to start in " +
+                 Hours(res->start_s - now_s) + "), and its expected duration (" +
+                 Hours(w.expected_s > 0 ? w.expected_s : o.backfill.default_duration_s) +
+                 (w.expected_s > 0 ? "" : ", the default: no spec.expectedDuration") +
+                 ") ends later"});
+      continue;
+    }
+    if (need < o.reserve_min_chips) {  // small: waits as under plain backfill
+      out.waiting.push_back({w.id, NoFitName(plan.reason), plan.message});
+      continue;
+    }
+    // The head of the line: make room by moving sub-cube jobs, or reserve.
+    std::string note;
+    if (o.defrag && !out.defrag && NeedsWholeCubes(w.request)) {
+      std::vector<MoveCandidate> candidates;
+      for (const EasyRunning& r : running) {
+        if (!r.movable) continue;
+        const int64_t since = r.last_checkpoint_s >= r.start_s ? r.last_checkpoint_s : r.start_s;
+        candidates.push_back({r.id, r.priority, r.request,
+                              Chips(r.request) * std::max<int64_t>(0, now_s - since),
+                              r.last_moved_s});
+      }
+      DefragPlan d = budget_chip_s > 0 ? PlanDefrag(inv, planner, w.request, candidates, now_s,
+                                                    budget_chip_s, o.defrag_options)
+                                       : DefragPlan{};
+      if (budget_chip_s <= 0) d.message = "the budget of moved work is spent";
+      if (d.found && !d.moves.empty()) {
+        // Hold the head's room and the hints, so that nothing later in line takes them.
+        Inventory scratch = inv;
+        bool held = Hold(scratch, d.plan).ok();
+        for (const Move& m : d.moves) held = held && Hold(scratch, m.plan).ok();
+        if (held) {
+          inv = std::move(scratch);
+          out.defrag = std::move(d);
+          out.defrag_for = w.id;
+          blocked.reset();
+          // The line goes on behind the head as behind a reservation that starts now: nothing
+          // may take the held hosts.
+          continue;
+        }
+        note = "defragmentation: the moves' placements could not be held";
+      } else if (!d.found) {
+        note = "defragmentation: " + d.message;
+      }
+    }
+    reserve(w);
+    head_wait(w, note);
+  }
+  return out;
+}
+
+}  // namespace tessera

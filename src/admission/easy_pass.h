@@ -1,0 +1,85 @@
+// One pass of EASY backfill with defragmentation over a line of waiting workloads, as the head
+// runs it (`tessera head --backfill easy [--defrag]`, while no ClusterQueue exists); the same
+// rules as the simulator's `easy` admission (sim/easy_scheduler.h), on the same pure pieces:
+// Reserve / Blocked / EndsBefore (backfill.h) and PlanDefrag (defrag.h).
+//
+// The line is taken in order. A workload starts if the planner places it, except that once the
+// head of the line (the first one of reserve_min_chips or more that could not start) holds a
+// reservation, a later one may
+// use the reserved hosts only if its expected duration ends before the reservation starts.
+// When the head needs whole cubes and enough chips are free but scattered, and `defrag` is on,
+// the pass first asks PlanDefrag for the cheapest moves: the head is then placed where the moved
+// workloads were, and each moved workload gets a placement hint (toward cubes already in use);
+// the caller stops the moved ones (SIGTERM with grace, so they checkpoint), and starts the head
+// and the moved ones on those placements once the chips are free. At most one defragmentation
+// per pass.
+//
+// Overrunning an estimate: nothing is stopped or preempted; the workload counts as ending now,
+// so the reservation waiting for it starts later (backfill.h).
+//
+// Pure: times are arguments; no I/O. Thread-safety: a function of its arguments.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "admission/backfill.h"
+#include "admission/defrag.h"
+
+namespace tessera {
+
+struct EasyWaiting {
+  WorkloadId id;
+  SliceRequest request;
+  int64_t expected_s = 0;  // <= 0: BackfillOptions::default_duration_s
+  std::string name;        // for messages; "" means "workload <id>"
+};
+
+// A workload holding chips, under OwnerOf(id) in the inventory.
+struct EasyRunning {
+  WorkloadId id;
+  int32_t priority = 0;
+  SliceRequest request;
+  int64_t start_s = 0;
+  int64_t expected_s = 0;          // <= 0: the default
+  int64_t last_checkpoint_s = -1;  // -1: none since it started (all its work would be lost)
+  int64_t last_moved_s = -1;       // -1: never moved by defragmentation
+  bool movable = true;             // false: stopping already, or on an unhealthy host
+};
+
+struct EasyPassOptions {
+  BackfillOptions backfill;
+  // Only a blocked workload of at least this many chips (a cube's worth) gets a reservation;
+  // a smaller one waits as under plain backfill (whatever frees fits it, so it does not
+  // starve). 0: every blocked head of the line reserves (classic EASY). As in the simulator.
+  int64_t reserve_min_chips = 64;
+  bool defrag = false;
+  DefragOptions defrag_options;
+};
+
+struct EasyWait {
+  WorkloadId id;
+  std::string reason;  // WaitingForReservation, WaitingForDefragmentation, BehindReservation, or
+                       // the planner's NoFit name
+  std::string message;
+};
+
+struct EasyPassResult {
+  std::vector<std::pair<WorkloadId, PlanResult>> starts;  // in line order
+  // Set when the head is to start after moves: `defrag_for` and the moves (with their hints).
+  std::optional<DefragPlan> defrag;
+  WorkloadId defrag_for;
+  std::vector<EasyWait> waiting;  // every waiting workload that neither starts nor is `defrag_for`
+};
+
+// `inv` holds every running workload under OwnerOf(id) and may hold other hosts (caller's
+// holds: they are never released by the reservation). `budget_chip_s` is the work the moves
+// may lose (defrag.h).
+EasyPassResult RunEasyPass(const Inventory& inv, const SlicePlanner& planner,
+                           const std::vector<EasyWaiting>& line,
+                           const std::vector<EasyRunning>& running, int64_t now_s,
+                           int64_t budget_chip_s, const EasyPassOptions& options);
+
+}  // namespace tessera

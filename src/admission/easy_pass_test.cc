@@ -1,0 +1,149 @@
+#include "admission/easy_pass.h"
+
+#include <gtest/gtest.h>
+
+#include "admission/test_util.h"
+
+namespace tessera {
+namespace {
+
+using testing::CubeHosts;
+using testing::Pod;
+
+SliceRequest Req(int x, int y, int z) { return {Generation::k7x, Shape::Of(x, y, z), 1}; }
+
+EasyWaiting W(uint64_t id, SliceRequest request, int64_t expected_s) {
+  return {WorkloadId(id), request, expected_s, "job-" + std::to_string(id)};
+}
+
+const PlanResult* StartOf(const EasyPassResult& r, uint64_t id) {
+  for (const auto& [w, plan] : r.starts)
+    if (w == WorkloadId(id)) return &plan;
+  return nullptr;
+}
+
+const EasyWait* WaitOf(const EasyPassResult& r, uint64_t id) {
+  for (const EasyWait& w : r.waiting)
+    if (w.id == WorkloadId(id)) return &w;
+  return nullptr;
+}
+
+// Two cubes; job 1 holds half of cube 0 (expected to end at 100), job 2 half of cube 1 (500).
+struct HalfCubes {
+  Inventory inv = Pod(1, 2);
+  SlicePlanner planner;
+  std::vector<EasyRunning> running;
+  HalfCubes() {
+    EXPECT_TRUE(inv.Reserve(OwnerOf(WorkloadId(1)), CubeHosts(inv, 0, 0, 8)).ok());
+    EXPECT_TRUE(inv.Reserve(OwnerOf(WorkloadId(2)), CubeHosts(inv, 1, 0, 8)).ok());
+    running = {{WorkloadId(1), 0, Req(2, 4, 4), 0, 100, -1, -1, true},
+               {WorkloadId(2), 0, Req(2, 4, 4), 0, 500, -1, -1, true}};
+  }
+};
+
+TEST(EasyPass, TheHeadReservesLongWorkWaitsShortWorkBackfills) {
+  HalfCubes t;
+  // 3: the 4x4x4 head (no whole cube free). 4: a 2x4x4 expected to run 1000 s, which would
+  // delay the head's reservation of cube 0 (free at 100). 5: a 2x4x4 of 50 s, which ends first.
+  const std::vector<EasyWaiting> line = {W(3, Req(4, 4, 4), 3600), W(4, Req(2, 4, 4), 1000),
+                                         W(5, Req(2, 4, 4), 50)};
+  const EasyPassResult r = RunEasyPass(t.inv, t.planner, line, t.running, 10, 0, {});
+  ASSERT_EQ(r.starts.size(), 2u);
+  const PlanResult* four = StartOf(r, 4);
+  const PlanResult* five = StartOf(r, 5);
+  ASSERT_NE(four, nullptr);
+  ASSERT_NE(five, nullptr);
+  for (HostId h : four->AllHosts()) EXPECT_EQ(t.inv.host(h).cube, t.inv.cubes()[1].id);
+  for (HostId h : five->AllHosts()) EXPECT_EQ(t.inv.host(h).cube, t.inv.cubes()[0].id);
+  const EasyWait* head = WaitOf(r, 3);
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(head->reason, "WaitingForReservation");
+  EXPECT_NE(head->message.find("expected to start in 1m "), std::string::npos) << head->message;
+  EXPECT_FALSE(r.defrag);
+}
+
+TEST(EasyPass, WithoutAnEstimateTheDefaultKeepsWorkOffTheReservedHosts) {
+  HalfCubes t;
+  t.inv.Release(OwnerOf(WorkloadId(2)));
+  ASSERT_TRUE(t.inv.Reserve(OwnerOf(WorkloadId(2)), CubeHosts(t.inv, 1, 0, 16)).ok());
+  t.running[1].request = Req(4, 4, 4);
+  // Cube 1 is full; the head reserves cube 0 (free at 100); job 4 says nothing (default 24 h).
+  const std::vector<EasyWaiting> line = {W(3, Req(4, 4, 4), 0), W(4, Req(2, 2, 1), 0)};
+  const EasyPassResult r = RunEasyPass(t.inv, t.planner, line, t.running, 10, 0, {});
+  EXPECT_TRUE(r.starts.empty());
+  const EasyWait* w = WaitOf(r, 4);
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->reason, "BehindReservation");
+  EXPECT_NE(w->message.find("the default: no spec.expectedDuration"), std::string::npos)
+      << w->message;
+}
+
+TEST(EasyPass, ABlockedSmallJobReservesNothingClassicEasyDoes) {
+  HalfCubes t;
+  t.inv.Release(OwnerOf(WorkloadId(1)));
+  t.inv.Release(OwnerOf(WorkloadId(2)));
+  std::vector<HostId> most;  // all of cube 0 but the host column x = y = 0 (a 2x2x4's room)
+  for (int i = 0; i < 16; ++i)
+    if (i % 4 != 0) most.push_back(t.inv.cubes()[0].hosts[i]);
+  ASSERT_TRUE(t.inv.Reserve(OwnerOf(WorkloadId(1)), most).ok());
+  ASSERT_TRUE(t.inv.Reserve(OwnerOf(WorkloadId(2)), CubeHosts(t.inv, 1, 0, 16)).ok());
+  t.running[1].request = Req(4, 4, 4);
+  // 16 chips free in cube 0. Job 3 (32 chips) is blocked; job 4 (16 chips, no estimate) fits.
+  const std::vector<EasyWaiting> line = {W(3, Req(2, 4, 4), 0), W(4, Req(2, 2, 4), 0)};
+  EasyPassResult r = RunEasyPass(t.inv, t.planner, line, t.running, 10, 0, {});
+  ASSERT_NE(StartOf(r, 4), nullptr);  // job 3 is under a cube's worth: it reserves nothing
+  ASSERT_NE(WaitOf(r, 3), nullptr);
+  EXPECT_NE(WaitOf(r, 3)->reason, "WaitingForReservation");
+  EasyPassOptions classic;
+  classic.reserve_min_chips = 0;
+  r = RunEasyPass(t.inv, t.planner, line, t.running, 10, 0, classic);
+  ASSERT_NE(WaitOf(r, 3), nullptr);
+  EXPECT_EQ(WaitOf(r, 3)->reason, "WaitingForReservation");  // classic EASY: it reserves
+}
+
+// Two cubes, one 2x2x1 job in each: 120 chips free, no whole cube.
+TEST(EasyPass, DefragMovesTheCheapestJobAndHoldsTheRoom) {
+  Inventory inv = Pod(1, 2);
+  SlicePlanner planner;
+  ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(1)), CubeHosts(inv, 0, 5, 6)).ok());
+  ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(2)), CubeHosts(inv, 1, 9, 10)).ok());
+  // Job 1 checkpointed at 7100 (lost: 4 chips x 100 s), job 2 at 7150 (4 x 50): 2 moves.
+  const std::vector<EasyRunning> running = {{WorkloadId(1), 0, Req(2, 2, 1), 0, 0, 7100, -1, true},
+                                            {WorkloadId(2), 0, Req(2, 2, 1), 0, 0, 7150, -1, true}};
+  const std::vector<EasyWaiting> line = {W(3, Req(4, 4, 4), 0), W(4, Req(4, 4, 4), 0)};
+  EasyPassOptions o;
+  o.defrag = true;
+  EasyPassResult r = RunEasyPass(inv, planner, line, running, 7200, 1000, o);
+  ASSERT_TRUE(r.defrag);
+  EXPECT_EQ(r.defrag_for, WorkloadId(3));
+  ASSERT_EQ(r.defrag->moves.size(), 1u);
+  EXPECT_EQ(r.defrag->moves[0].workload, WorkloadId(2));  // the cheaper one
+  EXPECT_EQ(r.defrag->lost_work_chip_s, 200);
+  // The moved job goes to cube 0, already in use; the head takes cube 1.
+  for (HostId h : r.defrag->moves[0].plan.AllHosts())
+    EXPECT_EQ(inv.host(h).cube, inv.cubes()[0].id);
+  for (HostId h : r.defrag->plan.AllHosts()) EXPECT_EQ(inv.host(h).cube, inv.cubes()[1].id);
+  // Job 4 neither starts nor moves anything (one defragmentation per pass): it reserves.
+  EXPECT_TRUE(r.starts.empty());
+  ASSERT_NE(WaitOf(r, 4), nullptr);
+  EXPECT_EQ(WaitOf(r, 4)->reason, "WaitingForReservation");
+  EXPECT_EQ(WaitOf(r, 3), nullptr);
+
+  // Without budget, or with defrag off, the head reserves and says why.
+  r = RunEasyPass(inv, planner, line, running, 7200, 0, o);
+  EXPECT_FALSE(r.defrag);
+  ASSERT_NE(WaitOf(r, 3), nullptr);
+  EXPECT_NE(WaitOf(r, 3)->message.find("budget"), std::string::npos) << WaitOf(r, 3)->message;
+  r = RunEasyPass(inv, planner, line, running, 7200, 1000, {});
+  EXPECT_FALSE(r.defrag);
+  // A job moved within the hour does not move again: job 1 then.
+  std::vector<EasyRunning> recent = running;
+  recent[1].last_moved_s = 7000;
+  r = RunEasyPass(inv, planner, line, recent, 7200, 1000, o);
+  ASSERT_TRUE(r.defrag);
+  ASSERT_EQ(r.defrag->moves.size(), 1u);
+  EXPECT_EQ(r.defrag->moves[0].workload, WorkloadId(1));
+}
+
+}  // namespace
+}  // namespace tessera
