@@ -198,6 +198,26 @@ TEST(RecoverySimTest, SameSeedSameRunOtherSeedOtherRun) {
   EXPECT_NE(a->event_hash, c->event_hash);
 }
 
+// The run: 9,216 chips, 30 days, Llama 3's rate, this machine's costs (docs/elastic.md).
+TEST(RecoverySimTest, PodScaleMemoryCheckpointsMeetTheGoalDiskOnlyDoesNot) {
+  RecoverySimOptions o;  // the defaults are the pod-scale job
+  o.costs = MeasuredCosts();
+  o.seed = 1;
+  o.tier = CheckpointTier::kMemory;
+  auto mem = RunRecoverySim(o);
+  ASSERT_TRUE(mem.ok()) << mem.status().message();
+  EXPECT_EQ(mem->hosts, 2304);
+  EXPECT_NEAR(mem->mtbf_s, 54.0 * 86400 * 16384 / (466.0 * 9216), 1e-6);
+  EXPECT_GE(mem->ettr, 0.97) << "seed " << o.seed;
+  EXPECT_LE(mem->bound.efficiency - mem->ettr, 0.01) << "seed " << o.seed;
+  EXPECT_EQ(mem->head_steps_lost, mem->steps_lost);
+  o.tier = CheckpointTier::kDisk;
+  auto disk = RunRecoverySim(o);
+  ASSERT_TRUE(disk.ok()) << disk.status().message();
+  EXPECT_LT(disk->bound.efficiency, 0.97);
+  EXPECT_LE(disk->bound.efficiency - disk->ettr, 0.01) << "seed " << o.seed;
+}
+
 TEST(RecoverySimTest, BadOptionsNameTheField) {
   auto expect_error = [](RecoverySimOptions o, const std::string& field) {
     auto r = RunRecoverySim(o);
