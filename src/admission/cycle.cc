@@ -71,6 +71,8 @@ Status Cycle::Build() {
     local_to_queue_[l.name] = it->second;
   }
 
+  running_of_pool_.assign(quota_.cohorts.size() + quota_.queues.size(), {});
+
   std::vector<WorkloadId> ids;
   queue_of_.assign(snap_.workloads.size(), -1);
   admitted_.assign(snap_.workloads.size(), 0);
@@ -98,6 +100,8 @@ Status Cycle::Build() {
       const int64_t since = w.last_checkpoint_ms.value_or(w.admitted_at_ms);
       r.lost_work = r.chips * std::max<int64_t>(0, now_ - since);
       if (r.queue >= 0) quota_.Add(r.queue, r.chips);
+      if (r.queue >= 0)
+        running_of_pool_[PoolOf(r.queue)].push_back(static_cast<int>(running_.size()));
       running_.push_back(r);
     }
   }
@@ -310,10 +314,12 @@ bool Cycle::TryPreempt(int qi, int wi) {
     return false;
   const QueueState& q = quota_.queues[qi];
   const bool fair = options_.fair_sharing == FairSharing::kEnabled;
+  // Only workloads of its own queue and of its cohort's can be candidates (PreemptGrounds).
+  const std::vector<int>& pool = running_of_pool_[PoolOf(qi)];
   // The least the preemptor's queue can use after admission: all its candidates evicted.
   int64_t own_low = q.used + w.chips();
   std::vector<Grounds> grounds_of(running_.size(), Grounds::kNone);
-  for (size_t i = 0; i < running_.size(); ++i) {
+  for (int i : pool) {
     grounds_of[i] = PreemptGrounds(qi, w, running_[i]);
     if (grounds_of[i] == Grounds::kOwnQueue) own_low -= running_[i].chips;
   }
@@ -322,7 +328,7 @@ bool Cycle::TryPreempt(int qi, int wi) {
   const double my_low_share = quota_.Share(qi, own_low - q.used);  // own candidates all gone
   std::vector<PreemptionCandidate> cands;
   std::vector<int> cand_running;
-  for (size_t i = 0; i < running_.size(); ++i) {
+  for (int i : pool) {
     const Running& r = running_[i];
     const Grounds g = grounds_of[i];
     // Candidates that no victim set can make acceptable are left out of the search.
@@ -465,6 +471,7 @@ bool Cycle::Reserve(int qi, int wi, PlanResult plan) {
   r.creation = w.creation_order;
   r.chips = w.chips();
   r.admitted_this_cycle = true;
+  running_of_pool_[PoolOf(qi)].push_back(static_cast<int>(running_.size()));
   running_.push_back(r);
   Admission a;
   a.workload = w.id;

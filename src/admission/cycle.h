@@ -202,6 +202,14 @@ class Cycle {
   std::map<std::string, int> local_to_queue_;
   std::vector<int> queue_of_;  // per workload: ClusterQueue index or -1
   std::vector<Running> running_;
+  // The running workloads a preemptor of queue qi may take are those of its cohort (or of qi
+  // alone, without a cohort): pools, indexed by PoolOf(qi), of running_ indices, ascending
+  // (appended as running_ grows).
+  std::vector<std::vector<int>> running_of_pool_;
+  int PoolOf(int qi) const {
+    const int c = quota_.queues[qi].cohort;
+    return c >= 0 ? c : static_cast<int>(quota_.cohorts.size()) + qi;
+  }
   std::vector<char> admitted_;                  // per workload: admitted in this cycle
   std::vector<WorkloadId> evicted_host_owner_;  // per host: workload evicted from it this cycle
   std::map<RequestKey, StaticFit> static_fit_;

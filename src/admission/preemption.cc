@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -103,13 +104,12 @@ class Searcher {
         if (std::optional<Solution> s = TryRoom(o, check)) return s;
       return std::nullopt;
     }
-    std::optional<Solution> s;
-    if (all && all_greedy_) {
-      s = *all_greedy_;
-    } else {
-      s = Greedy();
-      if (all) all_greedy_ = s;
-    }
+    // N slices: the greedy solution depends on the allowed candidates, not on the check, so it
+    // is kept per allowed set (the retries and the minimising steps of every query ask for the
+    // same sets again).
+    auto [it, inserted] = greedy_.try_emplace(allowed);
+    if (inserted) it->second = Greedy();
+    const std::optional<Solution>& s = it->second;
     if (s && check && !check(s->victims)) {
       ++rejected_by_check_;
       return std::nullopt;
@@ -344,8 +344,10 @@ class Searcher {
   }
 
   std::optional<Solution> SearchOne(const VictimSetCheck& check) {
-    std::vector<Option> options;
-    ForEachOption([&](const Option& o) { options.push_back(o); });
+    // The rooms depend on the allowed candidates, not on the check: kept per allowed set.
+    auto [it, inserted] = one_options_.try_emplace(*allowed_);
+    if (inserted) ForEachOption([&](const Option& o) { it->second.push_back(o); });
+    std::vector<Option> options = it->second;
     // Usually the cheapest room passes: pick minima one by one, and sort only if many fail.
     size_t live = options.size();
     for (int tries = 0; live > 0; ++tries) {
@@ -383,10 +385,11 @@ class Searcher {
   // Per cube: some candidate holds a host in it. Rooms in other cubes have no victims; the
   // caller tries the free room first, so the search skips them.
   std::vector<char> touched_;
-  // Every candidate allowed: the rooms sorted cheapest first (one slice), the greedy solution
-  // (N slices). Valid for the Searcher's life: its inputs do not change.
+  // Valid for the Searcher's life (its inputs do not change): with every candidate allowed, the
+  // rooms sorted cheapest first (one slice); per allowed set, the greedy solution (N slices).
   std::optional<std::vector<Option>> all_options_;
-  std::optional<std::optional<Solution>> all_greedy_;
+  std::map<std::vector<char>, std::optional<Solution>> greedy_;
+  std::map<std::vector<char>, std::vector<Option>> one_options_;  // one slice, per allowed set
 };
 
 // Plans one slice of `request` inside `room` alone: on a small inventory holding just the
