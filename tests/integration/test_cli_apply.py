@@ -101,6 +101,17 @@ class CliApplyTest(unittest.TestCase):
         self.assertEqual(p.stdout.strip(), "clusterqueue/cli-lonely created")
         self.assertIn("Warning: clusterqueue/cli-lonely: spec.cohort: no other ClusterQueue is "
                       "in cohort cli-nobody-else", p.stderr)
+        # describe shows the same warning with its reason, beside the usage and the counts.
+        p = self.cli("describe", "clusterqueue", "cli-lonely")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("Cohort:      cli-nobody-else", p.stdout)
+        self.assertIn("Workloads:   0 pending, 0 admitted", p.stdout)
+        self.assertIn("  spec.cohort: no other ClusterQueue is in cohort cli-nobody-else",
+                      p.stdout)
+        self.assertIn("IneffectiveSetting", p.stdout)  # the queue's Warning event
+        p = self.cli("describe", "clusterqueue", "cli-no-such-queue")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("clusterqueue 'cli-no-such-queue' not found", p.stderr)
 
     def test_directory_and_json_list_stop_at_the_first_refusal(self):
         d = os.path.join(self.dir, "jobs")
