@@ -4,9 +4,11 @@
 // bound. The engine is pure (src/sim/recovery_sim.h); this file parses flags, runs it once per
 // (profile, tier) and writes the reports.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <sstream>
 
@@ -21,10 +23,11 @@ struct SimRecoveryFlags {
   sim::RecoverySimOptions base;
   std::string costs = "measured,published";
   std::string tiers = "disk,memory";
-  // Cost overrides applied to every profile; < 0: the profile's own figure.
-  double detect_s = -1, schedule_s = -1, start_s = -1, disk_save_s = -1, disk_restore_s = -1,
-         memory_snapshot_s = -1, memory_replicate_s = -1, memory_restore_s = -1,
-         disk_persist_s = -1;
+  // Cost overrides applied to every profile; NaN: the profile's own figure.
+  static constexpr double kUnset = std::numeric_limits<double>::quiet_NaN();
+  double detect_s = kUnset, schedule_s = kUnset, start_s = kUnset, disk_save_s = kUnset,
+         disk_restore_s = kUnset, memory_snapshot_s = kUnset, memory_replicate_s = kUnset,
+         memory_restore_s = kUnset, disk_persist_s = kUnset;
   double goal_ettr = 0.97;
   double goal_gap_points = 1;
   std::string output = "text";
@@ -40,10 +43,20 @@ std::vector<std::string> Split(const std::string& s) {
   return out;
 }
 
+// The engine names option fields ("costs.disk_save_s must ..."); the user knows flags.
+std::string FlagNamed(const std::string& message) {
+  const size_t space = message.find(' ');
+  std::string field = message.substr(0, space);
+  if (field.rfind("costs.", 0) == 0) field = field.substr(6);
+  for (char& ch : field)
+    if (ch == '_') ch = '-';
+  return "--" + field + (space == std::string::npos ? "" : message.substr(space));
+}
+
 sim::RecoveryCosts WithOverrides(sim::RecoveryCosts c, const SimRecoveryFlags& f) {
   bool changed = false;
   auto set = [&](double flag, double& field) {
-    if (flag >= 0) {
+    if (!std::isnan(flag)) {  // a bad value is applied and refused by the validation
       field = flag;
       changed = true;
     }
@@ -77,7 +90,7 @@ void Run(const SimRecoveryFlags& f) {
       o.costs = WithOverrides(*costs, f);
       o.tier = *tier;
       if (Status st = sim::ValidateRecoverySimOptions(o); !st.ok())
-        throw CommandError("--" + st.message());
+        throw CommandError(FlagNamed(st.message()));
       runs.push_back(o);
     }
   }

@@ -68,7 +68,8 @@ void WriteRecoveryText(std::ostream& out, const std::vector<RecoverySimResult>& 
     out << line;
   }
   out << "\n(goal: ETTR >= " << Pct(goal_ettr) << " and within " << Fmt("%g", goal_gap * 100)
-      << " points of the bound; gap in points; lost% and ckpt% of wall time; downtime% = "
+      << (goal_gap == 0.01 ? " point" : " points")
+      << " of the bound; gap in points; lost% and ckpt% of wall time; downtime% = "
          "100 - ETTR - lost - ckpt)\n";
   for (const RecoverySimResult& r : runs)
     out << r.options.costs.name << "/" << CheckpointTierName(r.options.tier) << ": head attempts "
