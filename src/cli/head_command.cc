@@ -32,6 +32,21 @@ void AddHeadCommand(CLI::App& app) {
       },
       "admission: fair sharing across the ClusterQueues of a cohort (off by default, as in "
       "Kueue; docs/admission.md)");
+  auto* backfill = cmd->add_option_function<std::string>(
+      "--backfill", [o](const std::string& v) { o->controller.backfill_easy = v == "easy"; },
+      "while no ClusterQueue exists: none (first come, first served; the default) or easy (EASY "
+      "backfill: the head of the line reserves the chips that free soonest, from "
+      "spec.expectedDuration, default 24h; docs/admission.md)");
+  backfill->check(CLI::IsMember({"none", "easy"}));
+  cmd->add_flag(
+      "--defrag",
+      [o](int64_t n) {
+        if (n > 0 && !o->controller.backfill_easy)
+          throw CLI::ValidationError("--defrag", "needs --backfill easy (give it first)");
+        o->controller.defrag = n > 0;
+      },
+      "with --backfill easy: move sub-cube jobs (checkpoint and restart) to free whole cubes for "
+      "a waiting 4x4x4 or super-slice; moved work under 1% of capacity");
   // HA (docs/ha.md): an etcd store, leader election among heads.
   auto ha = std::make_shared<ha::HaHeadOptions>();
   auto store_url = std::make_shared<std::string>("sqlite");

@@ -63,6 +63,8 @@ struct SimFlags {
   double default_estimate_h = 24;
   bool no_defrag = false;
   double defrag_share = 0.01;
+  int64_t reserve_min_chips = 64;
+  double reserve_after_h = 0;
   std::string html;
   bool no_progress = false;
 };
@@ -218,6 +220,8 @@ void Run(const SimFlags& f) {
   base.easy.backfill.default_duration_s = static_cast<int64_t>(f.default_estimate_h * 3600);
   base.easy.defrag = !f.no_defrag;
   base.easy.defrag_options.max_share = f.defrag_share;
+  base.easy.reserve_min_chips = f.reserve_min_chips;
+  base.easy.reserve_after_s = static_cast<int64_t>(f.reserve_after_h * 3600);
 
   std::vector<PlannerOptions> policies;
   for (const std::string& name : Split(f.policies)) {
@@ -248,7 +252,8 @@ void Run(const SimFlags& f) {
   if (f.admission.find("easy") != std::string::npos) {
     std::ostringstream s;
     s << "; easy: estimates " << f.estimates << " (default " << f.default_estimate_h
-      << " h), defrag " << (f.no_defrag ? "off" : "on") << " (share " << f.defrag_share << ")";
+      << " h), reservations for jobs of " << f.reserve_min_chips << "+ chips, defrag "
+      << (f.no_defrag ? "off" : "on") << " (share " << f.defrag_share << ")";
     c.command += s.str();
   }
   if (base.failures.enabled()) {
@@ -345,6 +350,16 @@ void AddSimCommand(CLI::App& app) {
                   "easy: expected duration of a job that gives none")
       ->capture_default_str();
   cmd->add_flag("--no-defrag", f->no_defrag, "easy: no defragmentation by checkpoint-and-move");
+  cmd->add_option("--reserve-min-chips", f->reserve_min_chips,
+                  "easy: only a blocked job of this many chips or more gets a reservation (64: "
+                  "a cube's worth; 0: every blocked head, classic EASY)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--reserve-after-h", f->reserve_after_h,
+                  "easy: a large job reserves only after waiting this long (defragmentation is "
+                  "tried at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 24.0 * 365));
   cmd->add_option("--defrag-share", f->defrag_share,
                   "easy: moved chip-hours (work lost) at most this share of capacity")
       ->capture_default_str();

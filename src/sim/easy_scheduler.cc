@@ -54,7 +54,7 @@ class EasyScheduler : public SimScheduler {
       const SimJob& job = ctx.job(j);
       const int64_t need = job.slice_chips * job.request.num_slices;
       if (need > ctx.inventory().usable_chips()) {
-        if (!res) res = MakeReservation(now, j, need, ctx);
+        if (!res && MayReserve(now, job, need)) res = MakeReservation(now, j, need, ctx);
         ++it;
         continue;
       }
@@ -82,14 +82,14 @@ class EasyScheduler : public SimScheduler {
         continue;
       }
       (anywhere ? failed_live : failed_blocked).push_back(job.request);
-      if (!res) {
+      if (!res && need >= o_.reserve_min_chips) {
         // The head of the line does not fit: move jobs to make room, or reserve.
         if (o_.defrag && TryDefrag(now, j, ctx)) {
           it = queue_.erase(queue_.find({job.spec.submit_s, j}));
           failed_live.clear();
           continue;
         }
-        res = MakeReservation(now, j, need, ctx);
+        if (MayReserve(now, job, need)) res = MakeReservation(now, j, need, ctx);
       }
       ++it;
     }
@@ -98,6 +98,9 @@ class EasyScheduler : public SimScheduler {
   Status status() const override { return status_; }
 
  private:
+  bool MayReserve(int64_t now, const SimJob& job, int64_t need) const {
+    return need >= o_.reserve_min_chips && now - job.spec.submit_s >= o_.reserve_after_s;
+  }
   int64_t Estimate(const SimJob& job) const {
     return o_.true_durations ? job.spec.duration_s : job.spec.expected_s;
   }

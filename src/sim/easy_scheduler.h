@@ -23,6 +23,13 @@ struct EasyOptions {
   PlannerOptions placement;  // the policy under test (the simulator sets it)
   BackfillOptions backfill;
   bool true_durations = false;
+  // Only a blocked job of at least this many chips (a cube's worth) gets a reservation; smaller
+  // ones wait as under plain backfill (they do not starve: anything that frees fits them). 0:
+  // every blocked head of the line reserves (classic EASY).
+  int64_t reserve_min_chips = 64;
+  // ... and only once it has waited this long (defragmentation is tried at once): a large job
+  // that finds room by itself soon costs no drained chips. 0: at once.
+  int64_t reserve_after_s = 0;
   bool defrag = true;  // move sub-cube jobs to make room for a blocked whole-cube head
   DefragOptions defrag_options;
 };

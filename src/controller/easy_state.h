@@ -1,0 +1,31 @@
+// The head's state for EASY backfill with defragmentation (`tessera head --backfill easy
+// [--defrag]`; easy_scheduling.cc, admission/easy_pass.h). In memory only: after a head restart
+// the holds are gone (the moved jobs and the head of the line then wait in line as any other),
+// and so is the moved-work account (the budget starts again).
+//
+// Thread-safety: none; the controller's lock guards it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "placement/planner.h"
+
+namespace tessera::controller {
+
+struct EasyHeadState {
+  // Placements held for jobs until the chips are free: the head of the line that
+  // defragmentation made room for, and each job it moved (the placement hint).
+  struct Hold {
+    PlanResult plan;
+    std::string made_for;  // the head's job name
+    bool moved = false;    // a moved job (else the head)
+  };
+  std::map<uint64_t, Hold> holds;             // by job uid
+  std::map<uint64_t, int64_t> last_moved_ms;  // by job uid
+  int64_t lost_chip_ms = 0;                   // work lost to the moves so far
+  int64_t first_pass_ms = -1;                 // the first pass: capacity counts from here
+};
+
+}  // namespace tessera::controller
