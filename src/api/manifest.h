@@ -64,7 +64,8 @@ Result<PriorityClass> ParsePriorityClass(const Json& doc);
 
 // The kind of a document after checking apiVersion: one of kKinds, or InvalidArgument naming
 // apiVersion or kind.
-inline constexpr const char* kKinds = "TrainJob, Service, ClusterQueue, LocalQueue, PriorityClass";
+inline constexpr const char* kKinds =
+    "TrainJob, Service, ClusterQueue, LocalQueue, PriorityClass, SliceReservation";
 Result<std::string> DocumentKind(const Json& doc);
 
 // Parses a duration: "30s", "1500ms", "2m", "1h" or a bare number of seconds.

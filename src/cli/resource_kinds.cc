@@ -24,6 +24,9 @@ const std::vector<KindNamesOf>& Kinds() {
       {"clusterqueues", "clusterqueue", {"queues", "queue", "clusterqueues", "clusterqueue", "cq"}},
       {"localqueues", "localqueue", {"localqueues", "localqueue", "lq"}},
       {"priorityclasses", "priorityclass", {"priorityclasses", "priorityclass", "pc"}},
+      {"slicereservations",
+       "slicereservation",
+       {"slicereservations", "slicereservation", "sr", "reservations", "reservation"}},
   };
   return kKinds;
 }
@@ -42,7 +45,7 @@ std::string KindPath(const std::string& kind) {
       if (k == n) return entry.path;
   throw CommandError("kind '" + kind +
                      "' is unknown; valid: jobs, services, hosts, events, queues (clusterqueues), "
-                     "localqueues, priorityclasses");
+                     "localqueues, priorityclasses, slicereservations (sr)");
 }
 
 std::string KindObjectPrefix(const std::string& path) {

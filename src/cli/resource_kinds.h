@@ -7,7 +7,8 @@
 namespace tessera::cli {
 
 // The API collection of a kind as users write it ("job", "jobs", "trainjob", "svc", "cq"...):
-// "jobs", "services", "hosts", "events", "clusterqueues", "localqueues", "priorityclasses".
+// "jobs", "services", "hosts", "events", "clusterqueues", "localqueues", "priorityclasses",
+// "slicereservations".
 // Throws CommandError listing the kinds for anything else.
 std::string KindPath(const std::string& kind);
 // The object prefix of a collection, as events and `-o name` print it: "trainjob", "service".

@@ -63,6 +63,7 @@ bool Controller::View::HostLost(const std::string& host) const {
 
 int Controller::View::LargestFitWithoutJob(const TrainJob& job, int lo, int hi) const {
   if (!c_.inventory_ready_) return 0;
+  if (!job.spec.reservation.empty()) return c_.LargestFitInReservation(job, lo, hi);
   Inventory free_of_job = c_.inventory_;
   free_of_job.Release(OwnerId(job.uid));
   PlanResult plan = c_.PlanLargest(free_of_job, job, lo, hi);
@@ -138,6 +139,8 @@ std::optional<Controller::VersionedList> Controller::ListWithVersion(
     list = ListEventsLocked();
   } else if (kind == "Service") {
     list = ListServicesLocked();
+  } else if (kind == "SliceReservation") {
+    list = ListReservationsLocked();
   } else if (kind == "ClusterQueue" || kind == "LocalQueue" || kind == "PriorityClass") {
     list = ListQueueObjectsLocked(kind);
   } else {
@@ -259,6 +262,7 @@ Status Controller::Load() {
     return counter.status();
   }
   TESSERA_RETURN_IF_ERROR(LoadServices());
+  TESSERA_RETURN_IF_ERROR(LoadReservations());  // reservations.cc
   for (const char* kind : {"ClusterQueue", "LocalQueue", "PriorityClass"})
     TESSERA_RETURN_IF_ERROR(LoadQueueObjects(kind));
   TESSERA_RETURN_IF_ERROR(events_.Load(store_));
@@ -283,6 +287,8 @@ Status Controller::Tick() {
   }
   Status services = TickServices(now);
   if (first.ok()) first = services;
+  Status reservations = TickReservations(now);  // reservations.cc: ttl
+  if (first.ok()) first = reservations;
   Status scheduled = Schedule();
   if (first.ok()) first = scheduled;
   Status deferred = std::exchange(deferred_error_, Status::Ok());

@@ -95,6 +95,7 @@ std::string Controller::OwnerOf(const std::string& host) const {
   if (!o.valid()) return "";
   for (const auto& [name, job] : jobs_)
     if (job.uid == o.value()) return name;
+  if (std::string r = ReservationOwnerOf(o.value(), host); !r.empty()) return r;
   return ServiceOwnerOf(o.value());
 }
 
@@ -402,9 +403,11 @@ void Controller::RebuildInventory() {
   for (const auto& [name, job] : jobs_)
     if (job.HoldsChips()) ReserveJob(job);
   ReserveServiceGroups();
+  ReserveReservations();  // reservations.cc
 }
 
 void Controller::ReserveJob(const TrainJob& job) {
+  if (!job.spec.reservation.empty()) return;  // its hosts are its reservation's
   std::vector<HostId> ids;
   for (const auto& slice : job.status.placement)
     for (const auto& host : slice)

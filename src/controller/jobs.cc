@@ -6,6 +6,7 @@
 #include <set>
 
 #include "api/manifest.h"
+#include "api/reservation_manifest.h"
 #include "api/service_manifest.h"
 #include "controller/controller.h"
 #include "protocol/credential.h"
@@ -57,6 +58,7 @@ std::optional<ApiError> Controller::NewJobRefusalLocked(const TrainJobSpec& spec
                     "metadata.name: a TrainJob named '" + spec.name +
                         "' already exists; delete it first or choose another name",
                     "metadata.name"};
+  if (auto refused = JobInReservationRefusalLocked(spec)) return refused;  // reservations.cc
   std::set<std::string> classes;
   for (const auto& [n, pc] : priority_classes_) classes.insert(n);
   return JobRefusal(spec, inventory_, inventory_ready_, planner_, classes);
@@ -80,6 +82,13 @@ ApiResult<Json> Controller::DryRunApply(const Json& doc) {
     if (auto refused = ServiceRefusalLocked(*spec, doc)) return *refused;
     name = spec->name;
     exists = services_.count(name) > 0;
+  } else if (*kind == api::kSliceReservationKind) {
+    auto spec = api::ParseSliceReservation(doc);
+    if (!spec.ok()) return ToApiError(spec.status());
+    std::lock_guard lock(mu_);
+    if (auto refused = DryRunReservationLocked(*spec)) return *refused;
+    name = spec->name;
+    exists = reservations_.count(name) > 0;
   } else {
     Status parsed = *kind == "ClusterQueue" ? api::ParseClusterQueue(doc).status()
                     : *kind == "LocalQueue" ? api::ParseLocalQueue(doc).status()
@@ -98,6 +107,7 @@ ApiResult<Json> Controller::Apply(const Json& doc) {
   if (!kind.ok()) return ToApiError(kind.status());
   if (*kind == api::kTrainJobKind) return CreateJob(doc);
   if (*kind == "Service") return ApplyService(doc);
+  if (*kind == api::kSliceReservationKind) return ApplyReservation(doc);
   return ApplyQueueObject(*kind, doc);
 }
 

@@ -1,0 +1,198 @@
+#include "api/reservation_manifest.h"
+
+#include "api/manifest.h"
+#include "api/manifest_fields.h"
+
+namespace tessera::api {
+namespace {
+
+using Json = nlohmann::json;
+
+Json WouldHelpList(const std::vector<WouldHelp>& would_help) {
+  Json out = Json::array();
+  for (const WouldHelp& b : would_help)
+    out.push_back({{"name", b.name},
+                   {"clusterQueue", b.cluster_queue},
+                   {"priority", b.priority},
+                   {"chips", b.chips},
+                   {"preemptible", b.preemptible}});
+  return out;
+}
+
+template <typename T>
+T Get(const Json& obj, const char* key, T fallback) {
+  if (!obj.is_object()) return fallback;
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const Json::exception&) {
+    return fallback;
+  }
+}
+
+}  // namespace
+
+Result<SliceReservationSpec> ParseSliceReservation(const Json& doc) {
+  TESSERA_RETURN_IF_ERROR(RequireObject(doc, "body"));
+  auto kind = DocumentKind(doc);
+  if (!kind.ok()) return kind.status();
+  if (*kind != kSliceReservationKind)
+    return InvalidArgument("kind: expected SliceReservation, got " + *kind);
+  TESSERA_RETURN_IF_ERROR(
+      OnlyKnownFields(doc, "document", {"apiVersion", "kind", "metadata", "spec", "status"}));
+  SliceReservationSpec spec;
+  if (!doc.contains("metadata")) return InvalidArgument("metadata: required (metadata.name)");
+  const Json& meta = doc["metadata"];
+  TESSERA_RETURN_IF_ERROR(RequireObject(meta, "metadata"));
+  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(meta, "metadata", {"name", "queue", "labels"}));
+  auto name = GetString(meta, "name", "metadata", true);
+  if (!name.ok()) return name.status();
+  TESSERA_RETURN_IF_ERROR(ValidateName("metadata.name", *name));
+  spec.name = *name;
+  auto labels = GetStringMap(meta, "labels", "metadata", StringMapKind::kLabels);
+  if (!labels.ok()) return labels.status();
+  spec.labels = *labels;
+
+  if (!doc.contains("spec")) return InvalidArgument("spec: required (accelerator, topology)");
+  const Json& s = doc["spec"];
+  TESSERA_RETURN_IF_ERROR(RequireObject(s, "spec"));
+  // One name per concept across kinds (docs/serving.md "Names"): the Kubernetes spellings get
+  // a 422 that points at TrainJob's.
+  if (s.contains("queue") || s.contains("queueName"))
+    return InvalidArgument(std::string(s.contains("queue") ? "spec.queue" : "spec.queueName") +
+                           ": the LocalQueue is metadata.queue, as in a TrainJob");
+  if (s.contains("priorityClassName"))
+    return InvalidArgument(
+        "spec.priorityClassName: the PriorityClass is spec.priority, as in a TrainJob");
+  TESSERA_RETURN_IF_ERROR(
+      OnlyKnownFields(s, "spec", {"accelerator", "topology", "numSlices", "priority", "ttl"}));
+  auto queue = GetString(meta, "queue", "metadata", false);
+  if (!queue.ok()) return queue.status();
+  if (!queue->empty()) TESSERA_RETURN_IF_ERROR(ValidateName("metadata.queue", *queue));
+  spec.queue = *queue;
+  auto accel = GetString(s, "accelerator", "spec", true);
+  if (!accel.ok()) return accel.status();
+  // The spellings a TrainJob takes: "v6e", "TPU-V6E", or a pod type ("v6e-16").
+  auto topo_text = GetString(s, "topology", "spec", false);
+  if (!topo_text.ok()) return topo_text.status();
+  auto topo = ResolveAccelerator(*accel, *topo_text);
+  if (!topo.ok()) return InvalidArgument("spec." + topo.status().message());
+  spec.accelerator = topo->generation();
+  spec.topology = topo->shape();
+  auto n = GetInt(s, "numSlices", "spec", 1, 1, 4096);
+  if (!n.ok()) return n.status();
+  spec.num_slices = static_cast<int>(*n);
+  auto priority = GetString(s, "priority", "spec", false);
+  if (!priority.ok()) return priority.status();
+  spec.priority = *priority;
+  if (s.contains("ttl")) {
+    auto ms = ParseDurationMs("spec.ttl", s["ttl"]);
+    if (!ms.ok()) return ms.status();
+    if (*ms <= 0)
+      return InvalidArgument(
+          "spec.ttl: must be positive, e.g. 30m; leave it out to hold the "
+          "slices until the reservation is deleted");
+    spec.ttl_ms = *ms;
+  }
+  return spec;
+}
+
+Json SliceReservationSpecJson(const SliceReservationSpec& spec, const Json& written) {
+  Json out = {{"accelerator", GenerationName(spec.accelerator)},
+              {"topology", spec.topology.ToString()},
+              {"numSlices", spec.num_slices}};
+  if (!spec.priority.empty()) out["priority"] = spec.priority;
+  if (written.is_object() && written.contains("ttl")) out["ttl"] = written["ttl"];
+  if (spec.ttl_ms > 0) out["ttlSeconds"] = spec.ttl_ms / 1000;
+  return out;
+}
+
+Json SliceReservationJson(const SliceReservation& r, const std::vector<std::string>& users) {
+  const SliceReservationStatus& st = r.status;
+  Json meta = {{"name", r.spec.name},
+               {"uid", r.uid},
+               {"resourceVersion", r.version},
+               {"creationTimestampMs", r.created_ms}};
+  if (!r.spec.queue.empty()) meta["queue"] = r.spec.queue;
+  if (!r.spec.labels.empty()) meta["labels"] = r.spec.labels;
+  Json slices = Json::array();
+  Json hosts = Json::array();
+  for (const ReservedSlice& s : st.slices) {
+    slices.push_back({{"name", s.name}, {"hosts", s.hosts}});
+    for (const std::string& h : s.hosts) hosts.push_back(h);
+  }
+  Json spec = Json::parse(r.spec_document, nullptr, /*allow_exceptions=*/false);
+  if (spec.is_discarded()) spec = SliceReservationSpecJson(r.spec, Json::object());
+  return {{"apiVersion", kApiVersion},
+          {"kind", kSliceReservationKind},
+          {"metadata", meta},
+          {"spec", spec},
+          {"status",
+           {{"phase", ReservationPhaseName(st.phase)},
+            {"reason", st.reason},
+            {"message", st.message},
+            {"pendingReason", st.pending_reason},
+            {"queuePosition", st.queue_position},
+            {"wouldHelp", WouldHelpList(st.would_help)},
+            {"slices", slices},
+            {"hosts", hosts},
+            {"chips", st.slices.empty() ? 0 : r.chips()},
+            {"readyTimeMs", st.ready_ms},
+            {"expiresAtMs", st.expires_ms},
+            {"users", users},
+            {"releasing", st.releasing},
+            {"deleting", st.deleting},
+            {"preemptions", st.preemptions}}}};
+}
+
+Result<SliceReservation> SliceReservationFromJson(const Json& doc) {
+  const Json meta = doc.is_object() ? doc.value("metadata", Json::object()) : Json::object();
+  const std::string name = Get(meta, "name", std::string());
+  auto fail = [&name](const std::string& why) {
+    return Internal("stored slicereservation " + name + ": " + why);
+  };
+  Json manifest = {{"apiVersion", kApiVersion},
+                   {"kind", kSliceReservationKind},
+                   {"metadata", {{"name", name}}},
+                   {"spec", doc.value("spec", Json::object())}};
+  if (meta.contains("queue")) manifest["metadata"]["queue"] = meta["queue"];
+  if (meta.contains("labels")) manifest["metadata"]["labels"] = meta["labels"];
+  manifest["spec"].erase("ttlSeconds");
+  auto spec = ParseSliceReservation(manifest);
+  if (!spec.ok()) return fail(spec.status().message());
+  SliceReservation r;
+  r.uid = Get(meta, "uid", uint64_t{0});
+  if (r.uid == 0) return fail("metadata.uid is missing");
+  r.created_ms = Get(meta, "creationTimestampMs", int64_t{0});
+  r.spec = std::move(*spec);
+  r.spec_document = doc["spec"].dump();
+  const Json st = doc.value("status", Json::object());
+  auto phase = ParseReservationPhase(Get(st, "phase", std::string("Pending")));
+  if (!phase.ok()) return fail(phase.status().message());
+  SliceReservationStatus& s = r.status;
+  s.phase = *phase;
+  s.reason = Get(st, "reason", s.reason);
+  s.message = Get(st, "message", s.message);
+  s.pending_reason = Get(st, "pendingReason", std::string());
+  s.queue_position = Get(st, "queuePosition", 0);
+  for (const Json& b : st.value("wouldHelp", Json::array()))
+    s.would_help.push_back({Get(b, "name", std::string()), Get(b, "clusterQueue", std::string()),
+                            Get(b, "priority", 0), Get(b, "chips", int64_t{0}),
+                            Get(b, "preemptible", false)});
+  for (const Json& sl : st.value("slices", Json::array())) {
+    ReservedSlice slice{Get(sl, "name", std::string()), {}};
+    for (const Json& h : sl.value("hosts", Json::array()))
+      if (h.is_string()) slice.hosts.push_back(h.get<std::string>());
+    if (slice.hosts.empty()) return fail("status.slices[].hosts is empty");
+    s.slices.push_back(std::move(slice));
+  }
+  s.ready_ms = Get(st, "readyTimeMs", int64_t{0});
+  s.expires_ms = Get(st, "expiresAtMs", int64_t{0});
+  s.releasing = Get(st, "releasing", false);
+  s.deleting = Get(st, "deleting", false);
+  s.preemptions = Get(st, "preemptions", 0);
+  return r;
+}
+
+}  // namespace tessera::api

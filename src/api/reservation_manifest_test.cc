@@ -1,0 +1,170 @@
+// ParseSliceReservation on a full manifest, the accelerator spellings a TrainJob takes, each kind
+// of wrong input (the field each error must name), and the stored document's round trip.
+#include "api/reservation_manifest.h"
+
+#include <gtest/gtest.h>
+
+#include "api/manifest.h"
+
+namespace tessera::api {
+namespace {
+
+constexpr const char* kManifest = R"(
+apiVersion: tessera/v1
+kind: SliceReservation
+metadata: {name: pool, queue: team-a, labels: {team: a}}
+spec:
+  accelerator: v6e
+  topology: 4x4
+  numSlices: 2
+  priority: high
+  ttl: 30m
+)";
+
+Json Doc(const char* text = kManifest) {
+  auto doc = ParseDocument(text);
+  EXPECT_TRUE(doc.ok()) << doc.status().ToString();
+  return doc.ok() ? *doc : Json();
+}
+
+// The error for `doc`: InvalidArgument whose field (the message up to ':') is `field`.
+void ExpectRefused(const Json& doc, const std::string& field, const std::string& says = "") {
+  auto spec = ParseSliceReservation(doc);
+  ASSERT_FALSE(spec.ok()) << doc.dump();
+  EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument);
+  const std::string& m = spec.status().message();
+  EXPECT_EQ(m.substr(0, m.find(':')), field) << m;
+  if (!says.empty()) {
+    EXPECT_NE(m.find(says), std::string::npos) << m;
+  }
+}
+
+TEST(ParseSliceReservation, FullManifest) {
+  auto spec = ParseSliceReservation(Doc());
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->name, "pool");
+  EXPECT_EQ(spec->queue, "team-a");
+  EXPECT_EQ(spec->labels.at("team"), "a");
+  EXPECT_EQ(spec->accelerator, Generation::kV6e);
+  EXPECT_EQ(spec->topology, Shape::Of(4, 4));
+  EXPECT_EQ(spec->num_slices, 2);
+  EXPECT_EQ(spec->priority, "high");
+  EXPECT_EQ(spec->ttl_ms, 30 * 60'000);
+}
+
+TEST(ParseSliceReservation, DefaultsAndOtherSpellings) {
+  Json doc = Doc();
+  doc["spec"].erase("numSlices");
+  doc["spec"].erase("ttl");
+  doc["spec"].erase("priority");
+  doc["metadata"].erase("queue");
+  doc["spec"]["accelerator"] = "TPU-V6E";  // Ray's accelerator_type
+  auto spec = ParseSliceReservation(doc);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->num_slices, 1);
+  EXPECT_EQ(spec->ttl_ms, 0);
+  EXPECT_EQ(spec->queue, "");  // the default LocalQueue
+  EXPECT_EQ(spec->priority, "");
+  EXPECT_EQ(spec->accelerator, Generation::kV6e);
+
+  // A pod type names accelerator and size at once; a size with several shapes needs one.
+  Json pod = Doc();
+  pod["spec"]["accelerator"] = "v6e-16";
+  auto p = ParseSliceReservation(pod);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->topology, Shape::Of(4, 4));
+  pod["spec"].erase("topology");
+  ExpectRefused(pod, "spec.topology", "4x4");
+
+  // Super-slices of 3D generations.
+  Json big = Doc();
+  big["spec"]["accelerator"] = "7x";
+  big["spec"]["topology"] = "4x4x8";
+  auto b = ParseSliceReservation(big);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->topology.chips(), 128);
+}
+
+TEST(ParseSliceReservation, WrongInputNamesTheField) {
+  Json doc = Doc();
+  doc["spec"]["ttl"] = "soon";
+  ExpectRefused(doc, "spec.ttl", "duration");
+  doc["spec"]["ttl"] = "0s";
+  ExpectRefused(doc, "spec.ttl", "positive");
+  doc = Doc();
+  doc["spec"]["ttl"] = true;
+  ExpectRefused(doc, "spec.ttl");
+
+  doc = Doc();
+  doc["spec"]["numSlices"] = 0;
+  ExpectRefused(doc, "spec.numSlices");
+  doc["spec"]["numSlices"] = "two";
+  ExpectRefused(doc, "spec.numSlices");
+
+  doc = Doc();
+  doc["spec"]["topology"] = "3x3";
+  ExpectRefused(doc, "spec.topology");
+  doc = Doc();
+  doc["spec"]["accelerator"] = "h100";
+  ExpectRefused(doc, "spec.accelerator");
+  doc = Doc();
+  doc["spec"].erase("accelerator");
+  ExpectRefused(doc, "spec.accelerator");
+
+  doc = Doc();
+  doc["spec"]["slices"] = 2;  // a TrainJob's field, not this kind's
+  ExpectRefused(doc, "spec.slices", "numSlices");
+  doc = Doc();
+  doc["spec"]["queue"] = "team-a";  // one name per concept across kinds: TrainJob's
+  ExpectRefused(doc, "spec.queue", "metadata.queue");
+  doc = Doc();
+  doc["spec"]["priorityClassName"] = "low";
+  ExpectRefused(doc, "spec.priorityClassName", "spec.priority");
+  doc = Doc();
+  doc["metadata"]["name"] = "Not_A_Name";
+  ExpectRefused(doc, "metadata.name");
+  doc = Doc();
+  doc["kind"] = "TrainJob";
+  ExpectRefused(doc, "kind");
+  doc = Doc();
+  doc.erase("spec");
+  ExpectRefused(doc, "spec");
+}
+
+TEST(SliceReservationJson, StoredDocumentRoundTrips) {
+  auto spec = ParseSliceReservation(Doc());
+  ASSERT_TRUE(spec.ok());
+  const Json spec_doc = SliceReservationSpecJson(*spec, Doc()["spec"]);
+  EXPECT_EQ(spec_doc["accelerator"], "v6e");
+  EXPECT_EQ(spec_doc["ttl"], "30m");
+  EXPECT_EQ(spec_doc["ttlSeconds"], 1800);
+  SliceReservation r = ReservationLifecycle::Create(*spec, spec_doc.dump(), 12, 500);
+  ReservationLifecycle::Place(r, {{"slice-0", {"a", "b"}}, {"slice-1", {"c", "d"}}}, 1000);
+  r.status.would_help = {{"trainjob/x", "cq", 3, 16, true}};
+  const Json doc = SliceReservationJson(r, {"trainjob/j"});
+  EXPECT_EQ(doc["kind"], "SliceReservation");
+  EXPECT_EQ(doc["metadata"]["queue"], "team-a");
+  EXPECT_EQ(doc["status"]["phase"], "Ready");
+  EXPECT_EQ(doc["status"]["hosts"], Json({"a", "b", "c", "d"}));
+  EXPECT_EQ(doc["status"]["chips"], 32);
+  EXPECT_EQ(doc["status"]["users"], Json({"trainjob/j"}));
+  EXPECT_EQ(doc["status"]["expiresAtMs"], 1000 + 1800 * 1000);
+
+  auto back = SliceReservationFromJson(Json::parse(doc.dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->uid, 12u);
+  EXPECT_EQ(back->created_ms, 500);
+  EXPECT_EQ(back->spec.queue, "team-a");
+  EXPECT_EQ(back->spec.ttl_ms, spec->ttl_ms);
+  EXPECT_EQ(back->status.phase, ReservationPhase::kReady);
+  EXPECT_EQ(back->status.slices, r.status.slices);
+  EXPECT_EQ(back->status.expires_ms, r.status.expires_ms);
+  EXPECT_EQ(back->status.would_help, r.status.would_help);
+
+  Json broken = doc;
+  broken["status"]["phase"] = "Held";
+  EXPECT_EQ(SliceReservationFromJson(broken).status().code(), StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace tessera::api

@@ -1,0 +1,20 @@
+// The SliceReservation parts of the resource commands (docs/reservations.md): the table of
+// `tessera get slicereservations` (short name `sr`) and `describe slicereservation` (called
+// from resource_commands.cc, which owns those subcommands).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "net/http_client.h"
+
+namespace tessera::cli {
+
+// The names users may type for the kind in describe and delete.
+bool IsReservationKind(const std::string& kind);
+void PrintReservations(const nlohmann::json& items, bool wide, bool header = true);
+// Phase, reason and message (while Pending: the admission reason, place in line and what would
+// let it in, as `explain` gives for jobs), the held slices and hosts, the ttl, the users, events.
+void DescribeReservation(net::HttpClient& client, const std::string& name);
+
+}  // namespace tessera::cli
