@@ -42,7 +42,7 @@ void AddHeadCommand(CLI::App& app) {
       "--defrag",
       [o](int64_t n) {
         if (n > 0 && !o->controller.backfill_easy)
-          throw CLI::ValidationError("--defrag", "needs --backfill easy (give it first)");
+          throw CLI::ValidationError("--defrag", "needs --backfill easy");
         o->controller.defrag = n > 0;
       },
       "with --backfill easy: move sub-cube jobs (checkpoint and restart) to free whole cubes for "

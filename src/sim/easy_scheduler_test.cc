@@ -56,6 +56,12 @@ TEST(Easy, AReservationStopsBackfillStarvingTheCubeJob) {
   SimOptions oracle;
   oracle.easy.true_durations = true;
   EXPECT_EQ(Simulate(inv, w, AdmissionKind::kEasy, oracle).outcomes[1].first_start_s, 1000);
+  // Reservations only for jobs of 128 chips or more: the cube job reserves nothing and waits
+  // as under backfill.
+  SimOptions large_only;
+  large_only.easy.reserve_min_chips = 128;
+  EXPECT_EQ(Simulate(inv, w, AdmissionKind::kEasy, large_only).outcomes[1].first_start_s,
+            backfill.outcomes[1].first_start_s);
 }
 
 // Two cubes: A and B fill cube 0, C half of cube 1; A ends, leaving 64 chips free in two halves.
