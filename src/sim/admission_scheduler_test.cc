@@ -202,14 +202,15 @@ TEST(AdmissionScheduler, BadQueueConfigurationStopsTheRun) {
 
 // The kueue admission runs the admission module's rules (issue 19), fair sharing on or off
 // as `tessera sim --fair-sharing` sets it: two queues of 64 chips in a cohort on a 128-chip
-// pod; c1 runs a low-priority half cube, c2 a cube and a half cube (borrowing 32 chips). A
-// high-priority half cube arrives in c1, within its nominal quota: Kueue reclaims from the
-// borrowing queue (c2's half cube) before the preemptor's own lower-priority job, and so does
-// the simulator, with either setting.
+// pod; c2 runs a cube and a half cube (borrowing 32 chips), then c1 a low-priority half cube,
+// which would lose the least work. A high-priority half cube arrives in c1, within its nominal
+// quota: Kueue reclaims from the borrowing queue (c2's half cube) before the preemptor's own
+// lower-priority job, and so does the simulator, with either setting (by lost work alone,
+// c1's own job would be the cheaper victim).
 TEST(AdmissionScheduler, KueueReclaimTakesTheBorrowersJobWithOrWithoutFairSharing) {
   const Inventory inv = Pod(1, 2);
   Workload w;
-  w.jobs = {Job("c1-low", 0, 1000, 32), Job("c2-cube", 1, 1000, 64), Job("c2-half", 2, 1000, 32),
+  w.jobs = {Job("c2-cube", 0, 1000, 64), Job("c2-half", 1, 1000, 32), Job("c1-low", 3, 1000, 32),
             Job("c1-high", 5, 10, 32, 1)};
   for (FairSharing fair : {FairSharing::kDisabled, FairSharing::kEnabled}) {
     SimOptions o;
@@ -225,7 +226,7 @@ TEST(AdmissionScheduler, KueueReclaimTakesTheBorrowersJobWithOrWithoutFairSharin
       o.kueue.local_queues.push_back(LocalQueueSpec{name, name});
     }
     o.kueue.local_queue_of = [](JobIndex j, const SimJob&) {
-      return std::string(j == 1 || j == 2 ? "c2" : "c1");
+      return std::string(j <= 1 ? "c2" : "c1");
     };
     o.kueue.admission.fair_sharing = fair;
     auto r = RunChecked(inv, w, o);
@@ -233,9 +234,9 @@ TEST(AdmissionScheduler, KueueReclaimTakesTheBorrowersJobWithOrWithoutFairSharin
     ASSERT_TRUE(r.ok()) << label << ": " << r.status().ToString();
     EXPECT_EQ(r->preemptions, 1) << label;
     EXPECT_EQ(r->outcomes[3].first_start_s, 5) << label;
-    EXPECT_EQ(r->outcomes[2].preemptions, 1) << label << ": the borrower's job is the victim";
-    EXPECT_EQ(r->outcomes[0].preemptions, 0) << label << ": not the preemptor's own job";
-    EXPECT_EQ(r->outcomes[1].preemptions, 0) << label;
+    EXPECT_EQ(r->outcomes[1].preemptions, 1) << label << ": the borrower's job is the victim";
+    EXPECT_EQ(r->outcomes[2].preemptions, 0) << label << ": not the preemptor's own job";
+    EXPECT_EQ(r->outcomes[0].preemptions, 0) << label;
   }
 }
 
