@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "common/json_limits.h"
+#include "ha/head_list.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
 #include "protocol/credential.h"
@@ -179,13 +180,23 @@ Status Agent::Start() {
     contact_file_ = options_.state_dir + "/fence/contact";
   }
 
-  net::ClientOptions client_options;
-  client_options.host = options_.head_host;
-  client_options.port = options_.head_port;
-  client_options.bearer_token = options_.join_token;
-  client_options.connect_timeout = options_.request_timeout;
-  client_options.read_timeout = options_.request_timeout;
-  client_ = std::make_unique<net::HttpClient>(client_options);
+  std::vector<std::pair<std::string, uint16_t>> heads = {{options_.head_host, options_.head_port}};
+  heads.insert(heads.end(), options_.more_heads.begin(), options_.more_heads.end());
+  // With several heads, one that does not answer within a quarter of the fence time (a frozen
+  // leader) is given up for the next, so that another can answer before the agent fences.
+  milliseconds timeout = options_.request_timeout;
+  if (heads.size() > 1 && options_.fence_ms > 0)
+    timeout = std::min(timeout, milliseconds(std::max<int64_t>(options_.fence_ms / 4, 250)));
+  for (const auto& [host, port] : heads) {
+    net::ClientOptions client_options;
+    client_options.host = host;
+    client_options.port = port;
+    client_options.bearer_token = options_.join_token;
+    client_options.connect_timeout = timeout;
+    client_options.read_timeout = timeout;
+    clients_.push_back(std::make_unique<net::HttpClient>(client_options));
+    heads_.push_back(host + ":" + std::to_string(port));
+  }
 
   if (!options_.warm.python.empty() && options_.warm.size > 0) {
     WarmPoolOptions warm = options_.warm;
@@ -207,9 +218,12 @@ Status Agent::Start() {
         [this](const std::string& event, const std::string& fields) { Log(event, fields); });
   }
 
-  Log("agent.started",
-      "logPort=" + std::to_string(server_->port()) + " head=" + options_.head_host + ":" +
-          std::to_string(options_.head_port) + " chips=" + std::to_string(discovered_.size()));
+  Log(
+      "agent.started", "logPort=" + std::to_string(server_->port()) + " head=" + [this] {
+        std::string all;
+        for (const std::string& h : heads_) all += (all.empty() ? "" : ",") + h;
+        return all;
+      }() + " chips=" + std::to_string(discovered_.size()));
   main_thread_ = std::thread([this] { MainLoop(); });
   log_thread_ = std::thread([this] { LogLoop(); });
   if (fence_.enabled()) fence_thread_ = std::thread([this] { FenceLoop(); });
@@ -224,7 +238,7 @@ void Agent::Shutdown() {
     if (watch_client_ != nullptr) watch_client_->Cancel();
   }
   cv_.notify_all();
-  if (client_) client_->Cancel();
+  for (auto& client : clients_) client->Cancel();
   if (main_thread_.joinable()) main_thread_.join();
   if (watch_thread_.joinable()) watch_thread_.join();
   if (fence_thread_.joinable()) fence_thread_.join();
@@ -304,6 +318,7 @@ bool Agent::SleepUntil(Clock::time_point deadline, bool wake_on_exit) {
 
 bool Agent::RegisterWithRetry() {
   milliseconds backoff = options_.backoff_initial;
+  size_t quick_tries = 0;  // heads tried without a backoff since the last one
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -322,8 +337,9 @@ bool Agent::RegisterWithRetry() {
     r.credential = credential_;
     r.fence_ms = options_.fence_ms;
     const int64_t sent_ms = MonotonicNowMs();
-    auto response = client_->Request(net::Method::kPost, "/api/v1/agents/register",
-                                     protocol::RegistrationJson(r));
+    const size_t head = head_.load();
+    auto response = HeadClient().Request(net::Method::kPost, "/api/v1/agents/register",
+                                         protocol::RegistrationJson(r));
     if (response.ok() && response->status == 200) {
       auto reply = protocol::ParseRegisterReply(response->body);
       if (reply.ok()) {
@@ -355,13 +371,18 @@ bool Agent::RegisterWithRetry() {
           "status=" + std::to_string(response->status) + " error=" + Quote(error));
       return false;
     } else {
+      const std::string answer = response.ok() ? "HTTP " + std::to_string(response->status) + " " +
+                                                     response->body.substr(0, 200)
+                                               : response.status().message();
       Log("agent.register_failed",
-          "error=" +
-              Quote(response.ok() ? "HTTP " + std::to_string(response->status) + " " +
-                                        response->body.substr(0, 200)
-                                  : response.status().message()) +
-              " retryInMs=" + std::to_string(backoff.count()));
+          "error=" + Quote(answer) + " retryInMs=" + std::to_string(backoff.count()));
+      // Another head may lead: try it at once, the whole backoff only once round the list.
+      if ((!response.ok() || response->status == 503) && HeadFailed(head, answer) &&
+          ++quick_tries < heads_.size()) {
+        continue;
+      }
     }
+    quick_tries = 0;
     if (!SleepUntil(Clock::now() + backoff, false)) return false;
     backoff = std::min(backoff * 2, options_.backoff_max);
   }
@@ -480,16 +501,21 @@ void Agent::SendHeartbeat() {
   heartbeat.usage = usage_.Sample(groups);
   const std::string target = "/api/v1/agents/" + name_ + "/heartbeat";
   const int64_t sent_ms = MonotonicNowMs();
-  auto response = client_->Request(net::Method::kPost, target, protocol::HeartbeatJson(heartbeat),
-                                   credential_header_);
+  const size_t head = head_.load();
+  auto response = HeadClient().Request(net::Method::kPost, target,
+                                       protocol::HeartbeatJson(heartbeat), credential_header_);
   if (!response.ok() || response->status != 200) {
     std::lock_guard<std::mutex> lock(mu_);
     fence_.Restore(std::move(heartbeat.refused));  // not delivered: in the next heartbeat
   }
   if (!response.ok()) {
     Log("agent.heartbeat_failed", "error=" + Quote(response.status().message()));
+    // The next heartbeat (an interval later, so that heads naming each other during a
+    // failover are not tried in a tight loop) goes to the next head or the named leader.
+    HeadFailed(head, response.status().message());
     return;
   }
+  if (response->status == 503 && HeadFailed(head, response->body)) return;
   if (response->status == 404) {
     Log("agent.heartbeat_unknown_host", "action=reregister");
     std::lock_guard<std::mutex> lock(mu_);
@@ -526,9 +552,12 @@ void Agent::WatchLoop() {
   milliseconds backoff = options_.backoff_initial;
   const std::string target = "/api/v1/agents/" + name_ + "/assignments?watch=true";
   while (true) {
+    const size_t head = head_.load();
     net::ClientOptions client_options;
     client_options.host = options_.head_host;
     client_options.port = options_.head_port;
+    if (head > 0)
+      std::tie(client_options.host, client_options.port) = options_.more_heads[head - 1];
     client_options.bearer_token = options_.join_token;
     client_options.connect_timeout = options_.request_timeout;
     client_options.read_timeout = options_.request_timeout;
@@ -563,9 +592,23 @@ void Agent::WatchLoop() {
     }
     Log("agent.watch_ended",
         "status=" + Quote(status.ToString()) + " retryInMs=" + std::to_string(backoff.count()));
+    if (status.code() == StatusCode::kUnavailable && HeadFailed(head, status.message())) {
+      backoff = options_.backoff_initial;  // another head: no reason to wait long
+    }
     if (!SleepUntil(Clock::now() + backoff, false)) return;
     backoff = std::min(backoff * 2, options_.backoff_max);
   }
+}
+
+bool Agent::HeadFailed(size_t index, std::string_view answer) {
+  const std::string leader = ha::LeaderNamedIn(answer).value_or("");
+  const size_t next = ha::NextHead(heads_, index, leader);
+  if (next == index) return false;
+  size_t expected = index;
+  if (!head_.compare_exchange_strong(expected, next)) return false;  // already moved on
+  Log("agent.head_switched", "from=" + heads_[index] + " to=" + heads_[next] +
+                                 (leader.empty() ? " reason=unavailable" : " reason=leader_named"));
+  return true;
 }
 
 void Agent::StartWorkerLocked(const ParsedAssignment& parsed) {

@@ -65,6 +65,10 @@ using protocol::WorkerState;
 struct AgentOptions {
   std::string head_host = "127.0.0.1";
   uint16_t head_port = 0;
+  // Further heads of an HA control plane (docs/ha.md "Following the leader"), after the one
+  // above: on a transport failure or a standby's 503 the agent goes to the leader that answer
+  // names, or else the next head round the list.
+  std::vector<std::pair<std::string, uint16_t>> more_heads;
   std::string join_token;  // sent to the head on every call
   // The host credential (protocol/credential.h, docs/agent-protocol.md "Host identity"): ""
   // = read <state_dir>/credential, or create it (256 random bits, mode 0600) on the first
@@ -208,7 +212,15 @@ class Agent {
   std::string credential_;  // set by Start(), then read-only
   net::Headers credential_header_;
   std::unique_ptr<net::HttpServer> server_;
-  std::unique_ptr<net::HttpClient> client_;  // register + heartbeat (main thread)
+  // Register + heartbeat (main thread): one client per head, heads_[head_] the one in use.
+  std::vector<std::unique_ptr<net::HttpClient>> clients_;
+  std::vector<std::string> heads_;  // "host:port": options_.head_host:head_port, more_heads
+  std::atomic<size_t> head_{0};
+  net::HttpClient& HeadClient() { return *clients_[head_.load()]; }
+  // `index` did not serve (`answer`: a transport error or a standby's 503 body, which may
+  // name the leader): moves head_ on (ha/head_list.h), unless another thread already did.
+  // True when it moved.
+  bool HeadFailed(size_t index, std::string_view answer);
   UsageSampler usage_;
 
   mutable std::mutex mu_;

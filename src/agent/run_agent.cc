@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "agent/agent.h"
+#include "ha/head_list.h"
 
 namespace tessera::agent {
 namespace {
@@ -45,9 +46,8 @@ Result<Coord> ParseCoord(const std::string& text) {
   return c;
 }
 
-Status ParseHead(const std::string& head, AgentOptions& options) {
+Status ParseOneHead(const std::string& head, std::string& host_out, uint16_t& port_out) {
   const std::string prefix = "http://";
-  if (head.empty()) return InvalidArgument("--head: required, e.g. http://127.0.0.1:7600");
   if (head.rfind(prefix, 0) != 0) {
     return InvalidArgument("--head: '" + head +
                            "' must start with http:// (https is not supported yet)");
@@ -69,8 +69,24 @@ Status ParseHead(const std::string& head, AgentOptions& options) {
   if (!port || *port < 1 || *port > 65535) {
     return InvalidArgument("--head: '" + head + "' has no valid port (1..65535)");
   }
-  options.head_host = host;
-  options.head_port = static_cast<uint16_t>(*port);
+  host_out = host;
+  port_out = static_cast<uint16_t>(*port);
+  return Status::Ok();
+}
+
+// One head, or several of an HA control plane: "http://a:1,http://b:2" (docs/ha.md).
+Status ParseHead(const std::string& head, AgentOptions& options) {
+  const std::vector<std::string> heads = ha::SplitHeadList(head);
+  if (heads.empty()) {
+    return InvalidArgument(
+        "--head: required, e.g. http://127.0.0.1:7600 (or several heads, comma-separated)");
+  }
+  TESSERA_RETURN_IF_ERROR(ParseOneHead(heads[0], options.head_host, options.head_port));
+  for (size_t i = 1; i < heads.size(); ++i) {
+    std::pair<std::string, uint16_t> more;
+    TESSERA_RETURN_IF_ERROR(ParseOneHead(heads[i], more.first, more.second));
+    options.more_heads.push_back(std::move(more));
+  }
   return Status::Ok();
 }
 

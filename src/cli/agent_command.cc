@@ -10,7 +10,9 @@ void AddAgentCommand(CLI::App& app) {
   auto flags = std::make_shared<agent::AgentFlags>();
   // Every value is taken as text and checked by MakeAgentSetup, so each error names its flag
   // and exits with status 2 like the other commands.
-  cmd->add_option("--head", flags->head, "the head's address, http://HOST:PORT");
+  cmd->add_option(
+      "--head", flags->head,
+      "the head's address, http://HOST:PORT; several heads of an HA control plane comma-separated");
   cmd->add_option("--join-token-file", flags->join_token_file, "file holding the join token");
   cmd->add_option("--name", flags->name, "host name (default: the machine's hostname)");
   cmd->add_option("--state-dir", flags->state_dir,

@@ -1,14 +1,23 @@
 #include "cli/client.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "ha/head_list.h"
 
 namespace tessera::cli {
 
 void ClientFlags::Add(CLI::App* cmd) {
-  cmd->add_option("--server", server, "the head, http://HOST:PORT (default: from --state-dir)");
+  cmd->add_option("--server", server,
+                  "the head, http://HOST:PORT, or several heads comma-separated (the leader "
+                  "among them is used; default: from --state-dir)");
   cmd->add_option("--state-dir", state_dir, "where `tessera up` keeps the cluster's state")
       ->capture_default_str();
   cmd->add_option("--token-file", token_file, "admin token (default: <state-dir>/admin.token)");
@@ -26,12 +35,107 @@ std::string ReadFileOrStdin(const std::string& path) {
   return ss.str();
 }
 
+namespace {
+
+// host and port of "http://HOST:PORT" or "HOST:PORT"; throws CommandError naming `flag`.
+std::pair<std::string, uint16_t> ParseServer(const std::string& server, const std::string& flag) {
+  std::string rest = server;
+  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string::npos)
+    throw CommandError(flag + ": '" + server + "' has no port; write http://HOST:PORT");
+  std::string host = rest.substr(0, colon);
+  if (host == "0.0.0.0") host = "127.0.0.1";
+  try {
+    return {host, static_cast<uint16_t>(std::stoi(rest.substr(colon + 1)))};
+  } catch (...) {
+    throw CommandError(flag + ": '" + server + "' has no valid port; write http://HOST:PORT");
+  }
+}
+
+// Who leads among several heads (docs/ha.md "Following the leader"): each is asked GET
+// /v1/leader (no token needed); the one that says "leader" is it, and a standby's answer names
+// it. Retried while a failover is in progress, for TESSERA_LEADER_WAIT_MS (default 30 s).
+std::pair<std::string, uint16_t> FindLeader(const std::vector<std::string>& heads,
+                                            const std::string& flag) {
+  int64_t wait_ms = 30'000;
+  if (const char* env = std::getenv("TESSERA_LEADER_WAIT_MS")) wait_ms = std::atoll(env);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  std::string answers;
+  while (true) {
+    answers.clear();
+    std::vector<std::string> to_ask = heads;
+    for (size_t i = 0; i < to_ask.size() && i < heads.size() + 2; ++i) {
+      auto [host, port] = ParseServer(to_ask[i], flag);
+      net::ClientOptions o;
+      o.host = host;
+      o.port = port;
+      o.connect_timeout = std::chrono::milliseconds(1'000);
+      o.read_timeout = std::chrono::milliseconds(2'000);
+      net::HttpClient client(o);
+      auto r = client.Request(net::Method::kGet, "/v1/leader");
+      std::string answer;
+      if (!r.ok()) {
+        answer = r.status().message();
+      } else {
+        nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+        if (r->status == 200 && j.is_object() && j.value("role", "") == "leader") {
+          return {host, port};
+        }
+        const std::string leader =
+            j.is_object() && j["leader"].is_string() ? j.value("leader", "") : "";
+        answer = r->status != 200 ? "HTTP " + std::to_string(r->status)
+                 : j.is_object()  ? "role " + j.value("role", "?") +
+                                       (leader.empty() ? ", no leader known" : ", leader " + leader)
+                                 : "not a tessera head";
+        // A standby names the leader: ask it next (it may be one of ours, or not listed).
+        if (!leader.empty() && leader != to_ask[i] &&
+            std::find(to_ask.begin() + static_cast<std::ptrdiff_t>(i) + 1, to_ask.end(), leader) ==
+                to_ask.end()) {
+          to_ask.insert(to_ask.begin() + static_cast<std::ptrdiff_t>(i) + 1, leader);
+        }
+      }
+      answers += (answers.empty() ? "" : "; ") + to_ask[i] + ": " + answer;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  throw CommandError("no leader among the heads " + flag + " names after " +
+                         std::to_string(wait_ms) + " ms (" + answers +
+                         "); check that a majority of etcd and one head are up, or set "
+                         "TESSERA_LEADER_WAIT_MS to wait longer",
+                     1);
+}
+
+}  // namespace
+
 std::unique_ptr<net::HttpClient> Connect(const ClientFlags& f) {
   std::string server = f.server;
-  if (server.empty())
-    if (const char* env = std::getenv("TESSERA_SERVER")) server = env;
-  net::ClientOptions o;
+  std::string flag = "--server";
   if (server.empty()) {
+    if (const char* env = std::getenv("TESSERA_SERVER")) {
+      server = env;
+      flag = "TESSERA_SERVER";
+    }
+  }
+  net::ClientOptions o;
+  std::vector<std::string> heads = ha::SplitHeadList(server);
+  if (heads.empty()) {
+    // `tessera up --ha` lists every head in head.json.
+    std::ifstream in(f.state_dir + "/head.json");
+    nlohmann::json head = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
+    if (head.is_object() && head["heads"].is_array()) {
+      for (const auto& h : head["heads"])
+        if (h.is_string()) heads.push_back(h.get<std::string>());
+      flag = f.state_dir + "/head.json";
+    }
+  }
+  if (heads.size() > 1) {
+    std::tie(o.host, o.port) = FindLeader(heads, flag);
+  } else if (heads.size() == 1) {
+    std::tie(o.host, o.port) = ParseServer(heads[0], flag);
+  } else {
     std::ifstream in(f.state_dir + "/head.json");
     if (!in)
       throw CommandError("no head found: " + f.state_dir +
@@ -44,18 +148,6 @@ std::unique_ptr<net::HttpClient> Connect(const ClientFlags& f) {
     o.host = head.value("address", "127.0.0.1");
     if (o.host == "0.0.0.0") o.host = "127.0.0.1";
     o.port = head["port"].get<uint16_t>();
-  } else {
-    std::string rest = server;
-    if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
-    const size_t colon = rest.rfind(':');
-    if (colon == std::string::npos)
-      throw CommandError("--server: '" + server + "' has no port; write http://HOST:PORT");
-    o.host = rest.substr(0, colon);
-    try {
-      o.port = static_cast<uint16_t>(std::stoi(rest.substr(colon + 1)));
-    } catch (...) {
-      throw CommandError("--server: '" + server + "' has no valid port; write http://HOST:PORT");
-    }
   }
   std::string token;
   if (const char* env = std::getenv("TESSERA_TOKEN"); env && f.token_file.empty()) token = env;

@@ -141,7 +141,13 @@ class HaFailover(unittest.TestCase):
                  lambda: (self.role(b) or {}).get("leader") == "127.0.0.1:%d" % a)
         self.assertEqual(self.role(b)["role"], "standby")
 
-        code, body = self.call(b, "POST", "/api/v1/jobs", job("refused"))
+        # A standby forwards a user's write to the leader (docs/ha.md "What a standby serves")...
+        code, body = self.call(b, "POST", "/api/v1/jobs", job("forwarded"))
+        self.assertEqual(code, 201, body)
+        code, body = self.call(a, "GET", "/api/v1/jobs/forwarded")
+        self.assertEqual(code, 200, body)
+        # ...and refuses an agent's call, naming the leader, for the agent to go there.
+        code, body = self.call(b, "POST", "/api/v1/agents/register", {})
         self.assertEqual(code, 503, body)
         self.assertIn("127.0.0.1:%d" % a, json.dumps(body))
 

@@ -1,0 +1,415 @@
+#include "cli/ha_cluster.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "cli/client.h"
+#include "ha/election.h"
+#include "ha/head_list.h"
+#include "net/http_client.h"
+
+namespace tessera::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+using std::chrono::milliseconds;
+
+// A loopback port nobody listens on now (another process may take it before we bind: the
+// start then fails and says so).
+uint16_t FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw CommandError("cannot open a socket to find a free port", 1);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ::close(fd);
+    throw CommandError("cannot bind a loopback port to find a free one", 1);
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string FindEtcd(const std::string& given) {
+  if (!given.empty()) {
+    if (::access(given.c_str(), X_OK) != 0)
+      throw CommandError("--etcd: '" + given + "' is not an executable file");
+    return given;
+  }
+  if (const char* path = std::getenv("PATH")) {
+    for (const std::string& dir : ha::SplitHeadList([&] {
+           std::string p = path;
+           for (char& c : p) c = c == ':' ? ',' : c;
+           return p;
+         }())) {
+      const std::string candidate = dir + "/etcd";
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+  }
+  throw CommandError(
+      "--ha needs etcd, and no etcd is on PATH: install Debian's etcd-server (scripts/setup.sh "
+      "does) or pass --etcd /path/to/etcd",
+      1);
+}
+
+Result<net::Response> Get(uint16_t port, const std::string& target) {
+  net::ClientOptions o;
+  o.port = port;
+  o.connect_timeout = milliseconds(1'000);
+  o.read_timeout = milliseconds(2'000);
+  net::HttpClient client(o);
+  return client.Request(net::Method::kGet, target);
+}
+
+bool EtcdHealthy(uint16_t port) {
+  auto r = Get(port, "/health");
+  return r.ok() && r->status == 200 && r->body.find("\"true\"") != std::string::npos;
+}
+
+Json LeaderInfo(uint16_t port) {
+  auto r = Get(port, "/v1/leader");
+  if (!r.ok() || r->status != 200) return Json::object();
+  Json j = Json::parse(r->body, nullptr, false);
+  return j.is_object() ? j : Json::object();
+}
+
+bool Alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
+
+void StopGroup(pid_t pid, milliseconds grace) {
+  if (!Alive(pid)) return;
+  ::kill(-pid, SIGTERM);  // the supervisor's session: the shell and the head under it
+  ::kill(pid, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (std::chrono::steady_clock::now() < deadline) {
+    ::waitpid(pid, nullptr, WNOHANG);
+    if (!Alive(pid)) return;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ::kill(-pid, SIGKILL);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, WNOHANG);
+}
+
+// The admin and join tokens every head shares (a head's tokens live in its state dir).
+std::string LoadOrCreateToken(const std::string& path) {
+  if (std::ifstream in(path); in) {
+    std::string token;
+    std::getline(in, token);
+    if (token.size() >= 16) return token;
+  }
+  unsigned char raw[32];
+  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::read(fd, raw, sizeof raw) != static_cast<ssize_t>(sizeof raw)) {
+    if (fd >= 0) ::close(fd);
+    throw CommandError("/dev/urandom: cannot read random bytes for " + path, 1);
+  }
+  ::close(fd);
+  static const char* kHex = "0123456789abcdef";
+  std::string token;
+  for (unsigned char c : raw) token += {kHex[c >> 4], kHex[c & 15]};
+  std::ofstream out(path, std::ios::trunc);
+  out << token << "\n";
+  out.close();
+  if (!out || ::chmod(path.c_str(), 0600) != 0)
+    throw CommandError(path + ": cannot write the token", 1);
+  return token;
+}
+
+void WriteToken(const std::string& path, const std::string& token) {
+  std::ofstream out(path, std::ios::trunc);
+  out << token << "\n";
+  out.close();
+  if (!out || ::chmod(path.c_str(), 0600) != 0)
+    throw CommandError(path + ": cannot write the token", 1);
+}
+
+// The heads' supervisor: restarts a head that exits with 3 (it stepped down as leader) or is
+// killed by a signal, as systemd's Restart=on-failure would; a clean stop (0) or a start error
+// ends it. A shell, so there is no extra tessera process to keep alive.
+const char* kSupervisor =
+    "while :; do \"$@\"; c=$?; if [ $c -ne 3 ] && [ $c -lt 128 ]; then exit $c; fi; "
+    "echo \"supervisor: the head exited with $c; restarting it as a standby\" >&2; sleep 0.2; "
+    "done";
+
+}  // namespace
+
+void HaUpFlags::Add(CLI::App* cmd) {
+  cmd->add_flag("--ha", ha,
+                "an HA control plane (docs/ha.md): three etcd members, --ha-heads heads on them, "
+                "the agents following the leader");
+  cmd->add_option_function<int>(
+         "--ha-heads",
+         [this](int n) {
+           heads = n;
+           heads_given = true;
+         },
+         "with --ha: how many heads (2 or 3; default 3)")
+      ->type_name("N");
+  cmd->add_option_function<std::string>(
+         "--etcd",
+         [this](const std::string& v) {
+           etcd = v;
+           etcd_given = true;
+         },
+         "with --ha: the etcd binary (default: etcd on PATH)")
+      ->type_name("PATH");
+  auto election = [this](int64_t& field) {
+    return [this, &field](int64_t v) {
+      field = v;
+      election_given = true;
+    };
+  };
+  cmd->add_option_function<int64_t>("--election-lease-ms", election(election_lease_ms),
+                                    "with --ha: the heads' election lease (default 15000)");
+  cmd->add_option_function<int64_t>("--election-renew-deadline-ms", election(election_renew_ms),
+                                    "with --ha: the heads' renew deadline (default 10000)");
+  cmd->add_option_function<int64_t>("--election-retry-ms", election(election_retry_ms),
+                                    "with --ha: the heads' retry period (default 2000)");
+}
+
+void CheckHaUpFlags(const HaUpFlags& f, const std::string& fence_ms) {
+  if (!f.ha) {
+    if (f.heads_given) throw CommandError("--ha-heads only applies with --ha; add --ha");
+    if (f.etcd_given) throw CommandError("--etcd only applies with --ha; add --ha");
+    if (f.election_given)
+      throw CommandError("--election-* only apply with --ha (one head has no election); add --ha");
+    return;
+  }
+  if (f.heads < 2 || f.heads > 3)
+    throw CommandError("--ha-heads: " + std::to_string(f.heads) +
+                       " heads; --ha runs 2 or 3 (one head needs no --ha)");
+  const ha::ElectionConfig config{milliseconds(f.election_lease_ms),
+                                  milliseconds(f.election_renew_ms),
+                                  milliseconds(f.election_retry_ms)};
+  if (Status s = ha::ValidateElectionConfig(config); !s.ok())
+    throw CommandError("--election-*: " + s.message());
+  const int64_t fence = fence_ms.empty() ? 15'000 : std::atoll(fence_ms.c_str());
+  if (fence != 0 && fence <= f.election_lease_ms)
+    throw CommandError("--fence-ms " + std::to_string(fence) +
+                       " with --ha and an election lease of " +
+                       std::to_string(f.election_lease_ms) +
+                       " ms: agents would stop their training workers before a standby can "
+                       "take over from a dead leader; give --fence-ms above the lease (e.g. " +
+                       std::to_string(f.election_lease_ms + 5'000) +
+                       ") or a shorter "
+                       "--election-lease-ms");
+}
+
+HaControlPlane StartHaControlPlane(const HaUpFlags& f, const std::string& exe,
+                                   const std::string& dir,
+                                   const std::vector<std::string>& head_flags,
+                                   std::chrono::steady_clock::time_point deadline,
+                                   const SpawnFn& spawn,
+                                   const std::function<void(const Json&)>& on_started) {
+  const std::string etcd = FindEtcd(f.etcd);
+  HaControlPlane plane;
+  Json& rec = plane.record;
+  rec = {{"etcd", Json::array()},
+         {"etcdPorts", Json::array()},
+         {"heads", Json::array()},
+         {"headPorts", Json::array()}};
+  auto fail = [&](const std::string& what) {
+    StopHaControlPlane(rec);
+    throw CommandError(what, 1);
+  };
+  // A fresh etcd cluster each time: its members' addresses are in its data.
+  std::error_code ec;
+  fs::remove_all(dir + "/etcd", ec);
+  fs::create_directories(dir + "/etcd");
+  std::vector<uint16_t> client_ports, peer_ports;
+  std::string initial;
+  for (int i = 0; i < 3; ++i) {
+    client_ports.push_back(FreePort());
+    peer_ports.push_back(FreePort());
+    initial += (i ? "," : "") + std::string("e") + std::to_string(i) +
+               "=http://127.0.0.1:" + std::to_string(peer_ports.back());
+  }
+  std::string store = "etcd://";
+  for (int i = 0; i < 3; ++i) {
+    const std::string c = "http://127.0.0.1:" + std::to_string(client_ports[i]);
+    const std::string p = "http://127.0.0.1:" + std::to_string(peer_ports[i]);
+    const pid_t pid = spawn(etcd,
+                            {"--name",
+                             "e" + std::to_string(i),
+                             "--data-dir",
+                             dir + "/etcd/e" + std::to_string(i),
+                             "--listen-client-urls",
+                             c,
+                             "--advertise-client-urls",
+                             c,
+                             "--listen-peer-urls",
+                             p,
+                             "--initial-advertise-peer-urls",
+                             p,
+                             "--initial-cluster",
+                             initial,
+                             "--initial-cluster-state",
+                             "new",
+                             "--initial-cluster-token",
+                             "tessera-up",
+                             "--max-txn-ops",
+                             "10000"},
+                            dir + "/logs/etcd-" + std::to_string(i) + ".log");
+    rec["etcd"].push_back(pid);
+    rec["etcdPorts"].push_back(client_ports[i]);
+    store += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(client_ports[i]);
+  }
+  rec["store"] = store;
+  on_started(rec);
+  for (int i = 0; i < 3; ++i) {
+    while (!EtcdHealthy(client_ports[i])) {
+      if (std::chrono::steady_clock::now() > deadline || !Alive(rec["etcd"][i].get<pid_t>()))
+        fail("etcd member e" + std::to_string(i) + " did not become healthy; see " + dir +
+             "/logs/etcd-" + std::to_string(i) + ".log");
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+  }
+  const std::string admin = LoadOrCreateToken(dir + "/admin.token");
+  const std::string join = LoadOrCreateToken(dir + "/join.token");
+  Json heads_list = Json::array();
+  for (int i = 0; i < f.heads; ++i) {
+    const std::string state = dir + "/heads/" + std::to_string(i);
+    fs::create_directories(state);
+    fs::permissions(state, fs::perms::owner_all, fs::perm_options::replace, ec);
+    WriteToken(state + "/admin.token", admin);
+    WriteToken(state + "/join.token", join);
+    const uint16_t port = FreePort();
+    std::vector<std::string> args = {
+        "-c",  kSupervisor, "tessera-head-supervisor", exe,           "head", "--store",
+        store, "--port",    std::to_string(port),      "--state-dir", state};
+    args.insert(args.end(), head_flags.begin(), head_flags.end());
+    args.insert(args.end(), {"--election-lease-ms", std::to_string(f.election_lease_ms),
+                             "--election-renew-deadline-ms", std::to_string(f.election_renew_ms),
+                             "--election-retry-ms", std::to_string(f.election_retry_ms)});
+    const pid_t pid = spawn("/bin/sh", args, dir + "/logs/head-" + std::to_string(i) + ".log");
+    rec["heads"].push_back(pid);
+    rec["headPorts"].push_back(port);
+    plane.head_urls.push_back("http://127.0.0.1:" + std::to_string(port));
+    heads_list.push_back("127.0.0.1:" + std::to_string(port));
+    on_started(rec);
+  }
+  int leader_port = 0;
+  while (leader_port == 0) {
+    for (const Json& port : rec["headPorts"])
+      if (LeaderInfo(port.get<uint16_t>()).value("role", "") == "leader")
+        leader_port = port.get<int>();
+    if (leader_port != 0) break;
+    for (const Json& pid : rec["heads"])
+      if (!Alive(pid.get<pid_t>())) fail("a head did not start; see " + dir + "/logs/head-*.log");
+    if (std::chrono::steady_clock::now() > deadline)
+      fail("no head was elected leader in time; see " + dir + "/logs/head-*.log and etcd-*.log");
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  std::ofstream out(dir + "/head.json", std::ios::trunc);
+  out << Json{{"address", "127.0.0.1"}, {"port", leader_port}, {"heads", heads_list}}.dump(2)
+      << "\n";
+  out.close();
+  if (!out) fail(dir + "/head.json: cannot write it");
+  return plane;
+}
+
+int StopHaControlPlane(const Json& record) {
+  int stopped = 0;
+  for (const char* kind : {"heads", "etcd"}) {  // the heads first: they revoke their leases
+    if (!record.contains(kind)) continue;
+    for (const Json& pid : record[kind]) {
+      if (!Alive(pid.get<pid_t>())) continue;
+      StopGroup(pid.get<pid_t>(), milliseconds(10'000));
+      ++stopped;
+    }
+  }
+  return stopped;
+}
+
+void AddStatusCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "status", "Show the control plane: each head's role and term, who leads, etcd's health");
+  auto flags = std::make_shared<ClientFlags>();
+  cmd->add_option("--server", flags->server,
+                  "the head(s), http://HOST:PORT[,...] (default: from --state-dir)");
+  cmd->add_option("--state-dir", flags->state_dir, "where `tessera up` keeps the cluster's state")
+      ->capture_default_str();
+  cmd->callback([flags] {
+    std::vector<std::string> heads = ha::SplitHeadList(flags->server);
+    if (heads.empty())
+      if (const char* env = std::getenv("TESSERA_SERVER")) heads = ha::SplitHeadList(env);
+    Json cluster;
+    if (std::ifstream in(flags->state_dir + "/cluster.json"); in)
+      cluster = Json::parse(in, nullptr, false);
+    if (heads.empty()) {
+      std::ifstream in(flags->state_dir + "/head.json");
+      Json head = in ? Json::parse(in, nullptr, false) : Json();
+      if (head.is_object() && head["heads"].is_array()) {
+        for (const Json& h : head["heads"]) heads.push_back(h.get<std::string>());
+      } else if (head.is_object() && head.contains("port")) {
+        heads.push_back("127.0.0.1:" + std::to_string(head.value("port", 0)));
+      }
+    }
+    if (heads.empty())
+      throw CommandError("no head found: " + flags->state_dir +
+                             "/head.json is missing; start a cluster with `tessera up`, or pass "
+                             "--server http://HOST:PORT[,...]",
+                         1);
+    std::printf("%-22s %-9s %-6s %s\n", "HEAD", "ROLE", "TERM", "LEADER");
+    std::string leader;
+    int64_t term = 0;
+    for (std::string h : heads) {
+      if (h.rfind("http://", 0) == 0) h = h.substr(7);
+      const size_t colon = h.rfind(':');
+      uint16_t port = 0;
+      try {
+        port = static_cast<uint16_t>(std::stoi(h.substr(colon + 1)));
+      } catch (...) {
+        throw CommandError("--server: '" + h + "' has no valid port; write http://HOST:PORT");
+      }
+      Json info = LeaderInfo(port);
+      if (info.contains("role")) {
+        std::printf("%-22s %-9s %-6lld %s\n", h.c_str(), info.value("role", "?").c_str(),
+                    static_cast<long long>(info.value("term", int64_t{0})),
+                    info.value("leader", "").c_str());
+        if (info.value("role", "") == "leader") {
+          leader = h;
+          term = info.value("term", int64_t{0});
+        }
+        continue;
+      }
+      auto health = Get(port, "/healthz");
+      if (health.ok() && health->status == 200) {
+        std::printf("%-22s %-9s %-6s %s\n", h.c_str(), "single", "-", "(one head, no election)");
+        leader = h;
+      } else {
+        std::printf("%-22s %-9s %-6s %s\n", h.c_str(), "down", "-",
+                    health.ok() ? ("HTTP " + std::to_string(health->status)).c_str()
+                                : health.status().message().c_str());
+      }
+    }
+    if (cluster.is_object() && cluster.contains("ha")) {
+      for (const Json& port : cluster["ha"].value("etcdPorts", Json::array())) {
+        std::printf("etcd 127.0.0.1:%-8d %s\n", port.get<int>(),
+                    EtcdHealthy(port.get<uint16_t>()) ? "healthy" : "unhealthy or down");
+      }
+    }
+    if (leader.empty()) {
+      std::printf("leader: none (a failover may be in progress; retry in a few seconds)\n");
+      throw CommandError("no head leads", 1);
+    }
+    std::printf("leader: %s%s\n", leader.c_str(),
+                term ? (" (term " + std::to_string(term) + ")").c_str() : "");
+  });
+}
+
+}  // namespace tessera::cli

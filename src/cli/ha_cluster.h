@@ -1,0 +1,66 @@
+// `tessera up --ha`: a local HA control plane (docs/ha.md "A local HA cluster"): three etcd
+// members on loopback ports, two or three heads on that etcd (each under a small supervisor
+// that restarts it when it exits, as systemd would), and the agents given every head's address.
+// `tessera down` stops them; `tessera status` says who leads. cluster_command.cc calls these.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+
+namespace tessera::cli {
+
+struct HaUpFlags {
+  bool ha = false;
+  int heads = 3;     // --ha-heads: 2 or 3
+  std::string etcd;  // --etcd: the etcd binary; "" = etcd on PATH
+  int64_t election_lease_ms = 15'000;
+  int64_t election_renew_ms = 10'000;
+  int64_t election_retry_ms = 2'000;
+  // Which of the above were given, for the conflicts check.
+  bool heads_given = false, etcd_given = false, election_given = false;
+  void Add(CLI::App* cmd);
+};
+
+// Refuses a conflicting combination with a message naming the flags: an --ha-only flag without
+// --ha, --ha-heads outside 2..3, an election the heads would refuse, and under --ha an agent
+// fence time (`fence_ms`, "" = the agent's 15 s) not longer than the election lease (agents
+// would stop their training workers during every failover).
+void CheckHaUpFlags(const HaUpFlags& flags, const std::string& fence_ms);
+
+struct HaControlPlane {
+  std::vector<std::string> head_urls;  // http://127.0.0.1:PORT, one per head
+  nlohmann::json record;               // {"etcd": [pids], "heads": [pids], ...} for Down
+};
+
+using SpawnFn = std::function<pid_t(const std::string& exe, const std::vector<std::string>& args,
+                                    const std::string& log)>;
+
+// Starts the etcd members and the heads under `dir` (logs in dir/logs, etcd data in dir/etcd,
+// each head's state in dir/heads/N with one shared pair of tokens, copied to dir for the CLI),
+// waits until the members are healthy and one head leads, and writes dir/head.json listing
+// every head. `on_started` is told every process once it is started (cluster.json). Throws
+// CommandError (after stopping what it started) naming the log to read.
+// `head_flags` go to every head (--lease-ms ..., --backfill ...).
+HaControlPlane StartHaControlPlane(const HaUpFlags& flags, const std::string& exe,
+                                   const std::string& dir,
+                                   const std::vector<std::string>& head_flags,
+                                   std::chrono::steady_clock::time_point deadline,
+                                   const SpawnFn& spawn,
+                                   const std::function<void(const nlohmann::json&)>& on_started);
+
+// Stops the heads, then the etcd members, of a record StartHaControlPlane returned. Returns how
+// many processes were stopped.
+int StopHaControlPlane(const nlohmann::json& record);
+
+// `tessera status`: every head's role and term, who leads, and the etcd members' health.
+void AddStatusCommand(CLI::App& app);
+
+}  // namespace tessera::cli
