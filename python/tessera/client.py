@@ -400,12 +400,14 @@ class Client:
     # --- reservations ---
 
     def reserve_slices(self, accelerator, topology, num_slices=1, timeout=None, name=None,
-                       queue=None, ttl=None, priority_class_name=None):
+                       queue=None, ttl=None, priority=None):
         """Reserves `num_slices` whole slices of `accelerator` and `topology`, all or nothing,
         as Ray's slice_placement_group does: applies a SliceReservation and returns its
         SliceReservation handle. With `timeout` (seconds), also waits for it to be Ready (see
         SliceReservation.ready). `ttl` is a duration ("30m", "2h"): the head lets the slices go
-        when it passes. A TrainJob or Service runs inside it by naming it in spec.reservation.
+        when it passes; `queue` is the LocalQueue (metadata.queue) and `priority` the
+        PriorityClass (spec.priority), named as for a TrainJob. A TrainJob runs inside it by
+        naming it in spec.reservation.
 
         Needs a head that serves kind SliceReservation; an older one refuses the apply with
         ApiError 422 (field "kind")."""
@@ -413,14 +415,15 @@ class Client:
             raise ValueError("num_slices must be an int >= 1, got %r" % (num_slices,))
         name = name or "rsv-%x" % (int(time.time() * 1000) & 0xFFFFFFFFFF)
         spec = {"accelerator": accelerator, "topology": topology, "numSlices": num_slices}
+        metadata = {"name": name}
         if queue:
-            spec["queue"] = queue
-        if priority_class_name:
-            spec["priorityClassName"] = priority_class_name
+            metadata["queue"] = queue
+        if priority:
+            spec["priority"] = priority
         if ttl:
             spec["ttl"] = ttl
         self.apply({"apiVersion": "tessera/v1", "kind": "SliceReservation",
-                    "metadata": {"name": name}, "spec": spec})
+                    "metadata": metadata, "spec": spec})
         r = SliceReservation(self, name)
         if timeout is not None:
             r.ready(timeout)

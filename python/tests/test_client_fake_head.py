@@ -190,11 +190,12 @@ class ReserveSlicesTest(unittest.TestCase):
 
     def test_reserve_sends_the_spec_and_ready_blocks_until_ready(self):
         r = self.c.reserve_slices("v6e", "4x4", 2, name="pg", queue="team-a", ttl="2h",
-                                  priority_class_name="high")
+                                  priority="high")
         self.assertEqual(self.head.applied[0], {
-            "apiVersion": "tessera/v1", "kind": "SliceReservation", "metadata": {"name": "pg"},
+            "apiVersion": "tessera/v1", "kind": "SliceReservation",
+            "metadata": {"name": "pg", "queue": "team-a"},
             "spec": {"accelerator": "v6e", "topology": "4x4", "numSlices": 2,
-                     "queue": "team-a", "priorityClassName": "high", "ttl": "2h"}})
+                     "priority": "high", "ttl": "2h"}})
         slices = [{"name": "slice-0", "hosts": ["h0", "h1"]},
                   {"name": "slice-1", "hosts": ["h2", "h3"]}]
         timer = threading.Timer(0.3, lambda: self.head.set_status(

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "api/in_memory_checkpoint.h"
 #include "api/manifest_fields.h"
 #include "api/warm_start.h"
 #include "common/json_limits.h"
@@ -420,7 +421,7 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
   TESSERA_RETURN_IF_ERROR(
       OnlyKnownFields(s, "spec",
                       {"accelerator", "topology", "slices", "priority", "failurePolicy", "progress",
-                       "checkpoint", "template", "warmStart"}));
+                       "checkpoint", "template", "warmStart", "expectedDuration", "reservation"}));
   auto accel = GetString(s, "accelerator", "spec", true);
   if (!accel.ok()) return accel.status();
   // "v6e", "TPU-V6E" or a pod type ("v6e-16", whose topology may then be left out).
@@ -453,6 +454,11 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
   auto prio = GetString(s, "priority", "spec", false);
   if (!prio.ok()) return prio.status();
   spec.priority = *prio;
+  auto reservation = GetString(s, "reservation", "spec", false);
+  if (!reservation.ok()) return reservation.status();
+  if (!reservation->empty())
+    TESSERA_RETURN_IF_ERROR(ValidateName("spec.reservation", *reservation));
+  spec.reservation = *reservation;
 
   if (s.contains("failurePolicy")) {
     const Json& fp = s["failurePolicy"];
@@ -497,10 +503,19 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
       spec.hang_timeout_ms = *ms;
     }
   }
+  if (s.contains("expectedDuration")) {
+    auto ms = ParseDurationMs("spec.expectedDuration", s["expectedDuration"]);
+    if (!ms.ok()) return ms.status();
+    if (*ms <= 0)
+      return InvalidArgument(
+          "spec.expectedDuration: must be positive, e.g. 6h; leave it out if "
+          "unknown");
+    spec.expected_duration_ms = *ms;
+  }
   if (s.contains("checkpoint")) {
     const Json& ck = s["checkpoint"];
     TESSERA_RETURN_IF_ERROR(RequireObject(ck, "spec.checkpoint"));
-    TESSERA_RETURN_IF_ERROR(OnlyKnownFields(ck, "spec.checkpoint", {"dir"}));
+    TESSERA_RETURN_IF_ERROR(OnlyKnownFields(ck, "spec.checkpoint", {"dir", "inMemory"}));
     auto dir = GetString(ck, "dir", "spec.checkpoint", false);
     if (!dir.ok()) return dir.status();
     spec.checkpoint_dir = *dir;
@@ -533,6 +548,9 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
   }
   spec.env = *env;
   TESSERA_RETURN_IF_ERROR(ParseWarmStart(s, spec.env));  // warm_start.h
+  if (s.contains("checkpoint"))  // in_memory_checkpoint.h: TESSERA_PEER_CKPT_*
+    TESSERA_RETURN_IF_ERROR(
+        ParseInMemoryCheckpoint(s["checkpoint"], spec.checkpoint_dir, spec.env));
   auto wd = GetString(t, "workingDir", "spec.template", false);
   if (!wd.ok()) return wd.status();
   spec.working_dir = *wd;
@@ -613,7 +631,8 @@ Result<std::string> DocumentKind(const Json& doc) {
     return InvalidArgument("apiVersion: '" + *api_version + "' is not served; use tessera/v1");
   auto kind = GetString(doc, "kind", "document", true);
   if (!kind.ok()) return InvalidArgument(std::string("kind: required; valid: ") + kKinds);
-  for (const char* k : {"TrainJob", "Service", "ClusterQueue", "LocalQueue", "PriorityClass"})
+  for (const char* k :
+       {"TrainJob", "Service", "ClusterQueue", "LocalQueue", "PriorityClass", "SliceReservation"})
     if (*kind == k) return *kind;
   return InvalidArgument("kind: '" + *kind + "' is unknown here; valid: " + kKinds);
 }

@@ -46,12 +46,14 @@
 #include "api/resource_json.h"
 #include "common/clock.h"
 #include "common/rng.h"
+#include "controller/easy_state.h"
 #include "controller/event_log.h"
 #include "inventory/host_spec.h"
 #include "inventory/inventory.h"
 #include "placement/planner.h"
 #include "protocol/wire.h"
 #include "store/store.h"
+#include "workload/reservation.h"
 #include "workload/service_lifecycle.h"
 #include "workload/train_lifecycle.h"
 
@@ -79,6 +81,11 @@ struct ControllerOptions {
   // Added to a lost host's fence deadline (its agent's fence time since it was last heard of):
   // the agent's fence check and the kill of its workers take a moment.
   int64_t fence_margin_ms = 1000;
+  // `tessera head --backfill easy [--defrag]`: while no ClusterQueue exists, EASY backfill
+  // (reservations from spec.expectedDuration) instead of first come, first served, and with
+  // `defrag` also defragmentation by checkpoint-and-move (easy_scheduling.cc). Off by default.
+  bool backfill_easy = false;
+  bool defrag = false;
 };
 
 // Where the controller keeps the next workload uid (a high-water mark, written with every job
@@ -191,6 +198,17 @@ class Controller {
   };
   std::vector<ProbeTarget> DueProbes() const;
   void ReportReadiness(const ProbeTarget& target, bool ready, const std::string& message);
+
+  // --- SliceReservations (reservations.cc; docs/reservations.md) ---
+  // Apply: create (201), or the same document again (200, unchanged); 409 for another spec
+  // under a taken name; 422 naming the field on bad input, for a reservation larger than the
+  // cluster (it could never be Ready), or a PriorityClass that does not exist.
+  ApiResult<Json> ApplyReservation(const Json& doc);
+  ApiResult<Json> GetReservation(const std::string& name) const;
+  Json ListReservations() const;
+  // 404 when missing. In use by workloads (running inside it): 409 naming them, unless
+  // `force`, which stops them and releases the hosts once they have stopped.
+  ApiResult<Json> DeleteReservation(const std::string& name, bool force);
 
   // --- agents (messages of protocol/wire.h, decoded by the HTTP layer) ---
   // Registers or re-registers a host; the reply (RegisterReplyJson) names it and gives the
@@ -305,6 +323,7 @@ class Controller {
   void ScheduleAfterRequest();
   Status ScheduleFirstComeFirstServed();
   Status ScheduleThroughQueues();
+  Status ScheduleEasy();  // easy_scheduling.cc
   // Reserves the plan's hosts and places the job's next attempt. False when the plan no
   // longer applies (nothing changed).
   Result<bool> Admit(TrainJob& job, const PlanResult& plan);
@@ -369,6 +388,41 @@ class Controller {
   // Who holds the hosts of `plan` in the live inventory: job names and group workload names.
   std::set<std::string> HoldersOf(const PlanResult& plan) const;
 
+  // --- SliceReservations (reservations.cc) ---
+  using ReservationStep = std::function<ReservationEffects(SliceReservation&)>;
+  // RunStep for a reservation: step, one write with its events (restored on failure), stop its
+  // users, release its hosts, emit, schedule.
+  Status RunReservationStep(const std::string& name, const ReservationStep& step);
+  Json ReservationJsonLocked(const SliceReservation& r) const;
+  Json ListReservationsLocked() const;
+  // "trainjob/NAME" of every job inside reservation `name` that holds chips now.
+  std::vector<std::string> ReservationUsers(const std::string& name) const;
+  std::optional<ApiError> ReservationRefusalLocked(const SliceReservationSpec& spec);
+  std::optional<ApiError> DryRunReservationLocked(const SliceReservationSpec& spec);
+  // A job naming an existing reservation it could never fit in: 422 naming spec.reservation.
+  std::optional<ApiError> JobInReservationRefusalLocked(const TrainJobSpec& spec);
+  Status StopReservationUsers(const std::string& name);
+  Status TickReservations(int64_t now);
+  Status LoadReservations();
+  void ReserveReservations();  // after an inventory rebuild
+  // Who uses `host` held by reservation `owner`: the job inside it that runs there, else
+  // "slicereservation/NAME"; "" when no reservation is `owner`.
+  std::string ReservationOwnerOf(uint64_t owner, const std::string& host) const;
+  // Reserves the plan's hosts for the reservation and makes it Ready; nothing when the plan no
+  // longer applies.
+  Status PlaceReservation(const std::string& name, const PlanResult& plan);
+  // Every pass: releases whose users stopped, pending reservations first come first served
+  // (without ClusterQueues), then the jobs waiting inside reservations.
+  Status ScheduleReservations();
+  Status ScheduleReservationUsers();
+  int LargestFitInReservation(const TrainJob& job, int lo, int hi) const;
+  // With ClusterQueues every reservation is one workload of the cycle.
+  std::map<uint64_t, std::string> AddReservationWorkloads(
+      Snapshot& snap, const std::vector<PriorityClass>& classes);
+  Status AdmitReservation(const std::string& name, const Admission& admission);
+  Status EvictReservation(const std::string& name, const Eviction& eviction);
+  Status SetReservationPending(const std::string& name, const PendingStatus& pending);
+
   // --- queue objects (controller_queues.cc) ---
   ApiResult<Json> ApplyQueueObject(const std::string& kind, const Json& doc);
   Status LoadQueueObjects(const std::string& kind);
@@ -387,6 +441,7 @@ class Controller {
   std::map<std::string, RegisteredHost> hosts_;
   std::map<std::string, TrainJob> jobs_;
   std::map<std::string, Service> services_;
+  std::map<std::string, SliceReservation> reservations_;
   uint64_t next_uid_ = 1;  // never reused: persisted as kUidCounterKind (Load)
   EventLog events_;
   std::vector<Json> unannounced_;  // committed events not yet emitted
@@ -408,6 +463,7 @@ class Controller {
   ChangeListener on_change_;
   uint64_t changes_emitted_ = 0;  // calls of on_change_ so far
   AssignmentListener on_assignments_;
+  EasyHeadState easy_;  // ScheduleEasy's holds and moved-work account
 };
 
 // What the lifecycle may ask of the cluster, answered from the registry and the inventory.

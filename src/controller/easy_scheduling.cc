@@ -94,6 +94,9 @@ Status Controller::ScheduleEasy() {
   std::map<uint64_t, TrainJob*> by_uid;
   for (auto& [name, job] : jobs_) {
     by_uid[job.uid] = &job;
+    // A job inside a SliceReservation is placed on its reservation's hosts (reservations.cc),
+    // never by this pass, and is never moved by defragmentation: the reservation holds them.
+    if (!job.spec.reservation.empty()) continue;
     if (Waiting(job)) {
       if (!st.holds.count(job.uid)) pending.push_back(&job);
       continue;

@@ -35,9 +35,11 @@ Status Controller::Schedule() {
   // pass instead of re-entering.
   for (int pass = 0; pass < 4; ++pass) {
     schedule_requested_ = false;
-    TESSERA_RETURN_IF_ERROR(ScheduleServices());  // services.cc
-    TESSERA_RETURN_IF_ERROR(cluster_queues_.empty() ? ScheduleFirstComeFirstServed()
-                                                    : ScheduleThroughQueues());
+    TESSERA_RETURN_IF_ERROR(ScheduleReservations());  // reservations.cc
+    TESSERA_RETURN_IF_ERROR(ScheduleServices());      // services.cc
+    TESSERA_RETURN_IF_ERROR(!cluster_queues_.empty() ? ScheduleThroughQueues()
+                            : options_.backfill_easy ? ScheduleEasy()  // easy_scheduling.cc
+                                                     : ScheduleFirstComeFirstServed());
     if (!schedule_requested_) break;
   }
   return Status::Ok();
@@ -54,7 +56,9 @@ PlanResult Controller::PlanLargest(const Inventory& inventory, const TrainJob& j
 }
 
 Result<bool> Controller::Admit(TrainJob& job, const PlanResult& plan) {
-  if (!ApplyPlan(inventory_, OwnerId(job.uid), plan).ok()) return false;
+  // A job inside a SliceReservation runs on hosts its reservation keeps (reservations.cc).
+  if (job.spec.reservation.empty() && !ApplyPlan(inventory_, OwnerId(job.uid), plan).ok())
+    return false;
   AttemptPlacement placement;
   for (size_t s = 0; s < plan.slices.size(); ++s) {
     const SlicePlacement& p = plan.slices[s];
@@ -83,7 +87,7 @@ Result<bool> Controller::Admit(TrainJob& job, const PlanResult& plan) {
 Status Controller::ScheduleFirstComeFirstServed() {
   std::vector<TrainJob*> pending;
   for (auto& [name, job] : jobs_)
-    if (Waiting(job)) pending.push_back(&job);
+    if (Waiting(job) && job.spec.reservation.empty()) pending.push_back(&job);
   std::sort(pending.begin(), pending.end(),
             [](TrainJob* a, TrainJob* b) { return a->uid < b->uid; });
   std::string blocked_by;
@@ -132,10 +136,12 @@ Status Controller::ScheduleThroughQueues() {
   // Service replica groups, one workload each (service_admission.cc); first, so that the chips
   // of groups being stopped are free before elastic jobs size their requests.
   const std::map<uint64_t, GroupRef> groups = AddServiceWorkloads(snap, classes);
+  // SliceReservations, one workload each; the jobs inside them are not charged again.
+  const std::map<uint64_t, std::string> reserved = AddReservationWorkloads(snap, classes);
   std::map<uint64_t, std::string> by_uid;
   for (auto& [name, job] : jobs_) {
     const TrainJobStatus& st = job.status;
-    if (st.deleting) continue;
+    if (st.deleting || !job.spec.reservation.empty()) continue;
     // Workers being stopped still hold their chips until the agents confirm; for planning the
     // chips count as free, and an admission placed on them waits (below).
     // A restarting job keeps its chips for its next attempt.
@@ -197,12 +203,19 @@ Status Controller::ScheduleThroughQueues() {
           RunStep(it->second, [&](TrainJob& j) { return train_.Evict(j, e, view, now); }));
     else if (auto g = groups.find(e.workload.value()); g != groups.end())
       TESSERA_RETURN_IF_ERROR(EvictGroup(g->second, e));
+    else if (auto r = reserved.find(e.workload.value()); r != reserved.end())
+      TESSERA_RETURN_IF_ERROR(EvictReservation(r->second, e));
   }
   std::set<uint64_t> admitted;
   for (const Admission& a : cycle->admissions) {
     if (auto g = groups.find(a.workload.value()); g != groups.end()) {
       admitted.insert(a.workload.value());
       TESSERA_RETURN_IF_ERROR(AdmitGroup(g->second, a));
+      continue;
+    }
+    if (auto r = reserved.find(a.workload.value()); r != reserved.end()) {
+      admitted.insert(a.workload.value());
+      TESSERA_RETURN_IF_ERROR(AdmitReservation(r->second, a));
       continue;
     }
     auto it = by_uid.find(a.workload.value());
@@ -230,6 +243,10 @@ Status Controller::ScheduleThroughQueues() {
     if (auto g = groups.find(p.workload.value()); g != groups.end()) {
       TESSERA_RETURN_IF_ERROR(
           SetGroupPending(g->second, PendingReasonName(p.reason), GroupPendingMessage(p)));
+      continue;
+    }
+    if (auto r = reserved.find(p.workload.value()); r != reserved.end()) {
+      TESSERA_RETURN_IF_ERROR(SetReservationPending(r->second, p));
       continue;
     }
     auto it = by_uid.find(p.workload.value());

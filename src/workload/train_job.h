@@ -32,6 +32,8 @@ struct TrainJobSpec {
   int min_slices = 1;  // `slices: N` sets min = max = N
   int max_slices = 1;
   std::string priority;
+  // The SliceReservation it runs inside (workload/reservation.h); "": placed on the cluster.
+  std::string reservation;
   int max_failures = 0;  // -1: unlimited
   HostLossPolicy on_host_loss = HostLossPolicy::kFail;
   int64_t grow_back_interval_ms = 60'000;  // resize: how often to look for capacity to grow
@@ -42,6 +44,10 @@ struct TrainJobSpec {
   std::map<std::string, std::string> env;
   std::string working_dir;
   int64_t grace_ms = 10'000;  // SIGTERM to SIGKILL when workers are stopped
+  // spec.expectedDuration: how long one run is expected to take, for EASY backfill's
+  // reservations (admission/backfill.h); 0: none given (the head's default applies). A job that
+  // runs past it is neither stopped nor preempted: a reservation waiting for it starts later.
+  int64_t expected_duration_ms = 0;
 };
 
 // Where a job is in its life. Pending -> Starting -> Running -> Succeeded | Failed, with
