@@ -167,8 +167,8 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
       break;
     }
     if (term != 0 && !head) {
+      proxy.Close();  // first: a forwarded request to a frozen leader would hold Stop()
       (*standby)->Stop();
-      proxy.Close();
       standby->reset();  // destroyed, not only stopped: its port is free for the head
       api::HeadOptions ho = options.head;
       ho.controller.term = static_cast<uint64_t>(term);
@@ -187,10 +187,10 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
       std::cerr << "tessera head: " << self << " is the leader (term " << term << ")" << std::endl;
     }
   }
-  if (head) head->Stop();            // stop writing before handing over
-  elector.Stop();                    // revokes the lease when leading: a standby takes over at once
-  if (*standby) (*standby)->Stop();  // never elected
+  if (head) head->Stop();  // stop writing before handing over
+  elector.Stop();          // revokes the lease when leading: a standby takes over at once
   proxy.Close();
+  if (*standby) (*standby)->Stop();  // never elected
   return exit_code;
 }
 

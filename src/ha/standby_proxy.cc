@@ -102,8 +102,20 @@ net::Response StandbyProxy::Forward(const net::Request& request, const std::stri
           });
         });
   }
-  net::HttpClient client(*options);
-  auto answer = client.Request(request.method, request.target, request.body, headers);
+  // Registered while in flight, so that Close() can cancel it: a leader that is frozen would
+  // otherwise hold this server thread, and with it the standby's Stop() when it is elected,
+  // for the whole read timeout.
+  auto client = std::make_shared<net::HttpClient>(*options);
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return LeaderGone(leader, self_, "this standby is stopping");
+    in_flight_.insert(client);
+  }
+  auto answer = client->Request(request.method, request.target, request.body, headers);
+  {
+    std::lock_guard lock(mu_);
+    in_flight_.erase(client);
+  }
   if (!answer.ok()) return LeaderGone(leader, self_, answer.status().message());
   net::Response out;
   out.status = answer->status;
@@ -119,6 +131,7 @@ void StandbyProxy::Close() {
     std::lock_guard lock(mu_);
     closed_ = true;
     for (auto& c : streams_) c->Cancel();
+    for (auto& c : in_flight_) c->Cancel();
     threads.swap(threads_);
   }
   for (auto& t : threads) t.join();

@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,7 +39,8 @@ class StandbyProxy {
   // that does not answer gives 503 naming it, so the client retries or goes elsewhere.
   net::Response Forward(const net::Request& request, const std::string& leader);
 
-  // Cancels the relayed streams and joins their threads. Idempotent.
+  // Cancels the forwarded requests in flight and the relayed streams, joins the streams'
+  // threads; later calls answer 503 at once. Call before stopping the server. Idempotent.
   void Close();
 
  private:
@@ -47,6 +49,7 @@ class StandbyProxy {
   bool closed_ = false;                                    // guarded by mu_
   std::vector<std::shared_ptr<net::HttpClient>> streams_;  // guarded by mu_
   std::vector<std::thread> threads_;                       // guarded by mu_
+  std::set<std::shared_ptr<net::HttpClient>> in_flight_;   // guarded by mu_
 };
 
 }  // namespace tessera::ha

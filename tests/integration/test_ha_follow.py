@@ -8,8 +8,7 @@ Why real processes: what is under test is the agents and the CLI finding the lea
 separate head processes across a SIGKILL (connection refused, a standby's 503 naming the
 leader, a lease expiring in a real three-member etcd) and the supervisor restarting the killed
 head; the rules themselves are unit-tested (src/ha/head_list_test.cc, election_test.cc).
-Short settings: election lease 2 s, retry 0.3 s, heartbeats every 200 ms; about 50 s on a loaded
-2-core machine, most of it starting and stopping the processes.
+Short settings: election lease 2 s, retry 0.3 s, heartbeats every 200 ms; about 20 s.
 
 Needs the `etcd` binary (Debian's etcd-server); skipped with a loud message when it is absent.
 """
