@@ -517,17 +517,15 @@ Status Head::Start() {
   TESSERA_RETURN_IF_ERROR(s.Handle(
       Method::kGet, "/api/v1/slicereservations/{name}",
       user([&m](const Request& r) { return Reply(m.ctl->GetReservation(r.params.at("name"))); })));
-  TESSERA_RETURN_IF_ERROR(
-      s.Handle(Method::kDelete, "/api/v1/slicereservations/{name}", user([&m](const Request& r) {
-                 const std::string force = r.Query("force").value_or("false");
-                 if (force != "true" && force != "false")
-                   return Response::Error(400, "force: must be true or false, got '" + force + "'",
-                                          "force");
-                 Response out =
-                     Reply(m.ctl->DeleteReservation(r.params.at("name"), force == "true"));
-                 m.Kick();
-                 return out;
-               })));
+  TESSERA_RETURN_IF_ERROR(s.Handle(
+      Method::kDelete, "/api/v1/slicereservations/{name}", user([&m](const Request& r) {
+        const std::string force = r.Query("force").value_or("false");
+        if (force != "true" && force != "false")
+          return Response::Error(400, "force: must be true or false, got '" + force + "'", "force");
+        Response out = Reply(m.ctl->DeleteReservation(r.params.at("name"), force == "true"));
+        m.Kick();
+        return out;
+      })));
 
   // Services (docs/serving.md): list and watch, get, delete, scale, the router's load reports
   // and the logs of one process of a replica group.

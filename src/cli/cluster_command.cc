@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli/client.h"
+#include "cli/ha_cluster.h"
 #include "topology/topology.h"
 
 namespace tessera::cli {
@@ -80,11 +81,15 @@ struct UpFlags {
   std::string warm_pool;
   std::string warm_refill_delay_ms;
   std::string fence_ms;  // passed to every agent; "" = the agent's default (15 s)
+  HaUpFlags ha;          // --ha: etcd members and several heads (ha_cluster.h)
+  std::string backfill;  // passed to the head's --backfill; "" = its default
+  bool defrag = false;   // the head's --defrag
 };
 
 void Down(const std::string& state_dir, bool purge, bool quiet);
 
 void Up(const UpFlags& f) {
+  CheckHaUpFlags(f.ha, f.fence_ms);
   auto gen = ParseGeneration(f.generation);
   if (!gen.ok()) throw CommandError("--generation: " + gen.status().message());
   const bool three_d = Info(*gen).rank == 3;
@@ -111,36 +116,50 @@ void Up(const UpFlags& f) {
   fs::remove(dir + "/head.json");
   const std::string exe = SelfExe();
   Json cluster = {{"head", 0}, {"agents", Json::array()}, {"generation", f.generation}};
-  const pid_t head =
-      Spawn(exe,
-            {"head", "--state-dir", dir, "--port", "0", "--lease-ms", std::to_string(f.lease_ms),
-             "--heartbeat-ms", std::to_string(f.heartbeat_ms)},
-            dir + "/logs/head.log");
-  cluster["head"] = head;
+  std::vector<std::string> head_args = {"head", "--state-dir", dir, "--port", "0"};
+  head_args.insert(head_args.end(), {"--lease-ms", std::to_string(f.lease_ms), "--heartbeat-ms",
+                                     std::to_string(f.heartbeat_ms)});
+  if (!f.backfill.empty()) head_args.insert(head_args.end(), {"--backfill", f.backfill});
+  if (f.defrag) head_args.push_back("--defrag");
   auto save = [&] {
     std::ofstream out(dir + "/cluster.json");
     out << cluster.dump(2) << "\n";
   };
-  save();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.timeout_s);
-  int port = 0;
-  while (port == 0) {
-    if (std::chrono::steady_clock::now() > deadline || !Alive(head)) {
-      Down(dir, false, true);
-      throw CommandError("the head did not start; see " + dir + "/logs/head.log", 1);
+  std::string head_url;  // with --ha every head's, comma-separated: the agents follow the leader
+  if (f.ha.ha) {
+    const HaControlPlane plane = StartHaControlPlane(
+        f.ha, exe, dir, std::vector<std::string>(head_args.begin() + 5, head_args.end()), deadline,
+        Spawn, [&](const Json& record) {
+          cluster["ha"] = record;
+          if (!record["heads"].empty()) cluster["head"] = record["heads"][0];
+          save();
+        });
+    for (const std::string& url : plane.head_urls) head_url += (head_url.empty() ? "" : ",") + url;
+  } else {
+    const pid_t head = Spawn(exe, head_args, dir + "/logs/head.log");
+    cluster["head"] = head;
+    save();
+    int port = 0;
+    while (port == 0) {
+      if (std::chrono::steady_clock::now() > deadline || !Alive(head)) {
+        Down(dir, false, true);
+        throw CommandError("the head did not start; see " + dir + "/logs/head.log", 1);
+      }
+      std::ifstream in(dir + "/head.json");
+      Json h = in ? Json::parse(in, nullptr, false) : Json();
+      if (h.is_object() && h.value("pid", 0) == head) port = h.value("port", 0);
+      if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    std::ifstream in(dir + "/head.json");
-    Json h = in ? Json::parse(in, nullptr, false) : Json();
-    if (h.is_object() && h.value("pid", 0) == head) port = h.value("port", 0);
-    if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    head_url = "http://127.0.0.1:" + std::to_string(port);
   }
-  const std::string head_url = "http://127.0.0.1:" + std::to_string(port);
   // The serving router: its own process, so requests keep flowing while the head is down.
   fs::remove(dir + "/router.json");
-  const pid_t router = Spawn(exe,
-                             {"router", "--head", head_url, "--token-file", dir + "/admin.token",
-                              "--port", "0", "--info-file", dir + "/router.json"},
-                             dir + "/logs/router.log");
+  const pid_t router =
+      Spawn(exe,
+            {"router", "--head", head_url.substr(0, head_url.find(',')), "--token-file",
+             dir + "/admin.token", "--port", "0", "--info-file", dir + "/router.json"},
+            dir + "/logs/router.log");
   cluster["router"] = router;
   save();
   int router_port = 0;
@@ -254,6 +273,7 @@ void Down(const std::string& state_dir, bool purge, bool quiet) {
       if (!WaitGone(router, std::chrono::seconds(10))) ::kill(router, SIGKILL);
       WaitGone(router, std::chrono::seconds(2));
     }
+    if (c.contains("ha")) stopped += StopHaControlPlane(c["ha"]);  // heads, then etcd
     const pid_t head = c.value("head", 0);
     if (Alive(head) && ::kill(head, SIGTERM) == 0) {
       ++stopped;
@@ -299,6 +319,10 @@ void AddClusterCommands(CLI::App& app) {
     cmd->add_option("--fence-ms", f->fence_ms,
                     "agents stop training workers once no head has answered for this long "
                     "(docs/ha.md \"Fencing\"; default 15000, 0 = never)");
+    cmd->add_option("--backfill", f->backfill, "the head's --backfill (none or easy)")
+        ->check(CLI::IsMember({"none", "easy"}));
+    cmd->add_flag("--defrag", f->defrag, "the head's --defrag (with --backfill easy)");
+    f->ha.Add(cmd);
     cmd->callback([f] { Up(*f); });
   }
   {
@@ -309,6 +333,7 @@ void AddClusterCommands(CLI::App& app) {
     cmd->add_flag("--purge", *purge, "also remove the state directory");
     cmd->callback([dir, purge] { Down(*dir, *purge, false); });
   }
+  AddStatusCommand(app);
 }
 
 }  // namespace tessera::cli

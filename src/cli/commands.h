@@ -20,6 +20,7 @@ void AddPlanCommand(CLI::App& app);
 void AddAgentCommand(CLI::App& app);
 void AddSimCommand(CLI::App& app);
 void AddSimServeCommand(CLI::App& app);
+void AddSimRecoveryCommand(CLI::App& app);  // sim_recovery_command.cc
 void AddHeadCommand(CLI::App& app);
 void AddClusterCommands(CLI::App& app);
 void AddResourceCommands(CLI::App& app);

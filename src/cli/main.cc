@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   tessera::cli::AddAgentCommand(app);
   tessera::cli::AddSimCommand(app);
   tessera::cli::AddSimServeCommand(app);
+  tessera::cli::AddSimRecoveryCommand(app);
   tessera::cli::AddHeadCommand(app);
   tessera::cli::AddClusterCommands(app);
   tessera::cli::AddResourceCommands(app);

@@ -8,6 +8,8 @@
 #include <iostream>
 
 #include "cli/client.h"
+#include "cli/queue_describe.h"
+#include "cli/reservation_commands.h"
 #include "cli/resource_kinds.h"
 #include "cli/service_commands.h"
 
@@ -286,7 +288,9 @@ void AddResourceCommands(CLI::App& app) {
   // get
   {
     auto* cmd = app.add_subcommand(
-        "get", "List jobs, services, hosts, events, queues, localqueues or priorityclasses");
+        "get",
+        "List jobs, services, hosts, events, queues, localqueues, priorityclasses or "
+        "slicereservations");
     auto flags = std::make_shared<ClientFlags>();
     auto kind = std::make_shared<std::string>();
     auto output = std::make_shared<std::string>("table");
@@ -327,6 +331,7 @@ void AddResourceCommands(CLI::App& app) {
         if (path == "clusterqueues") PrintClusterQueues(items, header);
         if (path == "localqueues") PrintLocalQueues(items, header);
         if (path == "priorityclasses") PrintPriorityClasses(items, header);
+        if (path == "slicereservations") PrintReservations(items, wide, header);
         std::fflush(stdout);
       };
       if (*watch) return WatchKind(*client, path, *output, print_rows);
@@ -396,14 +401,30 @@ void AddResourceCommands(CLI::App& app) {
     auto flags = std::make_shared<ClientFlags>();
     auto kind = std::make_shared<std::string>();
     auto name = std::make_shared<std::string>();
-    cmd->add_option("kind", *kind, "job or service")
+    cmd->add_option("kind", *kind, "job, service, slicereservation (sr) or clusterqueue (queue)")
         ->required()
-        ->check(CLI::IsMember({"job", "trainjob", "service", "svc"}));
+        ->check(CLI::IsMember({"job", "trainjob", "service", "svc", "slicereservation", "sr",
+                               "reservation", "clusterqueue", "queue"}));
     cmd->add_option("name", *name, "the job's name")->required();
     flags->Add(cmd);
     cmd->callback([flags, kind, name] {
       auto client = Connect(*flags);
       if (*kind == "service" || *kind == "svc") return DescribeService(*client, *name);
+      if (IsReservationKind(*kind)) return DescribeReservation(*client, *name);
+      if (*kind == "clusterqueue" || *kind == "queue") {
+        // Spec, usage, counts and the settings that cannot take effect (cli/queue_describe.h),
+        // then the queue's events (IneffectiveSetting warnings among them).
+        Json list = Call(*client, net::Method::kGet, "/api/v1/clusterqueues");
+        for (const Json& q : list["items"]) {
+          if (q["metadata"].value("name", "") != *name) continue;
+          std::cout << DescribeClusterQueue(q) << "Events:\n" << std::flush;
+          Json events = Call(*client, net::Method::kGet, "/api/v1/events");
+          PrintEvents(events["items"], "clusterqueue/" + *name);
+          return;
+        }
+        throw CommandError("clusterqueue '" + *name + "' not found (tessera get queues lists them)",
+                           1);
+      }
       Json j = Call(*client, net::Method::kGet, "/api/v1/jobs/" + *name);
       const Json& st = j["status"];
       const Json& sp = j["spec"];
@@ -499,23 +520,36 @@ void AddResourceCommands(CLI::App& app) {
     auto kind = std::make_shared<std::string>();
     auto name = std::make_shared<std::string>();
     auto ignore = std::make_shared<bool>(false);
-    cmd->add_option("kind", *kind, "job, clusterqueue, localqueue, priorityclass or host")
+    auto force = std::make_shared<bool>(false);
+    cmd->add_option("kind", *kind,
+                    "job, service, clusterqueue, localqueue, priorityclass, host or "
+                    "slicereservation (sr)")
         ->required()
-        ->check(CLI::IsMember(
-            {"job", "trainjob", "service", "clusterqueue", "localqueue", "priorityclass", "host"}));
+        ->check(CLI::IsMember({"job", "trainjob", "service", "clusterqueue", "localqueue",
+                               "priorityclass", "host", "slicereservation", "sr", "reservation"}));
     cmd->add_option("name", *name, "the object's name")->required();
     cmd->add_flag("--ignore-not-found", *ignore, "succeed when the object does not exist");
+    cmd->add_flag("--force", *force,
+                  "slicereservation: stop the workloads running inside it, then release it "
+                  "(without it, a reservation in use is refused naming them)");
     flags->Add(cmd);
-    cmd->callback([flags, kind, name, ignore] {
+    cmd->callback([flags, kind, name, ignore, force] {
       const bool job = *kind == "job" || *kind == "trainjob";
-      const std::string object = (job ? std::string("trainjob") : *kind) + "/" + *name;
+      const bool reservation = IsReservationKind(*kind);
+      if (*force && !reservation)
+        throw CommandError("--force: only for slicereservations (it stops their workloads)");
+      const std::string object = (job           ? std::string("trainjob")
+                                  : reservation ? std::string("slicereservation")
+                                                : *kind) +
+                                 "/" + *name;
       const std::string path = job                        ? "/api/v1/jobs/"
+                               : reservation              ? "/api/v1/slicereservations/"
                                : *kind == "priorityclass" ? "/api/v1/priorityclasses/"
                                : *kind == "host"          ? "/api/v1/hosts/"
                                : *kind == "service"       ? "/api/v1/services/"
                                                           : "/api/v1/" + *kind + "s/";
       auto client = Connect(*flags);
-      auto r = client->Request(net::Method::kDelete, path + *name);
+      auto r = client->Request(net::Method::kDelete, path + *name + (*force ? "?force=true" : ""));
       if (!r.ok()) throw CommandError("cannot reach the head: " + r.status().message(), 1);
       if (r->status == 404 && *ignore) {
         std::cout << object << " not found\n";
@@ -526,6 +560,9 @@ void AddResourceCommands(CLI::App& app) {
         throw CommandError(j.is_object() ? j.value("error", r->body) : r->body, 1);
       std::cout << object << " "
                 << (j.value("status", "") == "Deleted" ? "deleted" : "terminating");
+      if (j.contains("stopped"))
+        std::cout << " (stopping " << j["stopped"].size()
+                  << " workload(s) inside it; released once they have stopped)";
       if (j.value("pendingJobs", 0) > 0)
         std::cout << " (" << j["pendingJobs"].get<int>()
                   << " pending job(s) wait with LocalQueueNotFound until it exists again)";
