@@ -54,8 +54,15 @@ Result<std::unique_ptr<net::HttpServer>> StartStandbyServer(const api::HeadOptio
   }));
   auto serve = [&](const net::Request& request) {
     const LeaderInfo info = elector.Snapshot();
-    const bool other_leads = info.role != Role::kLeader && !info.leader.empty();
-    if (other_leads && StandbyProxy::Forwarded(request)) return proxy.Forward(request, info.leader);
+    // A head restarted by its supervisor finds the leader key still naming its previous run
+    // until that run's lease expires: forwarding to that address is forwarding to itself, and
+    // each such request would hold a server thread waiting on the next one. A request another
+    // standby already forwarded is not forwarded again either (two standbys with stale views
+    // would pass it back and forth): both get the 503 below, and the client retries.
+    const bool other_leads =
+        info.role != Role::kLeader && !info.leader.empty() && info.leader != self;
+    if (other_leads && StandbyProxy::Forwarded(request) && request.Header(kProxiedByHeader).empty())
+      return proxy.Forward(request, info.leader);
     net::Response r = net::Response::Json(
         503, json{{"error",
                    "this head (" + self + ") is a standby; " +
@@ -63,8 +70,11 @@ Result<std::unique_ptr<net::HttpServer>> StartStandbyServer(const api::HeadOptio
                             ? "it was elected (term " + std::to_string(info.term) +
                                   ") and is starting; retry shortly"
                         : info.leader.empty() ? "no leader is elected yet, retry shortly"
-                                              : std::string(kLeaderIsAt) + info.leader + " (term " +
-                                                    std::to_string(info.term) + ")")},
+                        : info.leader == self
+                            ? "the leader key still names this head's previous run, whose lease "
+                              "has not expired yet; retry shortly"
+                            : std::string(kLeaderIsAt) + info.leader + " (term " +
+                                  std::to_string(info.term) + ")")},
                   {"leader", other_leads ? json(info.leader) : json(nullptr)}}
                  .dump());
     if (other_leads) r.headers.emplace(std::string(kLeaderHeader), info.leader);

@@ -54,7 +54,7 @@ net::Headers ForwardedHeaders(const net::Request& request, const std::string& se
     for (const char* s : kSkip) skip = skip || lower == s;
     if (!skip) out.emplace(name, value);
   }
-  out["X-Tessera-Proxied-By"] = self;
+  out[std::string(kProxiedByHeader)] = self;
   return out;
 }
 
@@ -121,7 +121,7 @@ net::Response StandbyProxy::Forward(const net::Request& request, const std::stri
   out.status = answer->status;
   out.body = std::move(answer->body);
   if (!answer->content_type.empty()) out.content_type = answer->content_type;
-  out.headers.emplace("X-Tessera-Proxied-By", self_);
+  out.headers.emplace(std::string(kProxiedByHeader), self_);
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -23,6 +24,9 @@ class HttpClient;
 }
 
 namespace tessera::ha {
+
+// Set on every request a standby forwards, and on the leader's answer it relays.
+inline constexpr std::string_view kProxiedByHeader = "X-Tessera-Proxied-By";
 
 class StandbyProxy {
  public:
