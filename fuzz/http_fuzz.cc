@@ -12,9 +12,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -126,8 +128,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // The server sees the end of the request at once and answers in milliseconds; a reply
     // that never ends is left to libFuzzer's -timeout (a stall of seconds on a loaded machine
     // is not a bug).
-    if (::poll(&p, 1, 60'000) <= 0) Fail("no end of the reply within 60 s");
+    // libFuzzer's -timeout is a SIGALRM every few seconds: a poll it interrupts (EINTR) is
+    // polled again, not a failure.
+    int ready;
+    do ready = ::poll(&p, 1, 60'000);
+    while (ready < 0 && errno == EINTR);
+    if (ready < 0) Fail(std::string("poll: ") + std::strerror(errno));
+    if (ready == 0) Fail("no end of the reply within 60 s");
     const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     if (reply.size() < 64) reply.append(buffer, static_cast<size_t>(n));
   }

@@ -345,9 +345,11 @@ class Searcher {
 
   std::optional<Solution> SearchOne(const VictimSetCheck& check) {
     // The rooms depend on the allowed candidates, not on the check: kept per allowed set.
-    auto [it, inserted] = one_options_.try_emplace(*allowed_);
-    if (inserted) ForEachOption([&](const Option& o) { it->second.push_back(o); });
-    std::vector<Option> options = it->second;
+    // Not a structured binding: clang 14 (the fuzz preset) cannot capture one in a lambda.
+    const auto emplaced = one_options_.try_emplace(*allowed_);
+    std::vector<Option>& kept = emplaced.first->second;
+    if (emplaced.second) ForEachOption([&](const Option& o) { kept.push_back(o); });
+    std::vector<Option> options = kept;
     // Usually the cheapest room passes: pick minima one by one, and sort only if many fail.
     size_t live = options.size();
     for (int tries = 0; live > 0; ++tries) {
