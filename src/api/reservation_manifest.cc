@@ -2,34 +2,12 @@
 
 #include "api/manifest.h"
 #include "api/manifest_fields.h"
+#include "api/stored_json.h"
 
 namespace tessera::api {
 namespace {
 
 using Json = nlohmann::json;
-
-Json WouldHelpList(const std::vector<WouldHelp>& would_help) {
-  Json out = Json::array();
-  for (const WouldHelp& b : would_help)
-    out.push_back({{"name", b.name},
-                   {"clusterQueue", b.cluster_queue},
-                   {"priority", b.priority},
-                   {"chips", b.chips},
-                   {"preemptible", b.preemptible}});
-  return out;
-}
-
-template <typename T>
-T Get(const Json& obj, const char* key, T fallback) {
-  if (!obj.is_object()) return fallback;
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return fallback;
-  try {
-    return it->get<T>();
-  } catch (const Json::exception&) {
-    return fallback;
-  }
-}
 
 }  // namespace
 
@@ -134,7 +112,7 @@ Json SliceReservationJson(const SliceReservation& r, const std::vector<std::stri
             {"message", st.message},
             {"pendingReason", st.pending_reason},
             {"queuePosition", st.queue_position},
-            {"wouldHelp", WouldHelpList(st.would_help)},
+            {"wouldHelp", WouldHelpJson(st.would_help)},
             {"slices", slices},
             {"hosts", hosts},
             {"chips", st.slices.empty() ? 0 : r.chips()},
@@ -148,7 +126,7 @@ Json SliceReservationJson(const SliceReservation& r, const std::vector<std::stri
 
 Result<SliceReservation> SliceReservationFromJson(const Json& doc) {
   const Json meta = doc.is_object() ? doc.value("metadata", Json::object()) : Json::object();
-  const std::string name = Get(meta, "name", std::string());
+  const std::string name = GetOr(meta, "name", std::string());
   auto fail = [&name](const std::string& why) {
     return Internal("stored slicereservation " + name + ": " + why);
   };
@@ -162,36 +140,36 @@ Result<SliceReservation> SliceReservationFromJson(const Json& doc) {
   auto spec = ParseSliceReservation(manifest);
   if (!spec.ok()) return fail(spec.status().message());
   SliceReservation r;
-  r.uid = Get(meta, "uid", uint64_t{0});
+  r.uid = GetOr(meta, "uid", uint64_t{0});
   if (r.uid == 0) return fail("metadata.uid is missing");
-  r.created_ms = Get(meta, "creationTimestampMs", int64_t{0});
+  r.created_ms = GetOr(meta, "creationTimestampMs", int64_t{0});
   r.spec = std::move(*spec);
   r.spec_document = doc["spec"].dump();
   const Json st = doc.value("status", Json::object());
-  auto phase = ParseReservationPhase(Get(st, "phase", std::string("Pending")));
+  auto phase = ParseReservationPhase(GetOr(st, "phase", std::string("Pending")));
   if (!phase.ok()) return fail(phase.status().message());
   SliceReservationStatus& s = r.status;
   s.phase = *phase;
-  s.reason = Get(st, "reason", s.reason);
-  s.message = Get(st, "message", s.message);
-  s.pending_reason = Get(st, "pendingReason", std::string());
-  s.queue_position = Get(st, "queuePosition", 0);
+  s.reason = GetOr(st, "reason", s.reason);
+  s.message = GetOr(st, "message", s.message);
+  s.pending_reason = GetOr(st, "pendingReason", std::string());
+  s.queue_position = GetOr(st, "queuePosition", 0);
   for (const Json& b : st.value("wouldHelp", Json::array()))
-    s.would_help.push_back({Get(b, "name", std::string()), Get(b, "clusterQueue", std::string()),
-                            Get(b, "priority", 0), Get(b, "chips", int64_t{0}),
-                            Get(b, "preemptible", false)});
+    s.would_help.push_back({GetOr(b, "name", std::string()),
+                            GetOr(b, "clusterQueue", std::string()), GetOr(b, "priority", 0),
+                            GetOr(b, "chips", int64_t{0}), GetOr(b, "preemptible", false)});
   for (const Json& sl : st.value("slices", Json::array())) {
-    ReservedSlice slice{Get(sl, "name", std::string()), {}};
+    ReservedSlice slice{GetOr(sl, "name", std::string()), {}};
     for (const Json& h : sl.value("hosts", Json::array()))
       if (h.is_string()) slice.hosts.push_back(h.get<std::string>());
     if (slice.hosts.empty()) return fail("status.slices[].hosts is empty");
     s.slices.push_back(std::move(slice));
   }
-  s.ready_ms = Get(st, "readyTimeMs", int64_t{0});
-  s.expires_ms = Get(st, "expiresAtMs", int64_t{0});
-  s.releasing = Get(st, "releasing", false);
-  s.deleting = Get(st, "deleting", false);
-  s.preemptions = Get(st, "preemptions", 0);
+  s.ready_ms = GetOr(st, "readyTimeMs", int64_t{0});
+  s.expires_ms = GetOr(st, "expiresAtMs", int64_t{0});
+  s.releasing = GetOr(st, "releasing", false);
+  s.deleting = GetOr(st, "deleting", false);
+  s.preemptions = GetOr(st, "preemptions", 0);
   return r;
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "api/manifest.h"
+#include "api/stored_json.h"
 
 namespace tessera::api {
 namespace {
@@ -47,31 +48,6 @@ Json RecoveryJson(const TrainJob& job, int64_t now_ms) {
             {"advisedIntervalSeconds", c.advised_interval_seconds}}}};
 }
 
-Json WouldHelpJson(const std::vector<WouldHelp>& would_help) {
-  Json out = Json::array();
-  for (const WouldHelp& b : would_help)
-    out.push_back({{"name", b.name},
-                   {"clusterQueue", b.cluster_queue},
-                   {"priority", b.priority},
-                   {"chips", b.chips},
-                   {"preemptible", b.preemptible}});
-  return out;
-}
-
-// A JSON value of the expected type, or `fallback` when it is missing or of another type:
-// stored documents written by older heads may lack fields added since.
-template <typename T>
-T Get(const Json& obj, const char* key, T fallback) {
-  if (!obj.is_object()) return fallback;
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return fallback;
-  try {
-    return it->get<T>();
-  } catch (const Json::exception&) {
-    return fallback;
-  }
-}
-
 const Json& Child(const Json& obj, const char* key) {
   static const Json kNull;
   if (!obj.is_object()) return kNull;
@@ -104,24 +80,24 @@ Json AttemptJson(const AttemptRecord& a) {
 
 AttemptRecord AttemptFromJson(const Json& j) {
   AttemptRecord a;
-  a.attempt = Get(j, "attempt", 0);
-  a.slices = Get(j, "slices", 0);
-  a.world_size = Get(j, "worldSize", 0);
-  a.placed_ms = Get(j, "placedMs", int64_t{0});
-  a.running_ms = Get(j, "runningMs", int64_t{0});
-  a.first_step_ms = Get(j, "firstStepMs", int64_t{0});
-  a.first_step = Get(j, "firstStep", int64_t{-1});
-  a.last_step = Get(j, "lastStep", int64_t{-1});
-  a.last_step_ms = Get(j, "lastStepMs", int64_t{0});
-  a.restored = Get(j, "restored", false);
-  a.resumed_from_step = Get(j, "resumedFromStep", int64_t{-1});
-  a.restore_seconds = Get(j, "restoreSeconds", 0.0);
-  a.ended_ms = Get(j, "endedMs", int64_t{0});
-  a.end_reason = Get(j, "endReason", std::string());
-  a.failed_ranks = Get(j, "failedRanks", std::vector<int>{});
-  a.failure_ms = Get(j, "failureMs", int64_t{0});
-  a.detected_ms = Get(j, "detectedMs", int64_t{0});
-  a.message = Get(j, "message", std::string());
+  a.attempt = GetOr(j, "attempt", 0);
+  a.slices = GetOr(j, "slices", 0);
+  a.world_size = GetOr(j, "worldSize", 0);
+  a.placed_ms = GetOr(j, "placedMs", int64_t{0});
+  a.running_ms = GetOr(j, "runningMs", int64_t{0});
+  a.first_step_ms = GetOr(j, "firstStepMs", int64_t{0});
+  a.first_step = GetOr(j, "firstStep", int64_t{-1});
+  a.last_step = GetOr(j, "lastStep", int64_t{-1});
+  a.last_step_ms = GetOr(j, "lastStepMs", int64_t{0});
+  a.restored = GetOr(j, "restored", false);
+  a.resumed_from_step = GetOr(j, "resumedFromStep", int64_t{-1});
+  a.restore_seconds = GetOr(j, "restoreSeconds", 0.0);
+  a.ended_ms = GetOr(j, "endedMs", int64_t{0});
+  a.end_reason = GetOr(j, "endReason", std::string());
+  a.failed_ranks = GetOr(j, "failedRanks", std::vector<int>{});
+  a.failure_ms = GetOr(j, "failureMs", int64_t{0});
+  a.detected_ms = GetOr(j, "detectedMs", int64_t{0});
+  a.message = GetOr(j, "message", std::string());
   return a;
 }
 
@@ -195,7 +171,7 @@ Json TrainJobJson(const TrainJob& job, int64_t now_ms) {
 
 Result<TrainJob> TrainJobFromJson(const Json& j) {
   const Json& meta = Child(j, "metadata");
-  const std::string name = Get(meta, "name", std::string());
+  const std::string name = GetOr(meta, "name", std::string());
   auto fail = [&name](const std::string& why) {
     return Internal("stored trainjob " + name + ": " + why);
   };
@@ -210,67 +186,68 @@ Result<TrainJob> TrainJobFromJson(const Json& j) {
   TrainJob job;
   job.spec = *spec;
   job.spec_document = Child(j, "spec").dump();
-  job.uid = Get(meta, "uid", uint64_t{0});
-  job.created_ms = Get(meta, "creationTimestampMs", int64_t{0});
+  job.uid = GetOr(meta, "uid", uint64_t{0});
+  job.created_ms = GetOr(meta, "creationTimestampMs", int64_t{0});
   const Json& s = Child(j, "status");
   TrainJobStatus& st = job.status;
-  auto phase = ParseJobPhase(Get(s, "phase", std::string("Pending")));
+  auto phase = ParseJobPhase(GetOr(s, "phase", std::string("Pending")));
   if (!phase.ok()) return fail(phase.status().message());
   st.phase = *phase;
-  st.reason = Get(s, "reason", std::string());
-  st.message = Get(s, "message", std::string());
-  st.attempt = Get(s, "attempt", -1);
-  st.master_port = Get(s, "masterPort", 0);
-  st.jax_port = Get(s, "jaxPort", 0);
-  st.start_ms = Get(s, "startTimeMs", int64_t{0});
-  st.finish_ms = Get(s, "completionTimeMs", int64_t{0});
-  st.stopping = Get(s, "stopping", false);
-  st.deleting = Get(s, "deleting", false);
-  st.last_step = Get(s, "lastStep", int64_t{-1});
-  st.last_checkpoint_ms = Get(s, "lastCheckpointTimeMs", int64_t{0});
-  st.last_checkpoint_step = Get(s, "lastCheckpointStep", int64_t{-1});
-  st.pending_reason = Get(s, "pendingReason", std::string());
-  st.queue_position = Get(s, "queuePosition", 0);
-  for (const Json& b : Get(s, "wouldHelp", Json::array()))
-    st.would_help.push_back({Get(b, "name", std::string()), Get(b, "clusterQueue", std::string()),
-                             Get(b, "priority", 0), Get(b, "chips", int64_t{0}),
-                             Get(b, "preemptible", false)});
-  st.preemptions = Get(s, "preemptions", 0);
-  st.deactivated = Get(s, "deactivated", false);
-  for (const Json& a : Get(s, "attempts", Json::array())) st.attempts.push_back(AttemptFromJson(a));
-  st.failures = Get(s, "failures", 0);
-  st.pending_since_ms = Get(s, "pendingSinceMs", int64_t{0});
-  st.admitted_ms = Get(s, "admittedTimeMs", int64_t{0});
-  st.progress = Get(s, "progress", st.progress);
-  st.checkpoints = Get(s, "checkpoints", st.checkpoints);
+  st.reason = GetOr(s, "reason", std::string());
+  st.message = GetOr(s, "message", std::string());
+  st.attempt = GetOr(s, "attempt", -1);
+  st.master_port = GetOr(s, "masterPort", 0);
+  st.jax_port = GetOr(s, "jaxPort", 0);
+  st.start_ms = GetOr(s, "startTimeMs", int64_t{0});
+  st.finish_ms = GetOr(s, "completionTimeMs", int64_t{0});
+  st.stopping = GetOr(s, "stopping", false);
+  st.deleting = GetOr(s, "deleting", false);
+  st.last_step = GetOr(s, "lastStep", int64_t{-1});
+  st.last_checkpoint_ms = GetOr(s, "lastCheckpointTimeMs", int64_t{0});
+  st.last_checkpoint_step = GetOr(s, "lastCheckpointStep", int64_t{-1});
+  st.pending_reason = GetOr(s, "pendingReason", std::string());
+  st.queue_position = GetOr(s, "queuePosition", 0);
+  for (const Json& b : GetOr(s, "wouldHelp", Json::array()))
+    st.would_help.push_back({GetOr(b, "name", std::string()),
+                             GetOr(b, "clusterQueue", std::string()), GetOr(b, "priority", 0),
+                             GetOr(b, "chips", int64_t{0}), GetOr(b, "preemptible", false)});
+  st.preemptions = GetOr(s, "preemptions", 0);
+  st.deactivated = GetOr(s, "deactivated", false);
+  for (const Json& a : GetOr(s, "attempts", Json::array()))
+    st.attempts.push_back(AttemptFromJson(a));
+  st.failures = GetOr(s, "failures", 0);
+  st.pending_since_ms = GetOr(s, "pendingSinceMs", int64_t{0});
+  st.admitted_ms = GetOr(s, "admittedTimeMs", int64_t{0});
+  st.progress = GetOr(s, "progress", st.progress);
+  st.checkpoints = GetOr(s, "checkpoints", st.checkpoints);
   const Json& restart = Child(s, "restart");
-  st.restart_min = Get(restart, "minSlices", 0);
-  st.restart_max = Get(restart, "maxSlices", 0);
-  st.fast_stop = Get(restart, "fastStop", false);
-  st.stop_grace_ms = Get(restart, "stopGraceMs", int64_t{-1});
+  st.restart_min = GetOr(restart, "minSlices", 0);
+  st.restart_max = GetOr(restart, "maxSlices", 0);
+  st.fast_stop = GetOr(restart, "fastStop", false);
+  st.stop_grace_ms = GetOr(restart, "stopGraceMs", int64_t{-1});
   const Json& grow = Child(s, "growBack");
-  st.grow_target = Get(grow, "targetSlices", 0);
-  st.grow_after_step = Get(grow, "afterCheckpointStep", int64_t{-1});
+  st.grow_target = GetOr(grow, "targetSlices", 0);
+  st.grow_after_step = GetOr(grow, "afterCheckpointStep", int64_t{-1});
   const Json& guard = Child(s, "startGuard");
-  st.start_guard.retries = Get(guard, "retries", 0);
-  st.start_guard.backoff_until_ms = Get(guard, "backoffUntilMs", int64_t{0});
-  st.start_guard.last_eviction = Get(guard, "lastEviction", std::string());
-  for (const Json& p : Get(s, "placement", Json::array())) {
-    st.slice_names.push_back(Get(p, "slice", std::string()));
-    st.placement.push_back(Get(p, "hosts", std::vector<std::string>{}));
+  st.start_guard.retries = GetOr(guard, "retries", 0);
+  st.start_guard.backoff_until_ms = GetOr(guard, "backoffUntilMs", int64_t{0});
+  st.start_guard.last_eviction = GetOr(guard, "lastEviction", std::string());
+  for (const Json& p : GetOr(s, "placement", Json::array())) {
+    st.slice_names.push_back(GetOr(p, "slice", std::string()));
+    st.placement.push_back(GetOr(p, "hosts", std::vector<std::string>{}));
   }
-  for (const Json& w : Get(s, "workers", Json::array())) {
+  for (const Json& w : GetOr(s, "workers", Json::array())) {
     WorkerStatus ws;
-    ws.host = Get(w, "host", std::string());
-    ws.slice = Get(w, "slice", 0);
-    ws.worker = Get(w, "worker", 0);
-    auto wp = ParseWorkerPhase(Get(w, "state", std::string("Pending")));
+    ws.host = GetOr(w, "host", std::string());
+    ws.slice = GetOr(w, "slice", 0);
+    ws.worker = GetOr(w, "worker", 0);
+    auto wp = ParseWorkerPhase(GetOr(w, "state", std::string("Pending")));
     if (!wp.ok()) return fail(wp.status().message());
     ws.phase = *wp;
-    ws.exit_code = Get(w, "exitCode", 0);
-    ws.signal = Get(w, "signal", 0);
-    ws.pid = Get(w, "pid", int64_t{0});
-    st.workers[Get(w, "rank", 0)] = ws;
+    ws.exit_code = GetOr(w, "exitCode", 0);
+    ws.signal = GetOr(w, "signal", 0);
+    ws.pid = GetOr(w, "pid", int64_t{0});
+    st.workers[GetOr(w, "rank", 0)] = ws;
   }
   return job;
 }
@@ -312,32 +289,33 @@ Result<StoredHost> HostFromJson(const Json& j) {
   const Json& meta = Child(j, "metadata");
   StoredHost out;
   HostSpec& h = out.spec;
-  h.name = Get(meta, "name", std::string());
+  h.name = GetOr(meta, "name", std::string());
   const Json& spec = Child(j, "spec");
-  auto g = ParseGeneration(Get(spec, "generation", std::string()));
+  auto g = ParseGeneration(GetOr(spec, "generation", std::string()));
   if (!g.ok()) return Internal("stored host " + h.name + ": " + g.status().message());
   h.generation = *g;
-  h.chips = Get(spec, "chips", 4);
-  h.address = Get(spec, "address", std::string("127.0.0.1"));
-  h.agent_port = Get(spec, "agentPort", 0);
+  h.chips = GetOr(spec, "chips", 4);
+  h.address = GetOr(spec, "address", std::string("127.0.0.1"));
+  h.agent_port = GetOr(spec, "agentPort", 0);
   if (const Json& s = Child(spec, "slice"); s.is_object())
-    h.slice = SliceMembership{Get(s, "name", std::string()), Get(s, "topology", std::string()),
-                              Get(s, "worker", 0)};
+    h.slice = SliceMembership{GetOr(s, "name", std::string()), GetOr(s, "topology", std::string()),
+                              GetOr(s, "worker", 0)};
   if (const Json& c = Child(spec, "cube"); c.is_object()) {
-    const auto coord = Get(c, "coord", std::vector<int>{});
+    const auto coord = GetOr(c, "coord", std::vector<int>{});
     if (coord.size() != 3)
       return Internal("stored host " + h.name + ": spec.cube.coord is not [x, y, z]");
-    h.cube = CubeMembership{Get(c, "name", std::string()), Get(c, "block", std::string("block-00")),
-                            Coord{coord[0], coord[1], coord[2]}};
+    h.cube =
+        CubeMembership{GetOr(c, "name", std::string()), GetOr(c, "block", std::string("block-00")),
+                       Coord{coord[0], coord[1], coord[2]}};
   }
-  const Json labels = Get(meta, "labels", Json::object());
+  const Json labels = GetOr(meta, "labels", Json::object());
   for (const auto& [k, v] : labels.items())
     if (v.is_string()) h.labels[k] = v.get<std::string>();
   const Json& st = Child(j, "status");
-  out.status.registered_ms = Get(st, "registeredMs", int64_t{0});
-  out.status.last_heartbeat_ms = Get(st, "lastHeartbeatMs", int64_t{0});
-  out.status.lost = Get(st, "state", std::string("Ready")) == "Lost";
-  const Json usage = Get(st, "usage", Json::object());
+  out.status.registered_ms = GetOr(st, "registeredMs", int64_t{0});
+  out.status.last_heartbeat_ms = GetOr(st, "lastHeartbeatMs", int64_t{0});
+  out.status.lost = GetOr(st, "state", std::string("Ready")) == "Lost";
+  const Json usage = GetOr(st, "usage", Json::object());
   for (const auto& [k, v] : usage.items())
     if (v.is_number()) out.status.usage[k] = v.get<double>();
   return out;
@@ -356,14 +334,14 @@ Json EventJson(const Event& e) {
 
 Result<Event> EventFromJson(const Json& j) {
   Event e;
-  e.name = Get(Child(j, "metadata"), "name", std::string());
+  e.name = GetOr(Child(j, "metadata"), "name", std::string());
   if (e.name.size() <= 4 || e.name.rfind("evt-", 0) != 0)
     return Internal("stored event '" + e.name + "': metadata.name is not evt-<number>");
-  e.warning = Get(j, "type", std::string("Normal")) == "Warning";
-  e.reason = Get(j, "reason", std::string());
-  e.object = Get(j, "object", std::string());
-  e.message = Get(j, "message", std::string());
-  e.time_ms = Get(j, "timeMs", int64_t{0});
+  e.warning = GetOr(j, "type", std::string("Normal")) == "Warning";
+  e.reason = GetOr(j, "reason", std::string());
+  e.object = GetOr(j, "object", std::string());
+  e.message = GetOr(j, "message", std::string());
+  e.time_ms = GetOr(j, "timeMs", int64_t{0});
   return e;
 }
 

@@ -5,23 +5,12 @@
 #include "api/manifest.h"
 #include "api/service_disagg_manifest.h"
 #include "api/service_manifest.h"
+#include "api/stored_json.h"
 
 namespace tessera::api {
 namespace {
 
 using Json = nlohmann::json;
-
-template <typename T>
-T Get(const Json& obj, const char* key, T fallback) {
-  if (!obj.is_object()) return fallback;
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return fallback;
-  try {
-    return it->get<T>();
-  } catch (const Json::exception&) {
-    return fallback;
-  }
-}
 
 const Json& Child(const Json& obj, const char* key) {
   static const Json kNull;
@@ -121,40 +110,40 @@ Json ReplicaJson(const ReplicaStatus& r) {
 
 Result<ReplicaStatus> ReplicaFromJson(const Json& j, const std::string& where) {
   ReplicaStatus r;
-  r.replica = Get(j, "replica", 0);
-  r.generation = Get(j, "generation", 1);
-  auto phase = ParseReplicaPhase(Get(j, "phase", std::string("Pending")));
+  r.replica = GetOr(j, "replica", 0);
+  r.generation = GetOr(j, "generation", 1);
+  auto phase = ParseReplicaPhase(GetOr(j, "phase", std::string("Pending")));
   if (!phase.ok()) return Internal(where + ": " + phase.status().message());
   r.phase = *phase;
-  r.reason = Get(j, "reason", std::string());
-  r.message = Get(j, "message", std::string());
-  r.restarts = Get(j, "restarts", 0);
-  r.slice = Get(j, "slice", std::string());
+  r.reason = GetOr(j, "reason", std::string());
+  r.message = GetOr(j, "message", std::string());
+  r.restarts = GetOr(j, "restarts", 0);
+  r.slice = GetOr(j, "slice", std::string());
   for (const Json& p : Child(j, "processes")) {
     ServiceProcess sp;
-    sp.host = Get(p, "host", std::string());
-    sp.address = Get(p, "address", std::string());
-    sp.port = Get(p, "port", 0);
-    auto pp = ParseProcessPhase(Get(p, "phase", std::string("Pending")));
+    sp.host = GetOr(p, "host", std::string());
+    sp.address = GetOr(p, "address", std::string());
+    sp.port = GetOr(p, "port", 0);
+    auto pp = ParseProcessPhase(GetOr(p, "phase", std::string("Pending")));
     if (!pp.ok()) return Internal(where + ": " + pp.status().message());
     sp.phase = *pp;
-    sp.pid = Get(p, "pid", int64_t{0});
-    sp.exit_code = Get(p, "exitCode", 0);
-    sp.signal = Get(p, "signal", 0);
+    sp.pid = GetOr(p, "pid", int64_t{0});
+    sp.exit_code = GetOr(p, "exitCode", 0);
+    sp.signal = GetOr(p, "signal", 0);
     r.processes.push_back(std::move(sp));
   }
-  r.owner = Get(j, "owner", uint64_t{0});
-  r.incarnation = Get(j, "incarnation", 0);
-  r.master_port = Get(j, "masterPort", 0);
-  r.started_ms = Get(j, "startedMs", int64_t{0});
-  r.ready_since_ms = Get(j, "readySinceMs", int64_t{0});
-  r.ready_once = Get(j, "readyOnce", false);
-  r.last_probe_ms = Get(j, "lastProbeMs", int64_t{0});
-  r.backoff_ms = Get(j, "backoffMs", int64_t{0});
-  r.restart_at_ms = Get(j, "restartAtMs", int64_t{0});
-  r.stopping = Get(j, "stopping", false);
-  r.after_stop = ParseAfterStop(Get(j, "afterStop", std::string()));
-  r.unconfirmed = Get(j, "unconfirmed", std::set<std::string>{});
+  r.owner = GetOr(j, "owner", uint64_t{0});
+  r.incarnation = GetOr(j, "incarnation", 0);
+  r.master_port = GetOr(j, "masterPort", 0);
+  r.started_ms = GetOr(j, "startedMs", int64_t{0});
+  r.ready_since_ms = GetOr(j, "readySinceMs", int64_t{0});
+  r.ready_once = GetOr(j, "readyOnce", false);
+  r.last_probe_ms = GetOr(j, "lastProbeMs", int64_t{0});
+  r.backoff_ms = GetOr(j, "backoffMs", int64_t{0});
+  r.restart_at_ms = GetOr(j, "restartAtMs", int64_t{0});
+  r.stopping = GetOr(j, "stopping", false);
+  r.after_stop = ParseAfterStop(GetOr(j, "afterStop", std::string()));
+  r.unconfirmed = GetOr(j, "unconfirmed", std::set<std::string>{});
   return r;
 }
 
@@ -218,7 +207,7 @@ Json ServiceJson(const Service& service) {
 
 Result<Service> ServiceFromJson(const Json& j) {
   const Json& meta = Child(j, "metadata");
-  const std::string name = Get(meta, "name", std::string());
+  const std::string name = GetOr(meta, "name", std::string());
   auto fail = [&name](const std::string& why) {
     return Internal("stored service " + name + ": " + why);
   };
@@ -232,26 +221,26 @@ Result<Service> ServiceFromJson(const Json& j) {
   if (!spec.ok()) return fail(spec.status().message());
   Service s;
   s.spec = std::move(*spec);
-  s.uid = Get(meta, "uid", uint64_t{0});
-  s.created_ms = Get(meta, "creationTimestampMs", int64_t{0});
+  s.uid = GetOr(meta, "uid", uint64_t{0});
+  s.created_ms = GetOr(meta, "creationTimestampMs", int64_t{0});
   const Json& st = Child(j, "status");
-  auto phase = ParseServicePhase(Get(st, "phase", std::string("Pending")));
+  auto phase = ParseServicePhase(GetOr(st, "phase", std::string("Pending")));
   if (!phase.ok()) return fail(phase.status().message());
   s.status.phase = *phase;
-  s.status.reason = Get(st, "reason", std::string());
-  s.status.message = Get(st, "message", std::string());
-  s.status.deleting = Get(st, "deleting", false);
+  s.status.reason = GetOr(st, "reason", std::string());
+  s.status.message = GetOr(st, "message", std::string());
+  s.status.deleting = GetOr(st, "deleting", false);
   for (const Json& rj : Child(st, "roles")) {
     RoleStatus role;
-    role.name = Get(rj, "name", std::string());
-    role.generation = Get(rj, "generation", 1);
-    role.desired_replicas = Get(rj, "desiredReplicas", 0);
-    role.next_replica = Get(rj, "nextReplica", 0);
+    role.name = GetOr(rj, "name", std::string());
+    role.generation = GetOr(rj, "generation", 1);
+    role.desired_replicas = GetOr(rj, "desiredReplicas", 0);
+    role.next_replica = GetOr(rj, "nextReplica", 0);
     const Json& as = Child(rj, "autoscaler");
     if (as.is_object()) {
-      role.autoscaler.desired_replicas = Get(as, "desiredReplicas", 0);
-      role.autoscaler.reason = Get(as, "reason", std::string());
-      role.autoscaler_at_ms = Get(as, "atMs", int64_t{0});
+      role.autoscaler.desired_replicas = GetOr(as, "desiredReplicas", 0);
+      role.autoscaler.reason = GetOr(as, "reason", std::string());
+      role.autoscaler_at_ms = GetOr(as, "atMs", int64_t{0});
     }
     for (const Json& r : Child(rj, "replicas")) {
       auto replica = ReplicaFromJson(r, "status.roles." + role.name);
