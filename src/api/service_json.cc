@@ -154,6 +154,7 @@ Json ServiceSpecJson(const ServiceSpec& spec) {
   for (const ServiceRoleSpec& r : spec.roles) roles.push_back(RoleSpecJson(r));
   Json j = {{"roles", roles}};
   if (!spec.priority.empty()) j["priority"] = spec.priority;
+  if (!spec.reservation.empty()) j["reservation"] = spec.reservation;
   AddDisaggregationJson(spec, j);
   return j;
 }

@@ -15,6 +15,8 @@ constexpr int kMaxReplicas = 4096;
 std::string Hint(const std::string& key) {
   if (key == "queueName") return "; the queue is metadata.queue, as in TrainJob";
   if (key == "priorityClassName") return "; the priority class is spec.priority, as in TrainJob";
+  if (key == "reservation")
+    return "; a Service names its SliceReservation once, as spec.reservation, for all its roles";
   return "";
 }
 
@@ -121,7 +123,7 @@ Result<ServiceRoleSpec> ParseRole(const Json& r, const std::string& path, bool n
   if (named)
     fields.insert({"name", "disaggregation"});  // disaggregation: service_disagg_manifest.cc
   else
-    fields.insert({"priority", "roles"});  // spec itself: checked by the caller
+    fields.insert({"priority", "roles", "reservation"});  // spec itself: checked by the caller
   TESSERA_RETURN_IF_ERROR(OnlyKnownServiceFields(r, path, fields));
   if (named) {
     auto name = GetString(r, "name", path, true);
@@ -237,8 +239,15 @@ Result<ServiceSpec> ParseService(const Json& doc) {
   auto priority = GetString(s, "priority", "spec", false);
   if (!priority.ok()) return priority.status();
   spec.priority = *priority;
+  // Every replica group of every role runs inside this SliceReservation (docs/reservations.md).
+  auto reservation = GetString(s, "reservation", "spec", false);
+  if (!reservation.ok()) return reservation.status();
+  if (!reservation->empty())
+    TESSERA_RETURN_IF_ERROR(ValidateName("spec.reservation", *reservation));
+  spec.reservation = *reservation;
   if (Has(s, "roles")) {
-    TESSERA_RETURN_IF_ERROR(OnlyKnownServiceFields(s, "spec", {"priority", "roles", "kvTransfer"}));
+    TESSERA_RETURN_IF_ERROR(
+        OnlyKnownServiceFields(s, "spec", {"priority", "reservation", "roles", "kvTransfer"}));
     const Json& roles = s["roles"];
     if (!roles.is_array() || roles.empty())
       return InvalidArgument(

@@ -395,7 +395,8 @@ class Controller {
   Status RunReservationStep(const std::string& name, const ReservationStep& step);
   Json ReservationJsonLocked(const SliceReservation& r) const;
   Json ListReservationsLocked() const;
-  // "trainjob/NAME" of every job inside reservation `name` that holds chips now.
+  // "trainjob/NAME" of every job inside reservation `name` that holds chips now, then
+  // "service/NAME" of every Service with a replica group placed inside it.
   std::vector<std::string> ReservationUsers(const std::string& name) const;
   std::optional<ApiError> ReservationRefusalLocked(const SliceReservationSpec& spec);
   std::optional<ApiError> DryRunReservationLocked(const SliceReservationSpec& spec);
@@ -416,6 +417,17 @@ class Controller {
   Status ScheduleReservations();
   Status ScheduleReservationUsers();
   int LargestFitInReservation(const TrainJob& job, int lo, int hi) const;
+  // Services inside reservations (reservation_services.cc): the hosts of reservation `name`
+  // that its users hold (jobs holding chips except `except_job`, placed replica groups), why a
+  // workload cannot use it now (false when Ready), the 422 at apply for a Service with a
+  // replica group that can never fit, their placement on the free hosts, and stopping them.
+  std::vector<HostId> ReservationHostsInUse(const std::string& name, uint64_t except_job) const;
+  bool ReservationUnusable(const std::string& name, std::string& reason,
+                           std::string& message) const;
+  std::optional<ApiError> ServiceInReservationRefusalLocked(const ServiceSpec& spec,
+                                                            const Json& doc);
+  Status ScheduleReservationServices();
+  Status StopReservationServices(const std::string& name);
   // With ClusterQueues every reservation is one workload of the cycle.
   std::map<uint64_t, std::string> AddReservationWorkloads(
       Snapshot& snap, const std::vector<PriorityClass>& classes);

@@ -2,7 +2,7 @@
 // and a MemoryStore on two v6e 4x4 slices: a reservation holds whole slices all or nothing; jobs
 // that name it run only on its hosts, are not charged quota again and leave it held when they
 // end; delete in use is a 409 naming the users unless forced; a ttl releases it; a restarted
-// head keeps holding it.
+// head keeps holding it. Services inside reservations the same way (reservation_services.cc).
 #include <gtest/gtest.h>
 
 #include <set>
@@ -27,6 +27,19 @@ Json InsideDoc(const std::string& name, const std::string& reservation, int slic
   return doc;
 }
 
+Json ServiceInsideDoc(const std::string& name, const std::string& reservation, int replicas,
+                      const std::string& topology = "4x4") {
+  return {{"apiVersion", "tessera/v1"},
+          {"kind", "Service"},
+          {"metadata", {{"name", name}}},
+          {"spec",
+           {{"accelerator", "v6e"},
+            {"topology", topology},
+            {"command", {"python3", "server.py"}},
+            {"replicas", replicas},
+            {"reservation", reservation}}}};
+}
+
 class ReservationTest : public ControllerTest {
  protected:
   void SetUp() override {
@@ -39,6 +52,14 @@ class ReservationTest : public ControllerTest {
     return std::get<Json>(r);
   }
   Json Job(const std::string& name) { return Ok(c_->GetJob(name)); }
+  const Json Group(const std::string& service, int replica) {
+    return Ok(c_->GetService(service))["status"]["roles"][0]["replicas"][replica];
+  }
+  static std::set<std::string> GroupHosts(const Json& group) {
+    std::set<std::string> hosts;
+    for (const Json& h : group["hosts"]) hosts.insert(h.get<std::string>());
+    return hosts;
+  }
   std::set<std::string> JobHosts(const std::string& name) {
     std::set<std::string> hosts;
     const Json job = Job(name);
@@ -293,6 +314,184 @@ TEST_F(ReservationTest, AdmittedThroughQueuesAndChargedOnce) {
   Ok(c_->Apply(inside));
   EXPECT_EQ(Phase("inside"), "Starting");
   EXPECT_EQ(JobHosts("inside"), Hosts(Get("pool")));
+}
+
+// Services inside a reservation (reservation_services.cc): each replica group is placed only on
+// the reservation's free hosts, shares it with jobs while they fit, and waits with a reason.
+TEST_F(ReservationTest, AServiceInsideRunsOnlyOnItsHostsAndWaitsWhenFull) {
+  Ok(c_->Apply(ReservationDoc("pool", 1)));
+  const std::set<std::string> held = Hosts(Get("pool"));
+  ASSERT_EQ(held.size(), 4u);
+  Ok(c_->Apply(ServiceInsideDoc("llm", "pool", 2)));
+  Json g0 = Group("llm", 0);
+  ASSERT_EQ(g0["phase"], "Starting") << g0.dump();
+  EXPECT_EQ(GroupHosts(g0), held);
+  // The second group finds no room inside, and never takes the free slice outside.
+  Json g1 = Group("llm", 1);
+  EXPECT_EQ(g1["phase"], "Pending");
+  EXPECT_EQ(g1["reason"], "ReservationFull");
+  EXPECT_NE(g1["message"].get<std::string>().find("service/llm"), std::string::npos) << g1.dump();
+  EXPECT_EQ(Get("pool")["status"]["users"], Json({"service/llm"}));
+  for (const std::string& h : held) EXPECT_EQ(OwnerOfHost(h), "llm");
+  Ok(c_->Apply(JobDoc("outside", 1)));
+  EXPECT_EQ(Phase("outside"), "Starting");
+  for (const std::string& h : JobHosts("outside")) EXPECT_FALSE(held.count(h)) << h;
+  // A job inside finds the reservation full too, naming the service.
+  Ok(c_->Apply(InsideDoc("inside", "pool")));
+  Json st = Job("inside")["status"];
+  EXPECT_EQ(st["reason"], "ReservationFull");
+  EXPECT_NE(st["message"].get<std::string>().find("service/llm"), std::string::npos) << st.dump();
+
+  // A restarted head keeps the group on the reservation's hosts, the reservation holding them.
+  Start();
+  ASSERT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(Hosts(Get("pool")), held);
+  EXPECT_EQ(GroupHosts(Group("llm", 0)), held);
+  EXPECT_EQ(Group("llm", 1)["reason"], "ReservationFull");
+  EXPECT_EQ(Get("pool")["status"]["users"], Json({"service/llm"}));
+
+  // Scaled to zero and its hosts confirmed free: the reservation stays held
+  // and the job inside starts there.
+  Ok(c_->ScaleService("llm", "server", 0));
+  ConfirmAllStopped();
+  ASSERT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(Get("pool")["status"]["phase"], "Ready");
+  EXPECT_EQ(Hosts(Get("pool")), held);
+  EXPECT_EQ(Phase("inside"), "Starting");
+  EXPECT_EQ(JobHosts("inside"), held);
+}
+
+TEST_F(ReservationTest, AServiceNamingAMissingReservationWaitsAndCannotMoveOut) {
+  Ok(c_->Apply(ServiceInsideDoc("early", "later", 1)));
+  Json g = Group("early", 0);
+  EXPECT_EQ(g["phase"], "Pending");
+  EXPECT_EQ(g["reason"], "ReservationNotFound");
+  EXPECT_NE(g["message"].get<std::string>().find("later"), std::string::npos) << g.dump();
+  // Only the reservation's slice, never the two free ones.
+  Ok(c_->Apply(ReservationDoc("later", 1)));
+  g = Group("early", 0);
+  EXPECT_EQ(g["phase"], "Starting");
+  EXPECT_EQ(GroupHosts(g), Hosts(Get("later")));
+  // Its groups cannot move out of the reservation while they run.
+  Json moved = ServiceInsideDoc("early", "later", 1);
+  moved["spec"].erase("reservation");
+  EXPECT_EQ(Err(c_->Apply(moved)).http_status, 409);
+  EXPECT_EQ(Err(c_->Apply(moved)).field, "spec.reservation");
+
+  // A role naming a reservation of its own is refused with the Service-level field.
+  Json per_role = ServiceInsideDoc("roles", "later", 1);
+  per_role["spec"] = {{"reservation", "later"},
+                      {"roles",
+                       {{{"name", "server"},
+                         {"accelerator", "v6e"},
+                         {"topology", "4x4"},
+                         {"command", {"python3", "server.py"}},
+                         {"reservation", "later"}}}}};
+  ApiError e = Err(c_->Apply(per_role));
+  EXPECT_EQ(e.http_status, 422);
+  EXPECT_NE(e.message.find("spec.reservation"), std::string::npos) << e.message;
+}
+
+TEST_F(ReservationTest, DeletingAReservationAServiceUsesIs409UnlessForcedWhichStopsIt) {
+  Ok(c_->Apply(ReservationDoc("pool", 1)));
+  const std::set<std::string> held = Hosts(Get("pool"));
+  Ok(c_->Apply(ServiceInsideDoc("llm", "pool", 1)));
+  ASSERT_EQ(Group("llm", 0)["phase"], "Starting");
+  HeartbeatAll("Running");
+  ApiError e = Err(c_->DeleteReservation("pool", false));
+  EXPECT_EQ(e.http_status, 409);
+  EXPECT_NE(e.message.find("service/llm"), std::string::npos) << e.message;
+  EXPECT_EQ(Get("pool")["status"]["phase"], "Ready");
+
+  Json out = Ok(c_->DeleteReservation("pool", true));
+  EXPECT_EQ(out["status"], "Deleting");
+  EXPECT_EQ(out["stopped"], Json({"service/llm"}));
+  // Held until the group's processes have stopped: nobody else gets those hosts meanwhile.
+  Json g = Group("llm", 0);
+  EXPECT_EQ(g["reason"], "Preempted") << g.dump();
+  EXPECT_NE(g["message"].get<std::string>().find("pool"), std::string::npos) << g.dump();
+  Ok(c_->Apply(JobDoc("next", 2)));
+  EXPECT_EQ(Phase("next"), "Pending");
+  EXPECT_EQ(Get("pool")["status"]["releasing"], true);
+  ConfirmAllStopped();
+  ASSERT_TRUE(c_->Tick().ok());
+  EXPECT_TRUE(Get("pool").contains("gone"));
+  g = Group("llm", 0);
+  EXPECT_EQ(g["phase"], "Pending");
+  EXPECT_EQ(g["reason"], "ReservationNotFound");
+  EXPECT_EQ(Phase("next"), "Starting");  // the released slice and the free one
+}
+
+TEST_F(ReservationTest, AServiceInsideIsNotAdmittedOrChargedAgainThroughQueues) {
+  Ok(c_->Apply({{"apiVersion", "tessera/v1"},
+                {"kind", "ClusterQueue"},
+                {"metadata", {{"name", "research"}}},
+                {"spec", {{"quotas", {{{"generation", "v6e"}, {"nominalQuota", 16}}}}}}}));
+  Ok(c_->Apply(LocalQueueDoc("team-a", "research")));
+  Json doc = ReservationDoc("pool", 1);
+  doc["metadata"]["queue"] = "team-a";
+  Ok(c_->Apply(doc));
+  ASSERT_EQ(Get("pool")["status"]["phase"], "Ready") << Get("pool").dump();
+  // The quota is the reservation's: a Service outside waits, one inside runs on its hosts.
+  Json outside = ServiceInsideDoc("outside", "pool", 1);
+  outside["spec"].erase("reservation");
+  outside["metadata"]["queue"] = "team-a";
+  Ok(c_->Apply(outside));
+  EXPECT_EQ(Group("outside", 0)["phase"], "Pending");
+  Json inside = ServiceInsideDoc("inside", "pool", 1);
+  inside["metadata"]["queue"] = "team-a";
+  Ok(c_->Apply(inside));
+  Json g = Group("inside", 0);
+  EXPECT_EQ(g["phase"], "Starting") << g.dump();
+  EXPECT_EQ(GroupHosts(g), Hosts(Get("pool")));
+  ASSERT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(Group("outside", 0)["phase"], "Pending");
+  EXPECT_EQ(GroupHosts(Group("inside", 0)), Hosts(Get("pool")));
+}
+
+// On one 7x cube (16 hosts of 4 chips, 2x2x4 hosts), where sub-slices can be reserved: a
+// Service whose one replica needs more than its reservation holds is a 422 at apply.
+class ReservationCubeTest : public ControllerTest {
+ protected:
+  void SetUp() override {
+    ControllerTest::SetUp();
+    for (int z = 0; z < 4; ++z)
+      for (int y = 0; y < 2; ++y)
+        for (int x = 0; x < 2; ++x)
+          Ok(Register(*c_,
+                      {{"name", "h" + std::to_string(z * 4 + y * 2 + x)},
+                       {"generation", "7x"},
+                       {"chips", 4},
+                       {"cube", {{"name", "c0"}, {"block", "block-00"}, {"coord", {x, y, z}}}}}));
+  }
+  static Json Doc7x(const std::string& name, const std::string& reservation,
+                    const std::string& topology) {
+    Json doc = ServiceInsideDoc(name, reservation, 1);
+    doc["spec"]["accelerator"] = "7x";
+    doc["spec"]["topology"] = topology;
+    return doc;
+  }
+};
+
+TEST_F(ReservationCubeTest, AServiceWithAReplicaLargerThanItsReservationIsRefused) {
+  Json small = ReservationDoc("small", 1);
+  small["spec"]["accelerator"] = "7x";
+  small["spec"]["topology"] = "2x2x1";
+  Ok(c_->Apply(small));
+  Json r = Ok(c_->GetReservation("small"));
+  ASSERT_EQ(r["status"]["phase"], "Ready") << r.dump();
+  ASSERT_EQ(r["status"]["hosts"].size(), 1u);
+  ApiError e = Err(c_->Apply(Doc7x("big", "small", "2x2x2")));
+  EXPECT_EQ(e.http_status, 422);
+  EXPECT_EQ(e.field, "spec.reservation");
+  EXPECT_NE(e.message.find("slicereservation 'small'"), std::string::npos) << e.message;
+  EXPECT_EQ(Err(c_->DryRunApply(Doc7x("big", "small", "2x2x2"))).field, "spec.reservation");
+  EXPECT_EQ(std::get<ApiError>(c_->GetService("big")).http_status, 404);
+  // A replica of its size runs on its one host.
+  Ok(c_->Apply(Doc7x("tiny", "small", "2x2x1")));
+  Json g = Ok(c_->GetService("tiny"))["status"]["roles"][0]["replicas"][0];
+  EXPECT_EQ(g["phase"], "Starting") << g.dump();
+  EXPECT_EQ(g["hosts"], r["status"]["hosts"]);
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // ReservationLifecycle), the reservations' part of every scheduling pass, and the placement of
 // TrainJobs that name a reservation: they are planned only on the reservation's hosts that its
 // other users do not hold, and never reserve chips of their own (the reservation's owner keeps
-// every host, so quota is charged once and the hosts stay held when the jobs end).
+// every host, so quota is charged once and the hosts stay held when the jobs end). Services
+// inside reservations are placed the same way by reservation_services.cc.
 //
 // Hooked in by one line each: Apply and DryRunApply (jobs.cc), NewJobRefusalLocked (jobs.cc),
 // Load and Tick (controller.cc), Schedule and the admission cycle (scheduling.cc), the
@@ -34,6 +35,12 @@ std::vector<std::string> Controller::ReservationUsers(const std::string& name) c
   std::vector<std::string> users;
   for (const auto& [job_name, job] : jobs_)
     if (job.spec.reservation == name && job.HoldsChips()) users.push_back("trainjob/" + job_name);
+  std::vector<const Service*> services;
+  for (const auto& [svc_name, svc] : services_)
+    if (svc.spec.reservation == name && svc.PlacedReplicas() > 0) services.push_back(&svc);
+  std::sort(services.begin(), services.end(),
+            [](const Service* a, const Service* b) { return a->uid < b->uid; });
+  for (const Service* svc : services) users.push_back("service/" + svc->name());
   return users;
 }
 
@@ -252,7 +259,7 @@ Status Controller::StopReservationUsers(const std::string& name) {
     TESSERA_RETURN_IF_ERROR(
         RunStep(job_name, [&](TrainJob& j) { return train_.Evict(j, eviction, view, now); }));
   }
-  return Status::Ok();
+  return StopReservationServices(name);  // reservation_services.cc
 }
 
 Status Controller::TickReservations(int64_t now) {
@@ -299,6 +306,8 @@ std::string Controller::ReservationOwnerOf(uint64_t owner, const std::string& ho
     if (r.uid != owner) continue;
     for (const auto& [job_name, job] : jobs_)
       if (job.spec.reservation == name && job.HoldsChips() && job.OnHost(host)) return job_name;
+    for (const auto& [svc_name, svc] : services_)
+      if (svc.spec.reservation == name && svc.OnHost(host)) return svc_name;
     return Object(name);
   }
   return "";
@@ -384,32 +393,13 @@ Status Controller::ScheduleReservationUsers() {
     TrainJob& job = jobs_.at(job_name);
     const std::string& rname = job.spec.reservation;
     std::string reason, message;
-    auto it = reservations_.find(rname);
-    if (it == reservations_.end()) {
-      reason = "ReservationNotFound";
-      message = "waiting for slicereservation '" + rname + "', which does not exist (apply it)";
-    } else if (it->second.status.releasing || it->second.status.deleting) {
-      reason = "ReservationReleasing";
-      message =
-          "slicereservation '" + rname + "' is being released (" + it->second.status.message + ")";
-    } else if (it->second.status.phase == ReservationPhase::kExpired) {
-      reason = "ReservationExpired";
-      message = "slicereservation '" + rname + "' expired: " + it->second.status.message;
-    } else if (it->second.status.phase == ReservationPhase::kPending) {
-      reason = "ReservationPending";
-      message = "slicereservation '" + rname + "' is not Ready yet (" + it->second.status.reason +
-                ": " + it->second.status.message + ")";
-    } else if (inventory_ready_) {
-      std::vector<HostId> in_use;
-      std::vector<std::string> users;
-      for (const auto& [other_name, other] : jobs_) {
-        if (other.spec.reservation != rname || !other.HoldsChips()) continue;
-        users.push_back("trainjob/" + other_name);
-        for (const auto& slice : other.status.placement)
-          for (const std::string& host : slice)
-            if (auto h = host_ids_.find(host); h != host_ids_.end()) in_use.push_back(h->second);
-      }
-      auto inside = InsideReservation(inventory_, OwnerId(it->second.uid), in_use);
+    // Missing, Pending, Expired or being released: reason and message say which.
+    if (!ReservationUnusable(rname, reason, message)) {  // reservation_services.cc
+      if (!inventory_ready_) continue;
+      auto it = reservations_.find(rname);
+      const std::vector<std::string> users = ReservationUsers(rname);
+      auto inside = InsideReservation(inventory_, OwnerId(it->second.uid),
+                                      ReservationHostsInUse(rname, job.uid));
       if (!inside.ok()) return inside.status();
       const auto [lo, hi] = job.SizeRange();
       PlanResult plan = PlanLargest(*inside, job, lo, hi);
@@ -423,28 +413,18 @@ Status Controller::ScheduleReservationUsers() {
       reason = "ReservationFull";
       message = "slicereservation '" + rname + "' has no room for it now: " + plan.message +
                 (names.empty() ? "" : "; in use by " + names);
-    } else {
-      continue;
     }
     TESSERA_RETURN_IF_ERROR(RunStep(
         job_name, [&](TrainJob& j) { return train_.SetPending(j, reason, message, 0, {}); }));
   }
-  return Status::Ok();
+  return ScheduleReservationServices();  // reservation_services.cc
 }
 
 int Controller::LargestFitInReservation(const TrainJob& job, int lo, int hi) const {
   auto it = reservations_.find(job.spec.reservation);
   if (it == reservations_.end() || !inventory_ready_ || !it->second.HoldsChips()) return 0;
-  std::vector<HostId> in_use;
-  for (const auto& [name, other] : jobs_) {
-    if (other.spec.reservation != job.spec.reservation || !other.HoldsChips() ||
-        other.uid == job.uid)
-      continue;
-    for (const auto& slice : other.status.placement)
-      for (const std::string& host : slice)
-        if (auto h = host_ids_.find(host); h != host_ids_.end()) in_use.push_back(h->second);
-  }
-  auto inside = InsideReservation(inventory_, OwnerId(it->second.uid), in_use);
+  auto inside = InsideReservation(inventory_, OwnerId(it->second.uid),
+                                  ReservationHostsInUse(job.spec.reservation, job.uid));
   if (!inside.ok()) return 0;
   PlanResult plan = PlanLargest(*inside, job, lo, hi);
   return plan.placed() ? static_cast<int>(plan.slices.size()) : 0;

@@ -24,7 +24,10 @@ constexpr const char* kDefaultLocalQueue = "default";
 std::map<uint64_t, Controller::GroupRef> Controller::AddServiceWorkloads(
     Snapshot& snap, const std::vector<PriorityClass>& classes) {
   std::vector<const Service*> order;
-  for (const auto& [name, svc] : services_) order.push_back(&svc);
+  // A Service inside a SliceReservation is placed on its hosts, never admitted (its quota was
+  // charged once, to the reservation: reservation_services.cc).
+  for (const auto& [name, svc] : services_)
+    if (svc.spec.reservation.empty()) order.push_back(&svc);
   std::sort(order.begin(), order.end(),
             [](const Service* a, const Service* b) { return a->uid < b->uid; });
   std::map<uint64_t, GroupRef> out;
@@ -80,7 +83,10 @@ Result<bool> Controller::PlaceGroup(const std::string& service, const ReplicaKey
   if (spec == nullptr || std::find(waiting.begin(), waiting.end(), key) == waiting.end())
     return false;  // placed, stopping or gone since the plan was made
   const uint64_t owner = next_uid_;
-  if (!ApplyPlan(inventory_, OwnerId(owner), plan).ok()) return false;
+  // Inside a SliceReservation the group holds no hosts of its own: the reservation keeps them
+  // (its owner id still names the group, and releasing it frees nothing).
+  if (svc->spec.reservation.empty() && !ApplyPlan(inventory_, OwnerId(owner), plan).ok())
+    return false;
   GroupPlacement placement;
   placement.owner = owner;
   const SlicePlacement& p = plan.slices[0];

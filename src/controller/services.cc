@@ -106,7 +106,7 @@ std::optional<ApiError> Controller::ServiceRefusalLocked(const ServiceSpec& spec
   if (!spec.priority.empty() && !priority_classes_.count(spec.priority))
     return ApiError{422, "spec.priority: PriorityClass '" + spec.priority + "' does not exist",
                     "spec.priority"};
-  return std::nullopt;
+  return ServiceInReservationRefusalLocked(spec, doc);  // reservation_services.cc
 }
 
 ApiResult<Json> Controller::ApplyService(const Json& doc) {
@@ -309,8 +309,10 @@ Status Controller::ScheduleServices() {
       TESSERA_RETURN_IF_ERROR(RunServiceStep(
           name, [&](Service& s) { return services_life_.Restart(s, key, ports, now); }));
     }
-    // With ClusterQueues, waiting groups are admitted by the cycle (service_admission.cc).
-    if (services_.count(name) == 0 || !cluster_queues_.empty()) continue;
+    // With ClusterQueues, waiting groups are admitted by the cycle (service_admission.cc);
+    // inside a SliceReservation they are placed on its hosts (reservation_services.cc).
+    if (services_.count(name) == 0 || !cluster_queues_.empty() || !svc->spec.reservation.empty())
+      continue;
     for (const ReplicaKey& key : ServiceLifecycle::WaitingForSlice(*svc)) {
       const ServiceRoleSpec* spec = svc->spec.Role(key.role);
       if (spec == nullptr) continue;
@@ -333,7 +335,8 @@ void Controller::ReserveServiceGroups() {
   for (const auto& [name, svc] : services_)
     for (const RoleStatus& role : svc.status.roles)
       for (const ReplicaStatus& r : role.replicas) {
-        if (!r.placed()) continue;
+        // Inside a SliceReservation the hosts are the reservation's (ReserveReservations).
+        if (!r.placed() || !svc.spec.reservation.empty()) continue;
         std::vector<HostId> ids;
         for (const ServiceProcess& p : r.processes)
           if (auto it = host_ids_.find(p.host); it != host_ids_.end()) ids.push_back(it->second);

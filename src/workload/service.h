@@ -83,6 +83,9 @@ struct ServiceSpec {
   std::string queue;  // LocalQueue (metadata.queue, as TrainJob)
   std::map<std::string, std::string> labels;
   std::string priority;  // PriorityClass (spec.priority, as TrainJob)
+  // SliceReservation (spec.reservation, as TrainJob): every replica group is placed only on
+  // its free hosts, never through admission; empty: none.
+  std::string reservation;
   std::vector<ServiceRoleSpec> roles;
   const ServiceRoleSpec* Role(std::string_view name) const;
   // The role of that kind, or nullptr (a valid spec has both or neither).
