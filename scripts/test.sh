@@ -5,12 +5,18 @@
 # loopback ports), the dashboard's browser tests, and the clang-format check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage's start, as seconds since this script began: where CI's wall time goes.
+stage() { echo "test.sh: +${SECONDS}s $*"; }
 
+stage setup
 bash scripts/setup.sh
+stage format check
 bash scripts/check-format.sh
 
+stage dev build
 cmake --preset dev >/dev/null
 cmake --build --preset dev -j "$(nproc)"
+stage ctest
 ctest --preset dev -j "$(nproc)"
 
 # The fuzz stage (its own clang build in build/fuzz, then a fixed number of inputs from a fixed
@@ -21,29 +27,37 @@ ctest --preset dev -j "$(nproc)"
 fuzz_pid=""
 if [ "${FUZZ_RUNS:-40000}" != 0 ]; then
   mkdir -p build
+  stage fuzz, in the background
   set -m  # its own process group, so that a failing test below stops it (and its build) too
-  FUZZ_RUNS="${FUZZ_RUNS:-40000}" bash scripts/fuzz.sh </dev/null >build/fuzz-stage.log 2>&1 &
+  (TIMEFORMAT="fuzz: the stage took %0R s"
+    time FUZZ_RUNS="${FUZZ_RUNS:-40000}" bash scripts/fuzz.sh) </dev/null >build/fuzz-stage.log 2>&1 &
   fuzz_pid=$!
   set +m
   trap 'kill -- -"$fuzz_pid" 2>/dev/null || true' EXIT
 fi
 
 # Debian's interpreter: it is the one with python3-torch.
+stage Python unit tests
 PYTHONPATH=python /usr/bin/python3 -m unittest discover -s python/tests -t python -v
 # The example model server (real processes: a group of one and a tensor-parallel group of two,
 # about 20 s) and the serving load generator's unit tests.
+stage example server and load generator tests
 /usr/bin/python3 -m unittest discover -s examples/serve -v
 /usr/bin/python3 -m unittest discover -s bench/serving -p 'test_loadgen.py' -v
+stage integration tests
 TESSERA_BIN="$PWD/build/dev/bin/tessera" /usr/bin/python3 -m unittest discover -s tests/integration -t tests/integration -v
 # The dashboard: its pure functions, then the pages in headless Chromium against a live cluster.
 # Screenshots land in test-artifacts/dashboard/.
+stage dashboard tests
 TESSERA_BIN="$PWD/build/dev/bin/tessera" node --test tests/dashboard/
 
 # The parsers (documents, agent messages, HTTP requests) under libFuzzer, started above.
 if [ -n "$fuzz_pid" ]; then
+  stage waiting for the fuzz stage
   fuzz_status=0
   wait "$fuzz_pid" || fuzz_status=$?
   trap - EXIT
   cat build/fuzz-stage.log
   [ "$fuzz_status" = 0 ] || exit "$fuzz_status"
 fi
+stage done
