@@ -104,6 +104,7 @@ class Plane:
         self.heads, self.etcd, self.agents = [], [], []
         self.paused = set()  # pids we SIGSTOPped: never restarted while paused
         self.restarts = 0
+        self.answer_after_restart_s = []
         self.stopping = False
 
     def spawn(self, argv, log):
@@ -174,8 +175,25 @@ class Plane:
                 if p.poll() is not None and p.pid not in self.paused:
                     with self.lock:
                         self.restarts += 1
+                    with open(os.path.join(self.dir, "logs", "head-%d.log" % h["i"]), "a") as f:
+                        f.write("supervisor: pid %d exited with status %d; restarting\n" %
+                                (p.pid, p.returncode))
                     h["proc"] = self.spawn(h["argv"], "head-%d.log" % h["i"])
+                    threading.Thread(target=self.time_answer, args=(h, h["proc"]),
+                                     daemon=True).start()
             time.sleep(0.05)
+
+    def time_answer(self, h, proc):
+        """Seconds from a supervisor restart to the head's first HTTP answer (any status)."""
+        t0 = time.monotonic()
+        while not self.stopping and proc.poll() is None and time.monotonic() - t0 < 60:
+            code, _ = call(h["port"], "GET", "/v1/leader" if self.mode == "ha" else "/healthz",
+                           timeout=1)
+            if code:
+                with self.lock:
+                    self.answer_after_restart_s.append(time.monotonic() - t0)
+                return
+            time.sleep(0.02)
 
     def role(self, h):
         if self.mode == "sqlite":
@@ -247,6 +265,9 @@ class Plane:
                               timeout=timeout)
             if code in (201, 409):
                 return code, h
+            if code in (400, 401, 403, 404, 422):  # the script's own mistake: never retried
+                raise RuntimeError("%s: POST /api/v1/jobs refused with HTTP %d: %s" %
+                                   (self.mode, code, body))
         return 0, None
 
     def wait(self, what, fn, timeout):
@@ -349,7 +370,7 @@ class Checker(threading.Thread):
                         env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
                 except (OSError, IndexError):
                     continue
-                if env.get(b"TESSERA_CHAOS_PLANE") != self.plane.mode.encode():
+                if env.get(b"CHAOS_PLANE") != self.plane.mode.encode():
                     continue
                 job, attempt = env.get(b"TESSERA_JOB"), env.get(b"TESSERA_ATTEMPT")
                 if job and attempt:
@@ -363,7 +384,8 @@ class Checker(threading.Thread):
 
 def run_plane(mode, args, root, rng):
     plane = Plane(mode, args, root)
-    result = {"mode": mode, "rounds": 0, "failovers": 0, "first_write_s": {}, "faults": {}}
+    result = {"mode": mode, "rounds": 0, "failovers": 0, "first_write_s": {}, "elected_s": {},
+              "faults": {}}
     acked = set()
     try:
         if mode == "ha":
@@ -376,7 +398,7 @@ def run_plane(mode, args, root, rng):
             f.write(SDK_WORKER)
         for i in range(2):
             doc = long_job("long-%d" % i, script)
-            doc["spec"]["template"]["env"]["TESSERA_CHAOS_PLANE"] = mode
+            doc["spec"]["template"]["env"]["CHAOS_PLANE"] = mode
             code, _ = plane.post_job(doc)
             if code == 201:
                 acked.add("long-%d" % i)
@@ -386,30 +408,58 @@ def run_plane(mode, args, root, rng):
         counter = [0]
 
         def stream():
+            # Jobs are sent on a fixed schedule (job i at i * period) by a few writers, so that
+            # one slow or failed-over answer does not stretch the stream past the rounds.
             period = args.duration_hint / max(args.jobs, 1)
-            while counter[0] < args.jobs and not stop_stream.is_set():
-                name = "short-%04d" % counter[0]
+            start = time.monotonic()
+            while not stop_stream.is_set():
+                with plane.lock:
+                    i = counter[0]
+                    counter[0] += 1
+                if i >= args.jobs:
+                    return
+                time.sleep(max(0, start + i * period - time.monotonic()))
+                name = "short-%04d" % i
                 doc = short_job(name)
-                doc["spec"]["template"]["env"] = {"TESSERA_CHAOS_PLANE": mode}
-                code, _ = plane.post_job(doc, timeout=3)
-                if code == 201:
-                    acked.add(name)
-                    counter[0] += 1
-                elif code == 409:  # accepted before, answer lost: it exists, so it counts
-                    acked.add(name)
-                    counter[0] += 1
-                time.sleep(period)
-        streamer = threading.Thread(target=stream, daemon=True)
-        streamer.start()
+                doc["spec"]["template"]["env"] = {"CHAOS_PLANE": mode}
+                while not stop_stream.is_set():
+                    code, _ = plane.post_job(doc, timeout=3)
+                    if code in (201, 409):  # 409: accepted before, answer lost; it exists
+                        acked.add(name)
+                        break
+                    time.sleep(0.1)
+        streamers = [threading.Thread(target=stream, daemon=True) for _ in range(4)]
+        for t in streamers:
+            t.start()
 
         probe = [0]
+
+        def time_elected(kind, t0, old_term):
+            """Fault -> an unfrozen head says it leads at a higher term (ha only)."""
+            while time.monotonic() - t0 < 60:
+                for h in plane.heads:
+                    if h["proc"].pid in plane.paused:
+                        continue
+                    code, body = call(h["port"], "GET", "/v1/leader", timeout=0.5)
+                    if code == 200 and body and body.get("role") == "leader" and \
+                            body.get("term", 0) > old_term:
+                        result["elected_s"].setdefault(kind, []).append(time.monotonic() - t0)
+                        return
+                time.sleep(0.02)
+
+        def leader_term():
+            for h in plane.heads:
+                code, body = call(h["port"], "GET", "/v1/leader", timeout=1)
+                if code == 200 and body and body.get("role") == "leader":
+                    return body.get("term", 0)
+            return 0
 
         def first_write(kind, t0):
             while time.monotonic() - t0 < 60:
                 probe[0] += 1
                 name = "probe-%04d" % probe[0]
                 doc = short_job(name)
-                doc["spec"]["template"]["env"] = {"TESSERA_CHAOS_PLANE": mode}
+                doc["spec"]["template"]["env"] = {"CHAOS_PLANE": mode}
                 code, _ = plane.post_job(doc, timeout=1)
                 if code == 201:
                     acked.add(name)
@@ -428,11 +478,15 @@ def run_plane(mode, args, root, rng):
             result["faults"][kind] += 1
             result["rounds"] += 1
             print("%s round %d/%d: %s" % (mode, r + 1, args.rounds, kind), file=sys.stderr)
+            old_term = leader_term() if mode == "ha" else 0
             if kind == "leader-kill":
                 h = plane.leader()
                 h["proc"].send_signal(signal.SIGKILL)
                 t0 = time.monotonic()
                 result["failovers"] += 1
+                if mode == "ha":
+                    threading.Thread(target=time_elected, args=(kind, t0, old_term),
+                                     daemon=True).start()
                 first_write(kind, t0)
             elif kind == "leader-pause":
                 h = plane.leader()
@@ -442,6 +496,8 @@ def run_plane(mode, args, root, rng):
                 t0 = time.monotonic()
                 if mode == "ha":
                     result["failovers"] += 1
+                    threading.Thread(target=time_elected, args=(kind, t0, old_term),
+                                     daemon=True).start()
                     first_write(kind, t0)
                 time.sleep(max(0, LEASE_MS / 1000.0 + 1.5 - (time.monotonic() - t0)))
                 os.kill(pid, signal.SIGCONT)
@@ -455,9 +511,10 @@ def run_plane(mode, args, root, rng):
                         checker.violate("write by deposed leader accepted", name)
                     if code == 201:
                         acked.add(name)
+                    plane.paused.discard(pid)
                 else:
+                    plane.paused.discard(pid)  # so that the writer tries it again
                     first_write(kind, t0)  # the same head, once it runs again
-                plane.paused.discard(pid)
             elif kind == "etcd-kill":
                 m = plane.etcd_leader() if r % 8 == 2 else rng.choice(plane.etcd)
                 m = m or rng.choice(plane.etcd)
@@ -477,8 +534,13 @@ def run_plane(mode, args, root, rng):
                 os.kill(pid, signal.SIGCONT)
                 plane.paused.discard(pid)
             time.sleep(args.settle)
+        # The rounds may end before the schedule: let the stream finish (bounded), then stop.
+        deadline = time.monotonic() + 120
+        while any(t.is_alive() for t in streamers) and time.monotonic() < deadline:
+            time.sleep(0.2)
         stop_stream.set()
-        streamer.join(timeout=30)
+        for t in streamers:
+            t.join(timeout=30)
         # Let what was acknowledged run to the end, then a last look.
         deadline = time.monotonic() + args.drain
         while time.monotonic() < deadline:
@@ -500,9 +562,16 @@ def run_plane(mode, args, root, rng):
                     phases[p] = phases.get(p, 0) + 1
         result.update({"acknowledged": len(acked), "short_job_phases": phases,
                        "violations": checker.violations, "checker_polls": checker.polls,
-                       "head_restarts": plane.restarts})
+                       "head_restarts": plane.restarts,
+                       "restart_to_answer_s": {
+                           "n": len(plane.answer_after_restart_s),
+                           "p50_s": pct(plane.answer_after_restart_s, 50),
+                           "max_s": max(plane.answer_after_restart_s, default=None)}})
     finally:
         plane.stop()
+    for kind, values in result["elected_s"].items():
+        result.setdefault("elected_summary", {})[kind] = {
+            "n": len(values), "p50_s": pct(values, 50), "p99_s": pct(values, 99)}
     for kind, values in result["first_write_s"].items():
         ok = [v for v in values if v is not None]
         result.setdefault("first_write_summary", {})[kind] = {
@@ -565,11 +634,18 @@ def main():
                                                      fmt(s["p99_s"]), fmt(s["max_s"]),
                                                      s["no_write_in_60s"]))
     for r in results["planes"]:
+        for kind, s in sorted(r.get("elected_summary", {}).items()):
+            print("%s %s: fault -> a new head says it leads p50 %s s, p99 %s s (n %d)" %
+                  (r["mode"], kind, fmt(s["p50_s"]), fmt(s["p99_s"]), s["n"]))
+    for r in results["planes"]:
         print("%s: %d rounds, %d failovers, %d head restarts, %d acknowledged, short jobs %s, "
               "%d checker polls, %d violations, %.0f s" %
               (r["mode"], r["rounds"], r["failovers"], r.get("head_restarts", 0),
                r.get("acknowledged", 0), r.get("short_job_phases"), r.get("checker_polls", 0),
                len(r.get("violations", [])), r.get("wall_s", 0)))
+        ra = r.get("restart_to_answer_s", {})
+        print("%s: a restarted head answered HTTP after p50 %s s, max %s s (%d restarts)" %
+              (r["mode"], fmt(ra.get("p50_s")), fmt(ra.get("max_s")), ra.get("n", 0)))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=2)
