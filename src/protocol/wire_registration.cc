@@ -1,0 +1,240 @@
+// Registration (wire.h): an agent's host, slice, cube and devices as it registers, and the
+// head's reply.
+#include <set>
+
+#include "common/json_limits.h"
+#include "protocol/credential.h"
+#include "protocol/wire.h"
+#include "protocol/wire_json.h"
+
+namespace tessera::protocol {
+
+using wire_json::CoordJson;
+using wire_json::Dump;
+using wire_json::Item;
+using wire_json::json;
+using wire_json::kDefaultBlock;
+using wire_json::kMaxAddress;
+using wire_json::kMaxChips;
+using wire_json::kMaxFenceMs;
+using wire_json::kMaxLabelKey;
+using wire_json::kMaxLabelValue;
+using wire_json::kMinFenceMs;
+using wire_json::kNoMax;
+using wire_json::Member;
+using wire_json::Presence;
+using wire_json::Printable;
+using wire_json::Quoted;
+using wire_json::ReadCoord;
+using wire_json::ReadInt;
+using wire_json::ReadList;
+using wire_json::ReadObject;
+using wire_json::ReadSafeName;
+using wire_json::ReadString;
+using wire_json::Shown;
+
+namespace {
+
+// ----- registration -----
+
+Status ReadSlice(const json& j, Generation generation, Registration& r) {
+  const std::string gen(GenerationName(generation));
+  auto slice = ReadObject(j, "slice", "slice");
+  if (!slice.ok()) return slice.status();
+  if (*slice == nullptr) {
+    return InvalidArgument("slice: required: a " + gen +
+                           " host must say which slice it belongs to, {\"name\": ..., "
+                           "\"topology\": ..., \"worker\": ...}");
+  }
+  if (Member(j, "cube") != nullptr) {
+    return InvalidArgument("cube: " + gen + " hosts belong to fixed slices; send only \"slice\"");
+  }
+  const json& s = **slice;
+  SliceMembership m;
+  TESSERA_RETURN_IF_ERROR(ReadSafeName(s, "name", "slice.name", Presence::kRequired, m.name));
+  TESSERA_RETURN_IF_ERROR(
+      ReadString(s, "topology", "slice.topology", Presence::kRequired, m.topology));
+  auto shape = ParseShape(m.topology);
+  if (!shape.ok()) return InvalidArgument("slice.topology: " + shape.status().message());
+  auto topology = SliceTopology::Make(generation, *shape);
+  if (!topology.ok()) return InvalidArgument("slice.topology: " + topology.status().message());
+  m.topology = topology->shape().ToString();
+  TESSERA_RETURN_IF_ERROR(ReadInt(s, "worker", "slice.worker", 0, topology->hosts() - 1,
+                                  Presence::kRequired, m.worker));
+  r.slice = std::move(m);
+  return Status::Ok();
+}
+
+Status ReadCube(const json& j, Generation generation, Registration& r) {
+  const std::string gen(GenerationName(generation));
+  auto cube = ReadObject(j, "cube", "cube");
+  if (!cube.ok()) return cube.status();
+  if (*cube == nullptr) {
+    return InvalidArgument("cube: required: a " + gen +
+                           " host must say which cube it belongs to, {\"name\": ..., \"block\": "
+                           "..., \"coord\": [x, y, z]}");
+  }
+  if (Member(j, "slice") != nullptr) {
+    return InvalidArgument("slice: " + gen + " hosts belong to cubes; send only \"cube\"");
+  }
+  const json& c = **cube;
+  CubeMembership m;
+  m.block = kDefaultBlock;
+  TESSERA_RETURN_IF_ERROR(ReadSafeName(c, "name", "cube.name", Presence::kRequired, m.name));
+  TESSERA_RETURN_IF_ERROR(ReadSafeName(c, "block", "cube.block", Presence::kOptional, m.block));
+  TESSERA_RETURN_IF_ERROR(ReadCoord(c, "coord", "cube.coord", {1, 1, 3}, m.coord));
+  r.cube = std::move(m);
+  return Status::Ok();
+}
+
+Status ReadDevices(const json& j, Registration& r) {
+  auto devices = ReadList(j, "devices", "devices");
+  if (!devices.ok()) return devices.status();
+  if (*devices == nullptr || (*devices)->empty()) return Status::Ok();
+  if ((*devices)->size() != static_cast<size_t>(r.chips)) {
+    return InvalidArgument("devices: " + std::to_string((*devices)->size()) + " entries for " +
+                           std::to_string(r.chips) + " chips; send one per chip, or none");
+  }
+  std::set<int> seen;
+  for (size_t i = 0; i < (*devices)->size(); ++i) {
+    const json& d = (**devices)[i];
+    const std::string path = Item("devices", i);
+    if (!d.is_object()) {
+      return InvalidArgument(path + ": must be an object {\"index\": ..., \"coords\": [x, y, z]}");
+    }
+    Device device;
+    TESSERA_RETURN_IF_ERROR(
+        ReadInt(d, "index", path + ".index", 0, r.chips - 1, Presence::kRequired, device.index));
+    if (!seen.insert(device.index).second) {
+      return InvalidArgument(path + ".index: " + std::to_string(device.index) +
+                             " is given twice; each chip has its own index");
+    }
+    constexpr int kMaxCoord = 1'000'000;
+    TESSERA_RETURN_IF_ERROR(
+        ReadCoord(d, "coords", path + ".coords", {kMaxCoord, kMaxCoord, kMaxCoord}, device.coords));
+    r.devices.push_back(device);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// ----- registration -----
+
+std::string RegistrationJson(const Registration& r) {
+  json devices = json::array();
+  for (const Device& d : r.devices) {
+    devices.push_back({{"index", d.index}, {"coords", CoordJson(d.coords)}});
+  }
+  json j = {{"name", r.name},     {"generation", std::string(GenerationName(r.generation))},
+            {"chips", r.chips},   {"address", r.address},
+            {"labels", r.labels}, {"devices", std::move(devices)}};
+  if (r.agent_port != 0) j["agentPort"] = r.agent_port;  // 0: no log server
+  if (r.fence_ms != 0) j["fenceMs"] = r.fence_ms;        // 0: the agent does not fence
+  j["credential"] = r.credential;
+  if (r.slice) {
+    j["slice"] = {
+        {"name", r.slice->name}, {"topology", r.slice->topology}, {"worker", r.slice->worker}};
+  }
+  if (r.cube) {
+    j["cube"] = {
+        {"name", r.cube->name}, {"block", r.cube->block}, {"coord", CoordJson(r.cube->coord)}};
+  }
+  return Dump(j);
+}
+
+Result<Registration> ParseRegistration(std::string_view text) {
+  auto parsed = ParseJson(text, "registration");  // bounded: nesting, repeated keys
+  if (!parsed.ok()) return parsed.status();
+  json j = std::move(*parsed);
+  if (!j.is_object()) {
+    return InvalidArgument(
+        "registration: must be a JSON object {\"name\": ..., \"generation\": ..., \"chips\": "
+        "..., ...} (docs/agent-protocol.md)");
+  }
+  Registration r;
+  std::string name;
+  TESSERA_RETURN_IF_ERROR(ReadString(j, "name", "name", Presence::kRequired, name));
+  auto normalized = NormalizeHostName(name);
+  if (!normalized.ok()) return normalized.status();
+  r.name = std::move(*normalized);
+
+  std::string generation;
+  TESSERA_RETURN_IF_ERROR(
+      ReadString(j, "generation", "generation", Presence::kRequired, generation));
+  auto g = ParseGeneration(generation);
+  if (!g.ok()) return InvalidArgument("generation: " + g.status().message());
+  r.generation = *g;
+
+  if (Info(r.generation).rank == 2) {
+    TESSERA_RETURN_IF_ERROR(ReadSlice(j, r.generation, r));
+  } else {
+    TESSERA_RETURN_IF_ERROR(ReadCube(j, r.generation, r));
+  }
+
+  TESSERA_RETURN_IF_ERROR(ReadInt(j, "chips", "chips", 1, kMaxChips, Presence::kRequired, r.chips));
+  TESSERA_RETURN_IF_ERROR(ReadString(j, "address", "address", Presence::kOptional, r.address));
+  if (r.address.empty() || r.address.size() > kMaxAddress || !Printable(r.address) ||
+      r.address.find(' ') != std::string::npos) {
+    return InvalidArgument("address: " + Quoted(r.address) +
+                           " must be a host name or IP address the head reaches the host at (1.." +
+                           std::to_string(kMaxAddress) + " printable characters, no spaces)");
+  }
+  TESSERA_RETURN_IF_ERROR(
+      ReadInt(j, "agentPort", "agentPort", 1, 65535, Presence::kOptional, r.agent_port));
+  TESSERA_RETURN_IF_ERROR(
+      ReadInt(j, "fenceMs", "fenceMs", kMinFenceMs, kMaxFenceMs, Presence::kOptional, r.fence_ms));
+
+  auto labels = ReadObject(j, "labels", "labels");
+  if (!labels.ok()) return labels.status();
+  if (*labels != nullptr) {
+    for (const auto& [key, value] : (*labels)->items()) {
+      if (key.empty() || key.size() > kMaxLabelKey || !Printable(key)) {
+        return InvalidArgument("labels: key " + Quoted(key) + " must be 1.." +
+                               std::to_string(kMaxLabelKey) + " printable characters");
+      }
+      const std::string path = "labels." + key;
+      if (!value.is_string()) {
+        return InvalidArgument(path + ": must be a string, got " + Shown(value));
+      }
+      const std::string label = value.get<std::string>();
+      if (label.size() > kMaxLabelValue || !Printable(label)) {
+        return InvalidArgument(path + ": " + Quoted(label) + " must be at most " +
+                               std::to_string(kMaxLabelValue) +
+                               " characters, none of them control characters");
+      }
+      r.labels[key] = label;
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(ReadDevices(j, r));
+  TESSERA_RETURN_IF_ERROR(
+      ReadString(j, "credential", "credential", Presence::kRequired, r.credential));
+  if (!IsValidCredential(r.credential)) {
+    return InvalidArgument(
+        "credential: must be 32..128 lower-case hex digits (the host credential the agent keeps "
+        "in its state directory; docs/agent-protocol.md \"Host identity\")");
+  }
+  return r;
+}
+
+std::string RegisterReplyJson(const RegisterReply& reply) {
+  return Dump({{"host", reply.host},
+               {"heartbeatIntervalMs", reply.heartbeat_interval_ms},
+               {"leaseMs", reply.lease_ms}});
+}
+
+Result<RegisterReply> ParseRegisterReply(std::string_view text) {
+  auto parsed = ParseJson(text, "register reply");  // bounded: nesting, repeated keys
+  if (!parsed.ok()) return parsed.status();
+  json j = std::move(*parsed);
+  if (!j.is_object()) return InvalidArgument("register reply: not a JSON object");
+  RegisterReply reply;
+  if (auto h = j.find("host"); h != j.end() && h->is_string()) reply.host = h->get<std::string>();
+  TESSERA_RETURN_IF_ERROR(ReadInt(j, "heartbeatIntervalMs", "heartbeatIntervalMs", 1, kNoMax,
+                                  Presence::kOptional, reply.heartbeat_interval_ms));
+  TESSERA_RETURN_IF_ERROR(
+      ReadInt(j, "leaseMs", "leaseMs", 1, kNoMax, Presence::kOptional, reply.lease_ms));
+  return reply;
+}
+
+}  // namespace tessera::protocol

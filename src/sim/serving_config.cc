@@ -1,0 +1,116 @@
+// The serving simulation's inputs besides the trace (serving_sim.h): scaling configurations
+// from their command-line text (ParseScalingConfig) and the options' checks
+// (ValidateServingOptions), each error naming the flag and what it needs.
+#include <cmath>
+#include <sstream>
+
+#include "sim/serving_numbers.h"
+#include "sim/serving_sim.h"
+
+namespace tessera::sim {
+
+Result<ScalingConfig> ParseScalingConfig(std::string_view text, const AutoscalerConfig& defaults) {
+  const std::string t(text);
+  const std::string usage =
+      "'" + t + "': expected fixed=N or auto=MIN-MAX@TARGET[:up=S][:down=S][:lookback=S]";
+  ScalingConfig c;
+  c.name = t;
+  if (t.rfind("fixed=", 0) == 0) {
+    const std::optional<int> n = ParseCount(t.substr(6));
+    if (!n) return InvalidArgument(usage + " (N a whole number)");
+    if (*n < 1)
+      return InvalidArgument("'" + t + "': a fixed configuration needs 1 replica or more");
+    c.replicas = *n;
+    return c;
+  }
+  if (t.rfind("auto=", 0) != 0) return InvalidArgument(usage);
+  std::vector<std::string> parts;
+  {
+    std::stringstream in(t.substr(5));
+    std::string part;
+    while (std::getline(in, part, ':')) parts.push_back(part);
+  }
+  if (parts.empty()) return InvalidArgument(usage);
+  const size_t dash = parts[0].find('-');
+  const size_t at = parts[0].find('@');
+  if (dash == std::string::npos || at == std::string::npos || at < dash)
+    return InvalidArgument(usage);
+  const std::optional<int> lo = ParseCount(parts[0].substr(0, dash));
+  const std::optional<int> hi = ParseCount(parts[0].substr(dash + 1, at - dash - 1));
+  const std::optional<double> target = ParseNumber(parts[0].substr(at + 1));
+  if (!lo || !hi || !target) return InvalidArgument(usage);
+  AutoscalerConfig a = defaults;
+  a.min_replicas = *lo;
+  a.max_replicas = *hi;
+  a.target_ongoing_requests = *target;
+  if (a.max_replicas < 1 || a.min_replicas > a.max_replicas)
+    return InvalidArgument("'" + t + "': needs 0 <= MIN <= MAX and MAX >= 1");
+  if (!(a.target_ongoing_requests > 0))
+    return InvalidArgument("'" + t + "': the target ongoing requests must be positive");
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const size_t eq = parts[i].find('=');
+    const std::string key = parts[i].substr(0, eq == std::string::npos ? parts[i].size() : eq);
+    const std::optional<double> s =
+        eq == std::string::npos ? std::nullopt : ParseNumber(parts[i].substr(eq + 1));
+    if (!s || *s < 0 || (key != "up" && key != "down" && key != "lookback"))
+      return InvalidArgument("'" + t + "': '" + parts[i] +
+                             "' is not up=S, down=S or lookback=S (seconds, >= 0)");
+    const int64_t ms = std::llround(*s * 1000);
+    if (key == "up") a.upscale_delay_ms = ms;
+    if (key == "down") a.downscale_delay_ms = ms;
+    if (key == "lookback") {
+      if (ms <= 0) return InvalidArgument("'" + t + "': lookback must be positive");
+      a.lookback_ms = ms;
+    }
+  }
+  c.autoscaling = a;
+  c.replicas = a.min_replicas;
+  return c;
+}
+
+Status ValidateServingOptions(const ServingSimOptions& o) {
+  auto topology = SliceTopology::Make(o.accelerator, o.topology);
+  if (!topology.ok())
+    return InvalidArgument("topology (--topology): " + topology.status().message());
+  auto positive = [](double v, const char* what) -> Status {
+    if (v > 0 && std::isfinite(v)) return Status::Ok();
+    std::ostringstream s;
+    s << what << ": must be positive, got " << v;
+    return InvalidArgument(s.str());
+  };
+  TESSERA_RETURN_IF_ERROR(
+      positive(o.model.prefill_tokens_per_s, "prefill tokens per second (--prefill-tokens-per-s)"));
+  TESSERA_RETURN_IF_ERROR(
+      positive(o.model.decode_tokens_per_s, "decode tokens per second (--decode-tokens-per-s)"));
+  TESSERA_RETURN_IF_ERROR(positive(o.model.decode_tokens_per_s_per_request,
+                                   "decode tokens per second of one request "
+                                   "(--decode-tokens-per-s-per-request)"));
+  TESSERA_RETURN_IF_ERROR(positive(o.time_scale, "time scale (--time-scale)"));
+  TESSERA_RETURN_IF_ERROR(positive(static_cast<double>(o.tick_ms), "head tick (--tick-ms)"));
+  TESSERA_RETURN_IF_ERROR(
+      positive(static_cast<double>(o.report_ms), "router load report period (--report-ms)"));
+  TESSERA_RETURN_IF_ERROR(
+      positive(static_cast<double>(o.probe_period_ms), "readiness period (--probe-period-s)"));
+  TESSERA_RETURN_IF_ERROR(
+      positive(static_cast<double>(o.series_interval_ms), "series interval (--series-interval-s)"));
+  TESSERA_RETURN_IF_ERROR(
+      positive(static_cast<double>(o.slo.ttft_ms), "TTFT objective (--slo-ttft-ms)"));
+  TESSERA_RETURN_IF_ERROR(positive(o.slo.tpot_ms, "TPOT objective (--slo-tpot-ms)"));
+  TESSERA_RETURN_IF_ERROR(positive(static_cast<double>(o.max_ongoing_requests),
+                                   "max ongoing requests per replica (--max-ongoing-requests)"));
+  if (o.model.startup_ms < 0) return InvalidArgument("start-up time (--startup-s): must be >= 0");
+  if (o.model.startup_ms >= o.startup_grace_ms)
+    return InvalidArgument("start-up time (--startup-s) " +
+                           std::to_string(o.model.startup_ms / 1000) +
+                           " s is not below the readiness start-up grace (--startup-grace-s) " +
+                           std::to_string(o.startup_grace_ms / 1000) +
+                           " s: the lifecycle would recreate every group before it is ready");
+  if (o.grace_ms < 0) return InvalidArgument("termination grace (--grace-s): must be >= 0");
+  if (o.queue_timeout_ms < 0)
+    return InvalidArgument("router queue timeout (--queue-timeout-s): must be >= 0 (0: none)");
+  if (o.cluster_slices < 0)
+    return InvalidArgument("cluster slices (--cluster-slices): must be >= 0 (0: unlimited)");
+  return Status::Ok();
+}
+
+}  // namespace tessera::sim
