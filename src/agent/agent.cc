@@ -17,7 +17,7 @@
 #include <tuple>
 
 #include "common/json_limits.h"
-#include "ha/head_list.h"
+#include "ha/head_follower.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
 #include "protocol/credential.h"
@@ -174,11 +174,14 @@ Status Agent::Start() {
   credential_header_ = {{protocol::kHostCredentialHeader, credential_}};
 
   TESSERA_RETURN_IF_ERROR(StartLogServer());
-  if (fence_.enabled()) {
-    std::filesystem::create_directories(options_.state_dir + "/fence", ec);
-    if (ec) return Unavailable("state dir " + options_.state_dir + "/fence: " + ec.message());
-    contact_file_ = options_.state_dir + "/fence/contact";
-  }
+  std::filesystem::create_directories(options_.state_dir + "/fence", ec);
+  if (ec) return Unavailable("state dir " + options_.state_dir + "/fence: " + ec.message());
+  if (fence_.enabled()) contact_file_ = options_.state_dir + "/fence/contact";
+  // The term and attempts an earlier run saw: refused below them from the first snapshot on.
+  memory_file_ = options_.state_dir + "/fence/seen";
+  auto memory = LoadFenceMemory(memory_file_);
+  if (!memory.ok()) return memory.status();
+  fence_.Remember(*memory);
 
   std::vector<std::pair<std::string, uint16_t>> heads = {{options_.head_host, options_.head_port}};
   heads.insert(heads.end(), options_.more_heads.begin(), options_.more_heads.end());
@@ -197,6 +200,7 @@ Status Agent::Start() {
     clients_.push_back(std::make_unique<net::HttpClient>(client_options));
     heads_.push_back(host + ":" + std::to_string(port));
   }
+  follower_.SetHeads(heads_);
 
   if (!options_.warm.python.empty() && options_.warm.size > 0) {
     WarmPoolOptions warm = options_.warm;
@@ -219,11 +223,15 @@ Status Agent::Start() {
   }
 
   Log(
-      "agent.started", "logPort=" + std::to_string(server_->port()) + " head=" + [this] {
-        std::string all;
-        for (const std::string& h : heads_) all += (all.empty() ? "" : ",") + h;
-        return all;
-      }() + " chips=" + std::to_string(discovered_.size()));
+      "agent.started", "logPort=" + std::to_string(server_->port()) + " head=" +
+                           [this] {
+                             std::string all;
+                             for (const std::string& h : heads_)
+                               all += (all.empty() ? "" : ",") + h;
+                             return all;
+                           }() +
+                           " chips=" + std::to_string(discovered_.size()) +
+                           " fenceTerm=" + std::to_string(fence_.term()));
   main_thread_ = std::thread([this] { MainLoop(); });
   log_thread_ = std::thread([this] { LogLoop(); });
   if (fence_.enabled()) fence_thread_ = std::thread([this] { FenceLoop(); });
@@ -337,7 +345,7 @@ bool Agent::RegisterWithRetry() {
     r.credential = credential_;
     r.fence_ms = options_.fence_ms;
     const int64_t sent_ms = MonotonicNowMs();
-    const size_t head = head_.load();
+    const size_t head = follower_.current();
     auto response = HeadClient().Request(net::Method::kPost, "/api/v1/agents/register",
                                          protocol::RegistrationJson(r));
     if (response.ok() && response->status == 200) {
@@ -501,7 +509,7 @@ void Agent::SendHeartbeat() {
   heartbeat.usage = usage_.Sample(groups);
   const std::string target = "/api/v1/agents/" + name_ + "/heartbeat";
   const int64_t sent_ms = MonotonicNowMs();
-  const size_t head = head_.load();
+  const size_t head = follower_.current();
   auto response = HeadClient().Request(net::Method::kPost, target,
                                        protocol::HeartbeatJson(heartbeat), credential_header_);
   if (!response.ok() || response->status != 200) {
@@ -552,7 +560,7 @@ void Agent::WatchLoop() {
   milliseconds backoff = options_.backoff_initial;
   const std::string target = "/api/v1/agents/" + name_ + "/assignments?watch=true";
   while (true) {
-    const size_t head = head_.load();
+    const size_t head = follower_.current();
     net::ClientOptions client_options;
     client_options.host = options_.head_host;
     client_options.port = options_.head_port;
@@ -601,13 +609,9 @@ void Agent::WatchLoop() {
 }
 
 bool Agent::HeadFailed(size_t index, std::string_view answer) {
-  const std::string leader = ha::LeaderNamedIn(answer).value_or("");
-  const size_t next = ha::NextHead(heads_, index, leader);
-  if (next == index) return false;
-  size_t expected = index;
-  if (!head_.compare_exchange_strong(expected, next)) return false;  // already moved on
-  Log("agent.head_switched", "from=" + heads_[index] + " to=" + heads_[next] +
-                                 (leader.empty() ? " reason=unavailable" : " reason=leader_named"));
+  const std::optional<ha::HeadFollower::Switch> moved = follower_.Failed(index, answer);
+  if (!moved) return false;  // nowhere else to go, or another thread already moved on
+  Log("agent.head_switched", moved->Describe(heads_));
   return true;
 }
 
@@ -684,6 +688,7 @@ void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream) 
       RefuseLocked({snapshot.term, "", 0, 0, why});  // a replaced head: apply nothing of it
       return;
     }
+    SaveFenceMemoryLocked();  // a newer term is on disk before anything of it is applied
     // A snapshot of a newer term is applied whatever its revision (a new head's history).
     if (snapshot.revision < revision_ && !from_new_stream && snapshot.term <= newest_term)
       return;  // stale
@@ -727,6 +732,7 @@ void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream) 
         RefuseLocked({snapshot.term, key.job, key.uid, key.attempt, why});
         continue;
       }
+      SaveFenceMemoryLocked();  // a newer attempt is on disk before it is started
       if (fenced_ && FencePolicyFor(KindOf(parsed.assignment)) == FenceAction::kStop) {
         RefuseLocked({snapshot.term, key.job, key.uid, key.attempt,
                       "fenced: no head has answered a heartbeat for the fence time (" +

@@ -37,6 +37,7 @@
 #include "agent/usage.h"
 #include "agent/warm_pool.h"
 #include "common/status.h"
+#include "ha/head_follower.h"
 #include "net/http.h"
 #include "protocol/wire.h"
 
@@ -179,6 +180,9 @@ class Agent {
   void FenceLocked(const std::string& why);
   // A head answered a heartbeat (or registration) sent at `sent_ms` (MonotonicNowMs).
   void ContactLocked(int64_t sent_ms);
+  // Saves what the fence has seen (fence_memory.h) when it grew: before a snapshot that raised
+  // the term or an attempt is acted on. A failed save is logged; the agent goes on.
+  void SaveFenceMemoryLocked();
   // Records a refusal for the head and logs it once per distinct reason.
   void RefuseLocked(protocol::Refusal refusal);
   void LogLoop();
@@ -212,13 +216,13 @@ class Agent {
   std::string credential_;  // set by Start(), then read-only
   net::Headers credential_header_;
   std::unique_ptr<net::HttpServer> server_;
-  // Register + heartbeat (main thread): one client per head, heads_[head_] the one in use.
+  // Register + heartbeat (main thread): one client per head, follower_ says which is in use.
   std::vector<std::unique_ptr<net::HttpClient>> clients_;
   std::vector<std::string> heads_;  // "host:port": options_.head_host:head_port, more_heads
-  std::atomic<size_t> head_{0};
-  net::HttpClient& HeadClient() { return *clients_[head_.load()]; }
+  ha::HeadFollower follower_;       // which of heads_ is in use (ha/head_follower.h)
+  net::HttpClient& HeadClient() { return *clients_[follower_.current()]; }
   // `index` did not serve (`answer`: a transport error or a standby's 503 body, which may
-  // name the leader): moves head_ on (ha/head_list.h), unless another thread already did.
+  // name the leader): moves follower_ on, unless another thread already did.
   // True when it moved.
   bool HeadFailed(size_t index, std::string_view answer);
   UsageSampler usage_;
@@ -242,6 +246,7 @@ class Agent {
   AgentFence fence_;
   bool fenced_ = false;       // the fence is over and no head has answered since
   std::string contact_file_;  // <state_dir>/fence/contact: the last contact, for the SDK
+  std::string memory_file_;   // <state_dir>/fence/seen: the term and attempts seen (FenceMemory)
   std::set<std::string> refusals_logged_;  // reasons already logged (and reported)
 
   std::thread main_thread_;

@@ -80,6 +80,14 @@ void Agent::ContactLocked(int64_t sent_ms) {
     Log("agent.contact_file_failed", "error=" + Quoted(written.message()));
 }
 
+void Agent::SaveFenceMemoryLocked() {
+  if (!fence_.TakeChanged()) return;
+  if (Status saved = SaveFenceMemory(memory_file_, fence_.Memory()); !saved.ok())
+    Log("agent.fence_memory_failed",
+        "error=" + Quoted(saved.message()) +
+            " effect=\"a restart of this agent forgets the newest term and attempts\"");
+}
+
 void Agent::RefuseLocked(protocol::Refusal refusal) {
   const std::string seen = std::to_string(refusal.term) + " " + refusal.job + "/" +
                            std::to_string(refusal.uid) + "/" + std::to_string(refusal.attempt) +

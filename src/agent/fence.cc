@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -45,6 +46,7 @@ std::string AgentFence::CheckTerm(uint64_t term) {
            (term == 0 ? " (the head sends no term: it is older than fencing)" : "") +
            "; a newer head has taken over, so nothing of it is applied";
   }
+  if (term > term_) changed_ = true;
   term_ = term;
   return "";
 }
@@ -56,9 +58,19 @@ std::string AgentFence::CheckAttempt(const protocol::WorkerKey& key) {
            " is older than attempt " + std::to_string(it->second) +
            " this agent has already been given; not started";
   }
+  if (it == newest_attempt_.end() || key.attempt > it->second) changed_ = true;
   newest_attempt_[key.uid] = key.attempt;
   while (newest_attempt_.size() > kMaxUidsTracked) newest_attempt_.erase(newest_attempt_.begin());
   return "";
+}
+
+void AgentFence::Remember(const FenceMemory& memory) {
+  term_ = std::max(term_, memory.term);
+  for (const auto& [uid, attempt] : memory.newest_attempt) {
+    int& newest = newest_attempt_[uid];
+    newest = std::max(newest, attempt);
+  }
+  while (newest_attempt_.size() > kMaxUidsTracked) newest_attempt_.erase(newest_attempt_.begin());
 }
 
 void AgentFence::Refuse(protocol::Refusal refusal) {

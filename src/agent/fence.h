@@ -20,8 +20,10 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "agent/fence_memory.h"
 #include "common/status.h"
 #include "protocol/wire.h"
 
@@ -62,6 +64,14 @@ class AgentFence {
   std::string CheckAttempt(const protocol::WorkerKey& key);
   uint64_t term() const { return term_; }
 
+  // What CheckTerm and CheckAttempt have seen, to keep across a restart (fence_memory.h).
+  FenceMemory Memory() const { return {term_, newest_attempt_}; }
+  // Starts from what an earlier run of the agent saw (before any snapshot is checked).
+  void Remember(const FenceMemory& memory);
+  // True once after CheckTerm raised the term or CheckAttempt recorded a newer attempt: the
+  // memory should be saved before the snapshot is acted on.
+  bool TakeChanged() { return std::exchange(changed_, false); }
+
   // Refusals for the next heartbeat: at most 64 are kept (the oldest are dropped).
   void Refuse(protocol::Refusal refusal);
   std::vector<protocol::Refusal> TakeRefusals();
@@ -73,6 +83,7 @@ class AgentFence {
   int64_t last_contact_ms_ = 0;
   bool contacted_ = false;
   uint64_t term_ = 0;
+  bool changed_ = false;
   std::map<uint64_t, int> newest_attempt_;  // by uid; the 4096 highest uids
   std::vector<protocol::Refusal> refusals_;
 };

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "agent/agent.h"
@@ -239,6 +241,100 @@ TEST(AgentFenceTest, NoHeadForTheFenceTimeStopsTrainingButNotServing) {
       told = true;
   EXPECT_TRUE(told) << "the head never heard that the fence stopped train";
   EXPECT_TRUE(ProcessAlive(serve));
+}
+
+TEST(AgentFenceTest, TheMemoryOfTermsAndAttemptsIsSavedWholeAndReadBack) {
+  TempDir dir;
+  const std::string path = dir.path() + "/seen";
+  auto none = LoadFenceMemory(path);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(*none, FenceMemory{});  // a new agent has seen nothing
+
+  AgentFence fence(0);
+  EXPECT_FALSE(fence.TakeChanged());
+  EXPECT_EQ(fence.CheckTerm(7), "");
+  EXPECT_EQ(fence.CheckAttempt(Key(2)), "");
+  EXPECT_EQ(fence.CheckAttempt(Key(0, kUid + 1)), "");
+  EXPECT_TRUE(fence.TakeChanged());
+  EXPECT_FALSE(fence.TakeChanged());
+  EXPECT_EQ(fence.CheckTerm(7), "");          // the same term again: nothing new to save
+  EXPECT_EQ(fence.CheckAttempt(Key(2)), "");  // the same attempt (another rank)
+  EXPECT_FALSE(fence.TakeChanged());
+  ASSERT_TRUE(SaveFenceMemory(path, fence.Memory()).ok());
+  EXPECT_EQ(ReadFile(path), "tessera-agent-fence 1\nterm 7\nattempt 9 2\nattempt 10 0\n");
+
+  auto read = LoadFenceMemory(path);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  AgentFence restarted(0);
+  restarted.Remember(*read);
+  EXPECT_EQ(restarted.term(), 7u);
+  EXPECT_NE(restarted.CheckTerm(6).find("stale term"), std::string::npos);
+  EXPECT_NE(restarted.CheckAttempt(Key(1)).find("stale attempt"), std::string::npos);
+  EXPECT_EQ(restarted.CheckAttempt(Key(2)), "");
+}
+
+TEST(AgentFenceTest, AFenceMemoryFileTheAgentDidNotWriteIsRefusedNamingIt) {
+  TempDir dir;
+  const std::string path = dir.path() + "/seen";
+  for (const std::string& text :
+       {std::string("term 3\n"), std::string("tessera-agent-fence 2\nterm 3\n"),
+        std::string("tessera-agent-fence 1\nterm x\n"),
+        std::string("tessera-agent-fence 1\nterm 3\nattempt 9\n"),
+        std::string("tessera-agent-fence 1\nterm 3 4\n"),
+        std::string("tessera-agent-fence 1\nattempt 9 1\n"), std::string("")}) {
+    std::ofstream(path, std::ios::trunc) << text;
+    auto read = LoadFenceMemory(path);
+    ASSERT_FALSE(read.ok()) << text;
+    EXPECT_EQ(read.status().code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(read.status().message().find(path), std::string::npos) << read.status().message();
+    EXPECT_NE(read.status().message().find("delete it"), std::string::npos)
+        << read.status().message();
+  }
+  // The agent does not start on it: it would not know which heads are deposed.
+  FakeHead head;
+  Agent agent(Options(dir, head.port()), SliceDevices());
+  std::filesystem::create_directories(dir.path() + "/state/fence");
+  std::ofstream(dir.path() + "/state/fence/seen") << "garbage\n";
+  Status started = agent.Start();
+  EXPECT_EQ(started.code(), StatusCode::kInvalidArgument) << started.ToString();
+  EXPECT_NE(started.message().find("fence/seen:1"), std::string::npos) << started.ToString();
+}
+
+TEST(AgentFenceTest, ARestartedAgentStillRefusesADeposedHeadAndAnOlderAttempt) {
+  TempDir dir;
+  FakeHead head;
+  head.SetTerm(5);
+  {
+    Agent agent(Options(dir, head.port()), SliceDevices());
+    ASSERT_TRUE(agent.Start().ok());
+    head.SetAssignments({Sleeper("train", 2, protocol::WorkloadKind::kTrainJob)});
+    ASSERT_TRUE(WaitUntil([&] { return FindWorker(head.LastWorkers(), "train") != nullptr; }));
+  }  // stopped: its worker with it
+  ASSERT_TRUE(Refusals(head).empty());
+
+  // A deposed head of term 4 gives the restarted agent work: nothing of it starts.
+  head.SetTerm(4);
+  head.SetAssignments({Sleeper("other", 0, protocol::WorkloadKind::kTrainJob)});
+  Agent agent(Options(dir, head.port()), SliceDevices());
+  ASSERT_TRUE(agent.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return !Refusals(head).empty(); }));
+  json refusal = Refusals(head)[0];
+  EXPECT_EQ(refusal["term"], 4);
+  EXPECT_NE(refusal["reason"].get<std::string>().find("has seen term 5"), std::string::npos)
+      << refusal;
+  EXPECT_TRUE(agent.Workers().empty());
+  EXPECT_EQ(head.heartbeats().back().value("term", 0), 5);  // told the head what it has seen
+
+  // The leader (term 5) again, with an attempt older than the one given before the restart.
+  head.SetTerm(5);
+  head.SetAssignments({Sleeper("train", 1, protocol::WorkloadKind::kTrainJob)});
+  ASSERT_TRUE(WaitUntil([&] { return Refusals(head).size() >= 2; }));
+  refusal = Refusals(head)[1];
+  EXPECT_EQ(refusal["job"], "train");
+  EXPECT_EQ(refusal["attempt"], 1);
+  EXPECT_NE(refusal["reason"].get<std::string>().find("older than attempt 2"), std::string::npos)
+      << refusal;
+  EXPECT_TRUE(agent.Workers().empty());
 }
 
 }  // namespace

@@ -157,7 +157,7 @@ void Up(const UpFlags& f) {
   fs::remove(dir + "/router.json");
   const pid_t router =
       Spawn(exe,
-            {"router", "--head", head_url.substr(0, head_url.find(',')), "--token-file",
+            {"router", "--head", head_url, "--token-file",
              dir + "/admin.token", "--port", "0", "--info-file", dir + "/router.json"},
             dir + "/logs/router.log");
   cluster["router"] = router;
@@ -198,6 +198,11 @@ void Up(const UpFlags& f) {
       }
   }
   for (const auto& a : agents) {
+    // The agent keeps the highest head term it has seen (fence/seen, docs/ha.md "Fencing"); the
+    // control plane `up` starts may number its terms afresh (a new etcd with --ha), and no
+    // deposed head of an earlier `up` is left to refuse, so it starts from nothing.
+    std::error_code forget;
+    fs::remove(dir + "/agents/" + a[0] + "/fence/seen", forget);
     std::vector<std::string> args = {
         "agent",      "--head",    head_url,      "--join-token-file",     dir + "/join.token",
         "--name",     a[0],        "--state-dir", dir + "/agents/" + a[0], "--generation",

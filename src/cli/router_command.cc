@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "ha/head_list.h"
 #include "proxy/head_link.h"
 #include "proxy/serving_router.h"
 
@@ -59,8 +60,21 @@ void Run(RouterFlags& f) {
   proxy::HeadLinkOptions link;
   std::vector<proxy::ServiceView> fixed;
   if (!f.head.empty()) {
-    Status url = proxy::ParseHeadUrl(f.head, &link.host, &link.port);
-    if (!url.ok()) throw CommandError("--head: " + url.message());
+    // Several heads of an HA control plane, comma-separated: the link follows the leader.
+    const std::vector<std::string> heads = ha::SplitHeadList(f.head);
+    if (heads.empty()) throw CommandError("--head: no address in '" + f.head + "'");
+    for (size_t i = 0; i < heads.size(); ++i) {
+      std::string host;
+      uint16_t port = 0;
+      Status url = proxy::ParseHeadUrl(heads[i], &host, &port);
+      if (!url.ok()) throw CommandError("--head: " + url.message());
+      if (i == 0) {
+        link.host = host;
+        link.port = port;
+      } else {
+        link.more_heads.emplace_back(host, port);
+      }
+    }
     if (f.token_file.empty()) {
       throw CommandError(
           "--token-file: required with --head (the head's admin token, e.g. "
@@ -122,7 +136,10 @@ void AddRouterCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "router", "Run the serving router: routes requests to ready replicas of Services");
   auto f = std::make_shared<RouterFlags>();
-  cmd->add_option("--head", f->head, "the head to learn endpoints from, http://ADDRESS:PORT");
+  cmd->add_option(
+      "--head", f->head,
+      "the head to learn endpoints from, http://ADDRESS:PORT; several, comma-separated, for "
+      "an HA control plane (the router follows the leader)");
   cmd->add_option("--token-file", f->token_file, "the head's admin token (with --head)");
   cmd->add_option("--static-endpoints", f->static_endpoints,
                   "a JSON file of services and endpoints to route to without a head");

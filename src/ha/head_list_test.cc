@@ -1,7 +1,10 @@
-// The rules agents and the CLI use to follow the leader among several heads (head_list.h).
+// The rules agents and the CLI use to follow the leader among several heads (head_list.h,
+// head_follower.h).
 #include "ha/head_list.h"
 
 #include <gtest/gtest.h>
+
+#include "ha/head_follower.h"
 
 namespace tessera::ha {
 namespace {
@@ -36,6 +39,28 @@ TEST(HeadListTest, NextHeadGoesToTheNamedLeaderOrRoundTheList) {
   EXPECT_EQ(NextHead(heads, 0, "c:3"), 2u);
   EXPECT_EQ(NextHead(heads, 0, "elsewhere:4"), 1u);  // not ours: the next one
   EXPECT_EQ(NextHead({"a:1"}, 0, ""), 0u);           // one head: stays
+}
+
+TEST(HeadListTest, AFollowerMovesOnOnceWhenSeveralCallersSeeOneHeadFail) {
+  HeadFollower follower;
+  follower.SetHeads({"a:1", "b:2", "c:3"});
+  EXPECT_EQ(follower.current(), 0u);
+  // A standby's 503 names the leader: straight there.
+  auto moved = follower.Failed(0, "{\"error\":\"... the leader is at c:3 (term 7)\"}");
+  ASSERT_TRUE(moved.has_value());
+  EXPECT_EQ(moved->Describe(follower.heads()), "from=a:1 to=c:3 reason=leader_named");
+  EXPECT_EQ(follower.current(), 2u);
+  // Another thread saw head 0 fail too, after the move: no second move.
+  EXPECT_FALSE(follower.Failed(0, "connection refused").has_value());
+  EXPECT_EQ(follower.current(), 2u);
+  // The leader is down: the next one round the list.
+  moved = follower.Failed(2, "connection refused");
+  ASSERT_TRUE(moved.has_value());
+  EXPECT_EQ(moved->Describe(follower.heads()), "from=c:3 to=a:1 reason=unavailable");
+  // One head: nowhere to go.
+  HeadFollower one({"a:1"});
+  EXPECT_FALSE(one.Failed(0, "connection refused").has_value());
+  EXPECT_EQ(one.current(), 0u);
 }
 
 }  // namespace

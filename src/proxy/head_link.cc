@@ -1,7 +1,9 @@
 #include "proxy/head_link.h"
 
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/clock.h"
 #include "net/http_client.h"
@@ -11,10 +13,11 @@ namespace {
 
 using Json = nlohmann::json;
 
-net::ClientOptions ClientFor(const HeadLinkOptions& o) {
+net::ClientOptions ClientFor(const HeadLinkOptions& o,
+                             const std::pair<std::string, uint16_t>& head) {
   net::ClientOptions c;
-  c.host = o.host;
-  c.port = o.port;
+  c.host = head.first;
+  c.port = head.second;
   c.bearer_token = o.token;
   c.connect_timeout = std::chrono::milliseconds(2'000);
   c.read_timeout = std::chrono::milliseconds(5'000);
@@ -94,7 +97,21 @@ std::string LoadReportJson(const ServiceLoad& load, int64_t time_ms) {
 }
 
 HeadLink::HeadLink(HeadLinkOptions options, ServingRouter& router)
-    : options_(std::move(options)), router_(router) {}
+    : options_(std::move(options)), router_(router) {
+  heads_.emplace_back(options_.host, options_.port);
+  heads_.insert(heads_.end(), options_.more_heads.begin(), options_.more_heads.end());
+  std::vector<std::string> names;
+  for (const auto& [host, port] : heads_) names.push_back(host + ":" + std::to_string(port));
+  follower_.SetHeads(std::move(names));
+}
+
+bool HeadLink::HeadFailed(size_t index, const std::string& answer) {
+  const std::optional<ha::HeadFollower::Switch> moved = follower_.Failed(index, answer);
+  if (!moved) return false;
+  std::fprintf(stderr, "router: event=head_switched %s\n",
+               moved->Describe(follower_.heads()).c_str());
+  return true;
+}
 
 HeadLink::~HeadLink() { Stop(); }
 
@@ -125,7 +142,8 @@ void HeadLink::WatchLoop() {
   std::chrono::milliseconds backoff = options_.initial_backoff;
   std::string last_error;
   while (true) {
-    auto client = std::make_shared<net::HttpClient>(ClientFor(options_));
+    const size_t head = follower_.current();
+    auto client = std::make_shared<net::HttpClient>(ClientFor(options_, heads_[head]));
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
@@ -143,8 +161,7 @@ void HeadLink::WatchLoop() {
     } else {
       router_.ReplaceServices(std::move(*services));
       router_.SetHeadConnected(true);
-      LogChange("head_watch", "connected to " + options_.host + ":" + std::to_string(options_.port),
-                &last_error);
+      LogChange("head_watch", "connected to " + follower_.heads()[head], &last_error);
       backoff = options_.initial_backoff;
       outcome = client->Stream(net::Method::kGet, "/api/v1/services?watch=true",
                                [&](std::string_view line) {
@@ -175,24 +192,32 @@ void HeadLink::WatchLoop() {
                   std::to_string(options_.initial_backoff.count()) + " ms doubling to " +
                   std::to_string(options_.max_backoff.count()) + " ms): " + outcome.ToString(),
               &last_error);
+    // Another head may lead (or forward to the leader): no reason to wait long for it.
+    if (HeadFailed(head, outcome.message())) backoff = options_.initial_backoff;
     if (!SleepFor(backoff)) return;
     backoff = std::min(backoff * 2, options_.max_backoff);
   }
 }
 
 void HeadLink::ReportLoop() {
-  net::HttpClient client(ClientFor(options_));
+  std::vector<std::unique_ptr<net::HttpClient>> clients;  // one per head
+  for (const auto& head : heads_)
+    clients.push_back(std::make_unique<net::HttpClient>(ClientFor(options_, head)));
   SystemClock clock;
   std::string last_error;
   while (SleepFor(options_.report_interval)) {
     for (const ServiceLoad& load : router_.Loads()) {
-      auto r = client.Request(net::Method::kPost, "/api/v1/services/" + load.service + "/load",
-                              LoadReportJson(load, clock.NowMs()));
+      const size_t head = follower_.current();
+      auto r =
+          clients[head]->Request(net::Method::kPost, "/api/v1/services/" + load.service + "/load",
+                                 LoadReportJson(load, clock.NowMs()));
       std::string error;
       if (!r.ok()) {
         error = r.status().ToString();
+        HeadFailed(head, error);  // the next report goes to the next head
       } else if (r->status / 100 != 2) {
         error = "HTTP " + std::to_string(r->status) + ": " + r->body.substr(0, 200);
+        if (r->status == 503) HeadFailed(head, r->body);  // a standby with no leader to forward to
       }
       if (!error.empty()) {
         LogChange("load_report_failed", "(reports are dropped until the head takes one) " + error,

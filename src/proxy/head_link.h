@@ -10,6 +10,8 @@
 //            "perReplica": {"0": 2}, and since the router started "requests",
 //            "latencySecondsSum", "latencyBuckets": {"upperBounds", "cumulative"}}.
 //           Failures are dropped (logged once until one succeeds).
+//   heads   with several (HeadLinkOptions::more_heads), both follow the leader of an HA control
+//           plane: after a failure they use the next head (ha/head_follower.h).
 //
 // Ownership: the caller owns the link and the router; the router must outlive the link.
 // Thread-safety: Start() and Stop() from one thread; Stop() is idempotent and joins.
@@ -22,8 +24,11 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
+#include "ha/head_follower.h"
 #include "net/http_client.h"
 #include "proxy/serving_router.h"
 
@@ -32,6 +37,11 @@ namespace tessera::proxy {
 struct HeadLinkOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
+  // Further heads of an HA control plane (docs/ha.md "Following the leader"), after the one
+  // above. A standby forwards the router's calls to the leader; when the head in use cannot be
+  // reached, ends the watch or answers 503, the link moves to the leader that answer names, or
+  // else the next head round the list (ha/head_follower.h, as the agents do).
+  std::vector<std::pair<std::string, uint16_t>> more_heads;
   std::string token;  // the admin token
   std::chrono::milliseconds report_interval{1'000};
   std::chrono::milliseconds initial_backoff{100};
@@ -59,9 +69,14 @@ class HeadLink {
   void ReportLoop();
   // Sleeps up to `d`; false when stopping.
   bool SleepFor(std::chrono::milliseconds d);
+  // Head `index` did not serve (`answer`: the error, with a 503's body): moves the follower on
+  // and logs the switch. True when it moved.
+  bool HeadFailed(size_t index, const std::string& answer);
 
   const HeadLinkOptions options_;
   ServingRouter& router_;
+  std::vector<std::pair<std::string, uint16_t>> heads_;  // options_.host:port, then more_heads
+  ha::HeadFollower follower_;                            // which of heads_ is in use
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
