@@ -86,7 +86,7 @@ Json SliceReservationSpecJson(const SliceReservationSpec& spec, const Json& writ
   return out;
 }
 
-Json SliceReservationJson(const SliceReservation& r, const std::vector<std::string>& users) {
+Json SliceReservationJson(const SliceReservation& r) {
   const SliceReservationStatus& st = r.status;
   Json meta = {{"name", r.spec.name},
                {"uid", r.uid},
@@ -100,6 +100,13 @@ Json SliceReservationJson(const SliceReservation& r, const std::vector<std::stri
     slices.push_back({{"name", s.name}, {"hosts", s.hosts}});
     for (const std::string& h : s.hosts) hosts.push_back(h);
   }
+  Json lost = Json::array();
+  for (const LostSlice& l : st.lost_slices)
+    lost.push_back({{"name", l.slice.name},
+                    {"hosts", l.slice.hosts},
+                    {"lostHost", l.host},
+                    {"why", l.why},
+                    {"held", l.held}});
   Json spec = Json::parse(r.spec_document, nullptr, /*allow_exceptions=*/false);
   if (spec.is_discarded()) spec = SliceReservationSpecJson(r.spec, Json::object());
   return {{"apiVersion", kApiVersion},
@@ -115,10 +122,11 @@ Json SliceReservationJson(const SliceReservation& r, const std::vector<std::stri
             {"wouldHelp", WouldHelpJson(st.would_help)},
             {"slices", slices},
             {"hosts", hosts},
-            {"chips", st.slices.empty() ? 0 : r.chips()},
+            {"chips", r.held_chips()},
+            {"lostSlices", lost},
             {"readyTimeMs", st.ready_ms},
             {"expiresAtMs", st.expires_ms},
-            {"users", users},
+            {"users", st.users},
             {"releasing", st.releasing},
             {"deleting", st.deleting},
             {"preemptions", st.preemptions}}}};
@@ -165,6 +173,18 @@ Result<SliceReservation> SliceReservationFromJson(const Json& doc) {
     if (slice.hosts.empty()) return fail("status.slices[].hosts is empty");
     s.slices.push_back(std::move(slice));
   }
+  for (const Json& l : st.value("lostSlices", Json::array())) {
+    LostSlice lost{{GetOr(l, "name", std::string()), {}},
+                   GetOr(l, "lostHost", std::string()),
+                   GetOr(l, "why", std::string()),
+                   GetOr(l, "held", false)};
+    for (const Json& h : l.value("hosts", Json::array()))
+      if (h.is_string()) lost.slice.hosts.push_back(h.get<std::string>());
+    if (lost.slice.hosts.empty()) return fail("status.lostSlices[].hosts is empty");
+    s.lost_slices.push_back(std::move(lost));
+  }
+  for (const Json& u : st.value("users", Json::array()))
+    if (u.is_string()) s.users.push_back(u.get<std::string>());
   s.ready_ms = GetOr(st, "readyTimeMs", int64_t{0});
   s.expires_ms = GetOr(st, "expiresAtMs", int64_t{0});
   s.releasing = GetOr(st, "releasing", false);

@@ -32,9 +32,8 @@ Result<SliceReservationSpec> ParseSliceReservation(const nlohmann::json& doc);
 nlohmann::json SliceReservationSpecJson(const SliceReservationSpec& spec,
                                         const nlohmann::json& written);
 
-// The full document. `users`: the workloads running inside it now ("trainjob/a").
-nlohmann::json SliceReservationJson(const SliceReservation& r,
-                                    const std::vector<std::string>& users);
+// The full document (status.users as the controller last set them).
+nlohmann::json SliceReservationJson(const SliceReservation& r);
 // A stored document back (the version is the caller's to set); kInternal naming the object.
 Result<SliceReservation> SliceReservationFromJson(const nlohmann::json& doc);
 

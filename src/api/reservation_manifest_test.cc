@@ -141,7 +141,8 @@ TEST(SliceReservationJson, StoredDocumentRoundTrips) {
   SliceReservation r = ReservationLifecycle::Create(*spec, spec_doc.dump(), 12, 500);
   ReservationLifecycle::Place(r, {{"slice-0", {"a", "b"}}, {"slice-1", {"c", "d"}}}, 1000);
   r.status.would_help = {{"trainjob/x", "cq", 3, 16, true}};
-  const Json doc = SliceReservationJson(r, {"trainjob/j"});
+  r.status.users = {"trainjob/j"};
+  const Json doc = SliceReservationJson(r);
   EXPECT_EQ(doc["kind"], "SliceReservation");
   EXPECT_EQ(doc["metadata"]["queue"], "team-a");
   EXPECT_EQ(doc["status"]["phase"], "Ready");
@@ -160,6 +161,20 @@ TEST(SliceReservationJson, StoredDocumentRoundTrips) {
   EXPECT_EQ(back->status.slices, r.status.slices);
   EXPECT_EQ(back->status.expires_ms, r.status.expires_ms);
   EXPECT_EQ(back->status.would_help, r.status.would_help);
+  EXPECT_EQ(back->status.users, r.status.users);
+
+  // Rescheduling after a lost host: one slice held, the lost one listed with its hosts.
+  ReservationLifecycle::HostsLost(r, {{"b", "no heartbeat"}}, 2000);
+  const Json resched = SliceReservationJson(r);
+  EXPECT_EQ(resched["status"]["phase"], "Rescheduling");
+  EXPECT_EQ(resched["status"]["chips"], 16);
+  EXPECT_EQ(resched["status"]["hosts"], Json({"c", "d"}));
+  EXPECT_EQ(resched["status"]["lostSlices"][0]["lostHost"], "b");
+  auto again = SliceReservationFromJson(Json::parse(resched.dump()));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->status.phase, ReservationPhase::kRescheduling);
+  EXPECT_EQ(again->status.slices, r.status.slices);
+  EXPECT_EQ(again->status.lost_slices, r.status.lost_slices);
 
   Json broken = doc;
   broken["status"]["phase"] = "Held";

@@ -77,6 +77,16 @@ void DescribeReservation(net::HttpClient& client, const std::string& name) {
       std::cout << "\n";
     }
   }
+  if (!st.value("lostSlices", Json::array()).empty()) {
+    std::cout << "Lost slices (docs/reservations.md, \"A lost host\"):\n";
+    for (const Json& s : st["lostSlices"]) {
+      std::cout << "  " << s.value("name", "") << ": host " << s.value("lostHost", "") << " ("
+                << s.value("why", "") << "); hosts "
+                << (s.value("held", false) ? "held until its workloads stop:" : "released:");
+      for (const Json& h : s["hosts"]) std::cout << " " << h.get<std::string>();
+      std::cout << "\n";
+    }
+  }
   std::cout << "Users:";
   const Json users = st.value("users", Json::array());
   if (users.empty()) std::cout << " (none)";

@@ -212,6 +212,7 @@ Status Controller::RunStep(std::string name, const Step& step) {
   }
   AnnounceEvents();
   if (e.schedule) schedule_requested_ = true;
+  NoteReservationUsers(before.spec.reservation);  // reservation_health.cc: status.users
   return Status::Ok();
 }
 

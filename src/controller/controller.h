@@ -421,7 +421,9 @@ class Controller {
   // that its users hold (jobs holding chips except `except_job`, placed replica groups), why a
   // workload cannot use it now (false when Ready), the 422 at apply for a Service with a
   // replica group that can never fit, their placement on the free hosts, and stopping them.
-  std::vector<HostId> ReservationHostsInUse(const std::string& name, uint64_t except_job) const;
+  // `with_lost`: also the hosts of its lost slices that it still holds (never plannable).
+  std::vector<HostId> ReservationHostsInUse(const std::string& name, uint64_t except_job,
+                                            bool with_lost = true) const;
   bool ReservationUnusable(const std::string& name, std::string& reason,
                            std::string& message) const;
   std::optional<ApiError> ServiceInReservationRefusalLocked(const ServiceSpec& spec,
@@ -434,6 +436,17 @@ class Controller {
   Status AdmitReservation(const std::string& name, const Admission& admission);
   Status EvictReservation(const std::string& name, const Eviction& eviction);
   Status SetReservationPending(const std::string& name, const PendingStatus& pending);
+  // Lost hosts and users (reservation_health.cc): status.users written when the set changes
+  // (NoteReservationUsers is the hook of RunStep and RunServiceStep; a failed write is retried
+  // by the next tick), held slices with a lost or deleted host given up (Rescheduling), their
+  // hosts released once no user runs there, and whole free slices re-acquired.
+  Status SyncReservationUsers(const std::string& name);
+  void NoteReservationUsers(const std::string& name);
+  Status ReservationHostsLost(int64_t now);
+  Status ScheduleLostSlices();
+  std::vector<HostId> ReservationLostHosts(const SliceReservation& r) const;
+  void HoldReservationHosts(const SliceReservation& r, std::vector<HostId> ids);
+  void ReleaseReservationHosts(const SliceReservation& r, const std::vector<std::string>& hosts);
 
   // --- queue objects (controller_queues.cc) ---
   ApiResult<Json> ApplyQueueObject(const std::string& kind, const Json& doc);

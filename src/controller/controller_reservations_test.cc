@@ -496,3 +496,220 @@ TEST_F(ReservationCubeTest, AServiceWithAReplicaLargerThanItsReservationIsRefuse
 
 }  // namespace
 }  // namespace tessera::controller
+
+namespace tessera::controller {
+namespace {
+
+// status.users is written when users come and go, so a watch sees each change
+// (reservation_health.cc), and a restarted head reads it back.
+TEST_F(ReservationTest, WatchersSeeUsersComeAndGo) {
+  std::vector<std::pair<std::string, Json>> seen;  // type, status.users of each change
+  c_->SetChangeListener([&](const std::string& kind, const std::string& type, const Json& obj) {
+    if (kind == "SliceReservation") seen.push_back({type, obj["status"]["users"]});
+  });
+  auto users_seen = [&] {
+    std::vector<Json> out;
+    for (const auto& [type, users] : seen)
+      if (out.empty() || out.back() != users) out.push_back(users);
+    return out;
+  };
+  Ok(c_->Apply(ReservationDoc("pool", 2)));
+  Ok(c_->Apply(InsideDoc("a", "pool")));
+  Ok(c_->Apply(ServiceInsideDoc("llm", "pool", 1)));
+  ASSERT_EQ(Phase("a"), "Starting");
+  ASSERT_EQ(Group("llm", 0)["phase"], "Starting");
+  HeartbeatAll("Running");
+  EXPECT_EQ(users_seen(), (std::vector<Json>{Json::array(), Json({"trainjob/a"}),
+                                             Json({"trainjob/a", "service/llm"})}));
+  EXPECT_EQ(seen.back().first, "MODIFIED");
+  EXPECT_EQ(Get("pool")["status"]["users"], Json({"trainjob/a", "service/llm"}));
+  // The job ends (its slice stays held), the service is scaled to zero.
+  ReportExited("a");
+  ASSERT_EQ(Phase("a"), "Succeeded");
+  Ok(c_->ScaleService("llm", "server", 0));
+  ConfirmAllStopped();
+  ASSERT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(users_seen(), (std::vector<Json>{Json::array(), Json({"trainjob/a"}),
+                                             Json({"trainjob/a", "service/llm"}),
+                                             Json({"service/llm"}), Json::array()}));
+  // Each change once, not on every pass.
+  const size_t changes = seen.size();
+  ASSERT_TRUE(c_->Tick().ok());
+  ASSERT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(seen.size(), changes);
+  // Stored, so a restarted head serves the same.
+  Ok(c_->Apply(InsideDoc("b", "pool")));
+  Start();
+  EXPECT_EQ(Get("pool")["status"]["users"], Json({"trainjob/b"}));
+}
+
+// A reserved host that is lost (docs/reservations.md "A lost host"), on the two slices of the
+// fixture, both reserved: the reservation is Rescheduling and names the host, keeps the other
+// slice and its job, holds the broken slice's hosts until its job's workers have stopped, then
+// releases them, and takes the slice back once it is whole again.
+class ReservationLostHostTest : public ReservationTest {
+ protected:
+  // Every registered host except `silent` heartbeats (its workers Running), at `now`.
+  void BeatAllBut(const std::string& silent, int slices = 2) {
+    for (int s = 0; s < slices; ++s)
+      for (int w = 0; w < 4; ++w) {
+        const std::string h = HostName(s, w);
+        if (h == silent) continue;
+        Json a = Ok(c_->Assignments(h));
+        Json workers = Json::array();
+        for (const Json& x : a["assignments"])
+          workers.push_back({{"job", x["job"]},
+                             {"uid", x["uid"]},
+                             {"attempt", x["attempt"]},
+                             {"rank", x["rank"]},
+                             {"pid", 100},
+                             {"startedAtMs", 0},
+                             {"state", "Running"},
+                             {"exitCode", 0},
+                             {"signal", 0},
+                             {"finishedAtMs", 0}});
+        Ok(Beat(*c_, h, {{"workers", workers}, {"revision", a["revision"]}}));
+      }
+  }
+  // `host` stops heartbeating; the lease (5 s) passes while the others beat.
+  void Lose(const std::string& host, int slices = 2) {
+    BeatAllBut("", slices);
+    clock_.AdvanceMs(3000);
+    BeatAllBut(host, slices);
+    clock_.AdvanceMs(2500);
+    ASSERT_TRUE(c_->Tick().ok());
+  }
+  // Hosts that hold nothing any more confirm it, except `silent`.
+  void ConfirmStoppedBut(const std::string& silent, int slices = 2) {
+    for (int s = 0; s < slices; ++s)
+      for (int w = 0; w < 4; ++w) {
+        const std::string h = HostName(s, w);
+        if (h == silent) continue;
+        Json a = Ok(c_->Assignments(h));
+        if (!a["assignments"].empty()) continue;
+        Ok(Beat(*c_, h, {{"workers", Json::array()}, {"revision", a["revision"]}}));
+      }
+  }
+  std::set<std::string> SliceHosts(const Json& slice) {
+    std::set<std::string> hosts;
+    for (const Json& h : slice["hosts"]) hosts.insert(h.get<std::string>());
+    return hosts;
+  }
+};
+
+TEST_F(ReservationLostHostTest, ReschedulesTheLostSliceKeepsTheOtherAndTakesItBackWhenWhole) {
+  Ok(c_->Apply(ReservationDoc("pool", 2, "1h")));
+  Ok(c_->Apply(InsideDoc("a", "pool")));
+  Ok(c_->Apply(InsideDoc("b", "pool")));
+  ASSERT_EQ(Phase("a"), "Starting");
+  ASSERT_EQ(Phase("b"), "Starting");
+  HeartbeatAll("Running");
+  const int64_t expires = Get("pool")["status"]["expiresAtMs"].get<int64_t>();
+  const std::set<std::string> a_hosts = JobHosts("a"), b_hosts = JobHosts("b");
+  const std::string lost = *a_hosts.begin();
+
+  Lose(lost);
+  Json r = Get("pool");
+  EXPECT_EQ(r["status"]["phase"], "Rescheduling") << r.dump();
+  EXPECT_EQ(r["status"]["reason"], "SliceLost");
+  const std::string message = r["status"]["message"];
+  EXPECT_NE(message.find("host " + lost), std::string::npos) << message;
+  EXPECT_NE(message.find("holding 1 of 2"), std::string::npos) << message;
+  EXPECT_FALSE(r["status"]["pendingReason"].get<std::string>().empty()) << r.dump();
+  EXPECT_EQ(Hosts(r), b_hosts);  // the other slice stays held
+  EXPECT_EQ(r["status"]["chips"], 16);
+  ASSERT_EQ(r["status"]["lostSlices"].size(), 1u);
+  EXPECT_EQ(r["status"]["lostSlices"][0]["lostHost"], lost);
+  EXPECT_EQ(SliceHosts(r["status"]["lostSlices"][0]), a_hosts);
+  EXPECT_TRUE(r["status"]["lostSlices"][0]["held"].get<bool>());
+  EXPECT_EQ(r["status"]["expiresAtMs"], expires);  // its ttl keeps counting
+  // b runs on; a is handled by its own recovery (the attempt failed: its workers are stopped).
+  EXPECT_EQ(Phase("b"), "Running");
+  EXPECT_EQ(Job("a")["status"]["reason"], "HostLost") << Job("a").dump();
+  // Nothing new goes on the broken slice, whose stopping workers still run.
+  Ok(c_->Apply(InsideDoc("c", "pool")));
+  Json c = Job("c")["status"];
+  EXPECT_EQ(c["reason"], "ReservationFull") << c.dump();
+  EXPECT_NE(c["message"].get<std::string>().find("Rescheduling"), std::string::npos) << c.dump();
+  Ok(c_->Apply(JobDoc("outside", 1)));
+  EXPECT_EQ(Phase("outside"), "Pending");
+  EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 32);  // both slices still held
+
+  // a's workers on the healthy hosts have stopped: the broken slice's hosts are released (the
+  // lost one stays down); a job outside still cannot take a slice with a lost host.
+  ConfirmStoppedBut(lost);
+  ASSERT_TRUE(c_->Tick().ok());
+  r = Get("pool");
+  EXPECT_EQ(r["status"]["phase"], "Rescheduling");
+  EXPECT_FALSE(r["status"]["lostSlices"][0]["held"].get<bool>()) << r.dump();
+  for (const std::string& h : a_hosts) EXPECT_EQ(OwnerOfHost(h), "") << h;
+  EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 16);
+  EXPECT_EQ(Phase("outside"), "Pending");
+
+  // The host is back: the slice is whole and free, and the reservation takes it first (ahead of
+  // the pending job outside); Ready again with the ttl it had, and a job inside starts there.
+  BeatAllBut("");
+  ASSERT_TRUE(c_->Tick().ok());
+  r = Get("pool");
+  EXPECT_EQ(r["status"]["phase"], "Ready") << r.dump();
+  EXPECT_EQ(r["status"]["reason"], "Ready");
+  EXPECT_EQ(r["status"]["lostSlices"], Json::array());
+  EXPECT_EQ(Hosts(r).size(), 8u);
+  EXPECT_EQ(r["status"]["expiresAtMs"], expires);
+  EXPECT_NE(r["status"]["message"].get<std::string>().find("replacing lost"), std::string::npos)
+      << r.dump();
+  EXPECT_EQ(Phase("outside"), "Pending");
+  const std::set<std::string> held = Hosts(r);
+  for (const char* job : {"a", "c"})
+    for (const std::string& h : JobHosts(job)) EXPECT_TRUE(held.count(h)) << job << " on " << h;
+  // a failed (onHostLoss: fail, the default); c, waiting inside, starts on the slice taken back.
+  EXPECT_EQ(Phase("a"), "Failed");
+  EXPECT_EQ(Phase("c"), "Starting") << Job("c").dump();
+  EXPECT_EQ(JobHosts("c"), a_hosts);
+  // A restarted head holds the same.
+  Start();
+  ASSERT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(Hosts(Get("pool")), held);
+  EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 32);
+}
+
+// With a free slice elsewhere, a third one registered: the lost slice is replaced in the same
+// pass, while its hosts stay held (unplannable) until the job on them has stopped.
+TEST_F(ReservationLostHostTest, ReplacedAtOnceByAFreeSliceAndReleasedOnceItsJobStopped) {
+  for (int w = 0; w < 4; ++w)
+    Ok(Register(*c_, {{"name", HostName(2, w)},
+                      {"generation", "v6e"},
+                      {"chips", 4},
+                      {"address", "127.0.0.1"},
+                      {"agentPort", 9100 + w},
+                      {"slice", {{"name", "slice-2"}, {"topology", "4x4"}, {"worker", w}}}}));
+  Ok(c_->Apply(ReservationDoc("pool", 1)));
+  Json a = InsideDoc("a", "pool");
+  a["spec"]["failurePolicy"] = {{"maxFailures", 3}, {"onHostLoss", "pause"}};  // restarts
+  Ok(c_->Apply(a));
+  ASSERT_EQ(Phase("a"), "Starting");
+  HeartbeatAll("Running");
+  const std::set<std::string> a_hosts = JobHosts("a");
+  const std::string lost = *a_hosts.begin();
+  Lose(lost, 3);
+  Json r = Get("pool");
+  EXPECT_EQ(r["status"]["phase"], "Ready") << r.dump();
+  const std::set<std::string> now_held = Hosts(r);
+  ASSERT_EQ(now_held.size(), 4u);
+  for (const std::string& h : now_held) EXPECT_FALSE(a_hosts.count(h)) << h;
+  ASSERT_EQ(r["status"]["lostSlices"].size(), 1u);  // still held: a's workers are stopping
+  EXPECT_TRUE(r["status"]["lostSlices"][0]["held"].get<bool>());
+  EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 32);  // the new slice and the broken one
+  ConfirmStoppedBut(lost, 3);
+  ASSERT_TRUE(c_->Tick().ok());
+  r = Get("pool");
+  EXPECT_EQ(r["status"]["lostSlices"], Json::array()) << r.dump();
+  EXPECT_EQ(Hosts(r), now_held);
+  EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 16);
+  // a, restarted by its own recovery (onHostLoss: pause), runs inside on the new slice only.
+  EXPECT_EQ(Phase("a"), "Starting") << Job("a").dump();
+  EXPECT_EQ(JobHosts("a"), now_held);
+}
+
+}  // namespace
+}  // namespace tessera::controller

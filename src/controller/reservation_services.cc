@@ -16,9 +16,11 @@
 
 namespace tessera::controller {
 
-std::vector<HostId> Controller::ReservationHostsInUse(const std::string& name,
-                                                      uint64_t except_job) const {
+std::vector<HostId> Controller::ReservationHostsInUse(const std::string& name, uint64_t except_job,
+                                                      bool with_lost) const {
   std::vector<HostId> in_use;
+  if (auto r = reservations_.find(name); with_lost && r != reservations_.end())
+    in_use = ReservationLostHosts(r->second);  // reservation_health.cc
   auto add = [&](const std::string& host) {
     if (auto h = host_ids_.find(host); h != host_ids_.end()) in_use.push_back(h->second);
   };
@@ -102,9 +104,9 @@ std::optional<ApiError> Controller::ServiceInReservationRefusalLocked(const Serv
     };
     if (role.accelerator != r.spec.accelerator) return refuse("another accelerator");
     if (role.topology.chips() > r.chips()) return refuse("more chips");
-    // Held now: plan on its hosts as if it had no other users.
-    if (r.HoldsChips() && inventory_ready_) {
-      auto inside = InsideReservation(inventory_, OwnerId(r.uid), {});
+    // Held whole now (not Rescheduling): plan on its slices as if it had no other users.
+    if (r.status.phase == ReservationPhase::kReady && r.HoldsChips() && inventory_ready_) {
+      auto inside = InsideReservation(inventory_, OwnerId(r.uid), ReservationLostHosts(r));
       if (!inside.ok()) return ToApiError(inside.status());
       PlanResult p = planner_.Plan(*inside, {role.accelerator, role.topology, 1});
       if (!p.placed()) return refuse(p.message);
@@ -148,6 +150,8 @@ Status Controller::ScheduleReservationServices() {
         reason = "ReservationFull";
         message = "slicereservation '" + rname + "' has no room for it now: " + plan.message +
                   (users.empty() ? "" : "; in use by " + users);
+        if (r.status.phase == ReservationPhase::kRescheduling)
+          message += "; it is Rescheduling (" + r.status.message + ")";
       }
       TESSERA_RETURN_IF_ERROR(RunServiceStep(
           name, [&](Service& s) { return services_life_.SetPending(s, key, reason, message); }));

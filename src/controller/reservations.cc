@@ -45,7 +45,7 @@ std::vector<std::string> Controller::ReservationUsers(const std::string& name) c
 }
 
 Json Controller::ReservationJsonLocked(const SliceReservation& r) const {
-  return api::SliceReservationJson(r, ReservationUsers(r.name()));
+  return api::SliceReservationJson(r);
 }
 
 std::optional<ApiError> Controller::ReservationRefusalLocked(const SliceReservationSpec& spec) {
@@ -100,9 +100,9 @@ std::optional<ApiError> Controller::JobInReservationRefusalLocked(const TrainJob
   };
   if (spec.accelerator != r.spec.accelerator) return refuse("another accelerator");
   if (spec.topology.chips() * spec.min_slices > r.chips()) return refuse("more chips");
-  // Held now: plan on its hosts as if it had no other users.
-  if (r.HoldsChips() && inventory_ready_) {
-    auto inside = InsideReservation(inventory_, OwnerId(r.uid), {});
+  // Held whole now (not Rescheduling): plan on its slices as if it had no other users.
+  if (r.status.phase == ReservationPhase::kReady && r.HoldsChips() && inventory_ready_) {
+    auto inside = InsideReservation(inventory_, OwnerId(r.uid), ReservationLostHosts(r));
     if (!inside.ok()) return ToApiError(inside.status());
     PlanResult p = planner_.Plan(*inside, {spec.accelerator, spec.topology, spec.min_slices});
     if (!p.placed()) return refuse(p.message);
@@ -230,6 +230,8 @@ Status Controller::RunReservationStep(const std::string& name, const Reservation
   if (e.persist && !e.remove) r.version = *committed;
   Status stopped = e.stop_users ? StopReservationUsers(name) : Status::Ok();
   if (e.release_chips && inventory_ready_) inventory_.Release(OwnerId(r.uid));
+  if (!e.release_hosts.empty() && inventory_ready_)
+    ReleaseReservationHosts(r, e.release_hosts);  // reservation_health.cc
   if (e.remove) {
     Emit(api::kSliceReservationKind, "DELETED", ReservationJsonLocked(r));
     reservations_.erase(it);
@@ -271,7 +273,8 @@ Status Controller::TickReservations(int64_t now) {
         name, [&](SliceReservation& r) { return ReservationLifecycle::Tick(r, now); });
     if (first.ok()) first = s;
   }
-  return first;
+  Status lost = ReservationHostsLost(now);  // reservation_health.cc: lost hosts, users
+  return first.ok() ? lost : first;
 }
 
 Status Controller::LoadReservations() {
@@ -291,13 +294,11 @@ Status Controller::LoadReservations() {
 
 void Controller::ReserveReservations() {
   for (const auto& [name, r] : reservations_) {
-    std::vector<HostId> ids;
+    std::vector<HostId> ids = ReservationLostHosts(r);  // still held (reservation_health.cc)
     for (const ReservedSlice& s : r.status.slices)
       for (const std::string& host : s.hosts)
         if (auto it = host_ids_.find(host); it != host_ids_.end()) ids.push_back(it->second);
-    if (ids.empty()) continue;
-    if (Status s = inventory_.Reserve(OwnerId(r.uid), ids); !s.ok())
-      inventory_conflicts_.push_back(Object(name) + ": " + s.message());
+    HoldReservationHosts(r, std::move(ids));
   }
 }
 
@@ -345,6 +346,8 @@ Status Controller::ScheduleReservations() {
     TESSERA_RETURN_IF_ERROR(RunReservationStep(
         name, [&](SliceReservation& r) { return ReservationLifecycle::UsersStopped(r, now); }));
   }
+  // Lost slices released, lost ones replaced, ahead of everything pending (reservation_health.cc).
+  TESSERA_RETURN_IF_ERROR(ScheduleLostSlices());
   // Without ClusterQueues: pending reservations first come, first served (before the jobs'
   // pass, which cannot take their hosts afterwards). With queues the admission cycle admits
   // them (AddReservationWorkloads).
@@ -413,6 +416,8 @@ Status Controller::ScheduleReservationUsers() {
       reason = "ReservationFull";
       message = "slicereservation '" + rname + "' has no room for it now: " + plan.message +
                 (names.empty() ? "" : "; in use by " + names);
+      if (it->second.status.phase == ReservationPhase::kRescheduling)
+        message += "; it is Rescheduling (" + it->second.status.message + ")";
     }
     TESSERA_RETURN_IF_ERROR(RunStep(
         job_name, [&](TrainJob& j) { return train_.SetPending(j, reason, message, 0, {}); }));
@@ -452,8 +457,10 @@ std::map<uint64_t, std::string> Controller::AddReservationWorkloads(
     }
     w.request = {r.spec.accelerator, r.spec.topology, r.spec.num_slices};
     w.creation_order = static_cast<int64_t>(r.uid);
-    w.state =
-        st.phase == ReservationPhase::kReady ? WorkloadState::kRunning : WorkloadState::kPending;
+    // Rescheduling keeps its admission (and quota) while it re-acquires a lost slice.
+    w.state = st.phase == ReservationPhase::kReady || st.phase == ReservationPhase::kRescheduling
+                  ? WorkloadState::kRunning
+                  : WorkloadState::kPending;
     w.admitted_at_ms = st.ready_ms;
     snap.workloads.push_back(std::move(w));
     by_uid[r.uid] = name;

@@ -65,6 +65,7 @@ Status Controller::RunServiceStep(const std::string& name, const ServiceStep& st
   }
   AnnounceEvents();
   if (e.schedule) schedule_requested_ = true;
+  NoteReservationUsers(before.spec.reservation);  // reservation_health.cc: status.users
   return Status::Ok();
 }
 

@@ -39,9 +39,12 @@ struct SliceReservationSpec {
 };
 
 // Pending -> Ready -> Expired (ttl). Deleting or a preemption stops the workloads inside it
-// first; the hosts are released once they have stopped.
-enum class ReservationPhase { kPending, kReady, kExpired };
-const char* ReservationPhaseName(ReservationPhase phase);  // "Pending", "Ready", "Expired"
+// first; the hosts are released once they have stopped. Ready -> Rescheduling when a host of a
+// held slice is lost (Ray's RESCHEDULING placement group): the other slices stay held, and it is
+// Ready again once a whole healthy slice of the same shape replaces each lost one.
+enum class ReservationPhase { kPending, kReady, kRescheduling, kExpired };
+// "Pending", "Ready", "Rescheduling", "Expired"
+const char* ReservationPhaseName(ReservationPhase phase);
 Result<ReservationPhase> ParseReservationPhase(std::string_view name);
 
 // One held slice: its name and its hosts in worker-id order.
@@ -49,6 +52,17 @@ struct ReservedSlice {
   std::string name;
   std::vector<std::string> hosts;
   friend bool operator==(const ReservedSlice&, const ReservedSlice&) = default;
+};
+
+// A slice given up because one of its hosts was lost (or deleted). Its hosts stay held, unused,
+// while workloads of the reservation still run there (their own recovery stops them), so that
+// nothing else is placed beside their stopping workers; then they are released.
+struct LostSlice {
+  ReservedSlice slice;
+  std::string host;  // the lost host
+  std::string why;   // "no heartbeat for 5.2 s (lease 5000 ms)", "the host was deleted"
+  bool held = true;  // its hosts are still held by the reservation
+  friend bool operator==(const LostSlice&, const LostSlice&) = default;
 };
 
 // Every field is persisted.
@@ -61,8 +75,14 @@ struct SliceReservationStatus {
   int queue_position = 0;
   std::vector<WouldHelp> would_help;
   std::vector<ReservedSlice> slices;  // held now; empty while Pending or once released
-  int64_t ready_ms = 0;               // when it last became Ready
-  int64_t expires_ms = 0;             // ready_ms + ttl; 0: no ttl (or not Ready)
+  // Lost since it was last Ready (kept while Rescheduling), and those whose hosts are still
+  // held; a lost slice is listed until it is replaced and its hosts are released.
+  std::vector<LostSlice> lost_slices;
+  // The workloads running inside it ("trainjob/a", "service/b"), as the controller last wrote
+  // them: every change is a store write, so watchers see users come and go.
+  std::vector<std::string> users;
+  int64_t ready_ms = 0;    // when it last became Ready
+  int64_t expires_ms = 0;  // ready_ms + ttl; 0: no ttl (or not Ready)
   // The workloads inside it are being stopped (deleted with force, expired, preempted); its
   // hosts stay held until none of them runs (UsersStopped).
   bool releasing = false;
@@ -81,6 +101,16 @@ struct SliceReservation {
   const std::string& name() const { return spec.name; }
   bool HoldsChips() const { return !status.slices.empty(); }
   int64_t chips() const { return spec.topology.chips() * spec.num_slices; }
+  // The chips of the slices held now (fewer than chips() while Rescheduling).
+  int64_t held_chips() const {
+    return spec.topology.chips() * static_cast<int64_t>(status.slices.size());
+  }
+  // How many slices it must re-acquire (Rescheduling), else 0.
+  int missing_slices() const {
+    return status.phase == ReservationPhase::kRescheduling
+               ? spec.num_slices - static_cast<int>(status.slices.size())
+               : 0;
+  }
 };
 
 // What the driver applies after a step, in this order: persist or remove (a failed write
@@ -90,12 +120,15 @@ struct ReservationEffects {
   bool persist = false;
   bool remove = false;
   bool release_chips = false;
+  // Release only these hosts (a lost slice whose workloads have stopped); the rest stay held.
+  std::vector<std::string> release_hosts;
   bool stop_users = false;  // evict every workload that runs inside the reservation now
   std::vector<JobEvent> events;
   bool schedule = false;
 
   bool empty() const {
-    return !persist && !remove && !release_chips && !stop_users && events.empty() && !schedule;
+    return !persist && !remove && !release_chips && release_hosts.empty() && !stop_users &&
+           events.empty() && !schedule;
   }
 };
 
@@ -123,6 +156,29 @@ class ReservationLifecycle {
   // Releasing, and no workload runs inside it any more: the hosts are released; then removed
   // (deleted), kept Expired, or Pending again (preempted).
   static ReservationEffects UsersStopped(SliceReservation& r, int64_t now);
+  // The workloads running inside it now. Persists only on a change (no event: the document's
+  // MODIFIED is what watchers see).
+  static ReservationEffects SetUsers(SliceReservation& r, std::vector<std::string> users);
+
+  // Lost hosts (docs/reservations.md "A lost host"). `lost`: host name -> why, for the hosts
+  // that are lost or gone now. Ready or Rescheduling (and not being released): every held slice
+  // with such a host is no longer a whole slice; it moves to lost_slices (its hosts still held)
+  // and the reservation is Rescheduling, its reason SliceLost and its message naming the host;
+  // the other slices stay held and its ttl keeps counting. Otherwise nothing.
+  static ReservationEffects HostsLost(SliceReservation& r,
+                                      const std::map<std::string, std::string>& lost, int64_t now);
+  // No workload runs on the hosts of lost slice `slice` any more: they are released (and the
+  // slice forgotten once it has been replaced).
+  static ReservationEffects LostSliceFreed(SliceReservation& r, const std::string& slice,
+                                           int64_t now);
+  // Rescheduling: the scheduler found `slices` (whole, healthy, free) to replace lost ones.
+  // Ready again once it holds numSlices; its ttl is not reset.
+  static ReservationEffects Replace(SliceReservation& r, std::vector<ReservedSlice> slices,
+                                    int64_t now);
+  // Rescheduling and no whole slice is free now: the planner's reason and message. Persists
+  // only on a change.
+  static ReservationEffects WaitForSlices(SliceReservation& r, const std::string& reason,
+                                          const std::string& message);
 };
 
 // The inventory a workload inside a reservation plans on: `inv` where only the hosts of

@@ -2,7 +2,9 @@
 head and real agents (two v6e 4x4 slices), because what it checks only real processes show: a
 job inside the reservation is started by the agents of the reserved hosts and no others, the
 slice stays held after the job's workers have exited, and `delete --force` stops workers that
-really run before the hosts are released. The rules themselves are unit-tested
+really run before the hosts are released; a Service inside it has its processes started by the
+reserved hosts' agents only, and holds the reservation while they serve. The rules themselves
+are unit-tested
 (src/workload/reservation_test.cc, src/controller/controller_reservations_test.cc).
 
 Uses the Cluster helper of test_cluster.py (polled with deadlines, never fixed sleeps).
@@ -10,6 +12,7 @@ Uses the Cluster helper of test_cluster.py (polled with deadlines, never fixed s
 import unittest
 
 from test_cluster import PYTHON, REPO, Cluster, alive, wait_for
+from test_serving import SERVER
 
 RESERVATION = """
 apiVersion: tessera/v1
@@ -91,6 +94,38 @@ class ReservationTest(unittest.TestCase):
         pids = [w["pid"] for w in st["workers"]]
         self.assertEqual(len(pids), 4, st)
         self.assertFalse([p for p in pids if alive(p)], st)
+
+    def test_service_inside_runs_on_the_reserved_hosts_only_and_blocks_delete(self):
+        c = self.c
+        c.cli("apply", "-f", "-", input=RESERVATION.replace("name: pool", "name: svcpool"))
+        c.cli("wait", "slicereservation", "svcpool", "--for", "phase=Ready", "--timeout", "30s")
+        code, body = c.request("GET", "/api/v1/slicereservations/svcpool")
+        held = set(body["status"]["hosts"])
+        svc = {"apiVersion": "tessera/v1", "kind": "Service", "metadata": {"name": "echo"},
+               "spec": {"reservation": "svcpool", "accelerator": "v6e", "topology": "4x4",
+                        "command": [PYTHON, "-c", SERVER], "workingDir": REPO, "replicas": 2,
+                        "readiness": {"path": "/healthz", "startupGrace": "60s", "period": "1s"},
+                        "terminationGracePeriod": "2s"}}
+        code, body = c.request("POST", "/api/v1/apply", svc)
+        self.assertIn(code, (200, 201), body)
+
+        def replicas():
+            return {r["replica"]: r for r in c.request("GET", "/api/v1/services/echo")[1]
+                    ["status"]["roles"][0]["replicas"]}
+        wait_for("one group ready inside", lambda: replicas()[0]["phase"] == "Ready", timeout=60)
+        group = replicas()[0]
+        self.assertEqual({p["host"] for p in group["processes"]}, held, group)
+        self.assertTrue(all(alive(p["pid"]) for p in group["processes"]), group)
+        # The second group waits inside, though the other slice of the cluster is free.
+        self.assertEqual(replicas()[1]["reason"], "ReservationFull", replicas()[1])
+        code, body = c.request("DELETE", "/api/v1/slicereservations/svcpool")
+        self.assertEqual(code, 409, body)
+        self.assertIn("service/echo", str(body))
+        c.cli("delete", "service", "echo")
+        wait_for("the service removed",
+                 lambda: c.request("GET", "/api/v1/services/echo")[0] == 404, timeout=60)
+        code, body = c.request("DELETE", "/api/v1/slicereservations/svcpool")
+        self.assertEqual(code, 200, body)
 
 
 if __name__ == "__main__":
