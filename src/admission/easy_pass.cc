@@ -64,6 +64,40 @@ EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
                              "ended" +
                                  (note.empty() ? "" : "; " + note)});
   };
+  // Plans the moves that make room for the head `w` on `inv`; on success holds the head's room
+  // and the hints in `inv` and sets out.defrag. Else `note` says why, for the head's message.
+  auto try_defrag = [&](const EasyWaiting& w, std::string& note) {
+    std::vector<MoveCandidate> candidates;
+    for (const EasyRunning& r : running) {
+      if (!r.movable) continue;
+      const int64_t since = r.last_checkpoint_s >= r.start_s ? r.last_checkpoint_s : r.start_s;
+      candidates.push_back({r.id, r.priority, r.request,
+                            Chips(r.request) * std::max<int64_t>(0, now_s - since),
+                            r.last_moved_s});
+    }
+    DefragPlan d = budget_chip_s > 0 ? PlanDefrag(inv, planner, w.request, candidates, now_s,
+                                                  budget_chip_s, o.defrag_options)
+                                     : DefragPlan{};
+    if (budget_chip_s <= 0) d.message = "the budget of moved work is spent";
+    if (d.found && !d.moves.empty()) {
+      // Hold the head's room and the hints, so that nothing later in line takes them.
+      Inventory scratch = inv;
+      bool held = Hold(scratch, d.plan).ok();
+      for (const Move& m : d.moves) held = held && Hold(scratch, m.plan).ok();
+      if (held) {
+        inv = std::move(scratch);
+        out.defrag = std::move(d);
+        out.defrag_for = w.id;
+        return true;
+      }
+      note = "defragmentation: the moves' placements could not be held";
+    } else if (!d.found) {
+      note = "defragmentation: " + d.message;
+    }
+    return false;
+  };
+  const EasyWaiting* defrag_head = nullptr;  // defrag_after_backfill
+  size_t defrag_head_wait = 0;               // its entry in out.waiting
   for (const EasyWaiting& w : line) {
     const int64_t need = Chips(w.request);
     const bool anywhere = !res || EndsBefore(*res, now_s, w.expected_s, o.backfill);
@@ -107,41 +141,37 @@ EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
       continue;
     }
     // The head of the line: make room by moving sub-cube jobs, or reserve.
-    std::string note;
     if (o.defrag && !out.defrag && NeedsWholeCubes(w.request)) {
-      std::vector<MoveCandidate> candidates;
-      for (const EasyRunning& r : running) {
-        if (!r.movable) continue;
-        const int64_t since = r.last_checkpoint_s >= r.start_s ? r.last_checkpoint_s : r.start_s;
-        candidates.push_back({r.id, r.priority, r.request,
-                              Chips(r.request) * std::max<int64_t>(0, now_s - since),
-                              r.last_moved_s});
+      if (o.defrag_after_backfill) {
+        // Reserve now; try the moves once the rest of the line has started what fits.
+        defrag_head = &w;
+        reserve(w);
+        defrag_head_wait = out.waiting.size();
+        head_wait(w, "");
+        continue;
       }
-      DefragPlan d = budget_chip_s > 0 ? PlanDefrag(inv, planner, w.request, candidates, now_s,
-                                                    budget_chip_s, o.defrag_options)
-                                       : DefragPlan{};
-      if (budget_chip_s <= 0) d.message = "the budget of moved work is spent";
-      if (d.found && !d.moves.empty()) {
-        // Hold the head's room and the hints, so that nothing later in line takes them.
-        Inventory scratch = inv;
-        bool held = Hold(scratch, d.plan).ok();
-        for (const Move& m : d.moves) held = held && Hold(scratch, m.plan).ok();
-        if (held) {
-          inv = std::move(scratch);
-          out.defrag = std::move(d);
-          out.defrag_for = w.id;
-          blocked.reset();
-          // The line goes on behind the head as behind a reservation that starts now: nothing
-          // may take the held hosts.
-          continue;
-        }
-        note = "defragmentation: the moves' placements could not be held";
-      } else if (!d.found) {
-        note = "defragmentation: " + d.message;
+      std::string note;
+      if (try_defrag(w, note)) {
+        blocked.reset();
+        // The line goes on behind the head as behind a reservation that starts now: nothing
+        // may take the held hosts.
+        continue;
       }
+      reserve(w);
+      head_wait(w, note);
+      continue;
     }
     reserve(w);
-    head_wait(w, note);
+    head_wait(w, "");
+  }
+  if (defrag_head) {
+    std::string note;
+    if (try_defrag(*defrag_head, note)) {
+      out.waiting.erase(out.waiting.begin() + static_cast<std::ptrdiff_t>(defrag_head_wait));
+    } else if (!note.empty()) {
+      out.waiting.erase(out.waiting.begin() + static_cast<std::ptrdiff_t>(defrag_head_wait));
+      head_wait(*defrag_head, note);
+    }
   }
   return out;
 }

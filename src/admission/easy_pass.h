@@ -12,7 +12,8 @@
 // workloads were, and each moved workload gets a placement hint (toward cubes already in use);
 // the caller stops the moved ones (SIGTERM with grace, so they checkpoint), and starts the head
 // and the moved ones on those placements once the chips are free. At most one defragmentation
-// per pass.
+// per pass. By default (defrag_after_backfill) the moves are planned after the rest of the line
+// has started what fits, on the chips left; the head keeps its reservation meanwhile.
 //
 // Overrunning an estimate: nothing is stopped or preempted; the workload counts as ending now,
 // so the reservation waiting for it starts later (backfill.h).
@@ -56,6 +57,11 @@ struct EasyPassOptions {
   // starve). 0: every blocked head of the line reserves (classic EASY). As in the simulator.
   int64_t reserve_min_chips = 64;
   bool defrag = false;
+  // Plan the head's moves only after the rest of the line has started what fits now, on the
+  // chips left, so that a move never takes room a waiting workload could use now (a large job
+  // then starts by defragmentation when the line is short, not in the middle of a backlog).
+  // false: at once, when the head is met, holding its room against the rest of the line.
+  bool defrag_after_backfill = true;
   DefragOptions defrag_options;
 };
 

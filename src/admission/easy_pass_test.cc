@@ -113,21 +113,28 @@ TEST(EasyPass, DefragMovesTheCheapestJobAndHoldsTheRoom) {
   const std::vector<EasyWaiting> line = {W(3, Req(4, 4, 4), 0), W(4, Req(4, 4, 4), 0)};
   EasyPassOptions o;
   o.defrag = true;
-  EasyPassResult r = RunEasyPass(inv, planner, line, running, 7200, 1000, o);
-  ASSERT_TRUE(r.defrag);
-  EXPECT_EQ(r.defrag_for, WorkloadId(3));
-  ASSERT_EQ(r.defrag->moves.size(), 1u);
-  EXPECT_EQ(r.defrag->moves[0].workload, WorkloadId(2));  // the cheaper one
-  EXPECT_EQ(r.defrag->lost_work_chip_s, 200);
-  // The moved job goes to cube 0, already in use; the head takes cube 1.
-  for (HostId h : r.defrag->moves[0].plan.AllHosts())
-    EXPECT_EQ(inv.host(h).cube, inv.cubes()[0].id);
-  for (HostId h : r.defrag->plan.AllHosts()) EXPECT_EQ(inv.host(h).cube, inv.cubes()[1].id);
-  // Job 4 neither starts nor moves anything (one defragmentation per pass): it reserves.
-  EXPECT_TRUE(r.starts.empty());
-  ASSERT_NE(WaitOf(r, 4), nullptr);
-  EXPECT_EQ(WaitOf(r, 4)->reason, "WaitingForReservation");
-  EXPECT_EQ(WaitOf(r, 3), nullptr);
+  for (bool after : {true, false}) {
+    SCOPED_TRACE(after ? "moves planned after the line" : "moves planned when the head is met");
+    o.defrag_after_backfill = after;
+    const EasyPassResult r = RunEasyPass(inv, planner, line, running, 7200, 1000, o);
+    ASSERT_TRUE(r.defrag);
+    EXPECT_EQ(r.defrag_for, WorkloadId(3));
+    ASSERT_EQ(r.defrag->moves.size(), 1u);
+    EXPECT_EQ(r.defrag->moves[0].workload, WorkloadId(2));  // the cheaper one
+    EXPECT_EQ(r.defrag->lost_work_chip_s, 200);
+    // The moved job goes to cube 0, already in use; the head takes cube 1.
+    for (HostId h : r.defrag->moves[0].plan.AllHosts())
+      EXPECT_EQ(inv.host(h).cube, inv.cubes()[0].id);
+    for (HostId h : r.defrag->plan.AllHosts()) EXPECT_EQ(inv.host(h).cube, inv.cubes()[1].id);
+    // Job 4 neither starts nor moves anything (one defragmentation per pass): it waits behind
+    // the head's reservation, or reserves itself when the head's room was held at once.
+    EXPECT_TRUE(r.starts.empty());
+    ASSERT_NE(WaitOf(r, 4), nullptr);
+    EXPECT_EQ(WaitOf(r, 4)->reason, after ? "BehindReservation" : "WaitingForReservation");
+    EXPECT_EQ(WaitOf(r, 3), nullptr);
+  }
+  o.defrag_after_backfill = true;
+  EasyPassResult r;
 
   // Without budget, or with defrag off, the head reserves and says why.
   r = RunEasyPass(inv, planner, line, running, 7200, 0, o);
@@ -143,6 +150,35 @@ TEST(EasyPass, DefragMovesTheCheapestJobAndHoldsTheRoom) {
   ASSERT_TRUE(r.defrag);
   ASSERT_EQ(r.defrag->moves.size(), 1u);
   EXPECT_EQ(r.defrag->moves[0].workload, WorkloadId(1));
+}
+
+// The same two cubes; behind the 4x4x4 head wait two short 2x4x4 jobs (64 chips together).
+// Moves are planned on the chips the line leaves: both short jobs start, 56 chips are left and
+// nothing moves. Planned when the head is met, the head's room is held first and only one of
+// them starts.
+TEST(EasyPass, MovesTakeOnlyTheChipsTheLineLeaves) {
+  Inventory inv = Pod(1, 2);
+  SlicePlanner planner;
+  ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(1)), CubeHosts(inv, 0, 5, 6)).ok());
+  ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(2)), CubeHosts(inv, 1, 9, 10)).ok());
+  const std::vector<EasyRunning> running = {{WorkloadId(1), 0, Req(2, 2, 1), 0, 0, 7100, -1, true},
+                                            {WorkloadId(2), 0, Req(2, 2, 1), 0, 0, 7150, -1, true}};
+  const std::vector<EasyWaiting> line = {W(3, Req(4, 4, 4), 0), W(4, Req(2, 4, 4), 100),
+                                         W(5, Req(2, 4, 4), 100)};
+  EasyPassOptions o;
+  o.defrag = true;
+  EasyPassResult r = RunEasyPass(inv, planner, line, running, 7200, 1000, o);
+  EXPECT_FALSE(r.defrag);
+  EXPECT_NE(StartOf(r, 4), nullptr);
+  EXPECT_NE(StartOf(r, 5), nullptr);
+  ASSERT_NE(WaitOf(r, 3), nullptr);
+  EXPECT_EQ(WaitOf(r, 3)->reason, "WaitingForReservation");
+  EXPECT_NE(WaitOf(r, 3)->message.find("defragmentation: not enough free chips"), std::string::npos)
+      << WaitOf(r, 3)->message;
+  o.defrag_after_backfill = false;
+  r = RunEasyPass(inv, planner, line, running, 7200, 1000, o);
+  ASSERT_TRUE(r.defrag);
+  EXPECT_EQ(r.starts.size(), 1u);
 }
 
 }  // namespace

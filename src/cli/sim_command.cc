@@ -356,8 +356,8 @@ void AddSimCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--reserve-after-h", f->reserve_after_h,
-                  "easy: a large job reserves only after waiting this long (defragmentation is "
-                  "tried at once)")
+                  "easy: a large job reserves, and has jobs moved for it, only after waiting this "
+                  "long")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 24.0 * 365));
   cmd->add_option("--defrag-share", f->defrag_share,

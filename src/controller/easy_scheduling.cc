@@ -122,7 +122,14 @@ Status Controller::ScheduleEasy() {
       r.expected_s = job.spec.expected_duration_ms / 1000;
       r.last_checkpoint_s = js.last_checkpoint_ms > 0 ? js.last_checkpoint_ms / 1000 : -1;
       auto moved = st.last_moved_ms.find(job.uid);
-      r.last_moved_s = moved == st.last_moved_ms.end() ? -1 : moved->second / 1000;
+      int64_t last_moved_ms = moved == st.last_moved_ms.end() ? -1 : moved->second;
+      // The in-memory record is lost with a head restart; the stored attempts are not: an
+      // attempt that ended Preempted counts as a move, so no job moves twice within the hour
+      // across a restart either.
+      for (const AttemptRecord& a : js.attempts)
+        if (a.end_reason == "Preempted" && a.ended_ms > 0)
+          last_moved_ms = std::max(last_moved_ms, a.ended_ms);
+      r.last_moved_s = last_moved_ms < 0 ? -1 : last_moved_ms / 1000;
       r.movable = js.phase == JobPhase::kRunning;
       for (HostId h : inventory_.HostsOf(OwnerId(job.uid)))
         r.movable = r.movable && inventory_.host(h).health == Health::kHealthy;

@@ -1,7 +1,14 @@
 // The head's state for EASY backfill with defragmentation (`tessera head --backfill easy
-// [--defrag]`; easy_scheduling.cc, admission/easy_pass.h). In memory only: after a head restart
-// the holds are gone (the moved jobs and the head of the line then wait in line as any other),
-// and so is the moved-work account (the budget starts again).
+// [--defrag]`; easy_scheduling.cc, admission/easy_pass.h). In memory only. After a head restart:
+// - the holds are gone: the moved jobs and the head of the line wait in line as any other. Safe:
+//   every placement is planned again on the inventory rebuilt from the stored assignments, and a
+//   moved job's chips stay held by it until its workers report stopped, so nothing is placed
+//   twice; what may be lost is the head's start on the room the moves made (the moved jobs then
+//   lost their work since their checkpoint for nothing, within the budget below).
+// - last_moved_ms is gone, but the pass also counts every stored attempt that ended Preempted as
+//   a move (easy_scheduling.cc), so no job moves twice within the hour across a restart.
+// - the moved-work account starts again, with capacity counted over at least a day: each
+//   restart may let moves lose up to max_share of one day's chip-time more. Not persisted.
 //
 // Thread-safety: none; the controller's lock guards it.
 #pragma once

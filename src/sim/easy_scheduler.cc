@@ -47,7 +47,8 @@ class EasyScheduler : public SimScheduler {
     if (first_s_ < 0) first_s_ = now;
     std::vector<SliceRequest> failed_live, failed_blocked;
     std::optional<Reservation> res;
-    std::optional<Inventory> blocked;  // the live inventory with the reservation held
+    std::optional<Inventory> blocked;     // the live inventory with the reservation held
+    std::optional<JobIndex> defrag_head;  // defrag_after_backfill: the head to make room for
     for (auto it = queue_.begin(); it != queue_.end();) {
       if (ctx.inventory().usable_chips() == 0) break;
       const JobIndex j = it->second;
@@ -82,8 +83,16 @@ class EasyScheduler : public SimScheduler {
         continue;
       }
       (anywhere ? failed_live : failed_blocked).push_back(job.request);
-      if (!res && need >= o_.reserve_min_chips) {
+      if (!res && !defrag_head && need >= o_.reserve_min_chips) {
         // The head of the line does not fit: move jobs to make room, or reserve.
+        if (o_.defrag && o_.defrag_after_backfill && NeedsWholeCubes(job.request)) {
+          // After the rest of the line has started what fits, and (as the reservation) only
+          // once it has waited reserve_after_s.
+          if (now - job.spec.submit_s >= o_.reserve_after_s) defrag_head = j;
+          if (MayReserve(now, job, need)) res = MakeReservation(now, j, need, ctx);
+          ++it;
+          continue;
+        }
         if (o_.defrag && TryDefrag(now, j, ctx)) {
           it = queue_.erase(queue_.find({job.spec.submit_s, j}));
           failed_live.clear();
@@ -93,6 +102,8 @@ class EasyScheduler : public SimScheduler {
       }
       ++it;
     }
+    if (defrag_head && status_.ok() && TryDefrag(now, *defrag_head, ctx))
+      queue_.erase({ctx.job(*defrag_head).spec.submit_s, *defrag_head});
   }
 
   Status status() const override { return status_; }

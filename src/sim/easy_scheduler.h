@@ -27,10 +27,14 @@ struct EasyOptions {
   // ones wait as under plain backfill (they do not starve: anything that frees fits them). 0:
   // every blocked head of the line reserves (classic EASY).
   int64_t reserve_min_chips = 64;
-  // ... and only once it has waited this long (defragmentation is tried at once): a large job
-  // that finds room by itself soon costs no drained chips. 0: at once.
+  // ... and only once it has waited this long (with defrag_after_backfill, defragmentation
+  // too; else it is tried at once): a large job that finds room by itself soon costs no
+  // drained chips. 0: at once.
   int64_t reserve_after_s = 0;
   bool defrag = true;  // move sub-cube jobs to make room for a blocked whole-cube head
+  // ... with the chips left once the rest of the line has started what fits now, so that a
+  // move never takes chips a waiting job could use (false: at once, when the head is met).
+  bool defrag_after_backfill = true;
   DefragOptions defrag_options;
 };
 
