@@ -4,11 +4,14 @@ and an acknowledged job is not lost.
 Why real processes: what is under test is the failover between two `tessera head` processes
 (a SIGKILL that leaves the lease to expire in etcd, a standby's election, the controller
 reloading from etcd). The election and store logic are unit-tested in C++ (src/ha, src/store).
-Short by design: lease 2 s, renew deadline 1.2 s, retry 0.3 s.
+Short by design: lease 2 s, renew deadline 1.2 s, retry 0.3 s. The bad inputs (conflicting
+flags, an etcd that is down at start, a store of a newer schema) are checked on the real binary
+in the same class because the last needs the etcd it starts (about 2 s).
 
 Needs the `etcd` binary (Debian's etcd-server, installed by scripts/setup.sh); skipped with a
 loud message only when it is absent. Every wait polls with a deadline.
 """
+import base64
 import json
 import os
 import shutil
@@ -131,6 +134,45 @@ class HaFailover(unittest.TestCase):
     def role(self, port):
         code, body = self.call(port, "GET", "/v1/leader")
         return body if code == 200 else None
+
+    def run_head(self, *args, timeout=30):
+        # A real free port: the head checks its port before the election flags.
+        return subprocess.run([TESSERA, "head", "--port", str(free_port()), "--state-dir",
+                               self.state, *args], capture_output=True, text=True,
+                              timeout=timeout)
+
+    def test_bad_inputs_are_refused_with_a_message_and_no_crash(self):
+        # Conflicting HA flags, before anything starts.
+        p = self.run_head("--election-lease-ms", "2000")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--election-lease-ms only applies to an HA head", p.stderr)
+        p = self.run_head("--store", "zk://127.0.0.1:2181")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("is neither sqlite nor etcd://", p.stderr)
+        p = self.run_head("--store", self.etcd_url, "--election-lease-ms", "2000",
+                          "--election-renew-deadline-ms", "2500", "--election-retry-ms", "300")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--election-renew-deadline-ms (2500) must be less than --election-lease-ms",
+                      p.stderr)
+        # An etcd endpoint that is down at start: retried with backoff, then a clear error
+        # naming it (an exit code, not a signal).
+        dead = "127.0.0.1:%d" % free_port()
+        p = self.run_head("--store", "etcd://" + dead, "--store-timeout-ms", "1000", *ELECTION)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(dead, p.stderr)
+        self.assertGreaterEqual(p.stderr.count("retry"), 2, p.stderr)
+        # A store written by a newer schema version is refused with a message.
+        port = int(self.etcd_url.rsplit(":", 1)[1])
+        put = json.dumps({"key": base64.b64encode(b"/newer/schema").decode(),
+                          "value": base64.b64encode(b"99").decode()}).encode()
+        req = urllib.request.Request("http://127.0.0.1:%d/v3/kv/put" % port, data=put,
+                                     method="POST")
+        with urllib.request.urlopen(req, timeout=5) as r:
+            self.assertEqual(r.status, 200)
+        p = self.run_head("--store", self.etcd_url, "--store-prefix", "/newer/", *ELECTION)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("schema version 99", p.stderr)
+        self.assertIn("run a newer tessera", p.stderr)
 
     def test_kill_leader_standby_takes_over_and_keeps_the_acknowledged_job(self):
         a, b = free_port(), free_port()

@@ -2,10 +2,10 @@
 agents) survives kill -9 of the leading head with agents attached. The agents follow the new
 leader by themselves, a job submitted through the CLI with every head's address (the dead one
 first) completes, a standby forwards reads and writes, `tessera status` names the new leader,
-and `tessera down` stops every process, etcd included (docs/ha.md "Following the leader").
+the agents keep the new term on disk, the serving router reaches the control plane again, and `tessera down` stops every process, etcd included (docs/ha.md "Following the leader").
 
-Why real processes: what is under test is the agents and the CLI finding the leader among
-separate head processes across a SIGKILL (connection refused, a standby's 503 naming the
+Why real processes: what is under test is the agents, the router and the CLI finding the leader
+among separate head processes across a SIGKILL (connection refused, a standby's 503 naming the
 leader, a lease expiring in a real three-member etcd) and the supervisor restarting the killed
 head; the rules themselves are unit-tested (src/ha/head_list_test.cc, election_test.cc).
 Short settings: election lease 2 s, retry 0.3 s, heartbeats every 200 ms; about 20 s.
@@ -148,6 +148,34 @@ class HaFollowTheLeader(unittest.TestCase):
             for name in ("slice-000-w0", "slice-001-w0"):
                 with open(os.path.join(self.state, "logs", "agent-%s.log" % name)) as f:
                     self.assertIn("agent.head_switched", f.read(), name)
+
+        # Each agent keeps the new leader's term on disk (agent/fence_memory.h), so that a
+        # restart of the agent would still refuse the deposed leader.
+        new_term = self.info(new)["term"]
+
+        def seen_term(name):
+            try:
+                with open(os.path.join(self.state, "agents", name, "fence", "seen")) as f:
+                    return int(f.read().split("\nterm ")[1].split()[0])
+            except (OSError, IndexError, ValueError):
+                return 0
+        for name in ("slice-000-w0", "slice-001-w0"):
+            wait_for("%s to keep term %d" % (name, new_term),
+                     lambda: seen_term(name) >= new_term, timeout=30, interval=0.2)
+
+        # The serving router, given both heads, is connected to the control plane again; when
+        # the head it used first was the one killed, it logged its move to the other.
+        def router_connected():
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/metrics" %
+                                            cluster["routerPort"], timeout=5) as r:
+                    return "tessera_router_head_connected 1" in r.read().decode()
+            except OSError:
+                return False
+        wait_for("the router to reach a head again", router_connected, timeout=30, interval=0.2)
+        if leader == ports[0]:
+            with open(os.path.join(self.state, "logs", "router.log")) as f:
+                self.assertIn("event=head_switched", f.read())
 
         # The CLI with every address, the dead leader first: it finds the new one.
         servers = ",".join("http://127.0.0.1:%d" % p for p in [leader, standby])
