@@ -155,11 +155,10 @@ void Up(const UpFlags& f) {
   }
   // The serving router: its own process, so requests keep flowing while the head is down.
   fs::remove(dir + "/router.json");
-  const pid_t router =
-      Spawn(exe,
-            {"router", "--head", head_url, "--token-file",
-             dir + "/admin.token", "--port", "0", "--info-file", dir + "/router.json"},
-            dir + "/logs/router.log");
+  const pid_t router = Spawn(exe,
+                             {"router", "--head", head_url, "--token-file", dir + "/admin.token",
+                              "--port", "0", "--info-file", dir + "/router.json"},
+                             dir + "/logs/router.log");
   cluster["router"] = router;
   save();
   int router_port = 0;
