@@ -162,6 +162,14 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
       std::cerr << "tessera head: stopping (signal " << sig << ")" << std::endl;
       break;
     }
+    if (head && store->outcome_unknown()) {
+      // The controller's view may differ from etcd's: only a reload from etcd is safe.
+      std::cerr << "tessera head: a commit's outcome is unknown (etcd did not answer); exiting "
+                   "for a restart as a standby, which reloads the state from etcd"
+                << std::endl;
+      exit_code = 3;
+      break;
+    }
     if (!changed.exchange(false)) continue;
     int64_t term;
     std::string reason;

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdio>
 #include <deque>
+#include <random>
 #include <thread>
 #include <utility>
 
@@ -45,10 +46,15 @@ struct Meta {
   int64_t compacted = 0;
   int64_t entries = 0;  // change-log entries with a revision > compacted
   int64_t mod_revision = 0;
+  // Which Commit wrote this meta (EtcdStore's writer id and a counter): how a commit whose
+  // answer was lost learns whether it was applied. Empty for meta written by Init.
+  std::string commit;
 };
 
 std::string EncodeMeta(const Meta& m) {
-  return json{{"revision", m.revision}, {"compacted", m.compacted}, {"entries", m.entries}}.dump();
+  json j = {{"revision", m.revision}, {"compacted", m.compacted}, {"entries", m.entries}};
+  if (!m.commit.empty()) j["commit"] = m.commit;
+  return j.dump();
 }
 
 Result<Meta> DecodeMeta(const EtcdRange& range, const std::string& key) {
@@ -61,6 +67,7 @@ Result<Meta> DecodeMeta(const EtcdRange& range, const std::string& key) {
   m.revision = j.value("revision", int64_t{0});
   m.compacted = j.value("compacted", int64_t{0});
   m.entries = j.value("entries", int64_t{0});
+  m.commit = j.value("commit", std::string());
   m.mod_revision = range.kvs[0].mod_revision;
   return m;
 }
@@ -153,7 +160,12 @@ Result<std::vector<EtcdRange>> TxnRanges(EtcdClient& client, const json& ranges)
 EtcdStore::EtcdStore(EtcdStoreOptions options, const Options& store_options)
     : options_(std::move(options)),
       store_options_(store_options),
-      client_(std::make_unique<EtcdClient>(options_.etcd)) {}
+      client_(std::make_unique<EtcdClient>(options_.etcd)) {
+  std::random_device random;
+  char id[24];
+  std::snprintf(id, sizeof id, "%08x%08x", random(), random());
+  writer_id_ = id;
+}
 
 Result<std::unique_ptr<EtcdStore>> EtcdStore::Open(EtcdStoreOptions options,
                                                    const Options& store_options) {
@@ -283,6 +295,11 @@ Status FencedError(const std::string& fence_key, int64_t fence_term, int64_t now
 
 Result<int64_t> EtcdStore::Commit(const WriteBatch& batch) {
   TESSERA_RETURN_IF_ERROR(internal::ValidateBatch(batch));
+  if (outcome_unknown_) {
+    return Unavailable(
+        "etcd store: an earlier commit's outcome is unknown; restart the head so "
+        "that it reloads its state from etcd");
+  }
   const std::string meta_key = options_.prefix + "meta";
   std::string fence_key;
   int64_t fence_term = 0;
@@ -346,7 +363,8 @@ Result<int64_t> EtcdStore::Commit(const WriteBatch& batch) {
     }
 
     // 3. Compaction: keep at most change_log_limit entries, dropping whole revisions.
-    Meta next{revision, meta->compacted, meta->entries + static_cast<int64_t>(changes.size()), 0};
+    Meta next{revision, meta->compacted, meta->entries + static_cast<int64_t>(changes.size()), 0,
+              ""};
     const int64_t limit = static_cast<int64_t>(store_options_.change_log_limit);
     if (next.entries > limit) {
       std::deque<std::pair<int64_t, int64_t>> kept;  // (revision, entries), oldest first
@@ -367,6 +385,7 @@ Result<int64_t> EtcdStore::Commit(const WriteBatch& batch) {
         kept.pop_front();
       }
     }
+    next.commit = writer_id_ + "-" + std::to_string(++commits_);
     if (next.compacted < revision)
       writes.push_back(etcd::Put(LogKey(revision), EncodeChanges(changes)));
     if (next.compacted > meta->compacted) {
@@ -378,29 +397,110 @@ Result<int64_t> EtcdStore::Commit(const WriteBatch& batch) {
       compares.push_back(etcd::CompareCreateRevision(fence_key, fence_term));
       failure.push_back(etcd::GetRange(fence_key));
     }
+    failure.push_back(etcd::GetRange(meta_key));
 
     // 4. The write, only if nothing it read has changed and the term still holds.
     auto answer = client_->Call("/v3/kv/txn",
                                 {{"compare", compares}, {"success", writes}, {"failure", failure}});
-    if (!answer.ok()) return answer.status();
+    if (!answer.ok()) {
+      // No answer is not "not applied": the txn may have been applied and its answer lost.
+      Meta retired = *meta;
+      retired.commit = next.commit + "-retired";
+      auto applied = SettleLostCommit(
+          LostCommit{next.commit, revision, meta->mod_revision, EncodeMeta(retired)}, fence_key,
+          fence_term);
+      if (!applied.ok()) return applied.status();
+      if (!*applied) return answer.status();
+      last_revision_ = revision;
+      return revision;
+    }
     if (answer->value("succeeded", false)) {
       last_revision_ = revision;
       return revision;
     }
+    const json& responses = (*answer)["responses"];
+    auto range_at = [&](size_t i) {
+      return responses.is_array() && responses.size() > i
+                 ? etcd::DecodeRange(responses[i].value("response_range", json::object()))
+                 : Result<EtcdRange>(Unavailable("no answer"));
+    };
     if (fence_term != 0) {
-      const json& responses = (*answer)["responses"];
-      auto leader = responses.is_array() && !responses.empty()
-                        ? etcd::DecodeRange(responses[0].value("response_range", json::object()))
-                        : Result<EtcdRange>(Unavailable("no answer"));
+      auto leader = range_at(0);
       if (leader.ok()) {
         const int64_t now_term = leader->kvs.empty() ? 0 : leader->kvs[0].create_revision;
         if (now_term != fence_term) return FencedError(fence_key, fence_term, now_term);
+      }
+    }
+    // The client sends a txn again to the next endpoint when one drops the connection: the
+    // first may have applied it, and then this try fails the compare on our own write.
+    if (auto now_meta = range_at(fence_term != 0 ? 1 : 0); now_meta.ok()) {
+      auto decoded = DecodeMeta(*now_meta, meta_key);
+      if (decoded.ok() && decoded->commit == next.commit) {
+        last_revision_ = revision;
+        return revision;
       }
     }
     // Another writer committed between the read and the write: read again.
   }
   return Unavailable("etcd store: commit lost the race to other writers " +
                      std::to_string(kMaxCommitAttempts) + " times; retry");
+}
+
+Result<bool> EtcdStore::SettleLostCommit(const LostCommit& lost, const std::string& fence_key,
+                                         int64_t fence_term) {
+  const std::string meta_key = options_.prefix + "meta";
+  const auto budget = std::max(std::chrono::milliseconds(1'000), 2 * options_.etcd.request_timeout);
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  std::chrono::milliseconds wait{50};
+  std::string last_error = "no answer";
+  while (true) {
+    // Retire the commit: the same meta under another commit id, with the same compares on meta
+    // and the term. Once this succeeds the lost txn can never apply; if it fails, meta or the
+    // term has moved, and meta says whose commit moved it.
+    json compares = json::array({etcd::CompareModRevision(meta_key, lost.meta_mod_revision)});
+    json failure = json::array({etcd::GetRange(meta_key)});
+    if (fence_term != 0) {
+      compares.push_back(etcd::CompareCreateRevision(fence_key, fence_term));
+      failure.push_back(etcd::GetRange(fence_key));
+    }
+    auto answer = client_->Call("/v3/kv/txn",
+                                {{"compare", compares},
+                                 {"success", json::array({etcd::Put(meta_key, lost.retired_meta)})},
+                                 {"failure", failure}});
+    if (answer.ok()) {
+      if (answer->value("succeeded", false)) return false;
+      const json& responses = (*answer)["responses"];
+      auto meta_range =
+          responses.is_array() && !responses.empty()
+              ? etcd::DecodeRange(responses[0].value("response_range", json::object()))
+              : Result<EtcdRange>(Unavailable("no answer"));
+      auto now =
+          meta_range.ok() ? DecodeMeta(*meta_range, meta_key) : Result<Meta>(meta_range.status());
+      if (now.ok()) {
+        if (now->commit == lost.commit) return true;
+        // Meta has not reached its revision (the term is over, or a retirement whose answer
+        // was lost went first): its compares can never hold again.
+        if (now->revision < lost.revision) return false;
+        // Another head has committed since; whether this one came first, meta no longer says.
+        last_error = "another head has committed revision " + std::to_string(now->revision);
+        break;
+      }
+      last_error = now.status().message();
+    } else {
+      last_error = answer.status().message();
+    }
+    if (std::chrono::steady_clock::now() + wait > deadline) break;
+    std::this_thread::sleep_for(wait);
+    wait = std::min(wait * 2, std::chrono::milliseconds(500));
+  }
+  outcome_unknown_ = true;
+  return Unavailable("etcd store: the answer to a commit was lost and after " +
+                     std::to_string(budget.count()) +
+                     " ms it is still unknown whether it was "
+                     "applied (" +
+                     last_error +
+                     "); this store refuses further writes: restart "
+                     "the head so that it reloads its state from etcd");
 }
 
 int64_t EtcdStore::Revision() {

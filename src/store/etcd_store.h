@@ -63,12 +63,31 @@ class EtcdStore final : public Store {
   Result<std::vector<Change>> ChangesSince(int64_t revision, size_t limit) override;
   Status Close() override;
 
+  // True once a commit's answer was lost and whether it was applied could not be settled:
+  // the caller's view may differ from etcd's, so the store refuses writes; a head restarts.
+  bool outcome_unknown() const { return outcome_unknown_; }
+
   EtcdClient& client() { return *client_; }
   const std::string& prefix() const { return options_.prefix; }
 
  private:
   EtcdStore(EtcdStoreOptions options, const Options& store_options);
   Status Init();
+
+  // A commit whose txn got no answer.
+  struct LostCommit {
+    std::string commit;         // its id, in the meta it writes
+    int64_t revision = 0;       // the revision it would have made
+    int64_t meta_mod_revision;  // meta's mod_revision when it read meta
+    std::string retired_meta;   // meta as it read it, under another id
+  };
+  // Applied or not? Retires the commit by writing retired_meta under the same compares (meta's
+  // mod_revision, the term), so that it can never apply later, unless meta shows it was
+  // applied. true: applied; false: not, and never will be; an error when etcd cannot tell
+  // within twice the request timeout, or another head's commit has since taken that revision
+  // (outcome_unknown() is then true).
+  Result<bool> SettleLostCommit(const LostCommit& lost, const std::string& fence_key,
+                                int64_t fence_term);
 
   std::string ObjectKey(std::string_view kind, std::string_view name) const;
   std::string KindPrefix(std::string_view kind) const;
@@ -78,6 +97,9 @@ class EtcdStore final : public Store {
   const Options store_options_;
   std::unique_ptr<EtcdClient> client_;
   std::atomic<bool> closed_{false};
+  std::atomic<bool> outcome_unknown_{false};
+  std::string writer_id_;  // random, per store: tells this store's commits apart
+  std::atomic<uint64_t> commits_{0};
   std::atomic<int64_t> last_revision_{0};
   std::mutex fence_mu_;
   std::string fence_key_;   // guarded by fence_mu_

@@ -1,14 +1,17 @@
 // EtcdStore beyond the typed suite (store_test.cc): endpoints, encoding, schema versions, an
-// etcd that is down, two heads on one prefix, and the leader fence. Against a real etcd.
+// etcd that is down, two heads on one prefix, the leader fence, and commits whose answer is
+// lost (through a TCP relay that drops what a test tells it to). Against a real etcd.
 #include "store/etcd_store.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,6 +73,117 @@ TEST(EtcdEncoding, Base64RoundTripsEveryByteAndRefusesJunk) {
   EXPECT_FALSE(Base64Decode("Z!9v").has_value());
   EXPECT_EQ(PrefixEnd("/a/"), "/a0");
 }
+
+// A TCP relay in front of etcd that passes everything until told to lose something: the next
+// writing txn before etcd sees it, or etcd's answer to it (applied, but the client never
+// hears), and optionally every byte after that (etcd unreachable). A request is taken to be
+// one read() here, as the client sends it in one write.
+class LossyRelay {
+ public:
+  enum class Mode { kPass, kDropNextTxn, kLoseNextTxnAnswer, kLoseNextTxnAnswerThenDown, kDown };
+
+  explicit LossyRelay(EtcdEndpoint upstream) : upstream_(std::move(upstream)) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(::listen(listen_fd_, 16), 0);
+    EXPECT_EQ(::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    port_ = ntohs(addr.sin_port);
+    acceptor_ = std::thread([this] { Accept(); });
+  }
+  ~LossyRelay() {
+    stopping_ = true;
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    acceptor_.join();
+    ::close(listen_fd_);
+    {
+      std::lock_guard lock(mu_);
+      for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);
+    }
+    for (std::thread& t : pumps_) t.join();
+  }
+  EtcdEndpoint endpoint() const { return {"127.0.0.1", port_}; }
+  void set_mode(Mode m) { mode_ = m; }
+  Mode mode() const { return mode_; }
+
+ private:
+  void Accept() {
+    while (!stopping_) {
+      const int client = ::accept(listen_fd_, nullptr, nullptr);
+      if (client < 0) return;
+      std::lock_guard lock(mu_);
+      pumps_.emplace_back([this, client] { Pump(client); });
+    }
+  }
+  int Connect() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(upstream_.port);
+    ::inet_pton(AF_INET, upstream_.host.c_str(), &addr.sin_addr);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
+  void Pump(int client) {
+    const int server = Connect();
+    {
+      std::lock_guard lock(mu_);
+      open_fds_.push_back(client);
+      if (server >= 0) open_fds_.push_back(server);
+    }
+    bool losing_answer = false;  // the txn went up; its answer must not come back
+    char buf[16384];
+    while (server >= 0 && !stopping_) {
+      pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+      if (::poll(fds, 2, 200) < 0) break;
+      if (fds[0].revents) {
+        const ssize_t n = ::read(client, buf, sizeof buf);
+        if (n <= 0 || mode_ == Mode::kDown) break;
+        // A writing txn (the store's snapshot reads are txns too, with ranges only).
+        const bool txn = std::string_view(buf, n).find("request_put") != std::string_view::npos;
+        if (txn && mode_ == Mode::kDropNextTxn) {
+          mode_ = Mode::kPass;
+          break;  // etcd never sees it
+        }
+        if (txn &&
+            (mode_ == Mode::kLoseNextTxnAnswer || mode_ == Mode::kLoseNextTxnAnswerThenDown)) {
+          losing_answer = true;
+        }
+        if (::write(server, buf, n) != n) break;
+      }
+      if (fds[1].revents) {
+        const ssize_t n = ::read(server, buf, sizeof buf);
+        if (n <= 0) break;
+        if (losing_answer) {
+          mode_ = mode_ == Mode::kLoseNextTxnAnswerThenDown ? Mode::kDown : Mode::kPass;
+          break;  // applied by etcd; the client only sees the connection close
+        }
+        if (::write(client, buf, n) != n) break;
+      }
+    }
+    std::lock_guard lock(mu_);
+    std::erase(open_fds_, client);
+    std::erase(open_fds_, server);
+    ::close(client);
+    if (server >= 0) ::close(server);
+  }
+
+  EtcdEndpoint upstream_;
+  int listen_fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<Mode> mode_{Mode::kPass};
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::vector<std::thread> pumps_;  // guarded by mu_
+  std::vector<int> open_fds_;       // guarded by mu_
+};
 
 class EtcdStoreTest : public testing::Test {
  protected:
@@ -246,6 +360,85 @@ TEST_F(EtcdStoreTest, ADeposedLeadersWriteIsRefusedWhateverItsClock) {
   auto orphan = new_leader->Create("TrainJob", "c", "x");
   EXPECT_NE(orphan.status().message().find("is gone"), std::string::npos)
       << orphan.status().ToString();
+}
+
+TEST_F(EtcdStoreTest, ACommitWhoseAnswerIsLostIsSettledAsApplied) {
+  LossyRelay relay(etcd_->endpoint());
+  EtcdStoreOptions o = StoreOptions();
+  o.etcd.endpoints = {relay.endpoint()};
+  auto opened = EtcdStore::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EtcdStore& s = **opened;
+
+  relay.set_mode(LossyRelay::Mode::kLoseNextTxnAnswer);
+  auto created = s.Create("TrainJob", "a", "1");
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  EXPECT_EQ(relay.mode(), LossyRelay::Mode::kPass) << "the relay never lost an answer";
+  EXPECT_EQ(s.Revision(), 1);
+  EXPECT_EQ(s.Get("TrainJob", "a")->body, "1");
+  EXPECT_FALSE(s.outcome_unknown());
+  // The store's view and etcd's agree: the next commit needs no retry and makes revision 2.
+  ASSERT_TRUE(s.Create("TrainJob", "b", "2").ok());
+  EXPECT_EQ(s.Revision(), 2);
+  EXPECT_EQ(s.ChangesSince(0, 10)->size(), 2u);
+}
+
+TEST_F(EtcdStoreTest, ATxnSentAgainToTheNextEndpointAfterALostAnswerIsNotAConflict) {
+  // The client sends the txn again to the next endpoint when the first drops the connection;
+  // that try fails the compare on the store's own write, which is a success, not "exists".
+  LossyRelay relay(etcd_->endpoint());
+  EtcdStoreOptions o = StoreOptions();
+  o.etcd.endpoints = {relay.endpoint(), etcd_->endpoint()};
+  auto opened = EtcdStore::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  relay.set_mode(LossyRelay::Mode::kLoseNextTxnAnswer);
+  auto created = (*opened)->Create("Event", "evt-0000000001", "x");
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  EXPECT_EQ(relay.mode(), LossyRelay::Mode::kPass) << "the relay never lost an answer";
+  EXPECT_EQ((*opened)->Revision(), 1);
+}
+
+TEST_F(EtcdStoreTest, ATxnLostBeforeEtcdSawItFailsAndCanNeverApplyLater) {
+  LossyRelay relay(etcd_->endpoint());
+  EtcdStoreOptions o = StoreOptions();
+  o.etcd.endpoints = {relay.endpoint()};
+  auto opened = EtcdStore::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EtcdStore& s = **opened;
+  relay.set_mode(LossyRelay::Mode::kDropNextTxn);
+  auto lost = s.Create("TrainJob", "a", "1");
+  EXPECT_EQ(lost.status().code(), StatusCode::kUnavailable) << lost.status().ToString();
+  EXPECT_FALSE(s.outcome_unknown());
+  EXPECT_EQ(s.Get("TrainJob", "a").status().code(), StatusCode::kNotFound);
+  auto again = s.Create("TrainJob", "a", "2");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(s.Revision(), 1);
+  EXPECT_EQ(s.Get("TrainJob", "a")->body, "2");
+}
+
+TEST_F(EtcdStoreTest, AnOutcomeEtcdCannotTellStopsTheStoreFromWriting) {
+  LossyRelay relay(etcd_->endpoint());
+  EtcdStoreOptions o = StoreOptions();
+  o.etcd.endpoints = {relay.endpoint()};
+  o.etcd.connect_timeout = std::chrono::milliseconds(200);
+  o.etcd.request_timeout = std::chrono::milliseconds(200);
+  auto opened = EtcdStore::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EtcdStore& s = **opened;
+  relay.set_mode(LossyRelay::Mode::kLoseNextTxnAnswerThenDown);
+  auto unknown = s.Create("TrainJob", "a", "1");
+  EXPECT_EQ(unknown.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(unknown.status().message().find("still unknown"), std::string::npos)
+      << unknown.status().ToString();
+  EXPECT_TRUE(s.outcome_unknown());
+  relay.set_mode(LossyRelay::Mode::kPass);
+  auto refused = s.Create("TrainJob", "b", "2");
+  EXPECT_NE(refused.status().message().find("restart the head"), std::string::npos)
+      << refused.status().ToString();
+  // It was in fact applied: a restarted head (a new store) reads it.
+  auto reopened = EtcdStore::Open(StoreOptions());
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ((*reopened)->Get("TrainJob", "a")->body, "1");
 }
 
 }  // namespace
