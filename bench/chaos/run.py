@@ -468,6 +468,17 @@ def run_plane(mode, args, root, rng):
                 time.sleep(0.02)
             result["first_write_s"].setdefault(kind, []).append(None)
 
+        def current_leader():
+            # The leader seen by the wait above may have stepped down since (an etcd kill makes
+            # it miss its renew deadline): ask again until one leads.
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                h = plane.leader()
+                if h is not None:
+                    return h
+                time.sleep(0.05)
+            raise RuntimeError("%s: no head has led for 60 s" % mode)
+
         kinds = ["leader-kill", "leader-pause", "etcd-kill", "agent-pause"]
         for r in range(args.rounds):
             kind = kinds[r % 4]
@@ -480,7 +491,7 @@ def run_plane(mode, args, root, rng):
             print("%s round %d/%d: %s" % (mode, r + 1, args.rounds, kind), file=sys.stderr)
             old_term = leader_term() if mode == "ha" else 0
             if kind == "leader-kill":
-                h = plane.leader()
+                h = current_leader()
                 h["proc"].send_signal(signal.SIGKILL)
                 t0 = time.monotonic()
                 result["failovers"] += 1
@@ -489,7 +500,7 @@ def run_plane(mode, args, root, rng):
                                      daemon=True).start()
                 first_write(kind, t0)
             elif kind == "leader-pause":
-                h = plane.leader()
+                h = current_leader()
                 pid = h["proc"].pid
                 plane.paused.add(pid)
                 os.kill(pid, signal.SIGSTOP)
