@@ -480,71 +480,77 @@ def run_plane(mode, args, root, rng):
             raise RuntimeError("%s: no head has led for 60 s" % mode)
 
         kinds = ["leader-kill", "leader-pause", "etcd-kill", "agent-pause"]
-        for r in range(args.rounds):
-            kind = kinds[r % 4]
-            result["faults"][kind] = result["faults"].get(kind, 0)
-            plane.wait("a leader", lambda: plane.leader() is not None, 60)
-            if kind == "etcd-kill" and mode == "sqlite":
-                continue  # no etcd
-            result["faults"][kind] += 1
-            result["rounds"] += 1
-            print("%s round %d/%d: %s" % (mode, r + 1, args.rounds, kind), file=sys.stderr)
-            old_term = leader_term() if mode == "ha" else 0
-            if kind == "leader-kill":
-                h = current_leader()
-                h["proc"].send_signal(signal.SIGKILL)
-                t0 = time.monotonic()
-                result["failovers"] += 1
-                if mode == "ha":
-                    threading.Thread(target=time_elected, args=(kind, t0, old_term),
-                                     daemon=True).start()
-                first_write(kind, t0)
-            elif kind == "leader-pause":
-                h = current_leader()
-                pid = h["proc"].pid
-                plane.paused.add(pid)
-                os.kill(pid, signal.SIGSTOP)
-                t0 = time.monotonic()
-                if mode == "ha":
+        try:
+            for r in range(args.rounds):
+                kind = kinds[r % 4]
+                result["faults"][kind] = result["faults"].get(kind, 0)
+                plane.wait("a leader", lambda: plane.leader() is not None, 60)
+                if kind == "etcd-kill" and mode == "sqlite":
+                    continue  # no etcd
+                result["faults"][kind] += 1
+                result["rounds"] += 1
+                print("%s round %d/%d: %s" % (mode, r + 1, args.rounds, kind), file=sys.stderr)
+                old_term = leader_term() if mode == "ha" else 0
+                if kind == "leader-kill":
+                    h = current_leader()
+                    h["proc"].send_signal(signal.SIGKILL)
+                    t0 = time.monotonic()
                     result["failovers"] += 1
-                    threading.Thread(target=time_elected, args=(kind, t0, old_term),
-                                     daemon=True).start()
+                    if mode == "ha":
+                        threading.Thread(target=time_elected, args=(kind, t0, old_term),
+                                         daemon=True).start()
                     first_write(kind, t0)
-                time.sleep(max(0, LEASE_MS / 1000.0 + 1.5 - (time.monotonic() - t0)))
-                os.kill(pid, signal.SIGCONT)
-                if mode == "ha":
-                    # The resumed, deposed leader must not accept a write.
-                    name = "deposed-%d" % r
-                    code, _ = call(h["port"], "POST", "/api/v1/jobs", short_job(name),
-                                   token=plane.token, timeout=3)
-                    newer = plane.leader()
-                    if code == 201 and newer is not None and newer is not h:
-                        checker.violate("write by deposed leader accepted", name)
-                    if code == 201:
-                        acked.add(name)
-                    plane.paused.discard(pid)
+                elif kind == "leader-pause":
+                    h = current_leader()
+                    pid = h["proc"].pid
+                    plane.paused.add(pid)
+                    os.kill(pid, signal.SIGSTOP)
+                    t0 = time.monotonic()
+                    if mode == "ha":
+                        result["failovers"] += 1
+                        threading.Thread(target=time_elected, args=(kind, t0, old_term),
+                                         daemon=True).start()
+                        first_write(kind, t0)
+                    time.sleep(max(0, LEASE_MS / 1000.0 + 1.5 - (time.monotonic() - t0)))
+                    os.kill(pid, signal.SIGCONT)
+                    if mode == "ha":
+                        # The resumed, deposed leader must not accept a write.
+                        name = "deposed-%d" % r
+                        code, _ = call(h["port"], "POST", "/api/v1/jobs", short_job(name),
+                                       token=plane.token, timeout=3)
+                        newer = plane.leader()
+                        if code == 201 and newer is not None and newer is not h:
+                            checker.violate("write by deposed leader accepted", name)
+                        if code == 201:
+                            acked.add(name)
+                        plane.paused.discard(pid)
+                    else:
+                        plane.paused.discard(pid)  # so that the writer tries it again
+                        first_write(kind, t0)  # the same head, once it runs again
+                elif kind == "etcd-kill":
+                    m = plane.etcd_leader() if r % 8 == 2 else rng.choice(plane.etcd)
+                    m = m or rng.choice(plane.etcd)
+                    m["proc"].send_signal(signal.SIGKILL)
+                    m["proc"].wait()
+                    t0 = time.monotonic()
+                    first_write(kind, t0)
+                    time.sleep(max(0, 2.0 - (time.monotonic() - t0)))
+                    plane.start_member(m)
+                    plane.wait("etcd %s back" % m["name"], lambda: plane.etcd_healthy(m), 60)
                 else:
-                    plane.paused.discard(pid)  # so that the writer tries it again
-                    first_write(kind, t0)  # the same head, once it runs again
-            elif kind == "etcd-kill":
-                m = plane.etcd_leader() if r % 8 == 2 else rng.choice(plane.etcd)
-                m = m or rng.choice(plane.etcd)
-                m["proc"].send_signal(signal.SIGKILL)
-                m["proc"].wait()
-                t0 = time.monotonic()
-                first_write(kind, t0)
-                time.sleep(max(0, 2.0 - (time.monotonic() - t0)))
-                plane.start_member(m)
-                plane.wait("etcd %s back" % m["name"], lambda: plane.etcd_healthy(m), 60)
-            else:
-                a = rng.choice(plane.agents)
-                pid = a["proc"].pid
-                plane.paused.add(pid)
-                os.kill(pid, signal.SIGSTOP)
-                time.sleep(FENCE_MS / 1000.0 + 2.0)
-                os.kill(pid, signal.SIGCONT)
-                plane.paused.discard(pid)
-            time.sleep(args.settle)
+                    a = rng.choice(plane.agents)
+                    pid = a["proc"].pid
+                    plane.paused.add(pid)
+                    os.kill(pid, signal.SIGSTOP)
+                    time.sleep(FENCE_MS / 1000.0 + 2.0)
+                    os.kill(pid, signal.SIGCONT)
+                    plane.paused.discard(pid)
+                time.sleep(args.settle)
+        except RuntimeError as e:
+            # A plane that stops answering ends the rounds, not the report: what the checker
+            # saw up to here is still printed, with the reason.
+            result["aborted"] = str(e)
+            print("%s: rounds aborted: %s" % (mode, e), file=sys.stderr)
         # The rounds may end before the schedule: let the stream finish (bounded), then stop.
         deadline = time.monotonic() + 120
         while any(t.is_alive() for t in streamers) and time.monotonic() < deadline:
@@ -649,6 +655,8 @@ def main():
             print("%s %s: fault -> a new head says it leads p50 %s s, p99 %s s (n %d)" %
                   (r["mode"], kind, fmt(s["p50_s"]), fmt(s["p99_s"]), s["n"]))
     for r in results["planes"]:
+        if r.get("aborted"):
+            print("%s: ABORTED after %d rounds: %s" % (r["mode"], r["rounds"], r["aborted"]))
         print("%s: %d rounds, %d failovers, %d head restarts, %d acknowledged, short jobs %s, "
               "%d checker polls, %d violations, %.0f s" %
               (r["mode"], r["rounds"], r["failovers"], r.get("head_restarts", 0),
@@ -660,7 +668,7 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=2)
-    return 1 if any(r.get("violations") for r in results["planes"]) else 0
+    return 1 if any(r.get("violations") or r.get("aborted") for r in results["planes"]) else 0
 
 
 if __name__ == "__main__":
