@@ -59,15 +59,7 @@ class EasyHeadTest : public ::testing::Test {
         for (int h = 0; h < 16; ++h) {
           const std::string host = "c" + std::to_string(cube) + "-h" + std::to_string(h);
           Json a = Ok(c_->Assignments(host));
-          Json workers = Json::array();
-          for (const Json& x : a["assignments"])
-            workers.push_back({{"job", x["job"]},
-                               {"uid", x["uid"]},
-                               {"attempt", x["attempt"]},
-                               {"rank", x["rank"]},
-                               {"pid", 100},
-                               {"startedAtMs", clock_.NowMs()},
-                               {"state", "Running"}});
+          Json workers = WorkerReports(a, "Running", 0, clock_.NowMs());
           Ok(Beat(*c_, host, {{"workers", workers}, {"revision", a["revision"]}}));
         }
     }

@@ -31,16 +31,7 @@ class FenceTest : public ControllerTest {
   // `host` reports its assigned workers running.
   void BeatRunning(const std::string& host) {
     Json a = Ok(c_->Assignments(host));
-    Json workers = Json::array();
-    for (const Json& x : a["assignments"])
-      workers.push_back({{"job", x["job"]},
-                         {"uid", x["uid"]},
-                         {"attempt", x["attempt"]},
-                         {"rank", x["rank"]},
-                         {"pid", 100},
-                         {"state", "Running"},
-                         {"startedAtMs", 0}});
-    Ok(Beat(*c_, host, {{"workers", workers}, {"revision", a["revision"]}}));
+    Ok(Beat(*c_, host, {{"workers", WorkerReports(a, "Running")}, {"revision", a["revision"]}}));
   }
   // Every host but `silent` heartbeats (running what it is assigned), then a tick.
   void Second(const std::string& silent) {

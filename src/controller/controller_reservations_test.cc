@@ -556,19 +556,7 @@ class ReservationLostHostTest : public ReservationTest {
         const std::string h = HostName(s, w);
         if (h == silent) continue;
         Json a = Ok(c_->Assignments(h));
-        Json workers = Json::array();
-        for (const Json& x : a["assignments"])
-          workers.push_back({{"job", x["job"]},
-                             {"uid", x["uid"]},
-                             {"attempt", x["attempt"]},
-                             {"rank", x["rank"]},
-                             {"pid", 100},
-                             {"startedAtMs", 0},
-                             {"state", "Running"},
-                             {"exitCode", 0},
-                             {"signal", 0},
-                             {"finishedAtMs", 0}});
-        Ok(Beat(*c_, h, {{"workers", workers}, {"revision", a["revision"]}}));
+        Ok(Beat(*c_, h, {{"workers", WorkerReports(a, "Running")}, {"revision", a["revision"]}}));
       }
   }
   // `host` stops heartbeating; the lease (5 s) passes while the others beat.

@@ -67,6 +67,24 @@ inline ApiResult<Json> Register(Controller& c, Json body) {
   if (!r.ok()) return ToApiError(r.status());
   return c.RegisterHost(*r);
 }
+// The heartbeat's worker reports for every assignment in `assignments` (Controller::
+// Assignments' answer), all in `state`.
+inline Json WorkerReports(const Json& assignments, const std::string& state, int exit_code = 0,
+                          int64_t started_ms = 0) {
+  Json workers = Json::array();
+  for (const Json& x : assignments["assignments"])
+    workers.push_back({{"job", x["job"]},
+                       {"uid", x["uid"]},
+                       {"attempt", x["attempt"]},
+                       {"rank", x["rank"]},
+                       {"pid", 100},
+                       {"startedAtMs", started_ms},
+                       {"state", state},
+                       {"exitCode", exit_code},
+                       {"signal", 0},
+                       {"finishedAtMs", 0}});
+  return workers;
+}
 inline ApiResult<Json> Beat(Controller& c, const std::string& host, const Json& body) {
   auto b = protocol::ParseHeartbeat(body.dump());
   if (!b.ok()) return ToApiError(b.status());
@@ -118,18 +136,8 @@ class ControllerTest : public ::testing::Test {
       for (int w = 0; w < 4; ++w) {
         const std::string h = HostName(s, w);
         Json a = Ok(c_->Assignments(h));
-        Json workers = Json::array();
-        for (const Json& x : a["assignments"])
-          workers.push_back({{"job", x["job"]},
-                             {"uid", x["uid"]},
-                             {"attempt", x["attempt"]},
-                             {"rank", x["rank"]},
-                             {"pid", 100},
-                             {"startedAtMs", 0},
-                             {"state", only_host.empty() || only_host == h ? state : "Running"},
-                             {"exitCode", only_host.empty() || only_host == h ? exit_code : 0},
-                             {"signal", 0},
-                             {"finishedAtMs", 0}});
+        const bool chosen = only_host.empty() || only_host == h;
+        Json workers = WorkerReports(a, chosen ? state : "Running", chosen ? exit_code : 0);
         Ok(Beat(*c_, h, {{"workers", workers}, {"revision", a["revision"]}}));
       }
   }

@@ -198,8 +198,17 @@ class EtcdStoreTest : public testing::Test {
     o.prefix = prefix_;
     return o;
   }
-  std::unique_ptr<EtcdStore> OpenOrDie() {
-    auto opened = EtcdStore::Open(StoreOptions());
+  std::unique_ptr<EtcdStore> OpenOrDie() { return OpenWith(StoreOptions()); }
+  // Through these endpoints instead (a relay), with per-call timeouts when given.
+  std::unique_ptr<EtcdStore> OpenOrDie(std::vector<EtcdEndpoint> endpoints,
+                                       std::chrono::milliseconds timeout = {}) {
+    EtcdStoreOptions o = StoreOptions();
+    o.etcd.endpoints = std::move(endpoints);
+    if (timeout.count() > 0) o.etcd.connect_timeout = o.etcd.request_timeout = timeout;
+    return OpenWith(o);
+  }
+  std::unique_ptr<EtcdStore> OpenWith(const EtcdStoreOptions& o) {
+    auto opened = EtcdStore::Open(o);
     EXPECT_TRUE(opened.ok()) << opened.status().ToString();
     return opened.ok() ? std::move(opened).value() : nullptr;
   }
@@ -364,11 +373,9 @@ TEST_F(EtcdStoreTest, ADeposedLeadersWriteIsRefusedWhateverItsClock) {
 
 TEST_F(EtcdStoreTest, ACommitWhoseAnswerIsLostIsSettledAsApplied) {
   LossyRelay relay(etcd_->endpoint());
-  EtcdStoreOptions o = StoreOptions();
-  o.etcd.endpoints = {relay.endpoint()};
-  auto opened = EtcdStore::Open(o);
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  EtcdStore& s = **opened;
+  auto store = OpenOrDie({relay.endpoint()});
+  ASSERT_NE(store, nullptr);
+  EtcdStore& s = *store;
 
   relay.set_mode(LossyRelay::Mode::kLoseNextTxnAnswer);
   auto created = s.Create("TrainJob", "a", "1");
@@ -387,24 +394,20 @@ TEST_F(EtcdStoreTest, ATxnSentAgainToTheNextEndpointAfterALostAnswerIsNotAConfli
   // The client sends the txn again to the next endpoint when the first drops the connection;
   // that try fails the compare on the store's own write, which is a success, not "exists".
   LossyRelay relay(etcd_->endpoint());
-  EtcdStoreOptions o = StoreOptions();
-  o.etcd.endpoints = {relay.endpoint(), etcd_->endpoint()};
-  auto opened = EtcdStore::Open(o);
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto store = OpenOrDie({relay.endpoint(), etcd_->endpoint()});
+  ASSERT_NE(store, nullptr);
   relay.set_mode(LossyRelay::Mode::kLoseNextTxnAnswer);
-  auto created = (*opened)->Create("Event", "evt-0000000001", "x");
+  auto created = store->Create("Event", "evt-0000000001", "x");
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   EXPECT_EQ(relay.mode(), LossyRelay::Mode::kPass) << "the relay never lost an answer";
-  EXPECT_EQ((*opened)->Revision(), 1);
+  EXPECT_EQ(store->Revision(), 1);
 }
 
 TEST_F(EtcdStoreTest, ATxnLostBeforeEtcdSawItFailsAndCanNeverApplyLater) {
   LossyRelay relay(etcd_->endpoint());
-  EtcdStoreOptions o = StoreOptions();
-  o.etcd.endpoints = {relay.endpoint()};
-  auto opened = EtcdStore::Open(o);
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  EtcdStore& s = **opened;
+  auto store = OpenOrDie({relay.endpoint()});
+  ASSERT_NE(store, nullptr);
+  EtcdStore& s = *store;
   relay.set_mode(LossyRelay::Mode::kDropNextTxn);
   auto lost = s.Create("TrainJob", "a", "1");
   EXPECT_EQ(lost.status().code(), StatusCode::kUnavailable) << lost.status().ToString();
@@ -418,13 +421,9 @@ TEST_F(EtcdStoreTest, ATxnLostBeforeEtcdSawItFailsAndCanNeverApplyLater) {
 
 TEST_F(EtcdStoreTest, AnOutcomeEtcdCannotTellStopsTheStoreFromWriting) {
   LossyRelay relay(etcd_->endpoint());
-  EtcdStoreOptions o = StoreOptions();
-  o.etcd.endpoints = {relay.endpoint()};
-  o.etcd.connect_timeout = std::chrono::milliseconds(200);
-  o.etcd.request_timeout = std::chrono::milliseconds(200);
-  auto opened = EtcdStore::Open(o);
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  EtcdStore& s = **opened;
+  auto store = OpenOrDie({relay.endpoint()}, std::chrono::milliseconds(200));
+  ASSERT_NE(store, nullptr);
+  EtcdStore& s = *store;
   relay.set_mode(LossyRelay::Mode::kLoseNextTxnAnswerThenDown);
   auto unknown = s.Create("TrainJob", "a", "1");
   EXPECT_EQ(unknown.status().code(), StatusCode::kUnavailable);
