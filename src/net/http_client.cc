@@ -15,14 +15,10 @@
 #include <optional>
 #include <utility>
 
+#include "net/asio_names.h"
+
 namespace tessera::net {
 namespace {
-
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = boost::beast::http;
-using tcp = asio::ip::tcp;
-using boost::system::error_code;
 
 http::verb ToVerb(Method method) {
   switch (method) {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <set>
 
+#include "net/tcp_listen.h"
 #include "proxy/router_internal.h"
 #include "proxy/router_session.h"
 
@@ -136,22 +137,16 @@ void RouterImpl::PutIdle(std::unique_ptr<Upstream> up) {
 
 Status RouterImpl::Start() {
   if (started_.exchange(true)) return FailedPrecondition("ServingRouter already started");
-  const std::string where = options_.bind_address + ":" + std::to_string(options_.port);
-  error_code ec;
-  asio::ip::address address = asio::ip::make_address(options_.bind_address, ec);
-  if (ec) return InvalidArgument("bind address '" + options_.bind_address + "': " + ec.message());
-  tcp::endpoint endpoint(address, options_.port);
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    error_code ignored;
-    acceptor_.close(ignored);
+  Result<tcp::endpoint> endpoint =
+      net::ParseBindEndpoint(options_.bind_address, options_.port, "bind address");
+  if (!endpoint.ok()) return endpoint.status();
+  Result<uint16_t> port = net::Listen(acceptor_, *endpoint,
+                                      options_.bind_address + ":" + std::to_string(options_.port));
+  if (!port.ok()) {
     started_ = false;
-    return Unavailable("cannot listen on " + where + ": " + ec.message());
+    return port.status();
   }
-  port_ = acceptor_.local_endpoint(ec).port();
+  port_ = *port;
   DoAccept();
   Sweep();
   thread_ = std::thread([this] { ioc_.run(); });
