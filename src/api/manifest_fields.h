@@ -1,4 +1,5 @@
-// Field readers shared by this library's document codecs (manifest.cc, service_manifest.cc):
+// Field readers shared by this library's document codecs (manifest.cc, queue_manifest.cc,
+// service_manifest.cc, reservation_manifest.cc; implemented in manifest_fields.cc):
 // one set of type, range and text checks, so every kind refuses the same wrong inputs with the
 // same messages (a number where a name belongs, a control character in a label, an env key
 // with '='). Errors name the field by its path ("spec.roles[0].env.KEY").
@@ -15,6 +16,11 @@
 #include "common/status.h"
 
 namespace tessera::api {
+
+// The path of `key` inside `path` as errors show it: "spec.env.KEY", the key quoted and
+// escaped when it is not plain text (empty, spaces, dots, quotes, control bytes); just the key
+// when `path` is "".
+std::string FieldPath(const std::string& path, const std::string& key);
 
 // "a, b, c".
 std::string JoinKeys(const std::set<std::string>& keys);
