@@ -34,17 +34,11 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
   const Json& meta = doc["metadata"];
   TESSERA_RETURN_IF_ERROR(RequireObject(meta, "metadata"));
   TESSERA_RETURN_IF_ERROR(OnlyKnownFields(meta, "metadata", {"name", "queue", "labels"}));
-  auto name = GetString(meta, "name", "metadata", true);
-  if (!name.ok()) return name.status();
-  TESSERA_RETURN_IF_ERROR(ValidateName("metadata.name", *name));
-  spec.name = *name;
-  auto queue = GetString(meta, "queue", "metadata", false);
-  if (!queue.ok()) return queue.status();
-  if (!queue->empty()) TESSERA_RETURN_IF_ERROR(ValidateName("metadata.queue", *queue));
-  spec.queue = *queue;
-  auto labels = GetStringMap(meta, "labels", "metadata", StringMapKind::kLabels);
-  if (!labels.ok()) return labels.status();
-  spec.labels = *labels;
+  auto metadata = GetWorkloadMetadata(meta);
+  if (!metadata.ok()) return metadata.status();
+  spec.name = metadata->name;
+  spec.queue = metadata->queue;
+  spec.labels = metadata->labels;
 
   if (!doc.contains("spec")) return InvalidArgument("spec: required");
   const Json& s = doc["spec"];
@@ -53,13 +47,8 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
       OnlyKnownFields(s, "spec",
                       {"accelerator", "topology", "slices", "priority", "failurePolicy", "progress",
                        "checkpoint", "template", "warmStart", "expectedDuration", "reservation"}));
-  auto accel = GetString(s, "accelerator", "spec", true);
-  if (!accel.ok()) return accel.status();
-  // "v6e", "TPU-V6E" or a pod type ("v6e-16", whose topology may then be left out).
-  auto topo_text = GetString(s, "topology", "spec", false);
-  if (!topo_text.ok()) return topo_text.status();
-  auto topo = ResolveAccelerator(*accel, *topo_text);
-  if (!topo.ok()) return InvalidArgument("spec." + topo.status().message());
+  auto topo = GetSliceTopology(s, "spec");
+  if (!topo.ok()) return topo.status();
   spec.accelerator = topo->generation();
   spec.topology = topo->shape();
 
@@ -85,10 +74,8 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
   auto prio = GetString(s, "priority", "spec", false);
   if (!prio.ok()) return prio.status();
   spec.priority = *prio;
-  auto reservation = GetString(s, "reservation", "spec", false);
+  auto reservation = GetName(s, "reservation", "spec", false);
   if (!reservation.ok()) return reservation.status();
-  if (!reservation->empty())
-    TESSERA_RETURN_IF_ERROR(ValidateName("spec.reservation", *reservation));
   spec.reservation = *reservation;
 
   if (s.contains("failurePolicy")) {
@@ -135,12 +122,9 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
     }
   }
   if (s.contains("expectedDuration")) {
-    auto ms = ParseDurationMs("spec.expectedDuration", s["expectedDuration"]);
+    auto ms =
+        ParsePositiveDurationMs("spec.expectedDuration", s["expectedDuration"], "6h", "if unknown");
     if (!ms.ok()) return ms.status();
-    if (*ms <= 0)
-      return InvalidArgument(
-          "spec.expectedDuration: must be positive, e.g. 6h; leave it out if "
-          "unknown");
     spec.expected_duration_ms = *ms;
   }
   if (s.contains("checkpoint")) {

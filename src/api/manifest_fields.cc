@@ -74,6 +74,24 @@ Result<std::string> GetString(const Json& obj, const std::string& key, const std
   return text;
 }
 
+Result<std::string> GetName(const Json& obj, const std::string& key, const std::string& path,
+                            bool required) {
+  auto name = GetString(obj, key, path, required);
+  if (!name.ok()) return name.status();
+  if (required || !name->empty()) TESSERA_RETURN_IF_ERROR(ValidateName(path + "." + key, *name));
+  return *name;
+}
+
+Result<SliceTopology> GetSliceTopology(const Json& obj, const std::string& path) {
+  auto accelerator = GetString(obj, "accelerator", path, true);
+  if (!accelerator.ok()) return accelerator.status();
+  auto topology = GetString(obj, "topology", path, false);
+  if (!topology.ok()) return topology.status();
+  auto resolved = ResolveAccelerator(*accelerator, *topology);
+  if (!resolved.ok()) return InvalidArgument(path + "." + resolved.status().message());
+  return *resolved;
+}
+
 Result<int64_t> GetInt(const Json& obj, const std::string& key, const std::string& path,
                        int64_t fallback, int64_t lo, int64_t hi) {
   if (!obj.contains(key) || obj[key].is_null()) return fallback;
@@ -187,6 +205,30 @@ Result<int64_t> ParseDurationMs(std::string_view field, const Json& v) {
     return InvalidArgument(how + "; got '" + s + "'");
   if (ms > int64_t{30} * 86'400'000) return InvalidArgument(how + " (at most 30 days)");
   return ms;
+}
+
+Result<WorkloadMetadata> GetWorkloadMetadata(const Json& meta) {
+  WorkloadMetadata out;
+  auto name = GetName(meta, "name", "metadata", true);
+  if (!name.ok()) return name.status();
+  out.name = std::move(*name);
+  auto queue = GetName(meta, "queue", "metadata", false);
+  if (!queue.ok()) return queue.status();
+  out.queue = std::move(*queue);
+  auto labels = GetStringMap(meta, "labels", "metadata", StringMapKind::kLabels);
+  if (!labels.ok()) return labels.status();
+  out.labels = std::move(*labels);
+  return out;
+}
+
+Result<int64_t> ParsePositiveDurationMs(std::string_view field, const Json& v,
+                                        std::string_view example, std::string_view leave_out) {
+  auto ms = ParseDurationMs(field, v);
+  if (!ms.ok()) return ms.status();
+  if (*ms <= 0)
+    return InvalidArgument(std::string(field) + ": must be positive, e.g. " + std::string(example) +
+                           "; leave it out " + std::string(leave_out));
+  return *ms;
 }
 
 }  // namespace tessera::api

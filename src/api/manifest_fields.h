@@ -12,8 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
+#include "topology/topology.h"
 
 namespace tessera::api {
 
@@ -40,6 +42,16 @@ Status RequireObject(const nlohmann::json& v, const std::string& path);
 Result<std::string> GetString(const nlohmann::json& obj, const std::string& key,
                               const std::string& path, bool required);
 
+// A string field that names a resource: ValidateName's rules under the field's path
+// ("metadata.queue: ..."); "" when absent (or "") and not required.
+Result<std::string> GetName(const nlohmann::json& obj, const std::string& key,
+                            const std::string& path, bool required);
+
+// The slice `obj` asks for: its "accelerator" field (required: "v6e", "TPU-V6E", or a pod type
+// such as "v6e-16", whose topology may then be left out) and "topology" field, resolved by
+// ResolveAccelerator (topology.h). Errors name the field under `path` ("spec.topology: ...").
+Result<SliceTopology> GetSliceTopology(const nlohmann::json& obj, const std::string& path);
+
 // A whole number in [lo, hi]; `fallback` when absent.
 Result<int64_t> GetInt(const nlohmann::json& obj, const std::string& key, const std::string& path,
                        int64_t fallback, int64_t lo, int64_t hi);
@@ -52,5 +64,22 @@ Result<std::map<std::string, std::string>> GetStringMap(const nlohmann::json& ob
                                                         const std::string& key,
                                                         const std::string& path,
                                                         StringMapKind kind);
+
+// The metadata of a kind that is submitted to a queue (TrainJob, Service): metadata.name
+// (required), metadata.queue (the LocalQueue; "" when absent) and metadata.labels, checked in
+// that order, so the first wrong one is the one reported. `meta` is the metadata mapping; its
+// unknown keys are the caller's to refuse.
+struct WorkloadMetadata {
+  std::string name;
+  std::string queue;
+  std::map<std::string, std::string> labels;
+};
+Result<WorkloadMetadata> GetWorkloadMetadata(const nlohmann::json& meta);
+
+// A duration (ParseDurationMs, manifest.h) that must be above zero. Zero or less is
+// InvalidArgument "<field>: must be positive, e.g. <example>; leave it out <leave_out>", where
+// `leave_out` says what leaving the field out means ("if unknown").
+Result<int64_t> ParsePositiveDurationMs(std::string_view field, const nlohmann::json& v,
+                                        std::string_view example, std::string_view leave_out);
 
 }  // namespace tessera::api

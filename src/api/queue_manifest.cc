@@ -36,9 +36,8 @@ Result<std::string> CheckHeader(const Json& doc, const std::string& kind,
   const Json& meta = doc["metadata"];
   TESSERA_RETURN_IF_ERROR(RequireObject(meta, "metadata"));
   TESSERA_RETURN_IF_ERROR(OnlyKnownFields(meta, "metadata", {"name", "labels"}));
-  auto name = GetString(meta, "name", "metadata", true);
+  auto name = GetName(meta, "name", "metadata", true);
   if (!name.ok()) return name.status();
-  TESSERA_RETURN_IF_ERROR(ValidateName("metadata.name", *name));
   // Labels are kept with the document (and served back): the same rules as a TrainJob's.
   auto labels = GetStringMap(meta, "labels", "metadata", StringMapKind::kLabels);
   if (!labels.ok()) return labels.status();

@@ -24,9 +24,8 @@ Result<SliceReservationSpec> ParseSliceReservation(const Json& doc) {
   const Json& meta = doc["metadata"];
   TESSERA_RETURN_IF_ERROR(RequireObject(meta, "metadata"));
   TESSERA_RETURN_IF_ERROR(OnlyKnownFields(meta, "metadata", {"name", "queue", "labels"}));
-  auto name = GetString(meta, "name", "metadata", true);
+  auto name = GetName(meta, "name", "metadata", true);
   if (!name.ok()) return name.status();
-  TESSERA_RETURN_IF_ERROR(ValidateName("metadata.name", *name));
   spec.name = *name;
   auto labels = GetStringMap(meta, "labels", "metadata", StringMapKind::kLabels);
   if (!labels.ok()) return labels.status();
@@ -45,17 +44,13 @@ Result<SliceReservationSpec> ParseSliceReservation(const Json& doc) {
         "spec.priorityClassName: the PriorityClass is spec.priority, as in a TrainJob");
   TESSERA_RETURN_IF_ERROR(
       OnlyKnownFields(s, "spec", {"accelerator", "topology", "numSlices", "priority", "ttl"}));
-  auto queue = GetString(meta, "queue", "metadata", false);
+  // Read after spec's fields are checked: a reservation reports a wrong spec first.
+  auto queue = GetName(meta, "queue", "metadata", false);
   if (!queue.ok()) return queue.status();
-  if (!queue->empty()) TESSERA_RETURN_IF_ERROR(ValidateName("metadata.queue", *queue));
   spec.queue = *queue;
-  auto accel = GetString(s, "accelerator", "spec", true);
-  if (!accel.ok()) return accel.status();
   // The spellings a TrainJob takes: "v6e", "TPU-V6E", or a pod type ("v6e-16").
-  auto topo_text = GetString(s, "topology", "spec", false);
-  if (!topo_text.ok()) return topo_text.status();
-  auto topo = ResolveAccelerator(*accel, *topo_text);
-  if (!topo.ok()) return InvalidArgument("spec." + topo.status().message());
+  auto topo = GetSliceTopology(s, "spec");
+  if (!topo.ok()) return topo.status();
   spec.accelerator = topo->generation();
   spec.topology = topo->shape();
   auto n = GetInt(s, "numSlices", "spec", 1, 1, 4096);
@@ -65,12 +60,9 @@ Result<SliceReservationSpec> ParseSliceReservation(const Json& doc) {
   if (!priority.ok()) return priority.status();
   spec.priority = *priority;
   if (s.contains("ttl")) {
-    auto ms = ParseDurationMs("spec.ttl", s["ttl"]);
+    auto ms = ParsePositiveDurationMs("spec.ttl", s["ttl"], "30m",
+                                      "to hold the slices until the reservation is deleted");
     if (!ms.ok()) return ms.status();
-    if (*ms <= 0)
-      return InvalidArgument(
-          "spec.ttl: must be positive, e.g. 30m; leave it out to hold the "
-          "slices until the reservation is deleted");
     spec.ttl_ms = *ms;
   }
   return spec;

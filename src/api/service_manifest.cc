@@ -131,13 +131,8 @@ Result<ServiceRoleSpec> ParseRole(const Json& r, const std::string& path, bool n
     TESSERA_RETURN_IF_ERROR(ValidateName(path + ".name", *name));
     role.name = *name;
   }
-  auto accel = GetString(r, "accelerator", path, true);
-  if (!accel.ok()) return accel.status();
-  // "v6e", "TPU-V6E" or a pod type ("v6e-16", whose topology may then be left out).
-  auto topo_text = GetString(r, "topology", path, false);
-  if (!topo_text.ok()) return topo_text.status();
-  auto topo = ResolveAccelerator(*accel, *topo_text);
-  if (!topo.ok()) return InvalidArgument(path + "." + topo.status().message());
+  auto topo = GetSliceTopology(r, path);
+  if (!topo.ok()) return topo.status();
   role.accelerator = topo->generation();
   role.topology = topo->shape();
 
@@ -221,17 +216,11 @@ Result<ServiceSpec> ParseService(const Json& doc) {
   const Json& meta = doc["metadata"];
   TESSERA_RETURN_IF_ERROR(RequireObject(meta, "metadata"));
   TESSERA_RETURN_IF_ERROR(OnlyKnownServiceFields(meta, "metadata", {"name", "queue", "labels"}));
-  auto name = GetString(meta, "name", "metadata", true);
-  if (!name.ok()) return name.status();
-  TESSERA_RETURN_IF_ERROR(ValidateName("metadata.name", *name));
-  spec.name = *name;
-  auto queue = GetString(meta, "queue", "metadata", false);
-  if (!queue.ok()) return queue.status();
-  if (!queue->empty()) TESSERA_RETURN_IF_ERROR(ValidateName("metadata.queue", *queue));
-  spec.queue = *queue;
-  auto labels = GetStringMap(meta, "labels", "metadata", StringMapKind::kLabels);
-  if (!labels.ok()) return labels.status();
-  spec.labels = std::move(*labels);
+  auto metadata = GetWorkloadMetadata(meta);
+  if (!metadata.ok()) return metadata.status();
+  spec.name = std::move(metadata->name);
+  spec.queue = std::move(metadata->queue);
+  spec.labels = std::move(metadata->labels);
 
   if (!Has(doc, "spec")) return InvalidArgument("spec: required");
   const Json& s = doc["spec"];
@@ -240,10 +229,8 @@ Result<ServiceSpec> ParseService(const Json& doc) {
   if (!priority.ok()) return priority.status();
   spec.priority = *priority;
   // Every replica group of every role runs inside this SliceReservation (docs/reservations.md).
-  auto reservation = GetString(s, "reservation", "spec", false);
+  auto reservation = GetName(s, "reservation", "spec", false);
   if (!reservation.ok()) return reservation.status();
-  if (!reservation->empty())
-    TESSERA_RETURN_IF_ERROR(ValidateName("spec.reservation", *reservation));
   spec.reservation = *reservation;
   if (Has(s, "roles")) {
     TESSERA_RETURN_IF_ERROR(
