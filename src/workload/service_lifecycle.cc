@@ -11,11 +11,7 @@
 
 namespace tessera {
 
-using service_detail::DesiredFor;
-using service_detail::Name;
-using service_detail::Normal;
-using service_detail::Seconds;
-using service_detail::Warning;
+using namespace service_detail;  // the helpers of service_lifecycle_internal.h
 
 void ServiceEffects::Merge(ServiceEffects other) {
   Effects::Merge(std::move(static_cast<Effects&>(other)));

@@ -8,12 +8,7 @@
 
 namespace tessera {
 
-using service_detail::HostsOf;
-using service_detail::Live;
-using service_detail::Name;
-using service_detail::Normal;
-using service_detail::Seconds;
-using service_detail::Warning;
+using namespace service_detail;  // the helpers of service_lifecycle_internal.h
 
 // ---------------------------------------------------------------------------------------------
 // Groups: recreate, terminate, the stop protocol

@@ -8,15 +8,28 @@
 
 namespace tessera {
 
-using service_detail::CurrentProcess;
-using service_detail::Find;
-using service_detail::Found;
-using service_detail::HostsOf;
-using service_detail::Live;
-using service_detail::Name;
-using service_detail::Normal;
-using service_detail::Seconds;
-using service_detail::Warning;
+using namespace service_detail;  // the helpers of service_lifecycle_internal.h
+
+namespace {
+
+// A group whose processes were just assigned (placed, or restarted on its slice) begins its new
+// incarnation: Starting, its readiness history forgotten, its hosts told to fetch assignments.
+void BeginIncarnation(const RoleStatus& role, ReplicaStatus& r, const std::string& reason,
+                      std::string message, int64_t now, ServiceEffects& e) {
+  r.phase = ReplicaPhase::kStarting;
+  r.reason = reason;
+  r.message = std::move(message);
+  r.started_ms = now;
+  r.ready_since_ms = 0;
+  r.ready_once = false;
+  r.last_probe_ms = 0;
+  e.persist = true;
+  e.assignments_changed = true;
+  e.notify_hosts = HostsOf(r);
+  e.events.push_back(Normal(reason, Name(role, r) + " " + r.message));
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Placement
@@ -50,18 +63,10 @@ ServiceEffects ServiceLifecycle::Place(Service& service, const ReplicaKey& key,
   }
   r.master_port = placement.master_port;
   r.incarnation += 1;
-  r.phase = ReplicaPhase::kStarting;
-  r.reason = "Placed";
-  r.message =
-      "placed on " + r.slice + "; starting " + std::to_string(r.processes.size()) + " processes";
-  r.started_ms = now;
-  r.ready_since_ms = 0;
-  r.ready_once = false;
-  r.last_probe_ms = 0;
-  e.persist = true;
-  e.assignments_changed = true;
-  e.notify_hosts = HostsOf(r);
-  e.events.push_back(Normal("Placed", Name(*f.role, r) + " " + r.message));
+  BeginIncarnation(
+      *f.role, r, "Placed",
+      "placed on " + r.slice + "; starting " + std::to_string(r.processes.size()) + " processes",
+      now, e);
   Settle(service, e);
   return e;
 }
@@ -130,17 +135,10 @@ ServiceEffects ServiceLifecycle::Restart(Service& service, const ReplicaKey& key
     p.exit_code = p.signal = 0;
     if (w < ports.ports.size()) p.port = ports.ports[w];
   }
-  r.phase = ReplicaPhase::kStarting;
-  r.reason = "Recreated";
-  r.message = "group started again on " + r.slice + " (restart " + std::to_string(r.restarts) + ")";
-  r.started_ms = now;
-  r.ready_since_ms = 0;
-  r.ready_once = false;
-  r.last_probe_ms = 0;
-  e.persist = true;
-  e.assignments_changed = true;
-  e.notify_hosts = HostsOf(r);
-  e.events.push_back(Normal("Recreated", Name(*f.role, r) + " " + r.message));
+  BeginIncarnation(
+      *f.role, r, "Recreated",
+      "group started again on " + r.slice + " (restart " + std::to_string(r.restarts) + ")", now,
+      e);
   Settle(service, e);
   return e;
 }
