@@ -65,6 +65,9 @@ struct SimFlags {
   double defrag_share = 0.01;
   int64_t reserve_min_chips = 64;
   double reserve_after_h = 0;
+  double help_factor = 0;
+  double help_quantile = 0.95;
+  int64_t help_window = 256;
   std::string html;
   bool no_progress = false;
 };
@@ -222,6 +225,10 @@ void Run(const SimFlags& f) {
   base.easy.defrag_options.max_share = f.defrag_share;
   base.easy.reserve_min_chips = f.reserve_min_chips;
   base.easy.reserve_after_s = static_cast<int64_t>(f.reserve_after_h * 3600);
+  base.easy.help.factor = f.help_factor;
+  base.easy.help.quantile = f.help_quantile;
+  base.easy.help.window = static_cast<size_t>(f.help_window);
+  base.easy.help.floor_s = base.easy.reserve_after_s;
 
   std::vector<PlannerOptions> policies;
   for (const std::string& name : Split(f.policies)) {
@@ -360,6 +367,20 @@ void AddSimCommand(CLI::App& app) {
                   "long")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 24.0 * 365));
+  cmd->add_option("--help-factor", f->help_factor,
+                  "easy: a large job is helped (reservation, moves) only once it has waited this "
+                  "many times the recent small jobs' wait quantile, and at least "
+                  "--reserve-after-h (0: off; admission/help_threshold.h)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1000.0));
+  cmd->add_option("--help-quantile", f->help_quantile,
+                  "easy: the quantile of the recent small jobs' waits for --help-factor")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--help-window", f->help_window,
+                  "easy: how many of the last small starts --help-factor looks at")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--defrag-share", f->defrag_share,
                   "easy: moved chip-hours (work lost) at most this share of capacity")
       ->capture_default_str();

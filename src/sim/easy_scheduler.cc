@@ -1,5 +1,6 @@
 #include "sim/easy_scheduler.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -25,7 +26,7 @@ std::string Hours(int64_t s) {
 
 class EasyScheduler : public SimScheduler {
  public:
-  explicit EasyScheduler(const EasyOptions& o) : o_(o) {}
+  explicit EasyScheduler(const EasyOptions& o) : o_(o), help_(o.help) {}
 
   std::string Name() const override { return "easy"; }
   void OnArrival(JobIndex j, const SimJob& job) override { queue_.insert({job.spec.submit_s, j}); }
@@ -45,6 +46,7 @@ class EasyScheduler : public SimScheduler {
 
   void Schedule(int64_t now, SchedulingContext& ctx) override {
     if (first_s_ < 0) first_s_ = now;
+    help_after_s_ = std::max(o_.reserve_after_s, help_.Seconds());
     std::vector<SliceRequest> failed_live, failed_blocked;
     std::optional<Reservation> res;
     std::optional<Inventory> blocked;     // the live inventory with the reservation held
@@ -77,6 +79,7 @@ class EasyScheduler : public SimScheduler {
       }
       if (plan.placed()) {
         ctx.Start(j, plan);
+        if (need < o_.reserve_min_chips) help_.AddSmallStart(now - job.spec.submit_s);
         reason_.erase(j);
         it = queue_.erase(it);
         blocked.reset();
@@ -88,7 +91,7 @@ class EasyScheduler : public SimScheduler {
         if (o_.defrag && o_.defrag_after_backfill && NeedsWholeCubes(job.request)) {
           // After the rest of the line has started what fits, and (as the reservation) only
           // once it has waited reserve_after_s.
-          if (now - job.spec.submit_s >= o_.reserve_after_s) defrag_head = j;
+          if (now - job.spec.submit_s >= help_after_s_) defrag_head = j;
           if (MayReserve(now, job, need)) res = MakeReservation(now, j, need, ctx);
           ++it;
           continue;
@@ -110,7 +113,7 @@ class EasyScheduler : public SimScheduler {
 
  private:
   bool MayReserve(int64_t now, const SimJob& job, int64_t need) const {
-    return need >= o_.reserve_min_chips && now - job.spec.submit_s >= o_.reserve_after_s;
+    return need >= o_.reserve_min_chips && now - job.spec.submit_s >= help_after_s_;
   }
   int64_t Estimate(const SimJob& job) const {
     return o_.true_durations ? job.spec.duration_s : job.spec.expected_s;
@@ -207,6 +210,8 @@ class EasyScheduler : public SimScheduler {
   }
 
   EasyOptions o_;
+  HelpThreshold help_;
+  int64_t help_after_s_ = 0;  // this pass's: max(reserve_after_s, help_.Seconds())
   std::set<std::pair<int64_t, JobIndex>> queue_;
   std::map<JobIndex, std::string> reason_;
   std::map<JobIndex, int64_t> last_moved_;

@@ -15,6 +15,7 @@
 
 #include "admission/backfill.h"
 #include "admission/defrag.h"
+#include "admission/help_threshold.h"
 #include "sim/scheduler.h"
 
 namespace tessera::sim {
@@ -31,6 +32,10 @@ struct EasyOptions {
   // too; else it is tried at once): a large job that finds room by itself soon costs no
   // drained chips. 0: at once.
   int64_t reserve_after_s = 0;
+  // ... and only once it has waited `help.factor` times the recent small jobs' waits (a
+  // quantile; admission/help_threshold.h). The threshold is taken at the start of each pass.
+  // factor 0: off. The simulator sets help.floor_s to reserve_after_s.
+  HelpThresholdOptions help;
   bool defrag = true;  // move sub-cube jobs to make room for a blocked whole-cube head
   // ... with the chips left once the rest of the line has started what fits now, so that a
   // move never takes chips a waiting job could use (false: at once, when the head is met).

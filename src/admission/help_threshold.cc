@@ -1,0 +1,28 @@
+#include "admission/help_threshold.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace tessera {
+
+void HelpThreshold::AddSmallStart(int64_t wait_s) {
+  if (o_.factor <= 0 || o_.window == 0) return;
+  waits_.push_back(std::max<int64_t>(0, wait_s));
+  while (waits_.size() > o_.window) waits_.pop_front();
+}
+
+int64_t HelpThreshold::Seconds() const {
+  if (o_.factor <= 0 || waits_.empty()) return std::max<int64_t>(0, o_.floor_s);
+  std::vector<int64_t> sorted(waits_.begin(), waits_.end());
+  const double q = std::clamp(o_.quantile, 0.0, 1.0);
+  // Nearest rank: the smallest wait with at least q of the waits at or below it.
+  size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
+  rank = std::clamp<size_t>(rank, 1, sorted.size());
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(rank - 1),
+                   sorted.end());
+  const double t = o_.factor * static_cast<double>(sorted[rank - 1]);
+  return std::max<int64_t>(o_.floor_s, static_cast<int64_t>(std::llround(t)));
+}
+
+}  // namespace tessera
