@@ -19,6 +19,8 @@ import sys
 TRACES = "../shared/traces/microsoft-itp-elasticflow"
 # K = offered chip-time / (0.75 x 64 x span), rounded up, at least 2 (bench/README.md).
 CUBES = {"cluster01": 2, "cluster02": 3, "cluster03": 4, "cluster04": 12, "cluster06": 2}
+# No job of 64 GPUs: easy equals backfill at any size (--all checks it). 05 and 07 by the rule;
+# 08-10 at 2 cubes, not from the rule.
 NO_CUBE_JOBS = {"cluster05": 8, "cluster07": 8, "cluster08": 2, "cluster09": 2, "cluster10": 2}
 
 
