@@ -174,4 +174,22 @@ nlohmann::json Call(net::HttpClient& client, net::Method method, const std::stri
   return j;
 }
 
+void PrintLog(net::HttpClient& client, const std::string& target, bool follow) {
+  if (!follow) {
+    auto r = client.Request(net::Method::kGet, target);
+    if (!r.ok()) throw CommandError("cannot reach the head: " + r.status().message(), 1);
+    if (r->status >= 400) {
+      nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+      throw CommandError(j.is_object() ? j.value("error", r->body) : r->body, 1);
+    }
+    std::cout << r->body << std::flush;
+    return;
+  }
+  Status s = client.Stream(net::Method::kGet, target + "&follow=true", [](std::string_view line) {
+    std::cout << line << "\n" << std::flush;
+    return true;
+  });
+  if (!s.ok()) throw CommandError(s.message(), 1);
+}
+
 }  // namespace tessera::cli

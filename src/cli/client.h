@@ -27,6 +27,11 @@ std::unique_ptr<net::HttpClient> Connect(const ClientFlags& flags);
 nlohmann::json Call(net::HttpClient& client, net::Method method, const std::string& target,
                     const std::string& body = {});
 
+// Prints the log a logs route (`target`, with its query) serves: all of it, or with `follow`
+// each line as it is written (target + "&follow=true") until the stream ends. Throws
+// CommandError (exit 1) with the head's message when it cannot be read.
+void PrintLog(net::HttpClient& client, const std::string& target, bool follow);
+
 // Reads a file ("-" is standard input); throws CommandError naming the path.
 std::string ReadFileOrStdin(const std::string& path);
 

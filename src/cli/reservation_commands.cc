@@ -35,6 +35,16 @@ void PrintReservations(const Json& items, bool wide, bool header) {
   }
 }
 
+void PrintWouldHelpTable(const Json& would_help, const char* kind_column) {
+  std::printf("  %-24s %-16s %-9s %-6s %s\n", kind_column, "CLUSTERQUEUE", "PRIORITY", "CHIPS",
+              "PREEMPTIBLE");
+  for (const Json& b : would_help)
+    std::printf("  %-24s %-16s %-9d %-6lld %s\n", b.value("name", "").c_str(),
+                b.value("clusterQueue", "").c_str(), b.value("priority", 0),
+                static_cast<long long>(b.value("chips", int64_t{0})),
+                b.value("preemptible", false) ? "yes" : "no");
+}
+
 void DescribeReservation(net::HttpClient& client, const std::string& name) {
   Json r = Call(client, net::Method::kGet, "/api/v1/slicereservations/" + name);
   const Json& sp = r["spec"];
@@ -58,13 +68,7 @@ void DescribeReservation(net::HttpClient& client, const std::string& name) {
       std::cout << "Would help:  nothing running (wait for the reason above to clear)\n";
     } else {
       std::cout << "Would help (these running workloads finishing or being preempted):\n";
-      std::printf("  %-24s %-16s %-9s %-6s %s\n", "WORKLOAD", "CLUSTERQUEUE", "PRIORITY", "CHIPS",
-                  "PREEMPTIBLE");
-      for (const Json& b : help)
-        std::printf("  %-24s %-16s %-9d %-6lld %s\n", b.value("name", "").c_str(),
-                    b.value("clusterQueue", "").c_str(), b.value("priority", 0),
-                    static_cast<long long>(b.value("chips", int64_t{0})),
-                    b.value("preemptible", false) ? "yes" : "no");
+      PrintWouldHelpTable(help, "WORKLOAD");
     }
   }
   if (st.value("expiresAtMs", int64_t{0}) > 0)

@@ -16,5 +16,9 @@ void PrintReservations(const nlohmann::json& items, bool wide, bool header = tru
 // Phase, reason and message (while Pending: the admission reason, place in line and what would
 // let it in, as `explain` gives for jobs), the held slices and hosts, the ttl, the users, events.
 void DescribeReservation(net::HttpClient& client, const std::string& name);
+// The rows of a pending workload's status.wouldHelp (the running workloads whose finishing or
+// preemption would let it in) as an indented table; `kind_column` heads the name column ("JOB"
+// for `explain job`, "WORKLOAD" here).
+void PrintWouldHelpTable(const nlohmann::json& would_help, const char* kind_column);
 
 }  // namespace tessera::cli

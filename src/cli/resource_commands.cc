@@ -385,13 +385,7 @@ void AddResourceCommands(CLI::App& app) {
         return;
       }
       std::cout << "Would help (these running jobs finishing or being preempted):\n";
-      std::printf("  %-24s %-16s %-9s %-6s %s\n", "JOB", "CLUSTERQUEUE", "PRIORITY", "CHIPS",
-                  "PREEMPTIBLE");
-      for (const Json& b : help)
-        std::printf("  %-24s %-16s %-9d %-6lld %s\n", b.value("name", "").c_str(),
-                    b.value("clusterQueue", "").c_str(), b.value("priority", 0),
-                    static_cast<long long>(b.value("chips", int64_t{0})),
-                    b.value("preemptible", false) ? "yes" : "no");
+      PrintWouldHelpTable(help, "JOB");
     });
   }
   // describe
@@ -489,24 +483,8 @@ void AddResourceCommands(CLI::App& app) {
       auto client = Connect(*flags);
       if (*kind == "service" || *kind == "svc")
         return ServiceLogs(*client, *name, *role, *replica, *worker, *follow);
-      const std::string target =
-          "/api/v1/jobs/" + *name + "/logs?worker=" + std::to_string(*worker);
-      if (!*follow) {
-        auto r = client->Request(net::Method::kGet, target);
-        if (!r.ok()) throw CommandError("cannot reach the head: " + r.status().message(), 1);
-        if (r->status >= 400) {
-          Json j = Json::parse(r->body, nullptr, false);
-          throw CommandError(j.is_object() ? j.value("error", r->body) : r->body, 1);
-        }
-        std::cout << r->body << std::flush;
-        return;
-      }
-      Status s =
-          client->Stream(net::Method::kGet, target + "&follow=true", [](std::string_view line) {
-            std::cout << line << "\n" << std::flush;
-            return true;
-          });
-      if (!s.ok()) throw CommandError(s.message(), 1);
+      PrintLog(*client, "/api/v1/jobs/" + *name + "/logs?worker=" + std::to_string(*worker),
+               *follow);
     });
   }
   // delete

@@ -174,21 +174,7 @@ void ServiceLogs(net::HttpClient& client, const std::string& name, const std::st
   const std::string target = "/api/v1/services/" + name + "/logs?role=" + role +
                              "&replica=" + std::to_string(replica) +
                              "&worker=" + std::to_string(worker);
-  if (!follow) {
-    auto r = client.Request(net::Method::kGet, target);
-    if (!r.ok()) throw CommandError("cannot reach the head: " + r.status().message(), 1);
-    if (r->status >= 400) {
-      Json j = Json::parse(r->body, nullptr, false);
-      throw CommandError(j.is_object() ? j.value("error", r->body) : r->body, 1);
-    }
-    std::cout << r->body << std::flush;
-    return;
-  }
-  Status s = client.Stream(net::Method::kGet, target + "&follow=true", [](std::string_view line) {
-    std::cout << line << "\n" << std::flush;
-    return true;
-  });
-  if (!s.ok()) throw CommandError(s.message(), 1);
+  PrintLog(client, target, follow);
 }
 
 void AddServiceCommands(CLI::App& app) {
