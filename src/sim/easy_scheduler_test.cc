@@ -101,5 +101,34 @@ TEST(Easy, DefragmentationMovesOneJobAndTheCubeJobStarts) {
       << no_budget.outcomes[3].reason;
 }
 
+// The help threshold (admission/help_threshold.h): two half-cube jobs waited 1000 s for a
+// cube job to end, so with factor 2 (quantile 1) the next cube job is helped only once it has
+// waited 2000 s. Until then the stream of half-cube jobs backfills as under plain backfill; then
+// it reserves and starts when the half it reserved frees. Without the threshold it reserves at
+// once and starts when the first half frees.
+TEST(Easy, TheHelpThresholdFollowsTheSmallJobsWaits) {
+  const Inventory inv = Pod(1, 1);
+  Workload w;
+  w.jobs = {Job("x", 0, 1000, 64), Job("p", 0, 2000, 32), Job("q", 0, 100, 32),
+            Job("cube", 1001, 100, 64)};
+  for (int i = 0; i < 6; ++i)
+    w.jobs.push_back(Job("s" + std::to_string(i), 1050 + 900 * i, 1000, 32));
+  const SimResult backfill = Simulate(inv, w, AdmissionKind::kBackfill);
+  const SimResult easy = Simulate(inv, w, AdmissionKind::kEasy);
+  SimOptions o;
+  o.easy.help = {.factor = 2, .quantile = 1.0, .window = 16};
+  const SimResult helped = Simulate(inv, w, AdmissionKind::kEasy, o);
+  const int64_t at_once = easy.outcomes[3].first_start_s;
+  const int64_t later = helped.outcomes[3].first_start_s;
+  EXPECT_EQ(at_once, 3000);  // p ends
+  EXPECT_GE(later - 1001, 2000) << later;
+  EXPECT_LT(later, backfill.outcomes[3].first_start_s);
+  // Meanwhile the first of the stream started at once when q ended, as under backfill.
+  EXPECT_EQ(helped.outcomes[4].first_start_s, 1100);
+  EXPECT_EQ(backfill.outcomes[4].first_start_s, 1100);
+  EXPECT_GT(easy.outcomes[4].first_start_s, 1100);
+  EXPECT_EQ(helped.finished, static_cast<int64_t>(w.jobs.size()));
+}
+
 }  // namespace
 }  // namespace tessera::sim
