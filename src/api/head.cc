@@ -344,6 +344,8 @@ Status Head::Start() {
       });
   m.ctl->SetAssignmentListener(
       [&m](const std::set<std::string>& hosts) { m.OnAssignments(hosts); });
+  // A heartbeat that freed chips asks for a pass instead of running one (Controller::Heartbeat).
+  m.ctl->SetPassListener([&m] { m.Kick(); });
   TESSERA_RETURN_IF_ERROR(m.ctl->Load());
   m.metrics->Seed(m.ctl->ListJobs());  // what a restarted head finds was counted before
 
@@ -486,10 +488,11 @@ Status Head::Start() {
                                    own_host([&m, bad_message](const Request& r) {
                                      auto beat = protocol::ParseHeartbeat(r.body);
                                      if (!beat.ok()) return bad_message(beat.status());
-                                     // No kick: a heartbeat that changes assignments already kicks
-                                     // through the assignment listener, and lease expiry needs only
-                                     // the periodic tick. Kicking on every heartbeat made the loop
-                                     // walk every host 1,000 times a second at 1,000 agents.
+                                     // No kick: a heartbeat that changes assignments or frees
+                                     // chips kicks through the controller's listeners, and lease
+                                     // expiry needs only the periodic tick. Kicking on every
+                                     // heartbeat made the loop walk every host 1,000 times a
+                                     // second at 1,000 agents.
                                      return Reply(m.ctl->Heartbeat(r.params.at("name"), *beat));
                                    })));
   TESSERA_RETURN_IF_ERROR(

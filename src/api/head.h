@@ -34,7 +34,10 @@ struct HeadOptions {
   std::string state_dir = ".tessera";
   std::string bind_address = "127.0.0.1";
   int port = 0;  // 0: an ephemeral port, written to head.json
-  int io_threads = 2;
+  // Handlers that take the controller's lock hold their io thread while they wait for it;
+  // with several threads, requests that take no lock (/healthz, /v1/leader) and streams still
+  // find one while agents' heartbeats queue for the lock.
+  int io_threads = 6;
   controller::ControllerOptions controller;
   int64_t tick_ms = 100;        // controller loop period (it also runs after every change)
   LogProxyOptions logs;         // caps and deadlines of log reads from agents (bearer_token unused)

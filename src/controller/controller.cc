@@ -91,6 +91,11 @@ void Controller::SetAssignmentListener(AssignmentListener listener) {
   on_assignments_ = std::move(listener);
 }
 
+void Controller::SetPassListener(PassListener listener) {
+  std::lock_guard lock(mu_);
+  on_pass_wanted_ = std::move(listener);
+}
+
 Inventory Controller::InventorySnapshot() const {
   std::lock_guard lock(mu_);
   return inventory_;

@@ -227,7 +227,8 @@ class Controller {
   // not Lost and still holds workers of a job that holds chips (delete or finish them first,
   // or wait until the host is Lost).
   ApiResult<Json> DeleteHost(const std::string& host);
-  // Records worker states and progress; returns the host's assignment snapshot.
+  // Records worker states and progress; returns the host's assignment snapshot. Runs no
+  // scheduling pass: one that freed chips asks for one through the pass listener.
   ApiResult<Json> Heartbeat(const std::string& host, const protocol::Heartbeat& heartbeat);
   // {"revision": N, "assignments": [...]}: the workers `host` must run now.
   ApiResult<Json> Assignments(const std::string& host) const;
@@ -237,6 +238,9 @@ class Controller {
   // Returns the first store error of this tick, or of a scheduling pass a request ran since
   // the last tick (the request itself had succeeded); what failed is retried next tick.
   Status Tick();
+  // The scheduling pass Tick ends with, without its timers, for callers that drive the
+  // controller without the head's loop (tests answer the pass listener with it).
+  Status RunPass();
 
   // Called (with the lock held) after every change: kind is "TrainJob", "Host", "Event" or a
   // queue kind; type is ADDED, MODIFIED or DELETED. Calls are counted (ListWithVersion).
@@ -246,6 +250,10 @@ class Controller {
   // Called (with the lock held) when the assignments of some hosts may have changed.
   using AssignmentListener = std::function<void(const std::set<std::string>& hosts)>;
   void SetAssignmentListener(AssignmentListener listener);
+  // Called (with the lock held) when a change that ran no scheduling pass itself (a
+  // heartbeat that freed chips or requeued a job) wants one soon: the head's loop runs Tick.
+  using PassListener = std::function<void()>;
+  void SetPassListener(PassListener listener);
 
   // For the dashboard and tests: a copy of the derived inventory.
   Inventory InventorySnapshot() const;
@@ -321,6 +329,9 @@ class Controller {
   Status Schedule();
   // After a request's own change succeeded: a failed pass is reported by the next Tick.
   void ScheduleAfterRequest();
+  // Asks the loop for a pass (the pass listener) if a step of this request set
+  // schedule_requested_ or the inventory changed; the flags stay set for that pass.
+  void RequestPass();
   Status ScheduleFirstComeFirstServed();
   Status ScheduleThroughQueues();
   Status ScheduleEasy();  // easy_scheduling.cc
@@ -488,6 +499,7 @@ class Controller {
   ChangeListener on_change_;
   uint64_t changes_emitted_ = 0;  // calls of on_change_ so far
   AssignmentListener on_assignments_;
+  PassListener on_pass_wanted_;
   EasyHeadState easy_;  // ScheduleEasy's holds and moved-work account
 };
 

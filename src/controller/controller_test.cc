@@ -76,6 +76,38 @@ TEST_F(ControllerTest, AFailedWorkerStopsTheWholeJobAndFreesChipsOnlyOnceConfirm
   EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 0);
 }
 
+// A heartbeat never runs a scheduling pass itself (the head's io threads would queue behind
+// it): one that freed chips asks the loop for one, and one that changed nothing does not.
+TEST_F(ControllerTest, AHeartbeatAsksForAPassInsteadOfRunningOne) {
+  RegisterTwoSlices();
+  Ok(c_->CreateJob(JobDoc("first", 2)));
+  Ok(c_->CreateJob(JobDoc("second", 2)));
+  int passes_wanted = 0;
+  c_->SetPassListener([&passes_wanted] { ++passes_wanted; });
+  auto beat_all = [&](const Json& workers_of, int64_t revision) {
+    for (int s = 0; s < 2; ++s)
+      for (int w = 0; w < 4; ++w) {
+        const std::string h = HostName(s, w);
+        Json workers =
+            workers_of.is_null() ? WorkerReports(Ok(c_->Assignments(h)), "Running") : workers_of;
+        Json body = {{"workers", workers}, {"revision", revision}};
+        auto b = protocol::ParseHeartbeat(body.dump());
+        ASSERT_TRUE(b.ok()) << b.status().ToString();
+        Ok(c_->Heartbeat(h, *b));
+      }
+  };
+  beat_all(nullptr, 0);
+  EXPECT_EQ(Phase("first"), "Running");
+  EXPECT_EQ(passes_wanted, 0) << "nothing was freed";
+  Ok(c_->DeleteJob("first"));
+  beat_all(Json::array(), 1'000'000);  // every worker of "first" is gone: its chips are free
+  EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 0);
+  EXPECT_GT(passes_wanted, 0);
+  EXPECT_EQ(Phase("second"), "Pending") << "no heartbeat placed it";
+  ASSERT_TRUE(c_->RunPass().ok());
+  EXPECT_EQ(Phase("second"), "Starting");
+}
+
 TEST_F(ControllerTest, ALostHostFailsItsJobAfterTheLease) {
   RegisterTwoSlices();
   Ok(c_->CreateJob(JobDoc("train", 1)));

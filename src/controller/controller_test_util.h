@@ -85,10 +85,20 @@ inline Json WorkerReports(const Json& assignments, const std::string& state, int
                        {"finishedAtMs", 0}});
   return workers;
 }
+// Like the head: a heartbeat that asks for a pass (the pass listener) gets one after it, not
+// inside it, so its reply is the snapshot from before the pass.
 inline ApiResult<Json> Beat(Controller& c, const std::string& host, const Json& body) {
   auto b = protocol::ParseHeartbeat(body.dump());
   if (!b.ok()) return ToApiError(b.status());
-  return c.Heartbeat(host, *b);
+  bool pass_wanted = false;
+  c.SetPassListener([&pass_wanted] { pass_wanted = true; });
+  ApiResult<Json> reply = c.Heartbeat(host, *b);
+  c.SetPassListener(nullptr);
+  if (pass_wanted) {
+    const Status pass = c.RunPass();
+    EXPECT_TRUE(pass.ok()) << "the pass after a heartbeat of " << host << ": " << pass.ToString();
+  }
+  return reply;
 }
 
 template <typename T>

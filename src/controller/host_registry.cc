@@ -235,6 +235,7 @@ Status Controller::HostRecovered(RegisteredHost& h) {
   h = std::move(updated);
   if (auto id = host_ids_.find(h.spec.name); id != host_ids_.end())
     TESSERA_RETURN_IF_ERROR(inventory_.SetHealth(id->second, Health::kHealthy));
+  schedule_requested_ = true;  // its chips are free again
   return Status::Ok();
 }
 
@@ -310,7 +311,10 @@ ApiResult<Json> Controller::Heartbeat(const std::string& name, const protocol::H
     run(jn, [&](TrainJob& j) { return train_.ConfirmStopped(j, name, now); });
   ServiceReports(name, beat, now, failed);  // services.cc
   FenceReports(name, beat, failed);         // fencing.cc
-  ScheduleAfterRequest();
+  // No pass here: one heartbeat arrives per host per interval, and a pass walks every pending
+  // workload and may commit. A heartbeat that freed chips or requeued work asks the loop for one
+  // (Tick), so a burst of heartbeats costs one pass, and an agent's request never waits on one.
+  RequestPass();
   if (!failed.ok()) return ToApiError(failed);
   return AssignmentsLocked(name);
 }

@@ -28,6 +28,15 @@ void Controller::ScheduleAfterRequest() {
   if (!s.ok()) deferred_error_ = s;
 }
 
+Status Controller::RunPass() {
+  std::lock_guard lock(mu_);
+  return Schedule();
+}
+
+void Controller::RequestPass() {
+  if ((schedule_requested_ || inventory_dirty_) && on_pass_wanted_) on_pass_wanted_();
+}
+
 Status Controller::Schedule() {
   TESSERA_RETURN_IF_ERROR(RefreshInventory());
   if (!inventory_ready_) return Status::Ok();

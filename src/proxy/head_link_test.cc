@@ -75,6 +75,9 @@ class FakeControlHead {
                     .ok());
     EXPECT_TRUE(server_->Start().ok());
   }
+  // The server first: a request still in flight must not run its handler on members already
+  // destroyed (writers_ is destroyed before server_).
+  ~FakeControlHead() { server_->Stop(); }
   uint16_t port() const { return server_->port(); }
   void Stop() { server_->Stop(); }
   void StandBy(const std::string& leader) {
