@@ -140,6 +140,12 @@ EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
       out.waiting.push_back({w.id, NoFitName(plan.reason), plan.message});
       continue;
     }
+    if (!w.may_help) {  // large, but not helped yet: waits as a small one
+      out.waiting.push_back({w.id, NoFitName(plan.reason),
+                             plan.message + "; no reservation or moves for it until it has "
+                                            "waited longer than the help threshold"});
+      continue;
+    }
     // The head of the line: make room by moving sub-cube jobs, or reserve.
     if (o.defrag && !out.defrag && NeedsWholeCubes(w.request)) {
       if (o.defrag_after_backfill) {

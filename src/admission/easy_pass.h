@@ -36,6 +36,10 @@ struct EasyWaiting {
   SliceRequest request;
   int64_t expected_s = 0;  // <= 0: BackfillOptions::default_duration_s
   std::string name;        // for messages; "" means "workload <id>"
+  // false: a large workload that has not yet waited long enough to be helped (the caller's
+  // HelpThreshold, help_threshold.h): no reservation and no moves for it; it waits as a small
+  // one does, and a later large one may be the head.
+  bool may_help = true;
 };
 
 // A workload holding chips, under OwnerOf(id) in the inventory.

@@ -78,6 +78,37 @@ TEST(EasyPass, WithoutAnEstimateTheDefaultKeepsWorkOffTheReservedHosts) {
       << w->message;
 }
 
+// A large workload that may not be helped yet (help_threshold.h) reserves nothing: the small
+// one behind it starts on the half cube it would have reserved, and it says why it waits.
+TEST(EasyPass, ALargeWorkloadNotYetHelpedReservesNothing) {
+  HalfCubes t;
+  t.inv.Release(OwnerOf(WorkloadId(2)));
+  ASSERT_TRUE(t.inv.Reserve(OwnerOf(WorkloadId(2)), CubeHosts(t.inv, 1, 0, 16)).ok());
+  t.running[1].request = Req(4, 4, 4);
+  EasyWaiting head = W(3, Req(4, 4, 4), 0);
+  head.may_help = false;
+  const std::vector<EasyWaiting> line = {head, W(4, Req(2, 2, 1), 0)};
+  EasyPassOptions o;
+  o.defrag = true;
+  const EasyPassResult r = RunEasyPass(t.inv, t.planner, line, t.running, 10, 1 << 30, o);
+  ASSERT_EQ(r.starts.size(), 1u);
+  const PlanResult* four = StartOf(r, 4);
+  ASSERT_NE(four, nullptr);
+  for (HostId h : four->AllHosts()) EXPECT_EQ(t.inv.host(h).cube, t.inv.cubes()[0].id);
+  EXPECT_FALSE(r.defrag);
+  const EasyWait* w = WaitOf(r, 3);
+  ASSERT_NE(w, nullptr);
+  EXPECT_NE(w->reason, "WaitingForReservation");
+  EXPECT_NE(w->message.find("help threshold"), std::string::npos) << w->message;
+  // Allowed, the same line reserves cube 0 and job 4 waits behind it.
+  head.may_help = true;
+  const EasyPassResult helped =
+      RunEasyPass(t.inv, t.planner, {head, line[1]}, t.running, 10, 1 << 30, o);
+  EXPECT_TRUE(helped.starts.empty());
+  ASSERT_NE(WaitOf(helped, 3), nullptr);
+  EXPECT_EQ(WaitOf(helped, 3)->reason, "WaitingForReservation");
+}
+
 TEST(EasyPass, ABlockedSmallJobReservesNothingClassicEasyDoes) {
   HalfCubes t;
   t.inv.Release(OwnerOf(WorkloadId(1)));
