@@ -313,7 +313,7 @@ ApiResult<Json> Controller::Heartbeat(const std::string& name, const protocol::H
   FenceReports(name, beat, failed);         // fencing.cc
   // No pass here: one heartbeat arrives per host per interval, and a pass walks every pending
   // workload and may commit. A heartbeat that freed chips or requeued work asks the loop for one
-  // (Tick), so a burst of heartbeats costs one pass, and an agent's request never waits on one.
+  // (Tick), so a burst of heartbeats costs one pass, and no agent's request runs one.
   RequestPass();
   if (!failed.ok()) return ToApiError(failed);
   return AssignmentsLocked(name);
