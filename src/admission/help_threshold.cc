@@ -2,9 +2,38 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 namespace tessera {
+namespace {
+
+std::string Number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+Status ValidateHelpThreshold(const HelpThresholdOptions& o, const std::string& flag_prefix) {
+  // Written so that NaN fails each check.
+  if (!(o.factor >= 0 && o.factor <= HelpThresholdOptions::kMaxFactor))
+    return InvalidArgument(flag_prefix + "factor: " + Number(o.factor) +
+                           " is not in [0, 1000] (0: off; e.g. 4)");
+  if (!(o.quantile >= 0 && o.quantile <= 1))
+    return InvalidArgument(flag_prefix + "quantile: " + Number(o.quantile) +
+                           " is not in [0, 1] (e.g. 0.8)");
+  if (o.window < 1 || o.window > HelpThresholdOptions::kMaxWindow)
+    return InvalidArgument(flag_prefix + "window: " +
+                           // a negative value given for the unsigned flag has wrapped around
+                           std::to_string(static_cast<int64_t>(o.window)) +
+                           " is not in [1, 1048576] (small starts; e.g. 64)");
+  if (o.floor_s < 0)
+    return InvalidArgument(flag_prefix + "floor: " + std::to_string(o.floor_s) +
+                           " s is negative (0: no floor)");
+  return Status::Ok();
+}
 
 void HelpThreshold::AddSmallStart(int64_t wait_s) {
   if (o_.factor <= 0 || o_.window == 0) return;

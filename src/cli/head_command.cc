@@ -3,6 +3,7 @@
 
 #include <iostream>
 
+#include "admission/help_threshold.h"
 #include "api/head.h"
 #include "cli/commands.h"
 #include "ha/ha_head.h"
@@ -47,6 +48,22 @@ void AddHeadCommand(CLI::App& app) {
       },
       "with --backfill easy: move sub-cube jobs (checkpoint and restart) to free whole cubes for "
       "a waiting 4x4x4 or super-slice; moved work under 1% of capacity");
+  // The help threshold, named and checked as `tessera sim --admission easy` (help_threshold.h).
+  HelpThresholdOptions& help = o->controller.help_threshold;
+  auto* help_factor =
+      cmd->add_option("--help-factor", help.factor,
+                      "with --backfill easy: a large job (64 chips or more) gets a reservation, "
+                      "and moves, only once it has waited this many times the recent small "
+                      "jobs' wait quantile (0: off, helped at once; to 1000; as tessera sim)")
+          ->capture_default_str();
+  auto* help_quantile = cmd->add_option("--help-quantile", help.quantile,
+                                        "with --help-factor: the quantile of the recent small "
+                                        "jobs' waits (0 to 1)")
+                            ->capture_default_str();
+  auto* help_window = cmd->add_option("--help-window", help.window,
+                                      "with --help-factor: how many of the last small starts it "
+                                      "looks at (1 to 1048576)")
+                          ->capture_default_str();
   // HA (docs/ha.md): an etcd store, leader election among heads.
   auto ha = std::make_shared<ha::HaHeadOptions>();
   auto store_url = std::make_shared<std::string>("sqlite");
@@ -74,9 +91,15 @@ void AddHeadCommand(CLI::App& app) {
                                         "(default 60000)");
   auto* prefix = cmd->add_option("--store-prefix", ha->prefix,
                                  "HA: the etcd key prefix of this cluster (default /tessera/)");
-  cmd->callback([o, ha, ms, store_url, lease, renew, retry, advertise, store_timeout, prefix] {
+  cmd->callback([o, ha, ms, store_url, lease, renew, retry, advertise, store_timeout, prefix,
+                 help_factor, help_quantile, help_window] {
     if (o->controller.heartbeat_interval_ms * 2 > o->controller.lease_ms)
       throw CommandError("--lease-ms must be at least twice --heartbeat-ms");
+    for (auto* flag : {help_factor, help_quantile, help_window})
+      if (flag->count() > 0 && !o->controller.backfill_easy)
+        throw CommandError(flag->get_name() + " needs --backfill easy");
+    if (Status valid = ValidateHelpThreshold(o->controller.help_threshold); !valid.ok())
+      throw CommandError(valid.message());
     const bool etcd = store_url->starts_with("etcd://");
     if (!etcd && *store_url != "sqlite")
       throw CommandError("--store: '" + *store_url +

@@ -11,6 +11,7 @@
 #include <memory>
 #include <sstream>
 
+#include "admission/help_threshold.h"
 #include "cli/commands.h"
 #include "common/rng.h"
 #include "sim/cluster.h"
@@ -65,9 +66,7 @@ struct SimFlags {
   double defrag_share = 0.01;
   int64_t reserve_min_chips = 64;
   double reserve_after_h = 0;
-  double help_factor = 0;
-  double help_quantile = 0.95;
-  int64_t help_window = 256;
+  HelpThresholdOptions help;  // --help-factor, --help-quantile, --help-window
   std::string html;
   bool no_progress = false;
 };
@@ -225,10 +224,10 @@ void Run(const SimFlags& f) {
   base.easy.defrag_options.max_share = f.defrag_share;
   base.easy.reserve_min_chips = f.reserve_min_chips;
   base.easy.reserve_after_s = static_cast<int64_t>(f.reserve_after_h * 3600);
-  base.easy.help.factor = f.help_factor;
-  base.easy.help.quantile = f.help_quantile;
-  base.easy.help.window = static_cast<size_t>(f.help_window);
+  base.easy.help = f.help;
   base.easy.help.floor_s = base.easy.reserve_after_s;
+  if (Status valid = ValidateHelpThreshold(base.easy.help); !valid.ok())
+    throw CommandError(valid.message());
 
   std::vector<PlannerOptions> policies;
   for (const std::string& name : Split(f.policies)) {
@@ -367,20 +366,17 @@ void AddSimCommand(CLI::App& app) {
                   "long")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 24.0 * 365));
-  cmd->add_option("--help-factor", f->help_factor,
+  cmd->add_option("--help-factor", f->help.factor,
                   "easy: a large job is helped (reservation, moves) only once it has waited this "
                   "many times the recent small jobs' wait quantile, and at least "
-                  "--reserve-after-h (0: off; admission/help_threshold.h)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1000.0));
-  cmd->add_option("--help-quantile", f->help_quantile,
-                  "easy: the quantile of the recent small jobs' waits for --help-factor")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--help-window", f->help_window,
-                  "easy: how many of the last small starts --help-factor looks at")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+                  "--reserve-after-h (0: off, to 1000; admission/help_threshold.h)")
+      ->capture_default_str();
+  cmd->add_option("--help-quantile", f->help.quantile,
+                  "easy: the quantile of the recent small jobs' waits for --help-factor (0 to 1)")
+      ->capture_default_str();
+  cmd->add_option("--help-window", f->help.window,
+                  "easy: how many of the last small starts --help-factor looks at (1 to 1048576)")
+      ->capture_default_str();
   cmd->add_option("--defrag-share", f->defrag_share,
                   "easy: moved chip-hours (work lost) at most this share of capacity")
       ->capture_default_str();

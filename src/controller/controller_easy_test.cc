@@ -28,14 +28,17 @@ Json Job7x(const std::string& name, const std::string& topology, const std::stri
 
 class EasyHeadTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    store_ = OpenMemoryStore();
-    ASSERT_NE(store_, nullptr);
+  virtual ControllerOptions Options() const {
     ControllerOptions options;
     options.backfill_easy = true;
     options.defrag = true;
     options.lease_ms = 3'600'000;  // the test's hours pass without heartbeats in between
-    c_ = std::make_unique<Controller>(*store_, clock_, options);
+    return options;
+  }
+  void SetUp() override {
+    store_ = OpenMemoryStore();
+    ASSERT_NE(store_, nullptr);
+    c_ = std::make_unique<Controller>(*store_, clock_, Options());
     ASSERT_TRUE(c_->Load().ok());
     for (int cube = 0; cube < 2; ++cube)
       for (int z = 0; z < 4; ++z)
@@ -174,6 +177,80 @@ TEST_F(EasyHeadTest, DefragMovesTheCheapestJobThenBothStartOnTheirHeldPlacements
   EXPECT_EQ(JobStatus("small")["preemptions"], 1);
   EXPECT_EQ(JobStatus("half")["preemptions"], 0);
 }
+
+// `--help-factor 2` (the simulator's adaptive help threshold, admission/help_threshold.h): a
+// large job gets no reservation until it has waited 2 x the 0.95 quantile of the recent small
+// jobs' waits (here 1 h: the threshold is 2 h), and gets one after; with factor 0 it reserves
+// at once, as before.
+class EasyHelpThresholdTest : public EasyHeadTest, public ::testing::WithParamInterface<double> {
+ protected:
+  ControllerOptions Options() const override {
+    ControllerOptions options;
+    options.backfill_easy = true;
+    options.lease_ms = 4 * 3'600'000;  // hours pass without heartbeats in between
+    options.help_threshold.factor = GetParam();
+    return options;
+  }
+};
+
+TEST_P(EasyHelpThresholdTest, ALargeJobReservesOnlyOnceItHasWaitedPastTheThreshold) {
+  const bool on = GetParam() > 0;
+  // Four 2x4x4 (32 chips: small) fill both cubes at once (waits 0); `late` waits 1 h for one.
+  for (const char* name : {"j1", "j2", "j3", "j4", "late"})
+    Ok(c_->CreateJob(Job7x(name, "2x4x4", "1h")));
+  Settle();
+  ASSERT_EQ(JobStatus("j4")["phase"], "Running");
+  ASSERT_EQ(JobStatus("late")["phase"], "Pending");
+  clock_.AdvanceMs(3'600'000);
+  Ok(c_->DeleteJob("j1"));
+  Settle();
+  ASSERT_EQ(JobStatus("late")["phase"], "Running");  // small waits: 0, 0, 0, 0, 1 h
+
+  // The 4x4x4 (64 chips: large) finds no free chip.
+  Ok(c_->CreateJob(Job7x("cube", "4x4x4", "1h")));
+  Settle();
+  Json cube = JobStatus("cube");
+  EXPECT_EQ(cube["phase"], "Pending");
+  if (!on) {
+    EXPECT_EQ(cube["reason"], "WaitingForReservation") << cube.dump();
+    return;
+  }
+  EXPECT_NE(cube["reason"], "WaitingForReservation") << cube.dump();
+  EXPECT_NE(cube["message"].get<std::string>().find(
+                "until it has waited longer than the help threshold (2h0m, from the last 5 small "
+                "jobs' waits; it has waited 0h0m)"),
+            std::string::npos)
+      << cube.dump();
+  // A head restart feeds the threshold again from the stored jobs' first starts (j1, deleted,
+  // no longer counts; the quantile is still `late`'s 1 h).
+  c_ = std::make_unique<Controller>(*store_, clock_, Options());
+  ASSERT_TRUE(c_->Load().ok());
+  Settle();
+  cube = JobStatus("cube");
+  EXPECT_NE(cube["message"].get<std::string>().find("(2h0m, from the last 4 small jobs' waits"),
+            std::string::npos)
+      << cube.dump();
+  // Just short of the threshold: still no reservation.
+  clock_.AdvanceMs(7'200'000 - 60'000);
+  Settle();
+  cube = JobStatus("cube");
+  EXPECT_NE(cube["reason"], "WaitingForReservation") << cube.dump();
+  EXPECT_NE(cube["message"].get<std::string>().find("it has waited 1h59m"), std::string::npos)
+      << cube.dump();
+  // At the threshold: the head of the line reserves.
+  clock_.AdvanceMs(60'000);
+  Settle();
+  cube = JobStatus("cube");
+  EXPECT_EQ(cube["phase"], "Pending");
+  EXPECT_EQ(cube["reason"], "WaitingForReservation") << cube.dump();
+  EXPECT_EQ(cube["message"].get<std::string>().find("help threshold"), std::string::npos)
+      << cube.dump();
+}
+
+INSTANTIATE_TEST_SUITE_P(OnAndOff, EasyHelpThresholdTest, ::testing::Values(2.0, 0.0),
+                         [](const ::testing::TestParamInfo<double>& p) {
+                           return p.param > 0 ? std::string("Factor2") : std::string("Off");
+                         });
 
 }  // namespace
 }  // namespace tessera::controller

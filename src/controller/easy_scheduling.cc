@@ -9,6 +9,9 @@
 //   held placement at the first pass after those hosts are free;
 // - every waiting job says why (explain): WaitingForReservation, BehindReservation,
 //   WaitingForDefragmentation, MovedByDefragmentation, or the planner's reason.
+// - the help threshold (`--help-factor`, ControllerOptions::help_threshold): the small jobs'
+//   waits at their starts feed EasyHeadState::help, and a large job is helped (reserves, has
+//   jobs moved for it) only once it has waited past it (EasyWaiting::may_help), as the simulator.
 // A held placement is dropped (the job waits in line again) when a host of it is held by a job
 // that is not stopping, or is no longer usable.
 //
@@ -28,6 +31,34 @@ constexpr int64_t kDayMs = 86'400'000;
 
 bool Waiting(const TrainJob& job) {
   return job.status.phase == JobPhase::kPending && !job.status.deleting && !job.status.stopping;
+}
+
+// What the pass asks for a job: an elastic job its minimum.
+SliceRequest Request(const TrainJob& job) {
+  return {job.spec.accelerator, job.spec.topology, job.SizeRange().first};
+}
+int64_t Chips(const SliceRequest& r) { return r.shape.chips() * r.num_slices; }
+// The help threshold's wait (help_threshold.h): since the job was created, as the simulator's
+// since its submission.
+int64_t WaitS(const TrainJob& job, int64_t now_ms) { return (now_ms - job.created_ms) / 1000; }
+
+std::string Hours(int64_t s) {
+  return std::to_string(s / 3600) + "h" + std::to_string((s % 3600) / 60) + "m";
+}
+
+// The stored jobs' first starts, oldest first, for a threshold that starts after a head restart
+// (easy_state.h): every small job that was ever placed, outside SliceReservations.
+void SeedHelp(HelpThreshold& help, const std::map<std::string, TrainJob>& jobs,
+              int64_t reserve_min_chips) {
+  std::vector<std::pair<int64_t, int64_t>> starts;  // (placed ms, wait s)
+  for (const auto& [name, job] : jobs) {
+    if (job.status.attempts.empty() || !job.spec.reservation.empty()) continue;
+    if (!HelpThreshold::IsSmall(Chips(Request(job)), reserve_min_chips)) continue;
+    const int64_t placed_ms = job.status.attempts.front().placed_ms;
+    starts.push_back({placed_ms, WaitS(job, placed_ms)});
+  }
+  std::sort(starts.begin(), starts.end());
+  for (const auto& [placed_ms, wait_s] : starts) help.AddSmallStart(wait_s);
 }
 
 }  // namespace
@@ -138,17 +169,23 @@ Status Controller::ScheduleEasy() {
   }
   std::sort(pending.begin(), pending.end(),
             [](TrainJob* a, TrainJob* b) { return a->uid < b->uid; });
-  std::vector<EasyWaiting> line;
-  for (TrainJob* job : pending) {
-    const int lo = job->SizeRange().first;  // an elastic job asks for its minimum
-    line.push_back({WorkloadId(job->uid),
-                    {job->spec.accelerator, job->spec.topology, lo},
-                    job->spec.expected_duration_ms / 1000,
-                    job->name()});
-  }
-
   EasyPassOptions o;
   o.defrag = options_.defrag;
+  // The help threshold, taken once at the start of the pass as the simulator does: a large job
+  // that has not waited that long yet gets no reservation and no moves (EasyWaiting::may_help).
+  if (!st.help) {
+    st.help.emplace(options_.help_threshold);
+    SeedHelp(*st.help, jobs_, o.reserve_min_chips);
+  }
+  // A threshold of 0 (off, or no small wait yet) helps every job, even one created by a head
+  // whose clock was ahead (a negative wait).
+  const int64_t help_after_s = st.help->Seconds();
+  std::vector<EasyWaiting> line;
+  for (TrainJob* job : pending) {
+    line.push_back({WorkloadId(job->uid), Request(*job), job->spec.expected_duration_ms / 1000,
+                    job->name(), help_after_s <= 0 || WaitS(*job, now) >= help_after_s});
+  }
+
   const double capacity_chip_ms = static_cast<double>(inventory_.total_chips()) *
                                   static_cast<double>(std::max(now - st.first_pass_ms, kDayMs));
   const int64_t budget_chip_s =
@@ -160,6 +197,7 @@ Status Controller::ScheduleEasy() {
     TrainJob* job = by_uid.at(id.value());
     auto placed = Admit(*job, plan);
     if (!placed.ok()) return placed.status();
+    if (*placed) st.help->AddStart(Chips(Request(*job)), o.reserve_min_chips, WaitS(*job, now));
   }
   if (pass.defrag) {
     TrainJob* head = by_uid.at(pass.defrag_for.value());
@@ -213,8 +251,14 @@ Status Controller::ScheduleEasy() {
     ++position;
     TrainJob* job = by_uid.at(w.id.value());
     if (!Waiting(*job)) continue;
+    std::string message = w.message;
+    // A large job not helped yet (the pass's message says so): with the threshold's figures.
+    if (message.find("the help threshold") != std::string::npos)
+      message += " (" + Hours(help_after_s) + ", from the last " +
+                 std::to_string(st.help->recent()) + " small jobs' waits; it has waited " +
+                 Hours(std::max<int64_t>(0, WaitS(*job, now))) + ")";
     TESSERA_RETURN_IF_ERROR(RunStep(job->name(), [&](TrainJob& j) {
-      return train_.SetPending(j, w.reason, w.message, position, {});
+      return train_.SetPending(j, w.reason, message, position, {});
     }));
   }
   return Status::Ok();

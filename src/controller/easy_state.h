@@ -9,14 +9,19 @@
 //   a move (easy_scheduling.cc), so no job moves twice within the hour across a restart.
 // - the moved-work account starts again, with capacity counted over at least a day: each
 //   restart may let moves lose up to max_share of one day's chip-time more. Not persisted.
+// - the help threshold (ControllerOptions::help_threshold) is fed again at the first pass from
+//   the stored jobs that have started (each small job's first start, in start order, as the
+//   window holds them), so it does not start empty; the jobs already deleted are not counted.
 //
 // Thread-safety: none; the controller's lock guards it.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
+#include "admission/help_threshold.h"
 #include "placement/planner.h"
 
 namespace tessera::controller {
@@ -33,6 +38,8 @@ struct EasyHeadState {
   std::map<uint64_t, int64_t> last_moved_ms;  // by job uid
   int64_t lost_chip_ms = 0;                   // work lost to the moves so far
   int64_t first_pass_ms = -1;                 // the first pass: capacity counts from here
+  // The small jobs' recent waits (help_threshold.h); set at the first pass, from the options.
+  std::optional<HelpThreshold> help;
 };
 
 }  // namespace tessera::controller

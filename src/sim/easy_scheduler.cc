@@ -79,7 +79,7 @@ class EasyScheduler : public SimScheduler {
       }
       if (plan.placed()) {
         ctx.Start(j, plan);
-        if (need < o_.reserve_min_chips) help_.AddSmallStart(now - job.spec.submit_s);
+        help_.AddStart(need, o_.reserve_min_chips, now - job.spec.submit_s);
         reason_.erase(j);
         it = queue_.erase(it);
         blocked.reset();
