@@ -84,6 +84,8 @@ struct UpFlags {
   HaUpFlags ha;          // --ha: etcd members and several heads (ha_cluster.h)
   std::string backfill;  // passed to the head's --backfill; "" = its default
   bool defrag = false;   // the head's --defrag
+  // The head's --help-factor, --help-quantile, --help-window; "" = its default (the head checks).
+  std::string help_factor, help_quantile, help_window;
 };
 
 void Down(const std::string& state_dir, bool purge, bool quiet);
@@ -121,6 +123,12 @@ void Up(const UpFlags& f) {
                                      std::to_string(f.heartbeat_ms)});
   if (!f.backfill.empty()) head_args.insert(head_args.end(), {"--backfill", f.backfill});
   if (f.defrag) head_args.push_back("--defrag");
+  const std::pair<const char*, const std::string*> help_flags[] = {
+      {"--help-factor", &f.help_factor},
+      {"--help-quantile", &f.help_quantile},
+      {"--help-window", &f.help_window}};
+  for (const auto& [flag, value] : help_flags)
+    if (!value->empty()) head_args.insert(head_args.end(), {flag, *value});
   auto save = [&] {
     std::ofstream out(dir + "/cluster.json");
     out << cluster.dump(2) << "\n";
@@ -326,6 +334,9 @@ void AddClusterCommands(CLI::App& app) {
     cmd->add_option("--backfill", f->backfill, "the head's --backfill (none or easy)")
         ->check(CLI::IsMember({"none", "easy"}));
     cmd->add_flag("--defrag", f->defrag, "the head's --defrag (with --backfill easy)");
+    cmd->add_option("--help-factor", f->help_factor, "the head's --help-factor (--backfill easy)");
+    cmd->add_option("--help-quantile", f->help_quantile, "the head's --help-quantile");
+    cmd->add_option("--help-window", f->help_window, "the head's --help-window");
     f->ha.Add(cmd);
     cmd->callback([f] { Up(*f); });
   }
