@@ -118,8 +118,10 @@ void Controller::Emit(const std::string& kind, const std::string& type, const Js
 }
 
 Json Controller::ListJobs() const {
-  std::lock_guard lock(mu_);
-  return ListJobsLocked();
+  std::unique_lock lock(mu_);
+  const JobsCopy copy = CopyJobsLocked();
+  lock.unlock();
+  return JobListJson(copy);
 }
 
 Json Controller::ListHosts() const {
@@ -128,20 +130,29 @@ Json Controller::ListHosts() const {
 }
 
 Json Controller::ListEvents() const {
-  std::lock_guard lock(mu_);
-  return ListEventsLocked();
+  std::unique_lock lock(mu_);
+  const std::deque<Event> events = events_.events();
+  lock.unlock();
+  return EventListJson(events);
 }
 
 std::optional<Controller::VersionedList> Controller::ListWithVersion(
     const std::string& kind) const {
-  std::lock_guard lock(mu_);
-  Json list;
+  std::unique_lock lock(mu_);
+  const uint64_t changes = changes_emitted_;  // the version of what is copied below
   if (kind == api::kTrainJobKind) {
-    list = ListJobsLocked();
-  } else if (kind == api::kHostKind) {
+    const JobsCopy copy = CopyJobsLocked();
+    lock.unlock();
+    return VersionedList{JobListJson(copy), changes};
+  }
+  if (kind == api::kEventKind) {
+    const std::deque<Event> events = events_.events();
+    lock.unlock();
+    return VersionedList{EventListJson(events), changes};
+  }
+  Json list;
+  if (kind == api::kHostKind) {
     list = ListHostsLocked();
-  } else if (kind == api::kEventKind) {
-    list = ListEventsLocked();
   } else if (kind == "Service") {
     list = ListServicesLocked();
   } else if (kind == "SliceReservation") {
@@ -151,7 +162,7 @@ std::optional<Controller::VersionedList> Controller::ListWithVersion(
   } else {
     return std::nullopt;
   }
-  return VersionedList{std::move(list), changes_emitted_};
+  return VersionedList{std::move(list), changes};
 }
 
 Result<int64_t> Controller::CommitWithEvents(store::WriteBatch& batch, const std::string& object,
@@ -189,10 +200,14 @@ Status Controller::RunStep(std::string name, const Step& step) {
   Effects e = step(*job);
   if (e.empty()) return Status::Ok();
   store::WriteBatch batch;
-  if (e.remove)
+  // The document is built once: stored, then announced with the version the store gave it.
+  Json doc;
+  if (e.remove) {
     batch.Delete(api::kTrainJobKind, name);
-  else if (e.persist)
-    batch.Update(api::kTrainJobKind, name, JobJson(*job).dump(), job->runtime.version);
+  } else if (e.persist) {
+    doc = JobJson(*job);
+    batch.Update(api::kTrainJobKind, name, doc.dump(), job->runtime.version);
+  }
   auto committed = CommitWithEvents(batch, "trainjob/" + name, e.events);
   if (!committed.ok()) {
     *job = std::move(before);
@@ -202,6 +217,7 @@ Status Controller::RunStep(std::string name, const Step& step) {
     job->runtime.version = *committed;
     job->runtime.progress_dirty = false;
     job->runtime.persisted_ms = NowMs();
+    doc["metadata"]["resourceVersion"] = job->runtime.version;
   }
   if (e.release_chips && inventory_ready_) inventory_.Release(OwnerId(job->uid));
   if (e.assignments_changed) {
@@ -213,7 +229,7 @@ Status Controller::RunStep(std::string name, const Step& step) {
     Emit(api::kTrainJobKind, "DELETED", JobJson(*job));
     jobs_.erase(name);
   } else if (e.persist) {
-    Emit(api::kTrainJobKind, "MODIFIED", JobJson(*job));
+    Emit(api::kTrainJobKind, "MODIFIED", doc);
   }
   AnnounceEvents();
   if (e.schedule) schedule_requested_ = true;
@@ -232,7 +248,10 @@ Status Controller::Load() {
   for (const auto& [obj, doc] : *hosts) {
     auto stored = api::HostFromJson(doc);
     if (!stored.ok()) return stored.status();
-    RegisteredHost h{std::move(stored->spec), std::move(stored->status), obj.resource_version, ""};
+    RegisteredHost h;
+    h.spec = std::move(stored->spec);
+    h.status = std::move(stored->status);
+    h.version = obj.resource_version;
     if (auto hash = doc.find(kCredentialHashField); hash != doc.end() && hash->is_string())
       h.credential_hash = hash->get<std::string>();
     if (auto fence = doc.find(kAgentFenceField); fence != doc.end() && fence->is_number_unsigned())

@@ -66,8 +66,12 @@ struct ControllerOptions {
   int64_t lease_ms = 5000;               // a host that has not heartbeated for this long is lost
   PlannerOptions planner = PlannerOptions::Tessera();
   uint64_t seed = 1;             // ports for each attempt are drawn from this
-  int port_range_start = 20000;  // MASTER_PORT and the JAX port come from
-  int port_range_size = 20000;   // [start, start + size)
+  // MASTER_PORT, the JAX port and the ports of a Service's processes on hosts that share an
+  // address come from [start, start + size): below Linux's default ephemeral range (32768 and
+  // up), where the kernel takes the local port of every outgoing connection, so a port drawn
+  // here is not one a client socket on the machine already holds.
+  int port_range_start = 20000;
+  int port_range_size = 12768;
   size_t max_events = 2000;      // older events are deleted
   // Admission (used once a ClusterQueue exists): start guard and fair sharing. The planner
   // options are the ones above.
@@ -86,6 +90,10 @@ struct ControllerOptions {
   // `defrag` also defragmentation by checkpoint-and-move (easy_scheduling.cc). Off by default.
   bool backfill_easy = false;
   bool defrag = false;
+  // `--help-factor/--help-quantile/--help-window` (with --backfill easy): a large job gets a
+  // reservation or moves only once it has waited past the help threshold from the recent small
+  // jobs' waits, as in the simulator (admission/help_threshold.h). factor 0: off, helped at once.
+  HelpThresholdOptions help_threshold;
 };
 
 // Where the controller keeps the next workload uid (a high-water mark, written with every job
@@ -276,6 +284,9 @@ class Controller {
     // stored before credentials existed (its next registration sets it).
     std::string credential_hash;
     int64_t fence_ms = 0;  // the agent's fence time (Registration::fence_ms); 0: it does not fence
+    // The refusals its last heartbeat reported (fencing.cc): an agent whose heartbeat timed out
+    // sends them again, and each becomes one event, not one per delivery.
+    std::set<std::string> last_refusals;
   };
   // An admission resource as applied: the document, its typed spec and its store version.
   using QueueSpec = std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>;
@@ -301,10 +312,18 @@ class Controller {
   void Emit(const std::string& kind, const std::string& type, const Json& object);
   Json JobJson(const TrainJob& job) const;
   // The List* documents, with the lock held (the public calls lock and call these).
-  Json ListJobsLocked() const;
   Json ListHostsLocked() const;
-  Json ListEventsLocked() const;
   Json ListQueueObjectsLocked(const std::string& kind) const;
+  // The two lists that grow largest, every job with its attempts and the event log, are copied
+  // under the lock and serialized after it is released: the JSON of hundreds of jobs takes tens
+  // of milliseconds to build, and every agent's heartbeat waits for this lock meanwhile.
+  struct JobsCopy {
+    std::vector<TrainJob> jobs;  // by uid
+    int64_t now_ms = 0;
+  };
+  JobsCopy CopyJobsLocked() const;
+  static Json JobListJson(const JobsCopy& copy);
+  static Json EventListJson(const std::deque<Event>& events);
   TrainJob* FindJob(const std::string& name);
   int64_t NowMs() const { return clock_.NowMs(); }
 

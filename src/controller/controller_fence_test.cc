@@ -144,29 +144,42 @@ TEST_F(FenceTest, RefusalsAndANewerTermBecomeEventsOnTheHost) {
   ASSERT_TRUE(c_->Load().ok());
   RegisterFencedSlices(kFenceMs);
   const std::string host = HostName(0, 1);
-  Ok(Beat(*c_, host,
-          {{"term", 4},
-           {"refused",
-            {{{"term", 3}, {"reason", "stale term: the snapshot is of term 3 ..."}},
-             {{"term", 0},
-              {"job", "train"},
-              {"uid", 1},
-              {"attempt", 0},
-              {"reason", "fenced: no head answered; the training worker was stopped"}}}}}));
+  const Json beat = {{"term", 4},
+                     {"refused",
+                      {{{"term", 3}, {"reason", "stale term: the snapshot is of term 3 ..."}},
+                       {{"term", 0},
+                        {"job", "train"},
+                        {"uid", 1},
+                        {"attempt", 0},
+                        {"reason", "fenced: no head answered; the training worker was stopped"}}}}};
+  Ok(Beat(*c_, host, beat));
   EXPECT_TRUE(HasEvent("StaleTerm", "host/" + host));
   EXPECT_TRUE(HasEvent("AssignmentRefused", "host/" + host));
   EXPECT_EQ(c_->newest_agent_term(), 4u);
-  int refused = 0;
-  const Json events = c_->ListEvents();
-  for (const Json& e : events["items"])
-    if (e.value("reason", "") == "AssignmentRefused") {
-      ++refused;
-      const std::string message = e["message"];
-      if (message.find("job train") != std::string::npos) {
-        EXPECT_NE(message.find("attempt 0: fenced"), std::string::npos) << message;
-      }
-    }
-  EXPECT_EQ(refused, 2);
+  // The messages of the AssignmentRefused events, oldest first.
+  auto refusals = [&] {
+    std::vector<std::string> out;
+    const Json events = c_->ListEvents();
+    for (const Json& e : events["items"])
+      if (e.value("reason", "") == "AssignmentRefused") out.push_back(e["message"]);
+    return out;
+  };
+  ASSERT_EQ(refusals().size(), 2u);
+  EXPECT_NE(refusals()[1].find("job train (uid 1) attempt 0: fenced"), std::string::npos)
+      << refusals()[1];
+  // An agent whose heartbeat timed out sends the same refusals again: no new events.
+  Ok(Beat(*c_, host, beat));
+  EXPECT_EQ(refusals().size(), 2u);
+  // A refusal it had not reported becomes one.
+  Ok(Beat(*c_, host,
+          {{"refused",
+            {{{"term", 0},
+              {"job", "train"},
+              {"uid", 1},
+              {"attempt", 1},
+              {"reason", "fenced: no head answered; the training worker was stopped"}}}}}));
+  ASSERT_EQ(refusals().size(), 3u);
+  EXPECT_NE(refusals()[2].find("attempt 1: fenced"), std::string::npos) << refusals()[2];
   // A malformed refusal refuses the heartbeat, naming the field.
   ApiError bad = Err(Beat(*c_, host, {{"refused", {{{"term", 1}}}}}));
   EXPECT_EQ(bad.http_status, 422);

@@ -43,13 +43,19 @@ void Controller::FenceReports(const std::string& host, const protocol::Heartbeat
                             ", newer than this head's term " + std::to_string(term_) +
                             ": another head has taken over, and the agent refuses this one");
   }
+  auto known = hosts_.find(host);
+  std::set<std::string> reported;
   for (const protocol::Refusal& r : beat.refused) {
     std::string what = r.job.empty() ? "a snapshot"
                                      : "job " + r.job + " (uid " + std::to_string(r.uid) +
                                            ") attempt " + std::to_string(r.attempt);
     if (r.term > 0) what += " of term " + std::to_string(r.term);
-    record("AssignmentRefused", what + ": " + r.reason);
+    std::string message = what + ": " + r.reason;
+    const bool again = known != hosts_.end() && known->second.last_refusals.count(message);
+    if (!again) record("AssignmentRefused", message);
+    reported.insert(std::move(message));
   }
+  if (known != hosts_.end()) known->second.last_refusals = std::move(reported);
 }
 
 }  // namespace tessera::controller

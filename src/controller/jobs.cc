@@ -153,14 +153,20 @@ ApiResult<Json> Controller::GetJob(const std::string& name) const {
   return JobJson(it->second);
 }
 
-Json Controller::ListJobsLocked() const {
-  std::vector<const TrainJob*> jobs;
-  for (const auto& [name, job] : jobs_) jobs.push_back(&job);
-  std::sort(jobs.begin(), jobs.end(),
-            [](const TrainJob* a, const TrainJob* b) { return a->uid < b->uid; });
+Controller::JobsCopy Controller::CopyJobsLocked() const {
+  JobsCopy copy;
+  copy.now_ms = NowMs();
+  copy.jobs.reserve(jobs_.size());
+  for (const auto& [name, job] : jobs_) copy.jobs.push_back(job);
+  std::sort(copy.jobs.begin(), copy.jobs.end(),
+            [](const TrainJob& a, const TrainJob& b) { return a.uid < b.uid; });
+  return copy;
+}
+
+Json Controller::JobListJson(const JobsCopy& copy) {
   Json items = Json::array();
-  for (const TrainJob* j : jobs) items.push_back(JobJson(*j));
-  return {{"kind", "TrainJobList"}, {"items", items}};
+  for (const TrainJob& j : copy.jobs) items.push_back(api::TrainJobJson(j, copy.now_ms));
+  return {{"kind", "TrainJobList"}, {"items", std::move(items)}};
 }
 
 ApiResult<Json> Controller::DeleteJob(const std::string& name) {
@@ -204,10 +210,10 @@ ApiResult<Controller::LogLocation> Controller::LocateLog(const std::string& name
   return loc;
 }
 
-Json Controller::ListEventsLocked() const {
+Json Controller::EventListJson(const std::deque<Event>& events) {
   Json items = Json::array();
-  for (const Event& e : events_.events()) items.push_back(api::EventJson(e));
-  return {{"kind", "EventList"}, {"items", items}};
+  for (const Event& e : events) items.push_back(api::EventJson(e));
+  return {{"kind", "EventList"}, {"items", std::move(items)}};
 }
 
 }  // namespace tessera::controller

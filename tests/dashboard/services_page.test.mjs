@@ -196,7 +196,10 @@ test('a Service page shows readiness per group live, and request rate and latenc
   await screenshot(page, 'service-page-recreating');
   await victimRow('[data-phase="Ready"]').waitFor({timeout: 90_000});
   const restarts = await victimRow('').locator('td').nth(6).innerText();
-  assert.equal(restarts, '1');
+  // On a mismatch, the Service's events say what restarted the group each time.
+  const serviceEvents = async () => ((await cluster.api('GET', '/api/v1/events')).json?.items || [])
+      .filter((e) => e.object === `service/${NAME}`).map((e) => `${e.reason}: ${e.message}`);
+  if (restarts !== '1') assert.fail(`restarts ${restarts}, not 1:\n${(await serviceEvents()).join('\n')}`);
   // Replicas over time went 2 -> 1 -> 2 ready, as the watch brought each change.
   const ready = await page.evaluate(async (name) => {
     const {replicaSeries} = await import('/web/services.js');
