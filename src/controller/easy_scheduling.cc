@@ -20,6 +20,7 @@
 // head's first pass, counted over at least one day (so a head just started may move some).
 // docs/admission.md "EASY backfill and defragmentation in the head".
 #include <algorithm>
+#include <set>
 
 #include "admission/easy_pass.h"
 #include "controller/controller.h"
@@ -181,9 +182,13 @@ Status Controller::ScheduleEasy() {
   // whose clock was ahead (a negative wait).
   const int64_t help_after_s = st.help->Seconds();
   std::vector<EasyWaiting> line;
+  std::set<WorkloadId> not_helped;  // large jobs below the threshold: their reason says so
   for (TrainJob* job : pending) {
+    const bool may_help = help_after_s <= 0 || WaitS(*job, now) >= help_after_s;
     line.push_back({WorkloadId(job->uid), Request(*job), job->spec.expected_duration_ms / 1000,
-                    job->name(), help_after_s <= 0 || WaitS(*job, now) >= help_after_s});
+                    job->name(), may_help});
+    if (!may_help && !HelpThreshold::IsSmall(Chips(Request(*job)), o.reserve_min_chips))
+      not_helped.insert(WorkloadId(job->uid));
   }
 
   const double capacity_chip_ms = static_cast<double>(inventory_.total_chips()) *
@@ -253,7 +258,7 @@ Status Controller::ScheduleEasy() {
     if (!Waiting(*job)) continue;
     std::string message = w.message;
     // A large job not helped yet (the pass's message says so): with the threshold's figures.
-    if (message.find("the help threshold") != std::string::npos)
+    if (not_helped.count(w.id))
       message += " (" + Hours(help_after_s) + ", from the last " +
                  std::to_string(st.help->recent()) + " small jobs' waits; it has waited " +
                  Hours(std::max<int64_t>(0, WaitS(*job, now))) + ")";
