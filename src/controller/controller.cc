@@ -216,6 +216,7 @@ Status Controller::RunStep(std::string name, const Step& step) {
   if (e.persist && !e.remove) {
     job->runtime.version = *committed;
     job->runtime.progress_dirty = false;
+    job->runtime.position_dirty = false;
     job->runtime.persisted_ms = NowMs();
     doc["metadata"]["resourceVersion"] = job->runtime.version;
   }

@@ -148,6 +148,7 @@ struct TrainJobRuntime {
   int64_t first_progress_ms = 0;      // the attempt's first step reached the head; 0: none
   int64_t next_grow_check_ms = 0;
   bool progress_dirty = false;  // progress not yet persisted
+  bool position_dirty = false;  // a new status.queuePosition not yet persisted
   int64_t persisted_ms = 0;
 };
 

@@ -9,6 +9,10 @@ namespace {
 constexpr size_t kProgressSamples = 240;
 constexpr size_t kCheckpointSamples = 64;
 constexpr int64_t kProgressFlushMs = 1000;
+// A job's place in line alone is written at most this often: when the head of a long queue
+// starts, every job behind it moves up one, and a store write each, under the controller's
+// lock, made a pass cost one commit per waiting job (the chaos benchmark's stall, docs/ha.md).
+constexpr int64_t kPositionFlushMs = 5000;
 
 std::string Seconds(int64_t ms) {
   char buf[32];
@@ -122,8 +126,15 @@ Effects TrainLifecycle::SetPending(TrainJob& job, const std::string& reason,
                                    std::vector<WouldHelp> would_help) const {
   TrainJobStatus& st = job.status;
   if (reason == st.reason && message == st.message && reason == st.pending_reason &&
-      position == st.queue_position && would_help == st.would_help)
-    return {};  // unchanged: no store write
+      would_help == st.would_help) {
+    // Unchanged but for its place in line: reads see the new one at once; the store and the
+    // watchers get it with the job's next write, or Tick's flush within kPositionFlushMs.
+    if (position != st.queue_position) {
+      st.queue_position = position;
+      job.runtime.position_dirty = true;
+    }
+    return {};
+  }
   st.reason = reason;
   st.message = message;
   st.pending_reason = reason;
@@ -499,6 +510,8 @@ Effects TrainLifecycle::Tick(TrainJob& job, const ClusterView& cluster, int64_t 
   e.Merge(CheckFences(job, now));
   // Progress is persisted (and pushed to watchers) at most once a second per job.
   if (!e.remove && job.runtime.progress_dirty && now - job.runtime.persisted_ms >= kProgressFlushMs)
+    e.persist = true;
+  if (!e.remove && job.runtime.position_dirty && now - job.runtime.persisted_ms >= kPositionFlushMs)
     e.persist = true;
   return e;
 }
