@@ -194,5 +194,20 @@ TEST_F(TrainLifecycleTest, AStepThatChangesNothingAsksForNothing) {
   EXPECT_TRUE(life_.WorkerRunning(job, 0, 1, now_).empty());
 }
 
+TEST_F(TrainLifecycleTest, AMoveInTheQueueAloneIsFlushedByTickNotWrittenAtOnce) {
+  TrainJob job = TrainLifecycle::Create(Spec(1, 1, HostLossPolicy::kFail, 0), "{}", 1, now_);
+  EXPECT_TRUE(life_.SetPending(job, "NoFreeSlice", "0 of 2 are free", 3, {}).persist);
+  job.runtime.persisted_ms = now_;  // as the controller records after the write
+  // The job ahead started: only the place in line changes. Reads see it; no write yet.
+  EXPECT_TRUE(life_.SetPending(job, "NoFreeSlice", "0 of 2 are free", 2, {}).empty());
+  EXPECT_EQ(job.status.queue_position, 2);
+  EXPECT_TRUE(job.runtime.position_dirty);
+  EXPECT_FALSE(life_.Tick(job, cluster_, now_ + 4'999).persist);
+  EXPECT_TRUE(life_.Tick(job, cluster_, now_ + 5'000).persist);
+  // A change of reason is written at once, position and all.
+  EXPECT_TRUE(life_.SetPending(job, "Fragmented", "no free 2x2 block", 1, {}).persist);
+  EXPECT_EQ(job.status.queue_position, 1);
+}
+
 }  // namespace
 }  // namespace tessera
