@@ -65,14 +65,14 @@ struct ControllerOptions {
   int64_t heartbeat_interval_ms = 1000;  // told to agents at registration
   int64_t lease_ms = 5000;               // a host that has not heartbeated for this long is lost
   PlannerOptions planner = PlannerOptions::Tessera();
-  uint64_t seed = 1;             // ports for each attempt are drawn from this
+  uint64_t seed = 1;  // ports for each attempt are drawn from this
   // MASTER_PORT, the JAX port and the ports of a Service's processes on hosts that share an
   // address come from [start, start + size): below Linux's default ephemeral range (32768 and
   // up), where the kernel takes the local port of every outgoing connection, so a port drawn
   // here is not one a client socket on the machine already holds.
   int port_range_start = 20000;
   int port_range_size = 12768;
-  size_t max_events = 2000;      // older events are deleted
+  size_t max_events = 2000;  // older events are deleted
   // Admission (used once a ClusterQueue exists): start guard and fair sharing. The planner
   // options are the ones above.
   StartGuardOptions start_guard;
