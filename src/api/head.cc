@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -326,6 +327,10 @@ Status Head::Start() {
     if (!term.ok()) return term.status();
     controller_options.term = *term;
   }
+  // The loop checks leases every tick; a gap well beyond that is the head's own stall.
+  if (controller_options.lease_stall_ms == 0)
+    controller_options.lease_stall_ms =
+        std::max(controller_options.lease_ms / 4, 4 * options_.tick_ms);
   m.ctl = std::make_unique<controller::Controller>(*m.store, m.clock, controller_options);
   m.metrics = std::make_unique<HeadMetrics>(m.clock);
   // Resource versions start at this run's start time in microseconds: above any an earlier

@@ -216,7 +216,7 @@ Status Controller::RunStep(std::string name, const Step& step) {
   if (e.persist && !e.remove) {
     job->runtime.version = *committed;
     job->runtime.progress_dirty = false;
-    job->runtime.position_dirty = false;
+    job->runtime.detail_dirty = false;
     job->runtime.persisted_ms = NowMs();
     doc["metadata"]["resourceVersion"] = job->runtime.version;
   }
@@ -259,7 +259,7 @@ Status Controller::Load() {
       h.fence_ms = fence->get<int64_t>();
     h.spec.name = obj.name;
     h.status.lost = false;
-    h.status.last_heartbeat_ms = now;  // a fresh lease: agents reconnect, workers are adopted
+    RenewLease(h, now);  // a fresh lease: agents reconnect, workers are adopted
     if (h.status.registered_ms == 0) h.status.registered_ms = now;
     hosts_[obj.name] = std::move(h);
   }

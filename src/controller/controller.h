@@ -64,6 +64,12 @@ using Json = nlohmann::json;
 struct ControllerOptions {
   int64_t heartbeat_interval_ms = 1000;  // told to agents at registration
   int64_t lease_ms = 5000;               // a host that has not heartbeated for this long is lost
+  // A gap longer than this between two lease checks means the head itself stalled (its lock held
+  // by a slow store write, or the process not scheduled on a loaded machine): heartbeats sent
+  // meanwhile may still wait for the lock, so the part of the gap beyond this is not counted as
+  // any host's silence (leases.cc). 0: every gap counts (tests that jump a fake clock). The
+  // head sets max(lease_ms / 4, 4 ticks).
+  int64_t lease_stall_ms = 0;
   PlannerOptions planner = PlannerOptions::Tessera();
   uint64_t seed = 1;  // ports for each attempt are drawn from this
   // MASTER_PORT, the JAX port and the ports of a Service's processes on hosts that share an
@@ -287,6 +293,9 @@ class Controller {
     // The refusals its last heartbeat reported (fencing.cc): an agent whose heartbeat timed out
     // sends them again, and each becomes one event, not one per delivery.
     std::set<std::string> last_refusals;
+    // Controller::stalled_ms_ at its last heartbeat: the head's stalls since then are
+    // stalled_ms_ minus this, and do not count as the host's silence (leases.cc).
+    int64_t stalled_ms_at_heartbeat = 0;
   };
   // An admission resource as applied: the document, its typed spec and its store version.
   using QueueSpec = std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>;
@@ -341,6 +350,8 @@ class Controller {
   void ReserveJob(const TrainJob& job);
   std::string OwnerOf(const std::string& host) const;
   Status ExpireLeases(int64_t now);
+  // The host was heard from at `now`: its lease starts again.
+  void RenewLease(RegisteredHost& host, int64_t now) const;
   Status HostRecovered(RegisteredHost& host);
 
   // --- scheduling (scheduling.cc) ---
@@ -494,6 +505,9 @@ class Controller {
   mutable std::mutex mu_;
   Rng rng_;
   std::map<std::string, RegisteredHost> hosts_;
+  // Leases (leases.cc): when they were last checked, and the head's own stalls in total.
+  int64_t last_lease_check_ms_ = -1;
+  int64_t stalled_ms_ = 0;
   std::map<std::string, TrainJob> jobs_;
   std::map<std::string, Service> services_;
   std::map<std::string, SliceReservation> reservations_;

@@ -126,6 +126,54 @@ TEST_F(ControllerTest, ALostHostFailsItsJobAfterTheLease) {
   EXPECT_EQ(lost, 1);
 }
 
+// The head's own stall (a slow store write under its lock, a machine that did not schedule it)
+// is not a host's silence: heartbeats sent meanwhile were waiting for the lock.
+TEST_F(ControllerTest, TheHeadsOwnStallIsNotCountedAsAHostsSilence) {
+  ControllerOptions options;
+  options.lease_stall_ms = 500;  // lease_ms stays 5000
+  c_ = std::make_unique<Controller>(*store_, clock_, options);
+  ASSERT_TRUE(c_->Load().ok());
+  RegisterTwoSlices();
+  Ok(c_->CreateJob(JobDoc("train", 1)));
+  HeartbeatAll("Running");
+  ASSERT_TRUE(c_->Tick().ok());
+  // Nothing ran for 6 s: 5.5 s of it is the head's stall, so each host has been silent 0.5 s.
+  clock_.AdvanceMs(6000);
+  ASSERT_TRUE(c_->Tick().ok());
+  auto lost_hosts = [&] {
+    int lost = 0;
+    const Json hosts = c_->ListHosts();
+    for (const Json& h : hosts["items"]) lost += h["status"]["state"] == "Lost";
+    return lost;
+  };
+  EXPECT_EQ(lost_hosts(), 0);
+  EXPECT_EQ(Ok(c_->GetJob("train"))["status"]["phase"], "Running");
+  // Then the head runs normally and s0-w1 stays silent: it is lost once it has been silent for
+  // the lease while the head was listening (0.5 s + 12 x 0.4 s = 5.3 s), not before.
+  auto beat_others = [&] {
+    for (int s = 0; s < 2; ++s)
+      for (int w = 0; w < 4; ++w)
+        if (HostName(s, w) != "s0-w1")
+          Ok(Beat(*c_, HostName(s, w),
+                  {{"workers", WorkerReports(Ok(c_->Assignments(HostName(s, w))), "Running")}}));
+  };
+  for (int step = 1; step <= 11; ++step) {
+    clock_.AdvanceMs(400);
+    beat_others();
+    ASSERT_TRUE(c_->Tick().ok());
+    ASSERT_EQ(lost_hosts(), 0) << "after " << step << " steps of 0.4 s";
+  }
+  clock_.AdvanceMs(400);
+  beat_others();
+  ASSERT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(lost_hosts(), 1);
+  Json job = Ok(c_->GetJob("train"));
+  EXPECT_EQ(job["status"]["reason"], "HostLost");
+  EXPECT_NE(job["status"]["message"].get<std::string>().find("5.5 s of it the head itself stalled"),
+            std::string::npos)
+      << job["status"]["message"];
+}
+
 TEST_F(ControllerTest, DeleteStopsWorkersThenRemovesAndIsIdempotent) {
   RegisterTwoSlices();
   Ok(c_->CreateJob(JobDoc("train", 2)));

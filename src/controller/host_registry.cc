@@ -159,7 +159,7 @@ ApiResult<Json> Controller::RegisterHost(const protocol::Registration& registrat
   h.credential_hash = credential_hash;
   h.fence_ms = registration.fence_ms;
   h.status.registered_ms = now;
-  h.status.last_heartbeat_ms = now;
+  RenewLease(h, now);
   if (known) {
     h.version = existing->second.version;
     h.status.usage = existing->second.status.usage;
@@ -248,7 +248,7 @@ ApiResult<Json> Controller::Heartbeat(const std::string& name, const protocol::H
   const int64_t now = NowMs();
   if (h.status.lost)
     if (Status s = HostRecovered(h); !s.ok()) return ToApiError(s);
-  h.status.last_heartbeat_ms = now;
+  RenewLease(h, now);
   h.status.usage["cpuPercent"] = beat.usage.cpu_percent;
   h.status.usage["memoryBytes"] = static_cast<double>(beat.usage.memory_bytes);
   const View view(*this);

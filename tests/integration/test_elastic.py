@@ -123,9 +123,15 @@ class ElasticTest(unittest.TestCase):
         with open(path) as f:
             return [json.loads(line) for line in f if line.strip()]
 
-    def assert_never_two_attempts(self, attempts):
+    def assert_never_two_attempts(self, attempts, name):
         records = self.guard_records()
-        self.assertEqual({r["attempt"] for r in records}, set(range(attempts)), records)
+        # On a mismatch, say why each attempt ended and what the head recorded meanwhile.
+        ended = [(a.get("endReason"), a.get("message")) for a in self.status(name)["attempts"]]
+        events = [(e.get("object"), e.get("reason"), e.get("message"))
+                  for e in self.c.request("GET", "/api/v1/events")[1]["items"]]
+        self.assertEqual({r["attempt"] for r in records}, set(range(attempts)),
+                         "guard records %s; attempts ended %s; events %s" %
+                         (records, ended, events))
         self.assertEqual([r for r in records if r["overlap"]], [],
                          "a worker started while a worker of an earlier attempt was alive")
 
@@ -191,7 +197,7 @@ class ElasticTest(unittest.TestCase):
         log = self.rank0_log("kill9")
         self.assertIn("resume step %d" % second["resumedFromStep"], log)
         self.assertIn("RESULT ok", log)
-        self.assert_never_two_attempts(2)
+        self.assert_never_two_attempts(2, "kill9")
         out = self.c.cli("describe", "job", "kill9").stdout
         self.assertIn("WorkerFailed", out)
         self.assertIn("Young/Daly", out)
@@ -212,7 +218,7 @@ class ElasticTest(unittest.TestCase):
         self.assertLess(first["detectedMs"] - stopped_at, 8000 + LEASE_MS + 1000, first)
         phase = self.c.wait_phase("hang", ("Succeeded", "Failed"), timeout=180)
         self.assertEqual(phase, "Succeeded", self.status("hang"))
-        self.assert_never_two_attempts(2)
+        self.assert_never_two_attempts(2, "hang")
 
     def test_host_loss_with_pause_waits_for_the_host(self):
         self.submit(train_job("pause", self.guard, self.ckpt, steps=80,
@@ -238,7 +244,7 @@ class ElasticTest(unittest.TestCase):
         st = self.status("pause")
         self.assertEqual(st["attempts"][1]["slices"], 2)
         self.assertIn("RESULT ok", self.rank0_log("pause"))
-        self.assert_never_two_attempts(2)
+        self.assert_never_two_attempts(2, "pause")
 
     def test_host_loss_with_resize_shrinks_then_grows_back(self):
         self.submit(train_job("resize", self.guard, self.ckpt, slices={"min": 1, "max": 2},
@@ -270,7 +276,7 @@ class ElasticTest(unittest.TestCase):
         self.assertLess(st["attempts"][1]["placedMs"] - (lost_at + LEASE_MS), 5000)
         self.assertGreater(shrunk_first_step, 0)
         self.assertIn("RESULT ok", self.rank0_log("resize"))
-        self.assert_never_two_attempts(3)
+        self.assert_never_two_attempts(3, "resize")
 
     def test_exhausting_max_failures_fails_with_the_attempt_history(self):
         doc = train_job("doomed", self.guard, self.ckpt, slices=1,
