@@ -148,7 +148,9 @@ struct TrainJobRuntime {
   int64_t first_progress_ms = 0;      // the attempt's first step reached the head; 0: none
   int64_t next_grow_check_ms = 0;
   bool progress_dirty = false;  // progress not yet persisted
-  bool position_dirty = false;  // a new status.queuePosition not yet persisted
+  // A new status.queuePosition or message under the same reason, not yet persisted
+  // (TrainLifecycle::SetPending).
+  bool detail_dirty = false;
   int64_t persisted_ms = 0;
 };
 

@@ -9,10 +9,12 @@ namespace {
 constexpr size_t kProgressSamples = 240;
 constexpr size_t kCheckpointSamples = 64;
 constexpr int64_t kProgressFlushMs = 1000;
-// A job's place in line alone is written at most this often: when the head of a long queue
-// starts, every job behind it moves up one, and a store write each, under the controller's
-// lock, made a pass cost one commit per waiting job (the chaos benchmark's stall, docs/ha.md).
-constexpr int64_t kPositionFlushMs = 5000;
+// A waiting job's detail (its place in line, the job it waits behind, how many slices are free)
+// is written at most this often while its reason stays: when the head of a long queue starts,
+// every job behind it moves up one and waits behind the next, and a store write each, under the
+// controller's lock, made a pass cost one commit per waiting job (the chaos benchmark's stall,
+// docs/ha.md).
+constexpr int64_t kDetailFlushMs = 5000;
 
 std::string Seconds(int64_t ms) {
   char buf[32];
@@ -125,13 +127,13 @@ Effects TrainLifecycle::SetPending(TrainJob& job, const std::string& reason,
                                    const std::string& message, int position,
                                    std::vector<WouldHelp> would_help) const {
   TrainJobStatus& st = job.status;
-  if (reason == st.reason && message == st.message && reason == st.pending_reason &&
-      would_help == st.would_help) {
-    // Unchanged but for its place in line: reads see the new one at once; the store and the
-    // watchers get it with the job's next write, or Tick's flush within kPositionFlushMs.
-    if (position != st.queue_position) {
+  if (reason == st.reason && reason == st.pending_reason && would_help == st.would_help) {
+    // The same reason; at most the detail changed. Reads see it at once; the store and the
+    // watchers get it with the job's next write, or Tick's flush within kDetailFlushMs.
+    if (position != st.queue_position || message != st.message) {
       st.queue_position = position;
-      job.runtime.position_dirty = true;
+      st.message = message;
+      job.runtime.detail_dirty = true;
     }
     return {};
   }
@@ -511,7 +513,7 @@ Effects TrainLifecycle::Tick(TrainJob& job, const ClusterView& cluster, int64_t 
   // Progress is persisted (and pushed to watchers) at most once a second per job.
   if (!e.remove && job.runtime.progress_dirty && now - job.runtime.persisted_ms >= kProgressFlushMs)
     e.persist = true;
-  if (!e.remove && job.runtime.position_dirty && now - job.runtime.persisted_ms >= kPositionFlushMs)
+  if (!e.remove && job.runtime.detail_dirty && now - job.runtime.persisted_ms >= kDetailFlushMs)
     e.persist = true;
   return e;
 }

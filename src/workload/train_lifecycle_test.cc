@@ -194,14 +194,16 @@ TEST_F(TrainLifecycleTest, AStepThatChangesNothingAsksForNothing) {
   EXPECT_TRUE(life_.WorkerRunning(job, 0, 1, now_).empty());
 }
 
-TEST_F(TrainLifecycleTest, AMoveInTheQueueAloneIsFlushedByTickNotWrittenAtOnce) {
+TEST_F(TrainLifecycleTest, ANewDetailUnderTheSameReasonIsFlushedByTickNotWrittenAtOnce) {
   TrainJob job = TrainLifecycle::Create(Spec(1, 1, HostLossPolicy::kFail, 0), "{}", 1, now_);
-  EXPECT_TRUE(life_.SetPending(job, "NoFreeSlice", "0 of 2 are free", 3, {}).persist);
+  EXPECT_TRUE(life_.SetPending(job, "Queued", "waiting behind trainjob a", 3, {}).persist);
   job.runtime.persisted_ms = now_;  // as the controller records after the write
-  // The job ahead started: only the place in line changes. Reads see it; no write yet.
-  EXPECT_TRUE(life_.SetPending(job, "NoFreeSlice", "0 of 2 are free", 2, {}).empty());
+  // The job ahead started: the place in line and the job it waits behind change, the reason
+  // does not. Reads see them; no write yet.
+  EXPECT_TRUE(life_.SetPending(job, "Queued", "waiting behind trainjob b", 2, {}).empty());
   EXPECT_EQ(job.status.queue_position, 2);
-  EXPECT_TRUE(job.runtime.position_dirty);
+  EXPECT_EQ(job.status.message, "waiting behind trainjob b");
+  EXPECT_TRUE(job.runtime.detail_dirty);
   EXPECT_FALSE(life_.Tick(job, cluster_, now_ + 4'999).persist);
   EXPECT_TRUE(life_.Tick(job, cluster_, now_ + 5'000).persist);
   // A change of reason is written at once, position and all.
