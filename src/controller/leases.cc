@@ -38,18 +38,15 @@ Status Controller::ExpireLeases(int64_t now) {
   for (const auto& name : expired) {
     RegisteredHost& h = hosts_.at(name);
     const int64_t stalled = stalled_ms_ - h.stalled_ms_at_heartbeat;
-    char why[160];
+    char uncounted[64] = "";
     if (stalled > 0)
-      std::snprintf(why, sizeof why,
-                    "no heartbeat for %.1f s (lease %lld ms; %.1f s of it the head itself "
-                    "stalled and did not count)",
-                    static_cast<double>(now - h.status.last_heartbeat_ms) / 1000.0,
-                    static_cast<long long>(options_.lease_ms),
+      std::snprintf(uncounted, sizeof uncounted,
+                    "; %.1f s of it the head itself stalled and did not count",
                     static_cast<double>(stalled) / 1000.0);
-    else
-      std::snprintf(why, sizeof why, "no heartbeat for %.1f s (lease %lld ms)",
-                    static_cast<double>(now - h.status.last_heartbeat_ms) / 1000.0,
-                    static_cast<long long>(options_.lease_ms));
+    char why[160];
+    std::snprintf(why, sizeof why, "no heartbeat for %.1f s (lease %lld ms%s)",
+                  static_cast<double>(now - h.status.last_heartbeat_ms) / 1000.0,
+                  static_cast<long long>(options_.lease_ms), uncounted);
     RegisteredHost lost = h;
     lost.status.lost = true;
     TESSERA_RETURN_IF_ERROR(PersistHost(lost, {JobEvent{true, "HostLost", why}}));
