@@ -22,6 +22,24 @@ std::string Name(const EasyWaiting& w) {
   return w.name.empty() ? "workload " + std::to_string(w.id.value()) : w.name;
 }
 
+bool SameRequest(const SliceRequest& a, const SliceRequest& b) {
+  return a.generation == b.generation && a.shape == b.shape && a.num_slices == b.num_slices;
+}
+
+// Requests that did not fit in this pass, with the planner's answer.
+class Failures {
+ public:
+  const PlanResult* Find(const SliceRequest& r) const {
+    for (const auto& [request, plan] : failed_)
+      if (SameRequest(request, r)) return &plan;
+    return nullptr;
+  }
+  void Add(const SliceRequest& r, const PlanResult& plan) { failed_.push_back({r, plan}); }
+
+ private:
+  std::vector<std::pair<SliceRequest, PlanResult>> failed_;
+};
+
 Status Hold(Inventory& inv, const PlanResult& plan) {
   std::vector<HostId> free;
   for (const SlicePlacement& s : plan.slices)
@@ -32,23 +50,61 @@ Status Hold(Inventory& inv, const PlanResult& plan) {
 
 }  // namespace
 
-EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
+EasyPassResult RunEasyPass(const Inventory& inv, const SlicePlanner& planner,
                            const std::vector<EasyWaiting>& line,
                            const std::vector<EasyRunning>& running, int64_t now_s,
-                           int64_t budget_chip_s, const EasyPassOptions& o) {
+                           int64_t budget_chip_s, const EasyPassOptions& options) {
+  return RunEasyPass(
+      inv, planner, line, [&]() -> const std::vector<EasyRunning>& { return running; }, now_s,
+      budget_chip_s, options);
+}
+
+EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
+                           const std::vector<EasyWaiting>& line, const EasyRunningFn& running_fn,
+                           int64_t now_s, int64_t budget_chip_s, const EasyPassOptions& o) {
   EasyPassResult out;
-  Inventory inv = inv_in;
+  const std::vector<EasyRunning>* running_list = nullptr;  // asked for when first needed
+  auto running = [&]() -> const std::vector<EasyRunning>& {
+    if (running_list == nullptr) running_list = &running_fn();
+    return *running_list;
+  };
+  // The pass's inventory: `inv_in` until the pass first changes it (most passes of a long
+  // replay start nothing), then its own copy.
+  std::optional<Inventory> changed;
+  auto inv = [&]() -> const Inventory& { return changed ? *changed : inv_in; };
+  auto change = [&]() -> Inventory& {
+    if (!changed) changed = inv_in;
+    return *changed;
+  };
   std::optional<Reservation> res;
   std::string head;
   std::optional<Inventory> blocked;      // `inv` with the reservation held
   std::vector<BackfillRunning> started;  // the workloads this pass starts
+  auto owners = [](const EasyRunning& r) {
+    return r.owners.empty() ? std::vector<OwnerId>{OwnerOf(r.id)} : r.owners;
+  };
   auto reserve = [&](const EasyWaiting& w) {
     std::vector<BackfillRunning> br = started;
-    for (const EasyRunning& r : running) br.push_back({{OwnerOf(r.id)}, r.start_s, r.expected_s});
+    for (const EasyRunning& r : running()) br.push_back({owners(r), r.start_s, r.expected_s});
     res = Reserve(
-        inv, [&](const Inventory& i) { return planner.Plan(i, w.request); }, Chips(w.request), br,
+        inv(), [&](const Inventory& i) { return planner.Plan(i, w.request); }, Chips(w.request), br,
         now_s, o.backfill);
     head = Name(w);
+  };
+  // The victim search finds a candidate's hosts under OwnerOf(id): `inv` with each movable
+  // workload held under its own id, when it is not already.
+  auto by_workload = [&]() -> Result<Inventory> {
+    Inventory out_inv = inv();
+    for (const EasyRunning& r : running()) {
+      if (!r.movable || r.owners.empty()) continue;
+      std::vector<HostId> hosts;
+      for (OwnerId owner : r.owners) {
+        for (HostId h : out_inv.HostsOf(owner)) hosts.push_back(h);
+        out_inv.Release(owner);
+      }
+      if (Status s = out_inv.Reserve(OwnerOf(r.id), hosts); !s.ok()) return s;
+    }
+    return out_inv;
   };
   auto head_wait = [&](const EasyWaiting& w, const std::string& note) {
     if (res->made)
@@ -68,24 +124,30 @@ EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
   // and the hints in `inv` and sets out.defrag. Else `note` says why, for the head's message.
   auto try_defrag = [&](const EasyWaiting& w, std::string& note) {
     std::vector<MoveCandidate> candidates;
-    for (const EasyRunning& r : running) {
+    for (const EasyRunning& r : running()) {
       if (!r.movable) continue;
       const int64_t since = r.last_checkpoint_s >= r.start_s ? r.last_checkpoint_s : r.start_s;
       candidates.push_back({r.id, r.priority, r.request,
                             Chips(r.request) * std::max<int64_t>(0, now_s - since),
                             r.last_moved_s});
     }
-    DefragPlan d = budget_chip_s > 0 ? PlanDefrag(inv, planner, w.request, candidates, now_s,
-                                                  budget_chip_s, o.defrag_options)
-                                     : DefragPlan{};
-    if (budget_chip_s <= 0) d.message = "the budget of moved work is spent";
+    DefragPlan d;
+    if (budget_chip_s <= 0) {
+      d.message = "the budget of moved work is spent";
+    } else if (Result<Inventory> by_id = by_workload(); !by_id.ok()) {
+      d.message =
+          "the running workloads' hosts could not be told apart: " + by_id.status().message();
+    } else {
+      d = PlanDefrag(*by_id, planner, w.request, candidates, now_s, budget_chip_s,
+                     o.defrag_options);
+    }
     if (d.found && !d.moves.empty()) {
       // Hold the head's room and the hints, so that nothing later in line takes them.
-      Inventory scratch = inv;
+      Inventory scratch = inv();
       bool held = Hold(scratch, d.plan).ok();
       for (const Move& m : d.moves) held = held && Hold(scratch, m.plan).ok();
       if (held) {
-        inv = std::move(scratch);
+        changed = std::move(scratch);
         out.defrag = std::move(d);
         out.defrag_for = w.id;
         return true;
@@ -98,25 +160,35 @@ EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
   };
   const EasyWaiting* defrag_head = nullptr;  // defrag_after_backfill
   size_t defrag_head_wait = 0;               // its entry in out.waiting
+  Failures failed_live, failed_blocked;      // on `inv`, and on `blocked`
   for (const EasyWaiting& w : line) {
+    if (!o.explain && inv().usable_chips() == 0) break;
     const int64_t need = Chips(w.request);
     const bool anywhere = !res || EndsBefore(*res, now_s, w.expected_s, o.backfill);
+    Failures& failed = anywhere ? failed_live : failed_blocked;
     PlanResult plan;
-    if (need > inv.usable_chips()) {
+    if (need > inv().usable_chips()) {
       plan.reason = NoFit::kNotEnoughChips;
-      plan.message = "needs " + std::to_string(need) + " chips, " +
-                     std::to_string(inv.usable_chips()) + " are free";
-    } else if (anywhere) {
-      plan = planner.Plan(inv, w.request);
+      if (o.explain)
+        plan.message = "needs " + std::to_string(need) + " chips, " +
+                       std::to_string(inv().usable_chips()) + " are free";
+    } else if (const PlanResult* known = failed.Find(w.request)) {
+      plan.reason = known->reason;
+      plan.message = known->message;
     } else {
-      if (!blocked) {
-        Result<Inventory> b = Blocked(inv, *res);
-        if (b.ok()) blocked = std::move(*b);
+      if (anywhere) {
+        plan = planner.Plan(inv(), w.request);
+      } else {
+        if (!blocked) {
+          Result<Inventory> b = Blocked(inv(), *res);
+          if (b.ok()) blocked = std::move(*b);
+        }
+        if (blocked) plan = planner.Plan(*blocked, w.request);
       }
-      if (blocked) plan = planner.Plan(*blocked, w.request);
+      if (!plan.placed()) failed.Add(w.request, plan);
     }
     if (plan.placed()) {
-      if (ApplyPlan(inv, OwnerOf(w.id), plan).ok()) {
+      if (ApplyPlan(change(), OwnerOf(w.id), plan).ok()) {
         out.starts.push_back({w.id, plan});
         started.push_back({{OwnerOf(w.id)}, now_s, w.expected_s});
         blocked.reset();
@@ -124,6 +196,7 @@ EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
       }
     }
     if (res) {
+      if (!o.explain) continue;  // only the head's entry
       if (anywhere)
         out.waiting.push_back({w.id, NoFitName(plan.reason), plan.message});
       else
@@ -137,13 +210,14 @@ EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
       continue;
     }
     if (need < o.reserve_min_chips) {  // small: waits as under plain backfill
-      out.waiting.push_back({w.id, NoFitName(plan.reason), plan.message});
+      if (o.explain) out.waiting.push_back({w.id, NoFitName(plan.reason), plan.message});
       continue;
     }
     if (!w.may_help) {  // large, but not helped yet: waits as a small one
-      out.waiting.push_back({w.id, NoFitName(plan.reason),
-                             plan.message + "; no reservation or moves for it until it has "
-                                            "waited longer than the help threshold"});
+      if (o.explain)
+        out.waiting.push_back({w.id, NoFitName(plan.reason),
+                               plan.message + "; no reservation or moves for it until it has "
+                                              "waited longer than the help threshold"});
       continue;
     }
     // The head of the line: make room by moving sub-cube jobs, or reserve.

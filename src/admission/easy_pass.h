@@ -1,7 +1,7 @@
 // One pass of EASY backfill with defragmentation over a line of waiting workloads, as the head
-// runs it (`tessera head --backfill easy [--defrag]`, while no ClusterQueue exists); the same
-// rules as the simulator's `easy` admission (sim/easy_scheduler.h), on the same pure pieces:
-// Reserve / Blocked / EndsBefore (backfill.h) and PlanDefrag (defrag.h).
+// runs it (`tessera head --backfill easy [--defrag]`, while no ClusterQueue exists) and as the
+// simulator's `easy` admission runs it (sim/easy_scheduler.h: the same function), on the pure
+// pieces Reserve / Blocked / EndsBefore (backfill.h) and PlanDefrag (defrag.h).
 //
 // The line is taken in order. A workload starts if the planner places it, except that once the
 // head of the line (the first one of reserve_min_chips or more that could not start) holds a
@@ -15,6 +15,11 @@
 // per pass. By default (defrag_after_backfill) the moves are planned after the rest of the line
 // has started what fits, on the chips left; the head keeps its reservation meanwhile.
 //
+// A request that did not fit is not planned again in the same pass (the next workload of the
+// same generation, shape and slice count waits for the same reason): the pass only takes free
+// hosts, so what did not fit does not fit later in it. A line of thousands of one shape costs
+// one plan.
+//
 // Overrunning an estimate: nothing is stopped or preempted; the workload counts as ending now,
 // so the reservation waiting for it starts later (backfill.h).
 //
@@ -22,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,7 +48,7 @@ struct EasyWaiting {
   bool may_help = true;
 };
 
-// A workload holding chips, under OwnerOf(id) in the inventory.
+// A workload holding chips: under OwnerOf(id) in the inventory, or under `owners`.
 struct EasyRunning {
   WorkloadId id;
   int32_t priority = 0;
@@ -52,6 +58,9 @@ struct EasyRunning {
   int64_t last_checkpoint_s = -1;  // -1: none since it started (all its work would be lost)
   int64_t last_moved_s = -1;       // -1: never moved by defragmentation
   bool movable = true;             // false: stopping already, or on an unhealthy host
+  // The owners its slices are held under, when not OwnerOf(id) (the simulator holds each slice
+  // of a job under its own owner); empty: OwnerOf(id).
+  std::vector<OwnerId> owners;
 };
 
 struct EasyPassOptions {
@@ -67,6 +76,10 @@ struct EasyPassOptions {
   // false: at once, when the head is met, holding its room against the rest of the line.
   bool defrag_after_backfill = true;
   DefragOptions defrag_options;
+  // false (the simulator, whose lines hold thousands): `waiting` holds only the head's entry,
+  // and the pass ends once no chip is free (nothing more can start; the head's reservation is
+  // then not made this pass). The starts and the moves are the same as with true.
+  bool explain = true;
 };
 
 struct EasyWait {
@@ -84,12 +97,20 @@ struct EasyPassResult {
   std::vector<EasyWait> waiting;  // every waiting workload that neither starts nor is `defrag_for`
 };
 
-// `inv` holds every running workload under OwnerOf(id) and may hold other hosts (caller's
-// holds: they are never released by the reservation). `budget_chip_s` is the work the moves
-// may lose (defrag.h).
+// `inv` holds every running workload under OwnerOf(id) (or its `owners`) and may hold other
+// hosts (caller's holds: they are never released by the reservation). `budget_chip_s` is the work
+// the moves may lose (defrag.h).
 EasyPassResult RunEasyPass(const Inventory& inv, const SlicePlanner& planner,
                            const std::vector<EasyWaiting>& line,
                            const std::vector<EasyRunning>& running, int64_t now_s,
                            int64_t budget_chip_s, const EasyPassOptions& options);
+
+// The same, with the running workloads asked for only if the pass needs them (a head of the
+// line to reserve or move work for; at most once): the simulator runs a pass at every event
+// instant, and most of them only start what fits. The list must stay valid for the call.
+using EasyRunningFn = std::function<const std::vector<EasyRunning>&()>;
+EasyPassResult RunEasyPass(const Inventory& inv, const SlicePlanner& planner,
+                           const std::vector<EasyWaiting>& line, const EasyRunningFn& running,
+                           int64_t now_s, int64_t budget_chip_s, const EasyPassOptions& options);
 
 }  // namespace tessera

@@ -16,6 +16,16 @@ EasyWaiting W(uint64_t id, SliceRequest request, int64_t expected_s) {
   return {WorkloadId(id), request, expected_s, "job-" + std::to_string(id)};
 }
 
+// Started at 0, never moved, movable.
+EasyRunning Running(uint64_t id, SliceRequest request, int64_t expected_s, int64_t checkpoint_s) {
+  EasyRunning r;
+  r.id = WorkloadId(id);
+  r.request = request;
+  r.expected_s = expected_s;
+  r.last_checkpoint_s = checkpoint_s;
+  return r;
+}
+
 const PlanResult* StartOf(const EasyPassResult& r, uint64_t id) {
   for (const auto& [w, plan] : r.starts)
     if (w == WorkloadId(id)) return &plan;
@@ -36,8 +46,7 @@ struct HalfCubes {
   HalfCubes() {
     EXPECT_TRUE(inv.Reserve(OwnerOf(WorkloadId(1)), CubeHosts(inv, 0, 0, 8)).ok());
     EXPECT_TRUE(inv.Reserve(OwnerOf(WorkloadId(2)), CubeHosts(inv, 1, 0, 8)).ok());
-    running = {{WorkloadId(1), 0, Req(2, 4, 4), 0, 100, -1, -1, true},
-               {WorkloadId(2), 0, Req(2, 4, 4), 0, 500, -1, -1, true}};
+    running = {Running(1, Req(2, 4, 4), 100, -1), Running(2, Req(2, 4, 4), 500, -1)};
   }
 };
 
@@ -139,8 +148,8 @@ TEST(EasyPass, DefragMovesTheCheapestJobAndHoldsTheRoom) {
   ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(1)), CubeHosts(inv, 0, 5, 6)).ok());
   ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(2)), CubeHosts(inv, 1, 9, 10)).ok());
   // Job 1 checkpointed at 7100 (lost: 4 chips x 100 s), job 2 at 7150 (4 x 50): 2 moves.
-  const std::vector<EasyRunning> running = {{WorkloadId(1), 0, Req(2, 2, 1), 0, 0, 7100, -1, true},
-                                            {WorkloadId(2), 0, Req(2, 2, 1), 0, 0, 7150, -1, true}};
+  const std::vector<EasyRunning> running = {Running(1, Req(2, 2, 1), 0, 7100),
+                                            Running(2, Req(2, 2, 1), 0, 7150)};
   const std::vector<EasyWaiting> line = {W(3, Req(4, 4, 4), 0), W(4, Req(4, 4, 4), 0)};
   EasyPassOptions o;
   o.defrag = true;
@@ -192,8 +201,8 @@ TEST(EasyPass, MovesTakeOnlyTheChipsTheLineLeaves) {
   SlicePlanner planner;
   ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(1)), CubeHosts(inv, 0, 5, 6)).ok());
   ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(2)), CubeHosts(inv, 1, 9, 10)).ok());
-  const std::vector<EasyRunning> running = {{WorkloadId(1), 0, Req(2, 2, 1), 0, 0, 7100, -1, true},
-                                            {WorkloadId(2), 0, Req(2, 2, 1), 0, 0, 7150, -1, true}};
+  const std::vector<EasyRunning> running = {Running(1, Req(2, 2, 1), 0, 7100),
+                                            Running(2, Req(2, 2, 1), 0, 7150)};
   const std::vector<EasyWaiting> line = {W(3, Req(4, 4, 4), 0), W(4, Req(2, 4, 4), 100),
                                          W(5, Req(2, 4, 4), 100)};
   EasyPassOptions o;
@@ -210,6 +219,108 @@ TEST(EasyPass, MovesTakeOnlyTheChipsTheLineLeaves) {
   r = RunEasyPass(inv, planner, line, running, 7200, 1000, o);
   ASSERT_TRUE(r.defrag);
   EXPECT_EQ(r.starts.size(), 1u);
+}
+
+std::vector<std::pair<uint64_t, std::vector<HostId>>> Starts(const EasyPassResult& r) {
+  std::vector<std::pair<uint64_t, std::vector<HostId>>> out;
+  for (const auto& [w, plan] : r.starts) out.push_back({w.value(), plan.AllHosts()});
+  return out;
+}
+
+// The simulator's pass (explain = false: only the head's entry, and no planning once no chip
+// is free) starts and moves exactly what the head's pass does, on lines with repeated shapes
+// (planned once per pass), a reservation, moves, and a line that fills the pod.
+TEST(EasyPass, WithoutExplainOnlyTheHeadSaysWhyAndTheSameWorkStarts) {
+  Inventory inv = Pod(1, 2);
+  SlicePlanner planner;
+  ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(1)), CubeHosts(inv, 0, 5, 6)).ok());
+  ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(2)), CubeHosts(inv, 1, 9, 10)).ok());
+  const std::vector<EasyRunning> running = {Running(1, Req(2, 2, 1), 0, 7100),
+                                            Running(2, Req(2, 2, 1), 0, 7150)};
+  const std::vector<std::vector<EasyWaiting>> lines = {
+      // the head reserves; short 2x4x4s backfill, long ones wait behind it, twice each
+      {W(3, Req(4, 4, 4), 0), W(4, Req(2, 4, 4), 100), W(5, Req(2, 4, 4), 90000),
+       W(6, Req(2, 4, 4), 100), W(7, Req(2, 4, 4), 90000), W(8, Req(2, 2, 1), 0)},
+      // moves for the head, then a line of one shape that cannot fit behind it
+      {W(3, Req(4, 4, 4), 0), W(4, Req(4, 4, 4), 0), W(5, Req(4, 4, 4), 0)},
+      // small work that fills every free chip, then more that finds none
+      {W(3, Req(4, 4, 2), 0), W(4, Req(4, 4, 2), 0), W(5, Req(2, 4, 4), 0), W(6, Req(2, 4, 4), 0),
+       W(7, Req(2, 2, 4), 0), W(8, Req(2, 2, 2), 0), W(9, Req(2, 2, 1), 0), W(10, Req(2, 2, 1), 0),
+       W(11, Req(2, 2, 1), 0), W(12, Req(4, 4, 4), 0)}};
+  for (bool after : {true, false}) {
+    for (size_t i = 0; i < lines.size(); ++i) {
+      SCOPED_TRACE("line " + std::to_string(i) + (after ? ", moves after the line" : ""));
+      EasyPassOptions o;
+      o.defrag = true;
+      o.defrag_after_backfill = after;
+      const EasyPassResult told = RunEasyPass(inv, planner, lines[i], running, 7200, 1000, o);
+      o.explain = false;
+      const EasyPassResult quiet = RunEasyPass(inv, planner, lines[i], running, 7200, 1000, o);
+      EXPECT_EQ(Starts(quiet), Starts(told));
+      ASSERT_EQ(quiet.defrag.has_value(), told.defrag.has_value());
+      if (told.defrag) {
+        EXPECT_EQ(quiet.defrag_for, told.defrag_for);
+        EXPECT_EQ(quiet.defrag->plan.AllHosts(), told.defrag->plan.AllHosts());
+        ASSERT_EQ(quiet.defrag->moves.size(), told.defrag->moves.size());
+        for (size_t m = 0; m < told.defrag->moves.size(); ++m)
+          EXPECT_EQ(quiet.defrag->moves[m].plan.AllHosts(), told.defrag->moves[m].plan.AllHosts());
+      }
+      // Every waiting workload says why with explain; without it, at most the head does.
+      EXPECT_EQ(told.starts.size() + told.waiting.size() + (told.defrag ? 1 : 0), lines[i].size());
+      for (const EasyWait& w : quiet.waiting) EXPECT_EQ(w.reason, "WaitingForReservation");
+      EXPECT_LE(quiet.waiting.size(), 1u);
+    }
+  }
+}
+
+// Workloads held under owners of their own (the simulator holds each slice under one): the
+// same moves and the same reservation as when they are held under OwnerOf(id).
+TEST(EasyPass, WorkloadsHeldUnderTheirOwnOwnersMoveAndReserveTheSame) {
+  SlicePlanner planner;
+  Inventory by_id = Pod(1, 2), by_slice = Pod(1, 2);
+  ASSERT_TRUE(by_id.Reserve(OwnerOf(WorkloadId(1)), CubeHosts(by_id, 0, 5, 6)).ok());
+  ASSERT_TRUE(by_id.Reserve(OwnerOf(WorkloadId(2)), CubeHosts(by_id, 1, 9, 10)).ok());
+  ASSERT_TRUE(by_slice.Reserve(OwnerId(1 << 16), CubeHosts(by_slice, 0, 5, 6)).ok());
+  ASSERT_TRUE(by_slice.Reserve(OwnerId(2 << 16), CubeHosts(by_slice, 1, 9, 10)).ok());
+  std::vector<EasyRunning> running = {Running(1, Req(2, 2, 1), 0, 7100),
+                                      Running(2, Req(2, 2, 1), 0, 7150)};
+  const std::vector<EasyWaiting> line = {W(3, Req(4, 4, 4), 0)};
+  EasyPassOptions o;
+  o.defrag = true;
+  const EasyPassResult want = RunEasyPass(by_id, planner, line, running, 7200, 1000, o);
+  running[0].owners = {OwnerId(1 << 16)};
+  running[1].owners = {OwnerId(2 << 16)};
+  const EasyPassResult got = RunEasyPass(by_slice, planner, line, running, 7200, 1000, o);
+  ASSERT_TRUE(want.defrag);
+  ASSERT_TRUE(got.defrag);
+  ASSERT_EQ(got.defrag->moves.size(), 1u);
+  EXPECT_EQ(got.defrag->moves[0].workload, want.defrag->moves[0].workload);
+  EXPECT_EQ(got.defrag->moves[0].plan.AllHosts(), want.defrag->moves[0].plan.AllHosts());
+  EXPECT_EQ(got.defrag->plan.AllHosts(), want.defrag->plan.AllHosts());
+  // Without moves the head reserves the hosts that free soonest, found by their owners.
+  o.defrag = false;
+  const EasyPassResult reserved = RunEasyPass(by_slice, planner, line, running, 7200, 1000, o);
+  ASSERT_EQ(reserved.waiting.size(), 1u);
+  EXPECT_EQ(reserved.waiting[0].reason, "WaitingForReservation");
+  EXPECT_EQ(reserved.waiting[0].message.find("does not fit"), std::string::npos)
+      << reserved.waiting[0].message;
+}
+
+// A request that did not fit is not planned again in the pass; the next one of that shape
+// waits for the same reason, with the same message.
+TEST(EasyPass, ARepeatedRequestWaitsForTheSameReasonAsTheFirst) {
+  HalfCubes t;
+  const std::vector<EasyWaiting> line = {W(3, Req(4, 4, 4), 3600), W(4, Req(4, 4, 4), 3600),
+                                         W(5, Req(4, 4, 4), 3600)};
+  EasyPassOptions o;
+  o.reserve_min_chips = 1 << 20;  // nobody reserves: each waits as under plain backfill
+  const EasyPassResult r = RunEasyPass(t.inv, t.planner, line, t.running, 10, 0, o);
+  ASSERT_EQ(r.waiting.size(), 3u);
+  EXPECT_FALSE(r.waiting[0].message.empty());
+  for (const EasyWait& w : r.waiting) {
+    EXPECT_EQ(w.reason, r.waiting[0].reason);
+    EXPECT_EQ(w.message, r.waiting[0].message);
+  }
 }
 
 }  // namespace

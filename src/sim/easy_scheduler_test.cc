@@ -97,7 +97,8 @@ TEST(Easy, DefragmentationMovesOneJobAndTheCubeJobStarts) {
   o.easy.defrag_options.max_share = 0;
   const SimResult no_budget = Simulate(inv, w, AdmissionKind::kEasy, o);
   EXPECT_EQ(no_budget.moves, 0);
-  EXPECT_NE(no_budget.outcomes[3].reason.find("defragmentation budget"), std::string::npos)
+  EXPECT_NE(no_budget.outcomes[3].reason.find("the budget of moved work is spent"),
+            std::string::npos)
       << no_budget.outcomes[3].reason;
 }
 
