@@ -120,8 +120,11 @@ EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
                              "ended" +
                                  (note.empty() ? "" : "; " + note)});
   };
+  std::vector<const EasyWaiting*> starting;  // the line's workloads in out.starts
+  bool defragmented = false;                 // at most once per pass
   // Plans the moves that make room for the head `w` on `inv`; on success holds the head's room
-  // and the hints in `inv` and sets out.defrag. Else `note` says why, for the head's message.
+  // and the hints in `inv` and sets out.defrag (or, when only workloads this pass starts move,
+  // starts them elsewhere and the head now). Else `note` says why, for the head's message.
   auto try_defrag = [&](const EasyWaiting& w, std::string& note) {
     std::vector<MoveCandidate> candidates;
     for (const EasyRunning& r : running()) {
@@ -131,6 +134,8 @@ EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
                             Chips(r.request) * std::max<int64_t>(0, now_s - since),
                             r.last_moved_s});
     }
+    for (const EasyWaiting* s : starting)  // not started yet: placing it elsewhere loses nothing
+      candidates.push_back({s->id, s->priority, s->request, 0, -1});
     DefragPlan d;
     if (budget_chip_s <= 0) {
       d.message = "the budget of moved work is spent";
@@ -142,14 +147,45 @@ EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
                      o.defrag_options);
     }
     if (d.found && !d.moves.empty()) {
-      // Hold the head's room and the hints, so that nothing later in line takes them.
       Inventory scratch = inv();
-      bool held = Hold(scratch, d.plan).ok();
-      for (const Move& m : d.moves) held = held && Hold(scratch, m.plan).ok();
+      auto starts = out.starts;
+      // A moved workload of this pass's starts gives up its placement and starts on its new one.
+      std::vector<Move> moves, replaced;
+      for (Move& m : d.moves) {
+        auto it = std::find_if(starts.begin(), starts.end(),
+                               [&](const auto& start) { return start.first == m.workload; });
+        if (it == starts.end()) {
+          moves.push_back(std::move(m));
+          continue;
+        }
+        scratch.Release(OwnerOf(m.workload));
+        starts.erase(it);
+        replaced.push_back(std::move(m));
+      }
+      // A moved workload goes outside the head's room, where nothing it must wait for runs:
+      // a start placed elsewhere starts there now.
+      bool held = true;
+      for (Move& m : replaced) {
+        held = held && ApplyPlan(scratch, OwnerOf(m.workload), m.plan).ok();
+        starts.push_back({m.workload, std::move(m.plan)});
+      }
+      if (moves.empty()) {  // only this pass's starts moved: the head's room is free now
+        held = held && ApplyPlan(scratch, OwnerOf(w.id), d.plan).ok();
+        starts.push_back({w.id, d.plan});
+      } else {
+        // Hold the head's room and the hints, so that nothing later in line takes them.
+        held = held && Hold(scratch, d.plan).ok();
+        for (const Move& m : moves) held = held && Hold(scratch, m.plan).ok();
+      }
       if (held) {
         changed = std::move(scratch);
-        out.defrag = std::move(d);
-        out.defrag_for = w.id;
+        out.starts = std::move(starts);
+        defragmented = true;
+        if (!moves.empty()) {
+          d.moves = std::move(moves);
+          out.defrag = std::move(d);
+          out.defrag_for = w.id;
+        }
         return true;
       }
       note = "defragmentation: the moves' placements could not be held";
@@ -190,6 +226,7 @@ EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
     if (plan.placed()) {
       if (ApplyPlan(change(), OwnerOf(w.id), plan).ok()) {
         out.starts.push_back({w.id, plan});
+        starting.push_back(&w);
         started.push_back({{OwnerOf(w.id)}, now_s, w.expected_s});
         blocked.reset();
         continue;
@@ -221,7 +258,7 @@ EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
       continue;
     }
     // The head of the line: make room by moving sub-cube jobs, or reserve.
-    if (o.defrag && !out.defrag && NeedsWholeCubes(w.request)) {
+    if (o.defrag && !defragmented && NeedsWholeCubes(w.request)) {
       if (o.defrag_after_backfill) {
         // Reserve now; try the moves once the rest of the line has started what fits.
         defrag_head = &w;
@@ -233,6 +270,9 @@ EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
       std::string note;
       if (try_defrag(w, note)) {
         blocked.reset();
+        // Starts placed elsewhere may have left hosts free: what did not fit may fit now.
+        failed_live = Failures();
+        failed_blocked = Failures();
         // The line goes on behind the head as behind a reservation that starts now: nothing
         // may take the held hosts.
         continue;

@@ -13,7 +13,10 @@
 // the caller stops the moved ones (SIGTERM with grace, so they checkpoint), and starts the head
 // and the moved ones on those placements once the chips are free. At most one defragmentation
 // per pass. By default (defrag_after_backfill) the moves are planned after the rest of the line
-// has started what fits, on the chips left; the head keeps its reservation meanwhile.
+// has started what fits, on the chips left; the head keeps its reservation meanwhile. A
+// workload the pass is about to start is a move candidate too, and the cheapest (it loses no
+// work): placed elsewhere (outside the head's room, so on hosts free now), it starts there;
+// when only such workloads move, the head starts at once too.
 //
 // A request that did not fit is not planned again in the same pass (the next workload of the
 // same generation, shape and slice count waits for the same reason): the pass only takes free
@@ -46,6 +49,7 @@ struct EasyWaiting {
   // HelpThreshold, help_threshold.h): no reservation and no moves for it; it waits as a small
   // one does, and a later large one may be the head.
   bool may_help = true;
+  int32_t priority = 0;  // for the victim search, should the pass place it elsewhere
 };
 
 // A workload holding chips: under OwnerOf(id) in the inventory, or under `owners`.
@@ -90,8 +94,11 @@ struct EasyWait {
 };
 
 struct EasyPassResult {
-  std::vector<std::pair<WorkloadId, PlanResult>> starts;  // in line order
-  // Set when the head is to start after moves: `defrag_for` and the moves (with their hints).
+  // In line order, then the ones defragmentation placed (a start it placed elsewhere; the head).
+  std::vector<std::pair<WorkloadId, PlanResult>> starts;
+  // Set when the head is to start after moves of running workloads: `defrag_for` and the
+  // moves (with their hints). A workload of the line placed elsewhere is in `starts` (with its
+  // new placement), and so is the head when nothing running had to move.
   std::optional<DefragPlan> defrag;
   WorkloadId defrag_for;
   std::vector<EasyWait> waiting;  // every waiting workload that neither starts nor is `defrag_for`

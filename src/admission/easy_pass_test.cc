@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <set>
+
 #include "admission/test_util.h"
+#include "common/rng.h"
 
 namespace tessera {
 namespace {
@@ -13,7 +18,7 @@ using testing::Pod;
 SliceRequest Req(int x, int y, int z) { return {Generation::k7x, Shape::Of(x, y, z), 1}; }
 
 EasyWaiting W(uint64_t id, SliceRequest request, int64_t expected_s) {
-  return {WorkloadId(id), request, expected_s, "job-" + std::to_string(id)};
+  return {WorkloadId(id), request, expected_s, "job-" + std::to_string(id), true, 0};
 }
 
 // Started at 0, never moved, movable.
@@ -304,6 +309,90 @@ TEST(EasyPass, WorkloadsHeldUnderTheirOwnOwnersMoveAndReserveTheSame) {
   EXPECT_EQ(reserved.waiting[0].reason, "WaitingForReservation");
   EXPECT_EQ(reserved.waiting[0].message.find("does not fit"), std::string::npos)
       << reserved.waiting[0].message;
+}
+
+// Random pods of two cubes with one-host jobs scattered over them, and lines of small jobs with
+// a 4x4x4 head: whatever the pass decides is consistent. Every workload is decided once; starts
+// take free hosts, apart from each other and from the room the moves make; moves are of running
+// work only. And the pass does place some of its own starts elsewhere (they lose no work).
+TEST(EasyPass, MovesMayPlaceThePassesOwnStartsElsewhereAndDecisionsStayConsistent) {
+  SlicePlanner planner;
+  int starts_placed_elsewhere = 0, moves_of_running_work = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Rng rng(seed);
+    Inventory inv = Pod(1, 2);
+    std::vector<EasyRunning> running;
+    const int n_running = 2 + static_cast<int>(rng.Uniform(10));
+    for (int i = 0; i < n_running; ++i) {
+      std::vector<HostId> free;
+      for (const Host& h : inv.hosts())
+        if (h.free()) free.push_back(h.id);
+      const HostId h = free[rng.Uniform(free.size())];
+      const uint64_t id = 1 + static_cast<uint64_t>(i);
+      ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(id)), {h}).ok());
+      running.push_back(Running(id, Req(2, 2, 1), 0, static_cast<int64_t>(rng.Uniform(7200))));
+    }
+    std::vector<EasyWaiting> line;
+    const int n_line = 1 + static_cast<int>(rng.Uniform(6));
+    for (int i = 0; i < n_line; ++i) {
+      const SliceRequest small[] = {Req(2, 2, 1), Req(2, 2, 2), Req(2, 2, 4), Req(2, 4, 4)};
+      line.push_back(W(100 + static_cast<uint64_t>(i), small[rng.Uniform(4)], 600));
+    }
+    const size_t head_at = rng.Uniform(line.size() + 1);
+    line.insert(line.begin() + static_cast<std::ptrdiff_t>(head_at), W(99, Req(4, 4, 4), 0));
+    EasyPassOptions o;
+    o.defrag = true;
+    o.defrag_after_backfill = rng.Uniform(2) == 0;
+    const EasyPassResult r = RunEasyPass(inv, planner, line, running, 7200, 1 << 30, o);
+
+    std::map<uint64_t, int> decided;
+    for (const auto& [id, plan] : r.starts) ++decided[id.value()];
+    for (const EasyWait& w : r.waiting) ++decided[w.id.value()];
+    if (r.defrag) ++decided[r.defrag_for.value()];
+    for (const EasyWaiting& w : line) EXPECT_EQ(decided[w.id.value()], 1) << w.id.value();
+    std::set<HostId> taken;  // by the starts, the head's room and the moves' placements
+    auto take = [&](const PlanResult& plan, bool must_be_free) {
+      for (HostId h : plan.AllHosts()) {
+        EXPECT_TRUE(taken.insert(h).second) << "host " << h.value() << " given twice";
+        if (must_be_free) {
+          EXPECT_TRUE(inv.host(h).free()) << "host " << h.value();
+        }
+      }
+    };
+    for (const auto& [id, plan] : r.starts) take(plan, true);
+    if (r.defrag) {
+      ASSERT_FALSE(r.defrag->moves.empty());
+      take(r.defrag->plan, false);
+      int64_t lost = 0;
+      for (const Move& m : r.defrag->moves) {
+        take(m.plan, true);  // outside the head's room: on hosts free now
+        const auto run = std::find_if(running.begin(), running.end(),
+                                      [&](const EasyRunning& e) { return e.id == m.workload; });
+        ASSERT_NE(run, running.end())
+            << "moved workload " << m.workload.value() << " is not running";
+        lost += 4 * (7200 - run->last_checkpoint_s);
+        ++moves_of_running_work;
+      }
+      EXPECT_EQ(r.defrag->lost_work_chip_s, lost);
+    }
+    // The head starts at once without room of its own only if just the pass's starts moved.
+    if (StartOf(r, 99) != nullptr && !planner.Plan(inv, Req(4, 4, 4)).placed()) {
+      EXPECT_FALSE(r.defrag);
+    }
+    // Moves planned after the line: without defragmentation the same starts, where they were.
+    if (o.defrag_after_backfill && (r.defrag || StartOf(r, 99) != nullptr)) {
+      o.defrag = false;
+      const EasyPassResult plain = RunEasyPass(inv, planner, line, running, 7200, 1 << 30, o);
+      for (const auto& [id, plan] : plain.starts) {
+        const PlanResult* now = StartOf(r, id.value());
+        ASSERT_NE(now, nullptr) << id.value();
+        if (now->AllHosts() != plan.AllHosts()) ++starts_placed_elsewhere;
+      }
+    }
+  }
+  EXPECT_GT(moves_of_running_work, 0);
+  EXPECT_GT(starts_placed_elsewhere, 0);
 }
 
 // A request that did not fit is not planned again in the pass; the next one of that shape

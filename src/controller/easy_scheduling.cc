@@ -121,6 +121,13 @@ Status Controller::ScheduleEasy() {
     if (!free.empty()) TESSERA_RETURN_IF_ERROR(inv.Reserve(hold_owner, free));
   }
 
+  std::vector<PriorityClass> classes;
+  for (const auto& [n, o] : priority_classes_) classes.push_back(std::get<PriorityClass>(o.spec));
+  auto priority_of = [&](const TrainJob& job) {
+    if (job.spec.priority.empty()) return int32_t{0};
+    auto priority = ResolvePriority(classes, job.spec.priority);
+    return priority.ok() ? static_cast<int32_t>(*priority) : int32_t{0};
+  };
   std::vector<TrainJob*> pending;
   std::vector<EasyRunning> running;
   std::map<uint64_t, TrainJob*> by_uid;
@@ -137,13 +144,7 @@ Status Controller::ScheduleEasy() {
     const TrainJobStatus& js = job.status;
     EasyRunning r;
     r.id = WorkloadId(job.uid);
-    if (!job.spec.priority.empty()) {
-      std::vector<PriorityClass> classes;
-      for (const auto& [n, o] : priority_classes_)
-        classes.push_back(std::get<PriorityClass>(o.spec));
-      auto priority = ResolvePriority(classes, job.spec.priority);
-      if (priority.ok()) r.priority = *priority;
-    }
+    r.priority = priority_of(job);
     r.request = {job.spec.accelerator, job.spec.topology, std::max(1, job.slices())};
     if (js.stopping) {  // its chips free soon: it ends now, and it does not move
       r.start_s = now_s;
@@ -186,7 +187,7 @@ Status Controller::ScheduleEasy() {
   for (TrainJob* job : pending) {
     const bool may_help = help_after_s <= 0 || WaitS(*job, now) >= help_after_s;
     line.push_back({WorkloadId(job->uid), Request(*job), job->spec.expected_duration_ms / 1000,
-                    job->name(), may_help});
+                    job->name(), may_help, priority_of(*job)});
     if (!may_help && !HelpThreshold::IsSmall(Chips(Request(*job)), o.reserve_min_chips))
       not_helped.insert(WorkloadId(job->uid));
   }

@@ -42,8 +42,12 @@ class EasyScheduler : public SimScheduler {
     line_.clear();
     for (const auto& [submit_s, j] : queue_) {
       const SimJob& job = ctx.job(j);
-      line_.push_back(
-          {WorkloadId(j), job.request, Estimate(job), {}, now - submit_s >= help_after_s});
+      line_.push_back({WorkloadId(j),
+                       job.request,
+                       Estimate(job),
+                       {},
+                       now - submit_s >= help_after_s,
+                       job.spec.priority});
     }
     if (total_chips_ == 0) total_chips_ = ctx.inventory().total_chips();  // every host, up or down
     const double capacity_s = static_cast<double>(total_chips_) *
