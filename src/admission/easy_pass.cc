@@ -181,7 +181,9 @@ EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
         changed = std::move(scratch);
         out.starts = std::move(starts);
         defragmented = true;
-        if (!moves.empty()) {
+        if (moves.empty()) {  // the head started: a later reservation sees it end
+          started.push_back({{OwnerOf(w.id)}, now_s, w.expected_s});
+        } else {
           d.moves = std::move(moves);
           out.defrag = std::move(d);
           out.defrag_for = w.id;
