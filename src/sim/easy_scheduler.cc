@@ -93,8 +93,6 @@ class EasyScheduler : public SimScheduler {
     moved_chip_s_ += pass.defrag->lost_work_chip_s;
   }
 
-  Status status() const override { return status_; }
-
  private:
   // The running jobs as the pass sees them, in running_ (which keeps its buffers from pass to
   // pass). A job on a failed host is not moved.
@@ -139,7 +137,6 @@ class EasyScheduler : public SimScheduler {
   int64_t total_chips_ = 0;
   int64_t moves_ = 0;
   int64_t moved_chip_s_ = 0;
-  Status status_ = Status::Ok();
 };
 
 }  // namespace
