@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "admission/model.h"
 #include "sim/simulator.h"
+#include "sim/simulator_internal.h"
 
 namespace tessera::sim {
 namespace {
@@ -129,6 +131,21 @@ TEST(Easy, TheHelpThresholdFollowsTheSmallJobsWaits) {
   EXPECT_EQ(backfill.outcomes[4].first_start_s, 1100);
   EXPECT_GT(easy.outcomes[4].first_start_s, 1100);
   EXPECT_EQ(helped.finished, static_cast<int64_t>(w.jobs.size()));
+}
+
+// The simulator's slice owners never equal OwnerOf(a job), under which the easy pass holds the
+// jobs it starts and re-owns the running ones in its scratch inventories: before the tag, job
+// 0's second slice (owner 1) was OwnerOf(job 1), and the pass merged the two.
+TEST(Easy, SliceOwnersAreApartFromTheWorkloadOwnersThePassUses) {
+  for (JobIndex j : {0u, 1u, 2u, 65535u, 65536u, 70000u, 4000000000u})
+    for (uint32_t slot : {0u, 1u, 2u, 65535u, 65536u}) {
+      const OwnerId o = detail::SliceOwner(j, slot);
+      EXPECT_TRUE(detail::IsSliceOwner(o));
+      EXPECT_EQ(detail::JobOfSliceOwner(o), j);
+      EXPECT_GT(o.value(), uint64_t{0xFFFFFFFF}) << "job " << j << " slot " << slot;
+      EXPECT_NE(o, OwnerOf(WorkloadId(uint64_t{slot}))) << "job " << j << " slot " << slot;
+      EXPECT_FALSE(detail::IsSliceOwner(OwnerOf(WorkloadId(uint64_t{j}))));
+    }
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ void SimulatorImpl::HostDown(HostId h) {
   Push(detect_at_[h.value()], EventType::kDetect, h.value(), count);
   const OwnerId owner = inv_.host(h).owner;
   if (!owner.valid()) return;
-  const JobIndex j = static_cast<JobIndex>(owner.value() >> 16);
+  const JobIndex j = JobOfSliceOwner(owner);
   failed_under_[h.value()] = j;
   JobState& s = state_[j];
   if (s.phase != Phase::kRunning || s.broken_at >= 0) return;

@@ -28,7 +28,7 @@ bool SimulatorImpl::Reserve(JobIndex j, const PlanResult& plan) {
   JobState& s = state_[j];
   ++inv_version_;
   for (const SlicePlacement& slice : plan.slices) {
-    const OwnerId owner((uint64_t{j} << 16) | (s.next_slot++ & 0xFFFF));
+    const OwnerId owner = SliceOwner(j, s.next_slot++);
     Status st = inv_.Reserve(owner, slice.hosts);
     if (!st.ok()) {
       error_ = Internal("job " + jobs_[j].spec.name +
@@ -36,7 +36,7 @@ bool SimulatorImpl::Reserve(JobIndex j, const PlanResult& plan) {
       return false;
     }
     s.owners.push_back(owner);
-    Mix(owner.value());
+    Mix(owner.value() & ~kSliceOwnerTag);  // the event hash of the ids before the tag
     for (HostId h : slice.hosts) Mix(h.value());
   }
   return true;
@@ -268,7 +268,10 @@ Status SimulatorImpl::CheckInvariants() const {
                     "or leaked)");
   for (const Host& h : inv_.hosts()) {
     if (!h.owner.valid()) continue;
-    const JobIndex j = static_cast<JobIndex>(h.owner.value() >> 16);
+    if (!IsSliceOwner(h.owner))
+      return Internal("host " + inv_.HostName(h.id) + " is owned by " +
+                      std::to_string(h.owner.value()) + ", not a slice of a job");
+    const JobIndex j = JobOfSliceOwner(h.owner);
     if (j >= jobs_.size() ||
         (state_[j].phase != Phase::kRunning && state_[j].phase != Phase::kStopping))
       return Internal("host " + inv_.HostName(h.id) + " is owned by a job that is not running");

@@ -59,6 +59,20 @@ struct Event {
 // before its chips are released (TrainJobStatus::stopping); it is neither running nor queued.
 enum class Phase : uint8_t { kNotArrived, kQueued, kRunning, kStopping, kDone, kNever, kFailed };
 
+// Each slice a job holds is held under an owner of its own: the job's index and a slot. The tag
+// bit keeps these ids apart from OwnerOf(WorkloadId(j)) (admission/model.h), under which the
+// admission code holds workloads in its scratch inventories (the easy pass: the ones it starts,
+// and the running ones it re-owns for the victim search); without it, job 0's second slice
+// (owner 1) was OwnerOf(job 1).
+constexpr uint64_t kSliceOwnerTag = uint64_t{1} << 62;
+inline OwnerId SliceOwner(JobIndex j, uint32_t slot) {
+  return OwnerId(kSliceOwnerTag | (uint64_t{j} << 16) | (slot & 0xFFFF));
+}
+inline bool IsSliceOwner(OwnerId o) { return (o.value() & kSliceOwnerTag) != 0; }
+inline JobIndex JobOfSliceOwner(OwnerId o) {
+  return static_cast<JobIndex>((o.value() & ~kSliceOwnerTag) >> 16);
+}
+
 struct JobState {
   Phase phase = Phase::kNotArrived;
   std::vector<OwnerId> owners;  // one per slice held
