@@ -146,15 +146,24 @@ TEST(EasyPass, ABlockedSmallJobReservesNothingClassicEasyDoes) {
   EXPECT_EQ(WaitOf(r, 3)->reason, "WaitingForReservation");  // classic EASY: it reserves
 }
 
-// Two cubes, one 2x2x1 job in each: 120 chips free, no whole cube.
-TEST(EasyPass, DefragMovesTheCheapestJobAndHoldsTheRoom) {
+// Two cubes, one 2x2x1 job in each: 120 chips free, no whole cube. Job 1 checkpointed at 7100,
+// job 2 at 7150 (at 7200 they would lose 4 chips x 100 s and 4 x 50 s).
+struct OneJobPerCube {
   Inventory inv = Pod(1, 2);
   SlicePlanner planner;
-  ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(1)), CubeHosts(inv, 0, 5, 6)).ok());
-  ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(2)), CubeHosts(inv, 1, 9, 10)).ok());
-  // Job 1 checkpointed at 7100 (lost: 4 chips x 100 s), job 2 at 7150 (4 x 50): 2 moves.
-  const std::vector<EasyRunning> running = {Running(1, Req(2, 2, 1), 0, 7100),
-                                            Running(2, Req(2, 2, 1), 0, 7150)};
+  std::vector<EasyRunning> running = {Running(1, Req(2, 2, 1), 0, 7100),
+                                      Running(2, Req(2, 2, 1), 0, 7150)};
+  OneJobPerCube() {
+    EXPECT_TRUE(inv.Reserve(OwnerOf(WorkloadId(1)), CubeHosts(inv, 0, 5, 6)).ok());
+    EXPECT_TRUE(inv.Reserve(OwnerOf(WorkloadId(2)), CubeHosts(inv, 1, 9, 10)).ok());
+  }
+};
+
+TEST(EasyPass, DefragMovesTheCheapestJobAndHoldsTheRoom) {
+  const OneJobPerCube t;  // job 1 loses 4 chips x 100 s if moved, job 2 4 x 50
+  const Inventory& inv = t.inv;
+  const SlicePlanner& planner = t.planner;
+  const std::vector<EasyRunning>& running = t.running;
   const std::vector<EasyWaiting> line = {W(3, Req(4, 4, 4), 0), W(4, Req(4, 4, 4), 0)};
   EasyPassOptions o;
   o.defrag = true;
@@ -202,12 +211,10 @@ TEST(EasyPass, DefragMovesTheCheapestJobAndHoldsTheRoom) {
 // nothing moves. Planned when the head is met, the head's room is held first and only one of
 // them starts.
 TEST(EasyPass, MovesTakeOnlyTheChipsTheLineLeaves) {
-  Inventory inv = Pod(1, 2);
-  SlicePlanner planner;
-  ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(1)), CubeHosts(inv, 0, 5, 6)).ok());
-  ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(2)), CubeHosts(inv, 1, 9, 10)).ok());
-  const std::vector<EasyRunning> running = {Running(1, Req(2, 2, 1), 0, 7100),
-                                            Running(2, Req(2, 2, 1), 0, 7150)};
+  const OneJobPerCube t;
+  const Inventory& inv = t.inv;
+  const SlicePlanner& planner = t.planner;
+  const std::vector<EasyRunning>& running = t.running;
   const std::vector<EasyWaiting> line = {W(3, Req(4, 4, 4), 0), W(4, Req(2, 4, 4), 100),
                                          W(5, Req(2, 4, 4), 100)};
   EasyPassOptions o;
@@ -236,12 +243,10 @@ std::vector<std::pair<uint64_t, std::vector<HostId>>> Starts(const EasyPassResul
 // is free) starts and moves exactly what the head's pass does, on lines with repeated shapes
 // (planned once per pass), a reservation, moves, and a line that fills the pod.
 TEST(EasyPass, WithoutExplainOnlyTheHeadSaysWhyAndTheSameWorkStarts) {
-  Inventory inv = Pod(1, 2);
-  SlicePlanner planner;
-  ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(1)), CubeHosts(inv, 0, 5, 6)).ok());
-  ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(2)), CubeHosts(inv, 1, 9, 10)).ok());
-  const std::vector<EasyRunning> running = {Running(1, Req(2, 2, 1), 0, 7100),
-                                            Running(2, Req(2, 2, 1), 0, 7150)};
+  const OneJobPerCube t;
+  const Inventory& inv = t.inv;
+  const SlicePlanner& planner = t.planner;
+  const std::vector<EasyRunning>& running = t.running;
   const std::vector<std::vector<EasyWaiting>> lines = {
       // the head reserves; short 2x4x4s backfill, long ones wait behind it, twice each
       {W(3, Req(4, 4, 4), 0), W(4, Req(2, 4, 4), 100), W(5, Req(2, 4, 4), 90000),
