@@ -112,10 +112,18 @@ test('the cluster grid shows the running job on its chips', async () => {
     const b = window.__tessera.cluster.canvas.getBoundingClientRect();
     return {x: b.left + r.x + r.w / 2, y: b.top + r.y + r.h / 2};
   }, hosts[0]);
-  await page.mouse.move(box.x, box.y);
+  // The worker's rank comes with the host's next report after the job is placed: hover again
+  // until the tooltip has it (a generous deadline for a busy machine).
   const tip = page.locator('.tooltip');
-  await tip.filter({hasText: hosts[0]}).waitFor();
-  const text = await tip.innerText();
+  let text = '';
+  for (const deadline = Date.now() + 30000; ;) {
+    await page.mouse.move(0, 0);
+    await page.mouse.move(box.x, box.y);
+    await tip.filter({hasText: hosts[0]}).waitFor();
+    text = await tip.innerText();
+    if (/dash-train rank \d, TPU_WORKER_ID \d/.test(text) || Date.now() > deadline) break;
+    await new Promise((r) => setTimeout(r, 250));
+  }
   assert.match(text, /dash-train rank \d, TPU_WORKER_ID \d/);
   assert.match(text, /Chip utilization: \d+%/);
   // Keyboard: Tab into the host table and the host is outlined and described.
