@@ -352,7 +352,7 @@ Status Head::Start() {
   // A heartbeat that freed chips asks for a pass instead of running one (Controller::Heartbeat).
   m.ctl->SetPassListener([&m] { m.Kick(); });
   TESSERA_RETURN_IF_ERROR(m.ctl->Load());
-  m.metrics->Seed(m.ctl->ListJobs());  // what a restarted head finds was counted before
+  m.metrics->Seed(m.ctl->CopyJobs());  // what a restarted head finds was counted before
 
   net::ServerOptions so;
   so.bind_address = options_.bind_address;

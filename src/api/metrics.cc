@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "workload/recovery.h"
 #include "workload/train_job.h"
 
 namespace tessera::api {
@@ -79,6 +80,21 @@ HeadMetrics::HeadMetrics(const Clock& clock)
 
 void HeadMetrics::Seed(const Json& jobs) {
   for (const Json& job : Items(jobs)) Track(job, /*observe=*/false);
+}
+
+void HeadMetrics::Seed(const std::vector<TrainJob>& jobs) {
+  std::lock_guard lock(mu_);
+  for (const TrainJob& job : jobs) {
+    // As Track reads them from TrainJobJson: the key, admittedTimeMs, and each attempt after
+    // the first that has recovery figures.
+    Seen& seen = seen_["uid:" + std::to_string(job.uid)];
+    if (job.status.admitted_ms > 0) seen.admitted_ms = job.status.admitted_ms;
+    const auto& attempts = job.status.attempts;
+    for (size_t i = 1; i < attempts.size(); ++i) {
+      auto f = ComputeRecoveryFigures(attempts[i - 1], attempts[i]);
+      if (f && f->time_to_recover_ms >= 0) seen.recovered.insert(attempts[i].attempt);
+    }
+  }
 }
 
 void HeadMetrics::Track(const Json& job, bool observe) {

@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "api/resource_json.h"
 #include "workload/train_job.h"
 
 namespace tessera::api {
@@ -70,6 +71,51 @@ TEST(HeadMetricsTest, SeededJobsAreNotCountedAgain) {
   m.OnChange("TrainJob", "MODIFIED", running);  // e.g. a step report after a head restart
   EXPECT_EQ(m.admission_latency().Read({}).count, 0u);
   EXPECT_EQ(m.recovery_time().Read({}).count, 0u);
+}
+
+// The typed seed (what an elected head uses) marks what the JSON seed marks: the job's own
+// JSON, fed after it, is observed by an unseeded HeadMetrics and not by a seeded one.
+TEST(HeadMetricsTest, TheTypedSeedMarksWhatTheJsonOfTheSameJobsShows) {
+  TrainJob job;
+  job.uid = 7;
+  job.spec.name = "recovered";
+  job.created_ms = 1000;
+  job.status.pending_since_ms = 1000;
+  job.status.admitted_ms = 3000;
+  AttemptRecord failed;
+  failed.attempt = 0;
+  failed.placed_ms = 3000;
+  failed.end_reason = "WorkerFailed";
+  failed.failure_ms = 5000;
+  failed.detected_ms = 5200;
+  AttemptRecord recovered;
+  recovered.attempt = 1;
+  recovered.placed_ms = 5500;
+  recovered.first_step_ms = 9000;
+  job.status.attempts = {failed, recovered};
+  const Json doc = TrainJobJson(job, 10'000);
+
+  FakeClock clock;
+  HeadMetrics unseeded(clock);
+  unseeded.OnChange("TrainJob", "MODIFIED", doc);
+  ASSERT_EQ(unseeded.admission_latency().Read({}).count, 1u);
+  ASSERT_EQ(unseeded.recovery_time().Read({}).count, 1u);
+
+  HeadMetrics seeded(clock);
+  seeded.Seed(std::vector<TrainJob>{job});
+  seeded.OnChange("TrainJob", "MODIFIED", doc);
+  EXPECT_EQ(seeded.admission_latency().Read({}).count, 0u);
+  EXPECT_EQ(seeded.recovery_time().Read({}).count, 0u);
+  // A later recovery of the same job is new, and counted.
+  AttemptRecord again = recovered;
+  job.status.attempts[1].end_reason = "HostLost";
+  job.status.attempts[1].failure_ms = 12'000;
+  again.attempt = 2;
+  again.placed_ms = 13'000;
+  again.first_step_ms = 15'000;
+  job.status.attempts.push_back(again);
+  seeded.OnChange("TrainJob", "MODIFIED", TrainJobJson(job, 16'000));
+  EXPECT_EQ(seeded.recovery_time().Read({}).count, 1u);
 }
 
 TEST(HeadMetricsTest, RecoveryTimeIsObservedOncePerAttempt) {

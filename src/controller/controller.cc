@@ -124,6 +124,11 @@ Json Controller::ListJobs() const {
   return JobListJson(copy);
 }
 
+std::vector<TrainJob> Controller::CopyJobs() const {
+  std::lock_guard lock(mu_);
+  return CopyJobsLocked().jobs;
+}
+
 Json Controller::ListHosts() const {
   std::lock_guard lock(mu_);
   return ListHostsLocked();

@@ -136,6 +136,8 @@ class Controller {
   // name is taken, 503 when the store fails.
   ApiResult<Json> CreateJob(const Json& doc);
   ApiResult<Json> GetJob(const std::string& name) const;
+  // Every job, typed, by uid (a restarted head's metrics seed from it without the JSON).
+  std::vector<TrainJob> CopyJobs() const;
   // POST /api/v1/apply: dispatches on kind. TrainJob: CreateJob. ClusterQueue, LocalQueue,
   // PriorityClass: create (201) or replace (200) the object; 422 naming the field on bad input.
   ApiResult<Json> Apply(const Json& doc);

@@ -1,6 +1,7 @@
 #include "ha/ha_head.h"
 
 #include <atomic>
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -124,6 +125,7 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
 
   std::mutex mu;
   int64_t elected_term = 0;         // guarded by mu
+  std::chrono::steady_clock::time_point elected_at;  // guarded by mu
   std::string stepped_down_reason;  // guarded by mu
   std::atomic<bool> changed{false};
   ElectorOptions eo;
@@ -136,6 +138,7 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
     store->SetFence(options.prefix + "leader", term);
     std::lock_guard lock(mu);
     elected_term = term;
+    elected_at = std::chrono::steady_clock::now();
     changed = true;
   };
   eo.on_stepped_down = [&](const std::string& reason) {
@@ -154,7 +157,28 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
 
   std::unique_ptr<api::Head> head;
   int exit_code = 0;
-  const timespec tick{0, 100'000'000};
+  // Short: an election is acted on within one tick (the elector cannot wake sigtimedwait).
+  const timespec tick{0, 20'000'000};
+  // A warm standby: its copy of the store follows etcd every retry period, so that once
+  // elected it reads only what changed since (EtcdStore::Follow) and loads from memory.
+  auto next_follow = std::chrono::steady_clock::now();
+  std::string follow_error;  // the last one logged: a lasting failure is said once
+  auto follow = [&]() -> bool {
+    auto followed = store->Follow();
+    next_follow = std::chrono::steady_clock::now() + options.election.retry;
+    if (followed.ok()) {
+      if (!follow_error.empty())
+        std::cerr << "tessera head: following etcd again (revision "
+                  << store->following_revision().value_or(0) << ")" << std::endl;
+      follow_error.clear();
+      return true;
+    }
+    if (followed.status().message() != follow_error)
+      std::cerr << "tessera head: the standby's copy of the store could not follow etcd ("
+                << followed.status().message() << "); retrying" << std::endl;
+    follow_error = followed.status().message();
+    return false;
+  };
   while (true) {
     siginfo_t info;
     const int sig = sigtimedwait(&stop, &info, &tick);
@@ -162,6 +186,7 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
       std::cerr << "tessera head: stopping (signal " << sig << ")" << std::endl;
       break;
     }
+    if (!head && !changed && std::chrono::steady_clock::now() >= next_follow) follow();
     if (head && store->outcome_unknown()) {
       // The controller's view may differ from etcd's: only a reload from etcd is safe.
       std::cerr << "tessera head: a commit's outcome is unknown (etcd did not answer); exiting "
@@ -173,10 +198,12 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
     if (!changed.exchange(false)) continue;
     int64_t term;
     std::string reason;
+    std::chrono::steady_clock::time_point elected;
     {
       std::lock_guard lock(mu);
       term = elected_term;
       reason = stepped_down_reason;
+      elected = elected_at;
     }
     if (!reason.empty()) {
       std::cerr << "tessera head: no longer the leader: " << reason
@@ -185,6 +212,15 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
       break;
     }
     if (term != 0 && !head) {
+      // Caught up after the election: from here only this head can write (the fence). When
+      // that fails, the head reads the whole store instead.
+      const int64_t from = store->following_revision().value_or(0);
+      if (follow()) {
+        std::cerr << "tessera head: the standby's copy caught up from revision " << from
+                  << " to " << store->following_revision().value_or(0) << std::endl;
+      } else {
+        store->StopFollowing();
+      }
       proxy.Close();  // first: a forwarded request to a frozen leader would hold Stop()
       (*standby)->Stop();
       standby->reset();  // destroyed, not only stopped: its port is free for the head
@@ -202,7 +238,10 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
         exit_code = 1;
         break;
       }
-      std::cerr << "tessera head: " << self << " is the leader (term " << term << ")" << std::endl;
+      const auto serving_after = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - elected);
+      std::cerr << "tessera head: " << self << " is the leader (term " << term
+                << "; serving " << serving_after.count() << " ms after the election)" << std::endl;
     }
   }
   if (head) head->Stop();  // stop writing before handing over

@@ -41,6 +41,25 @@ std::string EscapeKind(std::string_view kind) {
   return out;
 }
 
+// EscapeKind's inverse; nullopt for text it cannot have made.
+std::optional<std::string> UnescapeKind(std::string_view escaped) {
+  std::string out;
+  for (size_t i = 0; i < escaped.size(); ++i) {
+    if (escaped[i] != '%') {
+      out += escaped[i];
+    } else if (escaped.substr(i, 3) == "%2F") {
+      out += '/';
+      i += 2;
+    } else if (escaped.substr(i, 3) == "%25") {
+      out += '%';
+      i += 2;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
 struct Meta {
   int64_t revision = 0;
   int64_t compacted = 0;
@@ -257,6 +276,14 @@ std::string EtcdStore::LogKey(int64_t revision) const {
 
 Result<Object> EtcdStore::Get(std::string_view kind, std::string_view name) {
   if (closed_) return internal::ClosedError();
+  {
+    std::lock_guard lock(mirror_mu_);
+    if (mirror_) {
+      if (auto k = mirror_->objects.find(kind); k != mirror_->objects.end())
+        if (auto it = k->second.find(name); it != k->second.end()) return it->second;
+      return NotFound(std::string(kind) + "/" + std::string(name) + " not found");
+    }
+  }
   auto range = client_->Range(ObjectKey(kind, name));
   if (!range.ok()) return range.status();
   if (range->kvs.empty()) {
@@ -269,6 +296,15 @@ Result<Object> EtcdStore::Get(std::string_view kind, std::string_view name) {
 
 Result<std::vector<Object>> EtcdStore::List(std::string_view kind) {
   if (closed_) return internal::ClosedError();
+  {
+    std::lock_guard lock(mirror_mu_);
+    if (mirror_) {
+      std::vector<Object> out;
+      if (auto k = mirror_->objects.find(kind); k != mirror_->objects.end())
+        for (const auto& [name, object] : k->second) out.push_back(object);
+      return out;  // by name, as etcd sorts them
+    }
+  }
   const std::string prefix = KindPrefix(kind);
   auto range = client_->Range(prefix, PrefixEnd(prefix));
   if (!range.ok()) return range.status();
@@ -295,6 +331,7 @@ Status FencedError(const std::string& fence_key, int64_t fence_term, int64_t now
 
 Result<int64_t> EtcdStore::Commit(const WriteBatch& batch) {
   TESSERA_RETURN_IF_ERROR(internal::ValidateBatch(batch));
+  StopFollowing();  // the copy does not see this store's own writes
   if (outcome_unknown_) {
     return Unavailable(
         "etcd store: an earlier commit's outcome is unknown; restart the head so "
@@ -542,8 +579,81 @@ Result<std::vector<Change>> EtcdStore::ChangesSince(int64_t revision, size_t lim
   return out;
 }
 
+Status EtcdStore::ReadSnapshot() {
+  const std::string meta_key = options_.prefix + "meta";
+  const std::string objects = options_.prefix + "o/";
+  auto snapshot = TxnRanges(*client_, json::array({etcd::GetRange(meta_key),
+                                                   etcd::GetRange(objects, PrefixEnd(objects))}));
+  if (!snapshot.ok()) return snapshot.status();
+  auto meta = DecodeMeta((*snapshot)[0], meta_key);
+  if (!meta.ok()) return meta.status();
+  Mirror copy;
+  copy.revision = meta->revision;
+  for (EtcdKv& kv : (*snapshot)[1].kvs) {
+    const std::string_view rest = std::string_view(kv.key).substr(objects.size());
+    const size_t slash = rest.find('/');
+    auto kind = slash == std::string_view::npos ? std::nullopt : UnescapeKind(rest.substr(0, slash));
+    auto decoded = DecodeObject(kv.value);
+    if (!kind || !decoded) return Internal("etcd store: " + kv.key + " was not written by tessera");
+    std::string name(rest.substr(slash + 1));
+    copy.objects[*kind][name] =
+        Object{*kind, name, std::move(decoded->second), decoded->first};
+  }
+  mirror_ = std::move(copy);
+  return Status::Ok();
+}
+
+Result<int64_t> EtcdStore::Follow() {
+  if (closed_) return internal::ClosedError();
+  std::lock_guard lock(mirror_mu_);  // only the follower waits: nothing else reads meanwhile
+  if (mirror_dropped_) return FailedPrecondition("etcd store: Follow after this store wrote");
+  if (!mirror_) {
+    TESSERA_RETURN_IF_ERROR(ReadSnapshot());
+    return static_cast<int64_t>(0);
+  }
+  constexpr size_t kBatch = 1000;
+  int64_t applied = 0;
+  int64_t revision = mirror_->revision;
+  std::vector<Change> pending;  // applied only once the copy has caught up: all or nothing
+  while (true) {
+    auto changes = ChangesSince(revision, kBatch);
+    if (!changes.ok() && changes.status().code() == StatusCode::kFailedPrecondition) {
+      TESSERA_RETURN_IF_ERROR(ReadSnapshot());  // compacted past us, or the store was reset
+      return static_cast<int64_t>(0);
+    }
+    if (!changes.ok()) return changes.status();
+    if (changes->empty()) break;
+    revision = changes->back().revision;
+    for (Change& c : *changes) pending.push_back(std::move(c));
+  }
+  for (Change& c : pending) {
+    auto& objects = mirror_->objects[c.kind];
+    if (c.type == ChangeType::kDeleted) {
+      objects.erase(c.name);
+    } else {
+      objects[c.name] = Object{c.kind, c.name, std::move(c.body), c.revision};
+    }
+    ++applied;
+  }
+  mirror_->revision = revision;
+  return applied;
+}
+
+void EtcdStore::StopFollowing() {
+  std::lock_guard lock(mirror_mu_);
+  mirror_.reset();
+  mirror_dropped_ = true;
+}
+
+std::optional<int64_t> EtcdStore::following_revision() const {
+  std::lock_guard lock(mirror_mu_);
+  if (!mirror_) return std::nullopt;
+  return mirror_->revision;
+}
+
 Status EtcdStore::Close() {
   closed_ = true;
+  StopFollowing();
   return Status::Ok();
 }
 

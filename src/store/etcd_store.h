@@ -20,8 +20,10 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "store/etcd_client.h"
@@ -63,6 +65,18 @@ class EtcdStore final : public Store {
   Result<std::vector<Change>> ChangesSince(int64_t revision, size_t limit) override;
   Status Close() override;
 
+  // A warm standby (docs/ha.md, "A warm standby"): the first Follow() reads every object in
+  // one snapshot, each later one only the change log since the last (a full read again when
+  // the log was compacted past it). Until this store's first Commit, Get and List answer from
+  // that copy as of the last Follow() that succeeded; a Commit drops it for good, and so does
+  // StopFollowing(). So an elected head calls Follow() once more after its election (nobody
+  // else can write then: the fence) and loads from memory instead of reading the whole store.
+  // A Follow() that fails leaves the copy as it was; returns the number of changes applied.
+  Result<int64_t> Follow();
+  void StopFollowing();
+  // The revision the copy is at, or nullopt when there is none.
+  std::optional<int64_t> following_revision() const;
+
   // True once a commit's answer was lost and whether it was applied could not be settled:
   // the caller's view may differ from etcd's, so the store refuses writes; a head restarts.
   bool outcome_unknown() const { return outcome_unknown_; }
@@ -93,6 +107,9 @@ class EtcdStore final : public Store {
   std::string KindPrefix(std::string_view kind) const;
   std::string LogKey(int64_t revision) const;
 
+  // Every object under <prefix>o/ and meta's revision, read in one txn.
+  Status ReadSnapshot();
+
   EtcdStoreOptions options_;
   const Options store_options_;
   std::unique_ptr<EtcdClient> client_;
@@ -104,6 +121,14 @@ class EtcdStore final : public Store {
   std::mutex fence_mu_;
   std::string fence_key_;   // guarded by fence_mu_
   int64_t fence_term_ = 0;  // guarded by fence_mu_
+
+  struct Mirror {
+    int64_t revision = 0;
+    std::map<std::string, std::map<std::string, Object, std::less<>>, std::less<>> objects;
+  };
+  mutable std::mutex mirror_mu_;
+  std::optional<Mirror> mirror_;  // guarded by mirror_mu_
+  bool mirror_dropped_ = false;   // guarded by mirror_mu_: by a Commit or StopFollowing
 };
 
 }  // namespace tessera::store

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -438,6 +439,120 @@ TEST_F(EtcdStoreTest, AnOutcomeEtcdCannotTellStopsTheStoreFromWriting) {
   auto reopened = EtcdStore::Open(StoreOptions());
   ASSERT_TRUE(reopened.ok());
   EXPECT_EQ((*reopened)->Get("TrainJob", "a")->body, "1");
+}
+
+// A warm standby's copy (EtcdStore::Follow): every Get and List answers what a store reading
+// etcd answers, for every kind and name written, after each Follow.
+void ExpectSameAnswers(EtcdStore& following, EtcdStore& fresh, const std::vector<std::string>& kinds,
+                       const std::vector<std::string>& names) {
+  for (const std::string& kind : kinds) {
+    SCOPED_TRACE("kind " + kind);
+    auto want = fresh.List(kind);
+    auto got = following.List(kind);
+    ASSERT_TRUE(want.ok() && got.ok());
+    EXPECT_EQ(*got, *want);
+    for (const std::string& name : names) {
+      auto w = fresh.Get(kind, name);
+      auto g = following.Get(kind, name);
+      ASSERT_EQ(g.ok(), w.ok()) << name;
+      if (w.ok()) {
+        EXPECT_EQ(*g, *w);
+      } else {
+        EXPECT_EQ(g.status().code(), StatusCode::kNotFound) << name;
+      }
+    }
+  }
+}
+
+TEST_F(EtcdStoreTest, AFollowingStandbyAnswersAsEtcdDoesAndStopsAtItsFirstWrite) {
+  auto writer = OpenOrDie();
+  auto standby = OpenOrDie();
+  auto fresh = OpenOrDie();
+  ASSERT_TRUE(writer && standby && fresh);
+  EXPECT_EQ(standby->following_revision(), std::nullopt);
+  ASSERT_TRUE(writer->Create("Host", "h1", "1").ok());
+  ASSERT_TRUE(writer->Create("Host", "h2", "2").ok());
+  ASSERT_TRUE(writer->Create("a/b%c", "n/1", std::string("x\n\0y", 4)).ok());
+  auto first = standby->Follow();  // everything, in one snapshot
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(standby->following_revision(), writer->Revision());
+  const std::vector<std::string> kinds = {"Host", "a/b%c", "TrainJob", "Never"};
+  const std::vector<std::string> names = {"h1", "h2", "n/1", "j1", "nobody"};
+  ExpectSameAnswers(*standby, *fresh, kinds, names);
+
+  store::WriteBatch batch;
+  batch.Update("Host", "h1", "1b", writer->Get("Host", "h1")->resource_version)
+      .Delete("Host", "h2")
+      .Create("TrainJob", "j1", "job");
+  ASSERT_TRUE(writer->Commit(batch).ok());
+  // Until it follows again the standby answers from its copy as of the last Follow.
+  EXPECT_EQ(standby->Get("TrainJob", "j1").status().code(), StatusCode::kNotFound);
+  auto second = standby->Follow();  // only the change log since
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(*second, 3);
+  ExpectSameAnswers(*standby, *fresh, kinds, names);
+
+  // Its own first write ends the copy: from then on it reads etcd, and cannot follow again.
+  ASSERT_TRUE(standby->Create("Host", "h3", "3").ok());
+  EXPECT_EQ(standby->following_revision(), std::nullopt);
+  ASSERT_TRUE(writer->Create("TrainJob", "j2", "job2").ok());
+  EXPECT_EQ(standby->Get("TrainJob", "j2")->body, "job2");
+  EXPECT_EQ(standby->Follow().status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(EtcdStoreTest, AFollowerBehindTheCompactedLogReadsEverythingAgain) {
+  Options small;
+  small.change_log_limit = 3;
+  auto opened = EtcdStore::Open(StoreOptions(), small);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto writer = std::move(opened).value();
+  auto standby = OpenOrDie();
+  auto fresh = OpenOrDie();
+  ASSERT_TRUE(writer->Create("Host", "h0", "0").ok());
+  ASSERT_TRUE(standby->Follow().ok());
+  for (int i = 1; i <= 8; ++i)
+    ASSERT_TRUE(writer->Create("Host", "h" + std::to_string(i), std::to_string(i)).ok());
+  ASSERT_TRUE(writer->Delete("Host", "h0").ok());
+  auto followed = standby->Follow();
+  ASSERT_TRUE(followed.ok()) << followed.status().ToString();
+  EXPECT_EQ(*followed, 0);  // read again, not replayed: the log no longer reaches back
+  EXPECT_EQ(standby->following_revision(), writer->Revision());
+  ExpectSameAnswers(*standby, *fresh, {"Host"}, {"h0", "h1", "h8"});
+}
+
+TEST_F(EtcdStoreTest, AFollowerMatchesEtcdAfterRandomWritesAndFollows) {
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    prefix_ = SharedEtcd::UniquePrefix("follow");
+    auto writer = OpenOrDie();
+    auto standby = OpenOrDie();
+    auto fresh = OpenOrDie();
+    ASSERT_TRUE(writer && standby && fresh);
+    std::mt19937 rng(seed);
+    const std::vector<std::string> kinds = {"Host", "TrainJob", "Event"};
+    const std::vector<std::string> names = {"a", "b", "c", "d"};
+    for (int step = 0; step < 60; ++step) {
+      const std::string& kind = kinds[rng() % kinds.size()];
+      const std::string& name = names[rng() % names.size()];
+      auto current = writer->Get(kind, name);
+      Status wrote;
+      if (!current.ok()) {
+        wrote = writer->Create(kind, name, std::to_string(step)).status();
+      } else if (rng() % 3 == 0) {
+        wrote = writer->Delete(kind, name);
+      } else {
+        wrote = writer->Update(kind, name, std::to_string(step), current->resource_version).status();
+      }
+      ASSERT_TRUE(wrote.ok()) << wrote.ToString();
+      if (rng() % 5 == 0) {
+        auto followed = standby->Follow();
+        ASSERT_TRUE(followed.ok()) << followed.status().ToString();
+        ExpectSameAnswers(*standby, *fresh, kinds, names);
+      }
+    }
+    ASSERT_TRUE(standby->Follow().ok());
+    ExpectSameAnswers(*standby, *fresh, kinds, names);
+  }
 }
 
 }  // namespace
