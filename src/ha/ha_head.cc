@@ -124,9 +124,9 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
   store::EtcdStore* store = etcd_store.get();
 
   std::mutex mu;
-  int64_t elected_term = 0;         // guarded by mu
+  int64_t elected_term = 0;                          // guarded by mu
   std::chrono::steady_clock::time_point elected_at;  // guarded by mu
-  std::string stepped_down_reason;  // guarded by mu
+  std::string stepped_down_reason;                   // guarded by mu
   std::atomic<bool> changed{false};
   ElectorOptions eo;
   eo.etcd = so.etcd;
@@ -216,8 +216,8 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
       // that fails, the head reads the whole store instead.
       const int64_t from = store->following_revision().value_or(0);
       if (follow()) {
-        std::cerr << "tessera head: the standby's copy caught up from revision " << from
-                  << " to " << store->following_revision().value_or(0) << std::endl;
+        std::cerr << "tessera head: the standby's copy caught up from revision " << from << " to "
+                  << store->following_revision().value_or(0) << std::endl;
       } else {
         store->StopFollowing();
       }
@@ -240,8 +240,8 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
       }
       const auto serving_after = std::chrono::duration_cast<std::chrono::milliseconds>(
           std::chrono::steady_clock::now() - elected);
-      std::cerr << "tessera head: " << self << " is the leader (term " << term
-                << "; serving " << serving_after.count() << " ms after the election)" << std::endl;
+      std::cerr << "tessera head: " << self << " is the leader (term " << term << "; serving "
+                << serving_after.count() << " ms after the election)" << std::endl;
     }
   }
   if (head) head->Stop();  // stop writing before handing over

@@ -592,12 +592,12 @@ Status EtcdStore::ReadSnapshot() {
   for (EtcdKv& kv : (*snapshot)[1].kvs) {
     const std::string_view rest = std::string_view(kv.key).substr(objects.size());
     const size_t slash = rest.find('/');
-    auto kind = slash == std::string_view::npos ? std::nullopt : UnescapeKind(rest.substr(0, slash));
+    auto kind =
+        slash == std::string_view::npos ? std::nullopt : UnescapeKind(rest.substr(0, slash));
     auto decoded = DecodeObject(kv.value);
     if (!kind || !decoded) return Internal("etcd store: " + kv.key + " was not written by tessera");
     std::string name(rest.substr(slash + 1));
-    copy.objects[*kind][name] =
-        Object{*kind, name, std::move(decoded->second), decoded->first};
+    copy.objects[*kind][name] = Object{*kind, name, std::move(decoded->second), decoded->first};
   }
   mirror_ = std::move(copy);
   return Status::Ok();

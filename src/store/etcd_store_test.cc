@@ -443,7 +443,8 @@ TEST_F(EtcdStoreTest, AnOutcomeEtcdCannotTellStopsTheStoreFromWriting) {
 
 // A warm standby's copy (EtcdStore::Follow): every Get and List answers what a store reading
 // etcd answers, for every kind and name written, after each Follow.
-void ExpectSameAnswers(EtcdStore& following, EtcdStore& fresh, const std::vector<std::string>& kinds,
+void ExpectSameAnswers(EtcdStore& following, EtcdStore& fresh,
+                       const std::vector<std::string>& kinds,
                        const std::vector<std::string>& names) {
   for (const std::string& kind : kinds) {
     SCOPED_TRACE("kind " + kind);
@@ -541,7 +542,8 @@ TEST_F(EtcdStoreTest, AFollowerMatchesEtcdAfterRandomWritesAndFollows) {
       } else if (rng() % 3 == 0) {
         wrote = writer->Delete(kind, name);
       } else {
-        wrote = writer->Update(kind, name, std::to_string(step), current->resource_version).status();
+        wrote =
+            writer->Update(kind, name, std::to_string(step), current->resource_version).status();
       }
       ASSERT_TRUE(wrote.ok()) << wrote.ToString();
       if (rng() % 5 == 0) {
