@@ -163,6 +163,7 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
   // elected it reads only what changed since (EtcdStore::Follow) and loads from memory.
   auto next_follow = std::chrono::steady_clock::now();
   std::string follow_error;  // the last one logged: a lasting failure is said once
+  std::string known_leader;  // as the elector last said, for the proxy
   auto follow = [&]() -> bool {
     auto followed = store->Follow();
     next_follow = std::chrono::steady_clock::now() + options.election.retry;
@@ -187,6 +188,13 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
       break;
     }
     if (!head && !changed && std::chrono::steady_clock::now() >= next_follow) follow();
+    if (!head) {
+      // A request forwarded to a leader that has since lost the key would wait out the read
+      // timeout (a frozen leader still accepts connections): its client retries instead.
+      const std::string leader = elector.Snapshot().leader;
+      if (leader != known_leader) proxy.LeaderChanged(leader);
+      known_leader = leader;
+    }
     if (head && store->outcome_unknown()) {
       // The controller's view may differ from etcd's: only a reload from etcd is safe.
       std::cerr << "tessera head: a commit's outcome is unknown (etcd did not answer); exiting "

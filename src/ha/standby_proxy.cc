@@ -109,7 +109,7 @@ net::Response StandbyProxy::Forward(const net::Request& request, const std::stri
   {
     std::lock_guard lock(mu_);
     if (closed_) return LeaderGone(leader, self_, "this standby is stopping");
-    in_flight_.insert(client);
+    in_flight_.emplace(client, leader);
   }
   auto answer = client->Request(request.method, request.target, request.body, headers);
   {
@@ -125,13 +125,24 @@ net::Response StandbyProxy::Forward(const net::Request& request, const std::stri
   return out;
 }
 
+void StandbyProxy::LeaderChanged(const std::string& leader) {
+  std::lock_guard lock(mu_);
+  for (const auto& [client, to] : in_flight_)
+    if (to != leader) client->Cancel();
+}
+
+size_t StandbyProxy::in_flight() const {
+  std::lock_guard lock(mu_);
+  return in_flight_.size();
+}
+
 void StandbyProxy::Close() {
   std::vector<std::thread> threads;
   {
     std::lock_guard lock(mu_);
     closed_ = true;
     for (auto& c : streams_) c->Cancel();
-    for (auto& c : in_flight_) c->Cancel();
+    for (auto& [c, to] : in_flight_) c->Cancel();
     threads.swap(threads_);
   }
   for (auto& t : threads) t.join();

@@ -9,9 +9,9 @@
 // after the server that calls Forward has stopped.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -43,17 +43,27 @@ class StandbyProxy {
   // that does not answer gives 503 naming it, so the client retries or goes elsewhere.
   net::Response Forward(const net::Request& request, const std::string& leader);
 
+  // The leader is now `leader` (empty: none is known): requests in flight to any other
+  // address are cancelled and answered 503, so that their clients retry at once rather than
+  // wait out the read timeout on a leader that froze or lost its lease. Relayed streams are
+  // left to end with their leader.
+  void LeaderChanged(const std::string& leader);
+
   // Cancels the forwarded requests in flight and the relayed streams, joins the streams'
   // threads; later calls answer 503 at once. Call before stopping the server. Idempotent.
   void Close();
 
+  // Forwarded requests waiting for an answer (tests).
+  size_t in_flight() const;
+
  private:
   const std::string self_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   bool closed_ = false;                                    // guarded by mu_
   std::vector<std::shared_ptr<net::HttpClient>> streams_;  // guarded by mu_
   std::vector<std::thread> threads_;                       // guarded by mu_
-  std::set<std::shared_ptr<net::HttpClient>> in_flight_;   // guarded by mu_
+  // Each with the leader it was sent to.
+  std::map<std::shared_ptr<net::HttpClient>, std::string> in_flight_;  // guarded by mu_
 };
 
 }  // namespace tessera::ha
