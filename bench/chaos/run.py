@@ -611,8 +611,12 @@ def main():
                     help="seconds to wait at the end for acknowledged jobs to finish")
     ap.add_argument("--planes", default="ha,sqlite", help="ha, sqlite or both (default)")
     ap.add_argument("--seed", type=int, default=None)
+    # The release build, as for every benchmark (bench/README.md), when there is one; else
+    # the dev build (AddressSanitizer: its heads start several times slower).
+    release = os.path.join(REPO, "build", "release", "bin", "tessera")
+    dev = os.path.join(REPO, "build", "dev", "bin", "tessera")
     ap.add_argument("--tessera", default=os.environ.get(
-        "TESSERA_BIN", os.path.join(REPO, "build", "dev", "bin", "tessera")))
+        "TESSERA_BIN", release if os.path.exists(release) else dev))
     ap.add_argument("--etcd", default=os.environ.get("TESSERA_ETCD") or shutil.which("etcd"))
     ap.add_argument("--out", help="write the results as JSON here")
     ap.add_argument("--keep", action="store_true", help="keep the logs directory")
@@ -628,8 +632,8 @@ def main():
     if args.duration_hint is None:
         args.duration_hint = 5.0 * args.rounds
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-    print("chaos: seed %d, %d rounds, %d short jobs, load %.1f" %
-          (seed, args.rounds, args.jobs, os.getloadavg()[0]), file=sys.stderr)
+    print("chaos: seed %d, %d rounds, %d short jobs, load %.1f, %s" %
+          (seed, args.rounds, args.jobs, os.getloadavg()[0], args.tessera), file=sys.stderr)
     root = tempfile.mkdtemp(prefix="tessera-chaos-")
     results = {"seed": seed, "rounds": args.rounds, "jobs": args.jobs,
                "load_before": os.getloadavg(), "planes": []}
