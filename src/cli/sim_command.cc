@@ -273,6 +273,8 @@ void Run(const SimFlags& f) {
   }
   c.jobs = static_cast<int64_t>(jobs.size());
   c.skipped_rows = workload.skipped_rows;
+  if (!workload.jobs.empty())  // sorted by submission
+    c.submit_span_s = workload.jobs.back().submit_s - workload.jobs.front().submit_s;
   c.seed = f.seed;
   c.failures = base.failures.enabled();
 

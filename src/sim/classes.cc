@@ -95,6 +95,13 @@ std::vector<ClassStats> BySize(const std::vector<SimJob>& jobs,
   return out;
 }
 
+ClassStats WholeCubes(const std::vector<SimJob>& jobs, const std::vector<JobTimes>& times) {
+  std::vector<size_t> members;
+  for (size_t i = 0; i < jobs.size() && i < times.size(); ++i)
+    if (NeedsWholeCubes(jobs[i])) members.push_back(i);
+  return Summarize("cube or larger", times, members);
+}
+
 std::vector<ClassStats> ByPriority(const std::vector<SimJob>& jobs,
                                    const std::vector<JobTimes>& times) {
   std::map<int, std::vector<size_t>, std::greater<>> members;

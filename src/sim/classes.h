@@ -56,6 +56,9 @@ ClassStats Summarize(std::string name, const std::vector<JobTimes>& times,
                      const std::vector<size_t>& members);
 // Every size class that has a job, in the order of SizeClass.
 std::vector<ClassStats> BySize(const std::vector<SimJob>& jobs, const std::vector<JobTimes>& times);
+// The jobs that need whole cubes (NeedsWholeCubes), named "cube or larger": the class issue 16's
+// goal is about, across cube, super-slice and multi-slice. jobs == 0 when there is none.
+ClassStats WholeCubes(const std::vector<SimJob>& jobs, const std::vector<JobTimes>& times);
 // Every priority that has a job, highest first, named "priority N".
 std::vector<ClassStats> ByPriority(const std::vector<SimJob>& jobs,
                                    const std::vector<JobTimes>& times);

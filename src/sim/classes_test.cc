@@ -98,6 +98,44 @@ TEST(Classes, SimulationSplitsWaitsBySizeAndPriority) {
   EXPECT_EQ(r->by_priority[1].name, "priority 0");
   EXPECT_EQ(r->by_priority[1].jobs, 2);
   EXPECT_EQ(r->by_priority[1].wait_p95_s, 100);
+  // Only cube jobs need whole cubes here: the aggregate is the cube row, and no table repeats it.
+  EXPECT_EQ(r->whole_cubes.name, "cube or larger");
+  EXPECT_EQ(r->whole_cubes.jobs, 1);
+  EXPECT_EQ(r->whole_cubes.wait_p95_s, 100);
+  Comparison c;
+  c.runs.push_back(*r);
+  std::ostringstream csv;
+  WriteClassCsv(csv, c);
+  EXPECT_EQ(csv.str().find("cube or larger"), std::string::npos) << csv.str();
+}
+
+// Two cubes. The 4x4x8 super-slice (128 chips) starts at 0 and holds both until 100; the cube
+// job waits for it (starts at 100) and the two-slice job of 2x2x2 slices does not need whole
+// cubes: "cube or larger" is the cube and the super-slice, over the two classes, in every
+// format.
+TEST(Classes, CubeOrLargerSpansTheClassesThatNeedWholeCubes) {
+  const Inventory inv = Pod(1, 2);
+  Workload w;
+  w.jobs = {Job("super", 0, 100, 128), Job("cube", 0, 50, 64), Job("2x8", 0, 10, 8, 0, 2)};
+  SimOptions o;
+  o.admission = AdmissionKind::kBackfill;
+  auto r = RunSimulation(inv, MapJobs(w, inv, ShapeMap::Default(Generation::k7x)), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->whole_cubes.jobs, 2);
+  EXPECT_EQ(r->whole_cubes.started, 2);
+  EXPECT_EQ(r->whole_cubes.wait_p50_s, 0);
+  EXPECT_EQ(r->whole_cubes.wait_p95_s, 100);
+  EXPECT_EQ(r->whole_cubes.jct_p95_s, 150);
+
+  Comparison c;
+  c.runs.push_back(*r);
+  std::ostringstream json, csv, html;
+  WriteJson(json, c);
+  WriteClassCsv(csv, c);
+  WriteHtml(html, c);
+  EXPECT_NE(json.str().find("\"wholeCubes\""), std::string::npos);
+  EXPECT_NE(csv.str().find(",size,cube or larger,2,2,2,0,100,"), std::string::npos) << csv.str();
+  EXPECT_NE(html.str().find("cube or larger"), std::string::npos);
 }
 
 // Priority admission: a high-priority cube job preempts the low-priority one-host job; the

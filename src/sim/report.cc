@@ -172,10 +172,21 @@ struct ClassRow {
   const ClassStats* stats;
 };
 
+// Whether the "cube or larger" row says more than one size class's row does: its jobs span
+// two or more classes (cube and super-slice, or multi-slice of cubes).
+bool WholeCubesRowNeeded(const SimResult& r) {
+  if (r.whole_cubes.jobs == 0) return false;
+  for (const ClassStats& s : r.by_size)
+    if ((s.name == "cube" || s.name == "super-slice") && s.jobs == r.whole_cubes.jobs) return false;
+  return true;
+}
+
 std::vector<ClassRow> ClassRows(const Comparison& c) {
   std::vector<ClassRow> rows;
-  for (const SimResult& r : c.runs)
+  for (const SimResult& r : c.runs) {
     for (const ClassStats& s : r.by_size) rows.push_back({&r, "size", &s});
+    if (WholeCubesRowNeeded(r)) rows.push_back({&r, "size", &r.whole_cubes});
+  }
   for (const SimResult& r : c.runs)
     for (const ClassStats& s : r.by_priority) rows.push_back({&r, "priority", &s});
   return rows;
@@ -291,9 +302,9 @@ void WriteText(std::ostream& out, const Comparison& c) {
 
 void WriteJson(std::ostream& out, const Comparison& c) {
   nlohmann::json j = {
-      {"cluster", c.cluster},           {"workload", c.workload}, {"jobs", c.jobs},
-      {"skippedRows", c.skipped_rows},  {"seed", c.seed},         {"failures", c.failures},
-      {"runs", nlohmann::json::array()}};
+      {"cluster", c.cluster},          {"workload", c.workload},         {"jobs", c.jobs},
+      {"skippedRows", c.skipped_rows}, {"submitSpanS", c.submit_span_s}, {"seed", c.seed},
+      {"failures", c.failures},        {"runs", nlohmann::json::array()}};
   for (const SimResult& r : c.runs) {
     nlohmann::json run = {{"policy", r.policy},
                           {"admission", r.admission},
@@ -332,6 +343,7 @@ void WriteJson(std::ostream& out, const Comparison& c) {
     run["notFinishedExamples"] = never;
     run["bySize"] = nlohmann::json::array();
     for (const ClassStats& s : r.by_size) run["bySize"].push_back(ClassJson(s));
+    run["wholeCubes"] = ClassJson(r.whole_cubes);
     run["byPriority"] = nlohmann::json::array();
     for (const ClassStats& s : r.by_priority) run["byPriority"].push_back(ClassJson(s));
     j["runs"].push_back(run);
@@ -403,7 +415,8 @@ void WriteHtml(std::ostream& out, const Comparison& c) {
   const std::vector<ClassRow> class_rows = ClassRows(c);
   if (!class_rows.empty()) {
     out << "<h2>By size class and by priority</h2><p>Size classes: one host (at most 4 chips), "
-           "sub-cube (under 64), cube (64), super-slice (one slice over 64), multi-slice.</p>"
+           "sub-cube (under 64), cube (64), super-slice (one slice over 64), multi-slice; "
+           "cube or larger (every job that needs whole cubes) when that spans two classes.</p>"
            "<table><tr>";
     for (const std::string& h : ClassHeaders()) out << "<th>" << Escape(h) << "</th>";
     out << "</tr>";

@@ -18,6 +18,9 @@ struct Comparison {
   std::string command;   // the settings that made it, for the record
   int64_t jobs = 0;
   int64_t skipped_rows = 0;
+  // From the first submission to the last: with a run's allocated chip-hours, the offered load
+  // a cluster of N chips sees (chip-hours / (N x span)), which sizes clusters for traces.
+  int64_t submit_span_s = 0;
   uint64_t seed = 0;
   bool failures = false;        // failure injection was on: print the failure metrics
   std::vector<SimResult> runs;  // one per (admission, policy)

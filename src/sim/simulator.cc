@@ -464,6 +464,7 @@ Result<SimResult> SimulatorImpl::Run() {
   r_.moves = scheduler_->moves();
   r_.moved_chip_hours = scheduler_->moved_chip_hours();
   r_.by_size = BySize(jobs_, times);
+  r_.whole_cubes = WholeCubes(jobs_, times);
   r_.by_priority = ByPriority(jobs_, times);
   const double capacity = static_cast<double>(r_.total_chips) * static_cast<double>(r_.makespan_s);
   r_.utilization = capacity > 0 ? allocated_chip_s_ / capacity : 0;

@@ -173,6 +173,7 @@ struct SimResult {
   std::vector<JobOutcome> outcomes;  // per job, in workload order
   // Waits, JCT and preemptions split by size class and by priority (classes.h).
   std::vector<ClassStats> by_size;
+  ClassStats whole_cubes;  // the jobs that need whole cubes, over their size classes
   std::vector<ClassStats> by_priority;
 };
 
