@@ -1,6 +1,7 @@
 // The head with `--backfill easy --defrag` (easy_scheduling.cc) on two 7x cubes of hosts, a
 // fake clock and agents that report at once: reservations and their reasons, and one
-// defragmentation from the decision to both restarts, with its events.
+// defragmentation from the decision to both restarts, with its events; a start the pass places
+// elsewhere to keep a cube whole.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -250,6 +251,90 @@ TEST_P(EasyHelpThresholdTest, ALargeJobReservesOnlyOnceItHasWaitedPastTheThresho
 INSTANTIATE_TEST_SUITE_P(OnAndOff, EasyHelpThresholdTest, ::testing::Values(2.0, 0.0),
                          [](const ::testing::TestParamInfo<double>& p) {
                            return p.param > 0 ? std::string("Factor2") : std::string("Off");
+                         });
+
+// A start the pass places elsewhere (easy_pass.h): the pod is full of one-host jobs, and `one`
+// (a host) and then `cube` (a 4x4x4) wait. All but three of the one-host jobs end at once,
+// leaving c0-h2 and c0-h14 (cube c0) and c1-h11 (cube c1) taken, so that both waiting jobs meet
+// the chips in one pass (their agents report together). On its own the planner puts `one` in c1,
+// and no cube can be whole. With defragmentation the pass moves the job on c1-h11 and starts `one`
+// in c0 instead, in that pass: c1 is the cube's once the moved job has stopped. Without it, `one`
+// goes to c1 and the 4x4x4 reserves.
+class EasyPlacedElsewhereTest : public EasyHeadTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  ControllerOptions Options() const override {
+    ControllerOptions options = EasyHeadTest::Options();
+    options.defrag = GetParam();
+    return options;
+  }
+};
+
+TEST_P(EasyPlacedElsewhereTest, ADefragPassStartsTheLineElsewhereToKeepACubeWhole) {
+  const bool defrag = GetParam();
+  for (int i = 0; i < 32; ++i) Ok(c_->CreateJob(Job7x("f" + std::to_string(i), "2x2x1", "2h")));
+  Settle();
+  Ok(c_->CreateJob(Job7x("one", "2x2x1", "1h")));
+  Ok(c_->CreateJob(Job7x("cube", "4x4x4", "1h")));
+  Settle();
+  ASSERT_EQ(JobStatus("one")["phase"], "Pending");
+  ASSERT_EQ(JobStatus("cube")["phase"], "Pending");
+  clock_.AdvanceMs(60'000);
+
+  const std::set<std::string> keep = {"c0-h2", "c0-h14", "c1-h11"};
+  std::string on_c1;
+  for (int i = 0; i < 32; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    const std::set<std::string> hosts = Hosts(name);
+    ASSERT_EQ(hosts.size(), 1u) << name;
+    if (!keep.count(*hosts.begin())) {
+      Ok(c_->DeleteJob(name));
+    } else if (*hosts.begin() == "c1-h11") {
+      on_c1 = name;
+    }
+  }
+  ASSERT_FALSE(on_c1.empty());
+  // The agents confirm the deleted jobs' workers stopped, all before the next pass (the head
+  // runs one pass for reports that arrive together): that pass sees all their chips.
+  for (int cube = 0; cube < 2; ++cube)
+    for (int h = 0; h < 16; ++h) {
+      const std::string host = "c" + std::to_string(cube) + "-h" + std::to_string(h);
+      Json a = Ok(c_->Assignments(host));
+      const Json body = {{"workers", WorkerReports(a, "Running", 0, clock_.NowMs())},
+                         {"revision", a["revision"]}};
+      auto beat = protocol::ParseHeartbeat(body.dump());
+      ASSERT_TRUE(beat.ok()) << beat.status().ToString();
+      Ok(c_->Heartbeat(host, *beat));  // no pass listener: no pass yet
+    }
+  ASSERT_EQ(JobStatus("one")["phase"], "Pending");
+  ASSERT_TRUE(c_->Tick().ok());
+  const Json cube = JobStatus("cube");
+  EXPECT_EQ(cube["phase"], "Pending");
+  if (!defrag) {
+    EXPECT_EQ(Cubes("one"), std::set<std::string>{"c1"}) << JobStatus("one").dump();
+    EXPECT_EQ(cube["reason"], "WaitingForReservation") << cube.dump();
+    EXPECT_EQ(JobStatus(on_c1)["preemptions"], 0);
+    return;
+  }
+  // Placed elsewhere in the same pass as the move.
+  EXPECT_EQ(Cubes("one"), std::set<std::string>{"c0"}) << JobStatus("one").dump();
+  EXPECT_EQ(JobStatus(on_c1)["preemptions"], 1);
+  EXPECT_EQ(cube["reason"], "WaitingForDefragmentation") << cube.dump();
+  EXPECT_TRUE(HasEvent("trainjob/cube", "WaitingForDefragmentation", "moving " + on_c1 + " "));
+
+  Settle();
+  EXPECT_EQ(JobStatus("cube")["phase"], "Running") << JobStatus("cube").dump();
+  EXPECT_EQ(Cubes("cube"), std::set<std::string>{"c1"});
+  EXPECT_EQ(JobStatus(on_c1)["phase"], "Running") << JobStatus(on_c1).dump();
+  EXPECT_EQ(Cubes(on_c1), std::set<std::string>{"c0"});
+  EXPECT_EQ(JobStatus("one")["phase"], "Running");
+  EXPECT_EQ(Cubes("one"), std::set<std::string>{"c0"});
+  for (const char* other : {"c0-h2", "c0-h14"}) EXPECT_EQ(Hosts("one").count(other), 0u);
+  EXPECT_EQ(JobStatus("one")["preemptions"], 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(DefragOnAndOff, EasyPlacedElsewhereTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? std::string("Defrag") : std::string("NoDefrag");
                          });
 
 }  // namespace
