@@ -22,8 +22,11 @@ std::string Name(const EasyWaiting& w) {
   return w.name.empty() ? "workload " + std::to_string(w.id.value()) : w.name;
 }
 
+// Field by field: a long line compares every waiting request with the failed ones.
 bool SameRequest(const SliceRequest& a, const SliceRequest& b) {
-  return a.generation == b.generation && a.shape == b.shape && a.num_slices == b.num_slices;
+  return a.shape.dims[0] == b.shape.dims[0] && a.shape.dims[1] == b.shape.dims[1] &&
+         a.shape.dims[2] == b.shape.dims[2] && a.shape.rank == b.shape.rank &&
+         a.num_slices == b.num_slices && a.generation == b.generation;
 }
 
 // Requests that did not fit in this pass, with the planner's answer.
@@ -139,6 +142,10 @@ EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
     DefragPlan d;
     if (budget_chip_s <= 0) {
       d.message = "the budget of moved work is spent";
+    } else if (inv().usable_chips() < Chips(w.request)) {
+      // Too few free chips for any move to help: PlanDefrag says so before it looks at the
+      // candidates, so it is asked without the copy that holds them under their own ids.
+      d = PlanDefrag(inv(), planner, w.request, {}, now_s, budget_chip_s, o.defrag_options);
     } else if (Result<Inventory> by_id = by_workload(); !by_id.ok()) {
       d.message =
           "the running workloads' hosts could not be told apart: " + by_id.status().message();
@@ -204,27 +211,30 @@ EasyPassResult RunEasyPass(const Inventory& inv_in, const SlicePlanner& planner,
     const int64_t need = Chips(w.request);
     const bool anywhere = !res || EndsBefore(*res, now_s, w.expected_s, o.backfill);
     Failures& failed = anywhere ? failed_live : failed_blocked;
-    PlanResult plan;
-    if (need > inv().usable_chips()) {
-      plan.reason = NoFit::kNotEnoughChips;
-      if (o.explain)
-        plan.message = "needs " + std::to_string(need) + " chips, " +
-                       std::to_string(inv().usable_chips()) + " are free";
-    } else if (const PlanResult* known = failed.Find(w.request)) {
-      plan.reason = known->reason;
-      plan.message = known->message;
-    } else {
-      if (anywhere) {
-        plan = planner.Plan(inv(), w.request);
-      } else {
-        if (!blocked) {
-          Result<Inventory> b = Blocked(inv(), *res);
-          if (b.ok()) blocked = std::move(*b);
-        }
-        if (blocked) plan = planner.Plan(*blocked, w.request);
-      }
-      if (!plan.placed()) failed.Add(w.request, plan);
+    // The answer for `w`: planned now, or a request's that did not fit earlier in the pass
+    // (read in place: a long line meets it thousands of times).
+    PlanResult fresh;
+    const PlanResult* answer = &fresh;
+    if (!anywhere && !blocked) {
+      Result<Inventory> b = Blocked(inv(), *res);
+      if (b.ok()) blocked = std::move(*b);
     }
+    // Behind the reservation a workload plans on `blocked` (with no such inventory, nowhere).
+    const Inventory* target = anywhere ? &inv() : blocked ? &*blocked : nullptr;
+    if (need > inv().usable_chips()) {
+      fresh.reason = NoFit::kNotEnoughChips;
+      if (o.explain)
+        fresh.message = "needs " + std::to_string(need) + " chips, " +
+                        std::to_string(inv().usable_chips()) + " are free";
+    } else if (target != nullptr && need > target->usable_chips()) {
+      fresh.reason = NoFit::kNotEnoughChips;  // off the reserved hosts (BehindReservation)
+    } else if (const PlanResult* known = failed.Find(w.request)) {
+      answer = known;
+    } else {
+      if (target != nullptr) fresh = planner.Plan(*target, w.request);
+      if (!fresh.placed()) failed.Add(w.request, fresh);
+    }
+    const PlanResult& plan = *answer;
     if (plan.placed()) {
       if (ApplyPlan(change(), OwnerOf(w.id), plan).ok()) {
         out.starts.push_back({w.id, plan});

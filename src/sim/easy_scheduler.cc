@@ -15,7 +15,7 @@ class EasyScheduler : public SimScheduler {
   explicit EasyScheduler(const EasyOptions& o) : o_(o), help_(o.help) {}
 
   std::string Name() const override { return "easy"; }
-  void OnArrival(JobIndex j, const SimJob& job) override { queue_.insert({job.spec.submit_s, j}); }
+  void OnArrival(JobIndex j, const SimJob& job) override { Enqueue({job.spec.submit_s, j}); }
   void OnDeparture(JobIndex) override {}
   size_t QueueLength() const override { return queue_.size(); }
   std::vector<JobIndex> Queued() const override {
@@ -72,7 +72,7 @@ class EasyScheduler : public SimScheduler {
       help_.AddStart(job.slice_chips * job.request.num_slices, o_.reserve_min_chips,
                      now - job.spec.submit_s);
       reason_.erase(j);
-      queue_.erase({job.spec.submit_s, j});
+      Dequeue({job.spec.submit_s, j});
     }
     for (const EasyWait& w : pass.waiting) reason_[Index(w.id)] = w.message;
     if (!pass.defrag) return;
@@ -82,10 +82,10 @@ class EasyScheduler : public SimScheduler {
     for (const Move& m : pass.defrag->moves) ctx.Preempt(Index(m.workload), head);
     ctx.Start(head, pass.defrag->plan);
     reason_.erase(head);
-    queue_.erase({ctx.job(head).spec.submit_s, head});
+    Dequeue({ctx.job(head).spec.submit_s, head});
     for (const Move& m : pass.defrag->moves) {
       const JobIndex v = Index(m.workload);
-      queue_.erase({ctx.job(v).spec.submit_s, v});
+      Dequeue({ctx.job(v).spec.submit_s, v});
       ctx.Start(v, m.plan);
       last_moved_[v] = now;
       ++moves_;
@@ -94,6 +94,18 @@ class EasyScheduler : public SimScheduler {
   }
 
  private:
+  using QueueKey = std::pair<int64_t, JobIndex>;  // (submitted, job): the line's order
+  // The queue is a sorted vector: every pass reads all of it, and a long replay's passes far
+  // outnumber its arrivals and starts.
+  void Enqueue(QueueKey k) {
+    auto it = std::lower_bound(queue_.begin(), queue_.end(), k);
+    if (it == queue_.end() || *it != k) queue_.insert(it, k);
+  }
+  void Dequeue(QueueKey k) {
+    auto it = std::lower_bound(queue_.begin(), queue_.end(), k);
+    if (it != queue_.end() && *it == k) queue_.erase(it);
+  }
+
   // The running jobs as the pass sees them, in running_ (which keeps its buffers from pass to
   // pass). A job on a failed host is not moved.
   const std::vector<EasyRunning>& Running(const SchedulingContext& ctx) {
@@ -127,7 +139,7 @@ class EasyScheduler : public SimScheduler {
 
   EasyOptions o_;
   HelpThreshold help_;
-  std::set<std::pair<int64_t, JobIndex>> queue_;
+  std::vector<QueueKey> queue_;
   std::map<JobIndex, std::string> reason_;
   std::map<JobIndex, int64_t> last_moved_;
   std::unique_ptr<SlicePlanner> planner_;  // the policy under test
