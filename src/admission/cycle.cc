@@ -87,8 +87,7 @@ Status Cycle::Build() {
     auto it = local_to_queue_.find(w.local_queue);
     if (it != local_to_queue_.end()) queue_of_[i] = it->second;
     if (w.state == WorkloadState::kAdmitted || w.state == WorkloadState::kRunning) {
-      auto held = inv_.owners().find(OwnerOf(w.id));
-      if (held == inv_.owners().end())
+      if (!inv_.Holds(OwnerOf(w.id)))
         return InvalidArgument("workloads[" + std::to_string(i) + "] (" + w.name + "): state " +
                                WorkloadStateName(w.state) + " but it holds no hosts");
       Running r;

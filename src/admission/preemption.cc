@@ -69,9 +69,7 @@ class Searcher {
     chips_.assign(cands.size(), 0);
     touched_.assign(inv.cubes().size(), 0);
     for (size_t c = 0; c < cands.size(); ++c) {
-      auto it = inv.owners().find(OwnerOf(cands[c].workload));
-      if (it == inv.owners().end()) continue;
-      for (HostId h : it->second) {
+      for (HostId h : inv.HostsOf(OwnerOf(cands[c].workload))) {
         const Host& host = inv.host(h);
         chips_[c] += host.chips;
         if (host.health == Health::kHealthy) base_state_[h.value()] = static_cast<int>(c);

@@ -28,7 +28,7 @@ std::optional<ApiError> JobRefusal(const TrainJobSpec& spec, const Inventory& in
                       "spec.accelerator"};
     // A request the cluster could never hold, even empty, is refused up front.
     Inventory empty = inventory;
-    for (const auto& [owner, hosts] : inventory.owners()) empty.Release(owner);
+    for (OwnerId owner : inventory.Owners()) empty.Release(owner);
     for (const Host& h : empty.hosts())
       if (Status s = empty.SetHealth(h.id, Health::kHealthy); !s.ok()) return ToApiError(s);
     PlanResult p = planner.Plan(empty, {spec.accelerator, spec.topology, spec.min_slices});

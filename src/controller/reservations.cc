@@ -60,7 +60,7 @@ std::optional<ApiError> Controller::ReservationRefusalLocked(const SliceReservat
                       "spec.accelerator"};
     // Larger than the cluster even when empty and healthy: it could never be Ready.
     Inventory empty = inventory_;
-    for (const auto& [owner, hosts] : inventory_.owners()) empty.Release(owner);
+    for (OwnerId owner : inventory_.Owners()) empty.Release(owner);
     for (const Host& h : empty.hosts())
       if (Status s = empty.SetHealth(h.id, Health::kHealthy); !s.ok()) return ToApiError(s);
     PlanResult p = planner_.Plan(empty, {spec.accelerator, spec.topology, spec.num_slices});

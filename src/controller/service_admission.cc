@@ -46,8 +46,7 @@ std::map<uint64_t, Controller::GroupRef> Controller::AddServiceWorkloads(
     for (const GroupWorkload& g : groups.groups) {
       // A placed group whose hosts the inventory could not reserve (reported as an inventory
       // conflict) is left out rather than failing the whole cycle.
-      if (g.state == WorkloadState::kRunning && !snap.inventory.owners().count(OwnerId(g.owner)))
-        continue;
+      if (g.state == WorkloadState::kRunning && !snap.inventory.Holds(OwnerId(g.owner))) continue;
       const uint64_t id = g.state == WorkloadState::kPending ? pending_id++ : g.owner;
       snap.workloads.push_back(
           GroupAdmissionWorkload(*svc, g, WorkloadId(id), priority, kDefaultLocalQueue));

@@ -94,7 +94,7 @@ std::optional<ApiError> Controller::ServiceRefusalLocked(const ServiceSpec& spec
                           " replica can never run here",
                       field + ".accelerator"};
     Inventory empty = inventory_;
-    for (const auto& [owner, hosts] : inventory_.owners()) empty.Release(owner);
+    for (OwnerId owner : inventory_.Owners()) empty.Release(owner);
     for (const Host& h : empty.hosts())
       if (Status s = empty.SetHealth(h.id, Health::kHealthy); !s.ok()) return ToApiError(s);
     PlanResult p = planner_.Plan(empty, {role.accelerator, role.topology, 1});

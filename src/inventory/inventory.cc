@@ -1,6 +1,7 @@
 #include "inventory/inventory.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace tessera {
 namespace {
@@ -73,6 +74,7 @@ Result<Inventory> Inventory::MakePod(Generation generation,
     inv.blocks_.push_back(std::move(block));
   }
   inv.usable_chips_ = static_cast<int64_t>(inv.hosts_.size()) * 4;
+  inv.next_.assign(inv.hosts_.size(), HostId());
   return inv;
 }
 
@@ -104,6 +106,7 @@ Result<Inventory> Inventory::MakeFleet(const FleetSpec& spec) {
     }
     inv.slices_.push_back(std::move(slice));
   }
+  inv.next_.assign(inv.hosts_.size(), HostId());
   return inv;
 }
 
@@ -176,30 +179,62 @@ Status Inventory::Reserve(OwnerId owner, const std::vector<HostId>& hosts) {
     owned_chips_ += h.chips;
     UpdateMasks(h, was_usable);
   }
-  auto& held = owners_[owner];
-  held.insert(held.end(), sorted.begin(), sorted.end());
-  std::sort(held.begin(), held.end());
+  // The owner's list, merged with the new hosts (both ascending).
+  auto it = std::lower_bound(owned_.begin(), owned_.end(), owner,
+                             [](const Owned& o, OwnerId id) { return o.owner < id; });
+  if (it == owned_.end() || it->owner != owner) it = owned_.insert(it, Owned{owner, HostId(), 0});
+  std::vector<HostId> merged;
+  merged.reserve(static_cast<size_t>(it->hosts) + sorted.size());
+  for (HostId h = it->first; h.valid(); h = next_[h.value()]) merged.push_back(h);
+  const auto mid = static_cast<std::ptrdiff_t>(merged.size());
+  merged.insert(merged.end(), sorted.begin(), sorted.end());
+  std::inplace_merge(merged.begin(), merged.begin() + mid, merged.end());
+  for (size_t i = 0; i < merged.size(); ++i)
+    next_[merged[i].value()] = i + 1 < merged.size() ? merged[i + 1] : HostId();
+  it->first = merged.front();
+  it->hosts = static_cast<int>(merged.size());
   return Status::Ok();
 }
 
+std::vector<Inventory::Owned>::const_iterator Inventory::FindOwned(OwnerId owner) const {
+  auto it = std::lower_bound(owned_.begin(), owned_.end(), owner,
+                             [](const Owned& o, OwnerId id) { return o.owner < id; });
+  return it != owned_.end() && it->owner == owner ? it : owned_.end();
+}
+
 int Inventory::Release(OwnerId owner) {
-  auto it = owners_.find(owner);
-  if (it == owners_.end()) return 0;
-  for (HostId id : it->second) {
+  auto found = FindOwned(owner);
+  if (found == owned_.end()) return 0;
+  const auto it = owned_.begin() + (found - owned_.cbegin());
+  for (HostId id = it->first; id.valid();) {
     Host& h = hosts_[id.value()];
     const bool was_usable = h.usable();
     h.owner = OwnerId();
     owned_chips_ -= h.chips;
     UpdateMasks(h, was_usable);
+    id = std::exchange(next_[id.value()], HostId());
   }
-  const int freed = static_cast<int>(it->second.size());
-  owners_.erase(it);
+  const int freed = it->hosts;
+  owned_.erase(it);
   return freed;
 }
 
 std::vector<HostId> Inventory::HostsOf(OwnerId owner) const {
-  auto it = owners_.find(owner);
-  return it == owners_.end() ? std::vector<HostId>{} : it->second;
+  std::vector<HostId> out;
+  auto it = FindOwned(owner);
+  if (it == owned_.end()) return out;
+  out.reserve(static_cast<size_t>(it->hosts));
+  for (HostId h = it->first; h.valid(); h = next_[h.value()]) out.push_back(h);
+  return out;
+}
+
+bool Inventory::Holds(OwnerId owner) const { return FindOwned(owner) != owned_.end(); }
+
+std::vector<OwnerId> Inventory::Owners() const {
+  std::vector<OwnerId> out;
+  out.reserve(owned_.size());
+  for (const Owned& o : owned_) out.push_back(o.owner);
+  return out;
 }
 
 Status Inventory::SetHealth(HostId id, Health health) {

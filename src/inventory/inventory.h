@@ -127,7 +127,10 @@ class Inventory {
   int Release(OwnerId owner);
   // Hosts held by `owner`, ascending.
   std::vector<HostId> HostsOf(OwnerId owner) const;
-  const std::map<OwnerId, std::vector<HostId>>& owners() const { return owners_; }
+  // Whether `owner` holds any host.
+  bool Holds(OwnerId owner) const;
+  // Every owner that holds a host, ascending.
+  std::vector<OwnerId> Owners() const;
 
   // Health changes keep ownership: work on a host that goes down is the caller's to stop.
   Status SetHealth(HostId host, Health health);
@@ -140,7 +143,16 @@ class Inventory {
   std::vector<Cube> cubes_;
   std::vector<Block> blocks_;
   std::vector<FixedSlice> slices_;
-  std::map<OwnerId, std::vector<HostId>> owners_;
+  // Who holds what, kept cheap to copy (schedulers copy an inventory to try things on it): one
+  // entry per owner, ascending, heading a list of its hosts (ascending) linked through next_.
+  struct Owned {
+    OwnerId owner;
+    HostId first;
+    int hosts = 0;
+  };
+  std::vector<Owned>::const_iterator FindOwned(OwnerId owner) const;
+  std::vector<Owned> owned_;
+  std::vector<HostId> next_;  // by host: the next host of the same owner; invalid at the end
   int64_t usable_chips_ = 0;
   int64_t owned_chips_ = 0;
 };

@@ -173,7 +173,34 @@ TEST(InventoryProperty, RandomOpsAgreeWithNaiveModel) {
     ASSERT_EQ(inv.usable_chips(), usable);
     ASSERT_EQ(inv.owned_chips(), owned);
     for (const Block& b : inv.blocks()) ASSERT_EQ(b.usable_cubes, usable_cubes[b.id.value()]);
+    // Who holds what: each owner's hosts ascending (over several reservations), and the owners.
+    std::map<uint64_t, std::vector<HostId>> held;
+    for (const auto& [h, o] : owner_of) held[o].push_back(HostId(h));
+    std::vector<OwnerId> owners;
+    for (const auto& [o, hosts] : held) owners.push_back(OwnerId(o));
+    ASSERT_EQ(inv.Owners(), owners) << "step " << step;
+    for (uint64_t o = 1; o <= 20; ++o) {
+      ASSERT_EQ(inv.HostsOf(OwnerId(o)), held[o]) << "step " << step << ", owner " << o;
+      ASSERT_EQ(inv.Holds(OwnerId(o)), !held[o].empty()) << "step " << step;
+    }
   }
+}
+
+// A copy is a value: changing the original after the copy leaves the copy as it was.
+TEST(Inventory, ACopyIsIndependentOfTheOriginal) {
+  Inventory inv = SmallPod(1, 2);
+  ASSERT_TRUE(inv.Reserve(OwnerId(1), {HostId(0), HostId(5)}).ok());
+  ASSERT_TRUE(inv.Reserve(OwnerId(2), {HostId(3)}).ok());
+  const Inventory copy = inv;
+  ASSERT_TRUE(inv.Reserve(OwnerId(1), {HostId(2)}).ok());
+  EXPECT_EQ(inv.Release(OwnerId(2)), 1);
+  EXPECT_EQ(copy.HostsOf(OwnerId(1)), (std::vector<HostId>{HostId(0), HostId(5)}));
+  EXPECT_EQ(copy.HostsOf(OwnerId(2)), (std::vector<HostId>{HostId(3)}));
+  EXPECT_EQ(copy.host(HostId(2)).owner, OwnerId());
+  EXPECT_EQ(inv.HostsOf(OwnerId(1)), (std::vector<HostId>{HostId(0), HostId(2), HostId(5)}));
+  EXPECT_FALSE(inv.Holds(OwnerId(2)));
+  EXPECT_EQ(copy.owned_chips(), 12);
+  EXPECT_EQ(inv.owned_chips(), 12);  // one host taken, one freed
 }
 
 }  // namespace
