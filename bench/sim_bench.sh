@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Simulator benchmark: wall time of `tessera sim` (release build) for
 #   1. ITP cluster04.csv (15,802 jobs) on the 9,216-chip Ironwood pod, budget 10 s;
-#   2. a generated 1,000,000-job workload on the same pod at load 0.9, budget 120 s.
+#   2. a generated 1,000,000-job workload on the same pod at load 0.9, budget 120 s;
+#   3. a generated 100,000-job workload at load 1.1 on one block of 16 cubes with EASY backfill
+#      and defragmentation (a long line at every pass), budget 60 s.
 # Usage: bench/sim_bench.sh [path/to/tessera]   (default build/release/bin/tessera)
 # Exits 1 if a run fails or goes over its budget. Figures: bench/README.md, "Simulator".
 set -euo pipefail
@@ -32,3 +34,5 @@ run 120 "1,000,000 generated jobs, tessera/backfill" \
   --generate 1000000 --load 0.9 --policies tessera
 run 120 "1,000,000 generated jobs, 3 policies, backfill" \
   --generate 1000000 --load 0.9
+run 60 "100,000 generated jobs, 16 cubes, tessera/easy" \
+  --generate 100000 --load 1.1 --blocks 1 --cubes-per-block 16 --policies tessera --admission easy
