@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # build
   build-essential cmake ninja-build pkg-config clang-format
+  # compiler cache: CI's clean clone reuses the objects the work tree built (CMakeLists.txt)
+  ccache
   # fuzzing: clang with libFuzzer (scripts/fuzz.sh); lld, the faster linker
   clang lld
   # libraries
