@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds the dev preset (ASan + UBSan, warnings as errors) and runs every test: the C++
-# suites under CTest, the Python SDK's unit tests, the example model server's and the serving
+# suites under CTest, the tests of the threaded parts again under ThreadSanitizer (the tsan
+# preset), the Python SDK's unit tests, the example model server's and the serving
 # load generator's tests, the multi-process integration tests (a real head and agents on
 # loopback ports), the dashboard's browser tests, and the clang-format check.
 set -euo pipefail
@@ -35,6 +36,16 @@ if [ "${FUZZ_RUNS:-40000}" != 0 ]; then
   set +m
   trap 'kill -- -"$fuzz_pid" 2>/dev/null || true' EXIT
 fi
+
+# ThreadSanitizer over the tests of the threaded parts (label `threads`: the HTTP server and
+# client, the agent, the router, HA, the store's etcd client, the head and the controller): its
+# own build in build/tsan of just those tests (target tessera_threaded_tests), while the fuzz
+# stage builds beside it. Suppressions, each with its reason: scripts/tsan.supp.
+stage tsan build
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan -j "$(nproc)"
+stage tsan tests
+ctest --preset tsan -j "$(nproc)"
 
 # Debian's interpreter: it is the one with python3-torch.
 stage Python unit tests
