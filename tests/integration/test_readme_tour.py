@@ -155,9 +155,11 @@ class ReadmeTourTest(unittest.TestCase):
 
     def tearDown(self):
         # Whatever happened, nothing of the tour's cluster is left running.
-        subprocess.run([TESSERA, "down", "--purge"], cwd=self.work, env=self.env,
-                       capture_output=True, timeout=120)
-        shutil.rmtree(self.top, ignore_errors=True)
+        try:
+            subprocess.run([TESSERA, "down", "--purge"], cwd=self.work, env=self.env,
+                           capture_output=True, timeout=120)
+        finally:
+            shutil.rmtree(self.top, ignore_errors=True)
 
     def run_shell(self, command, timeout):
         return subprocess.run(["bash", "-c", command], cwd=self.work, env=self.env,
@@ -174,8 +176,8 @@ class ReadmeTourTest(unittest.TestCase):
         timeout = 400 if re.search(r"--timeout\s+5m", command) else 240
         p = self.run_shell(command, timeout)
         if p.returncode != want:
-            self.fail_step(where, command, "exited %d, the README says %d" % (p.returncode, want),
-                           p.stdout, p.stderr)
+            self.fail_step(where, command, "exited %d, %s says %d" % (p.returncode, self.page,
+                                                                      want), p.stdout, p.stderr)
         if want != 0 and not p.stderr.strip():
             self.fail_step(where, command, "failed without saying why", p.stdout, p.stderr)
         m = DOCUMENTS.search(comment)
