@@ -37,7 +37,8 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESSERA = os.environ.get("TESSERA_BIN", os.path.join(REPO, "build", "dev", "bin", "tessera"))
 PYTHON = "/usr/bin/python3"  # Debian's, which has torch
 # ../shared beside the repository, as the README's paths say; a work tree elsewhere names it.
-SHARED = os.environ.get("TESSERA_SHARED_DIR") or os.path.normpath(os.path.join(REPO, "..", "shared"))
+SHARED = (os.environ.get("TESSERA_SHARED_DIR")
+          or os.path.normpath(os.path.join(REPO, "..", "shared")))
 
 # Commands of the README that are not run here, and why.
 NOT_RUN = {
