@@ -18,12 +18,12 @@
 #include <vector>
 
 #include "api/log_proxy.h"
-#include "api/manifest.h"
 #include "api/metrics.h"
-#include "api/service_json.h"
 #include "api/service_prober.h"
 #include "api/watch_hub.h"
 #include "api/web_assets.h"
+#include "codec/manifest.h"
+#include "codec/service_json.h"
 #include "controller/head_term.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
@@ -31,6 +31,13 @@
 #include "store/sqlite_store.h"
 
 namespace tessera::api {
+
+using codec::kEventKind;
+using codec::kHostKind;
+using codec::kTrainJobKind;
+using codec::ParseDocument;
+using Json = nlohmann::json;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -573,7 +580,7 @@ Status Head::Start() {
         auto doc = parse_body(r);
         if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
         // The whole report is kept (status.roles[].traffic) for the dashboard's charts.
-        auto traffic = api::RouterTrafficFromJson(*doc);
+        auto traffic = codec::RouterTrafficFromJson(*doc);
         if (!traffic.ok()) return FromError(controller::ToApiError(traffic.status()));
         const std::string role = doc->contains("role") && (*doc)["role"].is_string()
                                      ? (*doc)["role"].get<std::string>()

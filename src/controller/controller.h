@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "admission/admission.h"
-#include "api/resource_json.h"
+#include "codec/resource_json.h"
 #include "common/clock.h"
 #include "common/rng.h"
 #include "controller/easy_state.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "admission/settings.h"
-#include "api/manifest.h"
+#include "codec/manifest.h"
 #include "controller/controller.h"
 
 namespace tessera::controller {
@@ -41,16 +41,16 @@ std::string Lower(std::string s) {
 Result<std::pair<std::string, std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>>>
 ParseQueueObject(const std::string& kind, const Json& doc) {
   if (kind == kClusterQueue) {
-    auto r = api::ParseClusterQueue(doc);
+    auto r = codec::ParseClusterQueue(doc);
     if (!r.ok()) return r.status();
     return std::pair{r->name, std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>(*r)};
   }
   if (kind == kLocalQueue) {
-    auto r = api::ParseLocalQueue(doc);
+    auto r = codec::ParseLocalQueue(doc);
     if (!r.ok()) return r.status();
     return std::pair{r->name, std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>(*r)};
   }
-  auto r = api::ParsePriorityClass(doc);
+  auto r = codec::ParsePriorityClass(doc);
   if (!r.ok()) return r.status();
   return std::pair{r->name, std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>(*r)};
 }

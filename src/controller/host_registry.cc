@@ -100,7 +100,7 @@ std::string Controller::OwnerOf(const std::string& host) const {
 }
 
 Json Controller::HostJsonLocked(const RegisteredHost& h) const {
-  return api::HostJson(h.spec, h.status, h.version, OwnerOf(h.spec.name));
+  return codec::HostJson(h.spec, h.status, h.version, OwnerOf(h.spec.name));
 }
 
 Status Controller::PersistHost(RegisteredHost& h, const std::vector<JobEvent>& events) {
@@ -109,11 +109,11 @@ Status Controller::PersistHost(RegisteredHost& h, const std::vector<JobEvent>& e
   Json stored = HostJsonLocked(h);
   if (!h.credential_hash.empty()) stored[kCredentialHashField] = h.credential_hash;
   if (h.fence_ms > 0) stored[kAgentFenceField] = h.fence_ms;
-  batch.Put(api::kHostKind, h.spec.name, stored.dump());
+  batch.Put(codec::kHostKind, h.spec.name, stored.dump());
   auto r = CommitWithEvents(batch, "host/" + h.spec.name, events);
   if (!r.ok()) return Unavailable(r.status().message());
   h.version = *r;
-  Emit(api::kHostKind, "MODIFIED", HostJsonLocked(h));
+  Emit(codec::kHostKind, "MODIFIED", HostJsonLocked(h));
   AnnounceEvents();
   return Status::Ok();
 }
@@ -212,7 +212,7 @@ ApiResult<Json> Controller::DeleteHost(const std::string& name) {
                       ""};
   }
   store::WriteBatch batch;
-  batch.Delete(api::kHostKind, name);
+  batch.Delete(codec::kHostKind, name);
   auto committed =
       CommitWithEvents(batch, "host/" + name,
                        {JobEvent{false, "HostDeleted",
@@ -221,7 +221,7 @@ ApiResult<Json> Controller::DeleteHost(const std::string& name) {
   Json gone = HostJsonLocked(it->second);
   hosts_.erase(it);
   inventory_dirty_ = true;
-  Emit(api::kHostKind, "DELETED", gone);
+  Emit(codec::kHostKind, "DELETED", gone);
   AnnounceEvents();
   schedule_requested_ = true;
   return Json{{"name", name}, {"status", "Deleted"}};

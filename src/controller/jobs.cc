@@ -5,9 +5,9 @@
 #include <optional>
 #include <set>
 
-#include "api/manifest.h"
-#include "api/reservation_manifest.h"
-#include "api/service_manifest.h"
+#include "codec/manifest.h"
+#include "codec/reservation_manifest.h"
+#include "codec/service_manifest.h"
 #include "controller/controller.h"
 #include "protocol/credential.h"
 
@@ -65,34 +65,34 @@ std::optional<ApiError> Controller::NewJobRefusalLocked(const TrainJobSpec& spec
 }
 
 ApiResult<Json> Controller::DryRunApply(const Json& doc) {
-  auto kind = api::DocumentKind(doc);
+  auto kind = codec::DocumentKind(doc);
   if (!kind.ok()) return ToApiError(kind.status());
   std::string name;
   bool exists = false;
-  if (*kind == api::kTrainJobKind) {
-    auto spec = api::ParseTrainJob(doc);
+  if (*kind == codec::kTrainJobKind) {
+    auto spec = codec::ParseTrainJob(doc);
     if (!spec.ok()) return ToApiError(spec.status());
     std::lock_guard lock(mu_);
     if (auto refused = NewJobRefusalLocked(*spec)) return *refused;
     name = spec->name;
   } else if (*kind == "Service") {
-    auto spec = api::ParseService(doc);
+    auto spec = codec::ParseService(doc);
     if (!spec.ok()) return ToApiError(spec.status());
     std::lock_guard lock(mu_);
     if (auto refused = ServiceRefusalLocked(*spec, doc)) return *refused;
     name = spec->name;
     exists = services_.count(name) > 0;
-  } else if (*kind == api::kSliceReservationKind) {
-    auto spec = api::ParseSliceReservation(doc);
+  } else if (*kind == codec::kSliceReservationKind) {
+    auto spec = codec::ParseSliceReservation(doc);
     if (!spec.ok()) return ToApiError(spec.status());
     std::lock_guard lock(mu_);
     if (auto refused = DryRunReservationLocked(*spec)) return *refused;
     name = spec->name;
     exists = reservations_.count(name) > 0;
   } else {
-    Status parsed = *kind == "ClusterQueue" ? api::ParseClusterQueue(doc).status()
-                    : *kind == "LocalQueue" ? api::ParseLocalQueue(doc).status()
-                                            : api::ParsePriorityClass(doc).status();
+    Status parsed = *kind == "ClusterQueue" ? codec::ParseClusterQueue(doc).status()
+                    : *kind == "LocalQueue" ? codec::ParseLocalQueue(doc).status()
+                                            : codec::ParsePriorityClass(doc).status();
     if (!parsed.ok()) return ToApiError(parsed);
     name = doc["metadata"].value("name", "");
     std::lock_guard lock(mu_);
@@ -103,16 +103,16 @@ ApiResult<Json> Controller::DryRunApply(const Json& doc) {
 }
 
 ApiResult<Json> Controller::Apply(const Json& doc) {
-  auto kind = api::DocumentKind(doc);
+  auto kind = codec::DocumentKind(doc);
   if (!kind.ok()) return ToApiError(kind.status());
-  if (*kind == api::kTrainJobKind) return CreateJob(doc);
+  if (*kind == codec::kTrainJobKind) return CreateJob(doc);
   if (*kind == "Service") return ApplyService(doc);
-  if (*kind == api::kSliceReservationKind) return ApplyReservation(doc);
+  if (*kind == codec::kSliceReservationKind) return ApplyReservation(doc);
   return ApplyQueueObject(*kind, doc);
 }
 
 ApiResult<Json> Controller::CreateJob(const Json& doc) {
-  auto spec = api::ParseTrainJob(doc);
+  auto spec = codec::ParseTrainJob(doc);
   if (!spec.ok()) return ToApiError(spec.status());
   std::lock_guard lock(mu_);
   if (auto refused = NewJobRefusalLocked(*spec)) return *refused;
@@ -123,7 +123,7 @@ ApiResult<Json> Controller::CreateJob(const Json& doc) {
   spec_doc["topology"] = spec->topology.ToString();
   TrainJob job = TrainLifecycle::Create(std::move(*spec), spec_doc.dump(), next_uid_, NowMs());
   store::WriteBatch batch;
-  batch.Create(api::kTrainJobKind, name, JobJson(job).dump());
+  batch.Create(codec::kTrainJobKind, name, JobJson(job).dump());
   // The high-water mark goes with the job: a uid is never given twice, even after this job is
   // deleted and the head restarted.
   batch.Put(kUidCounterKind, kUidCounterName, Json{{"next", next_uid_ + 1}}.dump());
@@ -138,7 +138,7 @@ ApiResult<Json> Controller::CreateJob(const Json& doc) {
   job.runtime.version = *committed;
   job.runtime.persisted_ms = NowMs();
   Json out = JobJson(job);
-  Emit(api::kTrainJobKind, "ADDED", out);
+  Emit(codec::kTrainJobKind, "ADDED", out);
   AnnounceEvents();
   jobs_[name] = std::move(job);
   schedule_requested_ = true;
@@ -165,7 +165,7 @@ Controller::JobsCopy Controller::CopyJobsLocked() const {
 
 Json Controller::JobListJson(const JobsCopy& copy) {
   Json items = Json::array();
-  for (const TrainJob& j : copy.jobs) items.push_back(api::TrainJobJson(j, copy.now_ms));
+  for (const TrainJob& j : copy.jobs) items.push_back(codec::TrainJobJson(j, copy.now_ms));
   return {{"kind", "TrainJobList"}, {"items", std::move(items)}};
 }
 
@@ -212,7 +212,7 @@ ApiResult<Controller::LogLocation> Controller::LocateLog(const std::string& name
 
 Json Controller::EventListJson(const std::deque<Event>& events) {
   Json items = Json::array();
-  for (const Event& e : events) items.push_back(api::EventJson(e));
+  for (const Event& e : events) items.push_back(codec::EventJson(e));
   return {{"kind", "EventList"}, {"items", std::move(items)}};
 }
 

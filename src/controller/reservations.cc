@@ -11,8 +11,8 @@
 // inventory rebuild (host_registry.cc).
 #include <algorithm>
 
-#include "api/manifest.h"
-#include "api/reservation_manifest.h"
+#include "codec/manifest.h"
+#include "codec/reservation_manifest.h"
 #include "controller/controller.h"
 
 namespace tessera::controller {
@@ -45,7 +45,7 @@ std::vector<std::string> Controller::ReservationUsers(const std::string& name) c
 }
 
 Json Controller::ReservationJsonLocked(const SliceReservation& r) const {
-  return api::SliceReservationJson(r);
+  return codec::SliceReservationJson(r);
 }
 
 std::optional<ApiError> Controller::ReservationRefusalLocked(const SliceReservationSpec& spec) {
@@ -111,11 +111,11 @@ std::optional<ApiError> Controller::JobInReservationRefusalLocked(const TrainJob
 }
 
 ApiResult<Json> Controller::ApplyReservation(const Json& doc) {
-  auto spec = api::ParseSliceReservation(doc);
+  auto spec = codec::ParseSliceReservation(doc);
   if (!spec.ok()) return ToApiError(spec.status());
   std::lock_guard lock(mu_);
   const std::string name = spec->name;
-  const Json spec_doc = api::SliceReservationSpecJson(*spec, doc["spec"]);
+  const Json spec_doc = codec::SliceReservationSpecJson(*spec, doc["spec"]);
   if (auto it = reservations_.find(name); it != reservations_.end()) {
     // Applying the same document again changes nothing (kubectl apply); another spec would
     // change what is held under running work.
@@ -137,7 +137,7 @@ ApiResult<Json> Controller::ApplyReservation(const Json& doc) {
   SliceReservation r =
       ReservationLifecycle::Create(std::move(*spec), spec_doc.dump(), next_uid_, NowMs());
   store::WriteBatch batch;
-  batch.Create(api::kSliceReservationKind, name, ReservationJsonLocked(r).dump());
+  batch.Create(codec::kSliceReservationKind, name, ReservationJsonLocked(r).dump());
   batch.Put(kUidCounterKind, kUidCounterName, Json{{"next", next_uid_ + 1}}.dump());
   auto committed = CommitWithEvents(batch, Object(name), {JobEvent{false, "Created", "accepted"}});
   if (!committed.ok()) {
@@ -148,7 +148,7 @@ ApiResult<Json> Controller::ApplyReservation(const Json& doc) {
   ++next_uid_;
   r.version = *committed;
   Json out = ReservationJsonLocked(r);
-  Emit(api::kSliceReservationKind, "ADDED", out);
+  Emit(codec::kSliceReservationKind, "ADDED", out);
   AnnounceEvents();
   reservations_[name] = std::move(r);
   schedule_requested_ = true;
@@ -219,9 +219,9 @@ Status Controller::RunReservationStep(const std::string& name, const Reservation
   if (e.empty()) return Status::Ok();
   store::WriteBatch batch;
   if (e.remove)
-    batch.Delete(api::kSliceReservationKind, name);
+    batch.Delete(codec::kSliceReservationKind, name);
   else if (e.persist)
-    batch.Update(api::kSliceReservationKind, name, ReservationJsonLocked(r).dump(), r.version);
+    batch.Update(codec::kSliceReservationKind, name, ReservationJsonLocked(r).dump(), r.version);
   auto committed = CommitWithEvents(batch, Object(name), e.events);
   if (!committed.ok()) {
     r = std::move(before);
@@ -233,10 +233,10 @@ Status Controller::RunReservationStep(const std::string& name, const Reservation
   if (!e.release_hosts.empty() && inventory_ready_)
     ReleaseReservationHosts(r, e.release_hosts);  // reservation_health.cc
   if (e.remove) {
-    Emit(api::kSliceReservationKind, "DELETED", ReservationJsonLocked(r));
+    Emit(codec::kSliceReservationKind, "DELETED", ReservationJsonLocked(r));
     reservations_.erase(it);
   } else if (e.persist) {
-    Emit(api::kSliceReservationKind, "MODIFIED", ReservationJsonLocked(r));
+    Emit(codec::kSliceReservationKind, "MODIFIED", ReservationJsonLocked(r));
   }
   AnnounceEvents();
   if (e.schedule) schedule_requested_ = true;
@@ -278,12 +278,12 @@ Status Controller::TickReservations(int64_t now) {
 }
 
 Status Controller::LoadReservations() {
-  auto objects = store_.List(api::kSliceReservationKind);
+  auto objects = store_.List(codec::kSliceReservationKind);
   if (!objects.ok()) return objects.status();
   for (const auto& obj : *objects) {
     Json doc = Json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
     if (doc.is_discarded()) return Internal("stored SliceReservation " + obj.name + " is not JSON");
-    auto r = api::SliceReservationFromJson(doc);
+    auto r = codec::SliceReservationFromJson(doc);
     if (!r.ok()) return r.status();
     r->version = obj.resource_version;
     next_uid_ = std::max(next_uid_, r->uid + 1);

@@ -10,8 +10,8 @@
 // same cycle as the jobs (service_admission.cc; docs/serving.md "Admission").
 #include <algorithm>
 
-#include "api/service_json.h"
-#include "api/service_manifest.h"
+#include "codec/service_json.h"
+#include "codec/service_manifest.h"
 #include "controller/controller.h"
 #include "protocol/credential.h"
 #include "workload/service_admission.h"
@@ -38,9 +38,9 @@ Status Controller::RunServiceStep(const std::string& name, const ServiceStep& st
   if (e.empty() && e.release_owners.empty()) return Status::Ok();
   store::WriteBatch batch;
   if (e.remove)
-    batch.Delete(api::kServiceKind, name);
+    batch.Delete(codec::kServiceKind, name);
   else if (e.persist)
-    batch.Update(api::kServiceKind, name, api::ServiceJson(*svc).dump(), svc->runtime.version);
+    batch.Update(codec::kServiceKind, name, codec::ServiceJson(*svc).dump(), svc->runtime.version);
   if (store_uid_counter)
     batch.Put(kUidCounterKind, kUidCounterName, Json{{"next", next_uid_ + 1}}.dump());
   auto committed = CommitWithEvents(batch, ServiceObject(name), e.events);
@@ -58,10 +58,10 @@ Status Controller::RunServiceStep(const std::string& name, const ServiceStep& st
   }
   NotifyHosts(e.notify_hosts);
   if (e.remove) {
-    Emit(api::kServiceKind, "DELETED", api::ServiceJson(*svc));
+    Emit(codec::kServiceKind, "DELETED", codec::ServiceJson(*svc));
     services_.erase(name);
   } else if (e.persist) {
-    Emit(api::kServiceKind, "MODIFIED", api::ServiceJson(*svc));
+    Emit(codec::kServiceKind, "MODIFIED", codec::ServiceJson(*svc));
   }
   AnnounceEvents();
   if (e.schedule) schedule_requested_ = true;
@@ -111,7 +111,7 @@ std::optional<ApiError> Controller::ServiceRefusalLocked(const ServiceSpec& spec
 }
 
 ApiResult<Json> Controller::ApplyService(const Json& doc) {
-  auto spec = api::ParseService(doc);
+  auto spec = codec::ParseService(doc);
   if (!spec.ok()) return ToApiError(spec.status());
   std::lock_guard lock(mu_);
   if (auto refused = ServiceRefusalLocked(*spec, doc)) return *refused;
@@ -127,11 +127,11 @@ ApiResult<Json> Controller::ApplyService(const Json& doc) {
     ScheduleAfterRequest();
     auto it = services_.find(name);
     if (it == services_.end()) return Json{{"name", name}};
-    return api::ServiceJson(it->second);
+    return codec::ServiceJson(it->second);
   }
   Service svc = ServiceLifecycle::Create(std::move(*spec), next_uid_, NowMs());
   store::WriteBatch batch;
-  batch.Create(api::kServiceKind, name, api::ServiceJson(svc).dump());
+  batch.Create(codec::kServiceKind, name, codec::ServiceJson(svc).dump());
   batch.Put(kUidCounterKind, kUidCounterName, Json{{"next", next_uid_ + 1}}.dump());
   auto committed =
       CommitWithEvents(batch, ServiceObject(name), {JobEvent{false, "Created", "accepted"}});
@@ -142,8 +142,8 @@ ApiResult<Json> Controller::ApplyService(const Json& doc) {
   }
   ++next_uid_;
   svc.runtime.version = *committed;
-  Json out = api::ServiceJson(svc);
-  Emit(api::kServiceKind, "ADDED", out);
+  Json out = codec::ServiceJson(svc);
+  Emit(codec::kServiceKind, "ADDED", out);
   AnnounceEvents();
   services_[name] = std::move(svc);
   schedule_requested_ = true;
@@ -155,7 +155,7 @@ ApiResult<Json> Controller::GetService(const std::string& name) const {
   std::lock_guard lock(mu_);
   auto it = services_.find(name);
   if (it == services_.end()) return ApiError{404, "service '" + name + "' not found", ""};
-  return api::ServiceJson(it->second);
+  return codec::ServiceJson(it->second);
 }
 
 Json Controller::ListServicesLocked() const {
@@ -164,7 +164,7 @@ Json Controller::ListServicesLocked() const {
   std::sort(all.begin(), all.end(),
             [](const Service* a, const Service* b) { return a->uid < b->uid; });
   Json items = Json::array();
-  for (const Service* s : all) items.push_back(api::ServiceJson(*s));
+  for (const Service* s : all) items.push_back(codec::ServiceJson(*s));
   return {{"kind", "ServiceList"}, {"items", items}};
 }
 
@@ -200,7 +200,7 @@ ApiResult<Json> Controller::ScaleService(const std::string& name, const std::str
   if (!refused.ok()) return ToApiError(refused);
   if (!s.ok()) return ToApiError(s);
   ScheduleAfterRequest();
-  return api::ServiceJson(services_.at(name));
+  return codec::ServiceJson(services_.at(name));
 }
 
 ApiResult<Json> Controller::ReportServiceLoad(const std::string& name, const std::string& role,
@@ -494,12 +494,12 @@ Status Controller::TickServices(int64_t now) {
 }
 
 Status Controller::LoadServices() {
-  auto objects = store_.List(api::kServiceKind);
+  auto objects = store_.List(codec::kServiceKind);
   if (!objects.ok()) return objects.status();
   for (const auto& obj : *objects) {
     Json doc = Json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
     if (doc.is_discarded()) return Internal("stored Service " + obj.name + " is not JSON");
-    auto svc = api::ServiceFromJson(doc);
+    auto svc = codec::ServiceFromJson(doc);
     if (!svc.ok()) return svc.status();
     svc->runtime.version = obj.resource_version;
     next_uid_ = std::max(next_uid_, svc->uid + 1);
