@@ -36,26 +36,6 @@ Result<std::vector<StoredDocument>> ListDocuments(store::Store& store, const cha
 
 }  // namespace
 
-ApiError ToApiError(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument: {
-      // Messages start with the field path: "spec.topology: ...".
-      const std::string& m = s.message();
-      const size_t colon = m.find(':');
-      std::string field = colon == std::string::npos ? "" : m.substr(0, colon);
-      if (field.find(' ') != std::string::npos) field.clear();
-      return {422, m, field};
-    }
-    case StatusCode::kNotFound:
-      return {404, s.message(), ""};
-    case StatusCode::kAlreadyExists:
-    case StatusCode::kConflict:
-      return {409, s.message(), ""};
-    default:
-      return {503, "store: " + s.message(), ""};
-  }
-}
-
 bool Controller::View::HostLost(const std::string& host) const {
   auto it = c_.hosts_.find(host);
   return it == c_.hosts_.end() || it->second.status.lost;
