@@ -181,7 +181,7 @@ TEST_F(FenceTest, RefusalsAndANewerTermBecomeEventsOnTheHost) {
   ASSERT_EQ(refusals().size(), 3u);
   EXPECT_NE(refusals()[2].find("attempt 1: fenced"), std::string::npos) << refusals()[2];
   // A malformed refusal refuses the heartbeat, naming the field.
-  Status bad = Err(Beat(*c_, host, {{"refused", {{{"term", 1}}}}}));
+  auto bad = Err(Beat(*c_, host, {{"refused", {{{"term", 1}}}}}));
   EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.message().find("refused[0].reason"), std::string::npos) << bad.message();
 }

@@ -274,7 +274,7 @@ TEST_F(AdmissionControllerTest, QueueResourcesAreValidatedStoredAndReloaded) {
   SetUpQueues(32);
   Json bad = ClusterQueueDoc("bad", 16);
   bad["spec"]["quotas"][0]["lendingLimit"] = 8;  // needs a cohort
-  Status e = Err(c_->Apply(bad));
+  auto e = Err(c_->Apply(bad));
   EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(FieldOf(e), "spec.quotas[0].lendingLimit");
   Json typo = LocalQueueDoc("b", "research");
