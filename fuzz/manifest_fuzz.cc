@@ -10,13 +10,13 @@
 #include <string>
 #include <string_view>
 
-#include "api/manifest.h"
+#include "codec/manifest.h"
 
 namespace {
 
 using tessera::Status;
 using tessera::StatusCode;
-using tessera::api::Json;
+using tessera::codec::Json;
 
 [[noreturn]] void Fail(const std::string& what) {
   std::fprintf(stderr, "manifest_fuzz: %s\n", what.c_str());
@@ -37,25 +37,25 @@ void CheckTyped(const R& result) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto doc = tessera::api::ParseDocument(text);
+  auto doc = tessera::codec::ParseDocument(text);
   if (!doc.ok()) {
     ExpectFieldError(doc.status());
     return 0;
   }
-  CheckTyped(tessera::api::DocumentKind(*doc));
-  auto job = tessera::api::ParseTrainJob(*doc);
+  CheckTyped(tessera::codec::DocumentKind(*doc));
+  auto job = tessera::codec::ParseTrainJob(*doc);
   CheckTyped(job);
   if (job.ok()) {
-    if (!tessera::api::ValidateName("name", job->name).ok()) Fail("job name: " + job->name);
+    if (!tessera::codec::ValidateName("name", job->name).ok()) Fail("job name: " + job->name);
     if (job->min_slices < 1 || job->max_slices < job->min_slices) Fail("slices out of order");
     for (const auto& [key, value] : job->env)
       if (key.empty() || key.find('\0') != std::string::npos ||
           value.find('\0') != std::string::npos)
         Fail("env entry with a NUL or an empty name");
   }
-  CheckTyped(tessera::api::ParseClusterQueue(*doc));
-  CheckTyped(tessera::api::ParseLocalQueue(*doc));
-  CheckTyped(tessera::api::ParsePriorityClass(*doc));
+  CheckTyped(tessera::codec::ParseClusterQueue(*doc));
+  CheckTyped(tessera::codec::ParseLocalQueue(*doc));
+  CheckTyped(tessera::codec::ParsePriorityClass(*doc));
 
   // The dump (what the store keeps) parses back to the same document. Every string of a parsed
   // document is UTF-8 (ParseDocument refuses other bytes), so the strict dump never throws.
@@ -66,8 +66,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const Json::exception& e) {
     Fail(std::string("a parsed document does not dump: ") + e.what());
   }
-  if (dumped.size() > tessera::api::kMaxDocumentBytes) return 0;
-  auto again = tessera::api::ParseDocument(dumped);
+  if (dumped.size() > tessera::codec::kMaxDocumentBytes) return 0;
+  auto again = tessera::codec::ParseDocument(dumped);
   if (!again.ok()) Fail("dump does not parse: " + again.status().ToString() + "\n" + dumped);
   if (*again != *doc) Fail("dump parses to another document: " + dumped);
   return 0;

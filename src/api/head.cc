@@ -18,12 +18,13 @@
 #include <vector>
 
 #include "api/log_proxy.h"
-#include "api/manifest.h"
 #include "api/metrics.h"
-#include "api/service_json.h"
 #include "api/service_prober.h"
+#include "api/status_http.h"
 #include "api/watch_hub.h"
 #include "api/web_assets.h"
+#include "codec/manifest.h"
+#include "codec/service_json.h"
 #include "controller/head_term.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
@@ -31,6 +32,13 @@
 #include "store/sqlite_store.h"
 
 namespace tessera::api {
+
+using codec::kEventKind;
+using codec::kHostKind;
+using codec::kTrainJobKind;
+using codec::ParseDocument;
+using Json = nlohmann::json;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -38,15 +46,16 @@ using net::Method;
 using net::Request;
 using net::Response;
 
-Response FromError(const controller::ApiError& e) {
-  return Response::Error(e.http_status, e.message, e.field);
+// Every refusal the controller or a codec answers goes out through the one mapping of
+// status_http.h: the HTTP status, the message and the field it names.
+Response ErrorReply(const Status& status, InputFrom input = InputFrom::kDocument) {
+  const HttpError e = ToHttpError(status, input);
+  return Response::Error(e.status, e.message, e.field);
 }
 
-template <typename T>
-Response Reply(const controller::ApiResult<T>& r, int ok_status = 200) {
-  if (std::holds_alternative<controller::ApiError>(r))
-    return FromError(std::get<controller::ApiError>(r));
-  return Response::Json(ok_status, std::get<T>(r).dump());
+Response Reply(const Result<Json>& r, int ok_status = 200, InputFrom input = InputFrom::kDocument) {
+  if (!r.ok()) return ErrorReply(r.status(), input);
+  return Response::Json(ok_status, r->dump());
 }
 
 // Makes `path` readable by its owner only (0600 files, 0700 directories), also when it already
@@ -159,8 +168,8 @@ struct Head::Impl {
     }
     for (const auto& h : hosts) {
       auto snap = ctl->Assignments(h);
-      if (std::holds_alternative<controller::ApiError>(snap)) continue;
-      const std::string line = std::get<Json>(snap).dump() + "\n";
+      if (!snap.ok()) continue;
+      const std::string line = snap->dump() + "\n";
       std::lock_guard lock(watch_mu);
       auto& list = agent_streams[h];
       std::erase_if(list, [&](const auto& w) { return !w->Write(line); });
@@ -285,10 +294,10 @@ struct Head::Impl {
             "worker");
       rank = static_cast<int>(*parsed);
     }
+    // A rank the job does not have is a 400 (the query's "worker"), as for a malformed one.
     auto loc = ctl->LocateLog(job, rank);
-    if (std::holds_alternative<controller::ApiError>(loc))
-      return FromError(std::get<controller::ApiError>(loc));
-    const auto l = std::get<controller::Controller::LogLocation>(loc);
+    if (!loc.ok()) return ErrorReply(loc.status(), InputFrom::kRequest);
+    const controller::Controller::LogLocation& l = *loc;
     LogProxy::Source source{l.address, static_cast<uint16_t>(l.port), l.path,
                             "worker " + std::to_string(rank) + " of trainjob " + job, l.token};
     const bool follow = req.Query("follow").value_or("false") == "true";
@@ -381,17 +390,21 @@ Status Head::Start() {
   auto own_host = [&m](auto fn) {
     return [&m, fn](const Request& r) -> Response {
       if (!m.IsAgent(r)) return Response::Error(403, "this endpoint needs the join token");
-      auto refused = m.ctl->CheckHostCredential(r.params.at("name"),
-                                                r.Header(protocol::kHostCredentialHeader));
-      if (refused) return FromError(*refused);
+      const std::string host = r.params.at("name");
+      auto matches = m.ctl->HostCredentialMatches(host, r.Header(protocol::kHostCredentialHeader));
+      if (!matches.ok()) return ErrorReply(matches.status());
+      if (!*matches)
+        return Response::Error(
+            403,
+            "credential: the " + std::string(protocol::kHostCredentialHeader) +
+                " header does not hold host '" + host +
+                "''s credential; an agent may speak only for the host it registered",
+            "credential");
       return fn(r);
     };
   };
   // An agent's message the wire decoder refuses: 400 naming the field; nothing is applied.
-  auto bad_message = [](const Status& status) {
-    const controller::ApiError e = controller::ToApiError(status);
-    return Response::Error(400, e.message, e.field);
-  };
+  auto bad_message = [](const Status& status) { return ErrorReply(status, InputFrom::kRequest); };
   auto parse_body = [](const Request& r) -> Result<Json> { return ParseDocument(r.body); };
 
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/healthz", [this](const Request&) {
@@ -426,9 +439,7 @@ Status Head::Start() {
                    return Reply(m.ctl->DryRunApply(*doc));
                  auto applied = m.ctl->Apply(*doc);
                  int status = 201;
-                 if (std::holds_alternative<Json>(applied) &&
-                     !std::get<Json>(applied).value("created", true))
-                   status = 200;
+                 if (applied.ok() && !applied->value("created", true)) status = 200;
                  Response out = Reply(applied, status);
                  m.Kick();
                  return out;
@@ -443,12 +454,13 @@ Status Head::Start() {
     TESSERA_RETURN_IF_ERROR(s.Handle(
         Method::kGet, path, user([&m, kind](const Request& r) { return m.ListOrWatch(r, kind); })));
     // 409 naming what still uses it (docs/admission.md "Deleting").
-    TESSERA_RETURN_IF_ERROR(
-        s.Handle(Method::kDelete, std::string(path) + "/{name}", user([&m, kind](const Request& r) {
-                   Response out = Reply(m.ctl->DeleteQueueObject(kind, r.params.at("name")));
-                   m.Kick();
-                   return out;
-                 })));
+    TESSERA_RETURN_IF_ERROR(s.Handle(
+        Method::kDelete, std::string(path) + "/{name}", user([&m, kind](const Request& r) {
+          Response out =
+              Reply(m.ctl->DeleteQueueObject(kind, r.params.at("name")), 200, InputFrom::kRequest);
+          m.Kick();
+          return out;
+        })));
   }
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kPost, "/api/v1/jobs", create));
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/jobs", user([&m](const Request& r) {
@@ -504,9 +516,7 @@ Status Head::Start() {
       s.Handle(Method::kGet, "/api/v1/agents/{name}/assignments", own_host([&m](const Request& r) {
                  const std::string host = r.params.at("name");
                  auto snap = m.ctl->Assignments(host);
-                 if (std::holds_alternative<controller::ApiError>(snap) ||
-                     r.Query("watch").value_or("") != "true")
-                   return Reply(snap);
+                 if (!snap.ok() || r.Query("watch").value_or("") != "true") return Reply(snap);
                  return Response::Stream([&m, host](std::shared_ptr<net::StreamWriter> w) {
                    {
                      std::lock_guard lock(m.watch_mu);
@@ -573,8 +583,8 @@ Status Head::Start() {
         auto doc = parse_body(r);
         if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
         // The whole report is kept (status.roles[].traffic) for the dashboard's charts.
-        auto traffic = api::RouterTrafficFromJson(*doc);
-        if (!traffic.ok()) return FromError(controller::ToApiError(traffic.status()));
+        auto traffic = codec::RouterTrafficFromJson(*doc);
+        if (!traffic.ok()) return ErrorReply(traffic.status());
         const std::string role = doc->contains("role") && (*doc)["role"].is_string()
                                      ? (*doc)["role"].get<std::string>()
                                      : "server";
@@ -598,9 +608,8 @@ Status Head::Start() {
           }
         const std::string role = r.Query("role").value_or("server");
         auto loc = m.ctl->LocateServiceLog(name, role, numbers[0], numbers[1]);
-        if (std::holds_alternative<controller::ApiError>(loc))
-          return FromError(std::get<controller::ApiError>(loc));
-        const auto l = std::get<controller::Controller::LogLocation>(loc);
+        if (!loc.ok()) return ErrorReply(loc.status(), InputFrom::kRequest);
+        const controller::Controller::LogLocation& l = *loc;
         LogProxy::Source source{l.address, static_cast<uint16_t>(l.port), l.path,
                                 "worker " + std::to_string(numbers[1]) + " of replica " + role +
                                     "/" + std::to_string(numbers[0]) + " of service " + name,

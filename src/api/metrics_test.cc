@@ -5,7 +5,7 @@
 #include <set>
 #include <string>
 
-#include "api/resource_json.h"
+#include "codec/resource_json.h"
 #include "workload/train_job.h"
 
 namespace tessera::api {
@@ -93,7 +93,7 @@ TEST(HeadMetricsTest, TheTypedSeedMarksWhatTheJsonOfTheSameJobsShows) {
   recovered.placed_ms = 5500;
   recovered.first_step_ms = 9000;
   job.status.attempts = {failed, recovered};
-  const Json doc = TrainJobJson(job, 10'000);
+  const Json doc = codec::TrainJobJson(job, 10'000);
 
   FakeClock clock;
   HeadMetrics unseeded(clock);
@@ -114,7 +114,7 @@ TEST(HeadMetricsTest, TheTypedSeedMarksWhatTheJsonOfTheSameJobsShows) {
   again.placed_ms = 13'000;
   again.first_step_ms = 15'000;
   job.status.attempts.push_back(again);
-  seeded.OnChange("TrainJob", "MODIFIED", TrainJobJson(job, 16'000));
+  seeded.OnChange("TrainJob", "MODIFIED", codec::TrainJobJson(job, 16'000));
   EXPECT_EQ(seeded.recovery_time().Read({}).count, 1u);
 }
 

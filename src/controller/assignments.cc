@@ -14,10 +14,9 @@ void Controller::NotifyHosts(const std::set<std::string>& hosts) {
   if (on_assignments_ && !hosts.empty()) on_assignments_(hosts);
 }
 
-ApiResult<Json> Controller::Assignments(const std::string& host) const {
+Result<Json> Controller::Assignments(const std::string& host) const {
   std::lock_guard lock(mu_);
-  if (!hosts_.count(host))
-    return ApiError{404, "host '" + host + "' is not registered; register first", ""};
+  if (!hosts_.count(host)) return NotFound("host '" + host + "' is not registered; register first");
   return AssignmentsLocked(host);
 }
 

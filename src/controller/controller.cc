@@ -36,26 +36,6 @@ Result<std::vector<StoredDocument>> ListDocuments(store::Store& store, const cha
 
 }  // namespace
 
-ApiError ToApiError(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument: {
-      // Messages start with the field path: "spec.topology: ...".
-      const std::string& m = s.message();
-      const size_t colon = m.find(':');
-      std::string field = colon == std::string::npos ? "" : m.substr(0, colon);
-      if (field.find(' ') != std::string::npos) field.clear();
-      return {422, m, field};
-    }
-    case StatusCode::kNotFound:
-      return {404, s.message(), ""};
-    case StatusCode::kAlreadyExists:
-    case StatusCode::kConflict:
-      return {409, s.message(), ""};
-    default:
-      return {503, "store: " + s.message(), ""};
-  }
-}
-
 bool Controller::View::HostLost(const std::string& host) const {
   auto it = c_.hosts_.find(host);
   return it == c_.hosts_.end() || it->second.status.lost;
@@ -109,7 +89,7 @@ TrainJob* Controller::FindJob(const std::string& name) {
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
-Json Controller::JobJson(const TrainJob& job) const { return api::TrainJobJson(job, NowMs()); }
+Json Controller::JobJson(const TrainJob& job) const { return codec::TrainJobJson(job, NowMs()); }
 
 void Controller::Emit(const std::string& kind, const std::string& type, const Json& object) {
   if (!on_change_) return;
@@ -145,18 +125,18 @@ std::optional<Controller::VersionedList> Controller::ListWithVersion(
     const std::string& kind) const {
   std::unique_lock lock(mu_);
   const uint64_t changes = changes_emitted_;  // the version of what is copied below
-  if (kind == api::kTrainJobKind) {
+  if (kind == codec::kTrainJobKind) {
     const JobsCopy copy = CopyJobsLocked();
     lock.unlock();
     return VersionedList{JobListJson(copy), changes};
   }
-  if (kind == api::kEventKind) {
+  if (kind == codec::kEventKind) {
     const std::deque<Event> events = events_.events();
     lock.unlock();
     return VersionedList{EventListJson(events), changes};
   }
   Json list;
-  if (kind == api::kHostKind) {
+  if (kind == codec::kHostKind) {
     list = ListHostsLocked();
   } else if (kind == "Service") {
     list = ListServicesLocked();
@@ -179,7 +159,7 @@ Result<int64_t> Controller::CommitWithEvents(store::WriteBatch& batch, const std
   if (batch.empty()) return store_.Revision();
   auto r = store_.Commit(batch);
   if (!r.ok()) return r.status();
-  for (const Event& e : staged) unannounced_.push_back(api::EventJson(e));
+  for (const Event& e : staged) unannounced_.push_back(codec::EventJson(e));
   events_.Publish(std::move(staged));
   return r;
 }
@@ -187,7 +167,7 @@ Result<int64_t> Controller::CommitWithEvents(store::WriteBatch& batch, const std
 void Controller::AnnounceEvents() {
   std::vector<Json> events;
   events.swap(unannounced_);
-  for (const Json& e : events) Emit(api::kEventKind, "ADDED", e);
+  for (const Json& e : events) Emit(codec::kEventKind, "ADDED", e);
 }
 
 Status Controller::RecordEvent(const std::string& object, bool warning, const std::string& reason,
@@ -208,10 +188,10 @@ Status Controller::RunStep(std::string name, const Step& step) {
   // The document is built once: stored, then announced with the version the store gave it.
   Json doc;
   if (e.remove) {
-    batch.Delete(api::kTrainJobKind, name);
+    batch.Delete(codec::kTrainJobKind, name);
   } else if (e.persist) {
     doc = JobJson(*job);
-    batch.Update(api::kTrainJobKind, name, doc.dump(), job->runtime.version);
+    batch.Update(codec::kTrainJobKind, name, doc.dump(), job->runtime.version);
   }
   auto committed = CommitWithEvents(batch, "trainjob/" + name, e.events);
   if (!committed.ok()) {
@@ -232,10 +212,10 @@ Status Controller::RunStep(std::string name, const Step& step) {
   }
   NotifyHosts(e.notify_hosts);
   if (e.remove) {
-    Emit(api::kTrainJobKind, "DELETED", JobJson(*job));
+    Emit(codec::kTrainJobKind, "DELETED", JobJson(*job));
     jobs_.erase(name);
   } else if (e.persist) {
-    Emit(api::kTrainJobKind, "MODIFIED", doc);
+    Emit(codec::kTrainJobKind, "MODIFIED", doc);
   }
   AnnounceEvents();
   if (e.schedule) schedule_requested_ = true;
@@ -249,10 +229,10 @@ Status Controller::RunStep(std::string name, const Step& step) {
 Status Controller::Load() {
   std::lock_guard lock(mu_);
   const int64_t now = NowMs();
-  auto hosts = ListDocuments(store_, api::kHostKind);
+  auto hosts = ListDocuments(store_, codec::kHostKind);
   if (!hosts.ok()) return hosts.status();
   for (const auto& [obj, doc] : *hosts) {
-    auto stored = api::HostFromJson(doc);
+    auto stored = codec::HostFromJson(doc);
     if (!stored.ok()) return stored.status();
     RegisteredHost h;
     h.spec = std::move(stored->spec);
@@ -268,10 +248,10 @@ Status Controller::Load() {
     if (h.status.registered_ms == 0) h.status.registered_ms = now;
     hosts_[obj.name] = std::move(h);
   }
-  auto jobs = ListDocuments(store_, api::kTrainJobKind);
+  auto jobs = ListDocuments(store_, codec::kTrainJobKind);
   if (!jobs.ok()) return jobs.status();
   for (const auto& [obj, doc] : *jobs) {
-    auto job = api::TrainJobFromJson(doc);
+    auto job = codec::TrainJobFromJson(doc);
     if (!job.ok()) return job.status();
     job->runtime.version = obj.resource_version;
     job->runtime.progress_epoch_ms = now;  // progress was not persisted: hang timers restart

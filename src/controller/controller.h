@@ -1,30 +1,48 @@
-// Controller: the head's driver. It owns the in-memory model of the cluster (hosts, workloads,
-// queue objects, events), feeds every input (a user request, an agent's heartbeat, a tick of
-// the clock) to the workload's pure lifecycle (workload/train_lifecycle.h), and applies the
-// effects it returns: one atomic store write per step (the job's document and its events
+// Controller: the head's driver. It owns the in-memory model of the cluster: hosts, the three
+// workload kinds (TrainJobs, Services, SliceReservations), the admission objects
+// (ClusterQueue, LocalQueue, PriorityClass) and the event log. It feeds every input (a user
+// request, an agent's heartbeat, a readiness probe, a tick of the clock) to the kind's pure
+// lifecycle (workload/train_lifecycle.h, service_lifecycle.h, reservation.h) and applies the
+// effects it returns: one atomic store write per step (the object's document and its events
 // together), then chips released, hosts told their assignments changed, watchers told, a
-// scheduling pass. The rules live in the lifecycle and in admission; this is plumbing.
+// scheduling pass (first come first served, EASY backfill, or one admission cycle over every
+// kind's workloads). The rules live in the lifecycles, admission and the planner; this is
+// plumbing.
+//
+// Its callers are the HTTP layer (api/head.cc), which decodes requests and agent messages, and
+// tests. It speaks no HTTP: every call answers a Status or Result<T> whose code says what
+// happened (or a typed answer, such as whether an agent's credential matches), and the HTTP
+// layer alone maps them to HTTP statuses (api/status_http.h):
+//   kInvalidArgument     the input is wrong; the message starts with the field ("spec.x: ...")
+//   kNotFound            no such object (or host)
+//   kAlreadyExists       the name is taken (by this kind, another kind, or another agent)
+//   kFailedPrecondition  the object's state refuses it now (in use, being deleted)
+//   kUnavailable         a store write failed; memory is as it was, nothing was emitted
+// Documents are decoded and validated by the codecs (codec/), which the store's documents
+// share; the controller adds the checks that need the cluster (fits, names, PriorityClasses).
 //
 // Where things are:
-//   controller.cc       construction, Load, Tick, and the driver (RunStep: step, commit, apply)
-//   jobs.cc             the TrainJob user API (create, get, list, delete, log location)
-//   host_registry.cc    agents: registration, heartbeats, the inventory built from hosts
-//   leases.cc           host leases: a host silent for longer than lease_ms is lost
-//   scheduling.cc       the scheduling pass: first come first served, or one admission cycle
-//   assignments.cc      what each host must run, and the stop entries of withdrawn attempts
-//   event_log.{h,cc}    events, staged into the same store write as the change they record
+//   controller.cc         construction, Load, Tick, and the TrainJob driver (RunStep: step,
+//                         commit, apply)
+//   jobs.cc               the TrainJob user API (create, get, list, delete, log location),
+//                         Apply and DryRunApply (dispatch on kind)
+//   services.cc, service_admission.cc   Services; their replica groups in the admission cycle
+//   reservations.cc, reservation_services.cc, reservation_health.cc   SliceReservations, the
+//                         workloads inside them, their lost hosts and users
 //   controller_queues.cc  ClusterQueue, LocalQueue, PriorityClass objects
-//   services.cc, service_admission.cc  Services; their groups in the admission cycle
-// A second workload kind (Service) adds its lifecycle beside TrainLifecycle, a map beside
-// jobs_, its user API file, and its rows in scheduling and assignments; TrainJob code does not
-// change.
+//   host_registry.cc      agents: registration, credentials, heartbeats, the inventory
+//   leases.cc             host leases: a host silent for longer than lease_ms is lost
+//   fencing.cc            terms in assignments and agents' refusals (docs/ha.md)
+//   scheduling.cc, easy_scheduling.cc   the scheduling pass
+//   assignments.cc        what each host must run, and the stop entries of withdrawn attempts
+//   event_log.{h,cc}      events, staged into the same store write as the change they record
 //
 // Errors: every store write is checked. A failed write leaves memory as it was, emits nothing,
-// and fails the request with kUnavailable (the API answers 503 with the cause); a failure in a
-// tick is retried on the next tick.
+// and fails the request with kUnavailable (the cause in the message); a failure in a tick is
+// retried on the next tick.
 //
-// Persisted: Host, TrainJob, ClusterQueue, LocalQueue and PriorityClass documents, Events, and
-// the uid high-water mark (kUidCounterKind). Not
+// Persisted: Host, TrainJob, Service, SliceReservation, ClusterQueue, LocalQueue and
+// PriorityClass documents, Events, and the uid high-water mark (kUidCounterKind). Not
 // persisted: heartbeats (in memory only, so 1,000 agents at 1 Hz cost no disk writes); after a
 // restart every host gets a fresh lease.
 //
@@ -43,7 +61,7 @@
 #include <vector>
 
 #include "admission/admission.h"
-#include "api/resource_json.h"
+#include "codec/resource_json.h"
 #include "common/clock.h"
 #include "common/rng.h"
 #include "controller/easy_state.h"
@@ -112,16 +130,6 @@ inline constexpr char kCredentialHashField[] = "agentCredentialSha256";
 // The member of a stored Host document that holds the fence time its agent registered with.
 inline constexpr char kAgentFenceField[] = "agentFenceMs";
 
-// Errors carry the HTTP status the API should answer with.
-struct ApiError {
-  int http_status;
-  std::string message;
-  std::string field;
-};
-
-template <typename T>
-using ApiResult = std::variant<T, ApiError>;
-
 class Controller {
  public:
   Controller(store::Store& store, const Clock& clock, ControllerOptions options);
@@ -132,34 +140,39 @@ class Controller {
   Status Load();
 
   // --- users ---
-  // Validates and stores a TrainJob document. 422 with the field on bad input, 409 when the
-  // name is taken, 503 when the store fails.
-  ApiResult<Json> CreateJob(const Json& doc);
-  ApiResult<Json> GetJob(const std::string& name) const;
+  // Validates and stores a TrainJob document. kInvalidArgument naming the field on bad input
+  // (also for a job this cluster could never run or an unknown PriorityClass), kAlreadyExists
+  // when the name is taken, kUnavailable when the store fails.
+  Result<Json> CreateJob(const Json& doc);
+  Result<Json> GetJob(const std::string& name) const;
   // Every job, typed, by uid (a restarted head's metrics seed from it without the JSON).
   std::vector<TrainJob> CopyJobs() const;
-  // POST /api/v1/apply: dispatches on kind. TrainJob: CreateJob. ClusterQueue, LocalQueue,
-  // PriorityClass: create (201) or replace (200) the object; 422 naming the field on bad input.
-  ApiResult<Json> Apply(const Json& doc);
-  // POST /api/v1/apply?dryRun=true (jobs.cc): the checks Apply makes, nothing stored; 200 with
-  // {kind, metadata.name, created (whether Apply would create it), dryRun: true}. A Service gets
-  // ApplyService's checks (each role fits this cluster, its PriorityClass exists).
-  ApiResult<Json> DryRunApply(const Json& doc);
+  // POST /api/v1/apply: dispatches on kind (TrainJob: CreateJob; Service: ApplyService;
+  // SliceReservation: ApplyReservation). ClusterQueue, LocalQueue, PriorityClass: create or
+  // replace the object, the answer's "created" saying which; kInvalidArgument naming the field
+  // on bad input.
+  Result<Json> Apply(const Json& doc);
+  // POST /api/v1/apply?dryRun=true (jobs.cc): the checks Apply makes, nothing stored; answers
+  // {kind, metadata.name, created (whether Apply would create it), dryRun: true}, or Apply's
+  // refusal. A Service gets ApplyService's checks (each role fits this cluster, its
+  // PriorityClass exists).
+  Result<Json> DryRunApply(const Json& doc);
   // Lists with status: ClusterQueues carry nominal, used, borrowed, lendable, pending and
   // admitted (chips and workloads) from the latest admission cycle.
   Json ListClusterQueues() const;
   Json ListLocalQueues() const;
   Json ListPriorityClasses() const;
   // DELETE /api/v1/{clusterqueues,localqueues,priorityclasses}/{name}; kind is "ClusterQueue",
-  // "LocalQueue" or "PriorityClass" (controller_queues.cc). 404 when missing. 409 naming what
-  // still uses it: a ClusterQueue with admitted jobs or LocalQueues pointing at it; a
-  // LocalQueue with admitted jobs (its pending jobs then wait with LocalQueueNotFound); a
-  // PriorityClass named by unfinished jobs. docs/admission.md "Deleting".
-  ApiResult<Json> DeleteQueueObject(const std::string& kind, const std::string& name);
+  // "LocalQueue" or "PriorityClass" (controller_queues.cc), else kInvalidArgument. kNotFound
+  // when missing. kFailedPrecondition naming what still uses it: a ClusterQueue with admitted jobs
+  // or LocalQueues pointing at it; a LocalQueue with admitted jobs (its pending jobs then wait with
+  // LocalQueueNotFound); a PriorityClass named by unfinished jobs. docs/admission.md "Deleting".
+  Result<Json> DeleteQueueObject(const std::string& kind, const std::string& name);
   Json ListJobs() const;
   // Stops every worker of the job, then (once agents confirm the workers are gone) releases its
-  // chips and removes it. 404 when there is no such job; a second delete while stopping is OK.
-  ApiResult<Json> DeleteJob(const std::string& name);
+  // chips and removes it. kNotFound when there is no such job; a second delete while stopping
+  // is OK.
+  Result<Json> DeleteJob(const std::string& name);
   Json ListHosts() const;
   Json ListEvents() const;
   // For list-then-watch without a gap: the list of `kind` ("TrainJob", "Host", "Event",
@@ -173,8 +186,8 @@ class Controller {
   };
   std::optional<VersionedList> ListWithVersion(const std::string& kind) const;
   // Where to read a worker's log: the agent's address and port, and the path on the agent.
-  // 404 when the job or its host is gone, or the host's agent serves no logs; 400 for a rank
-  // the job does not have.
+  // kNotFound when the job or its host is gone, or the host's agent serves no logs;
+  // kInvalidArgument (field "worker") for a rank the job does not have.
   struct LogLocation {
     std::string address;
     int port = 0;
@@ -182,25 +195,29 @@ class Controller {
     std::string token;  // the bearer token that host's log server takes (LogTokenFromHash)
     bool running = false;
   };
-  ApiResult<LogLocation> LocateLog(const std::string& job, int rank) const;
+  Result<LogLocation> LocateLog(const std::string& job, int rank) const;
 
   // --- Services (services.cc; docs/serving.md) ---
   // Apply (create, or a new spec for an existing one: a rolling update when a role's template
-  // changed); 422 naming the field, 409 when a TrainJob has the name or it is being deleted.
-  ApiResult<Json> ApplyService(const Json& doc);
-  ApiResult<Json> GetService(const std::string& name) const;
+  // changed); kInvalidArgument naming the field, kAlreadyExists when a TrainJob has the name,
+  // kFailedPrecondition while it is being deleted.
+  Result<Json> ApplyService(const Json& doc);
+  Result<Json> GetService(const std::string& name) const;
   Json ListServices() const;
-  // Stops every replica group, then removes the service. 404 when missing.
-  ApiResult<Json> DeleteService(const std::string& name);
-  // 422 naming the field for an unknown or autoscaled role.
-  ApiResult<Json> ScaleService(const std::string& name, const std::string& role, int replicas);
+  // Stops every replica group, then removes the service. kNotFound when missing.
+  Result<Json> DeleteService(const std::string& name);
+  // kNotFound when missing; kInvalidArgument naming the field for an unknown or autoscaled role.
+  Result<Json> ScaleService(const std::string& name, const std::string& role, int replicas);
   // A router's load report for a role (ongoing = in flight + queued over its replicas), and the
-  // whole report, kept as the role's last (served in status.roles[].traffic).
-  ApiResult<Json> ReportServiceLoad(const std::string& name, const std::string& role,
-                                    double ongoing_requests, RouterTraffic traffic = {});
-  // Worker `worker` of replica `replica` of `role`, its current incarnation.
-  ApiResult<LogLocation> LocateServiceLog(const std::string& name, const std::string& role,
-                                          int replica, int worker) const;
+  // whole report, kept as the role's last (served in status.roles[].traffic). kNotFound, or
+  // kInvalidArgument (field "role") for a role the service does not have.
+  Result<Json> ReportServiceLoad(const std::string& name, const std::string& role,
+                                 double ongoing_requests, RouterTraffic traffic = {});
+  // Worker `worker` of replica `replica` of `role`, its current incarnation. kInvalidArgument
+  // naming "role", "replica" or "worker" for one the service does not have; kNotFound as
+  // LocateLog.
+  Result<LogLocation> LocateServiceLog(const std::string& name, const std::string& role,
+                                       int replica, int worker) const;
   // Readiness: the leaders whose probe is due (period elapsed, or never probed), and their
   // results. The head's prober (api/service_prober.h) calls these from its own thread.
   struct ProbeTarget {
@@ -216,38 +233,40 @@ class Controller {
   void ReportReadiness(const ProbeTarget& target, bool ready, const std::string& message);
 
   // --- SliceReservations (reservations.cc; docs/reservations.md) ---
-  // Apply: create (201), or the same document again (200, unchanged); 409 for another spec
-  // under a taken name; 422 naming the field on bad input, for a reservation larger than the
-  // cluster (it could never be Ready), or a PriorityClass that does not exist.
-  ApiResult<Json> ApplyReservation(const Json& doc);
-  ApiResult<Json> GetReservation(const std::string& name) const;
+  // Apply: create ("created": true), or the same document again ("created": false,
+  // unchanged); kAlreadyExists for another spec under a taken name; kInvalidArgument naming the
+  // field on bad input, for a reservation larger than the cluster (it could never be Ready), or
+  // a PriorityClass that does not exist.
+  Result<Json> ApplyReservation(const Json& doc);
+  Result<Json> GetReservation(const std::string& name) const;
   Json ListReservations() const;
-  // 404 when missing. In use by workloads (running inside it): 409 naming them, unless
-  // `force`, which stops them and releases the hosts once they have stopped.
-  ApiResult<Json> DeleteReservation(const std::string& name, bool force);
+  // kNotFound when missing. In use by workloads (running inside it): kFailedPrecondition naming
+  // them, unless `force`, which stops them and releases the hosts once they have stopped.
+  Result<Json> DeleteReservation(const std::string& name, bool force);
 
   // --- agents (messages of protocol/wire.h, decoded by the HTTP layer) ---
   // Registers or re-registers a host; the reply (RegisterReplyJson) names it and gives the
-  // heartbeat interval and lease. 422 naming the field when its membership is invalid, 409
-  // when it conflicts with another host, and 409 (field "credential") when the name is
-  // registered with another credential: only the agent that registered a host name may
-  // register it again, until an admin deletes the host (DeleteHost).
-  ApiResult<Json> RegisterHost(const protocol::Registration& registration);
+  // heartbeat interval and lease. kInvalidArgument naming the field when its membership is
+  // invalid; kFailedPrecondition or kAlreadyExists naming the field when it conflicts with
+  // another host; kAlreadyExists (field "credential") when the name is registered with another
+  // credential: only the agent that registered a host name may register it again, until an
+  // admin deletes the host (DeleteHost).
+  Result<Json> RegisterHost(const protocol::Registration& registration);
   // Whether `credential` is the one `host` registered with (heartbeats, assignment reads):
-  // nullopt when it is; 404 when the host is not registered or was stored without a
-  // credential (the agent registers again, docs/agent-protocol.md); 403 otherwise.
-  std::optional<ApiError> CheckHostCredential(const std::string& host,
-                                              std::string_view credential) const;
+  // kNotFound when the host is not registered or was stored without a credential (the agent
+  // registers again, docs/agent-protocol.md). The HTTP layer refuses a mismatch (403).
+  Result<bool> HostCredentialMatches(const std::string& host, std::string_view credential) const;
   // DELETE /api/v1/hosts/{name} (admin): forgets a host, so that its name may be registered
-  // by another agent (a replaced machine). 404 when unknown; 409 naming the jobs while it is
-  // not Lost and still holds workers of a job that holds chips (delete or finish them first,
-  // or wait until the host is Lost).
-  ApiResult<Json> DeleteHost(const std::string& host);
-  // Records worker states and progress; returns the host's assignment snapshot. Runs no
+  // by another agent (a replaced machine). kNotFound when unknown; kFailedPrecondition naming
+  // the jobs while it is not Lost and still holds workers of a job that holds chips (delete or
+  // finish them first, or wait until the host is Lost).
+  Result<Json> DeleteHost(const std::string& host);
+  // Records worker states and progress; returns the host's assignment snapshot (kNotFound for
+  // a host not registered, kUnavailable when a store write failed). Runs no
   // scheduling pass: one that freed chips asks for one through the pass listener.
-  ApiResult<Json> Heartbeat(const std::string& host, const protocol::Heartbeat& heartbeat);
+  Result<Json> Heartbeat(const std::string& host, const protocol::Heartbeat& heartbeat);
   // {"revision": N, "assignments": [...]}: the workers `host` must run now.
-  ApiResult<Json> Assignments(const std::string& host) const;
+  Result<Json> Assignments(const std::string& host) const;
 
   // Expires leases, runs the workloads' timers (hang detection, grow-back, progress writes)
   // and schedules pending jobs. The head's loop calls it every ~100 ms and after every change.
@@ -345,9 +364,9 @@ class Controller {
   // Rebuilds when inventory_dirty_; reports stored placements that overlap as events.
   Status RefreshInventory();
   // What an apply checks before it stores anything, and all a dry run checks (jobs.cc,
-  // services.cc): the name, the fit on this cluster, the PriorityClass. nullopt when none fails.
-  std::optional<ApiError> NewJobRefusalLocked(const TrainJobSpec& spec);
-  std::optional<ApiError> ServiceRefusalLocked(const ServiceSpec& spec, const Json& doc);
+  // services.cc): the name, the fit on this cluster, the PriorityClass. OK when none fails.
+  Status NewJobRefusalLocked(const TrainJobSpec& spec);
+  Status ServiceRefusalLocked(const ServiceSpec& spec, const Json& doc);
   Status ReportInventoryConflicts();
   void ReserveJob(const TrainJob& job);
   std::string OwnerOf(const std::string& host) const;
@@ -441,10 +460,11 @@ class Controller {
   // "trainjob/NAME" of every job inside reservation `name` that holds chips now, then
   // "service/NAME" of every Service with a replica group placed inside it.
   std::vector<std::string> ReservationUsers(const std::string& name) const;
-  std::optional<ApiError> ReservationRefusalLocked(const SliceReservationSpec& spec);
-  std::optional<ApiError> DryRunReservationLocked(const SliceReservationSpec& spec);
-  // A job naming an existing reservation it could never fit in: 422 naming spec.reservation.
-  std::optional<ApiError> JobInReservationRefusalLocked(const TrainJobSpec& spec);
+  Status ReservationRefusalLocked(const SliceReservationSpec& spec);
+  Status DryRunReservationLocked(const SliceReservationSpec& spec);
+  // A job naming an existing reservation it could never fit in: kInvalidArgument naming
+  // spec.reservation.
+  Status JobInReservationRefusalLocked(const TrainJobSpec& spec);
   Status StopReservationUsers(const std::string& name);
   Status TickReservations(int64_t now);
   Status LoadReservations();
@@ -462,15 +482,14 @@ class Controller {
   int LargestFitInReservation(const TrainJob& job, int lo, int hi) const;
   // Services inside reservations (reservation_services.cc): the hosts of reservation `name`
   // that its users hold (jobs holding chips except `except_job`, placed replica groups), why a
-  // workload cannot use it now (false when Ready), the 422 at apply for a Service with a
+  // workload cannot use it now (false when Ready), the refusal at apply for a Service with a
   // replica group that can never fit, their placement on the free hosts, and stopping them.
   // `with_lost`: also the hosts of its lost slices that it still holds (never plannable).
   std::vector<HostId> ReservationHostsInUse(const std::string& name, uint64_t except_job,
                                             bool with_lost = true) const;
   bool ReservationUnusable(const std::string& name, std::string& reason,
                            std::string& message) const;
-  std::optional<ApiError> ServiceInReservationRefusalLocked(const ServiceSpec& spec,
-                                                            const Json& doc);
+  Status ServiceInReservationRefusalLocked(const ServiceSpec& spec, const Json& doc);
   Status ScheduleReservationServices();
   Status StopReservationServices(const std::string& name);
   // With ClusterQueues every reservation is one workload of the cycle.
@@ -492,7 +511,7 @@ class Controller {
   void ReleaseReservationHosts(const SliceReservation& r, const std::vector<std::string>& hosts);
 
   // --- queue objects (controller_queues.cc) ---
-  ApiResult<Json> ApplyQueueObject(const std::string& kind, const Json& doc);
+  Result<Json> ApplyQueueObject(const std::string& kind, const Json& doc);
   Status LoadQueueObjects(const std::string& kind);
   Json QueueObjectJson(const std::string& kind, const QueueObject& object) const;
   std::map<std::string, QueueObject>& QueueObjects(const std::string& kind);
@@ -549,9 +568,5 @@ class Controller::View : public ClusterView {
  private:
   const Controller& c_;
 };
-
-// Maps a Status to the API's error: kInvalidArgument 422 (the field is the message's prefix
-// before ':'), kNotFound 404, kAlreadyExists and kConflict 409, anything else 503.
-ApiError ToApiError(const Status& status);
 
 }  // namespace tessera::controller

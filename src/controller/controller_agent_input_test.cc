@@ -153,9 +153,9 @@ TEST_F(ControllerTest, ARefusedHeartbeatChangesNothingNotEvenALostHost) {
       {{{"workers", {good, good}}}, "workers[1]"},
   };
   for (const auto& [body, field] : refused) {
-    ApiError e = Err(Beat(*c_, h, body));
-    EXPECT_EQ(e.field, field) << e.message;
-    EXPECT_EQ(e.message.rfind(field + ": ", 0), 0u) << e.message;
+    Status e = Err(Beat(*c_, h, body));
+    EXPECT_EQ(FieldOf(e), field) << e.message();
+    EXPECT_EQ(e.message().rfind(field + ": ", 0), 0u) << e.message();
   }
   EXPECT_EQ(c_->ListHosts(), hosts);
   EXPECT_EQ(c_->ListEvents(), events);
@@ -167,15 +167,12 @@ TEST_F(ControllerTest, ARefusedHeartbeatChangesNothingNotEvenALostHost) {
 TEST_F(ControllerTest, OnlyTheAgentThatRegisteredAHostSpeaksForIt) {
   RegisterTwoSlices();
   const std::string h = HostName(0, 1), other = HostName(1, 2);
-  EXPECT_FALSE(c_->CheckHostCredential(h, CredentialOf(h)).has_value());
-  // Another host's credential, a made-up one, none: 403 naming the credential.
-  for (const std::string& wrong : {CredentialOf(other), std::string(64, 'e'), std::string()}) {
-    auto refused = c_->CheckHostCredential(h, wrong);
-    ASSERT_TRUE(refused.has_value());
-    EXPECT_EQ(refused->http_status, 403);
-    EXPECT_EQ(refused->field, "credential");
-  }
-  EXPECT_EQ(c_->CheckHostCredential("nobody", CredentialOf(h))->http_status, 404);
+  EXPECT_TRUE(Ok(c_->HostCredentialMatches(h, CredentialOf(h))));
+  // Another host's credential, a made-up one, none: no match (the head answers 403).
+  for (const std::string& wrong : {CredentialOf(other), std::string(64, 'e'), std::string()})
+    EXPECT_FALSE(Ok(c_->HostCredentialMatches(h, wrong))) << "'" << wrong << "'";
+  EXPECT_EQ(c_->HostCredentialMatches("nobody", CredentialOf(h)).status().code(),
+            StatusCode::kNotFound);
 
   // Taking the name over with a new address and another credential is refused; the host's
   // own agent (a restart) registers again with its credential.
@@ -186,10 +183,10 @@ TEST_F(ControllerTest, OnlyTheAgentThatRegisteredAHostSpeaksForIt) {
                    {"agentPort", 6666},
                    {"slice", {{"name", "slice-0"}, {"topology", "4x4"}, {"worker", 1}}},
                    {"credential", std::string(64, 'e')}};
-  ApiError e = Err(Register(*c_, takeover));
-  EXPECT_EQ(e.http_status, 409);
-  EXPECT_EQ(e.field, "credential");
-  EXPECT_NE(e.message.find("tessera delete host " + h), std::string::npos) << e.message;
+  Status e = Err(Register(*c_, takeover));
+  EXPECT_EQ(e.code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(FieldOf(e), "credential");
+  EXPECT_NE(e.message().find("tessera delete host " + h), std::string::npos) << e.message();
   const Json hosts = c_->ListHosts();
   for (const Json& x : hosts["items"]) {
     if (x["metadata"]["name"] == h) {
@@ -203,19 +200,19 @@ TEST_F(ControllerTest, OnlyTheAgentThatRegisteredAHostSpeaksForIt) {
 
   // The credential survives a head restart (only its hash is stored, and never shown).
   Start();
-  EXPECT_FALSE(c_->CheckHostCredential(h, CredentialOf(h)).has_value());
-  EXPECT_EQ(c_->CheckHostCredential(h, CredentialOf(other))->http_status, 403);
+  EXPECT_TRUE(Ok(c_->HostCredentialMatches(h, CredentialOf(h))));
+  EXPECT_FALSE(Ok(c_->HostCredentialMatches(h, CredentialOf(other))));
   EXPECT_EQ(c_->ListHosts().dump().find(protocol::CredentialHash(CredentialOf(h))),
             std::string::npos);
   EXPECT_EQ(c_->ListHosts().dump().find(CredentialOf(h)), std::string::npos);
-  EXPECT_EQ(Err(Register(*c_, takeover)).http_status, 409);
+  EXPECT_EQ(Err(Register(*c_, takeover)).code(), StatusCode::kAlreadyExists);
 
   // The head reads a host's logs with that host's own token.
   Ok(c_->CreateJob(JobDoc("train", 2)));
   HeartbeatAll("Running");
   auto where = c_->LocateLog("train", 0);
-  ASSERT_TRUE(std::holds_alternative<LogLocation>(where));
-  const auto& loc = std::get<LogLocation>(where);
+  ASSERT_TRUE(where.ok()) << where.status().ToString();
+  const LogLocation& loc = *where;
   const std::string host = Ok(c_->GetJob("train"))["status"]["workers"][0]["host"];
   EXPECT_EQ(loc.token, protocol::LogTokenFromHash(protocol::CredentialHash(CredentialOf(host))));
   EXPECT_EQ(loc.path, "/logs/train/" + std::to_string(Uid("train")) + "/0/0");
@@ -226,26 +223,28 @@ TEST_F(ControllerTest, AnAdminDeletesAHostSoThatANewAgentMayTakeItsName) {
   Ok(c_->CreateJob(JobDoc("train", 1)));
   HeartbeatAll("Running");
   const std::string h = Ok(c_->GetJob("train"))["status"]["workers"][0]["host"];
-  ApiError busy = Err(c_->DeleteHost(h));
-  EXPECT_EQ(busy.http_status, 409);
-  EXPECT_NE(busy.message.find("train"), std::string::npos) << busy.message;
-  EXPECT_EQ(Err(c_->DeleteHost("nobody")).http_status, 404);
+  Status busy = Err(c_->DeleteHost(h));
+  EXPECT_EQ(busy.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(busy.message().find("train"), std::string::npos) << busy.message();
+  EXPECT_EQ(Err(c_->DeleteHost("nobody")).code(), StatusCode::kNotFound);
 
   // A host without workers goes at once; a new agent registers the name with its own
   // credential, and the old one's is refused.
   const std::string idle = HostName(1, 3);
   EXPECT_EQ(Ok(c_->DeleteHost(idle))["status"], "Deleted");
-  EXPECT_EQ(c_->CheckHostCredential(idle, CredentialOf(idle))->http_status, 404);
+  EXPECT_EQ(c_->HostCredentialMatches(idle, CredentialOf(idle)).status().code(),
+            StatusCode::kNotFound);
   Start();  // the delete is stored
-  EXPECT_EQ(c_->CheckHostCredential(idle, CredentialOf(idle))->http_status, 404);
+  EXPECT_EQ(c_->HostCredentialMatches(idle, CredentialOf(idle)).status().code(),
+            StatusCode::kNotFound);
   Ok(Register(*c_, {{"name", idle},
                     {"generation", "v6e"},
                     {"chips", 4},
                     {"agentPort", 7000},
                     {"slice", {{"name", "slice-1"}, {"topology", "4x4"}, {"worker", 3}}},
                     {"credential", std::string(64, 'f')}}));
-  EXPECT_FALSE(c_->CheckHostCredential(idle, std::string(64, 'f')).has_value());
-  EXPECT_EQ(c_->CheckHostCredential(idle, CredentialOf(idle))->http_status, 403);
+  EXPECT_TRUE(Ok(c_->HostCredentialMatches(idle, std::string(64, 'f'))));
+  EXPECT_FALSE(Ok(c_->HostCredentialMatches(idle, CredentialOf(idle))));
   bool deleted_event = false;
   const Json events = c_->ListEvents();
   for (const Json& ev : events["items"]) deleted_event |= ev["reason"] == "HostDeleted";

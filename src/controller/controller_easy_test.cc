@@ -145,7 +145,7 @@ TEST_F(EasyHeadTest, DefragMovesTheCheapestJobThenBothStartOnTheirHeldPlacements
   const std::set<std::string> small_cube = Cubes("small");
   Ok(c_->DeleteJob("fill"));
   Settle();
-  ASSERT_TRUE(std::holds_alternative<ApiError>(c_->GetJob("fill")));
+  ASSERT_EQ(c_->GetJob("fill").status().code(), StatusCode::kNotFound);
   clock_.AdvanceMs(60'000);
 
   // 80 chips free, no whole cube: the 4x4x4 moves `small` (16 chips), not `half` (32).

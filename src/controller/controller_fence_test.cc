@@ -181,9 +181,9 @@ TEST_F(FenceTest, RefusalsAndANewerTermBecomeEventsOnTheHost) {
   ASSERT_EQ(refusals().size(), 3u);
   EXPECT_NE(refusals()[2].find("attempt 1: fenced"), std::string::npos) << refusals()[2];
   // A malformed refusal refuses the heartbeat, naming the field.
-  ApiError bad = Err(Beat(*c_, host, {{"refused", {{{"term", 1}}}}}));
-  EXPECT_EQ(bad.http_status, 422);
-  EXPECT_NE(bad.message.find("refused[0].reason"), std::string::npos) << bad.message;
+  auto bad = Err(Beat(*c_, host, {{"refused", {{{"term", 1}}}}}));
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("refused[0].reason"), std::string::npos) << bad.message();
 }
 
 TEST(HeadTermTest, EveryStartTakesATermAboveEveryOneBefore) {

@@ -2,15 +2,15 @@
 // or replace), list with status, delete. Each is parsed once when applied or loaded; the
 // scheduling pass reads the typed specs. Deleting follows docs/admission.md,
 // "Deleting queues and priority classes": a delete that would silently change what running or
-// waiting jobs are charged or ranked by is refused with 409 naming those jobs, so an operator
-// never loses track of quota or priority by deleting an object.
+// waiting jobs are charged or ranked by is refused (kFailedPrecondition) naming those jobs, so an
+// operator never loses track of quota or priority by deleting an object.
 #include <algorithm>
 #include <cctype>
 #include <string>
 #include <vector>
 
 #include "admission/settings.h"
-#include "api/manifest.h"
+#include "codec/manifest.h"
 #include "controller/controller.h"
 
 namespace tessera::controller {
@@ -41,16 +41,16 @@ std::string Lower(std::string s) {
 Result<std::pair<std::string, std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>>>
 ParseQueueObject(const std::string& kind, const Json& doc) {
   if (kind == kClusterQueue) {
-    auto r = api::ParseClusterQueue(doc);
+    auto r = codec::ParseClusterQueue(doc);
     if (!r.ok()) return r.status();
     return std::pair{r->name, std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>(*r)};
   }
   if (kind == kLocalQueue) {
-    auto r = api::ParseLocalQueue(doc);
+    auto r = codec::ParseLocalQueue(doc);
     if (!r.ok()) return r.status();
     return std::pair{r->name, std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>(*r)};
   }
-  auto r = api::ParsePriorityClass(doc);
+  auto r = codec::ParsePriorityClass(doc);
   if (!r.ok()) return r.status();
   return std::pair{r->name, std::variant<ClusterQueueSpec, LocalQueueSpec, PriorityClass>(*r)};
 }
@@ -72,9 +72,9 @@ std::map<std::string, Controller::QueueObject>& Controller::QueueObjects(const s
                                : priority_classes_;
 }
 
-ApiResult<Json> Controller::ApplyQueueObject(const std::string& kind, const Json& doc) {
+Result<Json> Controller::ApplyQueueObject(const std::string& kind, const Json& doc) {
   auto parsed = ParseQueueObject(kind, doc);
-  if (!parsed.ok()) return ToApiError(parsed.status());
+  if (!parsed.ok()) return parsed.status();
   const std::string name = parsed->first;
   Json stored = doc;
   stored.erase("status");
@@ -97,7 +97,7 @@ ApiResult<Json> Controller::ApplyQueueObject(const std::string& kind, const Json
       events.push_back(JobEvent{true, "IneffectiveSetting", w.field + ": " + w.message});
   }
   auto r = CommitWithEvents(batch, Lower(kind) + "/" + name, events);
-  if (!r.ok()) return ToApiError(Unavailable(r.status().message()));
+  if (!r.ok()) return Unavailable(r.status().message());
   QueueObject& o = objects[name];
   o = QueueObject{stored, std::move(parsed->second), *r};
   Json out = QueueObjectJson(kind, o);
@@ -178,14 +178,14 @@ Json Controller::ListPriorityClasses() const {
   return ListQueueObjectsLocked(kPriorityClass);
 }
 
-ApiResult<Json> Controller::DeleteQueueObject(const std::string& kind, const std::string& name) {
+Result<Json> Controller::DeleteQueueObject(const std::string& kind, const std::string& name) {
   if (kind != kClusterQueue && kind != kLocalQueue && kind != kPriorityClass)
-    return ApiError{400, "kind: must be ClusterQueue, LocalQueue or PriorityClass", "kind"};
+    return InvalidArgument("kind: must be ClusterQueue, LocalQueue or PriorityClass");
   const std::string object = Lower(kind) + "/" + name;
   std::lock_guard lock(mu_);
   auto& objects = QueueObjects(kind);
   auto it = objects.find(name);
-  if (it == objects.end()) return ApiError{404, Lower(kind) + " '" + name + "' not found", ""};
+  if (it == objects.end()) return NotFound(Lower(kind) + " '" + name + "' not found");
 
   // Jobs still charged to a queue: they hold chips (starting, running, restarting, or being
   // stopped) and are not being deleted.
@@ -247,7 +247,7 @@ ApiResult<Json> Controller::DeleteQueueObject(const std::string& kind, const std
     if (!users.empty())
       refusal = "unfinished jobs use it: " + NameList(users) + " (wait for them or delete them)";
   }
-  if (!refusal.empty()) return ApiError{409, "cannot delete " + object + ": " + refusal, ""};
+  if (!refusal.empty()) return FailedPrecondition("cannot delete " + object + ": " + refusal);
 
   store::WriteBatch batch;
   batch.Delete(kind, name);
@@ -258,7 +258,7 @@ ApiResult<Json> Controller::DeleteQueueObject(const std::string& kind, const std
                                   " pending job(s) wait with LocalQueueNotFound until it exists "
                                   "again"
                             : "deleted"}});
-  if (!deleted.ok()) return ToApiError(Unavailable(deleted.status().message()));
+  if (!deleted.ok()) return Unavailable(deleted.status().message());
   Json last = QueueObjectJson(kind, it->second);
   objects.erase(it);
   if (kind == kClusterQueue) usage_.erase(name);

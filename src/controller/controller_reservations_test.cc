@@ -48,8 +48,8 @@ class ReservationTest : public ControllerTest {
   }
   Json Get(const std::string& name) {
     auto r = c_->GetReservation(name);
-    if (std::holds_alternative<ApiError>(r)) return Json{{"gone", true}};
-    return std::get<Json>(r);
+    if (!r.ok()) return Json{{"gone", true}};
+    return *r;
   }
   Json Job(const std::string& name) { return Ok(c_->GetJob(name)); }
   const Json Group(const std::string& service, int replica) {
@@ -122,7 +122,7 @@ TEST_F(ReservationTest, ReadyWithHostsAndAJobInsideRunsOnlyThere) {
   for (const std::string& h : held) EXPECT_EQ(OwnerOfHost(h), "slicereservation/pool");
   // The same document again changes nothing; another spec under the name is refused.
   EXPECT_FALSE(Ok(c_->Apply(ReservationDoc("pool", 1)))["created"].get<bool>());
-  EXPECT_EQ(Err(c_->Apply(ReservationDoc("pool", 2))).http_status, 409);
+  EXPECT_EQ(Err(c_->Apply(ReservationDoc("pool", 2))).code(), StatusCode::kAlreadyExists);
 
   Ok(c_->Apply(InsideDoc("inside", "pool")));
   ASSERT_EQ(Phase("inside"), "Starting") << Job("inside")["status"].dump();
@@ -179,19 +179,19 @@ TEST_F(ReservationTest, SharedWhileTheyFitThenFull) {
 
 TEST_F(ReservationTest, BadInputIsRefusedOrWaitsWithAReason) {
   // Larger than the cluster: it could never be Ready.
-  ApiError e = Err(c_->Apply(ReservationDoc("huge", 3)));
-  EXPECT_EQ(e.http_status, 422);
-  EXPECT_EQ(e.field, "spec.numSlices");
+  Status e = Err(c_->Apply(ReservationDoc("huge", 3)));
+  EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(FieldOf(e), "spec.numSlices");
   e = Err(c_->Apply(ReservationDoc("bad-ttl", 1, "soon")));
-  EXPECT_EQ(e.http_status, 422);
-  EXPECT_EQ(e.field, "spec.ttl");
+  EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(FieldOf(e), "spec.ttl");
   Json other = ReservationDoc("tpu7", 1);
   other["spec"]["accelerator"] = "7x";
   other["spec"]["topology"] = "2x2x2";
-  EXPECT_EQ(Err(c_->Apply(other)).field, "spec.accelerator");
+  EXPECT_EQ(FieldOf(Err(c_->Apply(other))), "spec.accelerator");
   Json prio = ReservationDoc("prio", 1);
   prio["spec"]["priority"] = "missing";
-  EXPECT_EQ(Err(c_->Apply(prio)).field, "spec.priority");
+  EXPECT_EQ(FieldOf(Err(c_->Apply(prio))), "spec.priority");
 
   // A job naming a reservation that does not exist waits, saying so, and starts once it does.
   Ok(c_->Apply(InsideDoc("early", "later")));
@@ -204,10 +204,10 @@ TEST_F(ReservationTest, BadInputIsRefusedOrWaitsWithAReason) {
 
   // Larger than its reservation: 422 at apply, naming spec.reservation.
   e = Err(c_->Apply(InsideDoc("toobig", "later", 2)));
-  EXPECT_EQ(e.http_status, 422);
-  EXPECT_EQ(e.field, "spec.reservation");
+  EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(FieldOf(e), "spec.reservation");
   // A dry run makes the same checks and stores nothing.
-  EXPECT_EQ(Err(c_->DryRunApply(ReservationDoc("huge", 3))).field, "spec.numSlices");
+  EXPECT_EQ(FieldOf(Err(c_->DryRunApply(ReservationDoc("huge", 3)))), "spec.numSlices");
   EXPECT_TRUE(Ok(c_->DryRunApply(ReservationDoc("fine", 1)))["dryRun"].get<bool>());
   EXPECT_TRUE(Get("fine").contains("gone"));
 }
@@ -217,11 +217,11 @@ TEST_F(ReservationTest, DeleteInUseIs409UnlessForcedWhichStopsTheUsers) {
   const std::set<std::string> held = Hosts(Get("pool"));
   Ok(c_->Apply(InsideDoc("user", "pool")));
   ASSERT_EQ(Phase("user"), "Starting");
-  ApiError e = Err(c_->DeleteReservation("pool", false));
-  EXPECT_EQ(e.http_status, 409);
-  EXPECT_NE(e.message.find("trainjob/user"), std::string::npos) << e.message;
+  Status e = Err(c_->DeleteReservation("pool", false));
+  EXPECT_EQ(e.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(e.message().find("trainjob/user"), std::string::npos) << e.message();
   EXPECT_EQ(Get("pool")["status"]["phase"], "Ready");
-  EXPECT_EQ(Err(c_->DeleteReservation("nope", false)).http_status, 404);
+  EXPECT_EQ(Err(c_->DeleteReservation("nope", false)).code(), StatusCode::kNotFound);
 
   Json out = Ok(c_->DeleteReservation("pool", true));
   EXPECT_EQ(out["status"], "Deleting");
@@ -375,8 +375,8 @@ TEST_F(ReservationTest, AServiceNamingAMissingReservationWaitsAndCannotMoveOut) 
   // Its groups cannot move out of the reservation while they run.
   Json moved = ServiceInsideDoc("early", "later", 1);
   moved["spec"].erase("reservation");
-  EXPECT_EQ(Err(c_->Apply(moved)).http_status, 409);
-  EXPECT_EQ(Err(c_->Apply(moved)).field, "spec.reservation");
+  EXPECT_EQ(Err(c_->Apply(moved)).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(FieldOf(Err(c_->Apply(moved))), "spec.reservation");
 
   // A role naming a reservation of its own is refused with the Service-level field.
   Json per_role = ServiceInsideDoc("roles", "later", 1);
@@ -387,9 +387,9 @@ TEST_F(ReservationTest, AServiceNamingAMissingReservationWaitsAndCannotMoveOut) 
                          {"topology", "4x4"},
                          {"command", {"python3", "server.py"}},
                          {"reservation", "later"}}}}};
-  ApiError e = Err(c_->Apply(per_role));
-  EXPECT_EQ(e.http_status, 422);
-  EXPECT_NE(e.message.find("spec.reservation"), std::string::npos) << e.message;
+  Status e = Err(c_->Apply(per_role));
+  EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(e.message().find("spec.reservation"), std::string::npos) << e.message();
 }
 
 TEST_F(ReservationTest, DeletingAReservationAServiceUsesIs409UnlessForcedWhichStopsIt) {
@@ -398,9 +398,9 @@ TEST_F(ReservationTest, DeletingAReservationAServiceUsesIs409UnlessForcedWhichSt
   Ok(c_->Apply(ServiceInsideDoc("llm", "pool", 1)));
   ASSERT_EQ(Group("llm", 0)["phase"], "Starting");
   HeartbeatAll("Running");
-  ApiError e = Err(c_->DeleteReservation("pool", false));
-  EXPECT_EQ(e.http_status, 409);
-  EXPECT_NE(e.message.find("service/llm"), std::string::npos) << e.message;
+  Status e = Err(c_->DeleteReservation("pool", false));
+  EXPECT_EQ(e.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(e.message().find("service/llm"), std::string::npos) << e.message();
   EXPECT_EQ(Get("pool")["status"]["phase"], "Ready");
 
   Json out = Ok(c_->DeleteReservation("pool", true));
@@ -481,12 +481,12 @@ TEST_F(ReservationCubeTest, AServiceWithAReplicaLargerThanItsReservationIsRefuse
   Json r = Ok(c_->GetReservation("small"));
   ASSERT_EQ(r["status"]["phase"], "Ready") << r.dump();
   ASSERT_EQ(r["status"]["hosts"].size(), 1u);
-  ApiError e = Err(c_->Apply(Doc7x("big", "small", "2x2x2")));
-  EXPECT_EQ(e.http_status, 422);
-  EXPECT_EQ(e.field, "spec.reservation");
-  EXPECT_NE(e.message.find("slicereservation 'small'"), std::string::npos) << e.message;
-  EXPECT_EQ(Err(c_->DryRunApply(Doc7x("big", "small", "2x2x2"))).field, "spec.reservation");
-  EXPECT_EQ(std::get<ApiError>(c_->GetService("big")).http_status, 404);
+  Status e = Err(c_->Apply(Doc7x("big", "small", "2x2x2")));
+  EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(FieldOf(e), "spec.reservation");
+  EXPECT_NE(e.message().find("slicereservation 'small'"), std::string::npos) << e.message();
+  EXPECT_EQ(FieldOf(Err(c_->DryRunApply(Doc7x("big", "small", "2x2x2")))), "spec.reservation");
+  EXPECT_EQ(c_->GetService("big").status().code(), StatusCode::kNotFound);
   // A replica of its size runs on its one host.
   Ok(c_->Apply(Doc7x("tiny", "small", "2x2x1")));
   Json g = Ok(c_->GetService("tiny"))["status"]["roles"][0]["replicas"][0];

@@ -276,7 +276,7 @@ TEST_F(ServiceAdmissionControllerTest, ScaleDownAndDeletionGiveQuotaBackToAWaiti
   ASSERT_EQ(JobStatus("second")["pendingReason"], "OverQuota");
   Ok(c_->DeleteService("llm"));
   ConfirmAllStopped();
-  EXPECT_EQ(std::get<ApiError>(c_->GetService("llm")).http_status, 404);
+  EXPECT_EQ(c_->GetService("llm").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(JobStatus("second")["phase"], "Starting");
 }
 
@@ -326,15 +326,15 @@ TEST_F(ServiceAdmissionControllerTest, QueueObjectsAServiceIsChargedToAreNotDele
   SetUpQueues(32);
   Ok(c_->Apply(ServiceDoc("llm", 1, "high", "team-a")));
   ASSERT_EQ(Replica("llm", 0)["phase"], "Starting");
-  ApiError busy = Err(c_->DeleteQueueObject("LocalQueue", "team-a"));
-  EXPECT_EQ(busy.http_status, 409);
-  EXPECT_TRUE(Contains(Json(busy.message), "service/llm")) << busy.message;
+  Status busy = Err(c_->DeleteQueueObject("LocalQueue", "team-a"));
+  EXPECT_EQ(busy.code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(Json(busy.message()), "service/llm")) << busy.message();
   busy = Err(c_->DeleteQueueObject("ClusterQueue", "research"));
-  EXPECT_EQ(busy.http_status, 409);
-  EXPECT_TRUE(Contains(Json(busy.message), "service/llm")) << busy.message;
+  EXPECT_EQ(busy.code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(Json(busy.message()), "service/llm")) << busy.message();
   busy = Err(c_->DeleteQueueObject("PriorityClass", "high"));
-  EXPECT_EQ(busy.http_status, 409);
-  EXPECT_TRUE(Contains(Json(busy.message), "service/llm")) << busy.message;
+  EXPECT_EQ(busy.code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(Json(busy.message()), "service/llm")) << busy.message();
   // The default LocalQueue holds nothing of it.
   Ok(c_->DeleteQueueObject("LocalQueue", "default"));
 }

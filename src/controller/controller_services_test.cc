@@ -85,7 +85,7 @@ TEST_F(ControllerServicesTest, GroupsTakeWholeSlicesWithTheServingEnvironment) {
   // Deleting the service frees the slices for training once the agents confirm.
   Ok(c_->DeleteService("llm"));
   HeartbeatAll("Running");
-  EXPECT_EQ(std::get<ApiError>(c_->GetService("llm")).http_status, 404);
+  EXPECT_EQ(c_->GetService("llm").status().code(), StatusCode::kNotFound);
   ASSERT_TRUE(c_->Tick().ok());
   EXPECT_EQ(Phase("train"), "Starting");
 }
@@ -169,22 +169,22 @@ TEST_F(ControllerServicesTest, AHostRunningAGroupIsNotDeletedUntilTheServiceIsGo
   Ok(c_->Apply(ServiceDoc("llm", 1)));
   const Json svc = Service("llm");
   const std::string host = Replica(svc, 0)["hosts"][0].get<std::string>();
-  ApiError busy = Err(c_->DeleteHost(host));
-  EXPECT_EQ(busy.http_status, 409);
-  EXPECT_NE(busy.message.find("service/llm"), std::string::npos) << busy.message;
+  Status busy = Err(c_->DeleteHost(host));
+  EXPECT_EQ(busy.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(busy.message().find("service/llm"), std::string::npos) << busy.message();
   EXPECT_EQ(c_->ListHosts()["items"].size(), 8u);  // nothing was removed
 }
 
 TEST_F(ControllerServicesTest, ScaleAndLoadReportsNameTheirErrors) {
   RegisterTwoSlices();
   Ok(c_->Apply(ServiceDoc("llm", 1)));
-  ApiError e = Err(c_->ScaleService("llm", "decode", 2));
-  EXPECT_EQ(e.http_status, 422);
-  EXPECT_EQ(e.field, "role");
-  EXPECT_EQ(Err(c_->ScaleService("nope", "server", 2)).http_status, 404);
+  Status e = Err(c_->ScaleService("llm", "decode", 2));
+  EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(FieldOf(e), "role");
+  EXPECT_EQ(Err(c_->ScaleService("nope", "server", 2)).code(), StatusCode::kNotFound);
   Ok(c_->ScaleService("llm", "server", 2));
   EXPECT_EQ(Service("llm")["status"]["roles"][0]["replicas"].size(), 2u);
-  EXPECT_EQ(Err(c_->ReportServiceLoad("llm", "decode", 1)).field, "role");
+  EXPECT_EQ(FieldOf(Err(c_->ReportServiceLoad("llm", "decode", 1))), "role");
   Ok(c_->ReportServiceLoad("llm", "server", 3));
   // A shape this cluster can never hold, in a role of spec.roles: the field names the role.
   Json big = ServiceDoc("big", 1);
@@ -193,8 +193,8 @@ TEST_F(ControllerServicesTest, ScaleAndLoadReportsNameTheirErrors) {
   role["topology"] = "8x16";
   big["spec"] = {{"roles", {role}}};
   e = Err(c_->Apply(big));
-  EXPECT_EQ(e.http_status, 422);
-  EXPECT_EQ(e.field, "spec.roles[0].topology") << e.message;
+  EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(FieldOf(e), "spec.roles[0].topology") << e.message();
 }
 
 }  // namespace

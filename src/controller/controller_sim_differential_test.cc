@@ -199,7 +199,7 @@ TEST_F(HeadVsSimulatorTest, TheSameScenarioRecordsTheSameAttempts) {
   EXPECT_EQ(reasons, (std::vector<std::string>{"HostLost", "GrowBack", ""}));
   ASSERT_EQ(sim.size(), head.size());
   for (size_t i = 0; i < head.size(); ++i) {
-    const AttemptRecord h = api::AttemptFromJson(head[i]);
+    const AttemptRecord h = codec::AttemptFromJson(head[i]);
     EXPECT_EQ(sim[i].attempt, h.attempt) << i;
     EXPECT_EQ(sim[i].slices, h.slices) << i;
     EXPECT_EQ(sim[i].world_size, h.world_size) << i;

@@ -40,9 +40,9 @@ class StoreFaultTest : public ControllerTest {
     EXPECT_EQ(c_->ListEvents()["items"].size(), events_before_);
     EXPECT_GT(faulty_->refused(), 0);
   }
-  static void Expect503(const ApiError& e) {
-    EXPECT_EQ(e.http_status, 503);
-    EXPECT_NE(e.message.find("injected: disk I/O error"), std::string::npos) << e.message;
+  static void ExpectUnavailable(const Status& e) {
+    EXPECT_EQ(e.code(), StatusCode::kUnavailable);
+    EXPECT_NE(e.message().find("injected: disk I/O error"), std::string::npos) << e.message();
   }
 
   std::unique_ptr<store::Store> inner_;
@@ -55,9 +55,9 @@ class StoreFaultTest : public ControllerTest {
 TEST_F(StoreFaultTest, AFailedCreateStoresNothingAndCanBeRetried) {
   RegisterTwoSlices();
   Break();
-  Expect503(Err(c_->CreateJob(JobDoc("train", 2))));
+  ExpectUnavailable(Err(c_->CreateJob(JobDoc("train", 2))));
   ExpectNothingHappened();
-  EXPECT_EQ(Err(c_->GetJob("train")).http_status, 404);
+  EXPECT_EQ(Err(c_->GetJob("train")).code(), StatusCode::kNotFound);
   EXPECT_TRUE(c_->ListJobs()["items"].empty());
   EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 0);
   faulty_->Heal();
@@ -81,7 +81,7 @@ TEST_F(StoreFaultTest, AFailedUpdateLeavesTheJobAsItWasUntilTheAgentReportsAgain
                      {"pid", 100},
                      {"startedAtMs", 0},
                      {"state", "Running"}}}}};
-  Expect503(Err(Beat(*c_, h, running)));
+  ExpectUnavailable(Err(Beat(*c_, h, running)));
   ExpectNothingHappened();
   EXPECT_EQ(Ok(c_->GetJob("train")), before);
   faulty_->Heal();
@@ -96,7 +96,7 @@ TEST_F(StoreFaultTest, AFailedDeleteKeepsTheJobRunning) {
   const Json before = Ok(c_->GetJob("train"));
   const Json assignments = Ok(c_->Assignments(HostName(1, 3)));
   Break();
-  Expect503(Err(c_->DeleteJob("train")));
+  ExpectUnavailable(Err(c_->DeleteJob("train")));
   ExpectNothingHappened();
   EXPECT_EQ(Ok(c_->GetJob("train")), before);
   EXPECT_EQ(Ok(c_->Assignments(HostName(1, 3))), assignments);

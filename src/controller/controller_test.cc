@@ -47,11 +47,11 @@ TEST_F(ControllerTest, AJobThatDoesNotFitNowWaitsWithTheReason) {
   EXPECT_NE(second["status"]["message"].get<std::string>().find("0 of 2 are free"),
             std::string::npos);
   // A shape the cluster can never hold is refused at once, naming the field.
-  ApiError too_big = Err(c_->CreateJob(JobDoc("huge", 3)));
-  EXPECT_EQ(too_big.http_status, 422);
-  EXPECT_EQ(too_big.field, "spec.topology");
-  EXPECT_EQ(Err(c_->CreateJob(JobDoc("first", 1))).http_status, 409);
-  EXPECT_EQ(Err(c_->CreateJob(JobDoc("bad", 1, "4x5"))).field, "spec.topology");
+  Status too_big = Err(c_->CreateJob(JobDoc("huge", 3)));
+  EXPECT_EQ(too_big.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(FieldOf(too_big), "spec.topology");
+  EXPECT_EQ(Err(c_->CreateJob(JobDoc("first", 1))).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(FieldOf(Err(c_->CreateJob(JobDoc("bad", 1, "4x5")))), "spec.topology");
 }
 
 TEST_F(ControllerTest, AFailedWorkerStopsTheWholeJobAndFreesChipsOnlyOnceConfirmed) {
@@ -185,7 +185,7 @@ TEST_F(ControllerTest, DeleteStopsWorkersThenRemovesAndIsIdempotent) {
     for (int w = 0; w < 4; ++w)
       Ok(Beat(*c_, HostName(s, w), {{"workers", Json::array()}, {"revision", 1000}}));
   EXPECT_EQ(Phase("train"), "Gone");
-  EXPECT_EQ(Err(c_->DeleteJob("train")).http_status, 404);
+  EXPECT_EQ(Err(c_->DeleteJob("train")).code(), StatusCode::kNotFound);
   EXPECT_EQ(c_->InventorySnapshot().owned_chips(), 0);
 }
 
@@ -201,21 +201,21 @@ TEST_F(ControllerTest, ARestartedControllerKeepsJobsAndTheSameAssignments) {
 }
 
 TEST_F(ControllerTest, RegistrationErrorsNameTheField) {
-  EXPECT_EQ(Err(Register(*c_, {{"name", "Bad_Name"}, {"generation", "v6e"}})).field, "name");
-  EXPECT_EQ(Err(Register(*c_, {{"name", "h"}, {"generation", "v9"}})).field, "generation");
-  EXPECT_EQ(Err(Register(*c_, {{"name", "h"},
-                               {"generation", "v6e"},
-                               {"slice", {{"name", "s"}, {"topology", "4x4"}, {"worker", 4}}}}))
-                .field,
-            "slice.worker");
+  EXPECT_EQ(FieldOf(Err(Register(*c_, {{"name", "Bad_Name"}, {"generation", "v6e"}}))), "name");
+  EXPECT_EQ(FieldOf(Err(Register(*c_, {{"name", "h"}, {"generation", "v9"}}))), "generation");
+  EXPECT_EQ(
+      FieldOf(Err(Register(*c_, {{"name", "h"},
+                                 {"generation", "v6e"},
+                                 {"slice", {{"name", "s"}, {"topology", "4x4"}, {"worker", 4}}}}))),
+      "slice.worker");
   RegisterTwoSlices();
   EXPECT_EQ(
       Err(Register(*c_, {{"name", "other"},
                          {"generation", "v6e"},
                          {"chips", 4},
                          {"slice", {{"name", "slice-0"}, {"topology", "4x4"}, {"worker", 1}}}}))
-          .http_status,
-      409);
+          .code(),
+      StatusCode::kAlreadyExists);
 }
 
 TEST_F(ControllerTest, AHostNameWithUpperCaseOrADomainRegistersUnderItsNormalisedName) {
@@ -228,7 +228,7 @@ TEST_F(ControllerTest, AHostNameWithUpperCaseOrADomainRegistersUnderItsNormalise
   EXPECT_EQ(c_->ListHosts()["items"][0]["metadata"]["name"], "tpu-host-1.zone-a.example.com");
   Ok(Beat(*c_, "tpu-host-1.zone-a.example.com", Json::object()));
   // A name no rule can make valid is refused once, naming the field.
-  EXPECT_EQ(Err(Register(*c_, {{"name", "host_1"}, {"generation", "v6e"}, {"chips", 4}})).field,
+  EXPECT_EQ(FieldOf(Err(Register(*c_, {{"name", "host_1"}, {"generation", "v6e"}, {"chips", 4}}))),
             "name");
 }
 
@@ -274,18 +274,18 @@ TEST_F(AdmissionControllerTest, QueueResourcesAreValidatedStoredAndReloaded) {
   SetUpQueues(32);
   Json bad = ClusterQueueDoc("bad", 16);
   bad["spec"]["quotas"][0]["lendingLimit"] = 8;  // needs a cohort
-  ApiError e = Err(c_->Apply(bad));
-  EXPECT_EQ(e.http_status, 422);
-  EXPECT_EQ(e.field, "spec.quotas[0].lendingLimit");
+  auto e = Err(c_->Apply(bad));
+  EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(FieldOf(e), "spec.quotas[0].lendingLimit");
   Json typo = LocalQueueDoc("b", "research");
   typo["spec"]["clusterQeue"] = "x";
-  EXPECT_EQ(Err(c_->Apply(typo)).field, "spec.clusterQeue");
-  EXPECT_EQ(Err(c_->Apply(PriorityClassDoc("Bad", 1))).field, "metadata.name");
+  EXPECT_EQ(FieldOf(Err(c_->Apply(typo))), "spec.clusterQeue");
+  EXPECT_EQ(FieldOf(Err(c_->Apply(PriorityClassDoc("Bad", 1)))), "metadata.name");
   Json wrong_kind = PriorityClassDoc("p", 1);
   wrong_kind["kind"] = "Pod";
-  EXPECT_EQ(Err(c_->Apply(wrong_kind)).field, "kind");
+  EXPECT_EQ(FieldOf(Err(c_->Apply(wrong_kind))), "kind");
   // A job naming an unknown PriorityClass is refused, naming the field.
-  EXPECT_EQ(Err(c_->CreateJob(QueuedJobDoc("j", 1, "team-a", "urgent"))).field, "spec.priority");
+  EXPECT_EQ(FieldOf(Err(c_->CreateJob(QueuedJobDoc("j", 1, "team-a", "urgent")))), "spec.priority");
   // Applying again replaces.
   Json replaced = Ok(c_->Apply(ClusterQueueDoc("research", 16)));
   EXPECT_FALSE(replaced["created"].get<bool>());

@@ -40,13 +40,13 @@ inline Json PriorityClassDoc(const std::string& name, int value) {
 }
 
 template <typename T>
-const T& Ok(const ApiResult<T>& r) {
-  if (std::holds_alternative<ApiError>(r)) {
-    ADD_FAILURE() << std::get<ApiError>(r).message;
+const T& Ok(const Result<T>& r) {
+  if (!r.ok()) {
+    ADD_FAILURE() << r.status().ToString();
     static T empty{};
     return empty;
   }
-  return std::get<T>(r);
+  return *r;
 }
 
 // The credential the agent of host `name` registers with in these tests (a fixed one per
@@ -57,14 +57,14 @@ inline std::string CredentialOf(std::string name) {
 }
 
 // The head's path for an agent's messages: the wire decoder (protocol/wire.h), then the
-// controller; a message the decoder refuses is the 422 the head answers. A body without a
+// controller; a message the decoder refuses is its InvalidArgument. A body without a
 // "credential" gets CredentialOf its name.
-inline ApiResult<Json> Register(Controller& c, Json body) {
+inline Result<Json> Register(Controller& c, Json body) {
   if (body.is_object() && !body.contains("credential") && body.contains("name") &&
       body["name"].is_string())
     body["credential"] = CredentialOf(body["name"].get<std::string>());
   auto r = protocol::ParseRegistration(body.dump());
-  if (!r.ok()) return ToApiError(r.status());
+  if (!r.ok()) return r.status();
   return c.RegisterHost(*r);
 }
 // The heartbeat's worker reports for every assignment in `assignments` (Controller::
@@ -87,12 +87,12 @@ inline Json WorkerReports(const Json& assignments, const std::string& state, int
 }
 // Like the head: a heartbeat that asks for a pass (the pass listener) gets one after it, not
 // inside it, so its reply is the snapshot from before the pass.
-inline ApiResult<Json> Beat(Controller& c, const std::string& host, const Json& body) {
+inline Result<Json> Beat(Controller& c, const std::string& host, const Json& body) {
   auto b = protocol::ParseHeartbeat(body.dump());
-  if (!b.ok()) return ToApiError(b.status());
+  if (!b.ok()) return b.status();
   bool pass_wanted = false;
   c.SetPassListener([&pass_wanted] { pass_wanted = true; });
-  ApiResult<Json> reply = c.Heartbeat(host, *b);
+  Result<Json> reply = c.Heartbeat(host, *b);
   c.SetPassListener(nullptr);
   if (pass_wanted) {
     const Status pass = c.RunPass();
@@ -101,10 +101,21 @@ inline ApiResult<Json> Beat(Controller& c, const std::string& host, const Json& 
   return reply;
 }
 
+// The refusal of a call that must fail (a failure of the test when it succeeded). Tests check
+// its code() and the field it names (StatusField: "spec.topology" of "spec.topology: ...").
 template <typename T>
-ApiError Err(const ApiResult<T>& r) {
-  EXPECT_TRUE(std::holds_alternative<ApiError>(r));
-  return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
+Status Err(const Result<T>& r) {
+  EXPECT_FALSE(r.ok()) << "the call succeeded where it must be refused";
+  return r.ok() ? Status(StatusCode::kInternal, "the call succeeded") : r.status();
+}
+
+// The field a refusal names, as the API reports it in `field` (api/status_http.h): the
+// message's prefix before the first ':' when it has no space ("spec.topology: ...").
+inline std::string FieldOf(const Status& status) {
+  const std::string& m = status.message();
+  const size_t colon = m.find(':');
+  const std::string field = colon == std::string::npos ? "" : m.substr(0, colon);
+  return field.find(' ') == std::string::npos ? field : "";
 }
 
 inline std::unique_ptr<store::Store> OpenMemoryStore() {
@@ -154,13 +165,13 @@ class ControllerTest : public ::testing::Test {
   // The job's metadata.uid (0 when there is no such job).
   uint64_t Uid(const std::string& job) {
     auto r = c_->GetJob(job);
-    if (std::holds_alternative<ApiError>(r)) return 0;
-    return std::get<Json>(r)["metadata"]["uid"].get<uint64_t>();
+    if (!r.ok()) return 0;
+    return (*r)["metadata"]["uid"].get<uint64_t>();
   }
   std::string Phase(const std::string& job) {
     auto r = c_->GetJob(job);
-    if (std::holds_alternative<ApiError>(r)) return "Gone";
-    return std::get<Json>(r)["status"]["phase"];
+    if (!r.ok()) return "Gone";
+    return (*r)["status"]["phase"];
   }
 
   FakeClock clock_;

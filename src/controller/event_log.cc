@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "api/resource_json.h"
+#include "codec/resource_json.h"
 
 namespace tessera::controller {
 namespace {
@@ -18,12 +18,12 @@ std::string EventName(uint64_t n) {
 }  // namespace
 
 Status EventLog::Load(store::Store& store) {
-  auto stored = store.List(api::kEventKind);
+  auto stored = store.List(codec::kEventKind);
   if (!stored.ok()) return stored.status();
   for (const auto& obj : *stored) {
-    api::Json doc = api::Json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
+    codec::Json doc = codec::Json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
     if (doc.is_discarded()) continue;
-    auto e = api::EventFromJson(doc);
+    auto e = codec::EventFromJson(doc);
     if (!e.ok()) continue;
     next_ = std::max<uint64_t>(next_, std::strtoull(e->name.c_str() + 4, nullptr, 10) + 1);
     events_.push_back(std::move(*e));
@@ -35,12 +35,12 @@ std::vector<Event> EventLog::Stage(std::vector<Event> events, store::WriteBatch&
   uint64_t n = next_;
   for (Event& e : events) {
     e.name = EventName(n++);
-    batch.Create(api::kEventKind, e.name, api::EventJson(e).dump());
+    batch.Create(codec::kEventKind, e.name, codec::EventJson(e).dump());
   }
   const size_t total = events_.size() + events.size();
   const size_t excess = total > max_events_ ? total - max_events_ : 0;
   for (size_t i = 0; i < excess && i < events_.size(); ++i)
-    batch.Delete(api::kEventKind, events_[i].name);
+    batch.Delete(codec::kEventKind, events_[i].name);
   return events;
 }
 

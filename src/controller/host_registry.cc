@@ -49,34 +49,28 @@ Status ValidateMembership(const HostSpec& h) {
   return Status::Ok();
 }
 
-// A host that conflicts with another registered host: 409 naming the field.
-std::optional<ApiError> Conflicts(const HostSpec& h, const HostSpec& other) {
+// A host that conflicts with another registered host: kFailedPrecondition or kAlreadyExists
+// naming the field.
+Status Conflicts(const HostSpec& h, const HostSpec& other) {
   if (other.generation != h.generation)
-    return ApiError{
-        409,
-        "generation: this cluster has " + std::string(GenerationName(other.generation)) + " hosts",
-        "generation"};
+    return FailedPrecondition("generation: this cluster has " +
+                              std::string(GenerationName(other.generation)) + " hosts");
   if (h.slice && other.slice && other.slice->name == h.slice->name) {
     if (other.slice->topology != h.slice->topology)
-      return ApiError{409,
-                      "slice.topology: slice " + h.slice->name + " is " + other.slice->topology,
-                      "slice.topology"};
+      return FailedPrecondition("slice.topology: slice " + h.slice->name + " is " +
+                                other.slice->topology);
     if (other.slice->worker == h.slice->worker)
-      return ApiError{409,
-                      "slice.worker: worker " + std::to_string(h.slice->worker) + " of " +
-                          h.slice->name + " is already host " + other.name,
-                      "slice.worker"};
+      return AlreadyExists("slice.worker: worker " + std::to_string(h.slice->worker) + " of " +
+                           h.slice->name + " is already host " + other.name);
   }
   if (h.cube && other.cube && other.cube->name == h.cube->name) {
     if (other.cube->coord == h.cube->coord)
-      return ApiError{
-          409, "cube.coord: that position of " + h.cube->name + " is already host " + other.name,
-          "cube.coord"};
+      return AlreadyExists("cube.coord: that position of " + h.cube->name + " is already host " +
+                           other.name);
     if (other.cube->block != h.cube->block)
-      return ApiError{409, "cube.block: cube " + h.cube->name + " is in " + other.cube->block,
-                      "cube.block"};
+      return FailedPrecondition("cube.block: cube " + h.cube->name + " is in " + other.cube->block);
   }
-  return std::nullopt;
+  return Status::Ok();
 }
 
 std::string Where(const HostSpec& h) {
@@ -100,7 +94,7 @@ std::string Controller::OwnerOf(const std::string& host) const {
 }
 
 Json Controller::HostJsonLocked(const RegisteredHost& h) const {
-  return api::HostJson(h.spec, h.status, h.version, OwnerOf(h.spec.name));
+  return codec::HostJson(h.spec, h.status, h.version, OwnerOf(h.spec.name));
 }
 
 Status Controller::PersistHost(RegisteredHost& h, const std::vector<JobEvent>& events) {
@@ -109,11 +103,11 @@ Status Controller::PersistHost(RegisteredHost& h, const std::vector<JobEvent>& e
   Json stored = HostJsonLocked(h);
   if (!h.credential_hash.empty()) stored[kCredentialHashField] = h.credential_hash;
   if (h.fence_ms > 0) stored[kAgentFenceField] = h.fence_ms;
-  batch.Put(api::kHostKind, h.spec.name, stored.dump());
+  batch.Put(codec::kHostKind, h.spec.name, stored.dump());
   auto r = CommitWithEvents(batch, "host/" + h.spec.name, events);
   if (!r.ok()) return Unavailable(r.status().message());
   h.version = *r;
-  Emit(api::kHostKind, "MODIFIED", HostJsonLocked(h));
+  Emit(codec::kHostKind, "MODIFIED", HostJsonLocked(h));
   AnnounceEvents();
   return Status::Ok();
 }
@@ -124,14 +118,14 @@ Json Controller::ListHostsLocked() const {
   return {{"kind", "HostList"}, {"items", items}};
 }
 
-ApiResult<Json> Controller::RegisterHost(const protocol::Registration& registration) {
+Result<Json> Controller::RegisterHost(const protocol::Registration& registration) {
   auto normalised = protocol::NormalizeHostName(registration.name);
-  if (!normalised.ok()) return ToApiError(normalised.status());
+  if (!normalised.ok()) return normalised.status();
   HostSpec spec = FromRegistration(registration);
   spec.name = *normalised;
-  if (Status valid = ValidateMembership(spec); !valid.ok()) return ToApiError(valid);
+  if (Status valid = ValidateMembership(spec); !valid.ok()) return valid;
   if (!protocol::IsValidCredential(registration.credential))
-    return ApiError{422, "credential: must be 32..128 lower-case hex digits", "credential"};
+    return InvalidArgument("credential: must be 32..128 lower-case hex digits");
   const std::string credential_hash = protocol::CredentialHash(registration.credential);
   std::lock_guard lock(mu_);
   const int64_t now = NowMs();
@@ -141,16 +135,14 @@ ApiResult<Json> Controller::RegisterHost(const protocol::Registration& registrat
   // its machine keeps its credential); another one needs an admin's `tessera delete host`.
   if (known && !existing->second.credential_hash.empty() &&
       !protocol::ConstantTimeEquals(existing->second.credential_hash, credential_hash))
-    return ApiError{409,
-                    "credential: host '" + spec.name +
-                        "' is registered by another agent; only that agent (its credential is "
-                        "in its state directory) may register it again. If the machine was "
-                        "replaced, an admin runs `tessera delete host " +
-                        spec.name + "` first",
-                    "credential"};
+    return AlreadyExists("credential: host '" + spec.name +
+                         "' is registered by another agent; only that agent (its credential is "
+                         "in its state directory) may register it again. If the machine was "
+                         "replaced, an admin runs `tessera delete host " +
+                         spec.name + "` first");
   for (const auto& [name, other] : hosts_)
     if (name != spec.name)
-      if (auto conflict = Conflicts(spec, other.spec)) return *conflict;
+      if (Status conflict = Conflicts(spec, other.spec); !conflict.ok()) return conflict;
   const bool recovered = known && existing->second.status.lost;
   const bool membership_changed =
       !known || !existing->second.spec.SameMembership(spec) || recovered;
@@ -166,7 +158,7 @@ ApiResult<Json> Controller::RegisterHost(const protocol::Registration& registrat
   }
   Status persisted =
       PersistHost(h, {JobEvent{false, recovered ? "HostRecovered" : "Registered", Where(spec)}});
-  if (!persisted.ok()) return ToApiError(persisted);
+  if (!persisted.ok()) return persisted;
   hosts_[spec.name] = std::move(h);
   // Rebuilding the inventory costs O(hosts); a fleet of N agents joining at once would pay it N
   // times. Mark it stale instead: the next scheduling pass (the head's loop runs one within a
@@ -176,27 +168,21 @@ ApiResult<Json> Controller::RegisterHost(const protocol::Registration& registrat
       protocol::RegisterReplyJson({spec.name, options_.heartbeat_interval_ms, options_.lease_ms}));
 }
 
-std::optional<ApiError> Controller::CheckHostCredential(const std::string& host,
-                                                        std::string_view credential) const {
+Result<bool> Controller::HostCredentialMatches(const std::string& host,
+                                               std::string_view credential) const {
   std::lock_guard lock(mu_);
   auto it = hosts_.find(host);
   if (it == hosts_.end() || it->second.credential_hash.empty())
-    return ApiError{404, "host '" + host + "' is not registered; register first", ""};
-  if (!protocol::IsValidCredential(credential) ||
-      !protocol::ConstantTimeEquals(it->second.credential_hash,
-                                    protocol::CredentialHash(credential)))
-    return ApiError{403,
-                    "credential: the " + std::string(protocol::kHostCredentialHeader) +
-                        " header does not hold host '" + host +
-                        "''s credential; an agent may speak only for the host it registered",
-                    "credential"};
-  return std::nullopt;
+    return NotFound("host '" + host + "' is not registered; register first");
+  return protocol::IsValidCredential(credential) &&
+         protocol::ConstantTimeEquals(it->second.credential_hash,
+                                      protocol::CredentialHash(credential));
 }
 
-ApiResult<Json> Controller::DeleteHost(const std::string& name) {
+Result<Json> Controller::DeleteHost(const std::string& name) {
   std::lock_guard lock(mu_);
   auto it = hosts_.find(name);
-  if (it == hosts_.end()) return ApiError{404, "host '" + name + "' not found", ""};
+  if (it == hosts_.end()) return NotFound("host '" + name + "' not found");
   if (!it->second.status.lost) {
     std::string users;
     for (const auto& [jn, job] : jobs_)
@@ -205,23 +191,21 @@ ApiResult<Json> Controller::DeleteHost(const std::string& name) {
     for (const auto& [sn, svc] : services_)
       if (svc.OnHost(name)) users += (users.empty() ? "service/" : ", service/") + sn;
     if (!users.empty())
-      return ApiError{409,
-                      "host '" + name + "' runs workers of " + users +
-                          "; delete those or let them finish first, or wait until the host "
-                          "is Lost",
-                      ""};
+      return FailedPrecondition("host '" + name + "' runs workers of " + users +
+                                "; delete those or let them finish first, or wait until the host "
+                                "is Lost");
   }
   store::WriteBatch batch;
-  batch.Delete(api::kHostKind, name);
+  batch.Delete(codec::kHostKind, name);
   auto committed =
       CommitWithEvents(batch, "host/" + name,
                        {JobEvent{false, "HostDeleted",
                                  "an admin deleted the host; its name may be registered again"}});
-  if (!committed.ok()) return ToApiError(Unavailable(committed.status().message()));
+  if (!committed.ok()) return Unavailable(committed.status().message());
   Json gone = HostJsonLocked(it->second);
   hosts_.erase(it);
   inventory_dirty_ = true;
-  Emit(api::kHostKind, "DELETED", gone);
+  Emit(codec::kHostKind, "DELETED", gone);
   AnnounceEvents();
   schedule_requested_ = true;
   return Json{{"name", name}, {"status", "Deleted"}};
@@ -239,15 +223,14 @@ Status Controller::HostRecovered(RegisteredHost& h) {
   return Status::Ok();
 }
 
-ApiResult<Json> Controller::Heartbeat(const std::string& name, const protocol::Heartbeat& beat) {
+Result<Json> Controller::Heartbeat(const std::string& name, const protocol::Heartbeat& beat) {
   std::lock_guard lock(mu_);
   auto it = hosts_.find(name);
-  if (it == hosts_.end())
-    return ApiError{404, "host '" + name + "' is not registered; register first", ""};
+  if (it == hosts_.end()) return NotFound("host '" + name + "' is not registered; register first");
   RegisteredHost& h = it->second;
   const int64_t now = NowMs();
   if (h.status.lost)
-    if (Status s = HostRecovered(h); !s.ok()) return ToApiError(s);
+    if (Status s = HostRecovered(h); !s.ok()) return s;
   RenewLease(h, now);
   h.status.usage["cpuPercent"] = beat.usage.cpu_percent;
   h.status.usage["memoryBytes"] = static_cast<double>(beat.usage.memory_bytes);
@@ -315,7 +298,7 @@ ApiResult<Json> Controller::Heartbeat(const std::string& name, const protocol::H
   // workload and may commit. A heartbeat that freed chips or requeued work asks the loop for one
   // (Tick), so a burst of heartbeats costs one pass, and no agent's request runs one.
   RequestPass();
-  if (!failed.ok()) return ToApiError(failed);
+  if (!failed.ok()) return failed;
   return AssignmentsLocked(name);
 }
 

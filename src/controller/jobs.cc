@@ -5,9 +5,9 @@
 #include <optional>
 #include <set>
 
-#include "api/manifest.h"
-#include "api/reservation_manifest.h"
-#include "api/service_manifest.h"
+#include "codec/manifest.h"
+#include "codec/reservation_manifest.h"
+#include "codec/service_manifest.h"
 #include "controller/controller.h"
 #include "protocol/credential.h"
 
@@ -15,85 +15,79 @@ namespace tessera::controller {
 namespace {
 
 // Why the cluster refuses `spec` before storing it: a generation it has no hosts of, a size it
-// could never hold even empty, a PriorityClass that does not exist. nullopt when none applies.
-std::optional<ApiError> JobRefusal(const TrainJobSpec& spec, const Inventory& inventory,
-                                   bool inventory_ready, const SlicePlanner& planner,
-                                   const std::set<std::string>& priority_classes) {
+// could never hold even empty, a PriorityClass that does not exist. OK when none applies.
+Status JobRefusal(const TrainJobSpec& spec, const Inventory& inventory, bool inventory_ready,
+                  const SlicePlanner& planner, const std::set<std::string>& priority_classes) {
   if (inventory_ready) {
     if (spec.accelerator != inventory.generation())
-      return ApiError{422,
-                      "spec.accelerator: this cluster has " +
-                          std::string(GenerationName(inventory.generation())) + " hosts; a " +
-                          std::string(GenerationName(spec.accelerator)) + " job can never run here",
-                      "spec.accelerator"};
+      return InvalidArgument("spec.accelerator: this cluster has " +
+                             std::string(GenerationName(inventory.generation())) + " hosts; a " +
+                             std::string(GenerationName(spec.accelerator)) +
+                             " job can never run here");
     // A request the cluster could never hold, even empty, is refused up front.
     Inventory empty = inventory;
     for (OwnerId owner : inventory.Owners()) empty.Release(owner);
     for (const Host& h : empty.hosts())
-      if (Status s = empty.SetHealth(h.id, Health::kHealthy); !s.ok()) return ToApiError(s);
+      if (Status s = empty.SetHealth(h.id, Health::kHealthy); !s.ok()) return s;
     PlanResult p = planner.Plan(empty, {spec.accelerator, spec.topology, spec.min_slices});
     if (p.reason == NoFit::kNeverFits || p.reason == NoFit::kNotEnoughChips)
-      return ApiError{422,
-                      "spec.topology: " + std::to_string(spec.min_slices) + " x " +
-                          spec.topology.ToString() + " can never fit this cluster: " + p.message,
-                      "spec.topology"};
+      return InvalidArgument("spec.topology: " + std::to_string(spec.min_slices) + " x " +
+                             spec.topology.ToString() +
+                             " can never fit this cluster: " + p.message);
   }
   if (!spec.priority.empty() && !priority_classes.count(spec.priority)) {
     std::string known;
     for (const auto& name : priority_classes) known += (known.empty() ? "" : ", ") + name;
-    return ApiError{422,
-                    "spec.priority: PriorityClass '" + spec.priority +
-                        "' does not exist; known: " + (known.empty() ? "none" : known),
-                    "spec.priority"};
+    return InvalidArgument("spec.priority: PriorityClass '" + spec.priority +
+                           "' does not exist; known: " + (known.empty() ? "none" : known));
   }
-  return std::nullopt;
+  return Status::Ok();
 }
 
 }  // namespace
 
-std::optional<ApiError> Controller::NewJobRefusalLocked(const TrainJobSpec& spec) {
-  if (Status s = RefreshInventory(); !s.ok()) return ToApiError(s);
+Status Controller::NewJobRefusalLocked(const TrainJobSpec& spec) {
+  if (Status s = RefreshInventory(); !s.ok()) return s;
   if (jobs_.count(spec.name))
-    return ApiError{409,
-                    "metadata.name: a TrainJob named '" + spec.name +
-                        "' already exists; delete it first or choose another name",
-                    "metadata.name"};
-  if (auto refused = JobInReservationRefusalLocked(spec)) return refused;  // reservations.cc
+    return AlreadyExists("metadata.name: a TrainJob named '" + spec.name +
+                         "' already exists; delete it first or choose another name");
+  if (Status refused = JobInReservationRefusalLocked(spec); !refused.ok())
+    return refused;  // reservations.cc
   std::set<std::string> classes;
   for (const auto& [n, pc] : priority_classes_) classes.insert(n);
   return JobRefusal(spec, inventory_, inventory_ready_, planner_, classes);
 }
 
-ApiResult<Json> Controller::DryRunApply(const Json& doc) {
-  auto kind = api::DocumentKind(doc);
-  if (!kind.ok()) return ToApiError(kind.status());
+Result<Json> Controller::DryRunApply(const Json& doc) {
+  auto kind = codec::DocumentKind(doc);
+  if (!kind.ok()) return kind.status();
   std::string name;
   bool exists = false;
-  if (*kind == api::kTrainJobKind) {
-    auto spec = api::ParseTrainJob(doc);
-    if (!spec.ok()) return ToApiError(spec.status());
+  if (*kind == codec::kTrainJobKind) {
+    auto spec = codec::ParseTrainJob(doc);
+    if (!spec.ok()) return spec.status();
     std::lock_guard lock(mu_);
-    if (auto refused = NewJobRefusalLocked(*spec)) return *refused;
+    if (Status refused = NewJobRefusalLocked(*spec); !refused.ok()) return refused;
     name = spec->name;
   } else if (*kind == "Service") {
-    auto spec = api::ParseService(doc);
-    if (!spec.ok()) return ToApiError(spec.status());
+    auto spec = codec::ParseService(doc);
+    if (!spec.ok()) return spec.status();
     std::lock_guard lock(mu_);
-    if (auto refused = ServiceRefusalLocked(*spec, doc)) return *refused;
+    if (Status refused = ServiceRefusalLocked(*spec, doc); !refused.ok()) return refused;
     name = spec->name;
     exists = services_.count(name) > 0;
-  } else if (*kind == api::kSliceReservationKind) {
-    auto spec = api::ParseSliceReservation(doc);
-    if (!spec.ok()) return ToApiError(spec.status());
+  } else if (*kind == codec::kSliceReservationKind) {
+    auto spec = codec::ParseSliceReservation(doc);
+    if (!spec.ok()) return spec.status();
     std::lock_guard lock(mu_);
-    if (auto refused = DryRunReservationLocked(*spec)) return *refused;
+    if (Status refused = DryRunReservationLocked(*spec); !refused.ok()) return refused;
     name = spec->name;
     exists = reservations_.count(name) > 0;
   } else {
-    Status parsed = *kind == "ClusterQueue" ? api::ParseClusterQueue(doc).status()
-                    : *kind == "LocalQueue" ? api::ParseLocalQueue(doc).status()
-                                            : api::ParsePriorityClass(doc).status();
-    if (!parsed.ok()) return ToApiError(parsed);
+    Status parsed = *kind == "ClusterQueue" ? codec::ParseClusterQueue(doc).status()
+                    : *kind == "LocalQueue" ? codec::ParseLocalQueue(doc).status()
+                                            : codec::ParsePriorityClass(doc).status();
+    if (!parsed.ok()) return parsed;
     name = doc["metadata"].value("name", "");
     std::lock_guard lock(mu_);
     exists = QueueObjects(*kind).count(name) > 0;
@@ -102,20 +96,20 @@ ApiResult<Json> Controller::DryRunApply(const Json& doc) {
       {"kind", *kind}, {"metadata", {{"name", name}}}, {"created", !exists}, {"dryRun", true}};
 }
 
-ApiResult<Json> Controller::Apply(const Json& doc) {
-  auto kind = api::DocumentKind(doc);
-  if (!kind.ok()) return ToApiError(kind.status());
-  if (*kind == api::kTrainJobKind) return CreateJob(doc);
+Result<Json> Controller::Apply(const Json& doc) {
+  auto kind = codec::DocumentKind(doc);
+  if (!kind.ok()) return kind.status();
+  if (*kind == codec::kTrainJobKind) return CreateJob(doc);
   if (*kind == "Service") return ApplyService(doc);
-  if (*kind == api::kSliceReservationKind) return ApplyReservation(doc);
+  if (*kind == codec::kSliceReservationKind) return ApplyReservation(doc);
   return ApplyQueueObject(*kind, doc);
 }
 
-ApiResult<Json> Controller::CreateJob(const Json& doc) {
-  auto spec = api::ParseTrainJob(doc);
-  if (!spec.ok()) return ToApiError(spec.status());
+Result<Json> Controller::CreateJob(const Json& doc) {
+  auto spec = codec::ParseTrainJob(doc);
+  if (!spec.ok()) return spec.status();
   std::lock_guard lock(mu_);
-  if (auto refused = NewJobRefusalLocked(*spec)) return *refused;
+  if (Status refused = NewJobRefusalLocked(*spec); !refused.ok()) return refused;
   const std::string name = spec->name;
   // Stored and printed in the canonical spelling: "TPU-V6E-16" becomes v6e and 4x4.
   Json spec_doc = doc["spec"];
@@ -123,7 +117,7 @@ ApiResult<Json> Controller::CreateJob(const Json& doc) {
   spec_doc["topology"] = spec->topology.ToString();
   TrainJob job = TrainLifecycle::Create(std::move(*spec), spec_doc.dump(), next_uid_, NowMs());
   store::WriteBatch batch;
-  batch.Create(api::kTrainJobKind, name, JobJson(job).dump());
+  batch.Create(codec::kTrainJobKind, name, JobJson(job).dump());
   // The high-water mark goes with the job: a uid is never given twice, even after this job is
   // deleted and the head restarted.
   batch.Put(kUidCounterKind, kUidCounterName, Json{{"next", next_uid_ + 1}}.dump());
@@ -131,14 +125,14 @@ ApiResult<Json> Controller::CreateJob(const Json& doc) {
       CommitWithEvents(batch, "trainjob/" + name, {JobEvent{false, "Created", "accepted"}});
   if (!committed.ok()) {
     if (committed.status().code() == StatusCode::kAlreadyExists)
-      return ApiError{409, "metadata.name: '" + name + "' already exists", "metadata.name"};
-    return ToApiError(Unavailable(committed.status().message()));
+      return AlreadyExists("metadata.name: '" + name + "' already exists");
+    return Unavailable(committed.status().message());
   }
   ++next_uid_;
   job.runtime.version = *committed;
   job.runtime.persisted_ms = NowMs();
   Json out = JobJson(job);
-  Emit(api::kTrainJobKind, "ADDED", out);
+  Emit(codec::kTrainJobKind, "ADDED", out);
   AnnounceEvents();
   jobs_[name] = std::move(job);
   schedule_requested_ = true;
@@ -146,10 +140,10 @@ ApiResult<Json> Controller::CreateJob(const Json& doc) {
   return out;
 }
 
-ApiResult<Json> Controller::GetJob(const std::string& name) const {
+Result<Json> Controller::GetJob(const std::string& name) const {
   std::lock_guard lock(mu_);
   auto it = jobs_.find(name);
-  if (it == jobs_.end()) return ApiError{404, "trainjob '" + name + "' not found", ""};
+  if (it == jobs_.end()) return NotFound("trainjob '" + name + "' not found");
   return JobJson(it->second);
 }
 
@@ -165,44 +159,40 @@ Controller::JobsCopy Controller::CopyJobsLocked() const {
 
 Json Controller::JobListJson(const JobsCopy& copy) {
   Json items = Json::array();
-  for (const TrainJob& j : copy.jobs) items.push_back(api::TrainJobJson(j, copy.now_ms));
+  for (const TrainJob& j : copy.jobs) items.push_back(codec::TrainJobJson(j, copy.now_ms));
   return {{"kind", "TrainJobList"}, {"items", std::move(items)}};
 }
 
-ApiResult<Json> Controller::DeleteJob(const std::string& name) {
+Result<Json> Controller::DeleteJob(const std::string& name) {
   std::lock_guard lock(mu_);
-  if (!jobs_.count(name)) return ApiError{404, "trainjob '" + name + "' not found", ""};
+  if (!jobs_.count(name)) return NotFound("trainjob '" + name + "' not found");
   if (jobs_.at(name).status.deleting) return Json{{"name", name}, {"status", "Terminating"}};
   const View view(*this);
   Status s = RunStep(name, [&](TrainJob& job) { return train_.Delete(job, view, NowMs()); });
-  if (!s.ok()) return ToApiError(s);
+  if (!s.ok()) return s;
   ScheduleAfterRequest();
   return Json{{"name", name}, {"status", jobs_.count(name) ? "Terminating" : "Deleted"}};
 }
 
-ApiResult<Controller::LogLocation> Controller::LocateLog(const std::string& name, int rank) const {
+Result<Controller::LogLocation> Controller::LocateLog(const std::string& name, int rank) const {
   std::lock_guard lock(mu_);
   auto it = jobs_.find(name);
-  if (it == jobs_.end()) return ApiError{404, "trainjob '" + name + "' not found", ""};
+  if (it == jobs_.end()) return NotFound("trainjob '" + name + "' not found");
   const TrainJobStatus& st = it->second.status;
   if (st.attempt < 0)
-    return ApiError{404, "trainjob '" + name + "' has not started yet (" + st.reason + ")", ""};
+    return NotFound("trainjob '" + name + "' has not started yet (" + st.reason + ")");
   auto w = st.workers.find(rank);
   if (w == st.workers.end())
-    return ApiError{
-        400,
-        "worker: trainjob '" + name + "' has workers 0.." + std::to_string(st.workers.size() - 1),
-        "worker"};
+    return InvalidArgument("worker: trainjob '" + name + "' has workers 0.." +
+                           std::to_string(st.workers.size() - 1));
   auto h = hosts_.find(w->second.host);
-  if (h == hosts_.end()) return ApiError{404, "host " + w->second.host + " is gone", ""};
+  if (h == hosts_.end()) return NotFound("host " + w->second.host + " is gone");
   LogLocation loc;
   loc.address = h->second.spec.address;
   loc.port = h->second.spec.agent_port;
   if (loc.port == 0)
-    return ApiError{
-        404,
-        "host " + w->second.host + " serves no logs: its agent registered without an agentPort",
-        ""};
+    return NotFound("host " + w->second.host +
+                    " serves no logs: its agent registered without an agentPort");
   loc.token = protocol::LogTokenFromHash(h->second.credential_hash);
   loc.path = "/logs/" + name + "/" + std::to_string(it->second.uid) + "/" +
              std::to_string(st.attempt) + "/" + std::to_string(rank);
@@ -212,7 +202,7 @@ ApiResult<Controller::LogLocation> Controller::LocateLog(const std::string& name
 
 Json Controller::EventListJson(const std::deque<Event>& events) {
   Json items = Json::array();
-  for (const Event& e : events) items.push_back(api::EventJson(e));
+  for (const Event& e : events) items.push_back(codec::EventJson(e));
   return {{"kind", "EventList"}, {"items", std::move(items)}};
 }
 

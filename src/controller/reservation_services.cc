@@ -6,7 +6,7 @@
 // charged once, to the reservation, and the hosts stay held when the groups stop. A group that
 // cannot be placed waits with the reason a job would have (ReservationNotFound, Pending,
 // Expired, Releasing, Full). A Service with a placed group is a user of the reservation: named
-// in status.users and in the 409 on delete, and its groups are stopped by `--force`.
+// in status.users and in the refusal of a delete, and its groups are stopped by `--force`.
 //
 // Hooked in by one line each: ServiceRefusalLocked (services.cc), ScheduleReservationUsers and
 // StopReservationUsers (reservations.cc).
@@ -62,8 +62,7 @@ bool Controller::ReservationUnusable(const std::string& name, std::string& reaso
   return true;
 }
 
-std::optional<ApiError> Controller::ServiceInReservationRefusalLocked(const ServiceSpec& spec,
-                                                                      const Json& doc) {
+Status Controller::ServiceInReservationRefusalLocked(const ServiceSpec& spec, const Json& doc) {
   // Placed groups run on hosts of the reservation they were placed in (or outside any): moving
   // them would need a new placement of every group.
   if (const Service* existing = FindService(spec.name);
@@ -73,18 +72,16 @@ std::optional<ApiError> Controller::ServiceInReservationRefusalLocked(const Serv
       return r.empty() ? std::string("outside any slicereservation")
                        : "inside slicereservation '" + r + "'";
     };
-    return ApiError{409,
-                    "spec.reservation: service '" + spec.name + "' has " +
-                        std::to_string(existing->PlacedReplicas()) + " replica groups placed " +
-                        where(existing->spec.reservation) +
-                        "; it cannot move while they run: delete the service first (tessera "
-                        "delete service " +
-                        spec.name + ") or keep spec.reservation as it is",
-                    "spec.reservation"};
+    return FailedPrecondition("spec.reservation: service '" + spec.name + "' has " +
+                              std::to_string(existing->PlacedReplicas()) +
+                              " replica groups placed " + where(existing->spec.reservation) +
+                              "; it cannot move while they run: delete the service first (tessera "
+                              "delete service " +
+                              spec.name + ") or keep spec.reservation as it is");
   }
-  if (spec.reservation.empty()) return std::nullopt;
+  if (spec.reservation.empty()) return Status::Ok();
   auto it = reservations_.find(spec.reservation);
-  if (it == reservations_.end()) return std::nullopt;  // it waits for the reservation
+  if (it == reservations_.end()) return Status::Ok();  // it waits for the reservation
   const SliceReservation& r = it->second;
   const bool listed = doc.is_object() && doc.contains("spec") && doc["spec"].is_object() &&
                       doc["spec"].contains("roles");
@@ -96,23 +93,21 @@ std::optional<ApiError> Controller::ServiceInReservationRefusalLocked(const Serv
                              std::string(GenerationName(role.accelerator)) + " " +
                              role.topology.ToString() + " replica";
     auto refuse = [&](const std::string& why) {
-      return ApiError{422,
-                      "spec.reservation: " + what + " can never run inside slicereservation '" +
-                          r.name() + "' (" + holds + "): " + why +
-                          "; ask for a smaller replica, or reserve more",
-                      "spec.reservation"};
+      return InvalidArgument("spec.reservation: " + what +
+                             " can never run inside slicereservation '" + r.name() + "' (" + holds +
+                             "): " + why + "; ask for a smaller replica, or reserve more");
     };
     if (role.accelerator != r.spec.accelerator) return refuse("another accelerator");
     if (role.topology.chips() > r.chips()) return refuse("more chips");
     // Held whole now (not Rescheduling): plan on its slices as if it had no other users.
     if (r.status.phase == ReservationPhase::kReady && r.HoldsChips() && inventory_ready_) {
       auto inside = InsideReservation(inventory_, OwnerId(r.uid), ReservationLostHosts(r));
-      if (!inside.ok()) return ToApiError(inside.status());
+      if (!inside.ok()) return inside.status();
       PlanResult p = planner_.Plan(*inside, {role.accelerator, role.topology, 1});
       if (!p.placed()) return refuse(p.message);
     }
   }
-  return std::nullopt;
+  return Status::Ok();
 }
 
 Status Controller::ScheduleReservationServices() {

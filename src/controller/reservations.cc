@@ -11,8 +11,8 @@
 // inventory rebuild (host_registry.cc).
 #include <algorithm>
 
-#include "api/manifest.h"
-#include "api/reservation_manifest.h"
+#include "codec/manifest.h"
+#include "codec/reservation_manifest.h"
 #include "controller/controller.h"
 
 namespace tessera::controller {
@@ -45,46 +45,41 @@ std::vector<std::string> Controller::ReservationUsers(const std::string& name) c
 }
 
 Json Controller::ReservationJsonLocked(const SliceReservation& r) const {
-  return api::SliceReservationJson(r);
+  return codec::SliceReservationJson(r);
 }
 
-std::optional<ApiError> Controller::ReservationRefusalLocked(const SliceReservationSpec& spec) {
-  if (Status s = RefreshInventory(); !s.ok()) return ToApiError(s);
+Status Controller::ReservationRefusalLocked(const SliceReservationSpec& spec) {
+  if (Status s = RefreshInventory(); !s.ok()) return s;
   if (inventory_ready_) {
     if (spec.accelerator != inventory_.generation())
-      return ApiError{422,
-                      "spec.accelerator: this cluster has " +
-                          std::string(GenerationName(inventory_.generation())) + " hosts; a " +
-                          std::string(GenerationName(spec.accelerator)) +
-                          " reservation can never be held here",
-                      "spec.accelerator"};
+      return InvalidArgument("spec.accelerator: this cluster has " +
+                             std::string(GenerationName(inventory_.generation())) + " hosts; a " +
+                             std::string(GenerationName(spec.accelerator)) +
+                             " reservation can never be held here");
     // Larger than the cluster even when empty and healthy: it could never be Ready.
     Inventory empty = inventory_;
     for (OwnerId owner : inventory_.Owners()) empty.Release(owner);
     for (const Host& h : empty.hosts())
-      if (Status s = empty.SetHealth(h.id, Health::kHealthy); !s.ok()) return ToApiError(s);
+      if (Status s = empty.SetHealth(h.id, Health::kHealthy); !s.ok()) return s;
     PlanResult p = planner_.Plan(empty, {spec.accelerator, spec.topology, spec.num_slices});
     if (!p.placed() && p.reason != NoFit::kNoFreeBox && p.reason != NoFit::kNoFreeSlice)
-      return ApiError{422,
-                      "spec.numSlices: " + std::to_string(spec.num_slices) + " x " +
-                          spec.topology.ToString() + " can never fit this cluster: " + p.message,
-                      "spec.numSlices"};
+      return InvalidArgument("spec.numSlices: " + std::to_string(spec.num_slices) + " x " +
+                             spec.topology.ToString() +
+                             " can never fit this cluster: " + p.message);
   }
   if (!spec.priority.empty() && !priority_classes_.count(spec.priority)) {
     std::string known;
     for (const auto& [n, pc] : priority_classes_) known += (known.empty() ? "" : ", ") + n;
-    return ApiError{422,
-                    "spec.priority: PriorityClass '" + spec.priority +
-                        "' does not exist; known: " + (known.empty() ? "none" : known),
-                    "spec.priority"};
+    return InvalidArgument("spec.priority: PriorityClass '" + spec.priority +
+                           "' does not exist; known: " + (known.empty() ? "none" : known));
   }
-  return std::nullopt;
+  return Status::Ok();
 }
 
-std::optional<ApiError> Controller::JobInReservationRefusalLocked(const TrainJobSpec& spec) {
-  if (spec.reservation.empty()) return std::nullopt;
+Status Controller::JobInReservationRefusalLocked(const TrainJobSpec& spec) {
+  if (spec.reservation.empty()) return Status::Ok();
   auto it = reservations_.find(spec.reservation);
-  if (it == reservations_.end()) return std::nullopt;  // it waits for the reservation
+  if (it == reservations_.end()) return Status::Ok();  // it waits for the reservation
   const SliceReservation& r = it->second;
   const std::string what = std::to_string(spec.min_slices) + " x " +
                            std::string(GenerationName(spec.accelerator)) + " " +
@@ -93,29 +88,28 @@ std::optional<ApiError> Controller::JobInReservationRefusalLocked(const TrainJob
                             std::string(GenerationName(r.spec.accelerator)) + " " +
                             r.spec.topology.ToString();
   auto refuse = [&](const std::string& why) {
-    return ApiError{422,
-                    "spec.reservation: " + what + " can never run inside slicereservation '" +
-                        r.name() + "' (" + holds + "): " + why + "; ask for less, or reserve more",
-                    "spec.reservation"};
+    return InvalidArgument("spec.reservation: " + what +
+                           " can never run inside slicereservation '" + r.name() + "' (" + holds +
+                           "): " + why + "; ask for less, or reserve more");
   };
   if (spec.accelerator != r.spec.accelerator) return refuse("another accelerator");
   if (spec.topology.chips() * spec.min_slices > r.chips()) return refuse("more chips");
   // Held whole now (not Rescheduling): plan on its slices as if it had no other users.
   if (r.status.phase == ReservationPhase::kReady && r.HoldsChips() && inventory_ready_) {
     auto inside = InsideReservation(inventory_, OwnerId(r.uid), ReservationLostHosts(r));
-    if (!inside.ok()) return ToApiError(inside.status());
+    if (!inside.ok()) return inside.status();
     PlanResult p = planner_.Plan(*inside, {spec.accelerator, spec.topology, spec.min_slices});
     if (!p.placed()) return refuse(p.message);
   }
-  return std::nullopt;
+  return Status::Ok();
 }
 
-ApiResult<Json> Controller::ApplyReservation(const Json& doc) {
-  auto spec = api::ParseSliceReservation(doc);
-  if (!spec.ok()) return ToApiError(spec.status());
+Result<Json> Controller::ApplyReservation(const Json& doc) {
+  auto spec = codec::ParseSliceReservation(doc);
+  if (!spec.ok()) return spec.status();
   std::lock_guard lock(mu_);
   const std::string name = spec->name;
-  const Json spec_doc = api::SliceReservationSpecJson(*spec, doc["spec"]);
+  const Json spec_doc = codec::SliceReservationSpecJson(*spec, doc["spec"]);
   if (auto it = reservations_.find(name); it != reservations_.end()) {
     // Applying the same document again changes nothing (kubectl apply); another spec would
     // change what is held under running work.
@@ -126,29 +120,27 @@ ApiResult<Json> Controller::ApplyReservation(const Json& doc) {
       out["created"] = false;
       return out;
     }
-    return ApiError{409,
-                    "spec: slicereservation '" + name +
-                        "' exists with another spec; a held reservation cannot be changed: "
-                        "delete it first (tessera delete slicereservation " +
-                        name + ") or choose another name",
-                    "spec"};
+    return AlreadyExists("spec: slicereservation '" + name +
+                         "' exists with another spec; a held reservation cannot be changed: "
+                         "delete it first (tessera delete slicereservation " +
+                         name + ") or choose another name");
   }
-  if (auto refused = ReservationRefusalLocked(*spec)) return *refused;
+  if (Status refused = ReservationRefusalLocked(*spec); !refused.ok()) return refused;
   SliceReservation r =
       ReservationLifecycle::Create(std::move(*spec), spec_doc.dump(), next_uid_, NowMs());
   store::WriteBatch batch;
-  batch.Create(api::kSliceReservationKind, name, ReservationJsonLocked(r).dump());
+  batch.Create(codec::kSliceReservationKind, name, ReservationJsonLocked(r).dump());
   batch.Put(kUidCounterKind, kUidCounterName, Json{{"next", next_uid_ + 1}}.dump());
   auto committed = CommitWithEvents(batch, Object(name), {JobEvent{false, "Created", "accepted"}});
   if (!committed.ok()) {
     if (committed.status().code() == StatusCode::kAlreadyExists)
-      return ApiError{409, "metadata.name: '" + name + "' already exists", "metadata.name"};
-    return ToApiError(Unavailable(committed.status().message()));
+      return AlreadyExists("metadata.name: '" + name + "' already exists");
+    return Unavailable(committed.status().message());
   }
   ++next_uid_;
   r.version = *committed;
   Json out = ReservationJsonLocked(r);
-  Emit(api::kSliceReservationKind, "ADDED", out);
+  Emit(codec::kSliceReservationKind, "ADDED", out);
   AnnounceEvents();
   reservations_[name] = std::move(r);
   schedule_requested_ = true;
@@ -158,15 +150,14 @@ ApiResult<Json> Controller::ApplyReservation(const Json& doc) {
   return out;
 }
 
-std::optional<ApiError> Controller::DryRunReservationLocked(const SliceReservationSpec& spec) {
-  return reservations_.count(spec.name) ? std::nullopt : ReservationRefusalLocked(spec);
+Status Controller::DryRunReservationLocked(const SliceReservationSpec& spec) {
+  return reservations_.count(spec.name) ? Status::Ok() : ReservationRefusalLocked(spec);
 }
 
-ApiResult<Json> Controller::GetReservation(const std::string& name) const {
+Result<Json> Controller::GetReservation(const std::string& name) const {
   std::lock_guard lock(mu_);
   auto it = reservations_.find(name);
-  if (it == reservations_.end())
-    return ApiError{404, "slicereservation '" + name + "' not found", ""};
+  if (it == reservations_.end()) return NotFound("slicereservation '" + name + "' not found");
   return ReservationJsonLocked(it->second);
 }
 
@@ -185,10 +176,9 @@ Json Controller::ListReservations() const {
   return ListReservationsLocked();
 }
 
-ApiResult<Json> Controller::DeleteReservation(const std::string& name, bool force) {
+Result<Json> Controller::DeleteReservation(const std::string& name, bool force) {
   std::lock_guard lock(mu_);
-  if (!reservations_.count(name))
-    return ApiError{404, "slicereservation '" + name + "' not found", ""};
+  if (!reservations_.count(name)) return NotFound("slicereservation '" + name + "' not found");
   const std::vector<std::string> users = ReservationUsers(name);
   Status refused = Status::Ok();
   Status s = RunReservationStep(name, [&](SliceReservation& r) {
@@ -199,8 +189,8 @@ ApiResult<Json> Controller::DeleteReservation(const std::string& name, bool forc
     }
     return *e;
   });
-  if (!refused.ok()) return ApiError{409, refused.message(), ""};
-  if (!s.ok()) return ToApiError(s);
+  if (!refused.ok()) return FailedPrecondition(refused.message());
+  if (!s.ok()) return s;
   ScheduleAfterRequest();
   Json out = {{"name", name}, {"status", reservations_.count(name) ? "Deleting" : "Deleted"}};
   if (!users.empty()) out["stopped"] = users;
@@ -219,9 +209,9 @@ Status Controller::RunReservationStep(const std::string& name, const Reservation
   if (e.empty()) return Status::Ok();
   store::WriteBatch batch;
   if (e.remove)
-    batch.Delete(api::kSliceReservationKind, name);
+    batch.Delete(codec::kSliceReservationKind, name);
   else if (e.persist)
-    batch.Update(api::kSliceReservationKind, name, ReservationJsonLocked(r).dump(), r.version);
+    batch.Update(codec::kSliceReservationKind, name, ReservationJsonLocked(r).dump(), r.version);
   auto committed = CommitWithEvents(batch, Object(name), e.events);
   if (!committed.ok()) {
     r = std::move(before);
@@ -233,10 +223,10 @@ Status Controller::RunReservationStep(const std::string& name, const Reservation
   if (!e.release_hosts.empty() && inventory_ready_)
     ReleaseReservationHosts(r, e.release_hosts);  // reservation_health.cc
   if (e.remove) {
-    Emit(api::kSliceReservationKind, "DELETED", ReservationJsonLocked(r));
+    Emit(codec::kSliceReservationKind, "DELETED", ReservationJsonLocked(r));
     reservations_.erase(it);
   } else if (e.persist) {
-    Emit(api::kSliceReservationKind, "MODIFIED", ReservationJsonLocked(r));
+    Emit(codec::kSliceReservationKind, "MODIFIED", ReservationJsonLocked(r));
   }
   AnnounceEvents();
   if (e.schedule) schedule_requested_ = true;
@@ -278,12 +268,12 @@ Status Controller::TickReservations(int64_t now) {
 }
 
 Status Controller::LoadReservations() {
-  auto objects = store_.List(api::kSliceReservationKind);
+  auto objects = store_.List(codec::kSliceReservationKind);
   if (!objects.ok()) return objects.status();
   for (const auto& obj : *objects) {
     Json doc = Json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
     if (doc.is_discarded()) return Internal("stored SliceReservation " + obj.name + " is not JSON");
-    auto r = api::SliceReservationFromJson(doc);
+    auto r = codec::SliceReservationFromJson(doc);
     if (!r.ok()) return r.status();
     r->version = obj.resource_version;
     next_uid_ = std::max(next_uid_, r->uid + 1);

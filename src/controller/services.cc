@@ -10,8 +10,8 @@
 // same cycle as the jobs (service_admission.cc; docs/serving.md "Admission").
 #include <algorithm>
 
-#include "api/service_json.h"
-#include "api/service_manifest.h"
+#include "codec/service_json.h"
+#include "codec/service_manifest.h"
 #include "controller/controller.h"
 #include "protocol/credential.h"
 #include "workload/service_admission.h"
@@ -38,9 +38,9 @@ Status Controller::RunServiceStep(const std::string& name, const ServiceStep& st
   if (e.empty() && e.release_owners.empty()) return Status::Ok();
   store::WriteBatch batch;
   if (e.remove)
-    batch.Delete(api::kServiceKind, name);
+    batch.Delete(codec::kServiceKind, name);
   else if (e.persist)
-    batch.Update(api::kServiceKind, name, api::ServiceJson(*svc).dump(), svc->runtime.version);
+    batch.Update(codec::kServiceKind, name, codec::ServiceJson(*svc).dump(), svc->runtime.version);
   if (store_uid_counter)
     batch.Put(kUidCounterKind, kUidCounterName, Json{{"next", next_uid_ + 1}}.dump());
   auto committed = CommitWithEvents(batch, ServiceObject(name), e.events);
@@ -58,10 +58,10 @@ Status Controller::RunServiceStep(const std::string& name, const ServiceStep& st
   }
   NotifyHosts(e.notify_hosts);
   if (e.remove) {
-    Emit(api::kServiceKind, "DELETED", api::ServiceJson(*svc));
+    Emit(codec::kServiceKind, "DELETED", codec::ServiceJson(*svc));
     services_.erase(name);
   } else if (e.persist) {
-    Emit(api::kServiceKind, "MODIFIED", api::ServiceJson(*svc));
+    Emit(codec::kServiceKind, "MODIFIED", codec::ServiceJson(*svc));
   }
   AnnounceEvents();
   if (e.schedule) schedule_requested_ = true;
@@ -72,13 +72,11 @@ Status Controller::RunServiceStep(const std::string& name, const ServiceStep& st
 // ---------------------------------------------------------------------------------------------
 // Users
 
-std::optional<ApiError> Controller::ServiceRefusalLocked(const ServiceSpec& spec, const Json& doc) {
-  if (Status s = RefreshInventory(); !s.ok()) return ToApiError(s);
+Status Controller::ServiceRefusalLocked(const ServiceSpec& spec, const Json& doc) {
+  if (Status s = RefreshInventory(); !s.ok()) return s;
   if (jobs_.count(spec.name))
-    return ApiError{
-        409,
-        "metadata.name: a TrainJob is named '" + spec.name + "'; a Service needs a name of its own",
-        "metadata.name"};
+    return AlreadyExists("metadata.name: a TrainJob is named '" + spec.name +
+                         "'; a Service needs a name of its own");
   // Roles written under spec.roles are named by index; a single role written under spec, by
   // spec itself.
   const bool listed = doc.is_object() && doc.contains("spec") && doc["spec"].is_object() &&
@@ -87,63 +85,57 @@ std::optional<ApiError> Controller::ServiceRefusalLocked(const ServiceSpec& spec
     const ServiceRoleSpec& role = spec.roles[i];
     const std::string field = listed ? "spec.roles[" + std::to_string(i) + "]" : "spec";
     if (role.accelerator != inventory_.generation())
-      return ApiError{422,
-                      field + ".accelerator: this cluster has " +
-                          std::string(GenerationName(inventory_.generation())) + " hosts; a " +
-                          std::string(GenerationName(role.accelerator)) +
-                          " replica can never run here",
-                      field + ".accelerator"};
+      return InvalidArgument(field + ".accelerator: this cluster has " +
+                             std::string(GenerationName(inventory_.generation())) + " hosts; a " +
+                             std::string(GenerationName(role.accelerator)) +
+                             " replica can never run here");
     Inventory empty = inventory_;
     for (OwnerId owner : inventory_.Owners()) empty.Release(owner);
     for (const Host& h : empty.hosts())
-      if (Status s = empty.SetHealth(h.id, Health::kHealthy); !s.ok()) return ToApiError(s);
+      if (Status s = empty.SetHealth(h.id, Health::kHealthy); !s.ok()) return s;
     PlanResult p = planner_.Plan(empty, {role.accelerator, role.topology, 1});
     if (p.reason == NoFit::kNeverFits || p.reason == NoFit::kNotEnoughChips)
-      return ApiError{422,
-                      field + ".topology: one " + role.topology.ToString() +
-                          " replica can never fit this cluster: " + p.message,
-                      field + ".topology"};
+      return InvalidArgument(field + ".topology: one " + role.topology.ToString() +
+                             " replica can never fit this cluster: " + p.message);
   }
   if (!spec.priority.empty() && !priority_classes_.count(spec.priority))
-    return ApiError{422, "spec.priority: PriorityClass '" + spec.priority + "' does not exist",
-                    "spec.priority"};
+    return InvalidArgument("spec.priority: PriorityClass '" + spec.priority + "' does not exist");
   return ServiceInReservationRefusalLocked(spec, doc);  // reservation_services.cc
 }
 
-ApiResult<Json> Controller::ApplyService(const Json& doc) {
-  auto spec = api::ParseService(doc);
-  if (!spec.ok()) return ToApiError(spec.status());
+Result<Json> Controller::ApplyService(const Json& doc) {
+  auto spec = codec::ParseService(doc);
+  if (!spec.ok()) return spec.status();
   std::lock_guard lock(mu_);
-  if (auto refused = ServiceRefusalLocked(*spec, doc)) return *refused;
+  if (Status refused = ServiceRefusalLocked(*spec, doc); !refused.ok()) return refused;
   const std::string name = spec->name;
   const View view(*this);
   if (Service* existing = FindService(name)) {
     if (existing->status.deleting)
-      return ApiError{409, "metadata.name: service '" + name + "' is being deleted; wait",
-                      "metadata.name"};
+      return FailedPrecondition("metadata.name: service '" + name + "' is being deleted; wait");
     Status s = RunServiceStep(
         name, [&](Service& svc) { return services_life_.Apply(svc, std::move(*spec), view); });
-    if (!s.ok()) return ToApiError(s);
+    if (!s.ok()) return s;
     ScheduleAfterRequest();
     auto it = services_.find(name);
     if (it == services_.end()) return Json{{"name", name}};
-    return api::ServiceJson(it->second);
+    return codec::ServiceJson(it->second);
   }
   Service svc = ServiceLifecycle::Create(std::move(*spec), next_uid_, NowMs());
   store::WriteBatch batch;
-  batch.Create(api::kServiceKind, name, api::ServiceJson(svc).dump());
+  batch.Create(codec::kServiceKind, name, codec::ServiceJson(svc).dump());
   batch.Put(kUidCounterKind, kUidCounterName, Json{{"next", next_uid_ + 1}}.dump());
   auto committed =
       CommitWithEvents(batch, ServiceObject(name), {JobEvent{false, "Created", "accepted"}});
   if (!committed.ok()) {
     if (committed.status().code() == StatusCode::kAlreadyExists)
-      return ApiError{409, "metadata.name: '" + name + "' already exists", "metadata.name"};
-    return ToApiError(Unavailable(committed.status().message()));
+      return AlreadyExists("metadata.name: '" + name + "' already exists");
+    return Unavailable(committed.status().message());
   }
   ++next_uid_;
   svc.runtime.version = *committed;
-  Json out = api::ServiceJson(svc);
-  Emit(api::kServiceKind, "ADDED", out);
+  Json out = codec::ServiceJson(svc);
+  Emit(codec::kServiceKind, "ADDED", out);
   AnnounceEvents();
   services_[name] = std::move(svc);
   schedule_requested_ = true;
@@ -151,11 +143,11 @@ ApiResult<Json> Controller::ApplyService(const Json& doc) {
   return out;
 }
 
-ApiResult<Json> Controller::GetService(const std::string& name) const {
+Result<Json> Controller::GetService(const std::string& name) const {
   std::lock_guard lock(mu_);
   auto it = services_.find(name);
-  if (it == services_.end()) return ApiError{404, "service '" + name + "' not found", ""};
-  return api::ServiceJson(it->second);
+  if (it == services_.end()) return NotFound("service '" + name + "' not found");
+  return codec::ServiceJson(it->second);
 }
 
 Json Controller::ListServicesLocked() const {
@@ -164,7 +156,7 @@ Json Controller::ListServicesLocked() const {
   std::sort(all.begin(), all.end(),
             [](const Service* a, const Service* b) { return a->uid < b->uid; });
   Json items = Json::array();
-  for (const Service* s : all) items.push_back(api::ServiceJson(*s));
+  for (const Service* s : all) items.push_back(codec::ServiceJson(*s));
   return {{"kind", "ServiceList"}, {"items", items}};
 }
 
@@ -173,20 +165,20 @@ Json Controller::ListServices() const {
   return ListServicesLocked();
 }
 
-ApiResult<Json> Controller::DeleteService(const std::string& name) {
+Result<Json> Controller::DeleteService(const std::string& name) {
   std::lock_guard lock(mu_);
-  if (!services_.count(name)) return ApiError{404, "service '" + name + "' not found", ""};
+  if (!services_.count(name)) return NotFound("service '" + name + "' not found");
   const View view(*this);
   Status s = RunServiceStep(name, [&](Service& svc) { return services_life_.Delete(svc, view); });
-  if (!s.ok()) return ToApiError(s);
+  if (!s.ok()) return s;
   ScheduleAfterRequest();
   return Json{{"name", name}, {"status", services_.count(name) ? "Deleting" : "Deleted"}};
 }
 
-ApiResult<Json> Controller::ScaleService(const std::string& name, const std::string& role,
-                                         int replicas) {
+Result<Json> Controller::ScaleService(const std::string& name, const std::string& role,
+                                      int replicas) {
   std::lock_guard lock(mu_);
-  if (!services_.count(name)) return ApiError{404, "service '" + name + "' not found", ""};
+  if (!services_.count(name)) return NotFound("service '" + name + "' not found");
   const View view(*this);
   Status refused = Status::Ok();
   Status s = RunServiceStep(name, [&](Service& svc) {
@@ -197,19 +189,19 @@ ApiResult<Json> Controller::ScaleService(const std::string& name, const std::str
     }
     return *e;
   });
-  if (!refused.ok()) return ToApiError(refused);
-  if (!s.ok()) return ToApiError(s);
+  if (!refused.ok()) return refused;
+  if (!s.ok()) return s;
   ScheduleAfterRequest();
-  return api::ServiceJson(services_.at(name));
+  return codec::ServiceJson(services_.at(name));
 }
 
-ApiResult<Json> Controller::ReportServiceLoad(const std::string& name, const std::string& role,
-                                              double ongoing_requests, RouterTraffic traffic) {
+Result<Json> Controller::ReportServiceLoad(const std::string& name, const std::string& role,
+                                           double ongoing_requests, RouterTraffic traffic) {
   std::lock_guard lock(mu_);
   Service* svc = FindService(name);
-  if (svc == nullptr) return ApiError{404, "service '" + name + "' not found", ""};
+  if (svc == nullptr) return NotFound("service '" + name + "' not found");
   if (svc->spec.Role(role) == nullptr)
-    return ApiError{422, "role: '" + role + "' is not a role of service " + name, "role"};
+    return InvalidArgument("role: '" + role + "' is not a role of service " + name);
   // Stamped with the head's clock: the autoscaler's delays and window are the head's time,
   // whatever the router's clock says.
   services_life_.Load(*svc, role,
@@ -220,37 +212,33 @@ ApiResult<Json> Controller::ReportServiceLoad(const std::string& name, const std
   return Json{{"accepted", true}};
 }
 
-ApiResult<Controller::LogLocation> Controller::LocateServiceLog(const std::string& name,
-                                                                const std::string& role,
-                                                                int replica, int worker) const {
+Result<Controller::LogLocation> Controller::LocateServiceLog(const std::string& name,
+                                                             const std::string& role, int replica,
+                                                             int worker) const {
   std::lock_guard lock(mu_);
   auto it = services_.find(name);
-  if (it == services_.end()) return ApiError{404, "service '" + name + "' not found", ""};
+  if (it == services_.end()) return NotFound("service '" + name + "' not found");
   const RoleStatus* rs = it->second.status.Role(role);
   if (rs == nullptr)
-    return ApiError{400, "role: '" + role + "' is not a role of service " + name, "role"};
+    return InvalidArgument("role: '" + role + "' is not a role of service " + name);
   const ReplicaStatus* r = nullptr;
   for (const ReplicaStatus& x : rs->replicas)
     if (x.replica == replica) r = &x;
   if (r == nullptr)
-    return ApiError{400, "replica: role " + role + " has no replica " + std::to_string(replica),
-                    "replica"};
+    return InvalidArgument("replica: role " + role + " has no replica " + std::to_string(replica));
   if (r->processes.empty() || r->incarnation == 0)
-    return ApiError{
-        404, "replica " + std::to_string(replica) + " has no processes (" + r->reason + ")", ""};
+    return NotFound("replica " + std::to_string(replica) + " has no processes (" + r->reason + ")");
   if (worker < 0 || worker >= static_cast<int>(r->processes.size()))
-    return ApiError{400,
-                    "worker: replica " + std::to_string(replica) + " has workers 0.." +
-                        std::to_string(r->processes.size() - 1),
-                    "worker"};
+    return InvalidArgument("worker: replica " + std::to_string(replica) + " has workers 0.." +
+                           std::to_string(r->processes.size() - 1));
   const ServiceProcess& p = r->processes[static_cast<size_t>(worker)];
   auto h = hosts_.find(p.host);
-  if (h == hosts_.end()) return ApiError{404, "host " + p.host + " is gone", ""};
+  if (h == hosts_.end()) return NotFound("host " + p.host + " is gone");
   LogLocation loc;
   loc.address = h->second.spec.address;
   loc.port = h->second.spec.agent_port;
   if (loc.port == 0)
-    return ApiError{404, "host " + p.host + " serves no logs: its agent has no agentPort", ""};
+    return NotFound("host " + p.host + " serves no logs: its agent has no agentPort");
   loc.token = protocol::LogTokenFromHash(h->second.credential_hash);
   loc.path = "/logs/" + ReplicaWorkloadName(name, role, replica) + "/" +
              std::to_string(it->second.uid) + "/" + std::to_string(r->incarnation) + "/" +
@@ -494,12 +482,12 @@ Status Controller::TickServices(int64_t now) {
 }
 
 Status Controller::LoadServices() {
-  auto objects = store_.List(api::kServiceKind);
+  auto objects = store_.List(codec::kServiceKind);
   if (!objects.ok()) return objects.status();
   for (const auto& obj : *objects) {
     Json doc = Json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
     if (doc.is_discarded()) return Internal("stored Service " + obj.name + " is not JSON");
-    auto svc = api::ServiceFromJson(doc);
+    auto svc = codec::ServiceFromJson(doc);
     if (!svc.ok()) return svc.status();
     svc->runtime.version = obj.resource_version;
     next_uid_ = std::max(next_uid_, svc->uid + 1);

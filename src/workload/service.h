@@ -4,7 +4,7 @@
 // holds what the user asked (spec), where each replica is in its life (status, with phase
 // enums; persisted), and the head-only memory the lifecycle needs (load samples, autoscaler
 // state). The rules are in service_lifecycle.h; the API's documents are codecs of these
-// structs (api/service_json.h). Nothing here knows HTTP, JSON or the store.
+// structs (codec/service_json.h). Nothing here knows HTTP, JSON or the store.
 //
 // Thread-safety: values.
 #pragma once

@@ -1,7 +1,7 @@
 // TrainJob: the typed resource of a multi-host training job: what the user asked for (spec),
 // where it is in its life (status, with a phase enum), and the head-only bookkeeping its
 // lifecycle needs (train_lifecycle.h). The API's JSON and YAML documents are codecs of these
-// structs (api/resource_json.h); nothing here knows HTTP, JSON or the store.
+// structs (codec/resource_json.h); nothing here knows HTTP, JSON or the store.
 //
 // Thread-safety: values.
 #pragma once

@@ -10,7 +10,7 @@ the head's placement and environment (TESSERA_KV_*), its endpoints with their sl
 router's pairing and token counting, decode's handoff to prefill, and the load reports back.
 The pairing rules, the KV format and the manifest checks are unit tests
 (src/proxy/disagg_pairing_test.cc, token_counter_test.cc, examples/serve/test_kvwire.py,
-src/api/service_disagg_test.cc). About 30 s, most of it the two servers importing torch.
+src/codec/service_disagg_test.cc). About 30 s, most of it the two servers importing torch.
 
 The binary comes from $TESSERA_BIN.
 """

@@ -1,11 +1,11 @@
-#include "api/service_disagg_manifest.h"
+#include "codec/service_disagg_manifest.h"
 
 #include <string>
 
-#include "api/manifest.h"
-#include "api/manifest_fields.h"
+#include "codec/manifest.h"
+#include "codec/manifest_fields.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 namespace {
 
 using Json = nlohmann::json;
@@ -167,4 +167,4 @@ void AddDisaggregationJson(const ServiceSpec& spec, Json& spec_json) {
   }
 }
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

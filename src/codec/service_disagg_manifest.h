@@ -12,7 +12,7 @@
 #include "common/status.h"
 #include "workload/service.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 
 // `spec_json` is the document's spec (with `roles`, or one role's fields directly). Sets each
 // role's kv_role and kv_transfer and a prefill role's autoscaling signal in `spec`.
@@ -21,4 +21,4 @@ Status ParseDisaggregation(const nlohmann::json& spec_json, ServiceSpec& spec);
 // The stored form of the same fields, added to ServiceSpecJson's output.
 void AddDisaggregationJson(const ServiceSpec& spec, nlohmann::json& spec_json);
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

@@ -1,11 +1,11 @@
-#include "api/manifest.h"
+#include "codec/manifest.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
 
-namespace tessera::api {
+namespace tessera::codec {
 namespace {
 
 const char* kGood = R"(
@@ -361,4 +361,4 @@ TEST(Manifest, ExpectedDurationIsADurationNamedWhenWrong) {
 }
 
 }  // namespace
-}  // namespace tessera::api
+}  // namespace tessera::codec

@@ -1,10 +1,10 @@
-#include "api/in_memory_checkpoint.h"
+#include "codec/in_memory_checkpoint.h"
 
 #include <cctype>
 #include <limits>
 #include <utility>
 
-namespace tessera::api {
+namespace tessera::codec {
 namespace {
 
 constexpr int64_t kMaxEverySteps = 1'000'000;
@@ -94,4 +94,4 @@ Status ParseInMemoryCheckpoint(const nlohmann::json& checkpoint, const std::stri
   return Status::Ok();
 }
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

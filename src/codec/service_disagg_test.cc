@@ -6,11 +6,11 @@
 
 #include <functional>
 
-#include "api/manifest.h"
-#include "api/service_json.h"
-#include "api/service_manifest.h"
+#include "codec/manifest.h"
+#include "codec/service_json.h"
+#include "codec/service_manifest.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 namespace {
 
 // The GKE layout: a 2x2x2 prefill sub-slice beside a 2x2x2 decode sub-slice (v5p cubes).
@@ -215,4 +215,4 @@ TEST(ServiceDisaggTest, TheRouterReportCarriesTtftOutputTokensAndTpotPerRole) {
 }
 
 }  // namespace
-}  // namespace tessera::api
+}  // namespace tessera::codec

@@ -1,16 +1,16 @@
 // ParseService on the contract's manifest and on each kind of wrong input (the field each error
 // must name), and the stored document's round trip through ServiceJson / ServiceFromJson.
-#include "api/service_manifest.h"
+#include "codec/service_manifest.h"
 
 #include <gtest/gtest.h>
 
 #include <functional>
 
-#include "api/manifest.h"
-#include "api/service_json.h"
+#include "codec/manifest.h"
+#include "codec/service_json.h"
 #include "workload/service_lifecycle.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 namespace {
 
 constexpr const char* kContract = R"(
@@ -217,4 +217,4 @@ TEST(ServiceJsonTest, StoredDocumentRoundTripsWithItsStatus) {
 }
 
 }  // namespace
-}  // namespace tessera::api
+}  // namespace tessera::codec

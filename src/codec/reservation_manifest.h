@@ -21,7 +21,7 @@
 #include "common/status.h"
 #include "workload/reservation.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 
 inline constexpr const char* kSliceReservationKind = "SliceReservation";
 
@@ -37,4 +37,4 @@ nlohmann::json SliceReservationJson(const SliceReservation& r);
 // A stored document back (the version is the caller's to set); kInternal naming the object.
 Result<SliceReservation> SliceReservationFromJson(const nlohmann::json& doc);
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

@@ -7,10 +7,10 @@
 #include <utility>
 #include <vector>
 
-#include "api/manifest.h"
-#include "api/manifest_fields.h"
+#include "codec/manifest.h"
+#include "codec/manifest_fields.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 
 namespace {
 
@@ -222,4 +222,4 @@ Result<PriorityClass> ParsePriorityClass(const Json& doc) {
   return pc;
 }
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

@@ -14,7 +14,7 @@
 #include "common/status.h"
 #include "workload/service.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 
 // The spec in manifest form: {"priority", "roles": [...]}.
 nlohmann::json ServiceSpecJson(const ServiceSpec& spec);
@@ -34,4 +34,4 @@ Result<RouterTraffic> RouterTrafficFromJson(const nlohmann::json& report);
 // The same report as the head serves it in status.roles[].traffic, with atMs.
 nlohmann::json RouterTrafficJson(const RouterTraffic& traffic);
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

@@ -6,7 +6,7 @@
 
 #include "workload/train_job.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 
 // A JSON value of the expected type, or `fallback` when it is missing or of another type:
 // stored documents written by older heads may lack fields added since.
@@ -34,4 +34,4 @@ inline nlohmann::json WouldHelpJson(const std::vector<WouldHelp>& would_help) {
   return out;
 }
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

@@ -1,15 +1,15 @@
 // ParseTrainJob (manifest.h): a TrainJob document decoded into its TrainJobSpec, every wrong
 // field refused with a message naming it. The document reader is manifest_document.cc, the
 // field readers manifest_fields.cc, the queue kinds queue_manifest.cc.
-#include "api/manifest.h"
+#include "codec/manifest.h"
 
 #include <set>
 
-#include "api/in_memory_checkpoint.h"
-#include "api/manifest_fields.h"
-#include "api/warm_start.h"
+#include "codec/in_memory_checkpoint.h"
+#include "codec/manifest_fields.h"
+#include "codec/warm_start.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 namespace {
 
 constexpr int kMaxSlices = 4096;
@@ -177,4 +177,4 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
   return spec;
 }
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

@@ -2,7 +2,7 @@
 // and the store keeps, and back. Decoding a stored document fails with kInternal naming the
 // object and the field, never throws.
 //
-// This file and manifest.h form the `tessera_codec` library: codecs only, no HTTP. It sits
+// Part of the `tessera_codec` library (src/codec/README.md): codecs only, no HTTP. It sits
 // below the controller (the store keeps API documents) and above the types it encodes.
 //
 // Thread-safety: stateless functions.
@@ -17,7 +17,7 @@
 #include "workload/event.h"
 #include "workload/train_job.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 
 using Json = nlohmann::json;
 
@@ -47,4 +47,4 @@ Result<Event> EventFromJson(const Json& doc);
 Json AttemptJson(const AttemptRecord& attempt);
 AttemptRecord AttemptFromJson(const Json& doc);
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

@@ -1,9 +1,9 @@
-#include "api/warm_start.h"
+#include "codec/warm_start.h"
 
 #include <cctype>
 #include <set>
 
-namespace tessera::api {
+namespace tessera::codec {
 namespace {
 
 constexpr size_t kMaxModules = 16;
@@ -61,4 +61,4 @@ Status ParseWarmStart(const nlohmann::json& spec, std::map<std::string, std::str
   return Status::Ok();
 }
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

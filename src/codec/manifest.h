@@ -20,7 +20,7 @@
 #include "topology/topology.h"
 #include "workload/train_job.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 
 using Json = nlohmann::json;
 
@@ -71,4 +71,4 @@ Result<std::string> DocumentKind(const Json& doc);
 // Parses a duration: "30s", "1500ms", "2m", "1h" or a bare number of seconds.
 Result<int64_t> ParseDurationMs(std::string_view field, const Json& value);
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

@@ -1,12 +1,12 @@
 // spec.warmStart: parsed into the workers' TESSERA_WARM_PRELOAD, every wrong input refused
 // with the field at fault.
-#include "api/warm_start.h"
+#include "codec/warm_start.h"
 
 #include <gtest/gtest.h>
 
-#include "api/manifest.h"
+#include "codec/manifest.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 namespace {
 
 Status Parse(const std::string& spec_json, std::map<std::string, std::string>& env) {
@@ -55,4 +55,4 @@ TEST(WarmStartTest, AJobDocumentWithWarmStartParses) {
 }
 
 }  // namespace
-}  // namespace tessera::api
+}  // namespace tessera::codec

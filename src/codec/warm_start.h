@@ -16,7 +16,7 @@
 
 #include "common/status.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 
 inline constexpr char kWarmPreloadEnv[] = "TESSERA_WARM_PRELOAD";
 
@@ -24,4 +24,4 @@ inline constexpr char kWarmPreloadEnv[] = "TESSERA_WARM_PRELOAD";
 // TESSERA_WARM_PRELOAD in `env`. InvalidArgument naming the field and the fix otherwise.
 Status ParseWarmStart(const nlohmann::json& spec, std::map<std::string, std::string>& env);
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

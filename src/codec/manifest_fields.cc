@@ -1,13 +1,13 @@
 // The field readers of manifest_fields.h, and ValidateName and ParseDurationMs (manifest.h):
 // the type, range and text checks every document codec in this library shares.
-#include "api/manifest_fields.h"
+#include "codec/manifest_fields.h"
 
 #include <algorithm>
 
-#include "api/manifest.h"
+#include "codec/manifest.h"
 #include "common/json_limits.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 namespace {
 
 // A key as it appears in a field path: as written when plain, quoted and escaped otherwise.
@@ -231,4 +231,4 @@ Result<int64_t> ParsePositiveDurationMs(std::string_view field, const Json& v,
   return *ms;
 }
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

@@ -1,11 +1,11 @@
-#include "api/resource_json.h"
+#include "codec/resource_json.h"
 
 #include <cmath>
 
-#include "api/manifest.h"
-#include "api/stored_json.h"
+#include "codec/manifest.h"
+#include "codec/stored_json.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 namespace {
 
 Json FiguresJson(const RecoveryFigures& f) {
@@ -345,4 +345,4 @@ Result<Event> EventFromJson(const Json& j) {
   return e;
 }
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

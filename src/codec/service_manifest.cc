@@ -1,12 +1,12 @@
-#include "api/service_manifest.h"
+#include "codec/service_manifest.h"
 
 #include <set>
 
-#include "api/manifest.h"
-#include "api/manifest_fields.h"
-#include "api/service_disagg_manifest.h"
+#include "codec/manifest.h"
+#include "codec/manifest_fields.h"
+#include "codec/service_disagg_manifest.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 namespace {
 
 constexpr int kMaxReplicas = 4096;
@@ -259,4 +259,4 @@ Result<ServiceSpec> ParseService(const Json& doc) {
   return spec;
 }
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

@@ -19,7 +19,7 @@
 
 #include "common/status.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 
 inline constexpr char kPeerCkptEveryEnv[] = "TESSERA_PEER_CKPT_EVERY";
 inline constexpr char kPeerCkptCopiesEnv[] = "TESSERA_PEER_CKPT_COPIES";
@@ -35,4 +35,4 @@ Status ParseInMemoryCheckpoint(const nlohmann::json& checkpoint, const std::stri
 // "8Gi", "512Mi", "1G", "1000" or a JSON integer, as bytes (> 0). InvalidArgument naming `field`.
 Result<int64_t> ParseByteQuantity(const std::string& field, const nlohmann::json& value);
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

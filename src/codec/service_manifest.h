@@ -20,10 +20,10 @@
 #include "common/status.h"
 #include "workload/service.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 
 inline constexpr const char* kServiceKind = "Service";
 
 Result<ServiceSpec> ParseService(const nlohmann::json& doc);
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

@@ -10,11 +10,11 @@
 #include <optional>
 #include <sstream>
 
-#include "api/manifest.h"
-#include "api/manifest_fields.h"
+#include "codec/manifest.h"
+#include "codec/manifest_fields.h"
 #include "common/json_limits.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 namespace {
 
 // The scalar a plain (unquoted) YAML value stands for: a boolean, null, a whole number, a
@@ -218,4 +218,4 @@ Result<std::string> DocumentKind(const Json& doc) {
   return InvalidArgument("kind: '" + *kind + "' is unknown here; valid: " + kKinds);
 }
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

@@ -1,12 +1,12 @@
 // spec.checkpoint.inMemory: parsed into the workers' TESSERA_PEER_CKPT_* variables, every wrong
 // input refused with the field at fault; through ParseTrainJob too.
-#include "api/in_memory_checkpoint.h"
+#include "codec/in_memory_checkpoint.h"
 
 #include <gtest/gtest.h>
 
-#include "api/manifest.h"
+#include "codec/manifest.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 namespace {
 
 Status Parse(const std::string& checkpoint_json, std::map<std::string, std::string>& env,
@@ -92,4 +92,4 @@ TEST(InMemoryCheckpointTest, ThroughTheTrainJobParser) {
 }
 
 }  // namespace
-}  // namespace tessera::api
+}  // namespace tessera::codec

@@ -1,10 +1,10 @@
-#include "api/reservation_manifest.h"
+#include "codec/reservation_manifest.h"
 
-#include "api/manifest.h"
-#include "api/manifest_fields.h"
-#include "api/stored_json.h"
+#include "codec/manifest.h"
+#include "codec/manifest_fields.h"
+#include "codec/stored_json.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 namespace {
 
 using Json = nlohmann::json;
@@ -185,4 +185,4 @@ Result<SliceReservation> SliceReservationFromJson(const Json& doc) {
   return r;
 }
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

@@ -1,12 +1,12 @@
 // ParseSliceReservation on a full manifest, the accelerator spellings a TrainJob takes, each kind
 // of wrong input (the field each error must name), and the stored document's round trip.
-#include "api/reservation_manifest.h"
+#include "codec/reservation_manifest.h"
 
 #include <gtest/gtest.h>
 
-#include "api/manifest.h"
+#include "codec/manifest.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 namespace {
 
 constexpr const char* kManifest = R"(
@@ -182,4 +182,4 @@ TEST(SliceReservationJson, StoredDocumentRoundTrips) {
 }
 
 }  // namespace
-}  // namespace tessera::api
+}  // namespace tessera::codec

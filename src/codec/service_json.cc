@@ -1,13 +1,13 @@
-#include "api/service_json.h"
+#include "codec/service_json.h"
 
 #include <optional>
 
-#include "api/manifest.h"
-#include "api/service_disagg_manifest.h"
-#include "api/service_manifest.h"
-#include "api/stored_json.h"
+#include "codec/manifest.h"
+#include "codec/service_disagg_manifest.h"
+#include "codec/service_manifest.h"
+#include "codec/stored_json.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 namespace {
 
 using Json = nlohmann::json;
@@ -401,4 +401,4 @@ Json RouterTrafficJson(const RouterTraffic& t) {
   return j;
 }
 
-}  // namespace tessera::api
+}  // namespace tessera::codec

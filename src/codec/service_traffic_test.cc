@@ -4,12 +4,12 @@
 // (no counters) is still taken, and the served document carries the last report per role.
 #include <gtest/gtest.h>
 
-#include "api/manifest.h"
-#include "api/service_json.h"
-#include "api/service_manifest.h"
+#include "codec/manifest.h"
+#include "codec/service_json.h"
+#include "codec/service_manifest.h"
 #include "workload/service_lifecycle.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 namespace {
 
 using Json = nlohmann::json;
@@ -115,4 +115,4 @@ spec: {accelerator: v6e, topology: 2x2, command: [python3, server.py], replicas:
 }
 
 }  // namespace
-}  // namespace tessera::api
+}  // namespace tessera::codec

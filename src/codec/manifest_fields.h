@@ -17,7 +17,7 @@
 #include "common/status.h"
 #include "topology/topology.h"
 
-namespace tessera::api {
+namespace tessera::codec {
 
 // The path of `key` inside `path` as errors show it: "spec.env.KEY", the key quoted and
 // escaped when it is not plain text (empty, spaces, dots, quotes, control bytes); just the key
@@ -82,4 +82,4 @@ Result<WorkloadMetadata> GetWorkloadMetadata(const nlohmann::json& meta);
 Result<int64_t> ParsePositiveDurationMs(std::string_view field, const nlohmann::json& v,
                                         std::string_view example, std::string_view leave_out);
 
-}  // namespace tessera::api
+}  // namespace tessera::codec
