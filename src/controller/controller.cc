@@ -118,12 +118,12 @@ void Controller::Emit(const std::string& kind, const std::string& type, const Js
   on_change_(kind, type, object);
   // What a watcher was shown, so the derived fields are emitted again only when they move.
   if (kind == api::kHostKind || kind == "ClusterQueue") {
-    const std::string name = object["metadata"].value("name", "");
+    const std::string name = object.value("metadata", Json::object()).value("name", "");
     if (kind == api::kHostKind) {
       if (type == "DELETED")
         shown_host_owner_.erase(name);
       else
-        shown_host_owner_[name] = object["status"].value("job", "");
+        shown_host_owner_[name] = object.value("status", Json::object()).value("job", "");
     } else {
       if (type == "DELETED")
         shown_queue_status_.erase(name);

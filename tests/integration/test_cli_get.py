@@ -179,7 +179,7 @@ class CliGetTest(unittest.TestCase):
         self.assertIn("--for trainjob/NAME", p.stderr)
         p = self.cli("get", "job", "a/b?c")
         self.assertEqual(p.returncode, 2)
-        self.assertIn("NAME: 'b?c' is not an object name", p.stderr)
+        self.assertIn("NAME: 'a/b?c' is not an object name", p.stderr)
         p = self.cli("get", "pods")
         self.assertEqual(p.returncode, 2)
         self.assertIn("kind 'pods' is unknown; valid: jobs", p.stderr)
@@ -257,14 +257,17 @@ class CliUpTest(unittest.TestCase):
         with open(os.path.join(self.state, "cluster.json")) as f:
             head = json.load(f)["head"]
         self.assertIn(b"--fair-sharing", cmdline(head))
-        # And the head acts on it: a setting fair sharing ignores is reported as such.
-        p = self.cli("apply", "-f", "-", input=(
-            "apiVersion: tessera/v1\nkind: ClusterQueue\nmetadata: {name: up-fair}\nspec:\n"
-            "  cohort: up-lab\n  quotas: [{generation: v6e, nominalQuota: 4}]\n"
-            "  preemption: {borrowWithinCohort: {policy: LowerPriority}}\n"))
-        self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertIn("ignored: the head runs with fair sharing", p.stderr)
-        self.assertEqual(self.cli("delete", "clusterqueue", "up-fair").returncode, 0)
+        # And the head acts on it: a setting fair sharing ignores is reported as such. (The
+        # queue goes at once: with a ClusterQueue, a job needs a LocalQueue.)
+        try:
+            p = self.cli("apply", "-f", "-", input=(
+                "apiVersion: tessera/v1\nkind: ClusterQueue\nmetadata: {name: up-fair}\nspec:\n"
+                "  cohort: up-lab\n  quotas: [{generation: v6e, nominalQuota: 4}]\n"
+                "  preemption: {borrowWithinCohort: {policy: LowerPriority}}\n"))
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("ignored: the head runs with fair sharing", p.stderr)
+        finally:
+            self.cli("delete", "clusterqueue", "up-fair", "--ignore-not-found")
 
     def test_hosts_watch_prints_a_row_as_a_job_takes_and_frees_the_host(self):
         watch = subprocess.Popen([TESSERA, "get", "hosts", "-w", "--state-dir", self.state],
