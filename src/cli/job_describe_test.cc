@@ -41,7 +41,7 @@ TEST(GoodputLines, AFailedAttemptNamesTheStepsLostAndTheRecovery) {
                  {"placedMs": 65000, "firstStepMs": 70000}],
     "recovery": {"goodput": 0.8, "stepsLost": 12, "meanTimeToRecoverMs": 9000}})");
   const std::string out = GoodputLines(st, 101'000);
-  EXPECT_TRUE(Has(out, "80% = 80.0s in kept steps / 1.7m since the first placement (running)"))
+  EXPECT_TRUE(Has(out, "80% = 80.0s in kept steps / 100.0s since the first placement (running)"))
       << out;
   EXPECT_TRUE(Has(out,
                   "every attempt): 7.0s; 1 failure(s): 12 steps lost, mean time to "

@@ -413,7 +413,8 @@ TEST_F(AdmissionControllerTest, WatchersSeeHostOwnersAndQueueUsageMove) {
   ASSERT_TRUE(c_->Tick().ok());
   ASSERT_EQ(Status("a")["phase"], "Starting");
   std::vector<std::string> placed;
-  for (const Json& slice : Status("a")["placement"])
+  const Json placement = Status("a")["placement"];
+  for (const Json& slice : placement)
     for (const Json& h : slice["hosts"]) placed.push_back(h);
   ASSERT_EQ(placed.size(), 4u);
   std::vector<std::pair<std::string, Json>> expected;
