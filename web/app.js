@@ -386,7 +386,7 @@ function renderJobFacts(job) {
   // maxFailures -1 is "no limit", not a number of failures.
   const budget = known(rec?.maxFailures) ? ` of ${rec.maxFailures} allowed` : rec?.maxFailures === -1 ? ' (no limit)' : '';
   if (rec) facts.push(['Recovery', `${rec.failures ?? 0} failure(s)${budget}` +
-      (known(rec.goodput) ? `, goodput ${percentText(rec.goodput)}` : '') +
+      (known(rec.goodput) ? `, goodput ${percentText(rec.goodput)} of the time since placement (start-up included)` : '') +
       (known(rec.stepsLost) ? `, ${rec.stepsLost} steps lost` : '') +
       (rec.checkpoint?.advisedIntervalSeconds > 0 ? `; advised checkpoint interval ${fmtMs(rec.checkpoint.advisedIntervalSeconds * 1000)}` : '')]);
   main().querySelector('[data-role=facts]').innerHTML =

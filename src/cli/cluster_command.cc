@@ -15,6 +15,7 @@
 
 #include "cli/client.h"
 #include "cli/ha_cluster.h"
+#include "cli/up_plan.h"
 #include "topology/topology.h"
 
 namespace tessera::cli {
@@ -80,10 +81,11 @@ struct UpFlags {
   std::string warm_preload;
   std::string warm_pool;
   std::string warm_refill_delay_ms;
-  std::string fence_ms;  // passed to every agent; "" = the agent's default (15 s)
-  HaUpFlags ha;          // --ha: etcd members and several heads (ha_cluster.h)
-  std::string backfill;  // passed to the head's --backfill; "" = its default
-  bool defrag = false;   // the head's --defrag
+  std::string fence_ms;       // passed to every agent; "" = AgentFenceMs's choice (up_plan.h)
+  HaUpFlags ha;               // --ha: etcd members and several heads (ha_cluster.h)
+  std::string backfill;       // passed to the head's --backfill; "" = its default
+  bool defrag = false;        // the head's --defrag
+  bool fair_sharing = false;  // the head's --fair-sharing
   // The head's --help-factor, --help-quantile, --help-window; "" = its default (the head checks).
   std::string help_factor, help_quantile, help_window;
 };
@@ -123,6 +125,7 @@ void Up(const UpFlags& f) {
                                      std::to_string(f.heartbeat_ms)});
   if (!f.backfill.empty()) head_args.insert(head_args.end(), {"--backfill", f.backfill});
   if (f.defrag) head_args.push_back("--defrag");
+  if (f.fair_sharing) head_args.push_back("--fair-sharing");
   const std::pair<const char*, const std::string*> help_flags[] = {
       {"--help-factor", &f.help_factor},
       {"--help-quantile", &f.help_quantile},
@@ -135,6 +138,8 @@ void Up(const UpFlags& f) {
   };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.timeout_s);
   std::string head_url;  // with --ha every head's, comma-separated: the agents follow the leader
+  std::vector<std::string> head_urls;
+  std::string leader_url;
   if (f.ha.ha) {
     const HaControlPlane plane = StartHaControlPlane(
         f.ha, exe, dir, std::vector<std::string>(head_args.begin() + 5, head_args.end()), deadline,
@@ -144,6 +149,8 @@ void Up(const UpFlags& f) {
           save();
         });
     for (const std::string& url : plane.head_urls) head_url += (head_url.empty() ? "" : ",") + url;
+    head_urls = plane.head_urls;
+    leader_url = plane.leader_url;
   } else {
     const pid_t head = Spawn(exe, head_args, dir + "/logs/head.log");
     cluster["head"] = head;
@@ -160,6 +167,8 @@ void Up(const UpFlags& f) {
       if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     head_url = "http://127.0.0.1:" + std::to_string(port);
+    head_urls = {head_url};
+    leader_url = head_url;
   }
   // The serving router: its own process, so requests keep flowing while the head is down.
   fs::remove(dir + "/router.json");
@@ -181,6 +190,7 @@ void Up(const UpFlags& f) {
     if (router_port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   cluster["routerPort"] = router_port;
+  const std::string fence_ms = AgentFenceMs(f.ha.ha, f.ha.election_lease_ms, f.fence_ms);
   std::vector<std::vector<std::string>> agents;
   if (three_d) {
     for (int c = 0; c < f.cubes; ++c)
@@ -215,7 +225,7 @@ void Up(const UpFlags& f) {
         "--name",     a[0],        "--state-dir", dir + "/agents/" + a[0], "--generation",
         f.generation, "--address", "127.0.0.1"};
     args.insert(args.end(), a.begin() + 1, a.end());
-    if (!f.fence_ms.empty()) args.insert(args.end(), {"--fence-ms", f.fence_ms});
+    if (!fence_ms.empty()) args.insert(args.end(), {"--fence-ms", fence_ms});
     if (!f.warm_python.empty() || !f.warm_preload.empty()) {
       const std::string python = f.warm_python.empty() ? "/usr/bin/python3" : f.warm_python;
       args.insert(args.end(), {"--warm-python", python});
@@ -249,16 +259,24 @@ void Up(const UpFlags& f) {
     }
     if (ready < agents.size()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  std::cout << "tessera cluster up: " << agents.size() << " emulated " << f.generation << " hosts ("
-            << (three_d ? std::to_string(f.cubes) + " cube(s)"
-                        : std::to_string(f.slices) + " x " + f.topology + " slices")
-            << ")\n"
-            << "  API:    " << head_url << "\n"
-            << "  web:    " << head_url << "/  (dashboard; paste the admin token)\n"
-            << "  router: http://127.0.0.1:" << router_port << "/services/NAME/...  (serving)\n"
-            << "  token:  " << dir << "/admin.token\n"
-            << "  state:  " << dir << "  (logs in " << dir << "/logs)\n"
-            << "Try: tessera get hosts; tessera apply -f examples/train/job.yaml\n";
+  const UpCluster summary{std::string(GenerationName(*gen)), three_d, f.topology, f.slices, f.cubes,
+                          static_cast<int>(agents.size())};
+  // A job the user can apply at once: the example when it fits this cluster, else one written
+  // for it (a 7x cluster cannot run the example's v6e slices).
+  std::string demo_job = "examples/train/job.yaml";
+  if (!ExampleJobFits(summary)) {
+    demo_job = dir + "/demo-job.yaml";
+    std::ofstream out(demo_job, std::ios::trunc);
+    out << DemoJobYaml(summary);
+    out.close();
+    if (!out) {
+      std::cerr << "warning: " << demo_job << ": cannot write the demo job\n";
+      demo_job =
+          "examples/train/job.yaml (after setting its accelerator and topology to this "
+          "cluster's)";
+    }
+  }
+  std::cout << UpSummary(summary, head_urls, leader_url, router_port, dir, demo_job);
 }
 
 void Down(const std::string& state_dir, bool purge, bool quiet) {
@@ -330,10 +348,14 @@ void AddClusterCommands(CLI::App& app) {
                     "(default 0)");
     cmd->add_option("--fence-ms", f->fence_ms,
                     "agents stop training workers once no head has answered for this long "
-                    "(docs/ha.md \"Fencing\"; default 15000, 0 = never)");
+                    "(docs/ha.md \"Fencing\"; default 15000, with --ha the election lease "
+                    "plus 5000; 0 = never)");
     cmd->add_option("--backfill", f->backfill, "the head's --backfill (none or easy)")
         ->check(CLI::IsMember({"none", "easy"}));
     cmd->add_flag("--defrag", f->defrag, "the head's --defrag (with --backfill easy)");
+    cmd->add_flag("--fair-sharing", f->fair_sharing,
+                  "the head's --fair-sharing: fair sharing across the ClusterQueues of a cohort "
+                  "(docs/admission.md)");
     cmd->add_option("--help-factor", f->help_factor, "the head's --help-factor (--backfill easy)");
     cmd->add_option("--help-quantile", f->help_quantile, "the head's --help-quantile");
     cmd->add_option("--help-window", f->help_window, "the head's --help-window");

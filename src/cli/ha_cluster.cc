@@ -197,7 +197,8 @@ void CheckHaUpFlags(const HaUpFlags& f, const std::string& fence_ms) {
                                   milliseconds(f.election_retry_ms)};
   if (Status s = ha::ValidateElectionConfig(config); !s.ok())
     throw CommandError("--election-*: " + s.message());
-  const int64_t fence = fence_ms.empty() ? 15'000 : std::atoll(fence_ms.c_str());
+  if (fence_ms.empty()) return;  // up gives the agents the lease plus 5 s (AgentFenceMs)
+  const int64_t fence = std::atoll(fence_ms.c_str());
   if (fence != 0 && fence <= f.election_lease_ms)
     throw CommandError("--fence-ms " + std::to_string(fence) +
                        " with --ha and an election lease of " +
@@ -314,6 +315,7 @@ HaControlPlane StartHaControlPlane(const HaUpFlags& f, const std::string& exe,
       fail("no head was elected leader in time; see " + dir + "/logs/head-*.log and etcd-*.log");
     std::this_thread::sleep_for(milliseconds(50));
   }
+  plane.leader_url = "http://127.0.0.1:" + std::to_string(leader_port);
   std::ofstream out(dir + "/head.json", std::ios::trunc);
   out << Json{{"address", "127.0.0.1"}, {"port", leader_port}, {"heads", heads_list}}.dump(2)
       << "\n";

@@ -31,12 +31,14 @@ struct HaUpFlags {
 
 // Refuses a conflicting combination with a message naming the flags: an --ha-only flag without
 // --ha, --ha-heads outside 2..3, an election the heads would refuse, and under --ha an agent
-// fence time (`fence_ms`, "" = the agent's 15 s) not longer than the election lease (agents
-// would stop their training workers during every failover).
+// fence time (`fence_ms`; "" = `up` gives the agents the lease plus 5 s, up_plan.h) not
+// longer than the election lease (agents would stop their training workers during every
+// failover).
 void CheckHaUpFlags(const HaUpFlags& flags, const std::string& fence_ms);
 
 struct HaControlPlane {
   std::vector<std::string> head_urls;  // http://127.0.0.1:PORT, one per head
+  std::string leader_url;              // the one that leads once the plane is up
   nlohmann::json record;               // {"etcd": [pids], "heads": [pids], ...} for Down
 };
 

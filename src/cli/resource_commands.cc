@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <set>
 
 #include "cli/client.h"
+#include "cli/job_describe.h"
 #include "cli/queue_describe.h"
 #include "cli/reservation_commands.h"
 #include "cli/resource_kinds.h"
@@ -204,13 +206,7 @@ void PrintRecovery(const Json& st) {
                 Ms(f.value("timeToRecoverMs", int64_t{-1})).c_str(),
                 lost < 0 ? "-" : std::to_string(lost).c_str());
   }
-  const double goodput = rec.value("goodput", -1.0);
-  char line[160];
-  std::snprintf(line, sizeof line, "%s (steps lost %lld, mean time to recover %s)",
-                goodput < 0 ? "-" : (std::to_string(std::lround(goodput * 100)) + "%").c_str(),
-                static_cast<long long>(rec.value("stepsLost", int64_t{0})),
-                Ms(rec.value("meanTimeToRecoverMs", int64_t{-1})).c_str());
-  std::cout << "Goodput:     " << line << "\n";
+  std::cout << GoodputLines(st, NowMs());
   const Json& c = rec.value("checkpoint", Json::object());
   std::cout << "Checkpoints: save " << Secs(c.value("saveSeconds", -1.0)) << ", every "
             << Secs(c.value("intervalSeconds", -1.0)) << "; Young/Daly advises every "
@@ -251,8 +247,10 @@ void PrintPriorityClasses(const Json& items, bool header = true) {
 // `tessera get KIND --watch`: one watch without a resourceVersion (the list as ADDED lines,
 // then every change, with no gap and no repeat); rows as the table prints them, or with -o json
 // one change per line ({"type", "object"}), -o yaml one document per change.
+// With `only`, the changes of those names alone.
 void WatchKind(net::HttpClient& client, const std::string& path, const std::string& output,
-               const std::function<void(const Json&, bool)>& print_rows) {
+               const std::function<void(const Json&, bool)>& print_rows,
+               const std::set<std::string>& only = {}) {
   bool header = true;
   std::string error;
   Status s =
@@ -264,6 +262,8 @@ void WatchKind(net::HttpClient& client, const std::string& path, const std::stri
           error = change["object"].value("message", "the head ended the watch");
           return false;
         }
+        if (!only.empty() && !only.count(change["object"]["metadata"].value("name", "")))
+          return true;
         if (output == "json") {
           std::cout << Json{{"type", type}, {"object", change["object"]}}.dump() << "\n"
                     << std::flush;
@@ -287,32 +287,50 @@ void WatchKind(net::HttpClient& client, const std::string& path, const std::stri
 void AddResourceCommands(CLI::App& app) {
   // get
   {
-    auto* cmd = app.add_subcommand(
-        "get",
-        "List jobs, services, hosts, events, queues, localqueues, priorityclasses or "
-        "slicereservations");
+    auto* cmd =
+        app.add_subcommand("get", "List objects of a kind, or show the named ones: " + KindHelp());
     auto flags = std::make_shared<ClientFlags>();
     auto kind = std::make_shared<std::string>();
+    auto names = std::make_shared<std::vector<std::string>>();
     auto output = std::make_shared<std::string>("table");
     auto watch = std::make_shared<bool>(false);
     auto object = std::make_shared<std::string>();
-    cmd->add_option("kind", *kind,
-                    "jobs, services, hosts, events, queues (ClusterQueues), localqueues, "
-                    "priorityclasses")
-        ->required();
-    cmd->add_option("-o,--output", *output, "table, wide, json, yaml or name (KIND/NAME)")
+    cmd->add_option("kind", *kind, "the kind: " + KindHelp())->required();
+    cmd->add_option("names", *names,
+                    "only these objects (tessera get job NAME); a name not found is an error "
+                    "(exit 1) after the others are printed");
+    cmd->add_option("-o,--output", *output,
+                    "table, wide, json, yaml or name (KIND/NAME); with one NAME, json and yaml "
+                    "print the object itself")
         ->check(CLI::IsMember({"table", "wide", "json", "yaml", "name"}));
     cmd->add_flag("-w,--watch", *watch,
                   "after the list, print every change until interrupted (rows, or one JSON "
-                  "change per line with -o json)");
+                  "change per line with -o json); with NAMEs, only their changes");
     cmd->add_option("--for", *object, "events: only those about this object, e.g. trainjob/demo");
     flags->Add(cmd);
-    cmd->callback([flags, kind, output, watch, object] {
+    cmd->callback([flags, kind, names, output, watch, object] {
+      // kubectl's KIND/NAME form: `tessera get trainjob/demo`.
+      if (const size_t slash = kind->find('/'); slash != std::string::npos) {
+        names->insert(names->begin(), kind->substr(slash + 1));
+        kind->resize(slash);
+      }
       const std::string path = KindPath(*kind);
+      for (const std::string& name : *names)
+        if (name.empty() ||
+            name.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
+                                   "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._") != std::string::npos)
+          throw CommandError("NAME: '" + name +
+                             "' is not an object name (letters, digits, '-', '.' and '_'); "
+                             "`tessera get " +
+                             path + "` lists them");
       if (!object->empty() && path != "events")
         throw CommandError("--for: only for events (tessera get events --for trainjob/NAME)");
       if (*output == "name" && path == "events")
         throw CommandError("-o name: events have no names; use -o table, json or yaml");
+      if (!names->empty() && path == "events")
+        throw CommandError(
+            "events have no names; to see those about one object, use "
+            "`tessera get events --for trainjob/NAME`");
       auto client = Connect(*flags);
       if (*watch && path == "events") return WatchEvents(*client, *object, *output);
       const bool wide = *output == "wide";
@@ -334,17 +352,56 @@ void AddResourceCommands(CLI::App& app) {
         if (path == "slicereservations") PrintReservations(items, wide, header);
         std::fflush(stdout);
       };
-      if (*watch) return WatchKind(*client, path, *output, print_rows);
-      Json list = Call(*client, net::Method::kGet, "/api/v1/" + path);
+      if (*watch) {
+        if (names->empty()) return WatchKind(*client, path, *output, print_rows);
+        // Only the named objects' changes; the watch's first lines are the current list, so a
+        // name that is not there yet is not an error: it is printed once it is created.
+        return WatchKind(*client, path, *output, print_rows,
+                         std::set<std::string>(names->begin(), names->end()));
+      }
+      Json list;
+      std::vector<std::string> missing;
+      if (names->empty()) {
+        list = Call(*client, net::Method::kGet, "/api/v1/" + path);
+      } else if (KindHasGetRoute(path)) {
+        // One GET per name; a 404 is collected, any other refusal stops here.
+        list = {{"kind", "List"}, {"items", Json::array()}};
+        for (const std::string& name : *names) {
+          const std::string target = "/api/v1/" + path + "/" + name;
+          auto r = client->Request(net::Method::kGet, target);
+          if (r.ok() && r->status == 404) {
+            missing.push_back(name);
+            continue;
+          }
+          Json item = r.ok() && r->status == 200 ? Json::parse(r->body, nullptr, false) : Json();
+          // Anything else: Call asks again and throws with the head's own message.
+          if (!item.is_object()) item = Call(*client, net::Method::kGet, target);
+          list["items"].push_back(std::move(item));
+        }
+      } else {
+        Json all = Call(*client, net::Method::kGet, "/api/v1/" + path);
+        NamedItems picked = SelectNamed(all.value("items", Json::array()), *names);
+        list = {{"kind", all.value("kind", "List")}, {"items", picked.found}};
+        missing = picked.missing;
+      }
       if (!object->empty()) {
         Json kept = Json::array();
         for (const Json& e : list["items"])
           if (e.value("object", "") == *object) kept.push_back(e);
         list["items"] = kept;
       }
-      if (*output == "json" || *output == "yaml") return PrintAs(list, *output);
-      if (path == "events") return PrintEvents(list["items"], *object);
-      print_rows(list["items"], true);
+      if (*output == "json" || *output == "yaml") {
+        // kubectl: one named object prints as itself, several as a List.
+        if (names->size() == 1 && list["items"].size() == 1)
+          PrintAs(list["items"][0], *output);
+        else if (names->empty() || !list["items"].empty())
+          PrintAs(list, *output);
+      } else if (path == "events") {
+        PrintEvents(list["items"], *object);
+      } else if (names->empty() || !list["items"].empty()) {
+        print_rows(list["items"], true);
+      }
+      if (!missing.empty()) throw CommandError(NotFoundMessage(path, missing), 1);
     });
   }
   // explain

@@ -64,6 +64,7 @@ Controller::Controller(store::Store& store, const Clock& clock, ControllerOption
 void Controller::SetChangeListener(ChangeListener listener) {
   std::lock_guard lock(mu_);
   on_change_ = std::move(listener);
+  EmitDerivedChangesLocked(/*announce=*/false);  // what a list taken now shows
 }
 
 void Controller::SetAssignmentListener(AssignmentListener listener) {
@@ -95,6 +96,60 @@ void Controller::Emit(const std::string& kind, const std::string& type, const Js
   if (!on_change_) return;
   ++changes_emitted_;
   on_change_(kind, type, object);
+  // What a watcher was shown, so the derived fields are emitted again only when they move.
+  if (kind == api::kHostKind || kind == "ClusterQueue") {
+    const std::string name = object.value("metadata", Json::object()).value("name", "");
+    if (kind == api::kHostKind) {
+      if (type == "DELETED")
+        shown_host_owner_.erase(name);
+      else
+        shown_host_owner_[name] = object.value("status", Json::object()).value("job", "");
+    } else {
+      if (type == "DELETED")
+        shown_queue_status_.erase(name);
+      else
+        shown_queue_status_[name] = object.value("status", Json::object());
+    }
+  }
+  if (kind != api::kEventKind) derived_stale_ = true;
+}
+
+void Controller::EmitDerivedChangesLocked(bool announce) {
+  if (!on_change_ || (announce && !derived_stale_)) return;
+  derived_stale_ = false;
+  // A host's owner: a TrainJob by uid (one lookup), else what OwnerOf finds.
+  std::map<uint64_t, const std::string*> job_of;
+  for (const auto& [name, job] : jobs_) job_of[job.uid] = &name;
+  std::vector<std::string> moved;
+  for (const auto& [name, h] : hosts_) {
+    std::string owner;
+    auto id = host_ids_.find(name);
+    if (id != host_ids_.end() && inventory_ready_) {
+      const OwnerId o = inventory_.host(id->second).owner;
+      if (o.valid()) {
+        auto job = job_of.find(o.value());
+        owner = job != job_of.end() ? *job->second : OwnerOf(name);
+      }
+    }
+    auto shown = shown_host_owner_.find(name);
+    if (!announce || shown == shown_host_owner_.end()) {
+      shown_host_owner_[name] = owner;
+    } else if (shown->second != owner) {
+      moved.push_back(name);
+    }
+  }
+  for (const std::string& name : moved)
+    Emit(api::kHostKind, "MODIFIED", HostJsonLocked(hosts_.at(name)));
+  for (const auto& [name, q] : cluster_queues_) {
+    Json doc = QueueObjectJson("ClusterQueue", q);
+    auto shown = shown_queue_status_.find(name);
+    if (!announce || shown == shown_queue_status_.end()) {
+      shown_queue_status_[name] = doc["status"];
+    } else if (shown->second != doc["status"]) {
+      Emit("ClusterQueue", "MODIFIED", doc);
+    }
+  }
+  derived_stale_ = false;  // the emits above are the derived changes themselves
 }
 
 Json Controller::ListJobs() const {
@@ -278,6 +333,7 @@ Status Controller::Load() {
     TESSERA_RETURN_IF_ERROR(LoadQueueObjects(kind));
   TESSERA_RETURN_IF_ERROR(events_.Load(store_));
   RebuildInventory();
+  EmitDerivedChangesLocked(/*announce=*/false);  // what the first list shows
   return ReportInventoryConflicts();
 }
 
@@ -302,6 +358,9 @@ Status Controller::Tick() {
   if (first.ok()) first = reservations;
   Status scheduled = Schedule();
   if (first.ok()) first = scheduled;
+  // Hosts whose owner and ClusterQueues whose usage moved with this tick's or the requests'
+  // changes (a placement, a release, an admission cycle): one MODIFIED each for watchers.
+  EmitDerivedChangesLocked(/*announce=*/true);
   Status deferred = std::exchange(deferred_error_, Status::Ok());
   return first.ok() ? deferred : first;
 }

@@ -370,6 +370,10 @@ class Controller {
   Status ReportInventoryConflicts();
   void ReserveJob(const TrainJob& job);
   std::string OwnerOf(const std::string& host) const;
+  // Emits MODIFIED for each host whose owner and each ClusterQueue whose status differ from what
+  // was last emitted (shown_host_owner_, shown_queue_status_); with announce false it only
+  // records them (Load). Runs only after a change was emitted and only with a change listener.
+  void EmitDerivedChangesLocked(bool announce);
   Status ExpireLeases(int64_t now);
   // The host was heard from at `now`: its lease starts again.
   void RenewLease(RegisteredHost& host, int64_t now) const;
@@ -552,6 +556,12 @@ class Controller {
   std::vector<std::string> inventory_conflicts_;  // jobs whose stored hosts were taken
   ChangeListener on_change_;
   uint64_t changes_emitted_ = 0;  // calls of on_change_ so far
+  // Derived fields a watcher sees change without a commit of their own: a host's status.job
+  // (its owner) and a ClusterQueue's status (usage and counts from the admission cycle). The
+  // values last emitted, by name; EmitDerivedChangesLocked emits MODIFIED for those that moved.
+  std::map<std::string, std::string> shown_host_owner_;
+  std::map<std::string, Json> shown_queue_status_;
+  bool derived_stale_ = false;  // a change was emitted since the last EmitDerivedChangesLocked
   AssignmentListener on_assignments_;
   PassListener on_pass_wanted_;
   EasyHeadState easy_;  // ScheduleEasy's holds and moved-work account

@@ -395,5 +395,47 @@ TEST_F(AdmissionControllerTest, WithoutAClusterQueueJobsAreServedFirstComeFirstS
   EXPECT_EQ(st["queuePosition"], 1);
 }
 
+// A host's owner (status.job) and a ClusterQueue's usage are derived, not committed: a watcher
+// still gets one MODIFIED each time they move (`tessera get hosts -w`), and none when they
+// do not.
+TEST_F(AdmissionControllerTest, WatchersSeeHostOwnersAndQueueUsageMove) {
+  std::vector<std::pair<std::string, Json>> hosts;  // host, status.job of each Host change
+  std::vector<int64_t> used;                        // status.usedChips of each research change
+  c_->SetChangeListener([&](const std::string& kind, const std::string&, const Json& obj) {
+    if (kind == "Host") hosts.push_back({obj["metadata"]["name"], obj["status"]["job"]});
+    if (kind == "ClusterQueue" && obj["metadata"]["name"] == "research")
+      used.push_back(obj["status"]["usedChips"]);
+  });
+  SetUpQueues(32);
+  hosts.clear();
+  used.clear();
+  Ok(c_->CreateJob(QueuedJobDoc("a", 1, "team-a", "low")));
+  ASSERT_TRUE(c_->Tick().ok());
+  ASSERT_EQ(Status("a")["phase"], "Starting");
+  std::vector<std::string> placed;
+  const Json placement = Status("a")["placement"];
+  for (const Json& slice : placement)
+    for (const Json& h : slice["hosts"]) placed.push_back(h);
+  ASSERT_EQ(placed.size(), 4u);
+  std::vector<std::pair<std::string, Json>> expected;
+  for (const std::string& h : placed) expected.push_back({h, "a"});
+  EXPECT_EQ(hosts, expected);
+  EXPECT_EQ(used, std::vector<int64_t>{16});
+  // Nothing moved: no change on the next ticks.
+  ASSERT_TRUE(c_->Tick().ok());
+  ASSERT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(hosts.size(), 4u);
+  EXPECT_EQ(used.size(), 1u);
+  // The job ends and its hosts are released: each host once more, now free.
+  HeartbeatAll("Running");
+  HeartbeatAll("Exited", 0);
+  ConfirmAllStopped();
+  ASSERT_EQ(Status("a")["phase"], "Succeeded");
+  ASSERT_TRUE(c_->Tick().ok());
+  for (const std::string& h : placed) expected.push_back({h, ""});
+  EXPECT_EQ(hosts, expected);
+  EXPECT_EQ(used, (std::vector<int64_t>{16, 0}));
+}
+
 }  // namespace
 }  // namespace tessera::controller

@@ -328,10 +328,6 @@ class ReadmeTourTest(unittest.TestCase):
     def test_the_reservations_cli_block_runs_as_written(self):
         self.doc_block("reservations")
 
-    # TODO(issue 31): `tessera up --ha` is refused by its own defaults (--fence-ms 15000 is not
-    # above the default election lease of 15000 ms). Remove this marker with the fix: the
-    # unexpected success then fails the run until it is removed.
-    @unittest.expectedFailure
     def test_the_local_ha_cluster_block_runs_as_written(self):
         self.doc_block("ha")
 
