@@ -298,6 +298,9 @@ Result<Json> Controller::Heartbeat(const std::string& name, const protocol::Hear
   // workload and may commit. A heartbeat that freed chips or requeued work asks the loop for one
   // (Tick), so a burst of heartbeats costs one pass, and no agent's request runs one.
   RequestPass();
+  // Hosts whose owner moved with this report (chips released): watchers hear of it with the
+  // change that moved it, not at the next tick.
+  EmitDerivedChangesLocked(/*announce=*/true);
   if (!failed.ok()) return failed;
   return AssignmentsLocked(name);
 }

@@ -26,6 +26,9 @@ bool Waiting(const TrainJob& job) {
 void Controller::ScheduleAfterRequest() {
   Status s = Schedule();
   if (!s.ok()) deferred_error_ = s;
+  // The request's placements and releases move host owners and queue usage: watchers hear of
+  // them with the request, so a later tick (perhaps with the store down) emits nothing old.
+  EmitDerivedChangesLocked(/*announce=*/true);
 }
 
 Status Controller::RunPass() {
