@@ -28,7 +28,7 @@ void PrintReservations(const Json& items, bool wide, bool header) {
     std::printf("%-24s %-8s %-18s %-7s %-6zu %-8zu %s\n", r["metadata"].value("name", "").c_str(),
                 st.value("phase", "").c_str(), shape.c_str(),
                 (std::to_string(st.value("slices", Json::array()).size()) + "/" +
-                 std::to_string(sp.value("numSlices", 1)))
+                 std::to_string(sp.value("slices", 1)))
                     .c_str(),
                 st.value("hosts", Json::array()).size(), st.value("users", Json::array()).size(),
                 reason.c_str());
@@ -54,7 +54,7 @@ void DescribeReservation(net::HttpClient& client, const std::string& name) {
             << "Queue:       " << r["metadata"].value("queue", "(default)") << "\n"
             << "Priority:    " << sp.value("priority", "(none)") << "\n"
             << "Accelerator: " << sp.value("accelerator", "") << " " << sp.value("topology", "")
-            << " x " << sp.value("numSlices", 1) << " slice(s)\n"
+            << " x " << sp.value("slices", 1) << " slice(s)\n"
             << "TTL:         " << (sp.contains("ttl") ? sp["ttl"].dump() : "(until deleted)")
             << "\n"
             << "Phase:       " << phase << "\n"

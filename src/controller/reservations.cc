@@ -66,9 +66,9 @@ std::optional<ApiError> Controller::ReservationRefusalLocked(const SliceReservat
     PlanResult p = planner_.Plan(empty, {spec.accelerator, spec.topology, spec.num_slices});
     if (!p.placed() && p.reason != NoFit::kNoFreeBox && p.reason != NoFit::kNoFreeSlice)
       return ApiError{422,
-                      "spec.numSlices: " + std::to_string(spec.num_slices) + " x " +
+                      "spec.slices: " + std::to_string(spec.num_slices) + " x " +
                           spec.topology.ToString() + " can never fit this cluster: " + p.message,
-                      "spec.numSlices"};
+                      "spec.slices"};
   }
   if (!spec.priority.empty() && !priority_classes_.count(spec.priority)) {
     std::string known;
