@@ -45,6 +45,31 @@ void PrintWouldHelpTable(const Json& would_help, const char* kind_column) {
                 b.value("preemptible", false) ? "yes" : "no");
 }
 
+bool WaitsForMissingLocalQueue(const Json& status) {
+  return status.value("pendingReason", "") == "LocalQueueNotFound" ||
+         status.value("reason", "") == "LocalQueueNotFound";
+}
+
+void PrintLocalQueueFix(net::HttpClient& client, const std::string& queue,
+                        const std::string& label) {
+  const Json queues = Call(client, net::Method::kGet, "/api/v1/localqueues");
+  const Json items = queues.value("items", Json::array());
+  const std::string indent(label.size(), ' ');
+  if (items.empty()) {
+    std::cout << label << "no LocalQueue exists: apply one named " << queue
+              << " (kind: LocalQueue, spec.clusterQueue: NAME)\n";
+    return;
+  }
+  std::cout << label
+            << "set metadata.queue: NAME to one of these LocalQueues (delete it and apply it "
+               "again):\n";
+  for (const Json& q : items)
+    std::cout << indent << "  " << q.value("metadata", Json::object()).value("name", "")
+              << " (ClusterQueue " << q.value("spec", Json::object()).value("clusterQueue", "")
+              << ")\n";
+  std::cout << indent << "or apply a LocalQueue named " << queue << "\n";
+}
+
 void DescribeReservation(net::HttpClient& client, const std::string& name) {
   Json r = Call(client, net::Method::kGet, "/api/v1/slicereservations/" + name);
   const Json& sp = r["spec"];
@@ -64,7 +89,9 @@ void DescribeReservation(net::HttpClient& client, const std::string& name) {
     const int position = st.value("queuePosition", 0);
     std::cout << "Position:    " << (position > 0 ? std::to_string(position) : "-") << "\n";
     const Json help = st.value("wouldHelp", Json::array());
-    if (help.empty()) {
+    if (WaitsForMissingLocalQueue(st)) {
+      PrintLocalQueueFix(client, r["metadata"].value("queue", "default"), "Fix:         ");
+    } else if (help.empty()) {
       std::cout << "Would help:  nothing running (wait for the reason above to clear)\n";
     } else {
       std::cout << "Would help (these running workloads finishing or being preempted):\n";

@@ -18,8 +18,6 @@
 namespace tessera::controller {
 namespace {
 
-constexpr const char* kDefaultLocalQueue = "default";  // as scheduling.cc
-
 std::string Object(const std::string& name) { return "slicereservation/" + name; }
 
 bool WaitingJob(const TrainJob& job) {
