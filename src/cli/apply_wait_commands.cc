@@ -195,6 +195,7 @@ void Wait(const ClientFlags& flags, const std::string& kind, const std::string& 
           if (reason.empty()) reason = status.value("reason", "");
           message = status.value("message", "");
         }
+        if (reason == value) reason.clear();  // "Pending; Pending: ..." says it twice
         why = reason + (!reason.empty() && !message.empty() ? ": " : "") + message;
         if (Lower(value) == Lower(cond.value)) {
           met = true;
