@@ -414,7 +414,7 @@ class Client:
         if not isinstance(num_slices, int) or isinstance(num_slices, bool) or num_slices < 1:
             raise ValueError("num_slices must be an int >= 1, got %r" % (num_slices,))
         name = name or "rsv-%x" % (int(time.time() * 1000) & 0xFFFFFFFFFF)
-        spec = {"accelerator": accelerator, "topology": topology, "numSlices": num_slices}
+        spec = {"accelerator": accelerator, "topology": topology, "slices": num_slices}
         metadata = {"name": name}
         if queue:
             metadata["queue"] = queue

@@ -202,7 +202,7 @@ class ClientAgainstHeadTest(unittest.TestCase):
         self.assertIn("Pending", str(e.exception))
         self.assertEqual((r.phase, r.slices, r.hosts), ("Pending", [], []))
         got = self.c.get("slicereservation", "pg-client")
-        self.assertEqual(got["spec"]["numSlices"], 2)
+        self.assertEqual(got["spec"]["slices"], 2)
         r.delete()
         self.assertIsNone(self.c.wait("reservation", "pg-client", "delete", timeout=20))
 

@@ -194,7 +194,7 @@ class ReserveSlicesTest(unittest.TestCase):
         self.assertEqual(self.head.applied[0], {
             "apiVersion": "tessera/v1", "kind": "SliceReservation",
             "metadata": {"name": "pg", "queue": "team-a"},
-            "spec": {"accelerator": "v6e", "topology": "4x4", "numSlices": 2,
+            "spec": {"accelerator": "v6e", "topology": "4x4", "slices": 2,
                      "priority": "high", "ttl": "2h"}})
         slices = [{"name": "slice-0", "hosts": ["h0", "h1"]},
                   {"name": "slice-1", "hosts": ["h2", "h3"]}]

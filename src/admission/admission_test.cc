@@ -361,6 +361,33 @@ TEST(Admission, ReasonsForWorkloadsThatCannotRun) {
   EXPECT_EQ(FindPending(c, 2)->cluster_queue, "");
   EXPECT_EQ(FindPending(c, 3)->reason, PendingReason::kInvalidRequest);
   for (const auto& p : c.pending) EXPECT_FALSE(p.message.empty());
+  // The message names the fix and the LocalQueues that exist.
+  EXPECT_EQ(FindPending(c, 2)->message,
+            "LocalQueue nowhere does not exist; set metadata.queue: NAME to one of the "
+            "LocalQueues a (ClusterQueue a) (delete the workload and apply it again), or apply a "
+            "LocalQueue named nowhere");
+}
+
+TEST(Admission, AWorkloadWithoutAQueueSaysItWaitsForTheDefaultOneAndHowToFixIt) {
+  Snapshot s = MakeSnapshot(Pod(1, 2), {Queue("research", 1024)});
+  s.local_queues = {{"team-a", "research"}, {"team-b", "research"}};
+  s.workloads.push_back(Job(1, kDefaultLocalQueue, k222));  // what a job without a queue gets
+  AdmissionCycle c = RunCycle(s);
+  ASSERT_NE(FindPending(c, 1), nullptr);
+  EXPECT_EQ(FindPending(c, 1)->reason, PendingReason::kLocalQueueNotFound);
+  const std::string m = FindPending(c, 1)->message;
+  EXPECT_NE(m.find("LocalQueue default does not exist (a workload without metadata.queue"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("set metadata.queue: NAME"), std::string::npos) << m;
+  EXPECT_NE(m.find("team-a (ClusterQueue research), team-b (ClusterQueue research)"),
+            std::string::npos)
+      << m;
+  // No LocalQueue at all: the message says to apply one.
+  s.local_queues.clear();
+  c = RunCycle(s);
+  EXPECT_NE(FindPending(c, 1)->message.find("no LocalQueue exists: apply one"), std::string::npos)
+      << FindPending(c, 1)->message;
 }
 
 TEST(Admission, UsageReport) {

@@ -12,6 +12,29 @@
 #include "admission/cycle.h"
 
 namespace tessera::admission_internal {
+namespace {
+
+// kLocalQueueNotFound's message: the queue, why it was asked for, and the two fixes, with the
+// LocalQueues that exist (a workload's queue is fixed once it is created, so the first fix is
+// to apply it again under metadata.queue).
+std::string MissingLocalQueueMessage(const std::string& name,
+                                     const std::vector<LocalQueueSpec>& existing) {
+  std::string m = "LocalQueue " + name + " does not exist";
+  if (name == kDefaultLocalQueue)
+    m += " (a workload without metadata.queue waits for the LocalQueue named " + name + ")";
+  if (existing.empty())
+    return m +
+           "; no LocalQueue exists: apply one (kind: LocalQueue, spec.clusterQueue: NAME) "
+           "named " +
+           name + ", or one of another name and set metadata.queue: NAME";
+  std::string names;
+  for (const LocalQueueSpec& q : existing)
+    names += (names.empty() ? "" : ", ") + q.name + " (ClusterQueue " + q.cluster_queue + ")";
+  return m + "; set metadata.queue: NAME to one of the LocalQueues " + names +
+         " (delete the workload and apply it again), or apply a LocalQueue named " + name;
+}
+
+}  // namespace
 
 PendingStatus& Cycle::AddPending(int wi, int qi, PendingReason reason, std::string message) {
   PendingStatus st;
@@ -162,7 +185,7 @@ void Cycle::Explain() {
                            " start-guard evictions; last: " + sg.last_eviction);
     } else if (qi < 0) {
       st = &AddPending(wi, qi, PendingReason::kLocalQueueNotFound,
-                       "queue: local queue " + w.local_queue + " does not exist");
+                       MissingLocalQueueMessage(w.local_queue, snap_.local_queues));
     } else {
       st = &AddPending(wi, qi, PendingReason::kBackoff,
                        "in start-guard backoff until " + std::to_string(sg.backoff_until_ms) +

@@ -83,6 +83,10 @@ struct ClusterQueueSpec {
   double fair_sharing_weight = 1.0;
 };
 
+// The LocalQueue of a workload that names none (metadata.queue empty), as Kueue's default
+// LocalQueue: such a workload waits with kLocalQueueNotFound until one of this name exists.
+inline constexpr char kDefaultLocalQueue[] = "default";
+
 // A team's entry point: workloads name a LocalQueue, which points at a ClusterQueue.
 struct LocalQueueSpec {
   std::string name;

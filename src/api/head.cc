@@ -28,6 +28,7 @@
 #include "controller/head_term.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
+#include "net/port_probe.h"
 #include "protocol/credential.h"
 #include "store/sqlite_store.h"
 
@@ -89,6 +90,18 @@ std::optional<uint64_t> ParseDecimal(const std::string& text) {
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
   return value;
+}
+
+// 64 random bits for a head's port seed.
+Result<uint64_t> RandomSeed() {
+  uint64_t seed = 0;
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::read(fd, &seed, sizeof seed) != static_cast<ssize_t>(sizeof seed)) {
+    if (fd >= 0) ::close(fd);
+    return Unavailable("/dev/urandom: cannot read random bytes for the head's port seed");
+  }
+  ::close(fd);
+  return seed;
 }
 
 }  // namespace
@@ -336,6 +349,17 @@ Status Head::Start() {
     if (!term.ok()) return term.status();
     controller_options.term = *term;
   }
+  // Ports: a seed of this start's own, and a probe of this machine, so that clusters whose hosts
+  // share it never hand their workers the same port (controller/ports.cc).
+  if (options_.port_seed) {
+    port_seed_ = *options_.port_seed;
+  } else {
+    auto seed = RandomSeed();
+    if (!seed.ok()) return seed.status();
+    port_seed_ = *seed;
+  }
+  controller_options.seed = port_seed_;
+  if (!controller_options.port_taken) controller_options.port_taken = net::PortTakenHere;
   // The loop checks leases every tick; a gap well beyond that is the head's own stall.
   if (controller_options.lease_stall_ms == 0)
     controller_options.lease_stall_ms =
@@ -619,7 +643,10 @@ Status Head::Start() {
       })));
 
   TESSERA_RETURN_IF_ERROR(s.Start());
-  const Json head = {{"address", options_.bind_address}, {"port", s.port()}, {"pid", ::getpid()}};
+  const Json head = {{"address", options_.bind_address},
+                     {"port", s.port()},
+                     {"pid", ::getpid()},
+                     {"portSeed", port_seed_}};
   TESSERA_RETURN_IF_ERROR(
       WriteFileAtomic(options_.state_dir + "/head.json", head.dump() + "\n", 0600));
   m.loop = std::thread([&m, tick = options_.tick_ms] { m.Loop(tick); });

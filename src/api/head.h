@@ -7,7 +7,8 @@
 //   tessera.db     the SQLite store (and its -wal file)
 //   admin.token    bearer token for users (created at first start)
 //   join.token     bearer token for agents (created at first start)
-//   head.json      {"address", "port", "pid"} of the running head, for the CLI and `tessera up`
+//   head.json      {"address", "port", "pid", "portSeed"} of the running head, for the CLI and
+//                  `tessera up` (portSeed: see HeadOptions::port_seed)
 //
 // Thread-safety: Start/Stop from one thread; everything else is internal.
 #pragma once
@@ -17,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -38,7 +40,14 @@ struct HeadOptions {
   // with several threads, requests that take no lock (/healthz, /v1/leader) and streams still
   // find one while agents' heartbeats queue for the lock.
   int io_threads = 6;
+  // The controller's options. Two are the head's own: controller.seed is replaced by port_seed
+  // below, and an unset controller.port_taken by a bind probe (net::PortTakenHere).
   controller::ControllerOptions controller;
+  // The seed of the ports the controller hands to workers (MASTER_PORT, ...). Unset: a random
+  // one per start, in head.json and Head::port_seed(), so two heads on one machine draw
+  // different ports (and the probe skips what the other's workers hold); set: that run's ports
+  // again.
+  std::optional<uint64_t> port_seed;
   int64_t tick_ms = 100;        // controller loop period (it also runs after every change)
   LogProxyOptions logs;         // caps and deadlines of log reads from agents (bearer_token unused)
   size_t watch_history = 1024;  // changes kept per kind for watches resuming from a version
@@ -59,6 +68,7 @@ class Head {
   Status Start();
   void Stop();
   int port() const;
+  uint64_t port_seed() const { return port_seed_; }  // after Start: the seed its ports came from
   const std::string& admin_token() const { return admin_token_; }
   const std::string& join_token() const { return join_token_; }
 
@@ -67,6 +77,7 @@ class Head {
   std::unique_ptr<Impl> impl_;
   HeadOptions options_;
   std::string admin_token_, join_token_;
+  uint64_t port_seed_ = 0;
 };
 
 // Reads a token file (and makes it mode 0600 if it was wider), or creates one with 32 random

@@ -2,7 +2,8 @@
 // that accepts connections and never answers), a fake agent log server, and hosts that
 // heartbeat over HTTP. Checks that log reads never hold the head's I/O threads, that follows
 // end and leave no thread or socket behind, and that list-then-watch misses nothing and
-// repeats nothing (issue 17, points 1, 7, 8 and `worker=1abc`).
+// repeats nothing (issue 17, points 1, 7, 8 and `worker=1abc`); and that heads side by side seed
+// the ports they hand to workers each on their own.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -522,6 +524,27 @@ TEST_F(HeadHardeningTest, AVersionTooOldOrNotAVersionIsRefused) {
     EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
     EXPECT_EQ(Json::parse(r.body, nullptr, false).value("field", ""), "resourceVersion");
   }
+}
+
+// Two heads on one machine seed their port pickers on their own (and say so in head.json), so
+// their workers are not handed the same ports (controller/ports.cc); a given seed is used as is.
+TEST(HeadPortSeed, EachStartHasItsOwnUnlessOneIsGiven) {
+  TempDir dirs[3];
+  std::vector<std::unique_ptr<Head>> heads;
+  for (int i = 0; i < 3; ++i) {
+    HeadOptions options;
+    options.state_dir = dirs[i].path() + "/state";
+    if (i == 2) options.port_seed = 42;
+    heads.push_back(std::make_unique<Head>(options));
+    ASSERT_TRUE(heads.back()->Start().ok());
+    std::ifstream in(options.state_dir + "/head.json");
+    const Json written = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(written.is_object());
+    EXPECT_EQ(written.value("portSeed", uint64_t{0}), heads.back()->port_seed());
+  }
+  EXPECT_NE(heads[0]->port_seed(), heads[1]->port_seed());
+  EXPECT_EQ(heads[2]->port_seed(), 42u);
+  for (auto& head : heads) head->Stop();
 }
 
 }  // namespace

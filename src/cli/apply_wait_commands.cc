@@ -166,7 +166,9 @@ void Wait(const ClientFlags& flags, const std::string& kind, const std::string& 
     }
   });
   bool met = false;
-  std::string last, failure;
+  // last: the watched field's value; why: the object's reason and message then, so a timeout
+  // says what it waits for ("Pending; LocalQueueNotFound: LocalQueue default does not exist...").
+  std::string last, why, failure;
   Status s = client->Stream(
       net::Method::kGet, "/api/v1/" + path + "?watch=true", [&](std::string_view line) {
         Json change = Json::parse(line, nullptr, false);
@@ -186,6 +188,15 @@ void Wait(const ClientFlags& flags, const std::string& kind, const std::string& 
         if (cond.deleted) return true;
         const std::string value = StatusValue(o, cond.path);
         last = value;
+        const Json status = o.value("status", Json::object());
+        std::string reason, message;
+        if (status.is_object()) {
+          reason = status.value("pendingReason", "");
+          if (reason.empty()) reason = status.value("reason", "");
+          message = status.value("message", "");
+        }
+        if (reason == value) reason.clear();  // "Pending; Pending: ..." says it twice
+        why = reason + (!reason.empty() && !message.empty() ? ": " : "") + message;
         if (Lower(value) == Lower(cond.value)) {
           met = true;
           return false;
@@ -212,10 +223,13 @@ void Wait(const ClientFlags& flags, const std::string& kind, const std::string& 
     return;
   }
   if (!failure.empty()) throw CommandError(failure, 1);
-  if (timed_out)
+  if (timed_out) {
+    std::string now = last;
+    if (!why.empty()) now += (now.empty() ? "" : "; ") + why;
     throw CommandError("timed out after " + timeout_text + " waiting for " + object + " " +
-                           cond.text + (last.empty() ? "" : " (now " + last + ")"),
+                           cond.text + (now.empty() ? "" : " (now " + now + ")"),
                        1);
+  }
   throw CommandError("watching " + object + ": " +
                          (s.ok() ? std::string("the head ended the watch") : s.message()),
                      1);

@@ -26,6 +26,10 @@ void AddHeadCommand(CLI::App& app) {
                   "how often agents heartbeat")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{50}, int64_t{60'000}));
+  cmd->add_option_function<uint64_t>(
+      "--port-seed", [o](const uint64_t& seed) { o->port_seed = seed; },
+      "the seed of the ports handed to workers (MASTER_PORT, ...); default: a random one per "
+      "start, printed and in head.json, so clusters on one machine never share a port");
   cmd->add_flag(
       "--fair-sharing",
       [o](int64_t n) {
@@ -134,7 +138,7 @@ void AddHeadCommand(CLI::App& app) {
     Status s = head.Start();
     if (!s.ok()) throw CommandError(s.message(), 1);
     std::cerr << "tessera head: listening on " << o->bind_address << ":" << head.port()
-              << ", state in " << o->state_dir << std::endl;
+              << ", state in " << o->state_dir << ", port seed " << head.port_seed() << std::endl;
     int sig = 0;
     sigwait(&stop, &sig);
     std::cerr << "tessera head: stopping (signal " << sig << ")" << std::endl;

@@ -28,7 +28,7 @@ void PrintReservations(const Json& items, bool wide, bool header) {
     std::printf("%-24s %-8s %-18s %-7s %-6zu %-8zu %s\n", r["metadata"].value("name", "").c_str(),
                 st.value("phase", "").c_str(), shape.c_str(),
                 (std::to_string(st.value("slices", Json::array()).size()) + "/" +
-                 std::to_string(sp.value("numSlices", 1)))
+                 std::to_string(sp.value("slices", 1)))
                     .c_str(),
                 st.value("hosts", Json::array()).size(), st.value("users", Json::array()).size(),
                 reason.c_str());
@@ -45,6 +45,31 @@ void PrintWouldHelpTable(const Json& would_help, const char* kind_column) {
                 b.value("preemptible", false) ? "yes" : "no");
 }
 
+bool WaitsForMissingLocalQueue(const Json& status) {
+  return status.value("pendingReason", "") == "LocalQueueNotFound" ||
+         status.value("reason", "") == "LocalQueueNotFound";
+}
+
+void PrintLocalQueueFix(net::HttpClient& client, const std::string& queue,
+                        const std::string& label) {
+  const Json queues = Call(client, net::Method::kGet, "/api/v1/localqueues");
+  const Json items = queues.value("items", Json::array());
+  const std::string indent(label.size(), ' ');
+  if (items.empty()) {
+    std::cout << label << "no LocalQueue exists: apply one named " << queue
+              << " (kind: LocalQueue, spec.clusterQueue: NAME)\n";
+    return;
+  }
+  std::cout << label
+            << "set metadata.queue: NAME to one of these LocalQueues (delete it and apply it "
+               "again):\n";
+  for (const Json& q : items)
+    std::cout << indent << "  " << q.value("metadata", Json::object()).value("name", "")
+              << " (ClusterQueue " << q.value("spec", Json::object()).value("clusterQueue", "")
+              << ")\n";
+  std::cout << indent << "or apply a LocalQueue named " << queue << "\n";
+}
+
 void DescribeReservation(net::HttpClient& client, const std::string& name) {
   Json r = Call(client, net::Method::kGet, "/api/v1/slicereservations/" + name);
   const Json& sp = r["spec"];
@@ -54,7 +79,7 @@ void DescribeReservation(net::HttpClient& client, const std::string& name) {
             << "Queue:       " << r["metadata"].value("queue", "(default)") << "\n"
             << "Priority:    " << sp.value("priority", "(none)") << "\n"
             << "Accelerator: " << sp.value("accelerator", "") << " " << sp.value("topology", "")
-            << " x " << sp.value("numSlices", 1) << " slice(s)\n"
+            << " x " << sp.value("slices", 1) << " slice(s)\n"
             << "TTL:         " << (sp.contains("ttl") ? sp["ttl"].dump() : "(until deleted)")
             << "\n"
             << "Phase:       " << phase << "\n"
@@ -64,7 +89,9 @@ void DescribeReservation(net::HttpClient& client, const std::string& name) {
     const int position = st.value("queuePosition", 0);
     std::cout << "Position:    " << (position > 0 ? std::to_string(position) : "-") << "\n";
     const Json help = st.value("wouldHelp", Json::array());
-    if (help.empty()) {
+    if (WaitsForMissingLocalQueue(st)) {
+      PrintLocalQueueFix(client, r["metadata"].value("queue", "default"), "Fix:         ");
+    } else if (help.empty()) {
       std::cout << "Would help:  nothing running (wait for the reason above to clear)\n";
     } else {
       std::cout << "Would help (these running workloads finishing or being preempted):\n";

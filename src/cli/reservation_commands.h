@@ -20,5 +20,12 @@ void DescribeReservation(net::HttpClient& client, const std::string& name);
 // preemption would let it in) as an indented table; `kind_column` heads the name column ("JOB"
 // for `explain job`, "WORKLOAD" here).
 void PrintWouldHelpTable(const nlohmann::json& would_help, const char* kind_column);
+// Whether a workload's status says it waits for a LocalQueue that does not exist.
+bool WaitsForMissingLocalQueue(const nlohmann::json& status);
+// Its fix, for `explain` and `describe`: set metadata.queue to one of the LocalQueues the head
+// lists (printed), or apply a LocalQueue named `queue` (its metadata.queue, or "default").
+// `label` is the first column, padded as the caller's other rows ("Fix:       ").
+void PrintLocalQueueFix(net::HttpClient& client, const std::string& queue,
+                        const std::string& label);
 
 }  // namespace tessera::cli

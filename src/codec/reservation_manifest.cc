@@ -42,8 +42,13 @@ Result<SliceReservationSpec> ParseSliceReservation(const Json& doc) {
   if (s.contains("priorityClassName"))
     return InvalidArgument(
         "spec.priorityClassName: the PriorityClass is spec.priority, as in a TrainJob");
+  if (s.contains("numSlices"))
+    return InvalidArgument(
+        "spec.numSlices: the number of slices is spec.slices, as in a TrainJob (renamed; write "
+        "slices: " +
+        (s["numSlices"].is_number_integer() ? s["numSlices"].dump() : std::string("N")) + ")");
   TESSERA_RETURN_IF_ERROR(
-      OnlyKnownFields(s, "spec", {"accelerator", "topology", "numSlices", "priority", "ttl"}));
+      OnlyKnownFields(s, "spec", {"accelerator", "topology", "slices", "priority", "ttl"}));
   // Read after spec's fields are checked: a reservation reports a wrong spec first.
   auto queue = GetName(meta, "queue", "metadata", false);
   if (!queue.ok()) return queue.status();
@@ -53,7 +58,7 @@ Result<SliceReservationSpec> ParseSliceReservation(const Json& doc) {
   if (!topo.ok()) return topo.status();
   spec.accelerator = topo->generation();
   spec.topology = topo->shape();
-  auto n = GetInt(s, "numSlices", "spec", 1, 1, 4096);
+  auto n = GetInt(s, "slices", "spec", 1, 1, 4096);
   if (!n.ok()) return n.status();
   spec.num_slices = static_cast<int>(*n);
   auto priority = GetString(s, "priority", "spec", false);
@@ -68,10 +73,17 @@ Result<SliceReservationSpec> ParseSliceReservation(const Json& doc) {
   return spec;
 }
 
+bool MigrateSliceReservationSpec(Json& spec) {
+  if (!spec.is_object() || !spec.contains("numSlices")) return false;
+  if (!spec.contains("slices")) spec["slices"] = spec["numSlices"];
+  spec.erase("numSlices");
+  return true;
+}
+
 Json SliceReservationSpecJson(const SliceReservationSpec& spec, const Json& written) {
   Json out = {{"accelerator", GenerationName(spec.accelerator)},
               {"topology", spec.topology.ToString()},
-              {"numSlices", spec.num_slices}};
+              {"slices", spec.num_slices}};
   if (!spec.priority.empty()) out["priority"] = spec.priority;
   if (written.is_object() && written.contains("ttl")) out["ttl"] = written["ttl"];
   if (spec.ttl_ms > 0) out["ttlSeconds"] = spec.ttl_ms / 1000;
@@ -130,10 +142,12 @@ Result<SliceReservation> SliceReservationFromJson(const Json& doc) {
   auto fail = [&name](const std::string& why) {
     return Internal("stored slicereservation " + name + ": " + why);
   };
+  Json stored_spec = doc.value("spec", Json::object());
+  MigrateSliceReservationSpec(stored_spec);
   Json manifest = {{"apiVersion", kApiVersion},
                    {"kind", kSliceReservationKind},
                    {"metadata", {{"name", name}}},
-                   {"spec", doc.value("spec", Json::object())}};
+                   {"spec", stored_spec}};
   if (meta.contains("queue")) manifest["metadata"]["queue"] = meta["queue"];
   if (meta.contains("labels")) manifest["metadata"]["labels"] = meta["labels"];
   manifest["spec"].erase("ttlSeconds");
@@ -144,7 +158,7 @@ Result<SliceReservation> SliceReservationFromJson(const Json& doc) {
   if (r.uid == 0) return fail("metadata.uid is missing");
   r.created_ms = GetOr(meta, "creationTimestampMs", int64_t{0});
   r.spec = std::move(*spec);
-  r.spec_document = doc["spec"].dump();
+  r.spec_document = stored_spec.dump();
   const Json st = doc.value("status", Json::object());
   auto phase = ParseReservationPhase(GetOr(st, "phase", std::string("Pending")));
   if (!phase.ok()) return fail(phase.status().message());

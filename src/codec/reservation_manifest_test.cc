@@ -16,7 +16,7 @@ metadata: {name: pool, queue: team-a, labels: {team: a}}
 spec:
   accelerator: v6e
   topology: 4x4
-  numSlices: 2
+  slices: 2
   priority: high
   ttl: 30m
 )";
@@ -54,7 +54,7 @@ TEST(ParseSliceReservation, FullManifest) {
 
 TEST(ParseSliceReservation, DefaultsAndOtherSpellings) {
   Json doc = Doc();
-  doc["spec"].erase("numSlices");
+  doc["spec"].erase("slices");
   doc["spec"].erase("ttl");
   doc["spec"].erase("priority");
   doc["metadata"].erase("queue");
@@ -96,10 +96,12 @@ TEST(ParseSliceReservation, WrongInputNamesTheField) {
   ExpectRefused(doc, "spec.ttl");
 
   doc = Doc();
-  doc["spec"]["numSlices"] = 0;
-  ExpectRefused(doc, "spec.numSlices");
-  doc["spec"]["numSlices"] = "two";
-  ExpectRefused(doc, "spec.numSlices");
+  doc["spec"]["slices"] = 0;
+  ExpectRefused(doc, "spec.slices");
+  doc["spec"]["slices"] = "two";
+  ExpectRefused(doc, "spec.slices");
+  doc["spec"]["slices"] = Json{{"min", 1}, {"max", 2}};  // a TrainJob's elastic range
+  ExpectRefused(doc, "spec.slices");
 
   doc = Doc();
   doc["spec"]["topology"] = "3x3";
@@ -111,9 +113,15 @@ TEST(ParseSliceReservation, WrongInputNamesTheField) {
   doc["spec"].erase("accelerator");
   ExpectRefused(doc, "spec.accelerator");
 
+  // One name per concept across kinds: the old name of spec.slices gets a 422 naming the new
+  // one, with or without spec.slices beside it.
   doc = Doc();
-  doc["spec"]["slices"] = 2;  // a TrainJob's field, not this kind's
-  ExpectRefused(doc, "spec.slices", "numSlices");
+  doc["spec"].erase("slices");
+  doc["spec"]["numSlices"] = 2;
+  ExpectRefused(doc, "spec.numSlices", "spec.slices, as in a TrainJob (renamed; write slices: 2)");
+  doc = Doc();
+  doc["spec"]["numSlices"] = 2;
+  ExpectRefused(doc, "spec.numSlices", "spec.slices");
   doc = Doc();
   doc["spec"]["queue"] = "team-a";  // one name per concept across kinds: TrainJob's
   ExpectRefused(doc, "spec.queue", "metadata.queue");
@@ -179,6 +187,41 @@ TEST(SliceReservationJson, StoredDocumentRoundTrips) {
   Json broken = doc;
   broken["status"]["phase"] = "Held";
   EXPECT_EQ(SliceReservationFromJson(broken).status().code(), StatusCode::kInternal);
+}
+
+// A document as heads before the rename stored it (spec.numSlices): it loads, with the number
+// of slices it held, and is served (and stored at its next write) with spec.slices.
+TEST(SliceReservationJson, DocumentStoredWithNumSlicesLoads) {
+  const Json stored = Json::parse(R"({
+    "apiVersion": "tessera/v1", "kind": "SliceReservation",
+    "metadata": {"name": "pool", "uid": 7, "resourceVersion": 3, "creationTimestampMs": 500,
+                 "queue": "team-a"},
+    "spec": {"accelerator": "v6e", "topology": "4x4", "numSlices": 2, "priority": "high",
+             "ttl": "30m", "ttlSeconds": 1800},
+    "status": {"phase": "Ready", "reason": "Reserved", "message": "",
+               "slices": [{"name": "s0", "hosts": ["a", "b"]}, {"name": "s1", "hosts": ["c"]}],
+               "hosts": ["a", "b", "c"], "readyTimeMs": 900, "expiresAtMs": 1800900}})");
+  auto r = SliceReservationFromJson(stored);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->uid, 7u);
+  EXPECT_EQ(r->spec.num_slices, 2);
+  EXPECT_EQ(r->spec.ttl_ms, 30 * 60'000);
+  EXPECT_EQ(r->status.phase, ReservationPhase::kReady);
+  EXPECT_EQ(r->status.slices.size(), 2u);
+  const Json served = SliceReservationJson(*r);
+  EXPECT_EQ(served["spec"]["slices"], 2);
+  EXPECT_FALSE(served["spec"].contains("numSlices")) << served["spec"].dump();
+  EXPECT_EQ(served["spec"]["ttlSeconds"], 1800);
+  // The served spec equals what applying today's manifest gives, so `apply` of the same
+  // reservation with spec.slices is unchanged rather than refused as another spec.
+  auto spec = ParseSliceReservation(Doc());
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(served["spec"], SliceReservationSpecJson(*spec, Doc()["spec"]));
+
+  Json migrated = stored["spec"];
+  EXPECT_TRUE(MigrateSliceReservationSpec(migrated));
+  EXPECT_EQ(migrated["slices"], 2);
+  EXPECT_FALSE(MigrateSliceReservationSpec(migrated));  // once only
 }
 
 }  // namespace

@@ -17,6 +17,9 @@ std::string Hint(const std::string& key) {
   if (key == "priorityClassName") return "; the priority class is spec.priority, as in TrainJob";
   if (key == "reservation")
     return "; a Service names its SliceReservation once, as spec.reservation, for all its roles";
+  if (key == "slices" || key == "numSlices")
+    return "; a replica is one whole slice, so a role's number of slices is its replicas (or "
+           "autoscaling)";
   return "";
 }
 

@@ -161,6 +161,13 @@ TEST(ServiceManifestTest, EachWrongInputNamesItsField) {
   std::string queue = ErrorAfter([](Json& d) { d["spec"]["queueName"] = "default"; });
   EXPECT_TRUE(StartsWith(queue, "spec.queueName: unknown field")) << queue;
   EXPECT_NE(queue.find("metadata.queue"), std::string::npos) << queue;
+  // A replica is one slice: a count of slices points at replicas.
+  for (const char* field : {"slices", "numSlices"}) {
+    std::string slices = ErrorAfter([&](Json& d) { role(d)[field] = 2; });
+    EXPECT_TRUE(StartsWith(slices, std::string("spec.roles[0].") + field + ": unknown field"))
+        << slices;
+    EXPECT_NE(slices.find("is its replicas"), std::string::npos) << slices;
+  }
   EXPECT_TRUE(
       StartsWith(ErrorAfter([](Json& d) { d["spec"]["replicas"] = 0; }, kShort), "(accepted)"));
   EXPECT_TRUE(StartsWith(ErrorAfter([](Json& d) { d["spec"]["replicas"] = -1; }, kShort),

@@ -97,9 +97,9 @@ void Controller::Emit(const std::string& kind, const std::string& type, const Js
   ++changes_emitted_;
   on_change_(kind, type, object);
   // What a watcher was shown, so the derived fields are emitted again only when they move.
-  if (kind == api::kHostKind || kind == "ClusterQueue") {
+  if (kind == codec::kHostKind || kind == "ClusterQueue") {
     const std::string name = object.value("metadata", Json::object()).value("name", "");
-    if (kind == api::kHostKind) {
+    if (kind == codec::kHostKind) {
       if (type == "DELETED")
         shown_host_owner_.erase(name);
       else
@@ -111,7 +111,7 @@ void Controller::Emit(const std::string& kind, const std::string& type, const Js
         shown_queue_status_[name] = object.value("status", Json::object());
     }
   }
-  if (kind != api::kEventKind) derived_stale_ = true;
+  if (kind != codec::kEventKind) derived_stale_ = true;
 }
 
 void Controller::EmitDerivedChangesLocked(bool announce) {
@@ -139,7 +139,7 @@ void Controller::EmitDerivedChangesLocked(bool announce) {
     }
   }
   for (const std::string& name : moved)
-    Emit(api::kHostKind, "MODIFIED", HostJsonLocked(hosts_.at(name)));
+    Emit(codec::kHostKind, "MODIFIED", HostJsonLocked(hosts_.at(name)));
   for (const auto& [name, q] : cluster_queues_) {
     Json doc = QueueObjectJson("ClusterQueue", q);
     auto shown = shown_queue_status_.find(name);

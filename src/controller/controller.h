@@ -89,13 +89,21 @@ struct ControllerOptions {
   // head sets max(lease_ms / 4, 4 ticks).
   int64_t lease_stall_ms = 0;
   PlannerOptions planner = PlannerOptions::Tessera();
-  uint64_t seed = 1;  // ports for each attempt are drawn from this
+  // Ports for each attempt are drawn from this. The head gives a seed of its own per start
+  // (api::HeadOptions::port_seed), so that two heads on one machine hand out different ports;
+  // tests keep this fixed one, so their runs repeat.
+  uint64_t seed = 1;
   // MASTER_PORT, the JAX port and the ports of a Service's processes on hosts that share an
   // address come from [start, start + size): below Linux's default ephemeral range (32768 and
   // up), where the kernel takes the local port of every outgoing connection, so a port drawn
   // here is not one a client socket on the machine already holds.
   int port_range_start = 20000;
   int port_range_size = 12768;
+  // Whether `port` is taken on `address` now, by anything on this machine: a drawn port it says
+  // is taken is drawn again (ports.cc). The head gives a bind probe (net/port_probe.h), which
+  // sees another cluster's workers where hosts share the head's machine; unset (tests): none.
+  // Called with the controller's lock held, so it must answer at once.
+  std::function<bool(const std::string& address, int port)> port_taken;
   size_t max_events = 2000;  // older events are deleted
   // Admission (used once a ClusterQueue exists): start guard and fair sharing. The planner
   // options are the ones above.
@@ -412,8 +420,18 @@ class Controller {
                         bool store_uid_counter = false);
   Service* FindService(const std::string& name);
   Json ListServicesLocked() const;
-  std::vector<int> ServicePorts(const std::vector<WorkerHost>& hosts, int port);
-  int FreshMasterPort();
+  // --- ports (ports.cc) ---
+  // The ports the live workloads of this head hold: TrainJobs' and Service groups' MASTER_PORT
+  // and JAX port, Service processes' PORT.
+  std::set<int> PortsHeldLocked() const;
+  // `count` consecutive ports from the range for a worker listening on `address`: none in
+  // `held` (the drawn ones are added to it), none options_.port_taken says is taken.
+  int DrawPorts(const std::string& address, int count, std::set<int>& held);
+  // A new attempt's MASTER_PORT (the JAX port is the one above), not its previous attempt's.
+  int TrainJobMasterPort(const TrainJob& job, const std::string& address);
+  // A Service group's MASTER_PORT and each process's PORT (the role's port unless hosts share
+  // an address).
+  GroupPorts ServiceGroupPorts(const std::vector<WorkerHost>& hosts, int role_port);
   // Restarts groups whose backoff is over and, while no ClusterQueue exists, places waiting
   // groups first come first served, one slice each (with queues the admission cycle does).
   Status ScheduleServices();

@@ -16,7 +16,7 @@ Json ReservationDoc(const std::string& name, int slices, const std::string& ttl 
   Json doc = {{"apiVersion", "tessera/v1"},
               {"kind", "SliceReservation"},
               {"metadata", {{"name", name}}},
-              {"spec", {{"accelerator", "v6e"}, {"topology", "4x4"}, {"numSlices", slices}}}};
+              {"spec", {{"accelerator", "v6e"}, {"topology", "4x4"}, {"slices", slices}}}};
   if (!ttl.empty()) doc["spec"]["ttl"] = ttl;
   return doc;
 }
@@ -181,7 +181,7 @@ TEST_F(ReservationTest, BadInputIsRefusedOrWaitsWithAReason) {
   // Larger than the cluster: it could never be Ready.
   Status e = Err(c_->Apply(ReservationDoc("huge", 3)));
   EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(FieldOf(e), "spec.numSlices");
+  EXPECT_EQ(FieldOf(e), "spec.slices");
   e = Err(c_->Apply(ReservationDoc("bad-ttl", 1, "soon")));
   EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(FieldOf(e), "spec.ttl");
@@ -207,7 +207,7 @@ TEST_F(ReservationTest, BadInputIsRefusedOrWaitsWithAReason) {
   EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(FieldOf(e), "spec.reservation");
   // A dry run makes the same checks and stores nothing.
-  EXPECT_EQ(FieldOf(Err(c_->DryRunApply(ReservationDoc("huge", 3)))), "spec.numSlices");
+  EXPECT_EQ(FieldOf(Err(c_->DryRunApply(ReservationDoc("huge", 3)))), "spec.slices");
   EXPECT_TRUE(Ok(c_->DryRunApply(ReservationDoc("fine", 1)))["dryRun"].get<bool>());
   EXPECT_TRUE(Get("fine").contains("gone"));
 }
@@ -284,6 +284,49 @@ TEST_F(ReservationTest, ARestartedHeadKeepsHoldingIt) {
   EXPECT_EQ(Phase("outside"), "Pending");
   // uids are never given twice across kinds.
   EXPECT_NE(Uid("outside"), Get("pool")["metadata"]["uid"].get<uint64_t>());
+}
+
+// A reservation a head stored before spec.numSlices was renamed spec.slices: a restarted head
+// loads it, keeps holding it, serves it with spec.slices, takes the same reservation applied
+// with spec.slices as unchanged, and stores spec.slices at its next change.
+TEST_F(ReservationTest, ARestartedHeadLoadsAReservationStoredWithNumSlices) {
+  Ok(c_->Apply(ReservationDoc("pool", 1)));
+  const std::set<std::string> held = Hosts(Get("pool"));
+  ASSERT_EQ(held.size(), 4u);
+  {
+    auto stored = store_->Get("SliceReservation", "pool");
+    ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+    Json doc = Json::parse(stored->body);
+    doc["spec"].erase("slices");
+    doc["spec"]["numSlices"] = 1;
+    store::WriteBatch old;
+    old.Put("SliceReservation", "pool", doc.dump());
+    ASSERT_TRUE(store_->Commit(old).ok());
+  }
+  Start();  // a new controller on the same store
+  ASSERT_TRUE(c_->Tick().ok());
+  const Json pool = Get("pool");
+  EXPECT_EQ(pool["status"]["phase"], "Ready");
+  EXPECT_EQ(Hosts(pool), held);
+  EXPECT_EQ(pool["spec"]["slices"], 1);
+  EXPECT_FALSE(pool["spec"].contains("numSlices")) << pool["spec"].dump();
+  EXPECT_FALSE(Ok(c_->Apply(ReservationDoc("pool", 1)))["created"].get<bool>());
+  // The old name in a new document is refused, naming the new one.
+  Json old_doc = ReservationDoc("other", 1);
+  old_doc["spec"].erase("slices");
+  old_doc["spec"]["numSlices"] = 1;
+  Status e = Err(c_->Apply(old_doc));
+  EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(FieldOf(e), "spec.numSlices");
+  EXPECT_NE(e.message().find("spec.slices"), std::string::npos) << e.message();
+  // Its next change stores the new name.
+  Ok(c_->Apply(InsideDoc("user", "pool")));
+  ASSERT_EQ(Get("pool")["status"]["users"], Json({"trainjob/user"}));
+  auto stored = store_->Get("SliceReservation", "pool");
+  ASSERT_TRUE(stored.ok());
+  const Json now = Json::parse(stored->body);
+  EXPECT_EQ(now["spec"]["slices"], 1);
+  EXPECT_FALSE(now["spec"].contains("numSlices"));
 }
 
 TEST_F(ReservationTest, AdmittedThroughQueuesAndChargedOnce) {

@@ -318,6 +318,16 @@ TEST_F(AdmissionControllerTest, QuotaLimitsAdmissionAndThePendingJobExplainsWhy)
   // A job whose LocalQueue does not exist waits with that reason.
   Ok(c_->CreateJob(QueuedJobDoc("lost", 1, "nobody", "")));
   EXPECT_EQ(Status("lost")["pendingReason"], "LocalQueueNotFound");
+  // So does one that names none (it waits for the LocalQueue named default), with the fix.
+  Ok(c_->CreateJob(JobDoc("unqueued", 1)));
+  st = Status("unqueued");
+  EXPECT_EQ(st["pendingReason"], "LocalQueueNotFound");
+  const std::string message = st["message"];
+  EXPECT_NE(message.find("LocalQueue default does not exist"), std::string::npos) << message;
+  EXPECT_NE(message.find("set metadata.queue: NAME to one of the LocalQueues team-a (ClusterQueue "
+                         "research)"),
+            std::string::npos)
+      << message;
   // When the first finishes, the second is admitted.
   HeartbeatAll("Running");
   HeartbeatAll("Exited", 0);

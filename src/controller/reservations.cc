@@ -18,8 +18,6 @@
 namespace tessera::controller {
 namespace {
 
-constexpr const char* kDefaultLocalQueue = "default";  // as scheduling.cc
-
 std::string Object(const std::string& name) { return "slicereservation/" + name; }
 
 bool WaitingJob(const TrainJob& job) {
@@ -63,7 +61,7 @@ Status Controller::ReservationRefusalLocked(const SliceReservationSpec& spec) {
       if (Status s = empty.SetHealth(h.id, Health::kHealthy); !s.ok()) return s;
     PlanResult p = planner_.Plan(empty, {spec.accelerator, spec.topology, spec.num_slices});
     if (!p.placed() && p.reason != NoFit::kNoFreeBox && p.reason != NoFit::kNoFreeSlice)
-      return InvalidArgument("spec.numSlices: " + std::to_string(spec.num_slices) + " x " +
+      return InvalidArgument("spec.slices: " + std::to_string(spec.num_slices) + " x " +
                              spec.topology.ToString() +
                              " can never fit this cluster: " + p.message);
   }

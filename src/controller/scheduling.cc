@@ -14,9 +14,6 @@
 namespace tessera::controller {
 namespace {
 
-// A job that names no LocalQueue goes to this one once ClusterQueues exist.
-constexpr const char* kDefaultLocalQueue = "default";
-
 bool Waiting(const TrainJob& job) {
   return job.status.phase == JobPhase::kPending && !job.status.deleting && !job.status.stopping;
 }
@@ -80,12 +77,9 @@ Result<bool> Controller::Admit(TrainJob& job, const PlanResult& plan) {
     placement.slice_names.push_back(p.fixed_slice.valid() ? slice_names_[p.fixed_slice.value()]
                                                           : job.name() + "-s" + std::to_string(s));
   }
-  // Fresh ports every attempt: a stale rendezvous port is a known cause of hangs after restarts.
-  const int previous = job.status.master_port;
-  do {
-    placement.master_port =
-        options_.port_range_start + static_cast<int>(rng_.Uniform(options_.port_range_size - 1));
-  } while (placement.master_port == previous || placement.master_port + 1 == previous);
+  const auto chief = hosts_.find(placement.hosts[0][0]);  // worker 0 listens on MASTER_PORT
+  placement.master_port =
+      TrainJobMasterPort(job, chief == hosts_.end() ? std::string() : chief->second.spec.address);
   placement.jax_port = placement.master_port + 1;
   const int64_t now = NowMs();
   Status placed = RunStep(job.name(), [&](TrainJob& j) { return train_.Place(j, placement, now); });

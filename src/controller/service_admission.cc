@@ -14,12 +14,6 @@
 #include "controller/controller.h"
 
 namespace tessera::controller {
-namespace {
-
-// A Service that names no LocalQueue goes to this one, as a job does (scheduling.cc).
-constexpr const char* kDefaultLocalQueue = "default";
-
-}  // namespace
 
 std::map<uint64_t, Controller::GroupRef> Controller::AddServiceWorkloads(
     Snapshot& snap, const std::vector<PriorityClass>& classes) {
@@ -97,8 +91,9 @@ Result<bool> Controller::PlaceGroup(const std::string& service, const ReplicaKey
   placement.slice = p.fixed_slice.valid()
                         ? slice_names_[p.fixed_slice.value()]
                         : service + "-" + key.role + "-" + std::to_string(key.replica);
-  placement.master_port = FreshMasterPort();
-  placement.ports = ServicePorts(placement.hosts, spec->port);
+  const GroupPorts ports = ServiceGroupPorts(placement.hosts, spec->port);
+  placement.master_port = ports.master_port;
+  placement.ports = ports.ports;
   const int64_t now = NowMs();
   Status placed = RunServiceStep(
       service, [&](Service& s) { return services_life_.Place(s, key, placement, now); },

@@ -250,35 +250,6 @@ Result<Controller::LogLocation> Controller::LocateServiceLog(const std::string& 
 // ---------------------------------------------------------------------------------------------
 // Placement
 
-// On a real cluster every process listens on the role's port; where hosts share an address
-// (a local emulated cluster), each process gets its own port from the port range.
-std::vector<int> Controller::ServicePorts(const std::vector<WorkerHost>& hosts, int port) {
-  std::set<std::string> addresses;
-  bool shared = false;
-  for (const auto& [name, h] : hosts_) shared = shared || !addresses.insert(h.spec.address).second;
-  std::vector<int> out;
-  if (!shared) return std::vector<int>(hosts.size(), port);
-  std::set<int> used;
-  for (const auto& [name, svc] : services_)
-    for (const RoleStatus& role : svc.status.roles)
-      for (const ReplicaStatus& r : role.replicas)
-        for (const ServiceProcess& p : r.processes) used.insert(p.port);
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    int candidate = 0;
-    do {
-      candidate =
-          options_.port_range_start + static_cast<int>(rng_.Uniform(options_.port_range_size - 1));
-    } while (used.count(candidate) || used.count(candidate + 1));
-    used.insert(candidate);
-    out.push_back(candidate);
-  }
-  return out;
-}
-
-int Controller::FreshMasterPort() {
-  return options_.port_range_start + static_cast<int>(rng_.Uniform(options_.port_range_size - 1));
-}
-
 Status Controller::ScheduleServices() {
   std::vector<Service*> order;
   for (auto& [name, svc] : services_) order.push_back(&svc);
@@ -294,7 +265,7 @@ Status Controller::ScheduleServices() {
       for (const ReplicaStatus& r : rs->replicas)
         if (r.replica == key.replica)
           for (const ServiceProcess& p : r.processes) hosts.push_back({p.host, p.address});
-      GroupPorts ports{FreshMasterPort(), ServicePorts(hosts, spec->port)};
+      const GroupPorts ports = ServiceGroupPorts(hosts, spec->port);
       TESSERA_RETURN_IF_ERROR(RunServiceStep(
           name, [&](Service& s) { return services_life_.Restart(s, key, ports, now); }));
     }

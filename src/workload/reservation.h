@@ -172,7 +172,7 @@ class ReservationLifecycle {
   static ReservationEffects LostSliceFreed(SliceReservation& r, const std::string& slice,
                                            int64_t now);
   // Rescheduling: the scheduler found `slices` (whole, healthy, free) to replace lost ones.
-  // Ready again once it holds numSlices; its ttl is not reset.
+  // Ready again once it holds spec.slices; its ttl is not reset.
   static ReservationEffects Replace(SliceReservation& r, std::vector<ReservedSlice> slices,
                                     int64_t now);
   // Rescheduling and no whole slice is free now: the planner's reason and message. Persists

@@ -158,8 +158,9 @@ class CliApplyTest(unittest.TestCase):
         started = time.monotonic()
         p = self.cli("wait", "job", "cli-wait", "--for", "phase=Succeeded", "--timeout", "1s")
         self.assertEqual(p.returncode, 1)
+        # It says what the job waits for: its reason (when not the phase) and message.
         self.assertIn("timed out after 1s waiting for trainjob/cli-wait phase=Succeeded "
-                      "(now Pending)", p.stderr)
+                      "(now Pending; waiting for the scheduler)", p.stderr)
         self.assertLess(time.monotonic() - started, 30)
         p = self.cli("wait", "job", "cli-wait", "--for", "phase", "--timeout", "1s")
         self.assertEqual(p.returncode, 2)

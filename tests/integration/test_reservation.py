@@ -18,7 +18,7 @@ RESERVATION = """
 apiVersion: tessera/v1
 kind: SliceReservation
 metadata: {name: pool}
-spec: {accelerator: TPU-V6E, topology: 4x4, numSlices: 1}
+spec: {accelerator: TPU-V6E, topology: 4x4, slices: 1}
 """
 
 
@@ -52,6 +52,15 @@ class ReservationTest(unittest.TestCase):
 
     def test_reserve_run_inside_keep_held_refuse_delete_in_use_then_force(self):
         c = self.c
+        # The number of slices is spec.slices, as in a TrainJob; the old name is a 422 naming it.
+        code, body = c.request("POST", "/api/v1/apply",
+                               {"apiVersion": "tessera/v1", "kind": "SliceReservation",
+                                "metadata": {"name": "old"},
+                                "spec": {"accelerator": "v6e", "topology": "4x4",
+                                         "numSlices": 1}})
+        self.assertEqual(code, 422, body)
+        self.assertEqual(body["field"], "spec.numSlices", body)
+        self.assertIn("spec.slices", body["error"])
         out = c.cli("apply", "-f", "-", input=RESERVATION).stdout
         self.assertIn("slicereservation/pool created", out)
         c.cli("wait", "slicereservation", "pool", "--for", "phase=Ready", "--timeout", "30s")
