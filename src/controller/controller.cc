@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "workload/effects_applier.h"
+
 namespace tessera::controller {
 namespace {
 
@@ -236,45 +238,54 @@ Status Controller::RecordEvent(const std::string& object, bool warning, const st
 Status Controller::RunStep(std::string name, const Step& step) {
   TrainJob* job = FindJob(name);
   if (job == nullptr) return NotFound("trainjob '" + name + "' not found");
-  TrainJob before = *job;
-  Effects e = step(*job);
-  if (e.empty()) return Status::Ok();
-  store::WriteBatch batch;
-  // The document is built once: stored, then announced with the version the store gave it.
-  Json doc;
-  if (e.remove) {
-    batch.Delete(codec::kTrainJobKind, name);
-  } else if (e.persist) {
-    doc = JobJson(*job);
-    batch.Update(codec::kTrainJobKind, name, doc.dump(), job->runtime.version);
-  }
-  auto committed = CommitWithEvents(batch, "trainjob/" + name, e.events);
-  if (!committed.ok()) {
-    *job = std::move(before);
-    return Unavailable(committed.status().message());
-  }
-  if (e.persist && !e.remove) {
-    job->runtime.version = *committed;
-    job->runtime.progress_dirty = false;
-    job->runtime.detail_dirty = false;
-    job->runtime.persisted_ms = NowMs();
-    doc["metadata"]["resourceVersion"] = job->runtime.version;
-  }
-  if (e.release_chips && inventory_ready_) inventory_.Release(OwnerId(job->uid));
-  if (e.assignments_changed) {
-    ++assignment_revision_;
-    if (job->status.stopping) job->runtime.stop_revision = assignment_revision_;
-  }
-  NotifyHosts(e.notify_hosts);
-  if (e.remove) {
-    Emit(codec::kTrainJobKind, "DELETED", JobJson(*job));
-    jobs_.erase(name);
-  } else if (e.persist) {
-    Emit(codec::kTrainJobKind, "MODIFIED", doc);
-  }
-  AnnounceEvents();
-  if (e.schedule) schedule_requested_ = true;
-  NoteReservationUsers(before.spec.reservation);  // reservation_health.cc: status.users
+  // The head's side of the applier (workload/effects_applier.h): its store, inventory, agents
+  // and watchers.
+  class HeadSink final : public TrainEffectsSink {
+   public:
+    HeadSink(Controller& c, const std::string& name) : c_(c), name_(name) {}
+    Result<int64_t> Commit(const TrainJob& job, const Effects& e) override {
+      store::WriteBatch batch;
+      if (e.remove) {
+        batch.Delete(codec::kTrainJobKind, name_);
+      } else if (e.persist) {
+        // The document is built once: stored, then announced with the version the store gave
+        // it.
+        doc_ = c_.JobJson(job);
+        batch.Update(codec::kTrainJobKind, name_, doc_.dump(), job.runtime.version);
+      }
+      auto committed = c_.CommitWithEvents(batch, "trainjob/" + name_, e.events);
+      if (!committed.ok()) return Unavailable(committed.status().message());
+      return committed;
+    }
+    void Release(uint64_t owner) override {
+      if (c_.inventory_ready_) c_.inventory_.Release(OwnerId(owner));
+    }
+    int64_t BumpAssignments() override { return ++c_.assignment_revision_; }
+    void NotifyHosts(const std::set<std::string>& hosts) override { c_.NotifyHosts(hosts); }
+    void Announce(TrainJob& job, const Effects& e) override {
+      applied_ = true;
+      if (e.remove) {
+        c_.Emit(codec::kTrainJobKind, "DELETED", c_.JobJson(job));
+        c_.jobs_.erase(name_);
+      } else if (e.persist) {
+        doc_["metadata"]["resourceVersion"] = job.runtime.version;
+        c_.Emit(codec::kTrainJobKind, "MODIFIED", doc_);
+      }
+      c_.AnnounceEvents();
+    }
+    void Schedule() override { c_.schedule_requested_ = true; }
+    bool applied() const { return applied_; }
+
+   private:
+    Controller& c_;
+    const std::string name_;  // a copy: the object may be erased under a reference to its name
+    Json doc_;
+    bool applied_ = false;
+  };
+  const std::string reservation = job->spec.reservation;
+  HeadSink sink(*this, name);
+  TESSERA_RETURN_IF_ERROR(ApplyStep(*job, step, sink, NowMs()));
+  if (sink.applied()) NoteReservationUsers(reservation);  // reservation_health.cc: status.users
   return Status::Ok();
 }
 

@@ -14,6 +14,7 @@
 #include "codec/service_manifest.h"
 #include "controller/controller.h"
 #include "protocol/credential.h"
+#include "workload/effects_applier.h"
 #include "workload/service_admission.h"
 #include "workload/worker_env.h"
 
@@ -33,39 +34,54 @@ Status Controller::RunServiceStep(const std::string& name, const ServiceStep& st
                                   bool store_uid_counter) {
   Service* svc = FindService(name);
   if (svc == nullptr) return NotFound("service '" + name + "' not found");
-  Service before = *svc;
-  ServiceEffects e = step(*svc);
-  if (e.empty() && e.release_owners.empty()) return Status::Ok();
-  store::WriteBatch batch;
-  if (e.remove)
-    batch.Delete(codec::kServiceKind, name);
-  else if (e.persist)
-    batch.Update(codec::kServiceKind, name, codec::ServiceJson(*svc).dump(), svc->runtime.version);
-  if (store_uid_counter)
-    batch.Put(kUidCounterKind, kUidCounterName, Json{{"next", next_uid_ + 1}}.dump());
-  auto committed = CommitWithEvents(batch, ServiceObject(name), e.events);
-  if (!committed.ok()) {
-    *svc = std::move(before);
-    return Unavailable(committed.status().message());
-  }
-  if (store_uid_counter) ++next_uid_;
-  if (e.persist && !e.remove) svc->runtime.version = *committed;
-  if (inventory_ready_)
-    for (uint64_t owner : e.release_owners) inventory_.Release(OwnerId(owner));
-  if (e.assignments_changed) {
-    ++assignment_revision_;
-    svc->runtime.stop_revision = assignment_revision_;
-  }
-  NotifyHosts(e.notify_hosts);
-  if (e.remove) {
-    Emit(codec::kServiceKind, "DELETED", codec::ServiceJson(*svc));
-    services_.erase(name);
-  } else if (e.persist) {
-    Emit(codec::kServiceKind, "MODIFIED", codec::ServiceJson(*svc));
-  }
-  AnnounceEvents();
-  if (e.schedule) schedule_requested_ = true;
-  NoteReservationUsers(before.spec.reservation);  // reservation_health.cc: status.users
+  // The head's side of the applier (workload/effects_applier.h), as RunStep's for jobs; a step
+  // that took next_uid_ as a group's owner id stores the counter in the same write.
+  class HeadSink final : public ServiceEffectsSink {
+   public:
+    HeadSink(Controller& c, const std::string& name, bool store_uid_counter)
+        : c_(c), name_(name), store_uid_counter_(store_uid_counter) {}
+    Result<int64_t> Commit(const Service& svc, const Effects& e) override {
+      store::WriteBatch batch;
+      if (e.remove)
+        batch.Delete(codec::kServiceKind, name_);
+      else if (e.persist)
+        batch.Update(codec::kServiceKind, name_, codec::ServiceJson(svc).dump(),
+                     svc.runtime.version);
+      if (store_uid_counter_)
+        batch.Put(kUidCounterKind, kUidCounterName, Json{{"next", c_.next_uid_ + 1}}.dump());
+      auto committed = c_.CommitWithEvents(batch, ServiceObject(name_), e.events);
+      if (!committed.ok()) return Unavailable(committed.status().message());
+      if (store_uid_counter_) ++c_.next_uid_;
+      return committed;
+    }
+    void Release(uint64_t owner) override {
+      if (c_.inventory_ready_) c_.inventory_.Release(OwnerId(owner));
+    }
+    int64_t BumpAssignments() override { return ++c_.assignment_revision_; }
+    void NotifyHosts(const std::set<std::string>& hosts) override { c_.NotifyHosts(hosts); }
+    void Announce(Service& svc, const Effects& e) override {
+      applied_ = true;
+      if (e.remove) {
+        c_.Emit(codec::kServiceKind, "DELETED", codec::ServiceJson(svc));
+        c_.services_.erase(name_);
+      } else if (e.persist) {
+        c_.Emit(codec::kServiceKind, "MODIFIED", codec::ServiceJson(svc));
+      }
+      c_.AnnounceEvents();
+    }
+    void Schedule() override { c_.schedule_requested_ = true; }
+    bool applied() const { return applied_; }
+
+   private:
+    Controller& c_;
+    const std::string name_;  // a copy: the object may be erased under a reference to its name
+    const bool store_uid_counter_;
+    bool applied_ = false;
+  };
+  const std::string reservation = svc->spec.reservation;
+  HeadSink sink(*this, name, store_uid_counter);
+  TESSERA_RETURN_IF_ERROR(ApplyStep(*svc, step, sink, NowMs()));
+  if (sink.applied()) NoteReservationUsers(reservation);  // reservation_health.cc: status.users
   return Status::Ok();
 }
 

@@ -1,5 +1,5 @@
 // The pod-scale recovery simulation (recovery_sim.h): an event loop in milliseconds over one
-// TrainJob driven by the head's TrainLifecycle.
+// TrainJob driven by the head's TrainLifecycle, its effects applied by the head's applier.
 #include "sim/recovery_sim.h"
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/rng.h"
+#include "sim/sim_effects.h"
 #include "workload/recovery.h"
 #include "workload/train_lifecycle.h"
 
@@ -251,6 +252,7 @@ class Engine final : public ClusterView {
   const RecoverySimOptions o_;
   Rng rng_;
   TrainLifecycle train_;
+  SimEffectsSink<TrainJob> sink_;  // what the last Apply's steps released
   TrainJob job_;
   int64_t hosts_ = 0;
   int64_t peer_offset_ = 1;
@@ -310,17 +312,23 @@ void Engine::Report(ProgressInput::Type type, int64_t step, double seconds) {
 }
 
 void Engine::Apply(Effects e) {
+  sink_.Clear();
+  auto apply = [&](Effects effects) {
+    if (Status s = ApplyEffects(job_, std::move(effects), sink_, NowMs()); !s.ok() && error_.ok())
+      error_ = Internal("applying a step: " + s.message());
+  };
+  apply(std::move(e));
   if (job_.status.stopping) {
     // Every host that is up confirms its workers are gone at once; a down one cannot, and the
     // stop waits for its lease to run out (Detect).
     const std::set<std::string> hosts = job_.runtime.unconfirmed;
     for (const std::string& h : hosts)
-      if (!down_.count(h)) e.Merge(train_.ConfirmStopped(job_, h, NowMs()));
+      if (!down_.count(h)) apply(train_.ConfirmStopped(job_, h, NowMs()));
   }
   Mix(static_cast<uint64_t>(job_.status.phase));
   if (job_.status.phase == JobPhase::kFailed && error_.ok())
     error_ = Internal("the lifecycle failed the job: " + job_.status.message);
-  if (e.release_chips && job_.status.phase == JobPhase::kPending && !job_.status.stopping)
+  if (!sink_.released().empty() && job_.status.phase == JobPhase::kPending && !job_.status.stopping)
     Push(now_ + Ms(o_.costs.schedule_s), Ev::kPlace);
 }
 

@@ -12,6 +12,7 @@
 
 #include "common/rng.h"
 #include "proxy/dispatcher.h"
+#include "sim/sim_effects.h"
 #include "workload/service_lifecycle.h"
 
 namespace tessera::sim {
@@ -227,21 +228,37 @@ class Engine {
 
   // --- the lifecycle ---------------------------------------------------------------------------
 
-  void Apply(const ServiceEffects& e) {
-    for (const JobEvent& ev : e.events)
-      for (char c : ev.reason) Hash(static_cast<uint8_t>(c));
-    for (uint64_t owner : e.release_owners) {
-      auto it = groups_.find(owner);
-      if (it == groups_.end()) continue;
-      Group& g = it->second;
-      if (g.InFlight() > 0 && error_.ok())
-        error_ = Internal("serving simulation: the lifecycle freed the slice of replica " +
-                          std::to_string(g.key.replica) + " with requests still running");
-      result_.chip_us += topology_.chips() * (now_us_ - g.placed_us);
-      free_slices_.insert(g.slice);
-      owner_by_key_.erase(g.endpoint_key);
-      groups_.erase(it);
+  // The serving simulation's side of the head's applier (workload/effects_applier.h): a commit
+  // folds its events into the hash; a freed group's slice is free again at once.
+  class Sink final : public SimEffectsSink<Service> {
+   public:
+    explicit Sink(Engine& engine) : engine_(engine) {}
+    Result<int64_t> Commit(const Service& service, const Effects& effects) override {
+      for (const JobEvent& ev : effects.events)
+        for (char c : ev.reason) engine_.Hash(static_cast<uint8_t>(c));
+      return SimEffectsSink<Service>::Commit(service, effects);
     }
+    void Release(uint64_t owner) override { engine_.FreeGroup(owner); }
+
+   private:
+    Engine& engine_;
+  };
+
+  void Apply(ServiceEffects e) {
+    if (Status s = ApplyEffects(service_, std::move(e), sink_); !s.ok() && error_.ok()) error_ = s;
+  }
+
+  void FreeGroup(uint64_t owner) {
+    auto it = groups_.find(owner);
+    if (it == groups_.end()) return;
+    Group& g = it->second;
+    if (g.InFlight() > 0 && error_.ok())
+      error_ = Internal("serving simulation: the lifecycle freed the slice of replica " +
+                        std::to_string(g.key.replica) + " with requests still running");
+    result_.chip_us += topology_.chips() * (now_us_ - g.placed_us);
+    free_slices_.insert(g.slice);
+    owner_by_key_.erase(g.endpoint_key);
+    groups_.erase(it);
   }
 
   // After every step, as the controller does after its steps: stops, placement, endpoints.
@@ -621,6 +638,7 @@ class Engine {
   uint64_t hash_ = 1469598103934665603ull;
   Status error_ = Status::Ok();
   ServingRunResult result_;
+  Sink sink_{*this};
 };
 
 }  // namespace

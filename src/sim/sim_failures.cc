@@ -1,6 +1,6 @@
 // The failure lifecycle of the simulator (see simulator_internal.h): with failures on, every job
 // is also a TrainJob driven by the head's TrainLifecycle; this file makes its calls and applies
-// the Effects it returns.
+// the Effects it returns through the applier the head uses (workload/effects_applier.h).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -210,12 +210,18 @@ void SimulatorImpl::Apply(JobIndex j, Effects e) {
   TrainJob& tj = train_jobs_[j];
   JobState& s = state_[j];
   sized_version_[j] = -1;  // the step may have changed the sizes a restart may take
+  sink_.Clear();
+  auto apply = [&](Effects effects) {
+    if (Status st = ApplyEffects(tj, std::move(effects), sink_, NowMs()); !st.ok() && error_.ok())
+      error_ = Internal("job " + jobs_[j].spec.name + ": applying a step: " + st.message());
+  };
+  apply(std::move(e));
   if (tj.status.stopping) {
     // The simulator's hosts confirm a stop at once; a down host cannot, and the stop waits for
     // its loss to be noticed (Detect).
     const std::set<std::string> hosts = tj.runtime.unconfirmed;
     for (const std::string& host : hosts)
-      if (host_down_[HostOf(host).value()] == 0) e.Merge(train_.ConfirmStopped(tj, host, NowMs()));
+      if (host_down_[HostOf(host).value()] == 0) apply(train_.ConfirmStopped(tj, host, NowMs()));
   }
   Mix(static_cast<uint64_t>(tj.status.phase));
   if (tj.status.stopping) {
@@ -226,7 +232,7 @@ void SimulatorImpl::Apply(JobIndex j, Effects e) {
     }
     return;
   }
-  if (!e.release_chips || s.owners.empty()) return;
+  if (sink_.released().empty() || s.owners.empty()) return;
   const JobPhase phase = tj.status.phase;
   if (phase == JobPhase::kSucceeded) return;  // Finish releases
   const bool grow_back =

@@ -23,6 +23,7 @@
 #include <tuple>
 #include <vector>
 
+#include "sim/sim_effects.h"
 #include "sim/simulator.h"
 #include "workload/train_lifecycle.h"
 
@@ -212,7 +213,8 @@ class SimulatorImpl final : public Simulator, public SchedulingContext {
   void Detect(HostId h);
   void Checkpoint(JobIndex j);
   void GrowCheck(JobIndex j);
-  // Confirms the stop on every host that is up, then applies the step's effects.
+  // Applies the step's effects (workload/effects_applier.h), then every host that is up confirms
+  // a stop at once.
   void Apply(JobIndex j, Effects effects);
   int64_t StepAt(JobIndex j, int64_t t) const;  // work done by time t, in slice-seconds
 
@@ -224,6 +226,7 @@ class SimulatorImpl final : public Simulator, public SchedulingContext {
   const bool lifecycle_;
   const TrainLifecycle train_;
   const View view_;
+  SimEffectsSink<TrainJob> sink_;  // what the last Apply's steps released
   std::vector<JobState> state_;
   std::vector<int> host_down_;  // failures in effect on each host (host and cube failures)
   // Lifecycle only.
