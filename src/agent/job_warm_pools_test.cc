@@ -17,15 +17,11 @@ namespace {
 using namespace std::chrono_literals;
 using testing::AppendFile;
 using testing::ReadFile;
+using testing::SdkDir;
 using testing::TempDir;
 using testing::WaitUntil;
 
 constexpr char kPython[] = "/usr/bin/python3";
-
-std::string SdkDir() {
-  return (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "python")
-      .string();
-}
 
 JobWarmPoolsOptions PoolOptions(const TempDir& dir) {
   JobWarmPoolsOptions o;

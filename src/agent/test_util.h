@@ -267,10 +267,17 @@ inline std::unique_ptr<DeviceDiscovery> SliceDevices() {
   return std::make_unique<EmulatedDevices>(*d);
 }
 
-// The repository's python/ directory (this file is src/agent/test_util.h).
+// The repository's python/ directory: the first parent of the test binary that holds
+// python/tessera/ (every preset builds inside the repository, build/<preset>/src/agent/). Not
+// from __FILE__: ccache's base_dir (CMakeLists.txt) compiles with paths relative to the build
+// directory, which the test, run from another directory, cannot resolve.
 inline std::string SdkDir() {
-  return (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "python")
-      .string();
+  std::error_code error;
+  std::filesystem::path dir = std::filesystem::read_symlink("/proc/self/exe", error);
+  for (; !error && dir.has_relative_path(); dir = dir.parent_path())
+    if (std::filesystem::exists(dir / "python" / "tessera")) return (dir / "python").string();
+  ADD_FAILURE() << "no python/tessera/ above the test binary: build inside the repository";
+  return "python";
 }
 
 }  // namespace tessera::agent::testing

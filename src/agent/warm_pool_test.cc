@@ -17,16 +17,11 @@ using nlohmann::json;
 using testing::AppendFile;
 using testing::ProcessAlive;
 using testing::ReadFile;
+using testing::SdkDir;
 using testing::TempDir;
 using testing::WaitUntil;
 
 constexpr char kPython[] = "/usr/bin/python3";
-
-// The repository's python/ directory (this file is src/agent/warm_pool_test.cc).
-std::string SdkDir() {
-  return (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "python")
-      .string();
-}
 
 // A bare interpreter (no preload) keeps these tests fast.
 WarmPoolOptions Options(const TempDir& dir, int size = 1) {

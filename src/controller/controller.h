@@ -579,7 +579,9 @@ class Controller {
   // values last emitted, by name; EmitDerivedChangesLocked emits MODIFIED for those that moved.
   std::map<std::string, std::string> shown_host_owner_;
   std::map<std::string, Json> shown_queue_status_;
-  bool derived_stale_ = false;  // a change was emitted since the last EmitDerivedChangesLocked
+  // A change was emitted, or an admission cycle set usage_, since the last
+  // EmitDerivedChangesLocked: the derived fields may have moved.
+  bool derived_stale_ = false;
   AssignmentListener on_assignments_;
   PassListener on_pass_wanted_;
   EasyHeadState easy_;  // ScheduleEasy's holds and moved-work account

@@ -202,6 +202,7 @@ Status Controller::ScheduleThroughQueues() {
   }
   usage_.clear();
   for (const ClusterQueueUsage& u : cycle->usage) usage_[u.name] = u;
+  derived_stale_ = true;  // ClusterQueue status comes from usage_: compare it at the next emit
   const View view(*this);
   for (const Eviction& e : cycle->evictions) {
     if (auto it = by_uid.find(e.workload.value()); it != by_uid.end())
