@@ -67,6 +67,9 @@ Result<PriorityClass> ParsePriorityClass(const Json& doc);
 inline constexpr const char* kKinds =
     "TrainJob, Service, ClusterQueue, LocalQueue, PriorityClass, SliceReservation";
 Result<std::string> DocumentKind(const Json& doc);
+// The same checks, but any kind name is returned: for a head whose registered workload kinds
+// (controller/workload_kind.h) decide which it knows.
+Result<std::string> DocumentKindName(const Json& doc);
 
 // Parses a duration: "30s", "1500ms", "2m", "1h" or a bare number of seconds.
 Result<int64_t> ParseDurationMs(std::string_view field, const Json& value);

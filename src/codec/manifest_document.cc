@@ -205,6 +205,15 @@ Result<Json> ParseDocument(std::string_view text) {
 }
 
 Result<std::string> DocumentKind(const Json& doc) {
+  auto kind = DocumentKindName(doc);
+  if (!kind.ok()) return kind.status();
+  for (const char* k :
+       {"TrainJob", "Service", "ClusterQueue", "LocalQueue", "PriorityClass", "SliceReservation"})
+    if (*kind == k) return *kind;
+  return InvalidArgument("kind: '" + *kind + "' is unknown here; valid: " + kKinds);
+}
+
+Result<std::string> DocumentKindName(const Json& doc) {
   TESSERA_RETURN_IF_ERROR(RequireObject(doc, "body"));
   auto api_version = GetString(doc, "apiVersion", "document", true);
   if (!api_version.ok()) return InvalidArgument("apiVersion: required; use tessera/v1");
@@ -212,10 +221,7 @@ Result<std::string> DocumentKind(const Json& doc) {
     return InvalidArgument("apiVersion: '" + *api_version + "' is not served; use tessera/v1");
   auto kind = GetString(doc, "kind", "document", true);
   if (!kind.ok()) return InvalidArgument(std::string("kind: required; valid: ") + kKinds);
-  for (const char* k :
-       {"TrainJob", "Service", "ClusterQueue", "LocalQueue", "PriorityClass", "SliceReservation"})
-    if (*kind == k) return *kind;
-  return InvalidArgument("kind: '" + *kind + "' is unknown here; valid: " + kKinds);
+  return *kind;
 }
 
 }  // namespace tessera::codec

@@ -66,6 +66,7 @@
 #include "common/rng.h"
 #include "controller/easy_state.h"
 #include "controller/event_log.h"
+#include "controller/workload_kind.h"
 #include "inventory/host_spec.h"
 #include "inventory/inventory.h"
 #include "placement/planner.h"
@@ -141,11 +142,22 @@ inline constexpr char kAgentFenceField[] = "agentFenceMs";
 class Controller {
  public:
   Controller(store::Store& store, const Clock& clock, ControllerOptions options);
+  ~Controller();
 
   // Loads hosts, jobs, queue objects and events from the store (after a restart). Every known
   // host gets a fresh lease from now, so its agent has time to reconnect and running workers
   // are adopted.
   Status Load();
+
+  // --- workload kinds (workload_kind.h) ---
+  // TrainJob, Service and SliceReservation are registered at construction (builtin_kinds.cc);
+  // another kind registers before Load. kAlreadyExists when its name is taken (by a kind or an
+  // admission object's kind).
+  Status RegisterKind(std::unique_ptr<WorkloadKind> kind);
+  // Any registered kind's object by name; kNotFound for an unknown kind or name.
+  Result<Json> Get(const std::string& kind, const std::string& name) const;
+  // Stops and removes any registered kind's object (WorkloadKind::Delete).
+  Result<Json> Delete(const std::string& kind, const std::string& name, bool force = false);
 
   // --- users ---
   // Validates and stores a TrainJob document. kInvalidArgument naming the field on bad input
@@ -155,10 +167,10 @@ class Controller {
   Result<Json> GetJob(const std::string& name) const;
   // Every job, typed, by uid (a restarted head's metrics seed from it without the JSON).
   std::vector<TrainJob> CopyJobs() const;
-  // POST /api/v1/apply: dispatches on kind (TrainJob: CreateJob; Service: ApplyService;
-  // SliceReservation: ApplyReservation). ClusterQueue, LocalQueue, PriorityClass: create or
-  // replace the object, the answer's "created" saying which; kInvalidArgument naming the field
-  // on bad input.
+  // POST /api/v1/apply: dispatches on kind to the registered kind's Apply (TrainJob:
+  // CreateJob; Service: ApplyService; SliceReservation: ApplyReservation). ClusterQueue,
+  // LocalQueue, PriorityClass: create or replace the object, the answer's "created" saying
+  // which; kInvalidArgument naming the field on bad input (kind: the kinds there are).
   Result<Json> Apply(const Json& doc);
   // POST /api/v1/apply?dryRun=true (jobs.cc): the checks Apply makes, nothing stored; answers
   // {kind, metadata.name, created (whether Apply would create it), dryRun: true}, or Apply's
@@ -183,9 +195,9 @@ class Controller {
   Result<Json> DeleteJob(const std::string& name);
   Json ListHosts() const;
   Json ListEvents() const;
-  // For list-then-watch without a gap: the list of `kind` ("TrainJob", "Host", "Event",
-  // "ClusterQueue", "LocalQueue" or "PriorityClass"; the document the List* call above
-  // returns) and how many changes the change listener had been given when it was taken, read
+  // For list-then-watch without a gap: the list of `kind` (a registered workload kind, "Host",
+  // "Event", "ClusterQueue", "LocalQueue" or "PriorityClass"; the document the List* call
+  // above returns) and how many changes the change listener had been given when it was taken, read
   // together under the lock. The listener's calls numbered after `changes` (counting from 1)
   // are exactly the changes the list does not show. nullopt for another kind.
   struct VersionedList {
@@ -335,6 +347,41 @@ class Controller {
   };
   class View;  // the ClusterView the lifecycle asks (controller.cc)
 
+  // --- workload kinds (kinds.cc, builtin_kinds.cc) ---
+  class Context;  // the KindContext every kind is given
+  class TrainJobKind;
+  class ServiceKind;
+  class ReservationKind;
+  void RegisterBuiltinKinds();
+  void AddKind(std::unique_ptr<WorkloadKind> kind);  // RegisterKind, its name checked
+  WorkloadKind* FindKind(const std::string& name) const;  // nullptr when not registered
+  // "kind: 'X' is not one this head knows; known: ..." (kInvalidArgument, field "kind").
+  Status UnknownKind(const std::string& kind) const;
+
+  // --- TrainJobs (jobs.cc, job_admission.cc, job_reports.cc): the TrainJob kind's parts ---
+  Result<Json> CreateJobLocked(const Json& doc);
+  Result<Json> GetJobLocked(const std::string& name) const;
+  Result<Json> DeleteJobLocked(const std::string& name);
+  Status LoadJobs();
+  Status TickJobs(int64_t now);
+  // Without ClusterQueues: first come, first served, or EASY backfill (easy_scheduling.cc).
+  Status ScheduleJobs();
+  // With ClusterQueues: every job outside a reservation is one workload of the cycle, by uid.
+  std::map<uint64_t, std::string> AddJobWorkloads(Snapshot& snap,
+                                                  const std::vector<PriorityClass>& classes);
+  Status AdmitJob(const std::string& name, const Admission& admission);
+  Status EvictJob(const std::string& name, const Eviction& eviction);
+  Status SetJobPending(const std::string& name, const PendingStatus& pending);
+  // Progress lines, worker states and stop confirmations of a heartbeat from `host`.
+  void JobReports(const std::string& host, const protocol::Heartbeat& beat, int64_t now,
+                  Status& failed);
+  Status JobsHostLost(const std::string& host, int64_t last_heard_ms, const std::string& why,
+                      int64_t now);
+  void AppendJobAssignments(const std::string& host, std::vector<protocol::Assignment>& out,
+                            std::vector<protocol::StopRequest>& stop) const;
+  std::string JobOwnerOf(uint64_t owner) const;  // "" when no job is `owner`
+  void AddJobPorts(std::set<int>& held) const;
+
   // --- the driver (controller.cc) ---
   using Step = std::function<Effects(TrainJob&)>;
   // Runs `step` on the job and applies its effects. On a store failure the job is restored,
@@ -413,6 +460,10 @@ class Controller {
   void NotifyHosts(const std::set<std::string>& hosts);
 
   // --- Services (services.cc) ---
+  Result<Json> ApplyServiceLocked(const Json& doc);
+  Result<Json> GetServiceLocked(const std::string& name) const;
+  Result<Json> DeleteServiceLocked(const std::string& name);
+  void AddServicePorts(std::set<int>& held) const;
   using ServiceStep = std::function<ServiceEffects(Service&)>;
   // RunStep for a service; `store_uid_counter`: the step took next_uid_ as a group's owner id,
   // so the counter goes into the same write.
@@ -473,6 +524,9 @@ class Controller {
   std::set<std::string> HoldersOf(const PlanResult& plan) const;
 
   // --- SliceReservations (reservations.cc) ---
+  Result<Json> ApplyReservationLocked(const Json& doc);
+  Result<Json> GetReservationLocked(const std::string& name) const;
+  Result<Json> DeleteReservationLocked(const std::string& name, bool force);
   using ReservationStep = std::function<ReservationEffects(SliceReservation&)>;
   // RunStep for a reservation: step, one write with its events (restored on failure), stop its
   // users, release its hosts, emit, schedule.
@@ -585,6 +639,11 @@ class Controller {
   AssignmentListener on_assignments_;
   PassListener on_pass_wanted_;
   EasyHeadState easy_;  // ScheduleEasy's holds and moved-work account
+  // The registered kinds, in registration order (loads, ticks, heartbeats, assignments, lost
+  // hosts), and the same ordered by pass_order() (the scheduling pass and its cycle).
+  std::unique_ptr<Context> context_;
+  std::vector<std::unique_ptr<WorkloadKind>> kinds_;
+  std::vector<WorkloadKind*> pass_order_;
 };
 
 // What the lifecycle may ask of the cluster, answered from the registry and the inventory.

@@ -87,10 +87,9 @@ std::string Controller::OwnerOf(const std::string& host) const {
   if (it == host_ids_.end() || !inventory_ready_) return "";
   const OwnerId o = inventory_.host(it->second).owner;
   if (!o.valid()) return "";
-  for (const auto& [name, job] : jobs_)
-    if (job.uid == o.value()) return name;
-  if (std::string r = ReservationOwnerOf(o.value(), host); !r.empty()) return r;
-  return ServiceOwnerOf(o.value());
+  for (const auto& kind : kinds_)
+    if (std::string owner = kind->OwnerOf(o.value(), host); !owner.empty()) return owner;
+  return "";
 }
 
 Json Controller::HostJsonLocked(const RegisteredHost& h) const {
@@ -185,11 +184,9 @@ Result<Json> Controller::DeleteHost(const std::string& name) {
   if (it == hosts_.end()) return NotFound("host '" + name + "' not found");
   if (!it->second.status.lost) {
     std::string users;
-    for (const auto& [jn, job] : jobs_)
-      if (job.HoldsChips() && job.OnHost(name))
-        users += (users.empty() ? "trainjob/" : ", trainjob/") + jn;
-    for (const auto& [sn, svc] : services_)
-      if (svc.OnHost(name)) users += (users.empty() ? "service/" : ", service/") + sn;
+    for (const auto& kind : kinds_)
+      for (const std::string& user : kind->HostUsers(name))
+        users += (users.empty() ? "" : ", ") + user;
     if (!users.empty())
       return FailedPrecondition("host '" + name + "' runs workers of " + users +
                                 "; delete those or let them finish first, or wait until the host "
@@ -234,65 +231,8 @@ Result<Json> Controller::Heartbeat(const std::string& name, const protocol::Hear
   RenewLease(h, now);
   h.status.usage["cpuPercent"] = beat.usage.cpu_percent;
   h.status.usage["memoryBytes"] = static_cast<double>(beat.usage.memory_bytes);
-  const View view(*this);
   Status failed = Status::Ok();
-  auto run = [&](const std::string& job, const Step& step) {
-    Status s = RunStep(job, step);
-    if (failed.ok() && !s.ok()) failed = s;
-  };
-  // A report counts only for the job's current attempt (of this job, not of an earlier one of
-  // the same name: the uid), and only from the host its worker was placed on.
-  // Progress lines also count while the attempt is being stopped: its workers wrote them
-  // before they stopped, and the attempt's figures (last step, steps lost) need every one.
-  auto current = [&](const protocol::WorkerKey& key, bool stopping_too = false) -> TrainJob* {
-    TrainJob* job = FindJob(key.job);
-    if (job == nullptr || job->uid != key.uid || (job->status.stopping && !stopping_too) ||
-        key.attempt != job->status.attempt)
-      return nullptr;
-    auto w = job->status.workers.find(key.rank);
-    return w == job->status.workers.end() || w->second.host != name ? nullptr : job;
-  };
-  // Progress before exits: a worker's last lines travel in the heartbeat that reports its
-  // exit, and must count before the exit ends the attempt.
-  for (const protocol::ProgressReport& p : beat.progress) {
-    TrainJob* job = current(p.key, true);
-    if (job == nullptr) continue;
-    ProgressInput in;
-    const std::string& type = p.record.type;
-    in.type = type == "checkpoint" ? ProgressInput::Type::kCheckpoint
-              : type == "restore"  ? ProgressInput::Type::kRestore
-              : type == "alive"    ? ProgressInput::Type::kAlive
-                                   : ProgressInput::Type::kProgress;
-    in.rank = p.key.rank;
-    in.step = type == "alive" ? -1 : p.record.step;
-    in.time_ms = p.record.time_ms;
-    in.seconds = p.record.seconds;
-    run(job->name(), [&](TrainJob& j) { return train_.Progress(j, in, view, now); });
-  }
-  for (const protocol::WorkerReport& w : beat.workers) {
-    TrainJob* job = current(w.key);
-    if (job == nullptr) continue;
-    const int rank = w.key.rank;
-    if (w.state == protocol::WorkerState::kRunning)
-      run(job->name(), [&](TrainJob& j) { return train_.WorkerRunning(j, rank, w.pid, now); });
-    else
-      run(job->name(), [&](TrainJob& j) {
-        return train_.WorkerExited(j, rank, w.exit_code, w.signal, w.pid, w.finished_at_ms, view,
-                                   now);
-      });
-  }
-  // Jobs being stopped: this heartbeat may confirm that their workers here are gone.
-  std::set<std::pair<std::string, uint64_t>> running_here;  // (job, uid)
-  for (const protocol::WorkerReport& w : beat.workers)
-    if (w.state == protocol::WorkerState::kRunning) running_here.insert({w.key.job, w.key.uid});
-  std::vector<std::string> confirmed;
-  for (const auto& [jn, job] : jobs_)
-    if (job.status.stopping && job.runtime.unconfirmed.count(name) &&
-        beat.revision >= job.runtime.stop_revision && !running_here.count({jn, job.uid}))
-      confirmed.push_back(jn);
-  for (const auto& jn : confirmed)
-    run(jn, [&](TrainJob& j) { return train_.ConfirmStopped(j, name, now); });
-  ServiceReports(name, beat, now, failed);  // services.cc
+  for (const auto& kind : kinds_) kind->TakeHeartbeat(name, beat, now, failed);
   FenceReports(name, beat, failed);         // fencing.cc
   // No pass here: one heartbeat arrives per host per interval, and a pass walks every pending
   // workload and may commit. A heartbeat that freed chips or requeued work asks the loop for one
@@ -390,24 +330,7 @@ void Controller::RebuildInventory() {
     if (down && !inventory_.SetHealth(h.id, Health::kDown).ok()) return;
   }
   inventory_ready_ = true;
-  for (const auto& [name, job] : jobs_)
-    if (job.HoldsChips()) ReserveJob(job);
-  ReserveServiceGroups();
-  ReserveReservations();  // reservations.cc
-}
-
-void Controller::ReserveJob(const TrainJob& job) {
-  if (!job.spec.reservation.empty()) return;  // its hosts are its reservation's
-  std::vector<HostId> ids;
-  for (const auto& slice : job.status.placement)
-    for (const auto& host : slice)
-      if (auto it = host_ids_.find(host); it != host_ids_.end()) ids.push_back(it->second);
-  if (ids.empty()) return;
-  // A stored placement that overlaps another job's (a corrupted or hand-edited store) cannot
-  // be reserved twice: the first job keeps the hosts and this one is failed on its next tick
-  // by its own hosts' reports. Say so instead of hiding it.
-  if (Status s = inventory_.Reserve(OwnerId(job.uid), ids); !s.ok())
-    inventory_conflicts_.push_back("trainjob " + job.name() + ": " + s.message());
+  for (const auto& kind : kinds_) kind->ReserveHosts(inventory_conflicts_);
 }
 
 }  // namespace tessera::controller

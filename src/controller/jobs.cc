@@ -59,56 +59,45 @@ Status Controller::NewJobRefusalLocked(const TrainJobSpec& spec) {
 }
 
 Result<Json> Controller::DryRunApply(const Json& doc) {
-  auto kind = codec::DocumentKind(doc);
+  auto kind = codec::DocumentKindName(doc);
   if (!kind.ok()) return kind.status();
-  std::string name;
-  bool exists = false;
-  if (*kind == codec::kTrainJobKind) {
-    auto spec = codec::ParseTrainJob(doc);
-    if (!spec.ok()) return spec.status();
-    std::lock_guard lock(mu_);
-    if (Status refused = NewJobRefusalLocked(*spec); !refused.ok()) return refused;
-    name = spec->name;
-  } else if (*kind == "Service") {
-    auto spec = codec::ParseService(doc);
-    if (!spec.ok()) return spec.status();
-    std::lock_guard lock(mu_);
-    if (Status refused = ServiceRefusalLocked(*spec, doc); !refused.ok()) return refused;
-    name = spec->name;
-    exists = services_.count(name) > 0;
-  } else if (*kind == codec::kSliceReservationKind) {
-    auto spec = codec::ParseSliceReservation(doc);
-    if (!spec.ok()) return spec.status();
-    std::lock_guard lock(mu_);
-    if (Status refused = DryRunReservationLocked(*spec); !refused.ok()) return refused;
-    name = spec->name;
-    exists = reservations_.count(name) > 0;
-  } else {
-    Status parsed = *kind == "ClusterQueue" ? codec::ParseClusterQueue(doc).status()
-                    : *kind == "LocalQueue" ? codec::ParseLocalQueue(doc).status()
-                                            : codec::ParsePriorityClass(doc).status();
-    if (!parsed.ok()) return parsed;
-    name = doc["metadata"].value("name", "");
-    std::lock_guard lock(mu_);
-    exists = QueueObjects(*kind).count(name) > 0;
+  std::lock_guard lock(mu_);
+  if (WorkloadKind* k = FindKind(*kind)) {
+    auto preview = k->DryRun(doc);
+    if (!preview.ok()) return preview.status();
+    return Json{{"kind", *kind},
+                {"metadata", {{"name", preview->name}}},
+                {"created", !preview->exists},
+                {"dryRun", true}};
   }
-  return Json{
-      {"kind", *kind}, {"metadata", {{"name", name}}}, {"created", !exists}, {"dryRun", true}};
+  if (*kind != "ClusterQueue" && *kind != "LocalQueue" && *kind != "PriorityClass")
+    return UnknownKind(*kind);
+  Status parsed = *kind == "ClusterQueue" ? codec::ParseClusterQueue(doc).status()
+                  : *kind == "LocalQueue" ? codec::ParseLocalQueue(doc).status()
+                                          : codec::ParsePriorityClass(doc).status();
+  if (!parsed.ok()) return parsed;
+  const std::string name = doc["metadata"].value("name", "");
+  return Json{{"kind", *kind},
+              {"metadata", {{"name", name}}},
+              {"created", QueueObjects(*kind).count(name) == 0},
+              {"dryRun", true}};
 }
 
 Result<Json> Controller::Apply(const Json& doc) {
-  auto kind = codec::DocumentKind(doc);
+  auto kind = codec::DocumentKindName(doc);
   if (!kind.ok()) return kind.status();
-  if (*kind == codec::kTrainJobKind) return CreateJob(doc);
-  if (*kind == "Service") return ApplyService(doc);
-  if (*kind == codec::kSliceReservationKind) return ApplyReservation(doc);
+  {
+    std::lock_guard lock(mu_);
+    if (WorkloadKind* k = FindKind(*kind)) return k->Apply(doc);
+    if (*kind != "ClusterQueue" && *kind != "LocalQueue" && *kind != "PriorityClass")
+      return UnknownKind(*kind);
+  }
   return ApplyQueueObject(*kind, doc);
 }
 
-Result<Json> Controller::CreateJob(const Json& doc) {
+Result<Json> Controller::CreateJobLocked(const Json& doc) {
   auto spec = codec::ParseTrainJob(doc);
   if (!spec.ok()) return spec.status();
-  std::lock_guard lock(mu_);
   if (Status refused = NewJobRefusalLocked(*spec); !refused.ok()) return refused;
   const std::string name = spec->name;
   // Stored and printed in the canonical spelling: "TPU-V6E-16" becomes v6e and 4x4.
@@ -140,8 +129,7 @@ Result<Json> Controller::CreateJob(const Json& doc) {
   return out;
 }
 
-Result<Json> Controller::GetJob(const std::string& name) const {
-  std::lock_guard lock(mu_);
+Result<Json> Controller::GetJobLocked(const std::string& name) const {
   auto it = jobs_.find(name);
   if (it == jobs_.end()) return NotFound("trainjob '" + name + "' not found");
   return JobJson(it->second);
@@ -163,8 +151,7 @@ Json Controller::JobListJson(const JobsCopy& copy) {
   return {{"kind", "TrainJobList"}, {"items", std::move(items)}};
 }
 
-Result<Json> Controller::DeleteJob(const std::string& name) {
-  std::lock_guard lock(mu_);
+Result<Json> Controller::DeleteJobLocked(const std::string& name) {
   if (!jobs_.count(name)) return NotFound("trainjob '" + name + "' not found");
   if (jobs_.at(name).status.deleting) return Json{{"name", name}, {"status", "Terminating"}};
   const View view(*this);

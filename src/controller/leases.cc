@@ -34,7 +34,6 @@ Status Controller::ExpireLeases(int64_t now) {
   std::vector<std::string> expired;
   for (const auto& [name, h] : hosts_)
     if (!h.status.lost && silence(h) > options_.lease_ms) expired.push_back(name);
-  const View view(*this);
   for (const auto& name : expired) {
     RegisteredHost& h = hosts_.at(name);
     const int64_t stalled = stalled_ms_ - h.stalled_ms_at_heartbeat;
@@ -53,23 +52,13 @@ Status Controller::ExpireLeases(int64_t now) {
     h = std::move(lost);
     if (auto id = host_ids_.find(name); id != host_ids_.end())
       TESSERA_RETURN_IF_ERROR(inventory_.SetHealth(id->second, Health::kDown));
-    std::vector<std::string> affected;
-    for (const auto& [jn, job] : jobs_)
-      if (job.OnHost(name)) affected.push_back(jn);
-    for (const auto& jn : affected) {
-      Status told = RunStep(jn, [&](TrainJob& job) {
-        return train_.HostLost(job, name, h.status.last_heartbeat_ms, why, view, now);
-      });
-      if (!told.ok()) {
+    for (const auto& kind : kinds_) {
+      if (Status told = kind->HostLost(name, h.status.last_heartbeat_ms, why, now); !told.ok()) {
         // Not every workload heard of the loss: the next tick expires the host again and tells
         // them (those already told take it as a no-op).
         h.status.lost = false;
         return told;
       }
-    }
-    if (Status told = ServicesHostLost(name, why); !told.ok()) {  // services.cc
-      h.status.lost = false;
-      return told;
     }
   }
   return Status::Ok();

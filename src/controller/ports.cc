@@ -17,11 +17,19 @@ constexpr int kRandomDraws = 64;
 
 std::set<int> Controller::PortsHeldLocked() const {
   std::set<int> held;
+  for (const auto& kind : kinds_) kind->AddHeldPorts(held);
+  return held;
+}
+
+void Controller::AddJobPorts(std::set<int>& held) const {
   for (const auto& [name, job] : jobs_) {
     if (!job.HoldsChips() || job.status.master_port <= 0) continue;
     held.insert(job.status.master_port);
     held.insert(job.status.jax_port > 0 ? job.status.jax_port : job.status.master_port + 1);
   }
+}
+
+void Controller::AddServicePorts(std::set<int>& held) const {
   for (const auto& [name, svc] : services_)
     for (const RoleStatus& role : svc.status.roles)
       for (const ReplicaStatus& r : role.replicas) {
@@ -30,7 +38,6 @@ std::set<int> Controller::PortsHeldLocked() const {
         for (const ServiceProcess& p : r.processes)
           if (p.port > 0) held.insert(p.port);
       }
-  return held;
 }
 
 int Controller::DrawPorts(const std::string& address, int count, std::set<int>& held) {

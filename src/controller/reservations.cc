@@ -102,10 +102,9 @@ Status Controller::JobInReservationRefusalLocked(const TrainJobSpec& spec) {
   return Status::Ok();
 }
 
-Result<Json> Controller::ApplyReservation(const Json& doc) {
+Result<Json> Controller::ApplyReservationLocked(const Json& doc) {
   auto spec = codec::ParseSliceReservation(doc);
   if (!spec.ok()) return spec.status();
-  std::lock_guard lock(mu_);
   const std::string name = spec->name;
   const Json spec_doc = codec::SliceReservationSpecJson(*spec, doc["spec"]);
   if (auto it = reservations_.find(name); it != reservations_.end()) {
@@ -152,8 +151,7 @@ Status Controller::DryRunReservationLocked(const SliceReservationSpec& spec) {
   return reservations_.count(spec.name) ? Status::Ok() : ReservationRefusalLocked(spec);
 }
 
-Result<Json> Controller::GetReservation(const std::string& name) const {
-  std::lock_guard lock(mu_);
+Result<Json> Controller::GetReservationLocked(const std::string& name) const {
   auto it = reservations_.find(name);
   if (it == reservations_.end()) return NotFound("slicereservation '" + name + "' not found");
   return ReservationJsonLocked(it->second);
@@ -174,8 +172,7 @@ Json Controller::ListReservations() const {
   return ListReservationsLocked();
 }
 
-Result<Json> Controller::DeleteReservation(const std::string& name, bool force) {
-  std::lock_guard lock(mu_);
+Result<Json> Controller::DeleteReservationLocked(const std::string& name, bool force) {
   if (!reservations_.count(name)) return NotFound("slicereservation '" + name + "' not found");
   const std::vector<std::string> users = ReservationUsers(name);
   Status refused = Status::Ok();

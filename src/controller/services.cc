@@ -119,10 +119,9 @@ Status Controller::ServiceRefusalLocked(const ServiceSpec& spec, const Json& doc
   return ServiceInReservationRefusalLocked(spec, doc);  // reservation_services.cc
 }
 
-Result<Json> Controller::ApplyService(const Json& doc) {
+Result<Json> Controller::ApplyServiceLocked(const Json& doc) {
   auto spec = codec::ParseService(doc);
   if (!spec.ok()) return spec.status();
-  std::lock_guard lock(mu_);
   if (Status refused = ServiceRefusalLocked(*spec, doc); !refused.ok()) return refused;
   const std::string name = spec->name;
   const View view(*this);
@@ -159,8 +158,7 @@ Result<Json> Controller::ApplyService(const Json& doc) {
   return out;
 }
 
-Result<Json> Controller::GetService(const std::string& name) const {
-  std::lock_guard lock(mu_);
+Result<Json> Controller::GetServiceLocked(const std::string& name) const {
   auto it = services_.find(name);
   if (it == services_.end()) return NotFound("service '" + name + "' not found");
   return codec::ServiceJson(it->second);
@@ -181,8 +179,7 @@ Json Controller::ListServices() const {
   return ListServicesLocked();
 }
 
-Result<Json> Controller::DeleteService(const std::string& name) {
-  std::lock_guard lock(mu_);
+Result<Json> Controller::DeleteServiceLocked(const std::string& name) {
   if (!services_.count(name)) return NotFound("service '" + name + "' not found");
   const View view(*this);
   Status s = RunServiceStep(name, [&](Service& svc) { return services_life_.Delete(svc, view); });

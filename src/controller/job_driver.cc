@@ -1,0 +1,270 @@
+// Controller: the TrainJob kind's driver. RunStep runs one lifecycle step (workload/
+// train_lifecycle.h) and applies its effects through the one applier (workload/
+// effects_applier.h): a store write with its events, chips released, hosts told, watchers told.
+// Here too the job's parts of loading, ticks, heartbeats, lost hosts, assignments, the
+// inventory's owners and ports; builtin_kinds.cc plugs them into the controller's core.
+#include <algorithm>
+#include <utility>
+
+#include "controller/controller.h"
+#include "workload/effects_applier.h"
+#include "workload/worker_env.h"
+
+namespace tessera::controller {
+
+bool Controller::View::HostLost(const std::string& host) const {
+  auto it = c_.hosts_.find(host);
+  return it == c_.hosts_.end() || it->second.status.lost;
+}
+
+int Controller::View::LargestFitWithoutJob(const TrainJob& job, int lo, int hi) const {
+  if (!c_.inventory_ready_) return 0;
+  if (!job.spec.reservation.empty()) return c_.LargestFitInReservation(job, lo, hi);
+  Inventory free_of_job = c_.inventory_;
+  free_of_job.Release(OwnerId(job.uid));
+  PlanResult plan = c_.PlanLargest(free_of_job, job, lo, hi);
+  return plan.placed() ? static_cast<int>(plan.slices.size()) : 0;
+}
+
+TrainJob* Controller::FindJob(const std::string& name) {
+  auto it = jobs_.find(name);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+Json Controller::JobJson(const TrainJob& job) const { return codec::TrainJobJson(job, NowMs()); }
+
+Status Controller::RunStep(std::string name, const Step& step) {
+  TrainJob* job = FindJob(name);
+  if (job == nullptr) return NotFound("trainjob '" + name + "' not found");
+  // The head's side of the applier (workload/effects_applier.h): its store, inventory, agents
+  // and watchers.
+  class HeadSink final : public TrainEffectsSink {
+   public:
+    HeadSink(Controller& c, const std::string& name) : c_(c), name_(name) {}
+    Result<int64_t> Commit(const TrainJob& job, const Effects& e) override {
+      store::WriteBatch batch;
+      if (e.remove) {
+        batch.Delete(codec::kTrainJobKind, name_);
+      } else if (e.persist) {
+        // The document is built once: stored, then announced with the version the store gave
+        // it.
+        doc_ = c_.JobJson(job);
+        batch.Update(codec::kTrainJobKind, name_, doc_.dump(), job.runtime.version);
+      }
+      auto committed = c_.CommitWithEvents(batch, "trainjob/" + name_, e.events);
+      if (!committed.ok()) return Unavailable(committed.status().message());
+      return committed;
+    }
+    void Release(uint64_t owner) override {
+      if (c_.inventory_ready_) c_.inventory_.Release(OwnerId(owner));
+    }
+    int64_t BumpAssignments() override { return ++c_.assignment_revision_; }
+    void NotifyHosts(const std::set<std::string>& hosts) override { c_.NotifyHosts(hosts); }
+    void Announce(TrainJob& job, const Effects& e) override {
+      applied_ = true;
+      if (e.remove) {
+        c_.Emit(codec::kTrainJobKind, "DELETED", c_.JobJson(job));
+        c_.jobs_.erase(name_);
+      } else if (e.persist) {
+        doc_["metadata"]["resourceVersion"] = job.runtime.version;
+        c_.Emit(codec::kTrainJobKind, "MODIFIED", doc_);
+      }
+      c_.AnnounceEvents();
+    }
+    void Schedule() override { c_.schedule_requested_ = true; }
+    bool applied() const { return applied_; }
+
+   private:
+    Controller& c_;
+    const std::string name_;  // a copy: the object may be erased under a reference to its name
+    Json doc_;
+    bool applied_ = false;
+  };
+  const std::string reservation = job->spec.reservation;
+  HeadSink sink(*this, name);
+  TESSERA_RETURN_IF_ERROR(ApplyStep(*job, step, sink, NowMs()));
+  if (sink.applied()) NoteReservationUsers(reservation);  // reservation_health.cc: status.users
+  return Status::Ok();
+}
+
+Status Controller::LoadJobs() {
+  const int64_t now = NowMs();
+  auto jobs = store_.List(codec::kTrainJobKind);
+  if (!jobs.ok()) return jobs.status();
+  for (const auto& obj : *jobs) {
+    Json doc = Json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) return Internal("stored TrainJob " + obj.name + " is not JSON");
+    auto job = codec::TrainJobFromJson(doc);
+    if (!job.ok()) return job.status();
+    job->runtime.version = obj.resource_version;
+    job->runtime.progress_epoch_ms = now;  // progress was not persisted: hang timers restart
+    if (job->status.stopping)
+      for (const auto& [rank, w] : job->status.workers)
+        if (MayRun(w.phase)) job->runtime.unconfirmed.insert(w.host);
+    next_uid_ = std::max(next_uid_, job->uid + 1);
+    jobs_[obj.name] = std::move(*job);
+  }
+  return Status::Ok();
+}
+
+Status Controller::TickJobs(int64_t now) {
+  const View view(*this);
+  std::vector<std::string> names;
+  for (const auto& [name, job] : jobs_) names.push_back(name);
+  Status first = Status::Ok();
+  for (const auto& name : names) {
+    if (!jobs_.count(name)) continue;
+    Status s = RunStep(name, [&](TrainJob& job) { return train_.Tick(job, view, now); });
+    if (first.ok()) first = s;
+  }
+  return first;
+}
+
+void Controller::JobReports(const std::string& name, const protocol::Heartbeat& beat,
+                            int64_t now, Status& failed) {
+  const View view(*this);
+  auto run = [&](const std::string& job, const Step& step) {
+    Status s = RunStep(job, step);
+    if (failed.ok() && !s.ok()) failed = s;
+  };
+  // A report counts only for the job's current attempt (of this job, not of an earlier one of
+  // the same name: the uid), and only from the host its worker was placed on.
+  // Progress lines also count while the attempt is being stopped: its workers wrote them
+  // before they stopped, and the attempt's figures (last step, steps lost) need every one.
+  auto current = [&](const protocol::WorkerKey& key, bool stopping_too = false) -> TrainJob* {
+    TrainJob* job = FindJob(key.job);
+    if (job == nullptr || job->uid != key.uid || (job->status.stopping && !stopping_too) ||
+        key.attempt != job->status.attempt)
+      return nullptr;
+    auto w = job->status.workers.find(key.rank);
+    return w == job->status.workers.end() || w->second.host != name ? nullptr : job;
+  };
+  // Progress before exits: a worker's last lines travel in the heartbeat that reports its
+  // exit, and must count before the exit ends the attempt.
+  for (const protocol::ProgressReport& p : beat.progress) {
+    TrainJob* job = current(p.key, true);
+    if (job == nullptr) continue;
+    ProgressInput in;
+    const std::string& type = p.record.type;
+    in.type = type == "checkpoint" ? ProgressInput::Type::kCheckpoint
+              : type == "restore"  ? ProgressInput::Type::kRestore
+              : type == "alive"    ? ProgressInput::Type::kAlive
+                                   : ProgressInput::Type::kProgress;
+    in.rank = p.key.rank;
+    in.step = type == "alive" ? -1 : p.record.step;
+    in.time_ms = p.record.time_ms;
+    in.seconds = p.record.seconds;
+    run(job->name(), [&](TrainJob& j) { return train_.Progress(j, in, view, now); });
+  }
+  for (const protocol::WorkerReport& w : beat.workers) {
+    TrainJob* job = current(w.key);
+    if (job == nullptr) continue;
+    const int rank = w.key.rank;
+    if (w.state == protocol::WorkerState::kRunning)
+      run(job->name(), [&](TrainJob& j) { return train_.WorkerRunning(j, rank, w.pid, now); });
+    else
+      run(job->name(), [&](TrainJob& j) {
+        return train_.WorkerExited(j, rank, w.exit_code, w.signal, w.pid, w.finished_at_ms, view,
+                                   now);
+      });
+  }
+  // Jobs being stopped: this heartbeat may confirm that their workers here are gone.
+  std::set<std::pair<std::string, uint64_t>> running_here;  // (job, uid)
+  for (const protocol::WorkerReport& w : beat.workers)
+    if (w.state == protocol::WorkerState::kRunning) running_here.insert({w.key.job, w.key.uid});
+  std::vector<std::string> confirmed;
+  for (const auto& [jn, job] : jobs_)
+    if (job.status.stopping && job.runtime.unconfirmed.count(name) &&
+        beat.revision >= job.runtime.stop_revision && !running_here.count({jn, job.uid}))
+      confirmed.push_back(jn);
+  for (const auto& jn : confirmed)
+    run(jn, [&](TrainJob& j) { return train_.ConfirmStopped(j, name, now); });
+}
+
+Status Controller::JobsHostLost(const std::string& host, int64_t last_heard_ms,
+                                const std::string& why, int64_t now) {
+  const View view(*this);
+  std::vector<std::string> affected;
+  for (const auto& [jn, job] : jobs_)
+    if (job.OnHost(host)) affected.push_back(jn);
+  for (const auto& jn : affected)
+    TESSERA_RETURN_IF_ERROR(RunStep(jn, [&](TrainJob& job) {
+      return train_.HostLost(job, host, last_heard_ms, why, view, now);
+    }));
+  return Status::Ok();
+}
+
+void Controller::AppendJobAssignments(const std::string& host,
+                                      std::vector<protocol::Assignment>& out,
+                                      std::vector<protocol::StopRequest>& stop) const {
+  std::vector<const TrainJob*> jobs;
+  for (const auto& [name, job] : jobs_)
+    if (job.Assigned() && job.OnHost(host)) jobs.push_back(&job);
+  std::sort(jobs.begin(), jobs.end(),
+            [](const TrainJob* a, const TrainJob* b) { return a->uid < b->uid; });
+  for (const TrainJob* job : jobs) {
+    const TrainJobStatus& st = job->status;
+    AttemptLayout layout;
+    layout.job = job->name();
+    layout.attempt = st.attempt;
+    auto topology = SliceTopology::Make(job->spec.accelerator, job->spec.topology);
+    if (!topology.ok()) continue;  // validated at creation: cannot happen
+    layout.topology = *topology;
+    for (const auto& slice : st.placement) {
+      layout.slices.emplace_back();
+      for (const auto& hn : slice) {
+        auto h = hosts_.find(hn);
+        layout.slices.back().push_back(
+            {hn, h == hosts_.end() ? "127.0.0.1" : h->second.spec.address});
+      }
+    }
+    layout.slice_names = st.slice_names;
+    layout.master_port = st.master_port;
+    layout.jax_port = st.jax_port;
+    layout.checkpoint_dir = job->spec.checkpoint_dir;
+    for (const WorkerEnv& e : ComputeWorkerEnv(layout)) {
+      if (e.host != host) continue;
+      std::map<std::string, std::string> env = job->spec.env;
+      for (const auto& [k, v] : e.env) env[k] = v;
+      // With TESSERA_ATTEMPT, what the SDK's checkpoint fence orders attempts by: a later job
+      // over the same checkpoint directory is newer than every attempt of an earlier one.
+      env["TESSERA_JOB_UID"] = std::to_string(job->uid);
+      out.push_back({{job->name(), st.attempt, e.rank, job->uid},
+                     e.worker,
+                     job->spec.command,
+                     std::move(env),
+                     job->spec.working_dir,
+                     job->spec.grace_ms,
+                     protocol::WorkloadKind::kTrainJob});
+    }
+  }
+  // Workers of a broken attempt are killed at once, preemption victims get the preemption's
+  // grace instead of their own (docs/agent-protocol.md "stop").
+  for (const auto& [name, job] : jobs_) {
+    const int64_t grace = job.status.fast_stop ? 0 : job.status.stop_grace_ms;
+    if (!job.status.stopping || job.status.attempt < 0 || grace < 0 || !job.OnHost(host)) continue;
+    stop.push_back({name, job.status.attempt, grace, job.uid});
+  }
+}
+
+void Controller::ReserveJob(const TrainJob& job) {
+  if (!job.spec.reservation.empty()) return;  // its hosts are its reservation's
+  std::vector<HostId> ids;
+  for (const auto& slice : job.status.placement)
+    for (const auto& host : slice)
+      if (auto it = host_ids_.find(host); it != host_ids_.end()) ids.push_back(it->second);
+  if (ids.empty()) return;
+  // A stored placement that overlaps another job's (a corrupted or hand-edited store) cannot
+  // be reserved twice: the first job keeps the hosts and this one is failed on its next tick
+  // by its own hosts' reports. Say so instead of hiding it.
+  if (Status s = inventory_.Reserve(OwnerId(job.uid), ids); !s.ok())
+    inventory_conflicts_.push_back("trainjob " + job.name() + ": " + s.message());
+}
+
+std::string Controller::JobOwnerOf(uint64_t owner) const {
+  for (const auto& [name, job] : jobs_)
+    if (job.uid == owner) return name;
+  return "";
+}
+
+}  // namespace tessera::controller
