@@ -135,9 +135,9 @@ class Controller::ServiceKind final : public WorkloadKind {
   }
   Status Waiting(const PendingStatus& p) override {
     const GroupRef* g = Offered(p.workload);
-    return g == nullptr ? Status::Ok()
-                        : c_.SetGroupPending(*g, PendingReasonName(p.reason),
-                                             GroupPendingMessage(p));
+    return g == nullptr
+               ? Status::Ok()
+               : c_.SetGroupPending(*g, PendingReasonName(p.reason), GroupPendingMessage(p));
   }
   Status CycleFailed(const std::string& message) override {
     for (const auto& [id, group] : offered_)
@@ -145,9 +145,7 @@ class Controller::ServiceKind final : public WorkloadKind {
     return Status::Ok();
   }
 
-  void ReserveHosts(std::vector<std::string>& /*conflicts*/) override {
-    c_.ReserveServiceGroups();
-  }
+  void ReserveHosts(std::vector<std::string>& /*conflicts*/) override { c_.ReserveServiceGroups(); }
   std::string OwnerOf(uint64_t owner, const std::string& /*host*/) const override {
     return c_.ServiceOwnerOf(owner);
   }
@@ -198,9 +196,7 @@ class Controller::ReservationKind final : public WorkloadKind {
     TESSERA_RETURN_IF_ERROR(c_.DryRunReservationLocked(*spec));
     return Preview{spec->name, c_.reservations_.count(spec->name) > 0};
   }
-  Result<Json> Get(const std::string& name) const override {
-    return c_.GetReservationLocked(name);
-  }
+  Result<Json> Get(const std::string& name) const override { return c_.GetReservationLocked(name); }
   std::function<Json()> CopyList() const override {
     return [list = c_.ListReservationsLocked()] { return list; };
   }
@@ -229,9 +225,7 @@ class Controller::ReservationKind final : public WorkloadKind {
   // A reservation keeps its phase while the queues are misconfigured; its users say why.
   Status CycleFailed(const std::string& /*message*/) override { return Status::Ok(); }
 
-  void ReserveHosts(std::vector<std::string>& /*conflicts*/) override {
-    c_.ReserveReservations();
-  }
+  void ReserveHosts(std::vector<std::string>& /*conflicts*/) override { c_.ReserveReservations(); }
   std::string OwnerOf(uint64_t owner, const std::string& host) const override {
     return c_.ReservationOwnerOf(owner, host);
   }

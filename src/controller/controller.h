@@ -353,7 +353,7 @@ class Controller {
   class ServiceKind;
   class ReservationKind;
   void RegisterBuiltinKinds();
-  void AddKind(std::unique_ptr<WorkloadKind> kind);  // RegisterKind, its name checked
+  void AddKind(std::unique_ptr<WorkloadKind> kind);       // RegisterKind, its name checked
   WorkloadKind* FindKind(const std::string& name) const;  // nullptr when not registered
   // "kind: 'X' is not one this head knows; known: ..." (kInvalidArgument, field "kind").
   Status UnknownKind(const std::string& kind) const;

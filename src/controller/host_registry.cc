@@ -233,7 +233,7 @@ Result<Json> Controller::Heartbeat(const std::string& name, const protocol::Hear
   h.status.usage["memoryBytes"] = static_cast<double>(beat.usage.memory_bytes);
   Status failed = Status::Ok();
   for (const auto& kind : kinds_) kind->TakeHeartbeat(name, beat, now, failed);
-  FenceReports(name, beat, failed);         // fencing.cc
+  FenceReports(name, beat, failed);  // fencing.cc
   // No pass here: one heartbeat arrives per host per interval, and a pass walks every pending
   // workload and may commit. A heartbeat that freed chips or requeued work asks the loop for one
   // (Tick), so a burst of heartbeats costs one pass, and no agent's request runs one.

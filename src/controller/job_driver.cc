@@ -120,8 +120,8 @@ Status Controller::TickJobs(int64_t now) {
   return first;
 }
 
-void Controller::JobReports(const std::string& name, const protocol::Heartbeat& beat,
-                            int64_t now, Status& failed) {
+void Controller::JobReports(const std::string& name, const protocol::Heartbeat& beat, int64_t now,
+                            Status& failed) {
   const View view(*this);
   auto run = [&](const std::string& job, const Step& step) {
     Status s = RunStep(job, step);

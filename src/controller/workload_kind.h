@@ -28,12 +28,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "admission/admission.h"
 #include "common/status.h"
@@ -155,8 +154,8 @@ class WorkloadKind {
   virtual void AppendAssignments(const std::string& host, std::vector<protocol::Assignment>& out,
                                  std::vector<protocol::StopRequest>& stop) const = 0;
   // Its workers' reports in a heartbeat from `host`; the first store error into `failed`.
-  virtual void TakeHeartbeat(const std::string& host, const protocol::Heartbeat& beat,
-                             int64_t now, Status& failed) = 0;
+  virtual void TakeHeartbeat(const std::string& host, const protocol::Heartbeat& beat, int64_t now,
+                             Status& failed) = 0;
   // `host` was lost at `now` (last heard of at `last_heard_ms`; `why` for people).
   virtual Status HostLost(const std::string& host, int64_t last_heard_ms, const std::string& why,
                           int64_t now) = 0;
