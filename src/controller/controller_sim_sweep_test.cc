@@ -6,7 +6,8 @@
 // both applying the lifecycles' effects through workload/effects_applier.h. Every 4 seconds (and at
 // the end) the records of both must be identical: each object's status (less the ports, which each
 // side draws on its own) and the outcome of each user request. A failure names the seed, the second
-// and the first differing record; TESSERA_SWEEP_SEED=N replays one seed.
+// and the first differing record; TESSERA_SWEEP_SEED=N replays one seed. A second test shows that
+// the sweep can fail: a simulator given a longer lease than the head's diverges on an early seed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,8 @@
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "codec/manifest.h"
 #include "codec/resource_json.h"
@@ -33,6 +36,9 @@ constexpr int kSeeds = 200;
 constexpr int64_t kSeconds = 40;
 constexpr int64_t kCompareEveryS = 4;  // and at the last second
 constexpr int64_t kLeaseS = 4;         // a host silent for more than this is lost
+
+// The simulator's options that match the head's (HeadSide): the same lease.
+sim::ScenarioSimOptions MatchingSimOptions() { return {.lease_ms = kLeaseS * 1000 - 1}; }
 
 // Second t as both clocks read it: ms, with t = 0 at 1 s (0 means unknown to the lifecycles).
 int64_t Ms(int64_t t) { return t * 1000 + 1000; }
@@ -332,7 +338,10 @@ class HeadSide final : public Side {
 
 class SimSide final : public Side {
  public:
-  SimSide() { sim_.Start(Ms(0)); }
+  explicit SimSide(const sim::ScenarioSimOptions& options)
+      : sim_{inventory_, NamesOf(inventory_), options} {
+    sim_.Start(Ms(0));
+  }
 
   void AdvanceTo(int64_t ms) override {
     now_ = ms;
@@ -413,8 +422,7 @@ class SimSide final : public Side {
 
   std::map<std::string, int64_t> revision_;  // the revision each host last read
   const Inventory inventory_ = Cube();
-  sim::ScenarioSim sim_{inventory_, NamesOf(inventory_),
-                        sim::ScenarioSimOptions{kLeaseS * 1000 - 1}};
+  sim::ScenarioSim sim_;
   int64_t now_ = Ms(0);
 };
 
@@ -576,12 +584,13 @@ std::string FirstDifference(const std::map<std::string, Json>& head,
   return "";
 }
 
-// Plays one seed on both sides; "" when their records agree every second.
-std::string RunSeed(uint64_t seed) {
+// Plays one seed on both sides, the simulator with `sim_options`; "" when their records agree
+// every second.
+std::string RunSeed(uint64_t seed, const sim::ScenarioSimOptions& sim_options) {
   const std::vector<Action> scenario = MakeScenario(seed);
   HeadSide head;
   if (!head.ok()) return "the head did not start";
-  SimSide sim;
+  SimSide sim(sim_options);
   Agents head_agents(head, scenario), sim_agents(sim, scenario);
   auto scenario_text = [&] {
     std::string s;
@@ -609,15 +618,95 @@ std::string RunSeed(uint64_t seed) {
   return "";
 }
 
+// Plays seeds first..last and stops at the first that diverges: the failure text, naming the seed,
+// or "" when every seed agrees.
+std::string Sweep(uint64_t first, uint64_t last, const sim::ScenarioSimOptions& sim_options) {
+  for (uint64_t seed = first; seed <= last; ++seed) {
+    const std::string diff = RunSeed(seed, sim_options);
+    if (!diff.empty())
+      return "seed " + std::to_string(seed) +
+             " (replay: TESSERA_SWEEP_SEED=" + std::to_string(seed) + "): " + diff;
+  }
+  return "";
+}
+
 TEST(HeadVsSimulatorSweep, RandomScenariosRecordTheSameHistory) {
   uint64_t first = 1, last = kSeeds;
   if (const char* one = std::getenv("TESSERA_SWEEP_SEED"))
     first = last = std::strtoull(one, nullptr, 10);
-  for (uint64_t seed = first; seed <= last; ++seed) {
-    const std::string diff = RunSeed(seed);
-    ASSERT_EQ(diff, "") << "seed " << seed << " (replay: TESSERA_SWEEP_SEED=" << seed
-                        << "): " << diff;
+  const std::string failure = Sweep(first, last, MatchingSimOptions());
+  ASSERT_TRUE(failure.empty()) << failure;
+}
+
+// The sweep can fail. A simulator given a legitimate configuration that is not the head's (a
+// lease twice as long: a silent host is lost 4 s later than the head loses it) must diverge on
+// some seed among the first few dozen, and the failure must read as the sweep's failures do: the
+// seed, the second, then the first differing record with both sides' versions of it.
+TEST(HeadVsSimulatorSweep, CatchesASimulatorWithAnotherLease) {
+  sim::ScenarioSimOptions longer = MatchingSimOptions();
+  longer.lease_ms = 2 * kLeaseS * 1000 - 1;
+  constexpr uint64_t kFirst = 1, kLast = 40;
+  const std::string failure = Sweep(kFirst, kLast, longer);
+  ASSERT_FALSE(failure.empty()) << "seeds " << kFirst << ".." << kLast
+                                << " all agree with a simulator whose lease is " << longer.lease_ms
+                                << " ms, the head's " << MatchingSimOptions().lease_ms << " ms";
+  SCOPED_TRACE(failure);
+  std::vector<std::string> lines;
+  for (size_t at = 0; at <= failure.size();) {
+    size_t end = failure.find('\n', at);
+    if (end == std::string::npos) end = failure.size();
+    lines.push_back(failure.substr(at, end - at));
+    at = end + 1;
   }
+  ASSERT_GE(lines.size(), 5u);
+
+  // "seed S (replay: TESSERA_SWEEP_SEED=S): t=T KIND/NAME differs (head -> simulator: PATCH)"
+  const std::string& first = lines[0];
+  ASSERT_EQ(first.rfind("seed ", 0), 0u);
+  size_t end = 0;
+  const uint64_t seed = std::stoull(first.substr(5), &end);
+  ASSERT_GE(seed, kFirst);
+  ASSERT_LE(seed, kLast);
+  std::string rest = first.substr(5 + end);
+  const std::string replay = " (replay: TESSERA_SWEEP_SEED=" + std::to_string(seed) + "): t=";
+  ASSERT_EQ(rest.rfind(replay, 0), 0u);
+  rest = rest.substr(replay.size());
+  const int64_t t = std::stoll(rest, &end);
+  EXPECT_GE(t, 0);
+  EXPECT_LT(t, kSeconds);
+  EXPECT_TRUE(t % kCompareEveryS == 0 || t == kSeconds - 1) << "not a comparison second: " << t;
+  rest = rest.substr(end);
+  const std::string differs = " differs (head -> simulator: ";
+  const size_t at = rest.find(differs);
+  ASSERT_NE(at, std::string::npos);
+  const std::string record = rest.substr(1, at - 1);
+  EXPECT_TRUE(record.rfind("trainjob/", 0) == 0 || record.rfind("service/", 0) == 0) << record;
+  ASSERT_EQ(rest.back(), ')');
+  const Json patch =
+      Json::parse(rest.substr(at + differs.size(), rest.size() - at - differs.size() - 1));
+  ASSERT_TRUE(patch.is_array());
+  EXPECT_FALSE(patch.empty());
+
+  // "  head:      STATUS", "  simulator: STATUS": two different statuses the patch maps across.
+  ASSERT_EQ(lines[1].rfind("  head:      {", 0), 0u);
+  ASSERT_EQ(lines[2].rfind("  simulator: {", 0), 0u);
+  const Json head = Json::parse(lines[1].substr(13)), sim = Json::parse(lines[2].substr(13));
+  EXPECT_NE(head, sim);
+  EXPECT_EQ(head.patch(patch), sim);
+
+  // Then the scenario, which has a host go silent by then: the agents here send no liveness
+  // ticks, so the lease (also the hang verdicts' alive timeout) decides only when one is lost.
+  ASSERT_EQ(lines[3], "scenario:");
+  bool silent = false;
+  for (size_t i = 4; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i].rfind("  t=", 0), 0u) << lines[i];
+    if (lines[i].find(" host-down ") != std::string::npos && std::stoll(lines[i].substr(4)) <= t)
+      silent = true;
+  }
+  EXPECT_TRUE(silent) << "no host went silent by t=" << t;
+
+  // With the head's lease, the same seed agrees: the lease made the difference.
+  EXPECT_EQ(RunSeed(seed, MatchingSimOptions()), "");
 }
 
 }  // namespace
