@@ -21,21 +21,26 @@
 // Documents are decoded and validated by the codecs (codec/), which the store's documents
 // share; the controller adds the checks that need the cluster (fits, names, PriorityClasses).
 //
+// Workload kinds are plug-ins (workload_kind.h): the core below iterates the registered kinds
+// and names none; TrainJob, Service and SliceReservation are registered in builtin_kinds.cc.
+//
 // Where things are:
-//   controller.cc         construction, Load, Tick, and the TrainJob driver (RunStep: step,
+//   controller.cc         Load, Tick, watchers and the commit path (the core)
+//   kinds.cc              the registry of kinds, their KindContext, routing by kind name
+//                         (Apply, DryRunApply, Get, Delete)
+//   scheduling.cc         the pass: each kind's part, then one admission cycle over all kinds
+//   host_registry.cc      agents: registration, credentials, heartbeats, the inventory
+//   leases.cc             host leases: a host silent for longer than lease_ms is lost
+//   assignments.cc        what each host must run (every kind's entries)
+//   fencing.cc            terms in assignments and agents' refusals (docs/ha.md)
+//   controller_queues.cc  ClusterQueue, LocalQueue, PriorityClass objects
+//   event_log.{h,cc}      events, staged into the same store write as the change they record
+//   builtin_kinds.cc      the three built-in kinds, routing to their parts:
+//   jobs.cc, job_driver.cc, job_scheduling.cc, easy_scheduling.cc   TrainJobs (RunStep: step,
 //                         commit, apply)
-//   jobs.cc               the TrainJob user API (create, get, list, delete, log location),
-//                         Apply and DryRunApply (dispatch on kind)
 //   services.cc, service_admission.cc   Services; their replica groups in the admission cycle
 //   reservations.cc, reservation_services.cc, reservation_health.cc   SliceReservations, the
 //                         workloads inside them, their lost hosts and users
-//   controller_queues.cc  ClusterQueue, LocalQueue, PriorityClass objects
-//   host_registry.cc      agents: registration, credentials, heartbeats, the inventory
-//   leases.cc             host leases: a host silent for longer than lease_ms is lost
-//   fencing.cc            terms in assignments and agents' refusals (docs/ha.md)
-//   scheduling.cc, easy_scheduling.cc   the scheduling pass
-//   assignments.cc        what each host must run, and the stop entries of withdrawn attempts
-//   event_log.{h,cc}      events, staged into the same store write as the change they record
 //
 // Errors: every store write is checked. A failed write leaves memory as it was, emits nothing,
 // and fails the request with kUnavailable (the cause in the message); a failure in a tick is
@@ -172,7 +177,7 @@ class Controller {
   // LocalQueue, PriorityClass: create or replace the object, the answer's "created" saying
   // which; kInvalidArgument naming the field on bad input (kind: the kinds there are).
   Result<Json> Apply(const Json& doc);
-  // POST /api/v1/apply?dryRun=true (jobs.cc): the checks Apply makes, nothing stored; answers
+  // POST /api/v1/apply?dryRun=true (kinds.cc): the checks Apply makes, nothing stored; answers
   // {kind, metadata.name, created (whether Apply would create it), dryRun: true}, or Apply's
   // refusal. A Service gets ApplyService's checks (each role fits this cluster, its
   // PriorityClass exists).

@@ -58,43 +58,6 @@ Status Controller::NewJobRefusalLocked(const TrainJobSpec& spec) {
   return JobRefusal(spec, inventory_, inventory_ready_, planner_, classes);
 }
 
-Result<Json> Controller::DryRunApply(const Json& doc) {
-  auto kind = codec::DocumentKindName(doc);
-  if (!kind.ok()) return kind.status();
-  std::lock_guard lock(mu_);
-  if (WorkloadKind* k = FindKind(*kind)) {
-    auto preview = k->DryRun(doc);
-    if (!preview.ok()) return preview.status();
-    return Json{{"kind", *kind},
-                {"metadata", {{"name", preview->name}}},
-                {"created", !preview->exists},
-                {"dryRun", true}};
-  }
-  if (*kind != "ClusterQueue" && *kind != "LocalQueue" && *kind != "PriorityClass")
-    return UnknownKind(*kind);
-  Status parsed = *kind == "ClusterQueue" ? codec::ParseClusterQueue(doc).status()
-                  : *kind == "LocalQueue" ? codec::ParseLocalQueue(doc).status()
-                                          : codec::ParsePriorityClass(doc).status();
-  if (!parsed.ok()) return parsed;
-  const std::string name = doc["metadata"].value("name", "");
-  return Json{{"kind", *kind},
-              {"metadata", {{"name", name}}},
-              {"created", QueueObjects(*kind).count(name) == 0},
-              {"dryRun", true}};
-}
-
-Result<Json> Controller::Apply(const Json& doc) {
-  auto kind = codec::DocumentKindName(doc);
-  if (!kind.ok()) return kind.status();
-  {
-    std::lock_guard lock(mu_);
-    if (WorkloadKind* k = FindKind(*kind)) return k->Apply(doc);
-    if (*kind != "ClusterQueue" && *kind != "LocalQueue" && *kind != "PriorityClass")
-      return UnknownKind(*kind);
-  }
-  return ApplyQueueObject(*kind, doc);
-}
-
 Result<Json> Controller::CreateJobLocked(const Json& doc) {
   auto spec = codec::ParseTrainJob(doc);
   if (!spec.ok()) return spec.status();

@@ -3,6 +3,7 @@
 // built-in kinds, which lock and call their kind's part.
 #include <algorithm>
 
+#include "codec/manifest.h"
 #include "controller/controller.h"
 
 namespace tessera::controller {
@@ -26,7 +27,9 @@ class Controller::Context final : public KindContext {
   explicit Context(Controller& c) : c_(c) {}
 
   int64_t NowMs() const override { return c_.NowMs(); }
-  const store::Store& store() const override { return c_.store_; }
+  Result<std::vector<store::Object>> ListStored(const std::string& kind) override {
+    return c_.store_.List(kind);
+  }
   Result<int64_t> Commit(store::WriteBatch& batch, const std::string& object,
                          const std::vector<JobEvent>& events) override {
     auto committed = c_.CommitWithEvents(batch, object, events);
@@ -123,6 +126,43 @@ Status Controller::UnknownKind(const std::string& kind) const {
   for (const auto& k : kinds_) known += k->name() + ", ";
   return InvalidArgument("kind: '" + kind + "' is unknown here; valid: " + known +
                          "ClusterQueue, LocalQueue, PriorityClass");
+}
+
+Result<Json> Controller::DryRunApply(const Json& doc) {
+  auto kind = codec::DocumentKindName(doc);
+  if (!kind.ok()) return kind.status();
+  std::lock_guard lock(mu_);
+  if (WorkloadKind* k = FindKind(*kind)) {
+    auto preview = k->DryRun(doc);
+    if (!preview.ok()) return preview.status();
+    return Json{{"kind", *kind},
+                {"metadata", {{"name", preview->name}}},
+                {"created", !preview->exists},
+                {"dryRun", true}};
+  }
+  if (*kind != "ClusterQueue" && *kind != "LocalQueue" && *kind != "PriorityClass")
+    return UnknownKind(*kind);
+  Status parsed = *kind == "ClusterQueue" ? codec::ParseClusterQueue(doc).status()
+                  : *kind == "LocalQueue" ? codec::ParseLocalQueue(doc).status()
+                                          : codec::ParsePriorityClass(doc).status();
+  if (!parsed.ok()) return parsed;
+  const std::string name = doc["metadata"].value("name", "");
+  return Json{{"kind", *kind},
+              {"metadata", {{"name", name}}},
+              {"created", QueueObjects(*kind).count(name) == 0},
+              {"dryRun", true}};
+}
+
+Result<Json> Controller::Apply(const Json& doc) {
+  auto kind = codec::DocumentKindName(doc);
+  if (!kind.ok()) return kind.status();
+  {
+    std::lock_guard lock(mu_);
+    if (WorkloadKind* k = FindKind(*kind)) return k->Apply(doc);
+    if (*kind != "ClusterQueue" && *kind != "LocalQueue" && *kind != "PriorityClass")
+      return UnknownKind(*kind);
+  }
+  return ApplyQueueObject(*kind, doc);
 }
 
 Result<Json> Controller::Get(const std::string& kind, const std::string& name) const {

@@ -54,7 +54,8 @@ class KindContext {
   virtual ~KindContext() = default;
 
   virtual int64_t NowMs() const = 0;
-  virtual const store::Store& store() const = 0;  // for Load: its documents
+  // Every stored document of `kind` (for Load).
+  virtual Result<std::vector<store::Object>> ListStored(const std::string& kind) = 0;
   // Writes `batch` plus `events` (recorded against `object`, "kind/name") atomically;
   // watchers hear of the events at the next Announce. kUnavailable when the store fails.
   virtual Result<int64_t> Commit(store::WriteBatch& batch, const std::string& object,
@@ -106,7 +107,7 @@ class WorkloadKind {
   virtual int pass_order() const { return 100; }
 
   // --- objects ---
-  virtual Status Load() = 0;  // from KindContext::store(), at start
+  virtual Status Load() = 0;  // from KindContext::ListStored, at start
   // Creates, or updates an existing object from, a validated document. kInvalidArgument naming
   // the field; kAlreadyExists; kFailedPrecondition; kUnavailable.
   virtual Result<Json> Apply(const Json& doc) = 0;
