@@ -84,9 +84,9 @@ class Cluster:
                                                                    p.stdout, p.stderr))
         return p
 
-    def up(self, extra=()):
+    def up(self, extra=(), lease_ms=2000):
         self.cli("up", "--generation", "v6e", "--topology", "4x4", "--slices", "2",
-                 "--heartbeat-ms", "200", "--lease-ms", "2000", "--timeout", "120", *extra)
+                 "--heartbeat-ms", "200", "--lease-ms", str(lease_ms), "--timeout", "120", *extra)
         with open(os.path.join(self.state, "admin.token")) as f:
             self.token = f.read().strip()
         self.reload_port()

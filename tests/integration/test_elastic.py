@@ -20,7 +20,14 @@ from test_cluster import PYTHON, REPO, Cluster, alive, wait_for
 
 GUARD = os.path.join(REPO, "tests", "integration", "attempt_guard.py")
 TRAIN = os.path.join(REPO, "examples", "train", "train.py")
-LEASE_MS = 2000
+# The host lease and the agents' fence are above the agent's warm hand-off timeout (5 s,
+# src/agent/warm_pool.h): an agent that hands a worker to a warm process waits for its
+# acknowledgement while holding the lock its heartbeats need, so on a busy machine a healthy host
+# can go that long without a heartbeat. With a 2 s lease and a 3 s fence, runs beside other load
+# saw healthy hosts lost ("no heartbeat for 2.0 s") as attempts started and agents fencing their
+# own workers, failing the kill -9, pause and resize tests.
+LEASE_MS = 7000
+FENCE_MS = 7000
 
 
 def train_job(name, guard_dir, ckpt_dir, slices=2, failure_policy=None, progress=None,
@@ -77,9 +84,10 @@ class ElasticTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.c = Cluster()
-        # A 3 s fence (docs/ha.md "Fencing"): a lost host's replacement starts 1 s (the head's
-        # margin) after its 2 s lease runs out, not after the 15 s default fence.
-        cls.c.up(extra=["--warm-preload", "torch", "--fence-ms", "3000"])
+        # The fence equal to the lease (docs/ha.md "Fencing"): a lost host's replacement starts
+        # 1 s (the head's margin) after its lease runs out, not after the 15 s default fence.
+        cls.c.up(extra=["--warm-preload", "torch", "--fence-ms", str(FENCE_MS)],
+                 lease_ms=LEASE_MS)
 
     @classmethod
     def tearDownClass(cls):

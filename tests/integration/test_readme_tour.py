@@ -209,7 +209,7 @@ class ReadmeTourTest(unittest.TestCase):
                 self.fail_step(where, command, "ended (exit %d) instead of watching" %
                                proc.returncode, out, proc.stderr.read().decode(errors="replace"))
             os.killpg(proc.pid, signal.SIGINT)
-            proc.wait(timeout=10)
+            proc.wait(timeout=60)  # generous: a loaded machine (CI) is slow to schedule it
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
