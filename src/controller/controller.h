@@ -77,6 +77,7 @@
 #include "placement/planner.h"
 #include "protocol/wire.h"
 #include "store/store.h"
+#include "workload/effects_applier.h"
 #include "workload/reservation.h"
 #include "workload/service_lifecycle.h"
 #include "workload/train_lifecycle.h"
@@ -351,6 +352,23 @@ class Controller {
     int64_t version = 0;
   };
   class View;  // the ClusterView the lifecycle asks (controller.cc)
+  // The head's side of the effects applier (workload/effects_applier.h) that every kind's sink
+  // shares: chips released in the live inventory, the assignment revision, agents told, another
+  // pass asked for. A kind's sink adds Commit and Announce (job_driver.cc, services.cc).
+  template <typename Object>
+  class HeadSinkBase : public EffectsSink<Object> {
+   public:
+    explicit HeadSinkBase(Controller& c) : c_(c) {}
+    void Release(uint64_t owner) override {
+      if (c_.inventory_ready_) c_.inventory_.Release(OwnerId(owner));
+    }
+    int64_t BumpAssignments() override { return ++c_.assignment_revision_; }
+    void NotifyHosts(const std::set<std::string>& hosts) override { c_.NotifyHosts(hosts); }
+    void Schedule() override { c_.schedule_requested_ = true; }
+
+   protected:
+    Controller& c_;
+  };
 
   // --- workload kinds (kinds.cc, builtin_kinds.cc) ---
   class Context;  // the KindContext every kind is given

@@ -38,9 +38,9 @@ Status Controller::RunStep(std::string name, const Step& step) {
   if (job == nullptr) return NotFound("trainjob '" + name + "' not found");
   // The head's side of the applier (workload/effects_applier.h): its store, inventory, agents
   // and watchers.
-  class HeadSink final : public TrainEffectsSink {
+  class HeadSink final : public HeadSinkBase<TrainJob> {
    public:
-    HeadSink(Controller& c, const std::string& name) : c_(c), name_(name) {}
+    HeadSink(Controller& c, const std::string& name) : HeadSinkBase(c), name_(name) {}
     Result<int64_t> Commit(const TrainJob& job, const Effects& e) override {
       store::WriteBatch batch;
       if (e.remove) {
@@ -55,11 +55,6 @@ Status Controller::RunStep(std::string name, const Step& step) {
       if (!committed.ok()) return Unavailable(committed.status().message());
       return committed;
     }
-    void Release(uint64_t owner) override {
-      if (c_.inventory_ready_) c_.inventory_.Release(OwnerId(owner));
-    }
-    int64_t BumpAssignments() override { return ++c_.assignment_revision_; }
-    void NotifyHosts(const std::set<std::string>& hosts) override { c_.NotifyHosts(hosts); }
     void Announce(TrainJob& job, const Effects& e) override {
       applied_ = true;
       if (e.remove) {
@@ -71,11 +66,9 @@ Status Controller::RunStep(std::string name, const Step& step) {
       }
       c_.AnnounceEvents();
     }
-    void Schedule() override { c_.schedule_requested_ = true; }
     bool applied() const { return applied_; }
 
    private:
-    Controller& c_;
     const std::string name_;  // a copy: the object may be erased under a reference to its name
     Json doc_;
     bool applied_ = false;

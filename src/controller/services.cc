@@ -36,10 +36,10 @@ Status Controller::RunServiceStep(const std::string& name, const ServiceStep& st
   if (svc == nullptr) return NotFound("service '" + name + "' not found");
   // The head's side of the applier (workload/effects_applier.h), as RunStep's for jobs; a step
   // that took next_uid_ as a group's owner id stores the counter in the same write.
-  class HeadSink final : public ServiceEffectsSink {
+  class HeadSink final : public HeadSinkBase<Service> {
    public:
     HeadSink(Controller& c, const std::string& name, bool store_uid_counter)
-        : c_(c), name_(name), store_uid_counter_(store_uid_counter) {}
+        : HeadSinkBase(c), name_(name), store_uid_counter_(store_uid_counter) {}
     Result<int64_t> Commit(const Service& svc, const Effects& e) override {
       store::WriteBatch batch;
       if (e.remove)
@@ -54,11 +54,6 @@ Status Controller::RunServiceStep(const std::string& name, const ServiceStep& st
       if (store_uid_counter_) ++c_.next_uid_;
       return committed;
     }
-    void Release(uint64_t owner) override {
-      if (c_.inventory_ready_) c_.inventory_.Release(OwnerId(owner));
-    }
-    int64_t BumpAssignments() override { return ++c_.assignment_revision_; }
-    void NotifyHosts(const std::set<std::string>& hosts) override { c_.NotifyHosts(hosts); }
     void Announce(Service& svc, const Effects& e) override {
       applied_ = true;
       if (e.remove) {
@@ -69,11 +64,9 @@ Status Controller::RunServiceStep(const std::string& name, const ServiceStep& st
       }
       c_.AnnounceEvents();
     }
-    void Schedule() override { c_.schedule_requested_ = true; }
     bool applied() const { return applied_; }
 
    private:
-    Controller& c_;
     const std::string name_;  // a copy: the object may be erased under a reference to its name
     const bool store_uid_counter_;
     bool applied_ = false;
