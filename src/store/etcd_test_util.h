@@ -183,7 +183,8 @@ class SharedEtcd {
         delete p;
         return static_cast<EtcdProcess*>(nullptr);
       }
-      std::atexit([] { Get()->Stop(); });
+      // Stopped, and its data directory removed, when the test binary exits.
+      std::atexit([] { delete Get(); });
       return p;
     }();
     return process;
