@@ -55,8 +55,11 @@ PYTHONPATH=python /usr/bin/python3 -m unittest discover -s python/tests -t pytho
 stage example server and load generator tests
 /usr/bin/python3 -m unittest discover -s examples/serve -v
 /usr/bin/python3 -m unittest discover -s bench/serving -p 'test_loadgen.py' -v
+# The integration tests' files run two at a time, longest first (they mostly wait on real
+# processes and timers; every cluster takes its own ports and state directory):
+# tests/integration/run_parallel.py, TESSERA_IT_JOBS to change the count.
 stage integration tests
-TESSERA_BIN="$PWD/build/dev/bin/tessera" /usr/bin/python3 -m unittest discover -s tests/integration -t tests/integration -v
+TESSERA_BIN="$PWD/build/dev/bin/tessera" /usr/bin/python3 tests/integration/run_parallel.py
 # The dashboard: its pure functions, then the pages in headless Chromium against a live cluster.
 # Screenshots land in test-artifacts/dashboard/.
 stage dashboard tests

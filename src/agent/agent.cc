@@ -252,7 +252,7 @@ void Agent::Shutdown() {
   if (fence_thread_.joinable()) fence_thread_.join();
   if (warm_pool_) warm_pool_->Shutdown();  // nothing is assigned any more: no refills either
   if (job_pools_) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> pools(pools_mu_);
     job_pools_->Shutdown();
   }
 
@@ -470,7 +470,11 @@ void Agent::SendHeartbeat() {
     // last line, so a read that then catches up has every line (progress_drained). A worker
     // that exits after this look, or whose lines did not fit this batch, is reported running
     // once more and its exit goes in the next heartbeat, sent at once.
-    if (job_pools_) job_pools_->Prune();
+    if (job_pools_) {
+      // Not while a launch is handing a warm process over: the next beat prunes.
+      std::unique_lock<std::mutex> pools(pools_mu_, std::try_to_lock);
+      if (pools.owns_lock()) job_pools_->Prune();
+    }
     std::set<WorkerKey> exited_before_read;
     for (const auto& [key, record] : workers_)
       if (WorkerDoneLocked(key)) exited_before_read.insert(key);
@@ -553,7 +557,15 @@ void Agent::SendHeartbeat() {
     Log("agent.heartbeat_bad_reply", "error=" + Quote(snapshot.status().message()));
     return;
   }
-  Reconcile(*snapshot, false);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // A revision new since the last reply is the watch's to apply; one the last reply carried
+    // too is applied here (again, if the watch did: what was refused while fenced starts now).
+    const bool settled = snapshot->revision == reply_revision_;
+    reply_revision_ = snapshot->revision;
+    if (watch_live_ && !settled) return;
+  }
+  Reconcile(*snapshot, false, /*wait=*/false);
 }
 
 void Agent::WatchLoop() {
@@ -588,6 +600,10 @@ void Agent::WatchLoop() {
           }
           if (first) Log("agent.watch_connected", "revision=" + std::to_string(snapshot->revision));
           Reconcile(*snapshot, first);
+          if (first) {
+            std::lock_guard<std::mutex> lock(mu_);
+            watch_live_ = true;
+          }
           first = false;
           backoff = options_.backoff_initial;
           return true;
@@ -596,6 +612,7 @@ void Agent::WatchLoop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       watch_client_ = nullptr;
+      watch_live_ = false;
       if (stopping_) return;
     }
     Log("agent.watch_ended",
@@ -615,12 +632,12 @@ bool Agent::HeadFailed(size_t index, std::string_view answer) {
   return true;
 }
 
-void Agent::StartWorkerLocked(const ParsedAssignment& parsed) {
+std::optional<Agent::PendingStart> Agent::PrepareStartLocked(const ParsedAssignment& parsed) {
   const Assignment& a = parsed.assignment;
-  WorkerRecord record;
-  record.assignment = a;
-  auto fail = [&](const std::string& error) {
-    record.error = error;
+  if (!parsed.error.empty()) {
+    WorkerRecord record;
+    record.assignment = a;
+    record.error = parsed.error;
     ExitInfo exit;
     exit.exit_code = 127;
     exit.finished_at_ms = std::chrono::duration_cast<milliseconds>(
@@ -628,57 +645,81 @@ void Agent::StartWorkerLocked(const ParsedAssignment& parsed) {
                               .count();
     record.exit = exit;
     wake_ = true;
-    Log("worker.start_failed", "worker=" + a.key.ToString() + " error=" + Quote(error));
-  };
-  if (!parsed.error.empty()) {
-    fail(parsed.error);
-  } else {
-    LaunchSpec spec;
-    spec.command = a.command;
-    spec.env = a.env;
-    spec.working_dir = a.working_dir;
-    spec.log_path = LogPath(a.key);
-    spec.progress_path = ProgressPath(a.key);
-    if (fence_.enabled() && FencePolicyFor(KindOf(a)) == FenceAction::kStop) {
-      // The SDK's watchdog: the worker exits once this file is older than the fence time,
-      // also when the agent itself is frozen (python/tessera/worker.py).
-      spec.env["TESSERA_AGENT_CONTACT_FILE"] = contact_file_;
-      spec.env["TESSERA_FENCE_MS"] = std::to_string(fence_.fence_ms());
-    }
-    // A fresh progress file: a stale one would report steps this worker never made.
-    std::error_code ec;
-    std::filesystem::remove(spec.progress_path, ec);
-    auto on_exit = [this](const ExitInfo&) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        wake_ = true;
-      }
-      cv_.notify_all();
-    };
-    // A warm process if one is ready for this command; the ordinary launch otherwise.
-    Result<std::shared_ptr<WorkerProcess>> process = std::shared_ptr<WorkerProcess>();
-    if (job_pools_) process = job_pools_->TryLaunch(spec, on_exit);  // spec.warmStart
-    if (warm_pool_ && process.ok() && *process == nullptr)
-      process = warm_pool_->TryLaunch(spec, on_exit);
-    const bool warm = process.ok() && *process != nullptr;
-    if (process.ok() && !warm) process = launcher_.Launch(spec, on_exit);
-    if (!process.ok()) {
-      fail(process.status().message());
-    } else {
-      record.process = *process;
-      record.tailer = std::make_unique<ProgressTailer>(spec.progress_path);
-      Log("worker.started", "worker=" + a.key.ToString() +
-                                " pid=" + std::to_string(record.process->pid()) +
-                                " warm=" + (warm ? "true" : "false"));
-    }
+    Log("worker.start_failed", "worker=" + a.key.ToString() + " error=" + Quote(parsed.error));
+    workers_.emplace(a.key, std::move(record));
+    return std::nullopt;
   }
-  workers_.emplace(a.key, std::move(record));
+  PendingStart start;
+  start.assignment = a;
+  LaunchSpec& spec = start.spec;
+  spec.command = a.command;
+  spec.env = a.env;
+  spec.working_dir = a.working_dir;
+  spec.log_path = LogPath(a.key);
+  spec.progress_path = ProgressPath(a.key);
+  if (fence_.enabled() && FencePolicyFor(KindOf(a)) == FenceAction::kStop) {
+    // The SDK's watchdog: the worker exits once this file is older than the fence time,
+    // also when the agent itself is frozen (python/tessera/worker.py).
+    spec.env["TESSERA_AGENT_CONTACT_FILE"] = contact_file_;
+    spec.env["TESSERA_FENCE_MS"] = std::to_string(fence_.fence_ms());
+  }
+  return start;
 }
 
-void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream) {
+Agent::WorkerRecord Agent::Launch(PendingStart start) {
+  const LaunchSpec& spec = start.spec;
+  WorkerRecord record;
+  record.assignment = std::move(start.assignment);
+  const std::string worker = record.assignment.key.ToString();
+  // A fresh progress file: a stale one would report steps this worker never made.
+  std::error_code ec;
+  std::filesystem::remove(spec.progress_path, ec);
+  auto on_exit = [this](const ExitInfo&) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      wake_ = true;
+    }
+    cv_.notify_all();
+  };
+  // A warm process if one is ready for this command; the ordinary launch otherwise.
+  Result<std::shared_ptr<WorkerProcess>> process = std::shared_ptr<WorkerProcess>();
+  if (job_pools_) {
+    std::lock_guard<std::mutex> pools(pools_mu_);
+    process = job_pools_->TryLaunch(spec, on_exit);  // spec.warmStart
+  }
+  if (warm_pool_ && process.ok() && *process == nullptr)
+    process = warm_pool_->TryLaunch(spec, on_exit);
+  const bool warm = process.ok() && *process != nullptr;
+  if (process.ok() && !warm) process = launcher_.Launch(spec, on_exit);
+  if (!process.ok()) {
+    record.error = process.status().message();
+    ExitInfo exit;
+    exit.exit_code = 127;
+    exit.finished_at_ms = std::chrono::duration_cast<milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+    record.exit = exit;
+    Log("worker.start_failed", "worker=" + worker + " error=" + Quote(record.error));
+    return record;
+  }
+  record.process = *process;
+  record.tailer = std::make_unique<ProgressTailer>(spec.progress_path);
+  Log("worker.started", "worker=" + worker + " pid=" + std::to_string(record.process->pid()) +
+                            " warm=" + (warm ? "true" : "false"));
+  return record;
+}
+
+void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream, bool wait) {
+  std::unique_lock<std::mutex> one_at_a_time(reconcile_mu_, std::defer_lock);
+  if (wait) {
+    one_at_a_time.lock();
+  } else if (!one_at_a_time.try_lock()) {
+    return;  // another Reconcile is launching workers; see Reconcile's comment in agent.h
+  }
   // Destroyed after mu_ is released (see SendHeartbeat): a worker that exited a moment ago may
   // still be in its exit callback, waiting for mu_.
   std::vector<std::shared_ptr<WorkerProcess>> forgotten;
+  std::vector<PendingStart> starts;  // launched once mu_ is released
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
@@ -740,7 +781,8 @@ void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream) 
                           " ms); training workers start once one answers"});
         continue;
       }
-      StartWorkerLocked(parsed);
+      if (std::optional<PendingStart> start = PrepareStartLocked(parsed))
+        starts.push_back(std::move(*start));
     }
     for (auto it = workers_.begin(); it != workers_.end();) {
       WorkerRecord& record = it->second;
@@ -783,6 +825,29 @@ void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream) 
                  !entry.second.process->exit_info();
         })) {
       wake_ = true;
+    }
+  }
+  if (!starts.empty()) {
+    std::vector<std::pair<WorkerKey, WorkerRecord>> started;
+    for (PendingStart& start : starts) {
+      WorkerKey key = start.assignment.key;
+      started.emplace_back(std::move(key), Launch(std::move(start)));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [key, record] : started) {
+      // Exited already (its exit callback found no record to wake for), or never started.
+      if (!record.process || record.process->exit_info()) wake_ = true;
+      // Fenced while it was launched: a training worker is stopped as FenceLocked stops the
+      // ones it found.
+      if (fenced_ && record.process && !record.process->exit_info() &&
+          FencePolicyFor(KindOf(record.assignment)) == FenceAction::kStop) {
+        Log("worker.fenced", "worker=" + key.ToString() + " signal=SIGKILL");
+        record.stop_grace_ms = 0;
+        record.process->StopAsync(milliseconds(0));
+        RefuseLocked({0, key.job, key.uid, key.attempt,
+                      "fenced while it started; the training worker was stopped (SIGKILL)"});
+      }
+      workers_.emplace(key, std::move(record));
     }
   }
   cv_.notify_all();

@@ -194,8 +194,20 @@ class Agent {
   void SendHeartbeat();
   // Applies a snapshot; `from_new_stream` accepts a revision lower than the last one (the
   // head restarted with a different history).
-  void Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream);
-  void StartWorkerLocked(const ParsedAssignment& parsed);
+  // Workers are launched outside mu_ (a fork, or a warm process's hand-off, can take seconds on
+  // a busy machine, and the heartbeat must not wait for it), one Reconcile at a time
+  // (reconcile_mu_). The heartbeat's reply is applied only when no Reconcile is under way
+  // (`wait` false): the watch applies that revision, or the next reply carries it again.
+  void Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream, bool wait = true);
+  // A worker to start, prepared under mu_ and launched after it is released.
+  struct PendingStart {
+    Assignment assignment;
+    LaunchSpec spec;
+  };
+  // Under mu_: a start refused at once (its assignment could not be read) is recorded as
+  // exited; otherwise the launch is prepared.
+  std::optional<PendingStart> PrepareStartLocked(const ParsedAssignment& parsed);
+  WorkerRecord Launch(PendingStart start);  // without mu_; the record to add under it
   WorkerReport ReportLocked(const WorkerKey& key, const WorkerRecord& record) const;
   void RememberExitLocked(const WorkerReport& report);
   bool WorkerDoneLocked(const WorkerKey& key) const;
@@ -210,7 +222,9 @@ class Agent {
   const std::unique_ptr<DeviceDiscovery> devices_;
   ProcessLauncher launcher_;
   std::unique_ptr<WarmPool> warm_pool_;
-  std::unique_ptr<JobWarmPools> job_pools_;   // guarded by mu_
+  std::unique_ptr<JobWarmPools> job_pools_;  // guarded by pools_mu_
+  std::mutex pools_mu_;      // taken after mu_ when both are held; the heartbeat only tries it
+  std::mutex reconcile_mu_;  // one Reconcile at a time: held across its launches, not mu_
   Generation generation_ = Generation::kV6e;  // options_.generation, parsed by Start()
   std::vector<Device> discovered_;
   std::string credential_;  // set by Start(), then read-only
@@ -242,6 +256,11 @@ class Agent {
   std::vector<WorkerKey> remembered_order_;
   std::vector<ProgressReport> pending_progress_;  // read but not yet acknowledged by the head
   net::HttpClient* watch_client_ = nullptr;       // the stream in progress, for Cancel()
+  // The watch has applied a snapshot of its stream and the stream is still open: every revision
+  // comes that way, and a heartbeat's reply (which carries the snapshot too) is applied only
+  // when its revision was already in the previous reply (the watch had a beat to apply it).
+  bool watch_live_ = false;
+  int64_t reply_revision_ = -1;  // the revision in the last heartbeat reply
   std::vector<LogFollower> followers_;
   AgentFence fence_;
   bool fenced_ = false;       // the fence is over and no head has answered since

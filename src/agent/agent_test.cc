@@ -171,6 +171,8 @@ TEST(AgentTest, ADroppedStreamReconnectsAndRunningWorkersAreAdoptedNotRestarted)
                                   Shell("long", 1, "echo x >> " + starts + "; exec sleep 1000")};
   head.SetAssignments(work);
   ASSERT_TRUE(WaitUntil([&] { return CountLines(starts) == "2"; }));
+  // Launched outside the agent's lock: a worker may write before the agent records it.
+  ASSERT_TRUE(WaitUntil([&] { return agent.Workers().size() == 2; }));
   std::vector<WorkerReport> before = agent.Workers();
   ASSERT_EQ(before.size(), 2u);
 

@@ -10,7 +10,7 @@ import json
 import os
 import unittest
 
-from test_cluster import PYTHON, REPO, ENV_DUMP, Cluster, wait_for
+from test_cluster import ENV_DUMP, LEASE_MS, PYTHON, REPO, Cluster, wait_for
 
 
 class Cluster3D(Cluster):
@@ -18,7 +18,7 @@ class Cluster3D(Cluster):
 
     def up(self, extra=()):
         self.cli("up", "--generation", "7x", "--cubes", "2", "--heartbeat-ms", "200",
-                 "--lease-ms", "2000", "--timeout", "120", *extra)
+                 "--lease-ms", str(LEASE_MS), "--timeout", "120", *extra)
         with open(os.path.join(self.state, "admin.token")) as f:
             self.token = f.read().strip()
         self.reload_port()

@@ -71,6 +71,11 @@ def mode_of(path):
     return os.stat(path).st_mode & 0o777
 
 
+# The host lease of the test clusters: 6 s, so that a healthy agent on a loaded 2-core machine
+# (the integration files run side by side, run_parallel.py) is not declared lost; the tests
+# about a lost host choose their own.
+LEASE_MS = 6000
+
 class Cluster:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="tessera-it-")
@@ -84,7 +89,8 @@ class Cluster:
                                                                    p.stdout, p.stderr))
         return p
 
-    def up(self, extra=(), lease_ms=2000):
+    def up(self, extra=(), lease_ms=None):
+        lease_ms = lease_ms or LEASE_MS
         self.cli("up", "--generation", "v6e", "--topology", "4x4", "--slices", "2",
                  "--heartbeat-ms", "200", "--lease-ms", str(lease_ms), "--timeout", "120", *extra)
         with open(os.path.join(self.state, "admin.token")) as f:
@@ -119,8 +125,15 @@ class Cluster:
         return j["status"]["phase"] if j else "Gone"
 
     def wait_phase(self, name, phases, timeout=90):
-        return wait_for("%s in %s" % (name, phases),
-                        lambda: self.phase(name) if self.phase(name) in phases else None, timeout)
+        phase = wait_for("%s in %s" % (name, phases),
+                         lambda: self.phase(name) if self.phase(name) in phases else None, timeout)
+        if phase == "Failed" and "Succeeded" in phases:
+            # The caller most likely hoped for success: say why it failed, for the failure's
+            # report (the job's status, its events, the tail of its workers' logs).
+            print("\n%s Failed; `tessera describe job %s`:\n%s" % (
+                name, name, self.cli("describe", "job", name, check=False).stdout),
+                file=sys.stderr)
+        return phase
 
 
 class ClusterTest(unittest.TestCase):
@@ -331,7 +344,7 @@ class RestartTest(unittest.TestCase):
         log = open(os.path.join(c.state, "logs", "head-restart.log"), "w")
         self.addCleanup(log.close)
         head = subprocess.Popen([TESSERA, "head", "--state-dir", c.state, "--port", str(c.port),
-                                 "--heartbeat-ms", "200", "--lease-ms", "2000"],
+                                 "--heartbeat-ms", "200", "--lease-ms", str(LEASE_MS)],
                                 stdout=log, stderr=log, start_new_session=True)
         self.addCleanup(lambda: (c.down(), head.wait(timeout=30)))  # stop, then reap
         cluster["head"] = head.pid

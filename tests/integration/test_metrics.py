@@ -7,7 +7,7 @@ import unittest
 import urllib.request
 
 import prom_text
-from test_cluster import PYTHON, TESSERA, Cluster, job, wait_for
+from test_cluster import LEASE_MS, PYTHON, TESSERA, Cluster, job, wait_for
 
 BUSY = ("import time\nend = time.time() + 300\n"
         "while time.time() < end:\n    print('busy', flush=True); time.sleep(0.2)\n")
@@ -101,7 +101,8 @@ class MetricsTest(unittest.TestCase):
             name = h["metadata"]["name"]
             age = m["tessera_host_heartbeat_age_seconds"].get(host=name)
             self.assertIsNotNone(age, name)
-            self.assertLess(age, 2.5, name)  # a host older than its 2 s lease would be Lost
+            # A host whose last heartbeat is older than its lease would be Lost.
+            self.assertLess(age, LEASE_MS / 1000, name)
             self.assertEqual(m["tessera_host_ready"].get(host=name, generation="v6e"), 1)
             util = m["tessera_host_chip_utilization_ratio"].get(host=name, generation="v6e")
             self.assertTrue(0 <= util <= 1, (name, util))

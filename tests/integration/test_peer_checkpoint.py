@@ -17,7 +17,7 @@ import sys
 import tempfile
 import unittest
 
-from test_cluster import PYTHON, REPO, Cluster, alive, wait_for
+from test_cluster import LEASE_MS, PYTHON, REPO, Cluster, alive, wait_for
 
 sys_path = os.path.join(REPO, "python")
 
@@ -41,7 +41,7 @@ class PeerCheckpointTest(unittest.TestCase):
         self.c = Cluster()
         self.addCleanup(self.c.down)
         self.c.cli("up", "--generation", "v6e", "--topology", "2x4", "--slices", "2",
-                   "--heartbeat-ms", "200", "--lease-ms", "2000", "--timeout", "120")
+                   "--heartbeat-ms", "200", "--lease-ms", str(LEASE_MS), "--timeout", "120")
         with open(os.path.join(self.c.state, "admin.token")) as f:
             self.c.token = f.read().strip()
         self.c.reload_port()
