@@ -13,6 +13,8 @@ packages=(
   # libraries
   libboost-dev libboost-system-dev nlohmann-json3-dev libyaml-cpp-dev libsqlite3-dev
   libspdlog-dev libfmt-dev libcli11-dev libssl-dev
+  # nvidia-smi -q -x reports (host discovery, src/agent/nvidia_smi.cc)
+  libexpat1-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev googletest libbenchmark-dev sqlite3
   # example workloads and the Python SDK

@@ -165,6 +165,11 @@ Status Agent::Start() {
     return Unavailable("state dir " + options_.state_dir + ": cannot set mode 0700: " +
                        ec.message() + "; run the agent as the directory's owner");
   }
+  for (const SourceNote& note : options_.discovery_log) {
+    Log("agent.discovery", "source=" + note.source +
+                               " answered=" + (note.answered ? "true" : "false") + " reason=\"" +
+                               note.reason + "\"");
+  }
   auto devices = devices_->Discover();
   if (!devices.ok()) return devices.status();
   discovered_ = *devices;
@@ -344,6 +349,7 @@ bool Agent::RegisterWithRetry() {
     r.devices = discovered_;
     r.credential = credential_;
     r.fence_ms = options_.fence_ms;
+    r.discovered = options_.discovered;
     const int64_t sent_ms = MonotonicNowMs();
     const size_t head = follower_.current();
     auto response = HeadClient().Request(net::Method::kPost, "/api/v1/agents/register",

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "agent/devices.h"
+#include "agent/discovery.h"
 #include "agent/fence.h"
 #include "agent/job_warm_pools.h"
 #include "agent/launcher.h"
@@ -106,6 +107,12 @@ struct AgentOptions {
   // for it before replacing the workers of a lost host. 0 (the default here; `tessera agent`
   // defaults to 15 s): never fenced.
   int64_t fence_ms = 0;
+  // What host discovery found (agent/discovery.h, docs/discovery.md), sent with the
+  // registration as "discovered"; absent for an emulated host.
+  std::optional<protocol::Discovered> discovered;
+  // Logged by Start() as agent.discovery events: each source that did not answer and why,
+  // then the one that did ("emulated" when the layout flags gave the host).
+  std::vector<SourceNote> discovery_log;
 };
 
 class Agent {
@@ -294,6 +301,13 @@ struct AgentFlags {
   std::string warm_refill_delay_ms = "0";
   std::string warm_sdk_dir;        // "" = the python/ directory of the checkout holding this binary
   std::string fence_ms = "15000";  // AgentOptions::fence_ms; 0 turns fencing off
+  // Host discovery (agent/discovery.h, docs/discovery.md): auto, emulated, tpu or nvidia.
+  std::string devices = "auto";
+  std::string metadata_url = kDefaultMetadataUrl;
+  std::string dev_root = "/";
+  std::string nvidia_smi = "nvidia-smi";
+  // The environment the GKE source reads; nullopt = this process's (tests pass their own).
+  std::optional<std::map<std::string, std::string>> environment;
 };
 
 struct AgentSetup {
@@ -301,8 +315,13 @@ struct AgentSetup {
   std::unique_ptr<DeviceDiscovery> devices;
 };
 
-// Validates the flags and reads the join token file. InvalidArgument whose message starts
-// with the flag at fault ("--topology: ...").
+// Validates the flags, reads the join token file and, unless --devices is emulated, discovers
+// the host (DiscoverHost: environment, metadata server, /dev, nvidia-smi). The host's layout
+// comes from what a TPU source (gke, metadata) found, and any layout flag given must agree
+// with it; from the layout flags otherwise (devices and nvidia-smi give a chip count and GPUs,
+// not a slice), and with --devices auto also when no source answered. InvalidArgument whose
+// message starts with the flag at fault ("--topology: ...", "--devices: tpu: metadata:
+// tpu-env TOPOLOGY: ...").
 Result<AgentSetup> MakeAgentSetup(const AgentFlags& flags);
 
 // Runs an agent until SIGTERM or SIGINT (then stops its workers and returns OK), or until it

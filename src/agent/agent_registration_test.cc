@@ -230,6 +230,7 @@ class FlagsTest : public ::testing::Test {
     flags_.slice = "slice-000";
     flags_.topology = "4x4";
     flags_.worker = "3";
+    flags_.devices = "emulated";  // no discovery: agent_discovery_test covers it
   }
   // The message of the error MakeAgentSetup gives for `flags`, or "" when it accepts them.
   std::string Error(const AgentFlags& flags) {

@@ -154,6 +154,250 @@ Status ParseWarmFlags(const AgentFlags& flags, WarmPoolOptions& warm) {
   return Status::Ok();
 }
 
+// The host's generation, place and chips from the layout flags (--generation, --slice/
+// --topology/--worker or --cube/--block/--coord, --chips): an emulated host, or one whose
+// discovery gave no slice.
+Status ApplyLayoutFlags(const AgentFlags& flags, AgentSetup& setup) {
+  AgentOptions& o = setup.options;
+  if (flags.generation.empty()) return InvalidArgument("--generation: required, e.g. v6e or 7x");
+  auto generation = ParseGeneration(flags.generation);
+  if (!generation.ok()) return InvalidArgument("--generation: " + generation.status().message());
+  o.generation = std::string(GenerationName(*generation));
+  const int rank = Info(*generation).rank;
+
+  const bool has_slice = !flags.slice.empty() || !flags.topology.empty() || !flags.worker.empty();
+  const bool has_cube = !flags.cube.empty() || !flags.block.empty() || !flags.coord.empty();
+  if (has_slice && has_cube) {
+    return InvalidArgument(
+        "--cube: give either --slice/--topology/--worker or --cube/--block/--coord, not both");
+  }
+  if (rank == 2) {
+    if (has_cube) {
+      return InvalidArgument("--cube: " + o.generation +
+                             " has fixed 2D slices; use --slice, --topology and --worker");
+    }
+    if (flags.slice.empty()) return InvalidArgument("--slice: required for " + o.generation);
+    if (!IsSafeName(flags.slice)) {
+      return InvalidArgument("--slice: '" + flags.slice + "' must be of [A-Za-z0-9._-]");
+    }
+    if (flags.topology.empty()) return InvalidArgument("--topology: required, e.g. 4x4");
+    auto shape = ParseShape(flags.topology);
+    if (!shape.ok()) return InvalidArgument("--topology: " + shape.status().message());
+    auto worker = ParseInt(flags.worker.empty() ? "0" : flags.worker);
+    if (!worker || *worker < 0 || *worker > 100000) {
+      return InvalidArgument("--worker: '" + flags.worker + "' must be an integer >= 0");
+    }
+    auto devices = EmulatedDevices::ForSliceWorker(*generation, *shape, static_cast<int>(*worker));
+    if (!devices.ok()) return InvalidArgument("--" + devices.status().message());
+    o.slice = SliceMembership{flags.slice, shape->ToString(), static_cast<int>(*worker)};
+    setup.devices = std::make_unique<EmulatedDevices>(*devices);
+  } else {
+    if (has_slice) {
+      return InvalidArgument("--slice: " + o.generation +
+                             " is built from cubes; use --cube, --block and --coord");
+    }
+    if (flags.cube.empty()) return InvalidArgument("--cube: required for " + o.generation);
+    if (!IsSafeName(flags.cube)) {
+      return InvalidArgument("--cube: '" + flags.cube + "' must be of [A-Za-z0-9._-]");
+    }
+    if (flags.block.empty()) return InvalidArgument("--block: required for " + o.generation);
+    if (!IsSafeName(flags.block)) {
+      return InvalidArgument("--block: '" + flags.block + "' must be of [A-Za-z0-9._-]");
+    }
+    if (flags.coord.empty()) return InvalidArgument("--coord: required, e.g. 0,1,3");
+    auto coord = ParseCoord(flags.coord);
+    if (!coord.ok()) return coord.status();
+    auto devices = EmulatedDevices::ForCubeHost(*coord);
+    if (!devices.ok()) return InvalidArgument("--" + devices.status().message());
+    o.cube = CubeMembership{flags.cube, flags.block, *coord};
+    setup.devices = std::make_unique<EmulatedDevices>(*devices);
+  }
+  const int host_chips = static_cast<EmulatedDevices*>(setup.devices.get())->chips();
+  if (!flags.chips.empty()) {
+    auto chips = ParseInt(flags.chips);
+    if (!chips || *chips != host_chips) {
+      return InvalidArgument("--chips: '" + flags.chips + "' does not match this host: it has " +
+                             std::to_string(host_chips) + " chips");
+    }
+  }
+
+  return Status::Ok();
+}
+
+std::string Joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ",") + item;
+  return out;
+}
+
+// A TPU host's layout from the slice a TPU source (gke, metadata) found. Layout flags are
+// optional then; each one given must agree with the source. A 2D generation's host is a
+// worker of the slice; a 3D one's is a host of the slice's cube (a slice of several cubes is
+// cut into cubes named <slice>-cube-<i>).
+Status ApplyTpuFacts(const AgentFlags& flags, const HostFacts& facts, AgentSetup& setup) {
+  AgentOptions& o = setup.options;
+  const SliceTopology& slice = *facts.slice;
+  const Generation gen = slice.generation();
+  const std::string from = (facts.source == "gke" ? "the GKE environment" : "the metadata server") +
+                           std::string(" (accelerator type ") + facts.accelerator_type +
+                           ", topology " + slice.shape().ToString() + ", worker " +
+                           std::to_string(facts.worker_id) + ")";
+  if (!flags.generation.empty()) {
+    auto g = ParseGeneration(flags.generation);
+    if (!g.ok()) return InvalidArgument("--generation: " + g.status().message());
+    if (*g != gen) {
+      return InvalidArgument("--generation: '" + flags.generation + "' but " + from + " says " +
+                             std::string(GenerationName(gen)) + "; drop the flag or fix it");
+    }
+  }
+  o.generation = std::string(GenerationName(gen));
+  if (!flags.topology.empty()) {
+    auto shape = ParseShape(flags.topology);
+    if (!shape.ok()) return InvalidArgument("--topology: " + shape.status().message());
+    if (*shape != slice.shape()) {
+      return InvalidArgument("--topology: '" + flags.topology + "' but " + from + " says " +
+                             slice.shape().ToString() + "; drop the flag or fix it");
+    }
+  }
+  if (!flags.worker.empty() && flags.worker != std::to_string(facts.worker_id)) {
+    return InvalidArgument("--worker: '" + flags.worker + "' but " + from + " says " +
+                           std::to_string(facts.worker_id) + "; drop the flag or fix it");
+  }
+  const bool flat = Info(gen).rank == 2;
+  const std::string name_flag = flat ? "--slice" : "--cube";
+  const std::string& flag_name = flat ? flags.slice : flags.cube;
+  if (flat && (!flags.cube.empty() || !flags.block.empty() || !flags.coord.empty())) {
+    return InvalidArgument("--cube: " + o.generation + " has fixed 2D slices, and " + from +
+                           " places this host in one");
+  }
+  if (!flat && !flags.slice.empty()) {
+    return InvalidArgument("--slice: " + o.generation +
+                           " is built from cubes; name the cube with --cube");
+  }
+  std::string name = facts.slice_name;
+  if (!flag_name.empty()) {
+    if (!name.empty() && name != flag_name) {
+      return InvalidArgument(name_flag + ": '" + flag_name + "' but " + from +
+                             " names the slice '" + name + "'; drop the flag or fix it");
+    }
+    name = flag_name;
+  }
+  if (name.empty()) {
+    return InvalidArgument(name_flag + ": required: " + from +
+                           " names no slice (TPU_NAME, tpu-env NODE_ID); give its name");
+  }
+  if (!IsSafeName(name)) {
+    return InvalidArgument(name_flag + ": the slice name '" + name +
+                           "' is not of [A-Za-z0-9._-]; give " + name_flag + " a name that is");
+  }
+  std::vector<Device> devices;
+  if (flat) {
+    auto emulated = EmulatedDevices::ForSliceWorker(gen, slice.shape(), facts.worker_id);
+    if (!emulated.ok()) return InvalidArgument("--" + emulated.status().message());
+    auto list = emulated->Discover();
+    if (!list.ok()) return list.status();
+    devices = *list;
+    o.slice = SliceMembership{name, slice.shape().ToString(), facts.worker_id};
+  } else {
+    const Coord host = slice.HostCoordOf(facts.worker_id);
+    const Coord coord{host.x % 2, host.y % 2, host.z % 4};
+    const int cubes_x = (slice.host_grid().x() + 1) / 2, cubes_y = (slice.host_grid().y() + 1) / 2;
+    const int cube_index = (host.z / 4) * cubes_x * cubes_y + (host.y / 2) * cubes_x + host.x / 2;
+    const std::string cube = slice.cubes() > 1 && flags.cube.empty()
+                                 ? name + "-cube-" + std::to_string(cube_index)
+                                 : name;
+    if (!flags.coord.empty()) {
+      auto given = ParseCoord(flags.coord);
+      if (!given.ok()) return given.status();
+      if (*given != coord) {
+        return InvalidArgument("--coord: '" + flags.coord + "' but " + from +
+                               " puts this host at " + std::to_string(coord.x) + "," +
+                               std::to_string(coord.y) + "," + std::to_string(coord.z) +
+                               " of its cube; drop the flag or fix it");
+      }
+    }
+    if (!flags.block.empty() && !IsSafeName(flags.block)) {
+      return InvalidArgument("--block: '" + flags.block + "' must be of [A-Za-z0-9._-]");
+    }
+    auto emulated = EmulatedDevices::ForCubeHost(coord);
+    if (!emulated.ok()) return InvalidArgument("--" + emulated.status().message());
+    auto list = emulated->Discover();
+    if (!list.ok()) return list.status();
+    devices = *list;
+    o.cube = CubeMembership{cube, flags.block.empty() ? "block-00" : flags.block, coord};
+  }
+  if (!flags.chips.empty() && flags.chips != std::to_string(devices.size())) {
+    return InvalidArgument("--chips: '" + flags.chips + "' but " + from + " gives this host " +
+                           std::to_string(devices.size()) + " chips");
+  }
+  setup.devices = std::make_unique<DiscoveredDevices>(facts.source, std::move(devices));
+  return Status::Ok();
+}
+
+// Discovers the host (DiscoverHost) and takes its layout from what answered; see
+// MakeAgentSetup.
+Status ApplyDiscovery(const AgentFlags& flags, DevicesMode mode, AgentSetup& setup) {
+  AgentOptions& o = setup.options;
+  DiscoveryOptions d;
+  d.mode = mode;
+  d.environment = flags.environment ? *flags.environment : ProcessEnvironment();
+  auto url = ParseHttpUrl(flags.metadata_url);
+  if (!url.ok()) return url.status();
+  d.metadata.url = flags.metadata_url;
+  if (flags.dev_root.empty()) return InvalidArgument("--dev-root: must not be empty (default /)");
+  d.dev_root = flags.dev_root;
+  if (flags.nvidia_smi.empty()) {
+    return InvalidArgument("--nvidia-smi: must not be empty (default nvidia-smi from PATH)");
+  }
+  d.nvidia_smi = flags.nvidia_smi;
+  auto facts = DiscoverHost(d, o.discovery_log);
+  if (!facts.ok()) {
+    const bool none = facts.status().code() == StatusCode::kNotFound;
+    if (none && mode == DevicesMode::kAuto && !flags.generation.empty()) {
+      o.discovery_log.push_back(
+          {"emulated", "no source answered; the layout flags give the host", true});
+      return ApplyLayoutFlags(flags, setup);
+    }
+    return InvalidArgument(
+        "--devices: " + flags.devices + ": " + facts.status().message() +
+        (none && mode == DevicesMode::kAuto
+             ? "; give the layout flags (--generation and --slice/--topology/--worker or "
+               "--cube/--block/--coord), or --devices emulated"
+             : ""));
+  }
+  o.discovered = facts->ToWire();
+  std::string what = std::to_string(facts->chips) + " chips";
+  if (facts->slice) {
+    what = facts->accelerator_type + " " + facts->slice->shape().ToString() + " worker " +
+           std::to_string(facts->worker_id) + ", " + what + " on this host";
+  }
+  if (!facts->device_paths.empty()) what += " (" + Joined(facts->device_paths) + ")";
+  if (!facts->gpus.empty()) {
+    int attached = 0;
+    for (const auto& g : facts->gpus) attached += NvlinkAttached(g) ? 1 : 0;
+    what = std::to_string(facts->gpus.size()) + " GPUs, " + std::to_string(attached) +
+           " NVLink-attached";
+  }
+  o.discovery_log.push_back({facts->source, what, true});
+  if (facts->slice) return ApplyTpuFacts(flags, *facts, setup);
+
+  // devices and nvidia-smi count chips or GPUs; the layout flags place the host.
+  if (flags.generation.empty()) {
+    return InvalidArgument("--generation: required: " + facts->source + " found " + what +
+                           " but not which generation or slice; give --generation and the "
+                           "slice or cube flags");
+  }
+  TESSERA_RETURN_IF_ERROR(ApplyLayoutFlags(flags, setup));
+  auto layout = setup.devices->Discover();
+  if (!layout.ok()) return layout.status();
+  if (static_cast<int>(layout->size()) != facts->chips) {
+    return InvalidArgument(
+        "--chips: " + facts->source + " found " + what + " but the layout flags give this host " +
+        std::to_string(layout->size()) + "; fix --generation and --topology (or the cube flags)");
+  }
+  setup.devices = std::make_unique<DiscoveredDevices>(facts->source, std::move(*layout));
+  return Status::Ok();
+}
 }  // namespace
 
 Result<AgentSetup> MakeAgentSetup(const AgentFlags& flags) {
@@ -217,66 +461,12 @@ Result<AgentSetup> MakeAgentSetup(const AgentFlags& flags) {
   if (flags.address.empty()) return InvalidArgument("--address: must not be empty");
   o.address = flags.address;
 
-  if (flags.generation.empty()) return InvalidArgument("--generation: required, e.g. v6e or 7x");
-  auto generation = ParseGeneration(flags.generation);
-  if (!generation.ok()) return InvalidArgument("--generation: " + generation.status().message());
-  o.generation = std::string(GenerationName(*generation));
-  const int rank = Info(*generation).rank;
-
-  const bool has_slice = !flags.slice.empty() || !flags.topology.empty() || !flags.worker.empty();
-  const bool has_cube = !flags.cube.empty() || !flags.block.empty() || !flags.coord.empty();
-  if (has_slice && has_cube) {
-    return InvalidArgument(
-        "--cube: give either --slice/--topology/--worker or --cube/--block/--coord, not both");
-  }
-  if (rank == 2) {
-    if (has_cube) {
-      return InvalidArgument("--cube: " + o.generation +
-                             " has fixed 2D slices; use --slice, --topology and --worker");
-    }
-    if (flags.slice.empty()) return InvalidArgument("--slice: required for " + o.generation);
-    if (!IsSafeName(flags.slice)) {
-      return InvalidArgument("--slice: '" + flags.slice + "' must be of [A-Za-z0-9._-]");
-    }
-    if (flags.topology.empty()) return InvalidArgument("--topology: required, e.g. 4x4");
-    auto shape = ParseShape(flags.topology);
-    if (!shape.ok()) return InvalidArgument("--topology: " + shape.status().message());
-    auto worker = ParseInt(flags.worker.empty() ? "0" : flags.worker);
-    if (!worker || *worker < 0 || *worker > 100000) {
-      return InvalidArgument("--worker: '" + flags.worker + "' must be an integer >= 0");
-    }
-    auto devices = EmulatedDevices::ForSliceWorker(*generation, *shape, static_cast<int>(*worker));
-    if (!devices.ok()) return InvalidArgument("--" + devices.status().message());
-    o.slice = SliceMembership{flags.slice, shape->ToString(), static_cast<int>(*worker)};
-    setup.devices = std::make_unique<EmulatedDevices>(*devices);
+  auto mode = ParseDevicesMode(flags.devices);
+  if (!mode.ok()) return mode.status();
+  if (*mode == DevicesMode::kEmulated) {
+    TESSERA_RETURN_IF_ERROR(ApplyLayoutFlags(flags, setup));
   } else {
-    if (has_slice) {
-      return InvalidArgument("--slice: " + o.generation +
-                             " is built from cubes; use --cube, --block and --coord");
-    }
-    if (flags.cube.empty()) return InvalidArgument("--cube: required for " + o.generation);
-    if (!IsSafeName(flags.cube)) {
-      return InvalidArgument("--cube: '" + flags.cube + "' must be of [A-Za-z0-9._-]");
-    }
-    if (flags.block.empty()) return InvalidArgument("--block: required for " + o.generation);
-    if (!IsSafeName(flags.block)) {
-      return InvalidArgument("--block: '" + flags.block + "' must be of [A-Za-z0-9._-]");
-    }
-    if (flags.coord.empty()) return InvalidArgument("--coord: required, e.g. 0,1,3");
-    auto coord = ParseCoord(flags.coord);
-    if (!coord.ok()) return coord.status();
-    auto devices = EmulatedDevices::ForCubeHost(*coord);
-    if (!devices.ok()) return InvalidArgument("--" + devices.status().message());
-    o.cube = CubeMembership{flags.cube, flags.block, *coord};
-    setup.devices = std::make_unique<EmulatedDevices>(*devices);
-  }
-  const int host_chips = static_cast<EmulatedDevices*>(setup.devices.get())->chips();
-  if (!flags.chips.empty()) {
-    auto chips = ParseInt(flags.chips);
-    if (!chips || *chips != host_chips) {
-      return InvalidArgument("--chips: '" + flags.chips + "' does not match this host: it has " +
-                             std::to_string(host_chips) + " chips");
-    }
+    TESSERA_RETURN_IF_ERROR(ApplyDiscovery(flags, *mode, setup));
   }
 
   for (const std::string& label : flags.labels) {

@@ -21,6 +21,18 @@ void AddAgentCommand(CLI::App& app) {
   cmd->add_option("--address", flags->address, "address the head reaches this host at");
   cmd->add_option("--generation", flags->generation,
                   "accelerator generation: v5e, v6e (2D); v4, v5p, 7x (3D)");
+  cmd->add_option("--devices", flags->devices,
+                  "where the host's accelerators come from: auto (the GKE environment, the GCE "
+                  "metadata server, /dev, nvidia-smi; the layout flags when none answers), "
+                  "emulated (the layout flags), tpu or nvidia (that source must answer); "
+                  "docs/discovery.md (default auto)");
+  cmd->add_option(
+      "--metadata-url", flags->metadata_url,
+      "the GCE metadata server (default " + std::string(agent::kDefaultMetadataUrl) + ")");
+  cmd->add_option("--dev-root", flags->dev_root,
+                  "where /dev and /sys are read for local TPU devices (default /)");
+  cmd->add_option("--nvidia-smi", flags->nvidia_smi,
+                  "the nvidia-smi to run (default nvidia-smi from PATH)");
   cmd->add_option("--chips", flags->chips, "chips on this host (default: from the topology)");
   cmd->add_option("--slice", flags->slice, "2D: the fixed slice this host belongs to");
   cmd->add_option("--topology", flags->topology, "2D: the slice's shape, e.g. 4x4");

@@ -225,6 +225,8 @@ void Up(const UpFlags& f) {
         "--name",     a[0],        "--state-dir", dir + "/agents/" + a[0], "--generation",
         f.generation, "--address", "127.0.0.1"};
     args.insert(args.end(), a.begin() + 1, a.end());
+    // The layout above is the host, whatever this machine is (no discovery: docs/discovery.md).
+    args.insert(args.end(), {"--devices", "emulated"});
     if (!fence_ms.empty()) args.insert(args.end(), {"--fence-ms", fence_ms});
     if (!f.warm_python.empty() || !f.warm_preload.empty()) {
       const std::string python = f.warm_python.empty() ? "/usr/bin/python3" : f.warm_python;

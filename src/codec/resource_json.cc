@@ -265,6 +265,10 @@ Json HostJson(const HostSpec& h, const HostStatus& status, int64_t version,
     spec["cube"] = {{"name", h.cube->name},
                     {"block", h.cube->block},
                     {"coord", {h.cube->coord.x, h.cube->coord.y, h.cube->coord.z}}};
+  if (!h.discovered.empty()) {
+    Json discovered = Json::parse(h.discovered, nullptr, /*allow_exceptions=*/false);
+    if (discovered.is_object()) spec["discovered"] = std::move(discovered);
+  }
   Json usage = Json::object();
   for (const auto& [key, value] : status.usage) {
     // Counters (bytes) stay integers in the document.
@@ -308,6 +312,7 @@ Result<StoredHost> HostFromJson(const Json& j) {
         CubeMembership{GetOr(c, "name", std::string()), GetOr(c, "block", std::string("block-00")),
                        Coord{coord[0], coord[1], coord[2]}};
   }
+  if (const Json& d = Child(spec, "discovered"); d.is_object()) h.discovered = d.dump();
   const Json labels = GetOr(meta, "labels", Json::object());
   for (const auto& [k, v] : labels.items())
     if (v.is_string()) h.labels[k] = v.get<std::string>();

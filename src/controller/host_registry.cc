@@ -19,6 +19,7 @@ HostSpec FromRegistration(const protocol::Registration& r) {
   if (r.slice) h.slice = SliceMembership{r.slice->name, r.slice->topology, r.slice->worker};
   if (r.cube) h.cube = CubeMembership{r.cube->name, r.cube->block, r.cube->coord};
   h.labels = r.labels;
+  if (r.discovered) h.discovered = protocol::DiscoveredJson(*r.discovered);
   return h;
 }
 

@@ -40,6 +40,9 @@ struct HostSpec {
   std::optional<SliceMembership> slice;  // 2D generations
   std::optional<CubeMembership> cube;    // 3D generations
   std::map<std::string, std::string> labels;
+  // What the agent discovered of the host (protocol::DiscoveredJson, docs/discovery.md), as the
+  // JSON text it sent; "" for an emulated host. Kept and shown, not planned on.
+  std::string discovered;
 
   // Same slice worker or cube position (the inventory does not change when only the address,
   // port or labels do).

@@ -144,6 +144,39 @@ struct CubeMembership {
   friend bool operator==(const CubeMembership&, const CubeMembership&) = default;
 };
 
+// What the agent discovered of its host (docs/discovery.md), sent in a registration as
+// "discovered". The head keeps and shows it; placement does not read it yet.
+struct GpuFabric {           // one GPU's NVLink fabric, as `nvidia-smi -q -x` reports it
+  std::string cluster_uuid;  // "clusterUuid"
+  std::string clique_id;     // "cliqueId"
+  std::string state;         // "Completed", "In Progress", ...
+  std::string status;        // "Success", ...
+  friend bool operator==(const GpuFabric&, const GpuFabric&) = default;
+};
+struct DiscoveredGpu {
+  std::string uuid;                 // "GPU-..."
+  int64_t memory_mib = 0;           // total framebuffer memory
+  std::optional<GpuFabric> fabric;  // absent: the GPU has no NVLink fabric (state N/A)
+  friend bool operator==(const DiscoveredGpu&, const DiscoveredGpu&) = default;
+};
+struct Discovered {
+  // Which source answered: "gke" (TPU_* environment), "metadata" (the GCE metadata server),
+  // "devices" (/dev/accel*, /dev/vfio) or "nvidia-smi".
+  std::string source;
+  std::string accelerator_type;  // "v5p-16"; "" when the source does not say
+  std::string topology;          // "2x2x2"; ""
+  std::string slice_name;        // ""
+  std::optional<int> worker_id;
+  std::vector<std::string> peers;                // the slice's workers, by worker id
+  std::map<std::string, std::string> megascale;  // MEGASCALE_* (multi-slice), as given
+  std::vector<DiscoveredGpu> gpus;
+  friend bool operator==(const Discovered&, const Discovered&) = default;
+};
+// The sources "discovered.source" may name.
+bool IsDiscoverySource(std::string_view source);
+// The "discovered" object of a registration, as JSON text (what the head keeps and shows).
+std::string DiscoveredJson(const Discovered& discovered);
+
 struct Registration {
   std::string name;  // NormalizeHostName
   Generation generation = Generation::kV6e;
@@ -160,6 +193,8 @@ struct Registration {
   // "fenceMs": how long the agent runs training workers without reaching a head (1000..
   // 86400000); 0 (absent) = an agent that does not fence, so the head has nothing to wait for.
   int64_t fence_ms = 0;
+  // What the agent discovered of its host; absent for an emulated host (and older agents).
+  std::optional<Discovered> discovered;
   friend bool operator==(const Registration&, const Registration&) = default;
 };
 std::string RegistrationJson(const Registration& registration);
@@ -173,10 +208,14 @@ std::string RegistrationJson(const Registration& registration);
 // "cube.block" (default "block-00"), "labels" (object of strings: keys 1..253 and values at
 // most 1024 characters, no control characters), "devices" (one {"index" in 0..chips-1,
 // distinct, "coords":
-// [x, y, z] integers >= 0} per chip). Required last: "credential" (IsValidCredential: 32..128
-// lower-case hex digits). Fields are checked in that order, so the first error is
-// about who and where the host is. Unknown fields are ignored. InvalidArgument naming the
-// first bad field otherwise.
+// [x, y, z] integers >= 0} per chip), "discovered" {"source" (required: IsDiscoverySource),
+// "acceleratorType", "topology" (a shape: AxB or AxBxC), "sliceName", "workerId" (0..100000),
+// "peers" (strings), "megascale" (object of strings, keys MEGASCALE_*), "gpus" [{"uuid"
+// (required), "memoryMiB", "fabric" {"clusterUuid", "cliqueId", "state", "status"}}], all
+// strings printable, at most 4096 peers and 1024 GPUs}. Required last: "credential"
+// (IsValidCredential: 32..128 lower-case hex digits). Fields are checked in that order, so the
+// first error is about who and where the host is. Unknown fields are ignored. InvalidArgument
+// naming the first bad field otherwise.
 Result<Registration> ParseRegistration(std::string_view json);
 
 struct RegisterReply {

@@ -117,7 +117,171 @@ Status ReadDevices(const json& j, Registration& r) {
   return Status::Ok();
 }
 
+// ----- discovered -----
+
+constexpr size_t kMaxDiscoveredText = 253;
+constexpr size_t kMaxPeers = 4096;
+constexpr size_t kMaxGpus = 1024;
+
+// A string of at most kMaxDiscoveredText characters, none of them control characters.
+Status ReadText(const json& o, const char* key, const std::string& path, Presence presence,
+                std::string& out) {
+  TESSERA_RETURN_IF_ERROR(ReadString(o, key, path, presence, out));
+  if (Member(o, key) == nullptr) return Status::Ok();
+  if (out.size() > kMaxDiscoveredText || !Printable(out)) {
+    return InvalidArgument(path + ": " + Quoted(out) + " must be at most " +
+                           std::to_string(kMaxDiscoveredText) +
+                           " characters, none of them control characters");
+  }
+  return Status::Ok();
+}
+
+Status ReadGpus(const json& d, Discovered& out) {
+  auto gpus = ReadList(d, "gpus", "discovered.gpus");
+  if (!gpus.ok()) return gpus.status();
+  if (*gpus == nullptr) return Status::Ok();
+  if ((*gpus)->size() > kMaxGpus) {
+    return InvalidArgument("discovered.gpus: " + std::to_string((*gpus)->size()) +
+                           " entries; at most " + std::to_string(kMaxGpus));
+  }
+  for (size_t i = 0; i < (*gpus)->size(); ++i) {
+    const json& g = (**gpus)[i];
+    const std::string path = Item("discovered.gpus", i);
+    if (!g.is_object()) {
+      return InvalidArgument(path + ": must be an object {\"uuid\": ..., \"memoryMiB\": ...}");
+    }
+    DiscoveredGpu gpu;
+    TESSERA_RETURN_IF_ERROR(ReadText(g, "uuid", path + ".uuid", Presence::kRequired, gpu.uuid));
+    if (gpu.uuid.empty()) return InvalidArgument(path + ".uuid: must not be empty");
+    TESSERA_RETURN_IF_ERROR(ReadInt(g, "memoryMiB", path + ".memoryMiB", 0, int64_t{1} << 30,
+                                    Presence::kOptional, gpu.memory_mib));
+    auto fabric = ReadObject(g, "fabric", path + ".fabric");
+    if (!fabric.ok()) return fabric.status();
+    if (*fabric != nullptr) {
+      const json& f = **fabric;
+      const std::string fp = path + ".fabric";
+      GpuFabric gf;
+      TESSERA_RETURN_IF_ERROR(
+          ReadText(f, "clusterUuid", fp + ".clusterUuid", Presence::kOptional, gf.cluster_uuid));
+      TESSERA_RETURN_IF_ERROR(
+          ReadText(f, "cliqueId", fp + ".cliqueId", Presence::kOptional, gf.clique_id));
+      TESSERA_RETURN_IF_ERROR(ReadText(f, "state", fp + ".state", Presence::kRequired, gf.state));
+      TESSERA_RETURN_IF_ERROR(
+          ReadText(f, "status", fp + ".status", Presence::kRequired, gf.status));
+      gpu.fabric = std::move(gf);
+    }
+    out.gpus.push_back(std::move(gpu));
+  }
+  return Status::Ok();
+}
+
+Status ReadDiscovered(const json& j, Registration& r) {
+  auto discovered = ReadObject(j, "discovered", "discovered");
+  if (!discovered.ok()) return discovered.status();
+  if (*discovered == nullptr) return Status::Ok();
+  const json& d = **discovered;
+  Discovered out;
+  TESSERA_RETURN_IF_ERROR(
+      ReadString(d, "source", "discovered.source", Presence::kRequired, out.source));
+  if (!IsDiscoverySource(out.source)) {
+    return InvalidArgument("discovered.source: " + Quoted(out.source) +
+                           " must be gke, metadata, devices or nvidia-smi");
+  }
+  TESSERA_RETURN_IF_ERROR(ReadText(d, "acceleratorType", "discovered.acceleratorType",
+                                   Presence::kOptional, out.accelerator_type));
+  TESSERA_RETURN_IF_ERROR(
+      ReadText(d, "topology", "discovered.topology", Presence::kOptional, out.topology));
+  if (!out.topology.empty()) {
+    auto shape = ParseShape(out.topology);
+    if (!shape.ok()) return InvalidArgument("discovered.topology: " + shape.status().message());
+  }
+  TESSERA_RETURN_IF_ERROR(
+      ReadText(d, "sliceName", "discovered.sliceName", Presence::kOptional, out.slice_name));
+  if (Member(d, "workerId") != nullptr) {
+    int worker = 0;
+    TESSERA_RETURN_IF_ERROR(
+        ReadInt(d, "workerId", "discovered.workerId", 0, 100000, Presence::kRequired, worker));
+    out.worker_id = worker;
+  }
+  auto peers = ReadList(d, "peers", "discovered.peers");
+  if (!peers.ok()) return peers.status();
+  if (*peers != nullptr) {
+    if ((*peers)->size() > kMaxPeers) {
+      return InvalidArgument("discovered.peers: " + std::to_string((*peers)->size()) +
+                             " entries; at most " + std::to_string(kMaxPeers));
+    }
+    for (size_t i = 0; i < (*peers)->size(); ++i) {
+      const json& p = (**peers)[i];
+      const std::string path = Item("discovered.peers", i);
+      if (!p.is_string() || p.get<std::string>().empty() ||
+          p.get<std::string>().size() > kMaxDiscoveredText || !Printable(p.get<std::string>())) {
+        return InvalidArgument(path + ": must be a host name or IP address (1.." +
+                               std::to_string(kMaxDiscoveredText) + " printable characters), got " +
+                               Shown(p));
+      }
+      out.peers.push_back(p.get<std::string>());
+    }
+  }
+  auto megascale = ReadObject(d, "megascale", "discovered.megascale");
+  if (!megascale.ok()) return megascale.status();
+  if (*megascale != nullptr) {
+    for (const auto& [key, value] : (*megascale)->items()) {
+      if (key.rfind("MEGASCALE_", 0) != 0 || key.size() > kMaxDiscoveredText || !Printable(key)) {
+        return InvalidArgument("discovered.megascale: key " + Quoted(key) +
+                               " must start with MEGASCALE_");
+      }
+      const std::string path = "discovered.megascale." + key;
+      if (!value.is_string()) {
+        return InvalidArgument(path + ": must be a string, got " + Shown(value));
+      }
+      const std::string text = value.get<std::string>();
+      if (text.size() > kMaxDiscoveredText || !Printable(text)) {
+        return InvalidArgument(path + ": " + Quoted(text) + " must be at most " +
+                               std::to_string(kMaxDiscoveredText) +
+                               " characters, none of them control characters");
+      }
+      out.megascale[key] = text;
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(ReadGpus(d, out));
+  r.discovered = std::move(out);
+  return Status::Ok();
+}
+
+json DiscoveredObject(const Discovered& d) {
+  json j = {{"source", d.source}};
+  if (!d.accelerator_type.empty()) j["acceleratorType"] = d.accelerator_type;
+  if (!d.topology.empty()) j["topology"] = d.topology;
+  if (!d.slice_name.empty()) j["sliceName"] = d.slice_name;
+  if (d.worker_id) j["workerId"] = *d.worker_id;
+  if (!d.peers.empty()) j["peers"] = d.peers;
+  if (!d.megascale.empty()) j["megascale"] = d.megascale;
+  if (!d.gpus.empty()) {
+    json gpus = json::array();
+    for (const DiscoveredGpu& g : d.gpus) {
+      json gj = {{"uuid", g.uuid}, {"memoryMiB", g.memory_mib}};
+      if (g.fabric) {
+        gj["fabric"] = {{"clusterUuid", g.fabric->cluster_uuid},
+                        {"cliqueId", g.fabric->clique_id},
+                        {"state", g.fabric->state},
+                        {"status", g.fabric->status}};
+      }
+      gpus.push_back(std::move(gj));
+    }
+    j["gpus"] = std::move(gpus);
+  }
+  return j;
+}
+
 }  // namespace
+
+std::string DiscoveredJson(const Discovered& discovered) {
+  return Dump(DiscoveredObject(discovered));
+}
+
+bool IsDiscoverySource(std::string_view source) {
+  return source == "gke" || source == "metadata" || source == "devices" || source == "nvidia-smi";
+}
 
 // ----- registration -----
 
@@ -132,6 +296,7 @@ std::string RegistrationJson(const Registration& r) {
   if (r.agent_port != 0) j["agentPort"] = r.agent_port;  // 0: no log server
   if (r.fence_ms != 0) j["fenceMs"] = r.fence_ms;        // 0: the agent does not fence
   j["credential"] = r.credential;
+  if (r.discovered) j["discovered"] = DiscoveredObject(*r.discovered);
   if (r.slice) {
     j["slice"] = {
         {"name", r.slice->name}, {"topology", r.slice->topology}, {"worker", r.slice->worker}};
@@ -207,6 +372,7 @@ Result<Registration> ParseRegistration(std::string_view text) {
     }
   }
   TESSERA_RETURN_IF_ERROR(ReadDevices(j, r));
+  TESSERA_RETURN_IF_ERROR(ReadDiscovered(j, r));
   TESSERA_RETURN_IF_ERROR(
       ReadString(j, "credential", "credential", Presence::kRequired, r.credential));
   if (!IsValidCredential(r.credential)) {

@@ -298,6 +298,68 @@ TEST(RegistrationTest, EachMalformedFieldIsNamedInTheError) {
   ExpectRefused(set("/credential", 5), "credential");
 }
 
+// What the agent discovered of its host ("discovered"): optional, strict, kept as sent.
+Registration DiscoveredHost() {
+  Registration r = SliceHost();
+  Discovered d;
+  d.source = "metadata";
+  d.accelerator_type = "v6e-16";
+  d.topology = "4x4";
+  d.slice_name = "train-v6e-1";
+  d.worker_id = 1;
+  d.peers = {"10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"};
+  d.megascale = {{"MEGASCALE_NUM_SLICES", "2"}, {"MEGASCALE_SLICE_ID", "1"}};
+  d.gpus = {{"GPU-1", 189471, GpuFabric{"7f3c", "32766", "Completed", "Success"}},
+            {"GPU-2", 81559, std::nullopt}};
+  r.discovered = d;
+  return r;
+}
+
+TEST(RegistrationTest, DiscoveredRoundTripsAndIsOptional) {
+  Registration r = DiscoveredHost();
+  auto parsed = ParseRegistration(RegistrationJson(r));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(*parsed, r) << RegistrationJson(r);
+  EXPECT_EQ(RegistrationJson(SliceHost()).find("discovered"), std::string::npos);
+  Registration minimal = SliceHost();
+  minimal.discovered = Discovered{};
+  minimal.discovered->source = "devices";
+  parsed = ParseRegistration(RegistrationJson(minimal));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(*parsed, minimal);
+}
+
+TEST(RegistrationTest, EachMalformedDiscoveredFieldIsNamed) {
+  const std::string good = RegistrationJson(DiscoveredHost());
+  auto error = [&](const std::string& pointer, const nlohmann::json& value) {
+    nlohmann::json j = nlohmann::json::parse(good);
+    j[nlohmann::json::json_pointer(pointer)] = value;
+    auto parsed = ParseRegistration(j.dump());
+    EXPECT_FALSE(parsed.ok()) << pointer;
+    return parsed.ok() ? std::string() : parsed.status().message();
+  };
+  auto starts = [](const std::string& text, const std::string& prefix) {
+    EXPECT_EQ(text.rfind(prefix, 0), 0u) << "want " << prefix << ", got: " << text;
+  };
+  starts(error("/discovered", "metadata"), "discovered: ");
+  starts(error("/discovered/source", "guess"), "discovered.source: 'guess' must be gke");
+  starts(error("/discovered/source", nullptr), "discovered.source: required");
+  starts(error("/discovered/acceleratorType", 16), "discovered.acceleratorType: ");
+  starts(error("/discovered/topology", "4by4"), "discovered.topology: ");
+  starts(error("/discovered/sliceName", "a\nb"), "discovered.sliceName: ");
+  starts(error("/discovered/workerId", -1), "discovered.workerId: ");
+  starts(error("/discovered/peers", "10.0.0.2"), "discovered.peers: ");
+  starts(error("/discovered/peers/1", ""), "discovered.peers[1]: ");
+  starts(error("/discovered/megascale/OTHER", "x"), "discovered.megascale: key 'OTHER'");
+  starts(error("/discovered/megascale/MEGASCALE_PORT", 8080),
+         "discovered.megascale.MEGASCALE_PORT: ");
+  starts(error("/discovered/gpus/0", "GPU-1"), "discovered.gpus[0]: ");
+  starts(error("/discovered/gpus/0/uuid", ""), "discovered.gpus[0].uuid: ");
+  starts(error("/discovered/gpus/1/memoryMiB", "80 GiB"), "discovered.gpus[1].memoryMiB: ");
+  starts(error("/discovered/gpus/0/fabric", "ok"), "discovered.gpus[0].fabric: ");
+  starts(error("/discovered/gpus/0/fabric/state", nullptr), "discovered.gpus[0].fabric.state: ");
+}
+
 TEST(RegistrationTest, RegisterReplyRoundTrips) {
   RegisterReply reply{"node-1.example.com", 250, 3000};
   auto parsed = ParseRegisterReply(RegisterReplyJson(reply));
