@@ -219,7 +219,7 @@ class Plane:
                     os.path.join(self.state, "join.token"), "--name", name, "--state-dir",
                     os.path.join(self.dir, "agents", name), "--generation", "v6e", "--address",
                     "127.0.0.1", "--slice", "slice-%03d" % s, "--topology", "2x4", "--worker",
-                    "0", "--fence-ms", str(FENCE_MS)]
+                    "0", "--fence-ms", str(FENCE_MS), "--devices", "emulated"]
             self.agents.append({"name": name, "proc": self.spawn(argv, "agent-%s.log" % name)})
         self.wait("every host Ready", lambda: self.ready_hosts() == HOSTS, 90)
 

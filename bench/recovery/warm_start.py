@@ -198,7 +198,7 @@ def run_mode(tessera, warm, runs, pool):
     args = [tessera, "agent", "--head", "http://127.0.0.1:%d" % head.port,
             "--join-token-file", token, "--name", "bench-host", "--state-dir",
             os.path.join(work, "agent"), "--generation", "v6e", "--slice", "s0",
-            "--topology", "4x4", "--worker", "0"]
+            "--topology", "4x4", "--worker", "0", "--devices", "emulated"]
     if warm:
         args += ["--warm-python", PYTHON, "--warm-preload", "torch", "--warm-pool", str(pool)]
     agent_log = os.path.join(work, "agent.log")
