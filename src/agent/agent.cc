@@ -638,18 +638,25 @@ bool Agent::HeadFailed(size_t index, std::string_view answer) {
   return true;
 }
 
+namespace {
+// The exit reported for a worker that could not be started (exit code 127, as a shell's).
+ExitInfo NeverStarted() {
+  ExitInfo exit;
+  exit.exit_code = 127;
+  exit.finished_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+  return exit;
+}
+}  // namespace
+
 std::optional<Agent::PendingStart> Agent::PrepareStartLocked(const ParsedAssignment& parsed) {
   const Assignment& a = parsed.assignment;
   if (!parsed.error.empty()) {
     WorkerRecord record;
     record.assignment = a;
     record.error = parsed.error;
-    ExitInfo exit;
-    exit.exit_code = 127;
-    exit.finished_at_ms = std::chrono::duration_cast<milliseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
-    record.exit = exit;
+    record.exit = NeverStarted();
     wake_ = true;
     Log("worker.start_failed", "worker=" + a.key.ToString() + " error=" + Quote(parsed.error));
     workers_.emplace(a.key, std::move(record));
@@ -699,12 +706,7 @@ Agent::WorkerRecord Agent::Launch(PendingStart start) {
   if (process.ok() && !warm) process = launcher_.Launch(spec, on_exit);
   if (!process.ok()) {
     record.error = process.status().message();
-    ExitInfo exit;
-    exit.exit_code = 127;
-    exit.finished_at_ms = std::chrono::duration_cast<milliseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
-    record.exit = exit;
+    record.exit = NeverStarted();
     Log("worker.start_failed", "worker=" + worker + " error=" + Quote(record.error));
     return record;
   }
