@@ -47,23 +47,20 @@ cmake --build --preset tsan -j "$(nproc)"
 stage tsan tests
 ctest --preset tsan -j "$(nproc)"
 
-# Debian's interpreter: it is the one with python3-torch.
-stage Python unit tests
-PYTHONPATH=python /usr/bin/python3 -m unittest discover -s python/tests -t python -v
-# The example model server (real processes: a group of one and a tensor-parallel group of two,
-# about 20 s) and the serving load generator's unit tests.
-stage example server and load generator tests
-/usr/bin/python3 -m unittest discover -s examples/serve -v
-/usr/bin/python3 -m unittest discover -s bench/serving -p 'test_loadgen.py' -v
-# The integration tests' files run two at a time, longest first (they mostly wait on real
-# processes and timers; every cluster takes its own ports and state directory):
-# tests/integration/run_parallel.py, TESSERA_IT_JOBS to change the count.
-stage integration tests
-TESSERA_BIN="$PWD/build/dev/bin/tessera" /usr/bin/python3 tests/integration/run_parallel.py
-# The dashboard: its pure functions, then the pages in headless Chromium against a live cluster.
-# Screenshots land in test-artifacts/dashboard/.
-stage dashboard tests
-TESSERA_BIN="$PWD/build/dev/bin/tessera" node --test tests/dashboard/
+# The Python SDK's unit tests, the example model server (real processes: a group of one and a
+# tensor-parallel group of two), the serving load generator's unit tests, the multi-process
+# integration tests (a real head and agents on loopback ports; every cluster takes its own ports
+# and state directory) and the dashboard (its pure functions, then the pages in headless Chromium
+# against a live cluster; screenshots in test-artifacts/dashboard/): one pool of jobs, two at a
+# time, longest first (tests/integration/run_parallel.py, TESSERA_IT_JOBS to change the count).
+# A suite that keeps one core busy thus shares the machine with an integration file instead of
+# leaving the second core idle in a stage of its own. Debian's interpreter: it has python3-torch.
+stage Python, example server, load generator, integration and dashboard tests
+TESSERA_BIN="$PWD/build/dev/bin/tessera" /usr/bin/python3 tests/integration/run_parallel.py \
+  --suite "python_sdk=PYTHONPATH=python /usr/bin/python3 -m unittest discover -s python/tests -t python -v" \
+  --suite "example_server=/usr/bin/python3 -m unittest discover -s examples/serve -v" \
+  --suite "loadgen=/usr/bin/python3 -m unittest discover -s bench/serving -p test_loadgen.py -v" \
+  --suite "dashboard=node --test tests/dashboard/"
 
 # The parsers (documents, agent messages, HTTP requests) under libFuzzer, started above.
 if [ -n "$fuzz_pid" ]; then

@@ -47,7 +47,7 @@ std::string NormalizedOrAsGiven(const std::string& name) {
   return normalized.ok() ? *normalized : name;
 }
 
-std::string Quote(const std::string& s) {
+std::string LogfmtValue(const std::string& s) {
   if (s.find_first_of(" \"=") == std::string::npos && !s.empty()) return s;
   std::string out = "\"";
   for (char c : s) {
@@ -366,7 +366,7 @@ bool Agent::RegisterWithRetry() {
             "heartbeatIntervalMs=" + std::to_string(reply->heartbeat_interval_ms));
         return true;
       }
-      Log("agent.register_failed", "error=" + Quote(reply.status().message()));
+      Log("agent.register_failed", "error=" + LogfmtValue(reply.status().message()));
     } else if (response.ok() && (response->status == 401 || response->status == 403)) {
       std::lock_guard<std::mutex> lock(mu_);
       fatal_ = FailedPrecondition("the head refused the join token (HTTP " +
@@ -382,14 +382,14 @@ bool Agent::RegisterWithRetry() {
       fatal_ = InvalidArgument("the head refused the registration (HTTP " +
                                std::to_string(response->status) + "): " + error);
       Log("agent.register_refused",
-          "status=" + std::to_string(response->status) + " error=" + Quote(error));
+          "status=" + std::to_string(response->status) + " error=" + LogfmtValue(error));
       return false;
     } else {
       const std::string answer = response.ok() ? "HTTP " + std::to_string(response->status) + " " +
                                                      response->body.substr(0, 200)
                                                : response.status().message();
       Log("agent.register_failed",
-          "error=" + Quote(answer) + " retryInMs=" + std::to_string(backoff.count()));
+          "error=" + LogfmtValue(answer) + " retryInMs=" + std::to_string(backoff.count()));
       // Another head may lead: try it at once, the whole backoff only once round the list.
       if ((!response.ok() || response->status == 503) && HeadFailed(head, answer) &&
           ++quick_tries < heads_.size()) {
@@ -527,7 +527,7 @@ void Agent::SendHeartbeat() {
     fence_.Restore(std::move(heartbeat.refused));  // not delivered: in the next heartbeat
   }
   if (!response.ok()) {
-    Log("agent.heartbeat_failed", "error=" + Quote(response.status().message()));
+    Log("agent.heartbeat_failed", "error=" + LogfmtValue(response.status().message()));
     // The next heartbeat (an interval later, so that heads naming each other during a
     // failover are not tried in a tight loop) goes to the next head or the named leader.
     HeadFailed(head, response.status().message());
@@ -542,7 +542,7 @@ void Agent::SendHeartbeat() {
   }
   if (response->status != 200) {
     Log("agent.heartbeat_failed", "status=" + std::to_string(response->status) +
-                                      " body=" + Quote(response->body.substr(0, 200)));
+                                      " body=" + LogfmtValue(response->body.substr(0, 200)));
     return;
   }
   bool stale_reply = false;
@@ -560,7 +560,7 @@ void Agent::SendHeartbeat() {
   if (response->body.empty() || stale_reply) return;
   auto snapshot = protocol::ParseAssignmentSnapshot(response->body);
   if (!snapshot.ok()) {
-    Log("agent.heartbeat_bad_reply", "error=" + Quote(snapshot.status().message()));
+    Log("agent.heartbeat_bad_reply", "error=" + LogfmtValue(snapshot.status().message()));
     return;
   }
   {
@@ -601,7 +601,7 @@ void Agent::WatchLoop() {
           if (line.empty()) return true;
           auto snapshot = protocol::ParseAssignmentSnapshot(line);
           if (!snapshot.ok()) {
-            Log("agent.watch_bad_snapshot", "error=" + Quote(snapshot.status().message()));
+            Log("agent.watch_bad_snapshot", "error=" + LogfmtValue(snapshot.status().message()));
             return true;
           }
           if (first) Log("agent.watch_connected", "revision=" + std::to_string(snapshot->revision));
@@ -621,8 +621,8 @@ void Agent::WatchLoop() {
       watch_live_ = false;
       if (stopping_) return;
     }
-    Log("agent.watch_ended",
-        "status=" + Quote(status.ToString()) + " retryInMs=" + std::to_string(backoff.count()));
+    Log("agent.watch_ended", "status=" + LogfmtValue(status.ToString()) +
+                                 " retryInMs=" + std::to_string(backoff.count()));
     if (status.code() == StatusCode::kUnavailable && HeadFailed(head, status.message())) {
       backoff = options_.backoff_initial;  // another head: no reason to wait long
     }
@@ -658,7 +658,8 @@ std::optional<Agent::PendingStart> Agent::PrepareStartLocked(const ParsedAssignm
     record.error = parsed.error;
     record.exit = NeverStarted();
     wake_ = true;
-    Log("worker.start_failed", "worker=" + a.key.ToString() + " error=" + Quote(parsed.error));
+    Log("worker.start_failed",
+        "worker=" + a.key.ToString() + " error=" + LogfmtValue(parsed.error));
     workers_.emplace(a.key, std::move(record));
     return std::nullopt;
   }
@@ -707,7 +708,7 @@ Agent::WorkerRecord Agent::Launch(PendingStart start) {
   if (!process.ok()) {
     record.error = process.status().message();
     record.exit = NeverStarted();
-    Log("worker.start_failed", "worker=" + worker + " error=" + Quote(record.error));
+    Log("worker.start_failed", "worker=" + worker + " error=" + LogfmtValue(record.error));
     return record;
   }
   record.process = *process;
@@ -743,7 +744,7 @@ void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream, 
       return;  // stale
     revision_ = snapshot.revision;
     for (const std::string& error : snapshot.unreadable) {
-      Log("agent.assignment_unreadable", "error=" + Quote(error));
+      Log("agent.assignment_unreadable", "error=" + LogfmtValue(error));
     }
     // A "stop" entry replaces the grace of the withdrawn workers of its job (uid) and attempt.
     std::map<std::tuple<std::string, uint64_t, int>, int64_t> stop_grace;

@@ -20,12 +20,12 @@ using testing::SliceDevices;
 using testing::TempDir;
 using testing::WaitUntil;
 
-constexpr uint64_t kUid = 7;
+constexpr uint64_t kExitUid = 7;
 constexpr int kLines = 40;
 
 Assignment Worker(const std::string& script) {
   Assignment a;
-  a.key = WorkerKey{"train", 0, 1, kUid};
+  a.key = WorkerKey{"train", 0, 1, kExitUid};
   a.worker = 1;
   a.command = {"/bin/sh", "-c", script};
   a.env = {{"RANK", "1"}, {"WORLD_SIZE", "4"}};
@@ -100,7 +100,7 @@ TEST(AgentExitProgressTest, AWithdrawnWorkerThatExitedHasItsLastLinesRelayedFirs
   ASSERT_TRUE(WaitUntil([&] { return head.heartbeat_count() == 1 && head.watch_connects() == 1; }));
   head.SetAssignments({Worker(WriteThenDie())});
   ASSERT_TRUE(WaitUntil([&] { return head.heartbeat_count() >= 2; }, 20s));
-  head.SetAssignments({}, {StopRequest{"train", 0, 0, kUid}});
+  head.SetAssignments({}, {StopRequest{"train", 0, 0, kExitUid}});
   ASSERT_TRUE(
       WaitUntil([&] { return head.AllProgress().size() == static_cast<size_t>(kLines); }, 20s))
       << head.AllProgress().size() << " of " << kLines << " lines";

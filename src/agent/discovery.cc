@@ -10,27 +10,13 @@
 
 #include "agent/launcher.h"
 #include "agent/nvidia_smi.h"
+#include "common/text.h"
 #include "net/http_client.h"
 
 extern char** environ;
 
 namespace tessera::agent {
 namespace {
-
-std::string Trim(std::string_view text) {
-  const char* space = " \t\r\n";
-  const size_t first = text.find_first_not_of(space);
-  if (first == std::string_view::npos) return "";
-  const size_t last = text.find_last_not_of(space);
-  return std::string(text.substr(first, last - first + 1));
-}
-
-std::optional<int64_t> ParseInt(std::string_view text) {
-  int64_t value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
-  return value;
-}
 
 std::vector<std::string> SplitList(std::string_view text, char sep) {
   std::vector<std::string> out;
@@ -42,15 +28,6 @@ std::vector<std::string> SplitList(std::string_view text, char sep) {
     start = end + 1;
   }
   return out;
-}
-
-std::string Quote(std::string_view text) {
-  std::string out = "'";
-  for (char c : text.substr(0, 200)) {
-    out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
-  }
-  if (text.size() > 200) out += "...";
-  return out + "'";
 }
 
 // Prefixes an error of a source's checks with the source, keeping its code.

@@ -21,7 +21,7 @@ using testing::SdkDir;
 using testing::TempDir;
 using testing::WaitUntil;
 
-constexpr char kPython[] = "/usr/bin/python3";
+constexpr char kWarmPython[] = "/usr/bin/python3";
 
 JobWarmPoolsOptions PoolOptions(const TempDir& dir) {
   JobWarmPoolsOptions o;
@@ -37,7 +37,7 @@ LaunchSpec JobWorker(const TempDir& dir, int attempt, const std::string& mode,
   const std::string path = dir.path() + "/job.py";
   if (!std::filesystem::exists(path)) AppendFile(path, source);
   LaunchSpec spec;
-  spec.command = {kPython, path};
+  spec.command = {kWarmPython, path};
   spec.env = {{"TESSERA_WARM_PRELOAD", "envmod"},
               {"PYTHONPATH", dir.path()},
               {"MODE", mode},
@@ -130,7 +130,7 @@ TEST(JobWarmPoolsTest, ASpecWithoutPreloadOrWithoutSdkIsLeftToTheColdLauncher) {
   TempDir dir;
   JobWarmPools pools(PoolOptions(dir), LauncherOptions{});
   LaunchSpec spec;
-  spec.command = {kPython, "x.py"};
+  spec.command = {kWarmPython, "x.py"};
   spec.log_path = dir.path() + "/x.log";
   EXPECT_EQ(Launch(pools, spec), nullptr);
   EXPECT_EQ(pools.size(), 0u);

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "agent/agent.h"
+#include "common/text.h"
 #include "net/http_server.h"
 #include "protocol/credential.h"
 
@@ -36,13 +37,6 @@ std::string ReadFrom(const std::string& path, uint64_t offset, size_t max) {
 }
 
 // All of `text` as an integer; nullopt when it is not one.
-std::optional<int64_t> ParseInt(std::string_view text) {
-  int64_t value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
 }  // namespace
 
 Status Agent::StartLogServer() {

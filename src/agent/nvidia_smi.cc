@@ -14,19 +14,12 @@
 #include <optional>
 
 #include "agent/launcher.h"
+#include "common/text.h"
 
 extern char** environ;
 
 namespace tessera::agent {
 namespace {
-
-std::string Trim(std::string_view text) {
-  const char* space = " \t\r\n";
-  const size_t first = text.find_first_not_of(space);
-  if (first == std::string_view::npos) return "";
-  const size_t last = text.find_last_not_of(space);
-  return std::string(text.substr(first, last - first + 1));
-}
 
 // One <gpu> as read, before it is checked.
 struct RawGpu {
@@ -73,12 +66,6 @@ void OnEnd(void* data, const XML_Char* /*name*/) {
 
 void OnText(void* data, const XML_Char* text, int len) {
   static_cast<ParseState*>(data)->text.append(text, static_cast<size_t>(len));
-}
-
-std::string Quote(std::string_view text) {
-  std::string out = "'";
-  for (char c : text.substr(0, 120)) out += (static_cast<unsigned char>(c) < 0x20) ? '?' : c;
-  return out + (text.size() > 120 ? "...'" : "'");
 }
 
 // "81559 MiB" -> 81559.

@@ -13,19 +13,13 @@
 #include <string_view>
 
 #include "agent/agent.h"
+#include "common/text.h"
 #include "ha/head_list.h"
 
 namespace tessera::agent {
 namespace {
 
 // All of `text` as an integer; nullopt when it is not one.
-std::optional<int64_t> ParseInt(std::string_view text) {
-  int64_t value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
 Result<Coord> ParseCoord(const std::string& text) {
   Coord c;
   int* parts[3] = {&c.x, &c.y, &c.z};

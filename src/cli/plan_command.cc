@@ -23,7 +23,7 @@ struct PlanFlags {
   std::string output = "text";
 };
 
-std::vector<std::string> Split(const std::string& s) {
+std::vector<std::string> SplitKeepingEmpty(const std::string& s) {
   std::vector<std::string> out;
   size_t start = 0;
   while (start <= s.size()) {
@@ -61,7 +61,7 @@ void Run(const PlanFlags& f) {
   if (!mix.ok()) throw CommandError("--mix: " + mix.status().message());
   if (!(f.churn >= 0 && f.churn < 1)) throw CommandError("--churn: must be in [0, 1)");
   std::vector<PlannerOptions> policies;
-  for (const std::string& name : Split(f.policies)) {
+  for (const std::string& name : SplitKeepingEmpty(f.policies)) {
     auto p = PlannerOptions::Named(name);
     if (!p.ok()) throw CommandError("--policies: " + p.status().message());
     p->mix = *mix;

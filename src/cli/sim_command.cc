@@ -71,7 +71,7 @@ struct SimFlags {
   bool no_progress = false;
 };
 
-std::vector<std::string> Split(const std::string& s) {
+std::vector<std::string> SplitPolicies(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);
   std::string item;
@@ -230,13 +230,13 @@ void Run(const SimFlags& f) {
     throw CommandError(valid.message());
 
   std::vector<PlannerOptions> policies;
-  for (const std::string& name : Split(f.policies)) {
+  for (const std::string& name : SplitPolicies(f.policies)) {
     auto p = PlannerOptions::Named(name);
     if (!p.ok()) throw CommandError("--policies: " + p.status().message());
     policies.push_back(*p);
   }
   std::vector<sim::AdmissionKind> admissions;
-  for (const std::string& name : Split(f.admission)) {
+  for (const std::string& name : SplitPolicies(f.admission)) {
     auto a = sim::ParseAdmission(name);
     if (!a.ok()) throw CommandError("--admission: " + a.status().message());
     admissions.push_back(*a);

@@ -34,7 +34,7 @@ struct SimRecoveryFlags {
   std::string json;
 };
 
-std::vector<std::string> Split(const std::string& s) {
+std::vector<std::string> SplitNonEmpty(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);
   std::string item;
@@ -76,8 +76,8 @@ sim::RecoveryCosts WithOverrides(sim::RecoveryCosts c, const SimRecoveryFlags& f
 
 void Run(const SimRecoveryFlags& f) {
   std::vector<sim::RecoverySimOptions> runs;
-  const auto profiles = Split(f.costs);
-  const auto tiers = Split(f.tiers);
+  const auto profiles = SplitNonEmpty(f.costs);
+  const auto tiers = SplitNonEmpty(f.tiers);
   if (profiles.empty()) throw CommandError("--costs: give measured, published or both");
   if (tiers.empty()) throw CommandError("--tier: give disk, memory or both");
   for (const std::string& p : profiles) {

@@ -51,7 +51,7 @@ struct SimServeFlags {
   std::string csv;
 };
 
-std::vector<std::string> Split(const std::string& s) {
+std::vector<std::string> SplitFlagList(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);
   std::string item;
@@ -120,7 +120,7 @@ void Run(const SimServeFlags& f) {
   defaults.downscale_delay_ms = Ms(f.downscale_delay_s);
   defaults.lookback_ms = Ms(f.lookback_s);
   std::vector<sim::ScalingConfig> configs;
-  for (const std::string& text : Split(f.configs)) {
+  for (const std::string& text : SplitFlagList(f.configs)) {
     auto c = sim::ParseScalingConfig(text, defaults);
     if (!c.ok()) throw CommandError("--configs: " + c.status().message());
     configs.push_back(*c);

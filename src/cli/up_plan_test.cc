@@ -5,7 +5,7 @@
 namespace tessera::cli {
 namespace {
 
-bool Has(const std::string& text, const std::string& part) {
+bool Mentions(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
@@ -30,22 +30,22 @@ TEST(DemoJob, TheExampleOnlyWhereItFits) {
 // `tessera up --generation 7x --cubes 2`: a 3D slice of the cluster's generation.
 TEST(DemoJob, A7xClusterGetsA7xJob) {
   const std::string yaml = DemoJobYaml({"7x", true, "4x4", 0, 2, 32});
-  EXPECT_TRUE(Has(yaml, "  accelerator: 7x\n  topology: 2x2x2\n  slices: 1\n")) << yaml;
-  EXPECT_TRUE(Has(yaml, "kind: TrainJob\n"));
-  EXPECT_TRUE(Has(yaml, "command: [/usr/bin/python3, examples/train/train.py]"));
-  EXPECT_FALSE(Has(yaml, "v6e"));
+  EXPECT_TRUE(Mentions(yaml, "  accelerator: 7x\n  topology: 2x2x2\n  slices: 1\n")) << yaml;
+  EXPECT_TRUE(Mentions(yaml, "kind: TrainJob\n"));
+  EXPECT_TRUE(Mentions(yaml, "command: [/usr/bin/python3, examples/train/train.py]"));
+  EXPECT_FALSE(Mentions(yaml, "v6e"));
   const std::string one = DemoJobYaml({"v5e", false, "2x4", 1, 0, 2});
-  EXPECT_TRUE(Has(one, "  accelerator: v5e\n  topology: 2x4\n  slices: 1\n")) << one;
+  EXPECT_TRUE(Mentions(one, "  accelerator: v5e\n  topology: 2x4\n  slices: 1\n")) << one;
 }
 
 TEST(UpSummary, OneHeadPrintsOneUrlPerLine) {
   const std::string out = UpSummary({"v6e", false, "4x4", 2, 0, 8}, {"http://127.0.0.1:4000"},
                                     "http://127.0.0.1:4000", 4100, "/d", "examples/train/job.yaml");
-  EXPECT_TRUE(Has(out, "tessera cluster up: 8 emulated v6e hosts (2 x 4x4 slices)\n"));
-  EXPECT_TRUE(Has(out, "  API:    http://127.0.0.1:4000\n"));
-  EXPECT_TRUE(Has(out, "  web:    http://127.0.0.1:4000/  (dashboard"));
-  EXPECT_FALSE(Has(out, "heads:"));
-  EXPECT_TRUE(Has(out, "Try: tessera get hosts; tessera apply -f examples/train/job.yaml\n"));
+  EXPECT_TRUE(Mentions(out, "tessera cluster up: 8 emulated v6e hosts (2 x 4x4 slices)\n"));
+  EXPECT_TRUE(Mentions(out, "  API:    http://127.0.0.1:4000\n"));
+  EXPECT_TRUE(Mentions(out, "  web:    http://127.0.0.1:4000/  (dashboard"));
+  EXPECT_FALSE(Mentions(out, "heads:"));
+  EXPECT_TRUE(Mentions(out, "Try: tessera get hosts; tessera apply -f examples/train/job.yaml\n"));
 }
 
 // --ha: the heads listed apart, the web line one URL (the leader's), never three glued.
@@ -54,13 +54,13 @@ TEST(UpSummary, HaListsTheHeadsAndGivesTheLeadersDashboard) {
       UpSummary({"7x", true, "", 0, 1, 16},
                 {"http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"},
                 "http://127.0.0.1:2", 9, "/d", "/d/demo-job.yaml");
-  EXPECT_TRUE(Has(out, "(1 cube(s))"));
-  EXPECT_TRUE(
-      Has(out, "  heads:  http://127.0.0.1:1, http://127.0.0.1:2 (leader), http://127.0.0.1:3\n"))
+  EXPECT_TRUE(Mentions(out, "(1 cube(s))"));
+  EXPECT_TRUE(Mentions(
+      out, "  heads:  http://127.0.0.1:1, http://127.0.0.1:2 (leader), http://127.0.0.1:3\n"))
       << out;
-  EXPECT_TRUE(Has(out, "  web:    http://127.0.0.1:2/  (dashboard")) << out;
-  EXPECT_FALSE(Has(out, ",http")) << out;
-  EXPECT_TRUE(Has(out, "tessera apply -f /d/demo-job.yaml\n"));
+  EXPECT_TRUE(Mentions(out, "  web:    http://127.0.0.1:2/  (dashboard")) << out;
+  EXPECT_FALSE(Mentions(out, ",http")) << out;
+  EXPECT_TRUE(Mentions(out, "tessera apply -f /d/demo-job.yaml\n"));
 }
 
 }  // namespace

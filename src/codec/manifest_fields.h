@@ -36,6 +36,22 @@ Status OnlyKnownFields(const nlohmann::json& obj, const std::string& path,
 enum class ControlChars { kNone, kTabAndNewline };
 Status CheckText(const std::string& field, const std::string& text, ControlChars allowed);
 
+// Whether `obj` is an object with `key` set to something other than null.
+inline bool Has(const nlohmann::json& obj, const std::string& key) {
+  return obj.is_object() && obj.contains(key) && !obj[key].is_null();
+}
+
+// obj[key], or null when `obj` is not an object or has no `key` (never throws, never inserts).
+inline const nlohmann::json& Child(const nlohmann::json& obj, const char* key) {
+  static const nlohmann::json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+// A duration as documents write it: "1500ms".
+inline std::string Ms(int64_t ms) { return std::to_string(ms) + "ms"; }
+
 Status RequireObject(const nlohmann::json& v, const std::string& path);
 
 // A string field without control characters; "" when absent and not required.

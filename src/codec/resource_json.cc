@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "codec/manifest.h"
+#include "codec/manifest_fields.h"
 #include "codec/stored_json.h"
 
 namespace tessera::codec {
@@ -46,13 +47,6 @@ Json RecoveryJson(const TrainJob& job, int64_t now_ms) {
             {"mtbfSeconds", c.mtbf_seconds},
             {"mtbfSource", c.mtbf_source},
             {"advisedIntervalSeconds", c.advised_interval_seconds}}}};
-}
-
-const Json& Child(const Json& obj, const char* key) {
-  static const Json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
 }
 
 }  // namespace

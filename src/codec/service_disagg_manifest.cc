@@ -12,12 +12,6 @@ using Json = nlohmann::json;
 
 constexpr int kMaxThresholdTokens = 1'000'000;
 
-bool Has(const Json& obj, const std::string& key) {
-  return obj.is_object() && obj.contains(key) && !obj[key].is_null();
-}
-
-std::string Ms(int64_t ms) { return std::to_string(ms) + "ms"; }
-
 // A duration that must be more than 0: a handoff without a timeout could hold a request (or
 // its KV on the prefill side) forever.
 Result<int64_t> PositiveDuration(const Json& obj, const std::string& key, const std::string& path,

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "codec/manifest.h"
+#include "codec/manifest_fields.h"
 #include "codec/service_disagg_manifest.h"
 #include "codec/service_manifest.h"
 #include "codec/stored_json.h"
@@ -11,15 +12,6 @@ namespace tessera::codec {
 namespace {
 
 using Json = nlohmann::json;
-
-const Json& Child(const Json& obj, const char* key) {
-  static const Json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
-std::string Ms(int64_t ms) { return std::to_string(ms) + "ms"; }
 
 const char* AfterStopName(AfterStop a) {
   switch (a) {

@@ -33,10 +33,6 @@ Status OnlyKnownServiceFields(const Json& obj, const std::string& path,
   return known;
 }
 
-bool Has(const Json& obj, const std::string& key) {
-  return obj.contains(key) && !obj[key].is_null();
-}
-
 // A duration; negative ones get their own message (ParseDurationMs only says how to write one).
 Result<int64_t> GetDuration(const Json& obj, const std::string& key, const std::string& path,
                             int64_t fallback) {

@@ -4,6 +4,7 @@
 // bit for bit. Thread-safety: none; one Rng per thread of control.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace tessera {
@@ -26,5 +27,10 @@ class Rng {
  private:
   uint64_t state_;
 };
+
+// An exponentially distributed draw of mean `mean` (times between failures, arrivals).
+inline double Exponential(Rng& rng, double mean) {
+  return -std::log(1.0 - rng.UniformDouble()) * mean;
+}
 
 }  // namespace tessera

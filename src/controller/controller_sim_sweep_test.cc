@@ -41,7 +41,7 @@ constexpr int64_t kLeaseS = 4;         // a host silent for more than this is lo
 sim::ScenarioSimOptions MatchingSimOptions() { return {.lease_ms = kLeaseS * 1000 - 1}; }
 
 // Second t as both clocks read it: ms, with t = 0 at 1 s (0 means unknown to the lifecycles).
-int64_t Ms(int64_t t) { return t * 1000 + 1000; }
+int64_t SweepMs(int64_t t) { return t * 1000 + 1000; }
 
 std::string HostName(int x, int y, int z) {
   return "c0-" + std::to_string(x) + std::to_string(y) + std::to_string(z);
@@ -329,7 +329,7 @@ class HeadSide final : public Side {
     return s->at("status").at("roles").at(0).at("name").get<std::string>();
   }
 
-  FakeClock clock_{Ms(0)};
+  FakeClock clock_{SweepMs(0)};
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Controller> c_;
   std::map<std::string, int64_t> revision_;
@@ -340,7 +340,7 @@ class SimSide final : public Side {
  public:
   explicit SimSide(const sim::ScenarioSimOptions& options)
       : sim_{inventory_, NamesOf(inventory_), options} {
-    sim_.Start(Ms(0));
+    sim_.Start(SweepMs(0));
   }
 
   void AdvanceTo(int64_t ms) override {
@@ -423,7 +423,7 @@ class SimSide final : public Side {
   std::map<std::string, int64_t> revision_;  // the revision each host last read
   const Inventory inventory_ = Cube();
   sim::ScenarioSim sim_;
-  int64_t now_ = Ms(0);
+  int64_t now_ = SweepMs(0);
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -438,7 +438,7 @@ class Agents {
   // workers and report new ones running, as agents woken by their assignment watch do), then
   // readiness probes. Returns the outcome of each request, for the comparison.
   std::vector<std::string> Second(int64_t t) {
-    side_.AdvanceTo(Ms(t));
+    side_.AdvanceTo(SweepMs(t));
     std::vector<std::string> outcomes;
     std::map<std::string, int> exits;  // "job/rank" or "service/replica" -> code, this second
     for (const Action& x : scenario_) {
@@ -542,7 +542,7 @@ class Agents {
       p.input.type = ProgressInput::Type::kProgress;
       p.input.rank = w.rank;
       p.input.step = t - it->second;
-      p.input.time_ms = Ms(t);
+      p.input.time_ms = SweepMs(t);
       report.progress.push_back(p);
       if (w.rank == 0 && checkpoints_.count(w.workload)) {
         p.input.type = ProgressInput::Type::kCheckpoint;
@@ -630,19 +630,33 @@ std::string Sweep(uint64_t first, uint64_t last, const sim::ScenarioSimOptions& 
   return "";
 }
 
-TEST(HeadVsSimulatorSweep, RandomScenariosRecordTheSameHistory) {
-  uint64_t first = 1, last = kSeeds;
-  if (const char* one = std::getenv("TESSERA_SWEEP_SEED"))
+// The seeds 1..kSeeds in kShards tests of consecutive seeds, so that CTest runs them side by
+// side (each shard is a test of its own) instead of one core playing all of them at the end.
+constexpr int kShards = 4;
+class HeadVsSimulatorSweep : public testing::TestWithParam<int> {};
+
+TEST_P(HeadVsSimulatorSweep, RandomScenariosRecordTheSameHistory) {
+  const int per_shard = (kSeeds + kShards - 1) / kShards;
+  uint64_t first = 1 + static_cast<uint64_t>(GetParam() * per_shard);
+  uint64_t last = std::min<uint64_t>(kSeeds, first + per_shard - 1);
+  if (const char* one = std::getenv("TESSERA_SWEEP_SEED")) {
+    if (GetParam() != 0) GTEST_SKIP() << "TESSERA_SWEEP_SEED replays one seed, in shard 0";
     first = last = std::strtoull(one, nullptr, 10);
+  }
   const std::string failure = Sweep(first, last, MatchingSimOptions());
   ASSERT_TRUE(failure.empty()) << failure;
 }
+
+INSTANTIATE_TEST_SUITE_P(Seeds, HeadVsSimulatorSweep, testing::Range(0, kShards),
+                         [](const testing::TestParamInfo<int>& shard) {
+                           return "Shard" + std::to_string(shard.param);
+                         });
 
 // The sweep can fail. A simulator given a legitimate configuration that is not the head's (a
 // lease twice as long: a silent host is lost 4 s later than the head loses it) must diverge on
 // some seed among the first few dozen, and the failure must read as the sweep's failures do: the
 // seed, the second, then the first differing record with both sides' versions of it.
-TEST(HeadVsSimulatorSweep, CatchesASimulatorWithAnotherLease) {
+TEST(HeadVsSimulatorSweepCheck, CatchesASimulatorWithAnotherLease) {
   sim::ScenarioSimOptions longer = MatchingSimOptions();
   longer.lease_ms = 2 * kLeaseS * 1000 - 1;
   constexpr uint64_t kFirst = 1, kLast = 40;

@@ -10,7 +10,6 @@
 namespace tessera::sim {
 namespace {
 
-double Exponential(Rng& rng, double mean) { return -std::log(1.0 - rng.UniformDouble()) * mean; }
 int64_t Seconds(double s) { return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(s))); }
 
 double Percentile(const std::vector<int64_t>& sorted, double p) {

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "common/rng.h"
+#include "common/text.h"
 
 namespace tessera::sim {
 namespace {
@@ -24,13 +25,6 @@ std::vector<std::string_view> SplitCsv(std::string_view line) {
     start = comma + 1;
   }
   return out;
-}
-
-std::optional<int64_t> ParseInt(std::string_view s) {
-  int64_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size() || s.empty()) return std::nullopt;
-  return v;
 }
 
 class CsvTable {
@@ -211,8 +205,6 @@ Result<Workload> ReadOpenb(CsvTable& t) {
   }
   return w;
 }
-
-double Exponential(Rng& rng, double mean) { return -std::log(1.0 - rng.UniformDouble()) * mean; }
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <utility>
 
+#include "common/text.h"
 #include "net/http_client.h"
 
 namespace tessera::store {
@@ -12,13 +13,6 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kForm = "etcd://host:port[,host:port...] (e.g. etcd://127.0.0.1:2379)";
-
-std::optional<int64_t> ParseInt(std::string_view text) {
-  int64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/text.h"
 #include "store/store_internal.h"
 
 namespace tessera::store {
@@ -17,13 +18,6 @@ namespace {
 
 // How often Commit re-reads and retries after losing a race to another writer.
 constexpr int kMaxCommitAttempts = 200;
-
-std::optional<int64_t> ParseInt(std::string_view text) {
-  int64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
 
 // '/' separates the kind from the name in a key, so a kind's own '/' (and the escape '%')
 // are escaped; names need nothing (the kind ends at its first '/').

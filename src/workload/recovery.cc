@@ -25,7 +25,7 @@ T Median(std::vector<T> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-std::string Seconds(int64_t ms) {
+std::string TenthsOfSeconds(int64_t ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms) / 1000.0);
   return buf;
@@ -244,8 +244,8 @@ HangVerdict FindHungRanks(const std::map<int, RankProgress>& ranks, int64_t runn
     last_step = std::max(last_step, p.last_step);
   }
   v.message = RankList(v.stuck_ranks) + " " + evidence + "; no step reported for " +
-              Seconds(now_ms - last_report(ranks.at(silent.front()))) + " (hangTimeout " +
-              Seconds(hang_timeout_ms) + ")" +
+              TenthsOfSeconds(now_ms - last_report(ranks.at(silent.front()))) + " (hangTimeout " +
+              TenthsOfSeconds(hang_timeout_ms) + ")" +
               (last_step >= 0 ? ", last step " + std::to_string(last_step) : ", no step yet");
   return v;
 }

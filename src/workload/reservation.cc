@@ -14,13 +14,6 @@ constexpr std::array<const char*, 4> kReservationPhaseNames = {"Pending", "Ready
 static_assert(kReservationPhaseNames.size() == static_cast<size_t>(ReservationPhase::kExpired) + 1,
               "one name per ReservationPhase; kExpired is the last phase");
 
-JobEvent Normal(std::string reason, std::string message) {
-  return {false, std::move(reason), std::move(message)};
-}
-JobEvent Warning(std::string reason, std::string message) {
-  return {true, std::move(reason), std::move(message)};
-}
-
 std::string Held(const SliceReservation& r) {
   size_t hosts = 0;
   for (const ReservedSlice& s : r.status.slices) hosts += s.hosts.size();

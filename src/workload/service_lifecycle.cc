@@ -149,14 +149,14 @@ ServiceEffects ServiceLifecycle::Tick(Service& service, const ClusterView& clust
       if (!r.ready_once && now - r.started_ms >= rd.startup_grace_ms) {
         Recreate(role, r, "StartupTimeout",
                  "the leader did not pass " + rd.path + " within the start-up grace of " +
-                     Seconds(rd.startup_grace_ms),
+                     WholeSeconds(rd.startup_grace_ms),
                  cluster, now, e);
       } else if (r.phase == ReplicaPhase::kReady &&
                  now - r.last_probe_ms > rd.period_ms + rd.timeout_ms) {
         r.phase = ReplicaPhase::kUnready;
         r.ready_since_ms = 0;
         r.reason = "Unready";
-        r.message = "no readiness result for " + Seconds(now - r.last_probe_ms);
+        r.message = "no readiness result for " + WholeSeconds(now - r.last_probe_ms);
         e.persist = true;
         e.events.push_back(Warning("Unready", Name(role, r) + ": " + r.message));
       }

@@ -14,14 +14,7 @@
 
 namespace tessera::service_detail {
 
-inline JobEvent Normal(std::string reason, std::string message) {
-  return {false, std::move(reason), std::move(message)};
-}
-inline JobEvent Warning(std::string reason, std::string message) {
-  return {true, std::move(reason), std::move(message)};
-}
-
-inline std::string Seconds(int64_t ms) {
+inline std::string WholeSeconds(int64_t ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.0f s", static_cast<double>(ms) / 1000.0);
   return buf;

@@ -24,7 +24,7 @@ void ServiceLifecycle::Recreate(RoleStatus& role, ReplicaStatus& r, const std::s
   ++r.restarts;
   r.phase = ReplicaPhase::kRecreating;
   r.reason = reason;
-  r.message = message + "; recreating the whole group in " + Seconds(r.backoff_ms);
+  r.message = message + "; recreating the whole group in " + WholeSeconds(r.backoff_ms);
   r.ready_since_ms = 0;
   e.events.push_back(Warning(reason, Name(role, r) + ": " + r.message));
   BeginStop(r, AfterStop::kRestart, cluster, e);

@@ -205,7 +205,8 @@ ServiceEffects ServiceLifecycle::Readiness(Service& service, const ReplicaKey& k
     r.phase = ReplicaPhase::kReady;
     r.ready_since_ms = now;
     r.reason = "Ready";
-    r.message = first ? "ready " + Seconds(now - r.started_ms) + " after start" : "ready again";
+    r.message =
+        first ? "ready " + WholeSeconds(now - r.started_ms) + " after start" : "ready again";
     e.persist = true;
     e.events.push_back(Normal("Ready", Name(*f.role, r) + " " + r.message));
     e.Merge(Reconcile(service, cluster));  // a rolling update may take its next step

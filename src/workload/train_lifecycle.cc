@@ -22,13 +22,6 @@ std::string Seconds(int64_t ms) {
   return buf;
 }
 
-JobEvent Normal(std::string reason, std::string message) {
-  return {false, std::move(reason), std::move(message)};
-}
-JobEvent Warning(std::string reason, std::string message) {
-  return {true, std::move(reason), std::move(message)};
-}
-
 std::set<std::string> HostsOf(const TrainJob& job) {
   std::set<std::string> hosts;
   for (const auto& [rank, w] : job.status.workers) hosts.insert(w.host);

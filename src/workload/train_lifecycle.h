@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "admission/admission.h"
@@ -33,6 +34,12 @@ struct JobEvent {
   std::string reason;
   std::string message;
 };
+inline JobEvent Normal(std::string reason, std::string message) {
+  return {false, std::move(reason), std::move(message)};
+}
+inline JobEvent Warning(std::string reason, std::string message) {
+  return {true, std::move(reason), std::move(message)};
+}
 
 // What the driver applies after a step, in this order: persist or remove (a failed write
 // rolls the step back and applies nothing else), release chips, bump the assignments revision

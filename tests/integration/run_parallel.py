@@ -1,6 +1,7 @@
 """Runs the integration test files side by side, each in a process of its own.
 
-    TESSERA_BIN=build/dev/bin/tessera python3 tests/integration/run_parallel.py [--jobs N] [FILE...]
+    TESSERA_BIN=build/dev/bin/tessera python3 tests/integration/run_parallel.py [--jobs N]
+        [--suite NAME=COMMAND ...] [FILE...]
 
 Most of an integration test's time is spent waiting: on a head's timers, a worker's steps, an
 etcd election. Run one file after another, the stage is mostly idle cores; run a few at once, it
@@ -13,6 +14,11 @@ build/integration-times.json), else from durations.json beside this script (a me
 committed, so a fresh clone orders them too); a file timed in neither starts first, so a new one
 never ends the stage alone. Each file's output is printed whole when it ends, with its time; a failed file's
 output comes last again, just above the summary. Exit status 1 when any file failed.
+
+--suite NAME=COMMAND adds a shell command run from the repository's root as one more job of the
+pool (scripts/test.sh gives it the Python SDK's, the example server's and the dashboard's
+tests): a suite that keeps one core busy no longer leaves the other idle in a stage of its own.
+It is timed and ordered like a file, under NAME.
 """
 
 import argparse
@@ -24,6 +30,7 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 TIMES = os.path.join(HERE, "..", "..", "build", "integration-times.json")
 COMMITTED_TIMES = os.path.join(HERE, "durations.json")
 
@@ -55,6 +62,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=os.environ.get("TESSERA_IT_JOBS", "2"),
                         help="files run at once (default 2, or TESSERA_IT_JOBS)")
+    parser.add_argument("--suite", action="append", default=[], metavar="NAME=COMMAND",
+                        help="a shell command run from the repository's root as one more job")
     parser.add_argument("files", nargs="*", help="test modules (test_x or test_x.py); all if none")
     args = parser.parse_args()
     if args.jobs < 1:
@@ -65,6 +74,14 @@ def main():
         if f not in known:
             parser.error("%s: no such test file in %s; the files are: %s" %
                          (f, HERE, ", ".join(known)))
+    suites = {}  # name -> shell command
+    for suite in args.suite:
+        name, eq, command = suite.partition("=")
+        if not eq or not name or not command or name in known or name in suites:
+            parser.error("--suite %r: give NAME=COMMAND with a NAME that is not a test file's "
+                         "or another suite's" % suite)
+        suites[name] = command
+    files += list(suites)
 
     times = load_times(COMMITTED_TIMES)
     times.update(load_times(TIMES))
@@ -81,9 +98,14 @@ def main():
                     return
                 name = queue.pop(0)
             t0 = time.monotonic()
-            proc = subprocess.run([sys.executable, "-m", "unittest", "-v", name], cwd=HERE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL)
+            if name in suites:
+                proc = subprocess.run(suites[name], shell=True, cwd=ROOT,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL)
+            else:
+                proc = subprocess.run([sys.executable, "-m", "unittest", "-v", name], cwd=HERE,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL)
             took = time.monotonic() - t0
             out = proc.stdout.decode(errors="replace")
             with lock:
