@@ -15,6 +15,8 @@ packages=(
   libspdlog-dev libfmt-dev libcli11-dev libssl-dev
   # nvidia-smi -q -x reports (host discovery, src/agent/nvidia_smi.cc)
   libexpat1-dev
+  # `tessera up --netns` (network namespaces, veths, a bridge: docs/netns.md) and its tests
+  iproute2
   # tests and benchmarks
   libgtest-dev libgmock-dev googletest libbenchmark-dev sqlite3
   # example workloads and the Python SDK

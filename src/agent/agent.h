@@ -294,6 +294,7 @@ struct AgentFlags {
   std::string cube, block, coord;
   std::vector<std::string> labels;  // k=v
   std::string address = "127.0.0.1";
+  std::string bind = "127.0.0.1";  // where the log server listens (`up --netns`: the host's own)
   // Warm pool (docs/agent-protocol.md, "Warm workers"); off while warm_python is "".
   std::string warm_python;
   std::string warm_preload;  // comma list of modules

@@ -454,6 +454,8 @@ Result<AgentSetup> MakeAgentSetup(const AgentFlags& flags) {
   o.fence_ms = *fence;
   if (flags.address.empty()) return InvalidArgument("--address: must not be empty");
   o.address = flags.address;
+  if (flags.bind.empty()) return InvalidArgument("--bind: must not be empty, e.g. 127.0.0.1");
+  o.listen_address = flags.bind;
 
   auto mode = ParseDevicesMode(flags.devices);
   if (!mode.ok()) return mode.status();

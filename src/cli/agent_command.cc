@@ -19,6 +19,8 @@ void AddAgentCommand(CLI::App& app) {
                   "where logs and progress files live (default: tessera-state/agent-NAME)");
   cmd->add_option("--port", flags->port, "port of the agent's log server (0 = any free port)");
   cmd->add_option("--address", flags->address, "address the head reaches this host at");
+  cmd->add_option("--bind", flags->bind, "address the agent's log server listens on")
+      ->capture_default_str();
   cmd->add_option("--generation", flags->generation,
                   "accelerator generation: v5e, v6e (2D); v4, v5p, 7x (3D)");
   cmd->add_option("--devices", flags->devices,

@@ -1,7 +1,9 @@
 // `tessera up` and `tessera down`: a local emulated cluster on this machine. `up` starts a head,
 // the serving router (`tessera router`, its port in <state-dir>/router.json) and one emulated
 // agent per host, each in its own session, waits until every host has registered, and records
-// the processes in <state-dir>/cluster.json; `down` stops them.
+// the processes in <state-dir>/cluster.json; `down` stops them. With --netns the head and each
+// agent run in a network namespace of their own at their own address (netns.h, docs/netns.md),
+// and `down` removes the namespaces too.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,10 +13,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "cli/client.h"
 #include "cli/ha_cluster.h"
+#include "cli/netns.h"
 #include "cli/up_plan.h"
 #include "topology/topology.h"
 
@@ -88,12 +92,49 @@ struct UpFlags {
   bool fair_sharing = false;  // the head's --fair-sharing
   // The head's --help-factor, --help-quantile, --help-window; "" = its default (the head checks).
   std::string help_factor, help_quantile, help_window;
+  bool netns = false;  // each host and the head in a network namespace (docs/netns.md)
 };
 
 void Down(const std::string& state_dir, bool purge, bool quiet);
 
+// The agents' names and layout flags, in the order `up` starts them.
+std::vector<std::vector<std::string>> AgentLayouts(const UpFlags& f, bool three_d,
+                                                   int hosts_per_slice) {
+  std::vector<std::vector<std::string>> agents;
+  if (three_d) {
+    for (int c = 0; c < f.cubes; ++c)
+      for (int z = 0; z < 4; ++z)
+        for (int y = 0; y < 2; ++y)
+          for (int x = 0; x < 2; ++x) {
+            char name[64], cube[32];
+            std::snprintf(cube, sizeof cube, "cube-%03d", c);
+            std::snprintf(name, sizeof name, "%s-h%02d", cube, z * 4 + y * 2 + x);
+            agents.push_back(
+                {name, "--cube", cube, "--block", "block-00", "--coord",
+                 std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z)});
+          }
+  } else {
+    for (int s = 0; s < f.slices; ++s)
+      for (int w = 0; w < hosts_per_slice; ++w) {
+        char name[64], slice[32];
+        std::snprintf(slice, sizeof slice, "slice-%03d", s);
+        std::snprintf(name, sizeof name, "%s-w%d", slice, w);
+        agents.push_back(
+            {name, "--slice", slice, "--topology", f.topology, "--worker", std::to_string(w)});
+      }
+  }
+  return agents;
+}
+
 void Up(const UpFlags& f) {
   CheckHaUpFlags(f.ha, f.fence_ms);
+  if (f.netns && f.ha.ha)
+    throw CommandError(
+        "--netns: not with --ha yet (etcd and the heads listen on loopback only); leave one out "
+        "(docs/netns.md \"Limits\")");
+  if (f.netns) {
+    if (const std::string why = NetnsUnsupportedReason(); !why.empty()) throw CommandError(why);
+  }
   auto gen = ParseGeneration(f.generation);
   if (!gen.ok()) throw CommandError("--generation: " + gen.status().message());
   const bool three_d = Info(*gen).rank == 3;
@@ -119,8 +160,31 @@ void Up(const UpFlags& f) {
   fs::create_directories(dir + "/logs");
   fs::remove(dir + "/head.json");
   const std::string exe = SelfExe();
+  const std::vector<std::vector<std::string>> agents = AgentLayouts(f, three_d, hosts_per_slice);
+  // Leftovers of a cluster that crashed from this directory go first (netns.h proves them ours).
+  RemoveNetns(dir, true);
+  std::optional<NetnsPlan> netns;
+  if (f.netns) {
+    std::vector<std::string> names;
+    for (const auto& a : agents) names.push_back(a[0]);
+    netns = MakeNetns(dir, names);
+  }
+  // `args` of the tessera binary, in member `name`'s namespace under --netns.
+  auto spawn_member = [&](const std::string& name, const std::vector<std::string>& args,
+                          const std::string& log) {
+    if (!netns) return Spawn(exe, args, log);
+    std::vector<std::string> argv = {exe};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv = InNetns(netns->Find(name)->ns, argv);
+    return Spawn(argv[0], std::vector<std::string>(argv.begin() + 1, argv.end()), log);
+  };
+  // Where the head and each agent listen and are reached: their namespace's address, or loopback.
+  auto address_of = [&](const std::string& name) -> std::string {
+    return netns ? netns->Find(name)->address : "127.0.0.1";
+  };
   Json cluster = {{"head", 0}, {"agents", Json::array()}, {"generation", f.generation}};
   std::vector<std::string> head_args = {"head", "--state-dir", dir, "--port", "0"};
+  if (netns) head_args.insert(head_args.end(), {"--bind", address_of("head")});
   head_args.insert(head_args.end(), {"--lease-ms", std::to_string(f.lease_ms), "--heartbeat-ms",
                                      std::to_string(f.heartbeat_ms)});
   if (!f.backfill.empty()) head_args.insert(head_args.end(), {"--backfill", f.backfill});
@@ -152,7 +216,7 @@ void Up(const UpFlags& f) {
     head_urls = plane.head_urls;
     leader_url = plane.leader_url;
   } else {
-    const pid_t head = Spawn(exe, head_args, dir + "/logs/head.log");
+    const pid_t head = spawn_member("head", head_args, dir + "/logs/head.log");
     cluster["head"] = head;
     save();
     int port = 0;
@@ -166,7 +230,7 @@ void Up(const UpFlags& f) {
       if (h.is_object() && h.value("pid", 0) == head) port = h.value("port", 0);
       if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    head_url = "http://127.0.0.1:" + std::to_string(port);
+    head_url = "http://" + address_of("head") + ":" + std::to_string(port);
     head_urls = {head_url};
     leader_url = head_url;
   }
@@ -191,29 +255,6 @@ void Up(const UpFlags& f) {
   }
   cluster["routerPort"] = router_port;
   const std::string fence_ms = AgentFenceMs(f.ha.ha, f.ha.election_lease_ms, f.fence_ms);
-  std::vector<std::vector<std::string>> agents;
-  if (three_d) {
-    for (int c = 0; c < f.cubes; ++c)
-      for (int z = 0; z < 4; ++z)
-        for (int y = 0; y < 2; ++y)
-          for (int x = 0; x < 2; ++x) {
-            char name[64], cube[32];
-            std::snprintf(cube, sizeof cube, "cube-%03d", c);
-            std::snprintf(name, sizeof name, "%s-h%02d", cube, z * 4 + y * 2 + x);
-            agents.push_back(
-                {name, "--cube", cube, "--block", "block-00", "--coord",
-                 std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z)});
-          }
-  } else {
-    for (int s = 0; s < f.slices; ++s)
-      for (int w = 0; w < hosts_per_slice; ++w) {
-        char name[64], slice[32];
-        std::snprintf(slice, sizeof slice, "slice-%03d", s);
-        std::snprintf(name, sizeof name, "%s-w%d", slice, w);
-        agents.push_back(
-            {name, "--slice", slice, "--topology", f.topology, "--worker", std::to_string(w)});
-      }
-  }
   for (const auto& a : agents) {
     // The agent keeps the highest head term it has seen (fence/seen, docs/ha.md "Fencing"); the
     // control plane `up` starts may number its terms afresh (a new etcd with --ha), and no
@@ -221,9 +262,10 @@ void Up(const UpFlags& f) {
     std::error_code forget;
     fs::remove(dir + "/agents/" + a[0] + "/fence/seen", forget);
     std::vector<std::string> args = {
-        "agent",      "--head",    head_url,      "--join-token-file",     dir + "/join.token",
-        "--name",     a[0],        "--state-dir", dir + "/agents/" + a[0], "--generation",
-        f.generation, "--address", "127.0.0.1"};
+        "agent",      "--head",    head_url,        "--join-token-file",     dir + "/join.token",
+        "--name",     a[0],        "--state-dir",   dir + "/agents/" + a[0], "--generation",
+        f.generation, "--address", address_of(a[0])};
+    args.insert(args.end(), {"--bind", address_of(a[0])});
     args.insert(args.end(), a.begin() + 1, a.end());
     // The layout above is the host, whatever this machine is (no discovery: docs/discovery.md).
     args.insert(args.end(), {"--devices", "emulated"});
@@ -237,7 +279,7 @@ void Up(const UpFlags& f) {
         args.insert(args.end(), {"--warm-refill-delay-ms", f.warm_refill_delay_ms});
       }
     }
-    cluster["agents"].push_back(Spawn(exe, args, dir + "/logs/agent-" + a[0] + ".log"));
+    cluster["agents"].push_back(spawn_member(a[0], args, dir + "/logs/agent-" + a[0] + ".log"));
   }
   save();
   ClientFlags cf;
@@ -316,9 +358,13 @@ void Down(const std::string& state_dir, bool purge, bool quiet) {
   fs::remove(dir + "/cluster.json");
   fs::remove(dir + "/head.json");
   fs::remove(dir + "/router.json");
-  if (purge) fs::remove_all(dir);
+  // Once their processes are gone (also after a crash: the record outlives cluster.json).
+  const int namespaces = RemoveNetns(dir, quiet);
+  if (purge && !fs::exists(dir + "/netns.json")) fs::remove_all(dir);
   if (!quiet)
     std::cout << "tessera cluster down: " << stopped << " process(es) stopped"
+              << (namespaces ? ", " + std::to_string(namespaces) + " network namespace(s) removed"
+                             : "")
               << (purge ? ", state removed" : "") << "\n";
 }
 
@@ -361,6 +407,9 @@ void AddClusterCommands(CLI::App& app) {
     cmd->add_option("--help-factor", f->help_factor, "the head's --help-factor (--backfill easy)");
     cmd->add_option("--help-quantile", f->help_quantile, "the head's --help-quantile");
     cmd->add_option("--help-window", f->help_window, "the head's --help-window");
+    cmd->add_flag("--netns", f->netns,
+                  "the head and every host's agent each in a network namespace of its own, at "
+                  "its own address in 198.18.0.0/15 (needs root and iproute2; docs/netns.md)");
     f->ha.Add(cmd);
     cmd->callback([f] { Up(*f); });
   }

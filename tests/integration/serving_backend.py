@@ -142,7 +142,10 @@ def main():
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    # SERVING_BACKEND_BIND=0.0.0.0 in a host's network namespace (docs/netns.md): every address
+    # of that namespace, which is the host's own.
+    server = ThreadingHTTPServer((os.environ.get("SERVING_BACKEND_BIND", "127.0.0.1"), port),
+                                 Handler)
     server.daemon_threads = True
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -76,10 +76,86 @@ def mode_of(path):
 # about a lost host choose their own.
 LEASE_MS = 6000
 
+
+def netns_unavailable():
+    """Why `tessera up --netns` cannot run here (docs/netns.md), or None when it can.
+    TESSERA_IT_NETNS=0 turns it off for a run."""
+    if os.environ.get("TESSERA_IT_NETNS", "1") == "0":
+        return "TESSERA_IT_NETNS=0"
+    if os.geteuid() != 0:
+        return "not root (network namespaces need root)"
+    if not (shutil.which("ip") or os.path.exists("/usr/sbin/ip") or os.path.exists("/sbin/ip")):
+        return "no `ip` (iproute2; scripts/setup.sh installs it)"
+    return None
+
+
+def ip(*args, check=True):
+    """Runs iproute2's `ip`; raises with its output when it fails and `check`."""
+    exe = shutil.which("ip") or ("/usr/sbin/ip" if os.path.exists("/usr/sbin/ip") else "/sbin/ip")
+    p = subprocess.run([exe, *args], capture_output=True, text=True, timeout=30)
+    if check and p.returncode != 0:
+        raise AssertionError("ip %s failed: %s%s" % (" ".join(args), p.stdout, p.stderr))
+    return p
+
+
+# A MAC no interface has: a permanent neighbour entry pointing an address at it drops every packet
+# to that address (docs/netns.md "Partitions"; tc and iptables are not always there).
+NOWHERE_MAC = "02:00:00:00:00:01"
+
+
 class Cluster:
-    def __init__(self):
+    """One `tessera up` cluster in a temporary directory. netns=True starts it with --netns
+    (each host at its own address, docs/netns.md) where namespaces can be made; elsewhere it runs
+    on loopback as before and says why on stderr, so the tests about distribution run either
+    way."""
+
+    def __init__(self, netns=False):
         self.dir = tempfile.mkdtemp(prefix="tessera-it-")
         self.state = os.path.join(self.dir, "state")
+        why = netns_unavailable() if netns else None
+        if netns and why:
+            print("note: this cluster runs on loopback, not in network namespaces: %s" % why,
+                  file=sys.stderr)
+        self.netns = netns and not why
+
+    def up_flags(self):
+        """The flags every `up` of this cluster gets."""
+        return ("--netns",) if self.netns else ()
+
+    def netns_plan(self):
+        """<state>/netns.json: the bridge and each member's namespace, veth and address."""
+        with open(os.path.join(self.state, "netns.json")) as f:
+            return json.load(f)
+
+    def member(self, name):
+        """The namespace record of "head" or of a host."""
+        return [m for m in self.netns_plan()["members"] if m["name"] == name][0]
+
+    def address_of(self, host):
+        """Where peers reach `host` (its namespace's address, or loopback)."""
+        return self.member(host)["address"] if self.netns else "127.0.0.1"
+
+    def cut_link(self, name):
+        """Takes the veth of "head" or a host down: it is cut off from everything."""
+        ip("link", "set", "dev", self.member(name)["veth"], "down")
+
+    def heal_link(self, name):
+        ip("link", "set", "dev", self.member(name)["veth"], "up")
+
+    def cut_between(self, ns_of, peer):
+        """Drops what member `ns_of` ("root" for this namespace: the CLI and the router) sends
+        to member `peer`, and nothing else."""
+        where = self.netns_plan()["bridge"] if ns_of == "root" else "eth0"
+        args = ("neigh", "replace", self.member(peer)["address"], "lladdr", NOWHERE_MAC,
+                "dev", where, "nud", "permanent")
+        ip(*args) if ns_of == "root" else ip("netns", "exec", self.member(ns_of)["ns"], "ip",
+                                             *args)
+
+    def heal_between(self, ns_of, peer):
+        where = self.netns_plan()["bridge"] if ns_of == "root" else "eth0"
+        args = ("neigh", "del", self.member(peer)["address"], "dev", where)
+        ip(*args) if ns_of == "root" else ip("netns", "exec", self.member(ns_of)["ns"], "ip",
+                                             *args)
 
     def cli(self, *args, check=True, input=None):
         p = subprocess.run([TESSERA, *args, "--state-dir", self.state], capture_output=True,
@@ -92,15 +168,18 @@ class Cluster:
     def up(self, extra=(), lease_ms=None):
         lease_ms = lease_ms or LEASE_MS
         self.cli("up", "--generation", "v6e", "--topology", "4x4", "--slices", "2",
-                 "--heartbeat-ms", "200", "--lease-ms", str(lease_ms), "--timeout", "120", *extra)
+                 "--heartbeat-ms", "200", "--lease-ms", str(lease_ms), "--timeout", "120",
+                 *self.up_flags(), *extra)
         with open(os.path.join(self.state, "admin.token")) as f:
             self.token = f.read().strip()
         self.reload_port()
 
     def reload_port(self):
         with open(os.path.join(self.state, "head.json")) as f:
-            self.port = json.load(f)["port"]
-        self.client = Client("http://127.0.0.1:%d" % self.port, self.token)
+            head = json.load(f)
+        self.port = head["port"]
+        self.head_address = head.get("address", "127.0.0.1")
+        self.client = Client("http://%s:%d" % (self.head_address, self.port), self.token)
 
     def down(self):
         self.cli("down", "--purge", check=False)
@@ -139,7 +218,9 @@ class Cluster:
 class ClusterTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.c = Cluster()
+        # In network namespaces where they can be made: training across slices at the hosts'
+        # own addresses (docs/netns.md).
+        cls.c = Cluster(netns=True)
         cls.c.up()
 
     @classmethod
@@ -211,11 +292,12 @@ class ClusterTest(unittest.TestCase):
             self.assertEqual(e["TPU_TOPOLOGY"], "4x4")
             self.assertEqual(e["MEGASCALE_SLICE_ID"], str(s))
             self.assertEqual(e["MEGASCALE_NUM_SLICES"], "2")
-            self.assertEqual(e["MEGASCALE_COORDINATOR_ADDRESS"], "127.0.0.1")
+            chief = self.c.address_of(hosts["slice-000"][0])
+            self.assertEqual(e["MEGASCALE_COORDINATOR_ADDRESS"], chief)
             self.assertEqual(e["JAX_PROCESS_ID"], str(rank))
             self.assertEqual(e["JAX_PROCESS_COUNT"], "8")
             self.assertEqual(e["TESSERA_ATTEMPT"], "0")
-            self.assertEqual(e["MASTER_ADDR"], "127.0.0.1")
+            self.assertEqual(e["MASTER_ADDR"], chief)
 
     def test_pytorch_example_trains_across_two_slices(self):
         with open(os.path.join(REPO, "examples", "train", "job.yaml")) as f:
@@ -282,7 +364,8 @@ class ClusterTest(unittest.TestCase):
             join = f.read().strip()
 
         def get(path, authorization):
-            req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.c.port, path))
+            req = urllib.request.Request(
+                "http://%s:%d%s" % (self.c.head_address, self.c.port, path))
             req.add_header("Authorization", authorization)
             try:
                 with urllib.request.urlopen(req, timeout=30) as r:

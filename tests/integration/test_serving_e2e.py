@@ -20,11 +20,14 @@ import threading
 import time
 import unittest
 
-from test_cluster import PYTHON, REPO, Cluster, alive, wait_for
+from test_cluster import PYTHON, REPO, Cluster, alive, netns_unavailable, wait_for
 from test_router import metric
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BACKEND = os.path.join(HERE, "serving_backend.py")
+# The replicas listen on their host's own address when the hosts are network namespaces (the
+# cluster below is one where they can be made: docs/netns.md), else on loopback.
+BACKEND_BIND = "127.0.0.1" if netns_unavailable() else "0.0.0.0"
 
 
 def service(name, replicas=2, env=None, autoscaling=None):
@@ -33,7 +36,7 @@ def service(name, replicas=2, env=None, autoscaling=None):
         "topology": "2x4",
         "command": [PYTHON, BACKEND, "--token-ms", "2"],
         "workingDir": REPO,
-        "env": env or {},
+        "env": dict({"SERVING_BACKEND_BIND": BACKEND_BIND}, **(env or {})),
         "maxOngoingRequests": 4,
         "readiness": {"path": "/healthz", "startupGrace": "60s", "period": "500ms",
                       "timeout": "5s"},
@@ -53,7 +56,8 @@ class ServingCluster(Cluster):
 
     def up(self, topology="2x4", slices=3):
         self.cli("up", "--generation", "v6e", "--topology", topology, "--slices", str(slices),
-                 "--heartbeat-ms", "200", "--lease-ms", "2000", "--timeout", "120")
+                 "--heartbeat-ms", "200", "--lease-ms", "2000", "--timeout", "120",
+                 *self.up_flags())
         with open(os.path.join(self.state, "admin.token")) as f:
             self.token = f.read().strip()
         self.reload_port()
@@ -139,7 +143,8 @@ class Traffic:
 class ServingEndToEndTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.c = ServingCluster()
+        # Serving through the router to replicas at their hosts' own addresses (docs/netns.md).
+        cls.c = ServingCluster(netns=True)
         cls.c.up()
 
     @classmethod
