@@ -145,6 +145,11 @@ agent_unit=$root/usr/lib/systemd/system/tessera-agent.service
 [ "$(setting "$agent_unit" MemoryDenyWriteExecute)" = no ] ||
   fail "tessera-agent: MemoryDenyWriteExecute is not no"
 [ "$(setting "$agent_unit" OOMPolicy)" = continue ] || fail "tessera-agent: OOMPolicy is not continue"
+# Any device allow-list (ProtectClock=yes implies one) closes the accelerators to the workers.
+[ "$(setting "$agent_unit" ProtectClock)" = no ] || fail "tessera-agent: ProtectClock is not no"
+if grep -q '^\(DeviceAllow\|DevicePolicy\)=' "$agent_unit"; then
+  fail "tessera-agent: a device allow-list would close the accelerators to the workers"
+fi
 grep -q '^ReadWritePaths=/var/lib/tessera\b' "$agent_unit" ||
   fail "tessera-agent: /var/lib/tessera is not writable"
 if grep -q '^\(SystemCallFilter\|RestrictAddressFamilies\|RestrictNamespaces\)=' "$agent_unit"; then
