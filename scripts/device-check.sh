@@ -106,7 +106,8 @@ wait_for "the head's head.json" "$head_pid" test -s "$scratch/head/head.json" ||
   die "the head exited: $(cat "$scratch/head.log")"
 port=$(sed -n 's/.*"port": *\([0-9]*\).*/\1/p' "$scratch/head/head.json")
 [ -n "$port" ] || die "no port in $scratch/head/head.json"
-C=("$T" --state-dir "$scratch/head")
+# The CLI against this head (its address and admin token are in its state directory).
+c() { "$T" "$@" --state-dir "$scratch/head"; }
 echo "  listening on 127.0.0.1:$port"
 
 echo "== tessera agent --devices nvidia --generation $GENERATION --topology $TOPOLOGY"
@@ -115,11 +116,11 @@ echo "== tessera agent --devices nvidia --generation $GENERATION --topology $TOP
   --generation "$GENERATION" --slice device-check --topology "$TOPOLOGY" --worker 0 \
   >"$scratch/agent.log" 2>&1 &
 agent_pid=$!
-host_registered() { "${C[@]}" get host device-check -o json; }
+host_registered() { c get host device-check -o json; }
 wait_for "the agent's registration" "$agent_pid" host_registered ||
   die "the agent exited: $(cat "$scratch/agent.log")"
 grep 'agent.discovery' "$scratch/agent.log" | sed 's/^/  /' || true
-"${C[@]}" get host device-check -o json >"$scratch/host.json"
+c get host device-check -o json >"$scratch/host.json"
 # The GPUs the head keeps for the host (spec.discovered.gpus), one "uuid memory fabric" line
 # each; read without a JSON tool: the object is printed one key per line.
 mapfile -t head_uuids < <(sed -n 's/.*"uuid": *"\([^"]*\)".*/\1/p' "$scratch/host.json")
@@ -134,12 +135,15 @@ echo "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-<unset>}"
 echo "NVIDIA_VISIBLE_DEVICES=${NVIDIA_VISIBLE_DEVICES-<unset>}"
 echo "NCCL variables: $(env | grep -c '^NCCL_')"
 env | grep -E '^(NCCL_|CUDA_|MASTER_ADDR=|MASTER_PORT=|RANK=|WORLD_SIZE=|LOCAL_RANK=)' | sort
-if command -v python3 >/dev/null && python3 -c 'import torch' 2>/dev/null; then
-  timeout 120 python3 -c 'import torch; print("torch.cuda.device_count()=%d" % torch.cuda.device_count())' ||
-    echo "torch: failed"
-else
-  echo "torch: not installed"
-fi
+# What CUDA shows PyTorch, with the first python3 that has it (PATH's, then Debian's).
+for py in python3 /usr/bin/python3; do
+  if command -v "$py" >/dev/null && "$py" -c 'import torch' 2>/dev/null; then
+    timeout 120 "$py" -c 'import torch; print("torch.cuda.device_count()=%d" % torch.cuda.device_count())' ||
+      echo "torch: failed"
+    exit 0
+  fi
+done
+echo "torch: not installed"
 EOF
 chmod 0755 "$scratch/job.sh"
 cat >"$scratch/job.yaml" <<EOF
@@ -154,12 +158,12 @@ spec:
   template:
     command: [/bin/sh, $scratch/job.sh]
 EOF
-"${C[@]}" apply -f "$scratch/job.yaml" | sed 's/^/  /'
-if ! "${C[@]}" wait job device-check --for phase=Succeeded --timeout "${TIMEOUT}s" >/dev/null; then
-  "${C[@]}" describe job device-check >&2 || true
+c apply -f "$scratch/job.yaml" | sed 's/^/  /'
+if ! c wait job device-check --for phase=Succeeded --timeout "${TIMEOUT}s" >/dev/null; then
+  c describe job device-check >&2 || true
   die "the job did not succeed (agent log: $(tail -n 20 "$scratch/agent.log"))"
 fi
-"${C[@]}" logs job device-check --worker 0 >"$scratch/job.log"
+c logs job device-check --worker 0 >"$scratch/job.log"
 sed 's/^/  /' "$scratch/job.log"
 
 echo "== summary"
