@@ -27,6 +27,9 @@ packages=(
   etcd-server
   # dashboard tests: a real headless browser, driven from Node (playwright-core, below)
   chromium nodejs
+  # the Debian package (packaging/): dpkg-shlibdeps for cpack's Depends, systemd-analyze to
+  # verify the units in its test
+  dpkg-dev systemd
 )
 
 missing=()
