@@ -116,7 +116,9 @@ void PrintHosts(const Json& items, bool wide, bool header = true) {
                 (Age(h["status"].value("lastHeartbeatMs", int64_t{0}), now) + " ago").c_str(),
                 h["status"].value("job", "").c_str(), addr.c_str());
   }
-  // A fixed slice is placeable only when every worker id has a live host: say which do not.
+  // A fixed slice is placeable only when every worker id has a live host: say which do not
+  // (after a listing, not after each row of a watch).
+  if (!header) return;
   std::map<std::string, std::string> partial;
   for (const Json& h : items) {
     const Json& fixed = h["status"].value("slice", Json());
