@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <set>
 
 #include "cli/client.h"
@@ -94,7 +95,11 @@ void PrintHosts(const Json& items, bool wide, bool header = true) {
   for (const Json& h : items) {
     const Json& sp = h["spec"];
     std::string where, worker;
-    if (sp.contains("slice")) {
+    if (const Json& fixed = h["status"].value("slice", Json()); fixed.is_object()) {
+      // A fixed slice (a discovered TPU slice or a 2D one): its name and the host's worker id.
+      where = fixed.value("name", "");
+      worker = std::to_string(fixed.value("worker", 0));
+    } else if (sp.contains("slice")) {
       where = sp["slice"].value("name", "");
       worker = std::to_string(sp["slice"].value("worker", 0));
     } else if (sp.contains("cube")) {
@@ -111,6 +116,26 @@ void PrintHosts(const Json& items, bool wide, bool header = true) {
                 (Age(h["status"].value("lastHeartbeatMs", int64_t{0}), now) + " ago").c_str(),
                 h["status"].value("job", "").c_str(), addr.c_str());
   }
+  // A fixed slice is placeable only when every worker id has a live host: say which do not
+  // (after a listing, not after each row of a watch).
+  if (!header) return;
+  std::map<std::string, std::string> partial;
+  for (const Json& h : items) {
+    const Json& fixed = h["status"].value("slice", Json());
+    if (!fixed.is_object() || fixed.value("placeable", true)) continue;
+    std::string gaps;
+    for (const char* kind : {"missing", "lost"}) {
+      std::string ids;
+      for (const Json& w : fixed.value(kind, Json::array()))
+        ids += (ids.empty() ? "" : ", ") + w.dump();
+      if (!ids.empty()) gaps += (gaps.empty() ? "" : "; ") + ("workers " + ids + " " + kind);
+    }
+    partial[fixed.value("name", "")] = fixed.value("topology", "") + " of " +
+                                       std::to_string(fixed.value("workers", 0)) +
+                                       " hosts: " + gaps;
+  }
+  for (const auto& [name, gaps] : partial)
+    std::printf("slice %s is not placeable (%s)\n", name.c_str(), gaps.c_str());
 }
 
 void PrintEventRow(const Json& e, int64_t now) {

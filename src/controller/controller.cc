@@ -197,6 +197,7 @@ Status Controller::Load() {
     if (auto fence = doc.find(kAgentFenceField); fence != doc.end() && fence->is_number_unsigned())
       h.fence_ms = fence->get<int64_t>();
     h.spec.name = obj.name;
+    h.claim = ClaimOf(h.spec);
     h.status.lost = false;
     RenewLease(h, now);  // a fresh lease: agents reconnect, workers are adopted
     if (h.status.registered_ms == 0) h.status.registered_ms = now;

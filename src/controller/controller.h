@@ -74,6 +74,7 @@
 #include "controller/workload_kind.h"
 #include "inventory/host_spec.h"
 #include "inventory/inventory.h"
+#include "inventory/slice_claims.h"
 #include "placement/planner.h"
 #include "protocol/wire.h"
 #include "store/store.h"
@@ -337,6 +338,9 @@ class Controller {
     // stored before credentials existed (its next registration sets it).
     std::string credential_hash;
     int64_t fence_ms = 0;  // the agent's fence time (Registration::fence_ms); 0: it does not fence
+    // Its place in a fixed slice (ClaimOf): what its agent discovered of a TPU slice, or its
+    // declared 2D slice; none for a host of a cube tessera carves.
+    std::optional<SliceClaim> claim;
     // The refusals its last heartbeat reported (fencing.cc): an agent whose heartbeat timed out
     // sends them again, and each becomes one event, not one per delivery.
     std::set<std::string> last_refusals;
@@ -436,8 +440,25 @@ class Controller {
   int64_t NowMs() const { return clock_.NowMs(); }
 
   // --- hosts (host_registry.cc, leases.cc) ---
-  Json HostJsonLocked(const RegisteredHost& host) const;
-  Status PersistHost(RegisteredHost& host, const std::vector<JobEvent>& events);
+  // `rosters`: every slice's roster (SliceRostersLocked) when the caller has them; otherwise
+  // the host's own is computed.
+  Json HostJsonLocked(const RegisteredHost& host,
+                      const std::map<std::string, SliceRoster>* rosters = nullptr) const;
+  // Writes the host (and deletes `replaced`, a Lost host whose worker id it takes) atomically.
+  Status PersistHost(RegisteredHost& host, const std::vector<JobEvent>& events,
+                     const std::string& replaced = "");
+  // --- fixed slices (host_registry.cc, inventory/slice_claims.h) ---
+  // The host's claim: the discovered accelerator type, topology and worker id (slice: the
+  // discovered slice name, else its membership's name) when its agent discovered a TPU slice;
+  // a 2D host's declared slice otherwise; none for a cube host.
+  static std::optional<SliceClaim> ClaimOf(const HostSpec& spec);
+  // Registered claims of one slice, or of every slice when `slice` is empty.
+  std::vector<ClaimHolder> ClaimHoldersLocked(const std::string& slice) const;
+  std::map<std::string, SliceRoster> SliceRostersLocked() const;
+  // For a job that waits: the incomplete fixed slices of its shape, which would fit it once
+  // their workers are all registered and live ("; slice tpu-a (v5p-16 2x2x2) would fit but is
+  // not placeable: worker 1 missing"), appended to `message`.
+  std::string WithPartialSlices(const TrainJob& job, std::string message) const;
   void RebuildInventory();
   // Rebuilds when inventory_dirty_; reports stored placements that overlap as events.
   Status RefreshInventory();

@@ -257,7 +257,7 @@ Status Controller::ScheduleEasy() {
     ++position;
     TrainJob* job = by_uid.at(w.id.value());
     if (!Waiting(*job)) continue;
-    std::string message = w.message;
+    std::string message = WithPartialSlices(*job, w.message);
     // A large job not helped yet (the pass's message says so): with the threshold's figures.
     if (not_helped.count(w.id))
       message += " (" + Hours(help_after_s) + ", from the last " +

@@ -93,12 +93,88 @@ std::string Controller::OwnerOf(const std::string& host) const {
   return "";
 }
 
-Json Controller::HostJsonLocked(const RegisteredHost& h) const {
-  return codec::HostJson(h.spec, h.status, h.version, OwnerOf(h.spec.name));
+Json Controller::HostJsonLocked(const RegisteredHost& h,
+                                const std::map<std::string, SliceRoster>* rosters) const {
+  Json doc = codec::HostJson(h.spec, h.status, h.version, OwnerOf(h.spec.name));
+  if (!h.claim) return doc;
+  // The roster of the host's slice: which workers have no live host yet (the slice is not
+  // placeable until none is missing or lost). `h` may not be in hosts_ yet (registering).
+  const SliceRoster* known = nullptr;
+  if (rosters != nullptr)
+    if (auto it = rosters->find(h.claim->slice); it != rosters->end()) known = &it->second;
+  SliceRoster roster;
+  if (known != nullptr) {
+    roster = *known;
+  } else {
+    std::vector<ClaimHolder> holders;
+    for (ClaimHolder& other : ClaimHoldersLocked(h.claim->slice))
+      if (other.host != h.spec.name) holders.push_back(std::move(other));
+    holders.push_back({h.spec.name, *h.claim, h.status.lost});
+    roster = SliceRosters(holders).front();
+  }
+  doc["status"]["slice"] = {{"name", roster.slice},          {"topology", roster.topology},
+                            {"worker", h.claim->worker},     {"workers", roster.workers},
+                            {"missing", roster.missing},     {"lost", roster.lost},
+                            {"placeable", roster.complete()}};
+  return doc;
 }
 
-Status Controller::PersistHost(RegisteredHost& h, const std::vector<JobEvent>& events) {
+std::optional<SliceClaim> Controller::ClaimOf(const HostSpec& spec) {
+  if (!spec.discovered.empty()) {
+    const Json d = Json::parse(spec.discovered, nullptr, /*allow_exceptions=*/false);
+    const auto text = [&](const char* key) {
+      auto it = d.is_object() ? d.find(key) : d.end();
+      return it != d.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    auto worker = d.is_object() ? d.find("workerId") : d.end();
+    SliceClaim c{text("sliceName"), text("acceleratorType"), text("topology"), 0};
+    if (!c.accelerator_type.empty() && !c.topology.empty() && worker != d.end() &&
+        worker->is_number_integer()) {
+      c.worker = worker->get<int>();
+      if (c.slice.empty())
+        c.slice = spec.slice ? spec.slice->name : spec.cube ? spec.cube->name : "";
+      return c;
+    }
+  }
+  if (spec.slice)
+    return SliceClaim{spec.slice->name, std::string(GenerationName(spec.generation)),
+                      spec.slice->topology, spec.slice->worker};
+  return std::nullopt;
+}
+
+std::vector<ClaimHolder> Controller::ClaimHoldersLocked(const std::string& slice) const {
+  std::vector<ClaimHolder> out;
+  for (const auto& [name, h] : hosts_)
+    if (h.claim && (slice.empty() || h.claim->slice == slice))
+      out.push_back({name, *h.claim, h.status.lost});
+  return out;
+}
+
+std::map<std::string, SliceRoster> Controller::SliceRostersLocked() const {
+  std::map<std::string, SliceRoster> out;
+  for (SliceRoster& r : SliceRosters(ClaimHoldersLocked(""))) out[r.slice] = std::move(r);
+  return out;
+}
+
+std::string Controller::WithPartialSlices(const TrainJob& job, std::string message) const {
+  if (!inventory_ready_ || job.spec.accelerator != inventory_.generation()) return message;
+  std::set<std::string> named;
+  for (const FixedSlice& fs : inventory_.slices())
+    if (fs.topology.shape() == job.spec.topology) named.insert(slice_names_[fs.id.value()]);
+  for (const std::string& slice : named) {
+    const std::vector<SliceRoster> roster = SliceRosters(ClaimHoldersLocked(slice));
+    if (roster.empty() || roster.front().complete()) continue;
+    const SliceRoster& r = roster.front();
+    message += "; slice " + slice + " (" + r.accelerator_type + " " + r.topology +
+               ") would fit but is not placeable: " + RosterGaps(r);
+  }
+  return message;
+}
+
+Status Controller::PersistHost(RegisteredHost& h, const std::vector<JobEvent>& events,
+                               const std::string& replaced) {
   store::WriteBatch batch;
+  if (!replaced.empty()) batch.Delete(codec::kHostKind, replaced);
   // The credential's hash is stored with the host (so it survives a restart), never shown.
   Json stored = HostJsonLocked(h);
   if (!h.credential_hash.empty()) stored[kCredentialHashField] = h.credential_hash;
@@ -114,7 +190,8 @@ Status Controller::PersistHost(RegisteredHost& h, const std::vector<JobEvent>& e
 
 Json Controller::ListHostsLocked() const {
   Json items = Json::array();
-  for (const auto& [name, h] : hosts_) items.push_back(HostJsonLocked(h));
+  const std::map<std::string, SliceRoster> rosters = SliceRostersLocked();
+  for (const auto& [name, h] : hosts_) items.push_back(HostJsonLocked(h, &rosters));
   return {{"kind", "HostList"}, {"items", items}};
 }
 
@@ -124,6 +201,12 @@ Result<Json> Controller::RegisterHost(const protocol::Registration& registration
   HostSpec spec = FromRegistration(registration);
   spec.name = *normalised;
   if (Status valid = ValidateMembership(spec); !valid.ok()) return valid;
+  const std::optional<SliceClaim> claim = ClaimOf(spec);
+  // A discovered slice's claim is checked on its own and against the membership it came with;
+  // a declared 2D slice's membership was checked above.
+  const bool discovered_claim = claim && !spec.discovered.empty();
+  if (discovered_claim)
+    if (Status valid = ValidateClaim(spec, *claim); !valid.ok()) return valid;
   if (!protocol::IsValidCredential(registration.credential))
     return InvalidArgument("credential: must be 32..128 lower-case hex digits");
   const std::string credential_hash = protocol::CredentialHash(registration.credential);
@@ -140,14 +223,23 @@ Result<Json> Controller::RegisterHost(const protocol::Registration& registration
                          "in its state directory) may register it again. If the machine was "
                          "replaced, an admin runs `tessera delete host " +
                          spec.name + "` first");
+  // The hosts of a discovered slice agree on its type and topology, and no two live ones hold
+  // one worker id; a host that claims a Lost host's worker id replaces it.
+  std::string replaces;
+  if (discovered_claim) {
+    auto verdict = CheckSliceClaim(spec.name, *claim, ClaimHoldersLocked(claim->slice));
+    if (!verdict.ok()) return verdict.status();
+    replaces = verdict->replaces;
+  }
   for (const auto& [name, other] : hosts_)
-    if (name != spec.name)
+    if (name != spec.name && name != replaces)
       if (Status conflict = Conflicts(spec, other.spec); !conflict.ok()) return conflict;
   const bool recovered = known && existing->second.status.lost;
   const bool membership_changed =
-      !known || !existing->second.spec.SameMembership(spec) || recovered;
+      !known || !existing->second.spec.SameMembership(spec) || recovered || !replaces.empty();
   RegisteredHost h;
   h.spec = spec;
+  h.claim = claim;
   h.credential_hash = credential_hash;
   h.fence_ms = registration.fence_ms;
   h.status.registered_ms = now;
@@ -156,10 +248,22 @@ Result<Json> Controller::RegisterHost(const protocol::Registration& registration
     h.version = existing->second.version;
     h.status.usage = existing->second.status.usage;
   }
-  Status persisted =
-      PersistHost(h, {JobEvent{false, recovered ? "HostRecovered" : "Registered", Where(spec)}});
+  std::vector<JobEvent> events = {
+      JobEvent{false, recovered ? "HostRecovered" : "Registered", Where(spec)}};
+  if (!replaces.empty())
+    events.push_back(JobEvent{false, "WorkerReplaced",
+                              "takes worker " + std::to_string(claim->worker) + " of slice " +
+                                  claim->slice + " from lost host " + replaces +
+                                  ", which is deleted"});
+  Status persisted = PersistHost(h, events, replaces);
   if (!persisted.ok()) return persisted;
   hosts_[spec.name] = std::move(h);
+  if (auto gone = hosts_.find(replaces); gone != hosts_.end()) {
+    const Json doc = HostJsonLocked(gone->second);
+    hosts_.erase(gone);
+    Emit(codec::kHostKind, "DELETED", doc);
+    schedule_requested_ = true;
+  }
   // Rebuilding the inventory costs O(hosts); a fleet of N agents joining at once would pay it N
   // times. Mark it stale instead: the next scheduling pass (the head's loop runs one within a
   // tick) rebuilds it once.
@@ -296,9 +400,22 @@ void Controller::RebuildInventory() {
       host_ids_[name] = slice_hosts[w];
     }
   } else {
+    // Hosts of a discovered TPU slice form a fixed 3D slice (never carved); the others, cubes.
+    std::map<std::string, Shape> fixed;  // slice -> shape
+    const auto fixed_slice_of = [](const RegisteredHost& h) -> std::optional<SliceTopology> {
+      if (!h.claim || h.spec.discovered.empty()) return std::nullopt;
+      auto topo = ResolveClaim(*h.claim);
+      if (!topo.ok()) return std::nullopt;
+      return *topo;
+    };
     std::map<std::string, std::set<std::string>> blocks;
-    for (const auto& [name, h] : hosts_)
-      if (h.spec.cube) blocks[h.spec.cube->block].insert(h.spec.cube->name);
+    for (const auto& [name, h] : hosts_) {
+      if (auto topo = fixed_slice_of(h)) {
+        fixed.emplace(h.claim->slice, topo->shape());
+      } else if (h.spec.cube) {
+        blocks[h.spec.cube->block].insert(h.spec.cube->name);
+      }
+    }
     std::vector<int> sizes;
     std::map<std::string, uint32_t> cube_index;
     // Cube ids follow block order then name order, as MakePod numbers them.
@@ -307,9 +424,24 @@ void Controller::RebuildInventory() {
       sizes.push_back(static_cast<int>(cubes.size()));
       for (const auto& c : cubes) cube_index[c] = next++;
     }
-    inv = Inventory::MakePod(gen, sizes);
+    std::vector<Shape> shapes;
+    for (const auto& [slice, shape] : fixed) {
+      shapes.push_back(shape);
+      slice_names_.push_back(slice);
+    }
+    inv = Inventory::MakePod(gen, sizes, shapes);
     if (!inv.ok()) return;
     for (const auto& [name, h] : hosts_) {
+      if (auto topo = fixed_slice_of(h)) {
+        const size_t s = std::find(slice_names_.begin(), slice_names_.end(), h.claim->slice) -
+                         slice_names_.begin();
+        const FixedSlice& slice = inv->slice(SliceId(static_cast<uint32_t>(s)));
+        const int w = h.claim->worker;
+        if (slice.topology.shape() == topo->shape() && w >= 0 &&
+            w < static_cast<int>(slice.hosts.size()))
+          host_ids_[name] = slice.hosts[w];
+        continue;
+      }
       if (!h.spec.cube || !ValidCubeCoord(h.spec.cube->coord)) continue;
       const Cube& cube = inv->cube(CubeId(cube_index[h.spec.cube->name]));
       const Coord& c = h.spec.cube->coord;

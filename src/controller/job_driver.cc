@@ -207,8 +207,13 @@ void Controller::AppendJobAssignments(const std::string& host,
       layout.slices.emplace_back();
       for (const auto& hn : slice) {
         auto h = hosts_.find(hn);
+        if (h == hosts_.end()) {
+          layout.slices.back().push_back({hn, "127.0.0.1", false});
+          continue;
+        }
+        // Worker ids follow the placement, whose fixed slices list hosts by discovered worker id.
         layout.slices.back().push_back(
-            {hn, h == hosts_.end() ? "127.0.0.1" : h->second.spec.address});
+            {hn, h->second.spec.address, h->second.claim && !h->second.spec.discovered.empty()});
       }
     }
     layout.slice_names = st.slice_names;

@@ -84,7 +84,7 @@ Status Controller::ScheduleFirstComeFirstServed() {
         }
       }
       reason = NoFitName(plan.reason);
-      message = plan.message;
+      message = WithPartialSlices(*job, plan.message);
       // A job that can never fit waits with its reason but does not hold up the line.
       if (plan.reason != NoFit::kNeverFits && plan.reason != NoFit::kInvalidRequest)
         blocked_by = job->name();
@@ -176,9 +176,9 @@ Status Controller::SetJobPending(const std::string& name, const PendingStatus& p
   std::vector<WouldHelp> help;
   for (const Blocker& b : p.would_help)
     help.push_back({b.name, b.cluster_queue, b.priority, b.chips, b.preemptible});
+  const std::string message = WithPartialSlices(jobs_.at(name), p.message);
   return RunStep(name, [&](TrainJob& j) {
-    return train_.SetPending(j, PendingReasonName(p.reason), p.message, p.position,
-                             std::move(help));
+    return train_.SetPending(j, PendingReasonName(p.reason), message, p.position, std::move(help));
   });
 }
 

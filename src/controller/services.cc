@@ -352,8 +352,12 @@ void Controller::AppendServiceAssignments(const std::string& host,
         layout.attempt = r.incarnation;
         layout.topology = *topology;
         layout.slices.emplace_back();
-        for (const ServiceProcess& p : r.processes)
-          layout.slices.back().push_back({p.host, p.address});
+        for (const ServiceProcess& p : r.processes) {
+          auto h = hosts_.find(p.host);
+          layout.slices.back().push_back(
+              {p.host, p.address,
+               h != hosts_.end() && h->second.claim && !h->second.spec.discovered.empty()});
+        }
         layout.slice_names = {r.slice};
         layout.master_port = r.master_port;
         layout.jax_port = r.master_port + 1;

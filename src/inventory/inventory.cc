@@ -38,10 +38,17 @@ Result<Inventory> Inventory::MakePod(const PodSpec& spec) {
 
 Result<Inventory> Inventory::MakePod(Generation generation,
                                      const std::vector<int>& cubes_per_block) {
+  if (cubes_per_block.empty()) return InvalidArgument("blocks must be at least 1");
+  return MakePod(generation, cubes_per_block, {});
+}
+
+Result<Inventory> Inventory::MakePod(Generation generation, const std::vector<int>& cubes_per_block,
+                                     const std::vector<Shape>& fixed_slices) {
   if (Info(generation).rank != 3)
     return InvalidArgument("generation: " + std::string(GenerationName(generation)) +
                            " has fixed 2D slices, not cubes; describe it as a fleet of slices");
-  if (cubes_per_block.empty()) return InvalidArgument("blocks must be at least 1");
+  if (cubes_per_block.empty() && fixed_slices.empty())
+    return InvalidArgument("blocks: a pod needs at least one block or fixed slice");
   int64_t cubes = 0;
   for (int n : cubes_per_block) {
     if (n <= 0) return InvalidArgument("cubesPerBlock must be at least 1");
@@ -74,6 +81,7 @@ Result<Inventory> Inventory::MakePod(Generation generation,
     inv.blocks_.push_back(std::move(block));
   }
   inv.usable_chips_ = static_cast<int64_t>(inv.hosts_.size()) * 4;
+  TESSERA_RETURN_IF_ERROR(inv.AddFixedSlices("fixedSlices", fixed_slices));
   inv.next_.assign(inv.hosts_.size(), HostId());
   return inv;
 }
@@ -85,29 +93,32 @@ Result<Inventory> Inventory::MakeFleet(const FleetSpec& spec) {
   if (spec.slices.empty()) return InvalidArgument("slices: a fleet needs at least one slice");
   Inventory inv;
   inv.generation_ = spec.generation;
-  int64_t hosts = 0;
-  for (size_t i = 0; i < spec.slices.size(); ++i) {
-    auto topo = SliceTopology::Make(spec.generation, spec.slices[i]);
+  TESSERA_RETURN_IF_ERROR(inv.AddFixedSlices("slices", spec.slices));
+  inv.next_.assign(inv.hosts_.size(), HostId());
+  return inv;
+}
+
+Status Inventory::AddFixedSlices(const std::string& field, const std::vector<Shape>& shapes) {
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    auto topo = SliceTopology::Make(generation_, shapes[i]);
     if (!topo.ok())
-      return InvalidArgument("slices[" + std::to_string(i) + "]: " + topo.status().message());
-    hosts += topo->hosts();
-    if (hosts > kMaxHosts)
-      return InvalidArgument("slices: at most " + std::to_string(kMaxHosts) + " hosts");
-    FixedSlice slice{SliceId(static_cast<uint32_t>(i)), *topo, {}};
+      return InvalidArgument(field + "[" + std::to_string(i) + "]: " + topo.status().message());
+    if (static_cast<int64_t>(hosts_.size()) + topo->hosts() > kMaxHosts)
+      return InvalidArgument(field + ": at most " + std::to_string(kMaxHosts) + " hosts");
+    FixedSlice slice{SliceId(static_cast<uint32_t>(slices_.size())), *topo, {}};
     for (int w = 0; w < topo->hosts(); ++w) {
       Host h;
-      h.id = HostId(static_cast<uint32_t>(inv.hosts_.size()));
+      h.id = HostId(static_cast<uint32_t>(hosts_.size()));
       h.slice = slice.id;
       h.chips = topo->chips_per_host();
       h.coord = topo->HostCoordOf(w);
       slice.hosts.push_back(h.id);
-      inv.usable_chips_ += h.chips;
-      inv.hosts_.push_back(std::move(h));
+      usable_chips_ += h.chips;
+      hosts_.push_back(std::move(h));
     }
-    inv.slices_.push_back(std::move(slice));
+    slices_.push_back(std::move(slice));
   }
-  inv.next_.assign(inv.hosts_.size(), HostId());
-  return inv;
+  return Status::Ok();
 }
 
 std::string Inventory::HostName(HostId id) const {

@@ -1,6 +1,7 @@
 // Inventory: the cluster as data. Hosts, their health and their owner; for 3D generations the
-// pod's blocks (optical-switch domains) of 4x4x4 cubes (16 hosts of 2x2x1 chips each); for 2D
-// generations fixed slices (node pools) of declared shapes.
+// pod's blocks (optical-switch domains) of 4x4x4 cubes (16 hosts of 2x2x1 chips each) and fixed
+// 3D slices (provisioned TPU VM slices, never carved); for 2D generations fixed slices (node
+// pools) of declared shapes.
 //
 // Every valid slice of every generation sits on host boundaries, so ownership is kept per host:
 // a chip's owner is its host's owner. Reserve is all or nothing and Release is idempotent; no
@@ -67,6 +68,8 @@ struct Block {
   int usable_cubes = 0;  // cubes whose 16 hosts are all free and healthy
 };
 
+// A slice the provider made: a 2D node pool, or a provisioned 3D TPU VM slice outside any cube.
+// A job gets all of it or none of it.
 struct FixedSlice {
   SliceId id;
   SliceTopology topology;
@@ -93,6 +96,12 @@ class Inventory {
   static Result<Inventory> MakePod(const PodSpec& spec);
   // A pod whose blocks hold different numbers of cubes (block b has cubes_per_block[b]).
   static Result<Inventory> MakePod(Generation generation, const std::vector<int>& cubes_per_block);
+  // Cubes (cubes_per_block, may be empty) beside fixed 3D slices: provisioned TPU VM slices
+  // (a v5p-16 is a 2x2x2 of 2 hosts) that tessera gives whole and never carves. Slice i has
+  // SliceId i and its hosts in worker-id order, after every cube's hosts. InvalidArgument
+  // "fixedSlices[i]: ..." for a shape the generation does not offer.
+  static Result<Inventory> MakePod(Generation generation, const std::vector<int>& cubes_per_block,
+                                   const std::vector<Shape>& fixed_slices);
   static Result<Inventory> MakeFleet(const FleetSpec& spec);
 
   Generation generation() const { return generation_; }
@@ -137,6 +146,8 @@ class Inventory {
 
  private:
   void UpdateMasks(const Host& h, bool was_usable);
+  // Appends one fixed slice per shape (errors name `field`[i]).
+  Status AddFixedSlices(const std::string& field, const std::vector<Shape>& shapes);
 
   Generation generation_ = Generation::k7x;
   std::vector<Host> hosts_;

@@ -19,6 +19,18 @@ int Popcount(HostMask m) { return std::popcount(static_cast<unsigned>(m)); }
 
 bool Fits(HostMask usable, HostMask want) { return (want & ~usable) == 0; }
 
+bool HasFixedSlice(const Inventory& inv, const Shape& shape) {
+  for (const FixedSlice& fs : inv.slices())
+    if (fs.topology.shape() == shape) return true;
+  return false;
+}
+
+bool WholeAndUsable(const Inventory& inv, const FixedSlice& slice) {
+  for (HostId h : slice.hosts)
+    if (!inv.host(h).usable()) return false;
+  return true;
+}
+
 }  // namespace
 
 int SubCubeShapeIndex(const Shape& shape) {
@@ -242,6 +254,13 @@ PlanResult SlicePlanner::Plan(const Inventory& inv, const SliceRequest& req) con
   Status valid = ValidateShape(req.generation, req.shape);
   if (!valid.ok()) return invalid(valid.message());
   if (!inv.is_3d()) return PlanFixedSlices(inv, req);
+  // A provisioned 3D slice of exactly the shape comes first: it is what the job asked for and
+  // no other shape can use it, while the cubes stay free for what only they can hold. Fixed
+  // slices are never carved, and one placement never mixes them with cube hosts.
+  if (inv.cubes().empty() || HasFixedSlice(inv, req.shape)) {
+    PlanResult fixed = PlanFixedSlices(inv, req);
+    if (fixed.placed() || inv.cubes().empty()) return fixed;
+  }
   const auto topo = SliceTopology::Make(req.generation, req.shape);
   const int64_t need = req.shape.chips() * req.num_slices;
   if (int s = SubCubeShapeIndex(req.shape); s >= 0) {
@@ -458,9 +477,8 @@ PlanResult SlicePlanner::PlanFixedSlices(const Inventory& inv, const SliceReques
     ++shapes[fs.topology.shape().ToString()];
     if (fs.topology.shape() != req.shape) continue;
     ++of_shape;
-    bool all_usable = true;
-    for (HostId h : fs.hosts) all_usable = all_usable && inv.host(h).usable();
-    if (all_usable && static_cast<int>(free.size()) < req.num_slices) free.push_back(fs.id);
+    if (WholeAndUsable(inv, fs) && static_cast<int>(free.size()) < req.num_slices)
+      free.push_back(fs.id);
   }
   if (static_cast<int>(free.size()) == req.num_slices) {
     for (SliceId id : free) {
@@ -492,16 +510,15 @@ PlanResult SlicePlanner::PlanFixedSlices(const Inventory& inv, const SliceReques
 }
 
 std::string SlicePlanner::LargestFree(const Inventory& inv) const {
-  if (!inv.is_3d()) {
-    const FixedSlice* best = nullptr;
-    for (const FixedSlice& fs : inv.slices()) {
-      bool all_usable = true;
-      for (HostId h : fs.hosts) all_usable = all_usable && inv.host(h).usable();
-      if (all_usable && (best == nullptr || fs.topology.chips() > best->topology.chips()))
-        best = &fs;
-    }
-    return best ? best->topology.shape().ToString() + " (" + inv.SliceName(best->id) + ")" : "none";
-  }
+  const FixedSlice* best_fixed = nullptr;
+  for (const FixedSlice& fs : inv.slices())
+    if (WholeAndUsable(inv, fs) &&
+        (best_fixed == nullptr || fs.topology.chips() > best_fixed->topology.chips()))
+      best_fixed = &fs;
+  const std::string fixed = best_fixed ? best_fixed->topology.shape().ToString() + " (" +
+                                             inv.SliceName(best_fixed->id) + ")"
+                                       : "none";
+  if (!inv.is_3d() || inv.cubes().empty()) return fixed;
   const Block* best = nullptr;
   for (const Block& b : inv.blocks())
     if (b.usable_cubes > 0 && (best == nullptr || b.usable_cubes > best->usable_cubes)) best = &b;
@@ -511,7 +528,7 @@ std::string SlicePlanner::LargestFree(const Inventory& inv) const {
   for (int s = 3; s >= 0; --s)
     for (const Cube& c : inv.cubes())
       if (any_cover_[s][c.usable_mask()] > 0) return kSubShapes[s].ToString();
-  return "none";
+  return fixed;
 }
 
 double SlicePlanner::Fragmentation(const Inventory& inv) const {
@@ -526,11 +543,12 @@ double SlicePlanner::Fragmentation(const Inventory& inv) const {
     for (const auto& [k, w] : cube_weight_)
       for (const Block& b : inv.blocks())
         usable += w * double((b.usable_cubes / k) * k) * kChipsPerCube;
+    // A whole free fixed 3D slice is usable by the jobs that ask for its shape, whatever the mix.
+    for (const FixedSlice& fs : inv.slices())
+      if (WholeAndUsable(inv, fs)) usable += static_cast<double>(fs.topology.chips());
   } else {
     for (const FixedSlice& fs : inv.slices()) {
-      bool all_usable = true;
-      for (HostId h : fs.hosts) all_usable = all_usable && inv.host(h).usable();
-      if (!all_usable) continue;
+      if (!WholeAndUsable(inv, fs)) continue;
       if (flat_weight_.empty()) {
         usable += static_cast<double>(fs.topology.chips());
         continue;

@@ -9,7 +9,10 @@
 //  - super-slices (4x4x4 and larger) from whole healthy free cubes inside one block, worker
 //    ids laid out over the logical shape;
 //  - N slices of one shape, all or nothing, preferring one block;
-//  - on 2D generations, whole free fixed slices of exactly the requested shape.
+//  - on 2D generations, whole free fixed slices of exactly the requested shape;
+//  - on 3D generations, whole free fixed 3D slices (provisioned TPU VM slices) of exactly the
+//    requested shape first, before any cube: a fixed slice is never carved, and one placement
+//    never mixes its hosts with cube hosts (N slices are all fixed or all from cubes).
 // Unhealthy (degraded or down) and owned hosts are never chosen. Ties are broken by id, so the
 // same inventory and request always give the same answer.
 //

@@ -11,7 +11,8 @@ std::vector<WorkerEnv> ComputeWorkerEnv(const AttemptLayout& l) {
   const WorkerHost& chief = l.slices[0][0];
   for (int s = 0; s < num_slices; ++s) {
     std::string hostnames;
-    for (const WorkerHost& h : l.slices[s]) hostnames += (hostnames.empty() ? "" : ",") + h.name;
+    for (const WorkerHost& h : l.slices[s])
+      hostnames += (hostnames.empty() ? "" : ",") + (h.discovered ? h.address : h.name);
     for (int w = 0; w < static_cast<int>(l.slices[s].size()); ++w) {
       WorkerEnv e;
       e.slice = s;

@@ -17,6 +17,9 @@ namespace tessera {
 struct WorkerHost {
   std::string name;     // host name, as listed in TPU_WORKER_HOSTNAMES
   std::string address;  // where peers reach it (MASTER_ADDR, coordinators)
+  // A host of a discovered TPU slice (docs/discovery.md): TPU_WORKER_HOSTNAMES lists its
+  // address, as the TPU runtime of a provisioned slice expects, instead of its tessera name.
+  bool discovered = false;
 };
 
 struct AttemptLayout {
