@@ -103,6 +103,16 @@ def ip(*args, check=True):
 NOWHERE_MAC = "02:00:00:00:00:01"
 
 
+def read_pid(path):
+    """The pid a worker wrote to `path`, or None while the file is missing or empty."""
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+        return int(text) if text else None
+    except OSError:
+        return None
+
+
 class Cluster:
     """One `tessera up` cluster in a temporary directory. netns=True starts it with --netns
     (each host at its own address, docs/netns.md) where namespaces can be made; elsewhere it runs

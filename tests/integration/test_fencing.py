@@ -20,7 +20,7 @@ import tempfile
 import time
 import unittest
 
-from test_cluster import PYTHON, REPO, Cluster, alive, wait_for
+from test_cluster import PYTHON, REPO, Cluster, alive, read_pid, wait_for
 from test_elastic import agent_pid
 
 FENCE_MS = 3000
@@ -37,15 +37,6 @@ while True:
     step += 1
     time.sleep(0.1)
 """
-
-
-def read_pid(path):
-    try:
-        with open(path) as f:
-            text = f.read().strip()
-        return int(text) if text else None
-    except OSError:
-        return None
 
 
 class FencingTest(unittest.TestCase):

@@ -19,7 +19,7 @@ import tempfile
 import time
 import unittest
 
-from test_cluster import PYTHON, REPO, Cluster, alive, netns_unavailable, wait_for
+from test_cluster import PYTHON, REPO, Cluster, alive, read_pid, netns_unavailable, wait_for
 from test_serving_e2e import completion
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,15 +41,6 @@ while True:
     step += 1
     time.sleep(0.1)
 """
-
-
-def read_pid(path):
-    try:
-        with open(path) as f:
-            text = f.read().strip()
-        return int(text) if text else None
-    except OSError:
-        return None
 
 
 @unittest.skipIf(netns_unavailable(), "network namespaces cannot be made here: %s" %
