@@ -22,6 +22,7 @@ a message. The build and test scripts (`./scripts/demo.sh`, `./scripts/test.sh`)
 here: CI runs the second, and the first is this tour on a release build.
 
 Nothing sleeps to wait: each follow and watch reads its output with a deadline.
+TESSERA_TOUR_TIMES=1 prints how long each step took (to see where the tour's time goes).
 """
 import os
 import re
@@ -265,6 +266,9 @@ class ReadmeTourTest(unittest.TestCase):
         fragments = self.fragments
         hosts = []
         for where, kind, text, comment in steps:
+            if self.log and os.environ.get("TESSERA_TOUR_TIMES"):
+                print("%6.1f s  %s" % (time.monotonic() - self.step_start, self.log[-1]))
+            self.step_start = time.monotonic()
             self.log.append("%s:%d: %s" % (page, where, text.split("\n")[0]))
             if kind == "python":
                 self.python(where, text)
