@@ -111,7 +111,8 @@ c() { "$T" "$@" --state-dir "$scratch/head"; }
 echo "  listening on 127.0.0.1:$port"
 
 echo "== tessera agent --devices nvidia --generation $GENERATION --topology $TOPOLOGY"
-"$T" agent --head "http://127.0.0.1:$port" --join-token-file "$scratch/head/join.token" \
+"$T" agent --head "https://127.0.0.1:$port" --ca-file "$scratch/head/ca.crt" \
+  --join-token-file "$scratch/head/join.token" \
   --state-dir "$scratch/agent" --name device-check --devices nvidia --nvidia-smi "$NVIDIA_SMI" \
   --generation "$GENERATION" --slice device-check --topology "$TOPOLOGY" --worker 0 \
   >"$scratch/agent.log" 2>&1 &

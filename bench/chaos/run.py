@@ -37,6 +37,7 @@ import random
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -67,14 +68,26 @@ def free_port():
         return s.getsockname()[1]
 
 
-def call(port, method, path, body=None, token=None, timeout=2.0):
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), method=method,
+# The cluster CA the heads made in their shared state directory (Plane sets it): heads speak
+# HTTPS only, verified against it; etcd stays plain.
+HEAD_CA_FILE = None
+
+
+def head_call(port, method, path, body=None, token=None, timeout=2.0):
+    """call() to a head: HTTPS, verified against HEAD_CA_FILE."""
+    return call(port, method, path, body, token, timeout, ca_file=HEAD_CA_FILE)
+
+
+def call(port, method, path, body=None, token=None, timeout=2.0, ca_file=None):
+    scheme = "https" if ca_file else "http"
+    req = urllib.request.Request("%s://127.0.0.1:%d%s" % (scheme, port, path), method=method,
                                  data=json.dumps(body).encode() if body is not None else None)
     req.add_header("Content-Type", "application/json")
     if token:
         req.add_header("Authorization", "Bearer " + token)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        context = ssl.create_default_context(cafile=ca_file) if ca_file else None
+        with urllib.request.urlopen(req, timeout=timeout, context=context) as r:
             return r.status, json.loads(r.read() or b"null")
     except urllib.error.HTTPError as e:
         try:
@@ -100,6 +113,8 @@ class Plane:
         self.dir = os.path.join(root, mode)
         os.makedirs(os.path.join(self.dir, "logs"))
         self.state = os.path.join(self.dir, "state")
+        global HEAD_CA_FILE
+        HEAD_CA_FILE = os.path.join(self.state, "ca.crt")
         self.lock = threading.Lock()
         self.heads, self.etcd, self.agents = [], [], []
         self.paused = set()  # pids we SIGSTOPped: never restarted while paused
@@ -187,7 +202,7 @@ class Plane:
         """Seconds from a supervisor restart to the head's first HTTP answer (any status)."""
         t0 = time.monotonic()
         while not self.stopping and proc.poll() is None and time.monotonic() - t0 < 60:
-            code, _ = call(h["port"], "GET", "/v1/leader" if self.mode == "ha" else "/healthz",
+            code, _ = head_call(h["port"], "GET", "/v1/leader" if self.mode == "ha" else "/healthz",
                            timeout=1)
             if code:
                 with self.lock:
@@ -197,9 +212,9 @@ class Plane:
 
     def role(self, h):
         if self.mode == "sqlite":
-            code, _ = call(h["port"], "GET", "/healthz", timeout=1)
+            code, _ = head_call(h["port"], "GET", "/healthz", timeout=1)
             return "leader" if code == 200 else None
-        code, body = call(h["port"], "GET", "/v1/leader", timeout=1)
+        code, body = head_call(h["port"], "GET", "/v1/leader", timeout=1)
         return body.get("role") if code == 200 and body else None
 
     def leader(self):
@@ -209,13 +224,14 @@ class Plane:
         return None
 
     def heads_arg(self):
-        return ",".join("http://127.0.0.1:%d" % h["port"] for h in self.heads)
+        return ",".join("https://127.0.0.1:%d" % h["port"] for h in self.heads)
 
     # agents
     def start_agents(self):
         for s in range(HOSTS):
             name = "slice-%03d-w0" % s
-            argv = [self.args.tessera, "agent", "--head", self.heads_arg(), "--join-token-file",
+            argv = [self.args.tessera, "agent", "--head", self.heads_arg(), "--ca-file",
+                    HEAD_CA_FILE, "--join-token-file",
                     os.path.join(self.state, "join.token"), "--name", name, "--state-dir",
                     os.path.join(self.dir, "agents", name), "--generation", "v6e", "--address",
                     "127.0.0.1", "--slice", "slice-%03d" % s, "--topology", "2x4", "--worker",
@@ -232,7 +248,7 @@ class Plane:
     # API through whichever head answers (a standby forwards to the leader)
     def get(self, path, timeout=3):
         for h in self.heads:
-            code, body = call(h["port"], "GET", path, token=self.token, timeout=timeout)
+            code, body = head_call(h["port"], "GET", path, token=self.token, timeout=timeout)
             if code == 200:
                 return code, body
         return 0, None
@@ -246,14 +262,14 @@ class Plane:
             if self.mode == "sqlite":
                 best = h
                 break
-            code, body = call(h["port"], "GET", "/v1/leader", timeout=1)
+            code, body = head_call(h["port"], "GET", "/v1/leader", timeout=1)
             if code == 200 and body and body.get("role") == "leader" and (
                     best is None or body.get("term", 0) > best[1]):
                 best = (h, body.get("term", 0))
         if best is None:
             return 0, None
         h = best if self.mode == "sqlite" else best[0]
-        return call(h["port"], "GET", path, token=self.token, timeout=3)
+        return head_call(h["port"], "GET", path, token=self.token, timeout=3)
 
     def post_job(self, doc, timeout=2.0):
         # Heads this script froze are skipped, so that the figure is the control plane's
@@ -261,7 +277,7 @@ class Plane:
         for h in self.heads:
             if h["proc"].pid in self.paused:
                 continue
-            code, body = call(h["port"], "POST", "/api/v1/jobs", doc, token=self.token,
+            code, body = head_call(h["port"], "POST", "/api/v1/jobs", doc, token=self.token,
                               timeout=timeout)
             if code in (201, 409):
                 return code, h
@@ -440,7 +456,7 @@ def run_plane(mode, args, root, rng):
                 for h in plane.heads:
                     if h["proc"].pid in plane.paused:
                         continue
-                    code, body = call(h["port"], "GET", "/v1/leader", timeout=0.5)
+                    code, body = head_call(h["port"], "GET", "/v1/leader", timeout=0.5)
                     if code == 200 and body and body.get("role") == "leader" and \
                             body.get("term", 0) > old_term:
                         result["elected_s"].setdefault(kind, []).append(time.monotonic() - t0)
@@ -449,7 +465,7 @@ def run_plane(mode, args, root, rng):
 
         def leader_term():
             for h in plane.heads:
-                code, body = call(h["port"], "GET", "/v1/leader", timeout=1)
+                code, body = head_call(h["port"], "GET", "/v1/leader", timeout=1)
                 if code == 200 and body and body.get("role") == "leader":
                     return body.get("term", 0)
             return 0
@@ -516,7 +532,7 @@ def run_plane(mode, args, root, rng):
                     if mode == "ha":
                         # The resumed, deposed leader must not accept a write.
                         name = "deposed-%d" % r
-                        code, _ = call(h["port"], "POST", "/api/v1/jobs", short_job(name),
+                        code, _ = head_call(h["port"], "POST", "/api/v1/jobs", short_job(name),
                                        token=plane.token, timeout=3)
                         newer = plane.leader()
                         if code == 201 and newer is not None and newer is not h:

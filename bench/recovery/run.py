@@ -333,10 +333,12 @@ class TesseraCluster:
         log(" ".join(cmd[1:]))
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         with open(os.path.join(self.dir, "head.json")) as f:
-            self.url = f"http://127.0.0.1:{json.load(f)['port']}"
+            head = json.load(f)
+        self.url = f"{head.get('scheme', 'http')}://127.0.0.1:{head['port']}"
         with open(os.path.join(self.dir, "admin.token")) as f:
             self.token = f.read().strip()
-        self.client = Client(self.url, self.token, timeout=10)
+        self.client = Client(self.url, self.token, timeout=10,
+                             ca_file=os.path.join(self.dir, "ca.crt"))
 
     def job(self, name):
         return self.client.get("job", name)

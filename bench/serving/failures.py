@@ -138,7 +138,8 @@ class LocalCluster:
     def request(self, method, path, body=None):
         """(status, body) through tessera.client: 200 with the answer, the API's status and
         message on a refusal, 0 while the head is down or starting."""
-        client = Client("http://127.0.0.1:%d" % self.port, self.token)
+        client = Client("https://127.0.0.1:%d" % self.port, self.token,
+                        ca_file=os.path.join(self.state, "ca.crt"))
         try:
             return 200, client.request(method, path,
                                        json.dumps(body) if body is not None else None)

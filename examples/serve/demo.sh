@@ -22,11 +22,11 @@ $T down --state-dir "$STATE" --purge >/dev/null 2>&1 || true
 $T up --generation v6e --topology 4x4 --slices 2 --state-dir "$STATE"
 $T apply -f examples/serve/service.yaml --state-dir "$STATE"
 
-HEAD="http://127.0.0.1:$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$STATE/head.json")"
+HEAD="https://127.0.0.1:$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$STATE/head.json")"
 TOKEN=$(cat "$STATE/admin.token")
 # The address of a ready endpoint, once the Service has one (3 minutes at most).
 endpoint() {
-  curl -sf -H "Authorization: Bearer $TOKEN" "$HEAD/api/v1/services/llm" | $PY -c '
+  curl -sf --cacert "$STATE/ca.crt" -H "Authorization: Bearer $TOKEN" "$HEAD/api/v1/services/llm" | $PY -c '
 import json, sys
 s = json.load(sys.stdin).get("status", {})
 ready = [e for e in s.get("endpoints", []) if e.get("ready")]

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import socket
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -136,13 +137,27 @@ def status_value(obj, path):
 
 
 class Client:
-    """The head at `url` (http://HOST:PORT) with the admin `token` (None: no Authorization
-    header, e.g. to see what an anonymous caller gets)."""
+    """The head at `url` (https://HOST:PORT; http:// for a head started with --plain-http)
+    with the admin `token` (None: no Authorization header, e.g. to see what an anonymous caller
+    gets). An https head's certificate is verified against `ca_file`, the cluster CA (ca.crt in
+    the head's state directory); it defaults to $TESSERA_CA_FILE, then .tessera/ca.crt, as for
+    the CLI."""
 
-    def __init__(self, url, token, timeout=30.0):
+    def __init__(self, url, token, timeout=30.0, ca_file=None):
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self.ca_file = ca_file or os.environ.get("TESSERA_CA_FILE") or os.path.join(
+            os.environ.get("TESSERA_STATE_DIR") or ".tessera", "ca.crt")
+        self._ssl = None
+        if self.url.startswith("https://"):
+            if not os.path.exists(self.ca_file):
+                raise FileNotFoundError(
+                    "%s: no such file; an https:// head is verified against the cluster CA: "
+                    "pass ca_file (ca.crt in the head's state directory) or set "
+                    "TESSERA_CA_FILE" % self.ca_file)
+            self._ssl = ssl.create_default_context(cafile=self.ca_file)
+            self._ssl.minimum_version = ssl.TLSVersion.TLSv1_2
 
     @classmethod
     def from_state_dir(cls, state_dir=None, timeout=30.0):
@@ -160,12 +175,14 @@ class Client:
                 raise FileNotFoundError("%s: %s; start a cluster with `tessera up`, or set "
                                         "TESSERA_SERVER" % (path, e.strerror)) from None
             host = head.get("address", "127.0.0.1")
-            url = "http://%s:%d" % ("127.0.0.1" if host == "0.0.0.0" else host, head["port"])
+            url = "%s://%s:%d" % (head.get("scheme", "http"),
+                                  "127.0.0.1" if host == "0.0.0.0" else host, head["port"])
         token = os.environ.get("TESSERA_TOKEN")
         if not token:
             with open(os.path.join(state_dir, "admin.token")) as f:
                 token = f.read().strip()
-        return cls(url, token, timeout)
+        ca_file = os.environ.get("TESSERA_CA_FILE") or os.path.join(state_dir, "ca.crt")
+        return cls(url, token, timeout, ca_file=ca_file)
 
     # --- transport ---
 
@@ -179,7 +196,8 @@ class Client:
         if data is not None:
             req.add_header("Content-Type", content_type)
         try:
-            return urllib.request.urlopen(req, timeout=self.timeout if timeout is None else timeout)
+            return urllib.request.urlopen(req, timeout=self.timeout if timeout is None else timeout,
+                                          context=self._ssl)
         except urllib.error.HTTPError as e:
             raise self._error(e.code, e.read().decode("utf-8", "replace")) from None
 

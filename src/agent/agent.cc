@@ -199,6 +199,7 @@ Status Agent::Start() {
     net::ClientOptions client_options;
     client_options.host = host;
     client_options.port = port;
+    client_options.tls = options_.head_tls;
     client_options.bearer_token = options_.join_token;
     client_options.connect_timeout = timeout;
     client_options.read_timeout = timeout;
@@ -584,6 +585,7 @@ void Agent::WatchLoop() {
     client_options.port = options_.head_port;
     if (head > 0)
       std::tie(client_options.host, client_options.port) = options_.more_heads[head - 1];
+    client_options.tls = options_.head_tls;
     client_options.bearer_token = options_.join_token;
     client_options.connect_timeout = options_.request_timeout;
     client_options.read_timeout = options_.request_timeout;

@@ -40,6 +40,7 @@
 #include "common/status.h"
 #include "ha/head_follower.h"
 #include "net/http.h"
+#include "net/http_client.h"
 #include "protocol/wire.h"
 
 namespace tessera::net {
@@ -71,6 +72,9 @@ struct AgentOptions {
   // above: on a transport failure or a standby's 503 the agent goes to the leader that answer
   // names, or else the next head round the list.
   std::vector<std::pair<std::string, uint16_t>> more_heads;
+  // TLS to every head (https://): the heads' certificates verified against head_tls.ca_file.
+  // nullopt = plain HTTP (a head started with --plain-http).
+  std::optional<net::ClientTlsOptions> head_tls;
   std::string join_token;  // sent to the head on every call
   // The host credential (protocol/credential.h, docs/agent-protocol.md "Host identity"): ""
   // = read <state_dir>/credential, or create it (256 random bits, mode 0600) on the first
@@ -283,7 +287,8 @@ class Agent {
 
 // What `tessera agent` was given, as typed (parsed by MakeAgent so every error names a flag).
 struct AgentFlags {
-  std::string head;  // http://HOST:PORT
+  std::string head;     // https://HOST:PORT (http:// for a head started with --plain-http)
+  std::string ca_file;  // the cluster CA, for an https:// head
   std::string join_token_file;
   std::string name;
   std::string state_dir;

@@ -88,7 +88,13 @@ Status Agent::StartLogServer() {
         response.headers["X-Next-Offset"] = std::to_string(offset + body.size());
         return response;
       }));
-  return server_->Start();
+  TESSERA_RETURN_IF_ERROR(server_->Start());
+  // docs/security.md "What stays plain": the head reads logs here over plain HTTP.
+  Log("agent.log_server_plain_http",
+      "port=" + std::to_string(server_->port()) +
+          " note=\"plain HTTP (no TLS): worker logs cross the network readable; run hosts on a "
+          "network you trust\"");
+  return Status::Ok();
 }
 
 void Agent::LogLoop() {

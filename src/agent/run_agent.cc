@@ -40,45 +40,41 @@ Result<Coord> ParseCoord(const std::string& text) {
   return c;
 }
 
-Status ParseOneHead(const std::string& head, std::string& host_out, uint16_t& port_out) {
-  const std::string prefix = "http://";
-  if (head.rfind(prefix, 0) != 0) {
+// One --head URL: https://HOST:PORT (verified against --ca-file) or http://HOST:PORT (a head
+// started with --plain-http). Sets options.head_tls for an https head.
+Status ParseOneHead(const std::string& head, const std::string& ca_file, AgentOptions& options,
+                    std::string& host_out, uint16_t& port_out) {
+  if (head.find("://") == std::string::npos) {
     return InvalidArgument("--head: '" + head +
-                           "' must start with http:// (https is not supported yet)");
+                           "' must start with https:// (or http:// for a head "
+                           "started with --plain-http)");
   }
-  std::string rest = head.substr(prefix.size());
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  if (rest.find('/') != std::string::npos) {
-    return InvalidArgument("--head: '" + head + "' must be http://HOST:PORT with no path");
-  }
-  size_t colon = rest.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return InvalidArgument("--head: '" + head + "' must be http://HOST:PORT");
-  }
-  std::string host = rest.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  auto port = ParseInt(std::string_view(rest).substr(colon + 1));
-  if (!port || *port < 1 || *port > 65535) {
-    return InvalidArgument("--head: '" + head + "' has no valid port (1..65535)");
-  }
-  host_out = host;
-  port_out = static_cast<uint16_t>(*port);
+  Result<net::ClientOptions> parsed = net::ClientOptionsForUrl(head, ca_file, "--head");
+  if (!parsed.ok()) return parsed.status();
+  host_out = parsed->host;
+  port_out = parsed->port;
+  if (parsed->tls) options.head_tls = parsed->tls;
   return Status::Ok();
 }
 
-// One head, or several of an HA control plane: "http://a:1,http://b:2" (docs/ha.md).
-Status ParseHead(const std::string& head, AgentOptions& options) {
+// One head, or several of an HA control plane: "https://a:1,https://b:2" (docs/ha.md).
+Status ParseHead(const std::string& head, const std::string& ca_file, AgentOptions& options) {
   const std::vector<std::string> heads = ha::SplitHeadList(head);
   if (heads.empty()) {
     return InvalidArgument(
-        "--head: required, e.g. http://127.0.0.1:7600 (or several heads, comma-separated)");
+        "--head: required, e.g. https://127.0.0.1:7600 (or several heads, comma-separated)");
   }
-  TESSERA_RETURN_IF_ERROR(ParseOneHead(heads[0], options.head_host, options.head_port));
+  TESSERA_RETURN_IF_ERROR(
+      ParseOneHead(heads[0], ca_file, options, options.head_host, options.head_port));
+  const bool tls = options.head_tls.has_value();
   for (size_t i = 1; i < heads.size(); ++i) {
     std::pair<std::string, uint16_t> more;
-    TESSERA_RETURN_IF_ERROR(ParseOneHead(heads[i], more.first, more.second));
+    TESSERA_RETURN_IF_ERROR(ParseOneHead(heads[i], ca_file, options, more.first, more.second));
+    if (heads[i].starts_with("https://") != tls) {
+      return InvalidArgument("--head: '" + heads[i] +
+                             "' does not speak what the first head does; every head of a "
+                             "control plane is https, or every one http");
+    }
     options.more_heads.push_back(std::move(more));
   }
   return Status::Ok();
@@ -397,7 +393,7 @@ Status ApplyDiscovery(const AgentFlags& flags, DevicesMode mode, AgentSetup& set
 Result<AgentSetup> MakeAgentSetup(const AgentFlags& flags) {
   AgentSetup setup;
   AgentOptions& o = setup.options;
-  TESSERA_RETURN_IF_ERROR(ParseHead(flags.head, o));
+  TESSERA_RETURN_IF_ERROR(ParseHead(flags.head, flags.ca_file, o));
 
   if (flags.join_token_file.empty()) {
     return InvalidArgument("--join-token-file: required (a file holding the head's join token)");

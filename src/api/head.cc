@@ -17,6 +17,7 @@
 #include <sstream>
 #include <vector>
 
+#include "api/head_tls.h"
 #include "api/log_proxy.h"
 #include "api/metrics.h"
 #include "api/service_prober.h"
@@ -392,6 +393,11 @@ Status Head::Start() {
   so.port = static_cast<uint16_t>(options_.port);
   so.io_threads = options_.io_threads;
   so.auth.tokens = {admin_token_, join_token_};
+  if (!options_.plain_http) {
+    auto tls = PrepareHeadTls(options_.state_dir, {options_.bind_address, options_.tls_sans});
+    if (!tls.ok()) return tls.status();
+    so.tls = *tls;
+  }
   // The dashboard's files hold no data (the page asks for the token), so they need no token.
   so.auth.exempt_paths = {"/healthz", "/v1/leader", "/", "/web/*"};
   m.server = std::make_unique<net::HttpServer>(so);
@@ -645,6 +651,7 @@ Status Head::Start() {
   TESSERA_RETURN_IF_ERROR(s.Start());
   const Json head = {{"address", options_.bind_address},
                      {"port", s.port()},
+                     {"scheme", options_.plain_http ? "http" : "https"},
                      {"pid", ::getpid()},
                      {"portSeed", port_seed_}};
   TESSERA_RETURN_IF_ERROR(

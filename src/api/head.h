@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "api/log_proxy.h"
 #include "common/status.h"
@@ -56,6 +57,11 @@ struct HeadOptions {
   // JSON object: role, term, leader).
   std::function<Result<std::unique_ptr<store::Store>>()> open_store;
   std::function<std::string()> leader_info;
+  // TLS (docs/security.md): the head serves HTTPS only, with the CA and server certificate
+  // PrepareHeadTls (head_tls.h) keeps in state_dir, unless plain_http (--plain-http: insecure,
+  // for debugging; every token crosses the network readable).
+  bool plain_http = false;
+  std::vector<std::string> tls_sans;  // more names for the server certificate (--tls-san)
 };
 
 class Head {

@@ -148,6 +148,7 @@ class HeadHardeningTest : public ::testing::Test {
   net::ClientOptions ClientOptions(const std::string& token) const {
     net::ClientOptions o;
     o.port = static_cast<uint16_t>(head_->port());
+    o.tls = net::ClientTlsOptions{dir_.path() + "/state/ca.crt", "", "", ""};  // the head's CA
     o.bearer_token = token;
     o.read_timeout = 20s;
     return o;

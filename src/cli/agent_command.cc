@@ -10,10 +10,13 @@ void AddAgentCommand(CLI::App& app) {
   auto flags = std::make_shared<agent::AgentFlags>();
   // Every value is taken as text and checked by MakeAgentSetup, so each error names its flag
   // and exits with status 2 like the other commands.
-  cmd->add_option(
-      "--head", flags->head,
-      "the head's address, http://HOST:PORT; several heads of an HA control plane comma-separated");
+  cmd->add_option("--head", flags->head,
+                  "the head's address, https://HOST:PORT (http:// with --plain-http); several "
+                  "heads of an HA control plane comma-separated");
   cmd->add_option("--join-token-file", flags->join_token_file, "file holding the join token");
+  cmd->add_option("--ca-file", flags->ca_file,
+                  "the cluster CA (ca.crt in the head's state directory) that an https:// head's "
+                  "certificate must be signed by");
   cmd->add_option("--name", flags->name, "host name (default: the machine's hostname)");
   cmd->add_option("--state-dir", flags->state_dir,
                   "where logs and progress files live (default: tessera-state/agent-NAME)");

@@ -16,11 +16,15 @@ namespace tessera::cli {
 
 void ClientFlags::Add(CLI::App* cmd) {
   cmd->add_option("--server", server,
-                  "the head, http://HOST:PORT, or several heads comma-separated (the leader "
-                  "among them is used; default: from --state-dir)");
+                  "the head, https://HOST:PORT (http:// for a head started with --plain-http), "
+                  "or several heads comma-separated (the leader among them is used; default: "
+                  "from --state-dir)");
   cmd->add_option("--state-dir", state_dir, "where `tessera up` keeps the cluster's state")
       ->capture_default_str();
   cmd->add_option("--token-file", token_file, "admin token (default: <state-dir>/admin.token)");
+  cmd->add_option("--ca-file", ca_file,
+                  "the cluster CA the head's certificate must be signed by (default: "
+                  "$TESSERA_CA_FILE, then <state-dir>/ca.crt)");
 }
 
 std::string ReadFileOrStdin(const std::string& path) {
@@ -37,28 +41,20 @@ std::string ReadFileOrStdin(const std::string& path) {
 
 namespace {
 
-// host and port of "http://HOST:PORT" or "HOST:PORT"; throws CommandError naming `flag`.
-std::pair<std::string, uint16_t> ParseServer(const std::string& server, const std::string& flag) {
-  std::string rest = server;
-  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  const size_t colon = rest.rfind(':');
-  if (colon == std::string::npos)
-    throw CommandError(flag + ": '" + server + "' has no port; write http://HOST:PORT");
-  std::string host = rest.substr(0, colon);
-  if (host == "0.0.0.0") host = "127.0.0.1";
-  try {
-    return {host, static_cast<uint16_t>(std::stoi(rest.substr(colon + 1)))};
-  } catch (...) {
-    throw CommandError(flag + ": '" + server + "' has no valid port; write http://HOST:PORT");
-  }
+// The client options of "https://HOST:PORT", "http://HOST:PORT" or "HOST:PORT" (https), TLS
+// verified against `ca_file`; throws CommandError naming `flag`.
+net::ClientOptions ParseServer(const std::string& server, const std::string& ca_file,
+                               const std::string& flag) {
+  Result<net::ClientOptions> o = net::ClientOptionsForUrl(server, ca_file, flag);
+  if (!o.ok()) throw CommandError(o.status().message());
+  return *o;
 }
 
 // Who leads among several heads (docs/ha.md "Following the leader"): each is asked GET
 // /v1/leader (no token needed); the one that says "leader" is it, and a standby's answer names
 // it. Retried while a failover is in progress, for TESSERA_LEADER_WAIT_MS (default 30 s).
-std::pair<std::string, uint16_t> FindLeader(const std::vector<std::string>& heads,
-                                            const std::string& flag) {
+net::ClientOptions FindLeader(const std::vector<std::string>& heads, const std::string& ca_file,
+                              const std::string& flag) {
   int64_t wait_ms = 30'000;
   if (const char* env = std::getenv("TESSERA_LEADER_WAIT_MS")) wait_ms = std::atoll(env);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
@@ -67,10 +63,7 @@ std::pair<std::string, uint16_t> FindLeader(const std::vector<std::string>& head
     answers.clear();
     std::vector<std::string> to_ask = heads;
     for (size_t i = 0; i < to_ask.size() && i < heads.size() + 2; ++i) {
-      auto [host, port] = ParseServer(to_ask[i], flag);
-      net::ClientOptions o;
-      o.host = host;
-      o.port = port;
+      net::ClientOptions o = ParseServer(to_ask[i], ca_file, flag);
       o.connect_timeout = std::chrono::milliseconds(1'000);
       o.read_timeout = std::chrono::milliseconds(2'000);
       net::HttpClient client(o);
@@ -81,10 +74,12 @@ std::pair<std::string, uint16_t> FindLeader(const std::vector<std::string>& head
       } else {
         nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
         if (r->status == 200 && j.is_object() && j.value("role", "") == "leader") {
-          return {host, port};
+          return o;
         }
-        const std::string leader =
-            j.is_object() && j["leader"].is_string() ? j.value("leader", "") : "";
+        // A standby names the leader as HOST:PORT; it speaks what the standby speaks.
+        std::string leader = j.is_object() && j["leader"].is_string() ? j.value("leader", "") : "";
+        if (!leader.empty() && leader.find("://") == std::string::npos)
+          leader = (o.tls ? "https://" : "http://") + leader;
         answer = r->status != 200 ? "HTTP " + std::to_string(r->status)
                  : j.is_object()  ? "role " + j.value("role", "?") +
                                        (leader.empty() ? ", no leader known" : ", leader " + leader)
@@ -119,6 +114,9 @@ std::unique_ptr<net::HttpClient> Connect(const ClientFlags& f) {
       flag = "TESSERA_SERVER";
     }
   }
+  std::string ca_file = f.ca_file;
+  if (const char* env = std::getenv("TESSERA_CA_FILE"); env && ca_file.empty()) ca_file = env;
+  if (ca_file.empty()) ca_file = f.state_dir + "/ca.crt";
   net::ClientOptions o;
   std::vector<std::string> heads = ha::SplitHeadList(server);
   if (heads.empty()) {
@@ -132,15 +130,15 @@ std::unique_ptr<net::HttpClient> Connect(const ClientFlags& f) {
     }
   }
   if (heads.size() > 1) {
-    std::tie(o.host, o.port) = FindLeader(heads, flag);
+    o = FindLeader(heads, ca_file, flag);
   } else if (heads.size() == 1) {
-    std::tie(o.host, o.port) = ParseServer(heads[0], flag);
+    o = ParseServer(heads[0], ca_file, flag);
   } else {
     std::ifstream in(f.state_dir + "/head.json");
     if (!in)
       throw CommandError("no head found: " + f.state_dir +
                              "/head.json is missing; start a cluster with `tessera up`, or pass "
-                             "--server http://HOST:PORT",
+                             "--server https://HOST:PORT",
                          1);
     nlohmann::json head = nlohmann::json::parse(in, nullptr, false);
     if (head.is_discarded() || !head.contains("port"))
@@ -148,6 +146,8 @@ std::unique_ptr<net::HttpClient> Connect(const ClientFlags& f) {
     o.host = head.value("address", "127.0.0.1");
     if (o.host == "0.0.0.0") o.host = "127.0.0.1";
     o.port = head["port"].get<uint16_t>();
+    // A head started with --plain-http says "http"; one from before TLS says nothing.
+    if (head.value("scheme", "http") == "https") o.tls = net::ClientTlsOptions{ca_file, "", "", ""};
   }
   std::string token;
   if (const char* env = std::getenv("TESSERA_TOKEN"); env && f.token_file.empty()) token = env;

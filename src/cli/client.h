@@ -1,5 +1,6 @@
-// How CLI commands reach the head: the server address and admin token, found from flags, the
-// environment (TESSERA_SERVER, TESSERA_TOKEN) or the state directory that `tessera up` wrote.
+// How CLI commands reach the head: the server address, admin token and cluster CA, found from
+// flags, the environment (TESSERA_SERVER, TESSERA_TOKEN, TESSERA_CA_FILE) or the state directory
+// that `tessera up` wrote.
 #pragma once
 
 #include <memory>
@@ -12,9 +13,10 @@
 namespace tessera::cli {
 
 struct ClientFlags {
-  std::string server;  // http://HOST:PORT
+  std::string server;  // https://HOST:PORT (http:// for a head started with --plain-http)
   std::string state_dir = ".tessera";
   std::string token_file;  // default: <state_dir>/admin.token
+  std::string ca_file;     // default: $TESSERA_CA_FILE, then <state_dir>/ca.crt
   void Add(CLI::App* cmd);
 };
 

@@ -90,6 +90,7 @@ struct UpFlags {
   std::string backfill;       // passed to the head's --backfill; "" = its default
   bool defrag = false;        // the head's --defrag
   bool fair_sharing = false;  // the head's --fair-sharing
+  bool plain_http = false;    // the head's --plain-http: insecure, for debugging
   // The head's --help-factor, --help-quantile, --help-window; "" = its default (the head checks).
   std::string help_factor, help_quantile, help_window;
   bool netns = false;  // each host and the head in a network namespace (docs/netns.md)
@@ -190,6 +191,11 @@ void Up(const UpFlags& f) {
   if (!f.backfill.empty()) head_args.insert(head_args.end(), {"--backfill", f.backfill});
   if (f.defrag) head_args.push_back("--defrag");
   if (f.fair_sharing) head_args.push_back("--fair-sharing");
+  if (f.plain_http) head_args.push_back("--plain-http");
+  // The head makes the cluster CA in the state directory at its first start (before it writes
+  // head.json, which this waits for); the router and the agents verify the head with it.
+  const std::string scheme = f.plain_http ? "http://" : "https://";
+  const std::string ca_file = dir + "/ca.crt";
   const std::pair<const char*, const std::string*> help_flags[] = {
       {"--help-factor", &f.help_factor},
       {"--help-quantile", &f.help_quantile},
@@ -230,16 +236,17 @@ void Up(const UpFlags& f) {
       if (h.is_object() && h.value("pid", 0) == head) port = h.value("port", 0);
       if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    head_url = "http://" + address_of("head") + ":" + std::to_string(port);
+    head_url = scheme + address_of("head") + ":" + std::to_string(port);
     head_urls = {head_url};
     leader_url = head_url;
   }
   // The serving router: its own process, so requests keep flowing while the head is down.
   fs::remove(dir + "/router.json");
-  const pid_t router = Spawn(exe,
-                             {"router", "--head", head_url, "--token-file", dir + "/admin.token",
-                              "--port", "0", "--info-file", dir + "/router.json"},
-                             dir + "/logs/router.log");
+  const pid_t router =
+      Spawn(exe,
+            {"router", "--head", head_url, "--token-file", dir + "/admin.token", "--ca-file",
+             ca_file, "--port", "0", "--info-file", dir + "/router.json"},
+            dir + "/logs/router.log");
   cluster["router"] = router;
   save();
   int router_port = 0;
@@ -265,7 +272,7 @@ void Up(const UpFlags& f) {
         "agent",      "--head",    head_url,        "--join-token-file",     dir + "/join.token",
         "--name",     a[0],        "--state-dir",   dir + "/agents/" + a[0], "--generation",
         f.generation, "--address", address_of(a[0])};
-    args.insert(args.end(), {"--bind", address_of(a[0])});
+    args.insert(args.end(), {"--bind", address_of(a[0]), "--ca-file", ca_file});
     args.insert(args.end(), a.begin() + 1, a.end());
     // The layout above is the host, whatever this machine is (no discovery: docs/discovery.md).
     args.insert(args.end(), {"--devices", "emulated"});
@@ -401,6 +408,9 @@ void AddClusterCommands(CLI::App& app) {
     cmd->add_option("--backfill", f->backfill, "the head's --backfill (none or easy)")
         ->check(CLI::IsMember({"none", "easy"}));
     cmd->add_flag("--defrag", f->defrag, "the head's --defrag (with --backfill easy)");
+    cmd->add_flag("--plain-http", f->plain_http,
+                  "INSECURE, for debugging only: the head serves plain HTTP instead of HTTPS and "
+                  "every token crosses the network readable (docs/security.md)");
     cmd->add_flag("--fair-sharing", f->fair_sharing,
                   "the head's --fair-sharing: fair sharing across the ClusterQueues of a cohort "
                   "(docs/admission.md)");

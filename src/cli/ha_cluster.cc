@@ -8,12 +8,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <thread>
 
+#include "api/head_tls.h"
 #include "cli/client.h"
 #include "ha/election.h"
 #include "ha/head_list.h"
@@ -66,9 +68,13 @@ std::string FindEtcd(const std::string& given) {
       1);
 }
 
-Result<net::Response> Get(uint16_t port, const std::string& target) {
+// A GET to 127.0.0.1:`port`; over TLS verified against `ca_file` unless it is empty (etcd, a
+// head started with --plain-http).
+Result<net::Response> Get(uint16_t port, const std::string& target,
+                          const std::string& ca_file = "") {
   net::ClientOptions o;
   o.port = port;
+  if (!ca_file.empty()) o.tls = net::ClientTlsOptions{ca_file, "", "", ""};
   o.connect_timeout = milliseconds(1'000);
   o.read_timeout = milliseconds(2'000);
   net::HttpClient client(o);
@@ -80,8 +86,8 @@ bool EtcdHealthy(uint16_t port) {
   return r.ok() && r->status == 200 && r->body.find("\"true\"") != std::string::npos;
 }
 
-Json LeaderInfo(uint16_t port) {
-  auto r = Get(port, "/v1/leader");
+Json LeaderInfo(uint16_t port, const std::string& ca_file) {
+  auto r = Get(port, "/v1/leader", ca_file);
   if (!r.ok() || r->status != 200) return Json::object();
   Json j = Json::parse(r->body, nullptr, false);
   return j.is_object() ? j : Json::object();
@@ -281,6 +287,16 @@ HaControlPlane StartHaControlPlane(const HaUpFlags& f, const std::string& exe,
   }
   const std::string admin = LoadOrCreateToken(dir + "/admin.token");
   const std::string join = LoadOrCreateToken(dir + "/join.token");
+  // One cluster CA for every head (each signs its own server certificate with it at start), in
+  // the cluster's state directory too, for the CLI, the router and the agents.
+  const bool tls =
+      std::find(head_flags.begin(), head_flags.end(), "--plain-http") == head_flags.end();
+  const std::string scheme = tls ? "https://" : "http://";
+  const std::string ca_file = tls ? dir + "/ca.crt" : "";
+  if (tls) {
+    auto made = api::PrepareHeadTls(dir, {"127.0.0.1", {}});
+    if (!made.ok()) fail("the cluster CA: " + made.status().message());
+  }
   Json heads_list = Json::array();
   for (int i = 0; i < f.heads; ++i) {
     const std::string state = dir + "/heads/" + std::to_string(i);
@@ -288,6 +304,15 @@ HaControlPlane StartHaControlPlane(const HaUpFlags& f, const std::string& exe,
     fs::permissions(state, fs::perms::owner_all, fs::perm_options::replace, ec);
     WriteToken(state + "/admin.token", admin);
     WriteToken(state + "/join.token", join);
+    if (tls) {
+      fs::copy_file(dir + "/ca.crt", state + "/ca.crt", fs::copy_options::overwrite_existing, ec);
+      if (!ec)
+        fs::copy_file(dir + "/ca.key", state + "/ca.key", fs::copy_options::overwrite_existing, ec);
+      if (!ec)
+        fs::permissions(state + "/ca.key", fs::perms::owner_read | fs::perms::owner_write,
+                        fs::perm_options::replace, ec);
+      if (ec) fail(state + ": cannot copy the cluster CA there: " + ec.message());
+    }
     const uint16_t port = FreePort();
     std::vector<std::string> args = {
         "-c",  kSupervisor, "tessera-head-supervisor", exe,           "head", "--store",
@@ -299,14 +324,14 @@ HaControlPlane StartHaControlPlane(const HaUpFlags& f, const std::string& exe,
     const pid_t pid = spawn("/bin/sh", args, dir + "/logs/head-" + std::to_string(i) + ".log");
     rec["heads"].push_back(pid);
     rec["headPorts"].push_back(port);
-    plane.head_urls.push_back("http://127.0.0.1:" + std::to_string(port));
-    heads_list.push_back("127.0.0.1:" + std::to_string(port));
+    plane.head_urls.push_back(scheme + "127.0.0.1:" + std::to_string(port));
+    heads_list.push_back(scheme + "127.0.0.1:" + std::to_string(port));
     on_started(rec);
   }
   int leader_port = 0;
   while (leader_port == 0) {
     for (const Json& port : rec["headPorts"])
-      if (LeaderInfo(port.get<uint16_t>()).value("role", "") == "leader")
+      if (LeaderInfo(port.get<uint16_t>(), ca_file).value("role", "") == "leader")
         leader_port = port.get<int>();
     if (leader_port != 0) break;
     for (const Json& pid : rec["heads"])
@@ -315,9 +340,13 @@ HaControlPlane StartHaControlPlane(const HaUpFlags& f, const std::string& exe,
       fail("no head was elected leader in time; see " + dir + "/logs/head-*.log and etcd-*.log");
     std::this_thread::sleep_for(milliseconds(50));
   }
-  plane.leader_url = "http://127.0.0.1:" + std::to_string(leader_port);
+  plane.leader_url = scheme + "127.0.0.1:" + std::to_string(leader_port);
   std::ofstream out(dir + "/head.json", std::ios::trunc);
-  out << Json{{"address", "127.0.0.1"}, {"port", leader_port}, {"heads", heads_list}}.dump(2)
+  out << Json{{"address", "127.0.0.1"},
+              {"port", leader_port},
+              {"scheme", tls ? "https" : "http"},
+              {"heads", heads_list}}
+             .dump(2)
       << "\n";
   out.close();
   if (!out) fail(dir + "/head.json: cannot write it");
@@ -358,7 +387,8 @@ void AddStatusCommand(CLI::App& app) {
       if (head.is_object() && head["heads"].is_array()) {
         for (const Json& h : head["heads"]) heads.push_back(h.get<std::string>());
       } else if (head.is_object() && head.contains("port")) {
-        heads.push_back("127.0.0.1:" + std::to_string(head.value("port", 0)));
+        heads.push_back(head.value("scheme", "http") +
+                        "://127.0.0.1:" + std::to_string(head.value("port", 0)));
       }
     }
     if (heads.empty())
@@ -370,7 +400,10 @@ void AddStatusCommand(CLI::App& app) {
     std::string leader;
     int64_t term = 0;
     for (std::string h : heads) {
-      if (h.rfind("http://", 0) == 0) h = h.substr(7);
+      // https:// (or no scheme) is verified against the cluster CA; http:// is --plain-http.
+      const std::string ca_file = h.starts_with("http://") ? "" : flags->state_dir + "/ca.crt";
+      if (h.starts_with("http://")) h = h.substr(7);
+      if (h.starts_with("https://")) h = h.substr(8);
       const size_t colon = h.rfind(':');
       uint16_t port = 0;
       try {
@@ -378,7 +411,7 @@ void AddStatusCommand(CLI::App& app) {
       } catch (...) {
         throw CommandError("--server: '" + h + "' has no valid port; write http://HOST:PORT");
       }
-      Json info = LeaderInfo(port);
+      Json info = LeaderInfo(port, ca_file);
       if (info.contains("role")) {
         std::printf("%-22s %-9s %-6lld %s\n", h.c_str(), info.value("role", "?").c_str(),
                     static_cast<long long>(info.value("term", int64_t{0})),
@@ -389,7 +422,7 @@ void AddStatusCommand(CLI::App& app) {
         }
         continue;
       }
-      auto health = Get(port, "/healthz");
+      auto health = Get(port, "/healthz", ca_file);
       if (health.ok() && health->status == 200) {
         std::printf("%-22s %-9s %-6s %s\n", h.c_str(), "single", "-", "(one head, no election)");
         leader = h;

@@ -19,6 +19,12 @@ void AddHeadCommand(CLI::App& app) {
   cmd->add_option("--port", o->port, "port to listen on (0: any free port, see head.json)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
+  cmd->add_flag("--plain-http", o->plain_http,
+                "INSECURE, for debugging only: serve plain HTTP instead of HTTPS, so every token "
+                "crosses the network readable (docs/security.md)");
+  cmd->add_option("--tls-san", o->tls_sans,
+                  "another DNS name or IP address for the head's server certificate (repeatable; "
+                  "it always names the bind address, 127.0.0.1, ::1, localhost and the host name)");
   cmd->add_option("--lease-ms", o->controller.lease_ms, "a host silent for this long is lost")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{200}, int64_t{600'000}));
@@ -137,8 +143,12 @@ void AddHeadCommand(CLI::App& app) {
     api::Head head(*o);
     Status s = head.Start();
     if (!s.ok()) throw CommandError(s.message(), 1);
-    std::cerr << "tessera head: listening on " << o->bind_address << ":" << head.port()
-              << ", state in " << o->state_dir << ", port seed " << head.port_seed() << std::endl;
+    std::cerr << "tessera head: listening on " << (o->plain_http ? "http://" : "https://")
+              << o->bind_address << ":" << head.port() << ", state in " << o->state_dir
+              << ", port seed " << head.port_seed()
+              << (o->plain_http ? "; PLAIN HTTP (--plain-http): tokens cross the network readable"
+                                : "; clients verify it with " + o->state_dir + "/ca.crt")
+              << std::endl;
     int sig = 0;
     sigwait(&stop, &sig);
     std::cerr << "tessera head: stopping (signal " << sig << ")" << std::endl;

@@ -21,6 +21,7 @@ namespace {
 struct RouterFlags {
   std::string head;
   std::string token_file;
+  std::string ca_file;
   std::string static_endpoints;
   std::string info_file;
   int64_t queue_timeout_ms = 60'000;
@@ -54,7 +55,8 @@ void WriteInfo(const std::string& path, const std::string& address, uint16_t por
 void Run(RouterFlags& f) {
   if (f.head.empty() == f.static_endpoints.empty()) {
     throw CommandError(
-        "give --head http://ADDRESS:PORT (with --token-file) to learn endpoints from the head, "
+        "give --head https://ADDRESS:PORT (with --token-file and --ca-file) to learn endpoints "
+        "from the head, "
         "or --static-endpoints FILE to route to a fixed list; exactly one of them");
   }
   proxy::HeadLinkOptions link;
@@ -64,15 +66,18 @@ void Run(RouterFlags& f) {
     const std::vector<std::string> heads = ha::SplitHeadList(f.head);
     if (heads.empty()) throw CommandError("--head: no address in '" + f.head + "'");
     for (size_t i = 0; i < heads.size(); ++i) {
-      std::string host;
-      uint16_t port = 0;
-      Status url = proxy::ParseHeadUrl(heads[i], &host, &port);
-      if (!url.ok()) throw CommandError("--head: " + url.message());
+      Result<net::ClientOptions> url = net::ClientOptionsForUrl(heads[i], f.ca_file, "--head");
+      if (!url.ok()) throw CommandError(url.status().message());
+      if (i > 0 && url->tls.has_value() != link.tls.has_value())
+        throw CommandError("--head: '" + heads[i] +
+                           "' does not speak what the first head does; "
+                           "every head of a control plane is https, or every one http");
       if (i == 0) {
-        link.host = host;
-        link.port = port;
+        link.host = url->host;
+        link.port = url->port;
+        link.tls = url->tls;
       } else {
-        link.more_heads.emplace_back(host, port);
+        link.more_heads.emplace_back(url->host, url->port);
       }
     }
     if (f.token_file.empty()) {
@@ -87,6 +92,7 @@ void Run(RouterFlags& f) {
     if (link.token.empty()) throw CommandError("--token-file: '" + f.token_file + "' is empty");
   } else {
     if (!f.token_file.empty()) throw CommandError("--token-file: only used with --head");
+    if (!f.ca_file.empty()) throw CommandError("--ca-file: only used with --head");
     auto services = proxy::ParseStaticEndpoints(ReadFile(f.static_endpoints, "--static-endpoints"));
     if (!services.ok()) {
       throw CommandError("--static-endpoints: " + f.static_endpoints + ": " +
@@ -123,6 +129,10 @@ void Run(RouterFlags& f) {
             << (f.head.empty() ? ", static endpoints from " + f.static_endpoints
                                : ", endpoints from " + f.head)
             << std::endl;
+  // docs/security.md: the data path to the replicas is plain HTTP, for a trusted network.
+  std::cerr << "router: event=replicas_plain_http requests to replicas are plain HTTP (no TLS): "
+               "run replicas on a network you trust (docs/security.md)"
+            << std::endl;
   int sig = 0;
   sigwait(&stop, &sig);
   std::cerr << "tessera router: stopping (signal " << sig << ")" << std::endl;
@@ -138,9 +148,13 @@ void AddRouterCommand(CLI::App& app) {
   auto f = std::make_shared<RouterFlags>();
   cmd->add_option(
       "--head", f->head,
-      "the head to learn endpoints from, http://ADDRESS:PORT; several, comma-separated, for "
-      "an HA control plane (the router follows the leader)");
+      "the head to learn endpoints from, https://ADDRESS:PORT (http:// for a head started with "
+      "--plain-http); several, comma-separated, for an HA control plane (the router follows "
+      "the leader)");
   cmd->add_option("--token-file", f->token_file, "the head's admin token (with --head)");
+  cmd->add_option("--ca-file", f->ca_file,
+                  "the cluster CA an https:// head's certificate must be signed by (with --head; "
+                  "ca.crt in the head's state directory)");
   cmd->add_option("--static-endpoints", f->static_endpoints,
                   "a JSON file of services and endpoints to route to without a head");
   cmd->add_option("--port", f->port, "port to listen on (0: any free port, see --info-file)")

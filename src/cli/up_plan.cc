@@ -62,6 +62,11 @@ std::string UpSummary(const UpCluster& c, const std::vector<std::string>& head_u
   out += "  router: http://127.0.0.1:" + std::to_string(router_port) +
          "/services/NAME/...  (serving)\n";
   out += "  token:  " + dir + "/admin.token\n";
+  if (leader_url.starts_with("https://")) {
+    out += "  CA:     " + dir +
+           "/ca.crt  (the head's HTTPS certificate is signed by it: --ca-file, "
+           "TESSERA_CA_FILE; import it into a browser for the dashboard)\n";
+  }
   out += "  state:  " + dir + "  (logs in " + dir + "/logs)\n";
   out += "Try: tessera get hosts; tessera apply -f " + demo_job + "\n";
   return out;

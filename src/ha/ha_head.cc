@@ -7,6 +7,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "api/head_tls.h"
 #include "ha/elector.h"
 #include "ha/head_list.h"
 #include "ha/standby_proxy.h"
@@ -45,6 +46,11 @@ Result<std::unique_ptr<net::HttpServer>> StartStandbyServer(const api::HeadOptio
   so.port = static_cast<uint16_t>(head.port);
   so.io_threads = 4;  // a forwarded request holds its thread until the leader answers
   so.stop_grace = std::chrono::milliseconds(500);
+  if (!head.plain_http) {
+    auto tls = api::PrepareHeadTls(head.state_dir, {head.bind_address, head.tls_sans});
+    if (!tls.ok()) return tls.status();
+    so.tls = *tls;
+  }
   auto server = std::make_unique<net::HttpServer>(so);
   TESSERA_RETURN_IF_ERROR(server->Handle(net::Method::kGet, "/healthz", [&](const net::Request&) {
     return net::Response::Json(
@@ -147,7 +153,11 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
     changed = true;
   };
   Elector elector(eo);
-  StandbyProxy proxy(self);
+  // The leader's certificate is signed by the cluster CA every head holds (`up --ha` copies it).
+  StandbyProxy proxy(self, options.head.plain_http
+                               ? std::nullopt
+                               : std::optional<net::ClientTlsOptions>(net::ClientTlsOptions{
+                                     options.head.state_dir + "/" + api::kCaCertFile, "", "", ""}));
   auto standby = StartStandbyServer(options.head, elector, proxy, self);
   if (!standby.ok()) return standby.status();
   TESSERA_RETURN_IF_ERROR(elector.Start());

@@ -26,7 +26,8 @@ net::Response LeaderGone(const std::string& leader, const std::string& self,
   return r;
 }
 
-Result<net::ClientOptions> LeaderClientOptions(const std::string& leader) {
+Result<net::ClientOptions> LeaderClientOptions(const std::string& leader,
+                                               const std::optional<net::ClientTlsOptions>& tls) {
   const size_t colon = leader.rfind(':');
   if (colon == std::string::npos) return InvalidArgument("leader address " + leader);
   net::ClientOptions o;
@@ -37,6 +38,7 @@ Result<net::ClientOptions> LeaderClientOptions(const std::string& leader) {
     return InvalidArgument("leader address " + leader);
   }
   if (o.host == "0.0.0.0") o.host = "127.0.0.1";
+  o.tls = tls;
   o.connect_timeout = std::chrono::milliseconds(2'000);
   o.read_timeout = std::chrono::milliseconds(30'000);
   return o;
@@ -67,7 +69,7 @@ bool StandbyProxy::Forwarded(const net::Request& request) {
 }
 
 net::Response StandbyProxy::Forward(const net::Request& request, const std::string& leader) {
-  auto options = LeaderClientOptions(leader);
+  auto options = LeaderClientOptions(leader, leader_tls_);
   if (!options.ok()) return LeaderGone(leader, self_, options.status().message());
   const net::Headers headers = ForwardedHeaders(request, self_);
   if (request.method == net::Method::kGet &&

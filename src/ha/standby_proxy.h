@@ -12,16 +12,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
 #include "net/http.h"
-
-namespace tessera::net {
-class HttpClient;
-}
+#include "net/http_client.h"
 
 namespace tessera::ha {
 
@@ -30,7 +28,11 @@ inline constexpr std::string_view kProxiedByHeader = "X-Tessera-Proxied-By";
 
 class StandbyProxy {
  public:
-  explicit StandbyProxy(std::string self) : self_(std::move(self)) {}
+  // `leader_tls`: how to reach the leader over TLS (the cluster CA); nullopt = plain HTTP (heads
+  // started with --plain-http).
+  explicit StandbyProxy(std::string self,
+                        std::optional<net::ClientTlsOptions> leader_tls = std::nullopt)
+      : self_(std::move(self)), leader_tls_(std::move(leader_tls)) {}
   ~StandbyProxy();  // Close()
   StandbyProxy(const StandbyProxy&) = delete;
   StandbyProxy& operator=(const StandbyProxy&) = delete;
@@ -58,6 +60,7 @@ class StandbyProxy {
 
  private:
   const std::string self_;
+  const std::optional<net::ClientTlsOptions> leader_tls_;
   mutable std::mutex mu_;
   bool closed_ = false;                                    // guarded by mu_
   std::vector<std::shared_ptr<net::HttpClient>> streams_;  // guarded by mu_

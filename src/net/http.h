@@ -47,6 +47,9 @@ struct Request {
   Headers headers;
   std::string body;
   std::string peer;  // remote address and port, "127.0.0.1:53412" or "[::1]:53412"
+  // With TLS and a client certificate that verified against the server's client CA: its
+  // subject CN ("host:node-3", "user:alice"). Empty otherwise; authorise by it, not by peer.
+  std::string peer_identity;
 
   // The value of header `name`, or "" when absent.
   std::string Header(std::string_view name) const;

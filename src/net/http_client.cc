@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "net/asio_names.h"
+#include "net/tls_stream.h"
 
 namespace tessera::net {
 namespace {
@@ -55,7 +56,16 @@ Status StatusFromHttp(int status, std::string message) {
 class ClientImpl {
  public:
   explicit ClientImpl(ClientOptions options)
-      : options_(std::move(options)), where_(options_.host + ":" + std::to_string(options_.port)) {}
+      : options_(std::move(options)), where_(options_.host + ":" + std::to_string(options_.port)) {
+    if (options_.tls) {
+      Result<std::shared_ptr<ssl::context>> context = MakeClientTlsContext(*options_.tls);
+      if (context.ok()) {
+        tls_context_ = std::move(*context);
+      } else {
+        tls_error_ = context.status();
+      }
+    }
+  }
 
   Result<Response> Request(Method method, std::string_view target, std::string body,
                            const Headers& headers);
@@ -117,8 +127,13 @@ class ClientImpl {
     if (stream_ && KeptConnectionIsStale()) Disconnect();
     reused = stream_.has_value();
     if (reused) return Status::Ok();
+    TESSERA_RETURN_IF_ERROR(tls_error_);
 
-    stream_.emplace(ioc_);
+    if (tls_context_) {
+      stream_.emplace(ioc_.get_executor(), *tls_context_);
+    } else {
+      stream_.emplace(ioc_.get_executor());
+    }
     tcp::resolver resolver(ioc_);
     asio::steady_timer timer(ioc_);
     error_code resolve_ec = asio::error::would_block;
@@ -142,12 +157,36 @@ class ClientImpl {
       return Fail(what, "resolve", resolve_ec);
     }
     error_code ec = Run(options_.connect_timeout, [&](auto handler) {
-      stream_->async_connect(
+      stream_->tcp_layer().async_connect(
           endpoints, [handler](error_code e, const tcp::endpoint&) mutable { handler(e, 0); });
     });
     if (ec) return Fail(what, "connect", ec);
     error_code ignored;
     stream_->socket().set_option(tcp::no_delay(true), ignored);
+    if (tls_context_) return Handshake(what);
+    return Status::Ok();
+  }
+
+  Status Handshake(std::string_view what) {
+    const std::string& name =
+        options_.tls->server_name.empty() ? options_.host : options_.tls->server_name;
+    Status named = ExpectServerName(stream_->tls(), name);
+    if (!named.ok()) {
+      Disconnect();
+      return named;
+    }
+    error_code ec = Run(options_.connect_timeout, [&](auto handler) {
+      stream_->tls().async_handshake(ssl::stream_base::client,
+                                     [handler](error_code e) mutable { handler(e, 0); });
+    });
+    if (ec) {
+      Status failed = Fail(what, "TLS handshake", ec);
+      return Unavailable(failed.message() +
+                         " (the server must present a certificate signed by the CA in '" +
+                         options_.tls->ca_file + "' naming '" + name +
+                         "'; a server that speaks plain HTTP fails here too)");
+    }
+    stream_->Activate();
     return Status::Ok();
   }
 
@@ -171,7 +210,9 @@ class ClientImpl {
   const std::string where_;
   std::atomic<bool> cancelled_{false};
   asio::io_context ioc_;
-  std::optional<beast::tcp_stream> stream_;
+  std::shared_ptr<ssl::context> tls_context_;  // when options_.tls is set and its files loaded
+  Status tls_error_;                           // why they did not load
+  std::optional<TlsStream> stream_;
   beast::flat_buffer buffer_;
 };
 

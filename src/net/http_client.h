@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,18 @@
 namespace tessera::net {
 
 class ClientImpl;  // defined in http_client.cc
+
+// TLS for a client: the server must present a certificate signed by the CA in `ca_file` that
+// names the host the client connects to (or `server_name`). TLS 1.2 and 1.3 only.
+struct ClientTlsOptions {
+  std::string ca_file;  // PEM: the cluster CA (ca.crt in the head's state directory)
+  // Optional client certificate and key (PEM), for servers that ask for one.
+  std::string cert_file;
+  std::string key_file;
+  // The name the server's certificate must carry: a DNS name or an IP literal, matched
+  // against its subjectAltNames. Empty = ClientOptions::host.
+  std::string server_name;
+};
 
 struct ClientOptions {
   std::string host = "127.0.0.1";
@@ -38,7 +51,19 @@ struct ClientOptions {
   std::string bearer_token;
   // Responses with larger bodies fail with Unavailable.
   uint64_t max_response_bytes = uint64_t{64} << 20;
+  // nullopt = plain HTTP. With TLS, the handshake must finish within connect_timeout; a
+  // certificate that does not verify fails the call with Unavailable saying so; files that do
+  // not load fail every call with InvalidArgument naming the option and the file.
+  std::optional<ClientTlsOptions> tls;
 };
+
+// The client options for a server URL: "https://HOST:PORT" (TLS, verified against `ca_file`),
+// "http://HOST:PORT" (plain), or "HOST:PORT" (https). A trailing "/" is allowed, a path is not;
+// HOST may be a name, an IPv4 literal or a bracketed IPv6 literal ("[::1]"); 0.0.0.0 becomes
+// 127.0.0.1 (a head bound to every address is reached on loopback). InvalidArgument naming
+// `field` and the form expected; for https with an empty `ca_file`, naming --ca-file.
+Result<ClientOptions> ClientOptionsForUrl(std::string_view url, const std::string& ca_file,
+                                          std::string_view field);
 
 class HttpClient {
  public:

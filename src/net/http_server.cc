@@ -16,6 +16,14 @@ Status ServerImpl::Start() {
   Result<tcp::endpoint> endpoint =
       ParseBindEndpoint(options_.bind_address, options_.port, "bind_address");
   if (!endpoint.ok()) return endpoint.status();
+  if (options_.tls) {
+    Result<std::shared_ptr<ssl::context>> context = MakeServerTlsContext(*options_.tls);
+    if (!context.ok()) {
+      started_ = false;
+      return context.status();
+    }
+    tls_context_ = std::move(*context);
+  }
   Result<uint16_t> port =
       Listen(acceptor_, *endpoint, options_.bind_address + ":" + std::to_string(options_.port));
   if (!port.ok()) {

@@ -3,6 +3,7 @@
 // One io_context is run by `io_threads` threads; each connection is a small state machine on
 // its own strand, so thousands of idle keep-alive connections or open streams cost memory, not
 // threads. Per request the server:
+//   0. with TLS: refuses plain HTTP (400), then does the handshake (handshake timeout),
 //   1. reads the header (idle and header timeouts apply; oversized headers get 431),
 //   2. checks auth (401 + WWW-Authenticate: Bearer, before anything else runs),
 //   3. checks the declared body size (413, then the connection is closed),
@@ -23,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -53,6 +55,27 @@ struct AuthOptions {
   bool enabled() const { return !tokens.empty() || static_cast<bool>(check); }
 };
 
+// Whether a TLS server asks clients for a certificate.
+enum class ClientCertMode {
+  kNone,     // never asks
+  kRequest,  // asks; a client without one is served (Request::peer_identity empty), a client
+             // whose certificate does not verify against client_ca_file is refused
+  kRequire,  // the handshake fails without a certificate that verifies
+};
+
+// TLS for a server (TLS 1.2 and 1.3 only, forward-secret AEAD ciphers only). With TLS on, the
+// server speaks nothing but TLS: a plain-HTTP request gets "400 this port speaks HTTPS only"
+// in plain text and the connection is closed.
+struct ServerTlsOptions {
+  std::string cert_chain_file;  // PEM: the server certificate, then any intermediates
+  std::string key_file;         // PEM: its private key
+  // PEM: the CA that client certificates must be signed by; needed unless client_certs is kNone.
+  std::string client_ca_file;
+  ClientCertMode client_certs = ClientCertMode::kNone;
+  // From the connection's first byte, the handshake must finish within this.
+  std::chrono::milliseconds handshake_timeout{10'000};
+};
+
 struct ServerOptions {
   std::string bind_address = "127.0.0.1";  // "0.0.0.0" or "::" to listen on every interface
   uint16_t port = 0;                       // 0 = an ephemeral port; see HttpServer::port()
@@ -76,6 +99,9 @@ struct ServerOptions {
   // Stop() lets requests in progress finish for up to this long, then drops them.
   std::chrono::milliseconds stop_grace{5'000};
   AuthOptions auth;
+  // nullopt = plain HTTP. Start() fails with InvalidArgument naming the option and the file
+  // when a file does not load.
+  std::optional<ServerTlsOptions> tls;
 };
 
 class HttpServer {

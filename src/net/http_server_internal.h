@@ -29,6 +29,7 @@
 #include "net/asio_names.h"
 #include "net/http_server.h"
 #include "net/router.h"
+#include "net/tls_stream.h"
 
 namespace tessera::net {
 
@@ -95,6 +96,7 @@ class ServerImpl {
 
   ServerOptions options_;
   Router router_;
+  std::shared_ptr<ssl::context> tls_context_;  // set by Start() when options_.tls is set
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};
@@ -140,7 +142,21 @@ class Session : public std::enable_shared_from_this<Session> {
   void AbortStream() { Finish(); }
 
  private:
-  enum class Phase { kIdle, kHeader, kBody, kHandling, kWriting, kStreaming, kLinger, kDone };
+  enum class Phase {
+    kHandshake,
+    kIdle,
+    kHeader,
+    kBody,
+    kHandling,
+    kWriting,
+    kStreaming,
+    kLinger,
+    kDone
+  };
+
+  // TLS (http_session.cc): peek at the first bytes, refuse plain HTTP, else handshake.
+  void DoTlsHandshake();
+  void OnFirstBytes();
 
   // Reading and answering a request (http_session.cc).
   void DoIdleWait();
@@ -175,9 +191,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   ServerImpl& server_;
   const asio::any_io_executor executor_;
-  beast::tcp_stream stream_;
+  TlsStream stream_;
   beast::flat_buffer buffer_;
   std::string peer_;
+  std::string peer_identity_;  // the verified client certificate's CN (TLS), else ""
   Phase phase_ = Phase::kIdle;
   bool shutting_down_ = false;
   bool keep_alive_ = false;

@@ -75,7 +75,10 @@ bool HasEncodedSlash(std::string_view raw_path) {
 }  // namespace
 
 Session::Session(ServerImpl& server, tcp::socket socket)
-    : server_(server), executor_(socket.get_executor()), stream_(std::move(socket)) {
+    : server_(server),
+      executor_(socket.get_executor()),
+      stream_(server.tls_context_ ? TlsStream(std::move(socket), *server.tls_context_)
+                                  : TlsStream(std::move(socket))) {
   error_code ec;
   tcp::endpoint ep = stream_.socket().remote_endpoint(ec);
   peer_ = ec ? std::string("unknown") : EndpointString(ep);
@@ -96,13 +99,49 @@ void Session::Start() {
   }
   asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
     if (self->server_.stopping_) return self->Finish();
+    if (self->stream_.has_tls()) return self->DoTlsHandshake();
     self->DoIdleWait();
   });
+}
+
+void Session::DoTlsHandshake() {
+  phase_ = Phase::kHandshake;
+  stream_.expires_after(server_.options_.tls->handshake_timeout);
+  // Still plain: the first bytes say whether the client speaks TLS at all.
+  stream_.async_read_some(buffer_.prepare(4096),
+                          [self = shared_from_this()](error_code ec, size_t n) {
+                            self->buffer_.commit(n);
+                            if (ec) return self->Finish();
+                            self->OnFirstBytes();
+                          });
+}
+
+void Session::OnFirstBytes() {
+  // Every TLS connection opens with a handshake record (content type 22).
+  constexpr unsigned char kTlsHandshakeRecord = 0x16;
+  if (static_cast<const unsigned char*>(buffer_.data().data())[0] != kTlsHandshakeRecord) {
+    keep_alive_ = false;
+    return Reject(Response::Error(400,
+                                  "this port speaks HTTPS only: use https://... and verify the "
+                                  "server with the cluster CA (--ca-file, ca.crt in the head's "
+                                  "state directory)",
+                                  "scheme"),
+                  /*close=*/true);
+  }
+  stream_.tls().async_handshake(ssl::stream_base::server, buffer_.data(),
+                                [self = shared_from_this()](error_code ec, size_t used) {
+                                  if (ec) return self->Finish();
+                                  self->buffer_.consume(used);
+                                  self->stream_.Activate();
+                                  self->peer_identity_ = PeerIdentity(self->stream_.tls());
+                                  self->DoIdleWait();
+                                });
 }
 
 void Session::BeginShutdown() {
   shutting_down_ = true;
   switch (phase_) {
+    case Phase::kHandshake:
     case Phase::kIdle:
     case Phase::kHeader:
     case Phase::kLinger:
@@ -160,6 +199,7 @@ void Session::OnHeader(error_code ec) {
   keep_alive_ = msg.keep_alive();
   request_ = Request();
   request_.peer = peer_;
+  request_.peer_identity = peer_identity_;
   request_.target = std::string(msg.target());
   for (const auto& field : msg) {
     std::string name(field.name_string());

@@ -19,6 +19,7 @@ net::ClientOptions ClientFor(const HeadLinkOptions& o,
   c.host = head.first;
   c.port = head.second;
   c.bearer_token = o.token;
+  c.tls = o.tls;
   c.connect_timeout = std::chrono::milliseconds(2'000);
   c.read_timeout = std::chrono::milliseconds(5'000);
   return c;

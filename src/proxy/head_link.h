@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -43,6 +44,8 @@ struct HeadLinkOptions {
   // else the next head round the list (ha/head_follower.h, as the agents do).
   std::vector<std::pair<std::string, uint16_t>> more_heads;
   std::string token;  // the admin token
+  // TLS to every head (https://), verified against tls->ca_file; nullopt = plain HTTP.
+  std::optional<net::ClientTlsOptions> tls;
   std::chrono::milliseconds report_interval{1'000};
   std::chrono::milliseconds initial_backoff{100};
   std::chrono::milliseconds max_backoff{5'000};

@@ -2,7 +2,9 @@
 // admin token and port it wrote, a small API client, and polling with deadlines (no sleeps
 // that wait for an event). Also the browser: Debian's chromium through playwright-core.
 import {execFile} from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
+import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import {fileURLToPath} from 'node:url';
@@ -31,8 +33,30 @@ export class Cluster {
   async up(flags = ['--generation', 'v6e', '--topology', '4x4', '--slices', '2']) {
     await this.cli('up', ...flags, '--heartbeat-ms', '500', '--lease-ms', '3000', '--timeout', '120');
     this.token = fs.readFileSync(path.join(this.state, 'admin.token'), 'utf8').trim();
-    this.port = JSON.parse(fs.readFileSync(path.join(this.state, 'head.json'), 'utf8')).port;
-    this.url = `http://127.0.0.1:${this.port}`;
+    const head = JSON.parse(fs.readFileSync(path.join(this.state, 'head.json'), 'utf8'));
+    this.port = head.port;
+    // HTTPS, verified against the cluster CA `up` made (http only with --plain-http).
+    this.url = `${head.scheme || 'http'}://127.0.0.1:${this.port}`;
+    this.ca = fs.readFileSync(path.join(this.state, 'ca.crt'), 'utf8');
+  }
+
+  // fetch() for the head's URL, trusting the cluster CA (Node's fetch cannot be given a CA):
+  // resolves to {status, text()}.
+  fetch(url, {method = 'GET', headers = {}, body} = {}) {
+    return new Promise((resolve, reject) => {
+      const req = https.request(url, {method, headers, ca: this.ca}, (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          resolve({status: res.statusCode, text: async () => text});
+        });
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      if (body !== undefined) req.write(body);
+      req.end();
+    });
   }
 
   async down() {
@@ -44,7 +68,7 @@ export class Cluster {
   }
 
   async api(method, p, body) {
-    const res = await fetch(this.url + p, {
+    const res = await this.fetch(this.url + p, {
       method,
       headers: {Authorization: `Bearer ${this.token}`, 'Content-Type': 'application/json'},
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -80,9 +104,18 @@ export function trainJob(name, command, {slices = 1, topology = '4x4', env = {}}
   };
 }
 
-export async function launchBrowser() {
+// The browser, trusting `cluster`'s CA: the head sends the CA certificate in its chain, and
+// Chromium accepts a chain holding a key in --ignore-certificate-errors-spki-list (the SHA-256
+// of the CA's public key), so a certificate from any other CA is still refused.
+export async function launchBrowser(cluster) {
+  const spki = crypto.createHash('sha256')
+      .update(new crypto.X509Certificate(cluster.ca).publicKey.export({type: 'spki', format: 'der'}))
+      .digest('base64');
   // --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
-  return chromium.launch({executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu']});
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu', `--ignore-certificate-errors-spki-list=${spki}`],
+  });
 }
 
 export async function screenshot(page, name) {

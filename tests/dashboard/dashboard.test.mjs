@@ -38,7 +38,7 @@ let browser;
 before(async () => {
   cluster = new Cluster();
   await cluster.up();
-  browser = await launchBrowser();
+  browser = await launchBrowser(cluster);
 });
 
 after(async () => {

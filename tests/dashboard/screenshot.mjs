@@ -16,7 +16,7 @@ try {
   await cluster.up();
   const yaml = fs.readFileSync(path.join(REPO, 'examples/train/job.yaml'), 'utf8')
       .replace(/STEPS: "\d+"/, 'STEPS: "100000"');
-  const applied = await fetch(`${cluster.url}/api/v1/apply`, {
+  const applied = await cluster.fetch(`${cluster.url}/api/v1/apply`, {
     method: 'POST', body: yaml,
     headers: {Authorization: `Bearer ${cluster.token}`, 'Content-Type': 'application/yaml'},
   });
@@ -30,7 +30,7 @@ try {
   // A pending job behind it, so the jobs table and queue show a reason.
   await cluster.api('POST', '/api/v1/jobs', trainJob('waiting-for-chips', ['/usr/bin/python3', '-c', 'pass']));
 
-  browser = await launchBrowser();
+  browser = await launchBrowser(cluster);
   const page = await (await browser.newContext({viewport: {width: 1280, height: 860}})).newPage();
   await login(page, cluster.url, cluster.token);
   await page.locator('.legend li[data-job="train-demo"]').waitFor({timeout: 30_000});

@@ -36,7 +36,7 @@ before(async () => {
   cluster = new Cluster();
   await cluster.up(['--generation', 'v6e', '--topology', '4x4', '--slices', '3']);
   routerPort = JSON.parse(fs.readFileSync(path.join(cluster.state, 'router.json'), 'utf8')).port;
-  browser = await launchBrowser();
+  browser = await launchBrowser(cluster);
   const r = await cluster.api('POST', '/api/v1/apply', SERVICE);
   assert.ok(r.status === 201 || r.status === 200, `apply: ${r.status} ${r.text}`);
   await waitFor('both replica groups Ready', async () => {

@@ -239,7 +239,8 @@ class CliUpTest(unittest.TestCase):
         with open(os.path.join(cls.state, "admin.token")) as f:
             token = f.read().strip()
         with open(os.path.join(cls.state, "head.json")) as f:
-            cls.client = Client("http://127.0.0.1:%d" % json.load(f)["port"], token)
+            cls.client = Client("https://127.0.0.1:%d" % json.load(f)["port"], token,
+                                ca_file=os.path.join(cls.state, "ca.crt"))
 
     @classmethod
     def tearDownClass(cls):
@@ -334,11 +335,11 @@ class CliUpHaTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         heads = [line for line in p.stdout.splitlines() if line.startswith("  heads:")]
         self.assertEqual(len(heads), 1, p.stdout)
-        self.assertEqual(heads[0].count("http://"), 2, p.stdout)
+        self.assertEqual(heads[0].count("https://"), 2, p.stdout)
         self.assertIn("(leader)", heads[0])
         web = [line for line in p.stdout.splitlines() if line.startswith("  web:")]
         self.assertEqual(len(web), 1, p.stdout)
-        self.assertEqual(web[0].count("http://"), 1, p.stdout)
+        self.assertEqual(web[0].count("https://"), 1, p.stdout)
         self.assertNotIn(",http", p.stdout)
         # The agents fence one lease plus 5 s after the last answer: above the 15 s lease.
         with open(os.path.join(self.state, "cluster.json")) as f:

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -189,7 +190,14 @@ class Cluster:
             head = json.load(f)
         self.port = head["port"]
         self.head_address = head.get("address", "127.0.0.1")
-        self.client = Client("http://%s:%d" % (self.head_address, self.port), self.token)
+        # HTTPS, verified against the cluster CA `up` made (http with --plain-http).
+        self.ca_file = os.path.join(self.state, "ca.crt")
+        self.url = "%s://%s:%d" % (head.get("scheme", "http"), self.head_address, self.port)
+        self.client = Client(self.url, self.token, ca_file=self.ca_file)
+
+    def ssl_context(self):
+        """For urllib calls of the head's URL: trusts the cluster CA."""
+        return ssl.create_default_context(cafile=self.ca_file)
 
     def down(self):
         self.cli("down", "--purge", check=False)
@@ -198,7 +206,8 @@ class Cluster:
     def request(self, method, path, body=None, token="admin", content_type="application/json"):
         """(HTTP status, parsed answer) of one call through the client, refusals included;
         token "admin", another token, or None for none."""
-        client = self.client if token == "admin" else Client(self.client.url, token)
+        client = self.client if token == "admin" else Client(self.client.url, token,
+                                                             ca_file=self.ca_file)
         return client.call(method, path, body, content_type=content_type)
 
     def get_job(self, name):
@@ -374,11 +383,10 @@ class ClusterTest(unittest.TestCase):
             join = f.read().strip()
 
         def get(path, authorization):
-            req = urllib.request.Request(
-                "http://%s:%d%s" % (self.c.head_address, self.c.port, path))
+            req = urllib.request.Request(self.c.url + path)
             req.add_header("Authorization", authorization)
             try:
-                with urllib.request.urlopen(req, timeout=30) as r:
+                with urllib.request.urlopen(req, timeout=30, context=self.c.ssl_context()) as r:
                     return r.status
             except urllib.error.HTTPError as e:
                 return e.code

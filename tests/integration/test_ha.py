@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -112,7 +113,9 @@ class HaFailover(unittest.TestCase):
         return p
 
     def call(self, port, method, path, body=None):
-        req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), method=method,
+        """One call to the head at 127.0.0.1:`port`, over HTTPS verified against the CA the
+        first head made in the state directory the heads share."""
+        req = urllib.request.Request("https://127.0.0.1:%d%s" % (port, path), method=method,
                                      data=json.dumps(body).encode() if body else None)
         req.add_header("Content-Type", "application/json")
         token_file = os.path.join(self.state, "admin.token")
@@ -120,7 +123,8 @@ class HaFailover(unittest.TestCase):
             with open(token_file) as f:
                 req.add_header("Authorization", "Bearer " + f.read().strip())
         try:
-            with urllib.request.urlopen(req, timeout=5) as r:
+            context = ssl.create_default_context(cafile=os.path.join(self.state, "ca.crt"))
+            with urllib.request.urlopen(req, timeout=5, context=context) as r:
                 return r.status, json.loads(r.read() or b"null")
         except urllib.error.HTTPError as e:
             text = e.read().decode()

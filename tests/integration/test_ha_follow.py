@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import tempfile
 import time
@@ -30,14 +31,17 @@ ELECTION = ["--election-lease-ms", "2000", "--election-renew-deadline-ms", "1200
             "--election-retry-ms", "300"]
 
 
-def http(port, method, path, body=None, token=None):
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), method=method,
+def http(port, method, path, body=None, token=None, ca_file=None):
+    """One call to the head at 127.0.0.1:`port`: HTTPS verified against `ca_file` (the cluster
+    CA `up` made)."""
+    req = urllib.request.Request("https://127.0.0.1:%d%s" % (port, path), method=method,
                                  data=json.dumps(body).encode() if body is not None else None)
     req.add_header("Content-Type", "application/json")
     if token:
         req.add_header("Authorization", "Bearer " + token)
     try:
-        with urllib.request.urlopen(req, timeout=5) as r:
+        context = ssl.create_default_context(cafile=ca_file)
+        with urllib.request.urlopen(req, timeout=5, context=context) as r:
             return r.status, json.loads(r.read() or b"null"), dict(r.headers)
     except urllib.error.HTTPError as e:
         text = e.read().decode()
@@ -54,6 +58,7 @@ class HaFollowTheLeader(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="tessera-ha-follow-")
         self.state = os.path.join(self.dir, "state")
+        self.ca_file = os.path.join(self.state, "ca.crt")
         self.addCleanup(self.cleanup)
 
     def cleanup(self):
@@ -72,7 +77,7 @@ class HaFollowTheLeader(unittest.TestCase):
         return p
 
     def info(self, port):
-        code, body, _ = http(port, "GET", "/v1/leader")
+        code, body, _ = http(port, "GET", "/v1/leader", ca_file=self.ca_file)
         return body if code == 200 and isinstance(body, dict) else {}
 
     def role(self, port):
@@ -103,16 +108,19 @@ class HaFollowTheLeader(unittest.TestCase):
 
         # A standby forwards a user's read and write to the leader; an agent's call it refuses,
         # naming the leader, so that the agent goes there itself.
-        code, body, headers = http(standby, "GET", "/api/v1/hosts", token=token)
+        code, body, headers = http(standby, "GET", "/api/v1/hosts", token=token,
+                                     ca_file=self.ca_file)
         self.assertEqual(code, 200, body)
         self.assertEqual(len(body["items"]), 2)
         self.assertIn("X-Tessera-Proxied-By", headers)
         code, body, _ = http(standby, "POST", "/api/v1/jobs", {
             "apiVersion": "tessera/v1", "kind": "TrainJob", "metadata": {"name": "via-standby"},
             "spec": {"accelerator": "v6e", "topology": "2x4", "slices": 1,
-                     "template": {"command": ["true"], "workingDir": REPO}}}, token=token)
+                     "template": {"command": ["true"], "workingDir": REPO}}}, token=token,
+            ca_file=self.ca_file)
         self.assertEqual(code, 201, body)
-        code, body, headers = http(standby, "POST", "/api/v1/agents/register", {})
+        code, body, headers = http(standby, "POST", "/api/v1/agents/register", {},
+                                     ca_file=self.ca_file)
         self.assertEqual(code, 503, body)
         self.assertEqual(headers.get("X-Tessera-Leader"), "127.0.0.1:%d" % leader)
         status = self.cli("status").stdout
@@ -134,7 +142,7 @@ class HaFollowTheLeader(unittest.TestCase):
         # Both agents heartbeat the new leader: their hosts are Ready with a heartbeat newer
         # than the kill, and each agent logged its switch.
         def attached():
-            code, body, _ = http(new, "GET", "/api/v1/hosts", token=token)
+            code, body, _ = http(new, "GET", "/api/v1/hosts", token=token, ca_file=self.ca_file)
             if code != 200:
                 return None
             hosts = body["items"]
@@ -178,7 +186,7 @@ class HaFollowTheLeader(unittest.TestCase):
                 self.assertIn("event=head_switched", f.read())
 
         # The CLI with every address, the dead leader first: it finds the new one.
-        servers = ",".join("http://127.0.0.1:%d" % p for p in [leader, standby])
+        servers = ",".join("https://127.0.0.1:%d" % p for p in [leader, standby])
         job = os.path.join(self.dir, "job.yaml")
         with open(job, "w") as f:
             f.write("apiVersion: tessera/v1\nkind: TrainJob\nmetadata: {name: after}\n"

@@ -64,9 +64,9 @@ class MetricsTest(unittest.TestCase):
         cls.c.down()
 
     def scrape(self):
-        req = urllib.request.Request("http://127.0.0.1:%d/metrics" % self.c.port)
+        req = urllib.request.Request(self.c.url + "/metrics")
         req.add_header("Authorization", "Bearer " + self.c.token)
-        with urllib.request.urlopen(req, timeout=30) as r:
+        with urllib.request.urlopen(req, timeout=30, context=self.c.ssl_context()) as r:
             self.assertEqual(r.status, 200)
             self.assertTrue(r.headers["Content-Type"].startswith("text/plain; version=0.0.4"))
             return prom_text.parse(r.read().decode())
