@@ -1,5 +1,6 @@
-// How CLI commands reach the head: the server address and admin token, found from flags, the
-// environment (TESSERA_SERVER, TESSERA_TOKEN) or the state directory that `tessera up` wrote.
+// How CLI commands reach the head: the server address and a token, found from flags, a user's
+// config file (--config, TESSERA_CONFIG), the environment (TESSERA_SERVER, TESSERA_TOKEN) or the
+// state directory that `tessera up` wrote.
 #pragma once
 
 #include <memory>
@@ -14,9 +15,30 @@ namespace tessera::cli {
 struct ClientFlags {
   std::string server;  // http://HOST:PORT
   std::string state_dir = ".tessera";
-  std::string token_file;  // default: <state_dir>/admin.token
+  std::string token_file;       // default: <state_dir>/admin.token
+  std::string config;           // a user's config file (default: $TESSERA_CONFIG)
+  std::string namespace_name;   // -n: default the config file's namespace, else "default"
+  bool all_namespaces = false;  // -A: lists only
   void Add(CLI::App* cmd);
+  // Adds -n/--namespace, and for lists (`lists`) -A/--all-namespaces.
+  void AddNamespace(CLI::App* cmd, bool lists);
 };
+
+// A user's config file (like a kubeconfig; `tessera user create` writes it, 0600): JSON with
+// "server", "token", "namespace" (default "default"), "caFile" (empty: plain HTTP) and "user".
+struct UserConfig {
+  std::string path;  // empty: no config file was named
+  std::string server, token, namespace_name, ca_file;
+};
+
+// The config file --config or $TESSERA_CONFIG names (an empty UserConfig when neither does).
+// Throws CommandError naming the path when it cannot be read or is not a config file.
+UserConfig ReadUserConfig(const ClientFlags& flags);
+
+// The query that puts a request on the route of `kind_path` ("jobs", "localqueues", ...) in the
+// namespace the flags name, begun with `sep` ('?' or '&'): "" for the namespace "default" and
+// for cluster-wide kinds, so those requests are what they always were.
+std::string NamespaceQuery(const ClientFlags& flags, const std::string& kind_path, char sep = '?');
 
 // Connects per the flags. Throws CommandError (exit 1) with what to do when the head cannot be
 // found.
