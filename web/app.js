@@ -99,12 +99,16 @@ function start() {
   const onStatus = (kind) => (s) => {
     statuses[kind] = s;
     const all = Object.values(statuses);
-    $('[data-role=conn]').textContent = all.every((v) => v === 'live')
+    $('[data-role=conn]').textContent = all.every((v) => v === 'live' || v === 'hidden')
         ? '● live' : `◌ ${all.includes('reconnecting') ? 'reconnecting…' : 'connecting…'}`;
   };
   // 401: the token is no longer good, ask for another. 403: this user may not read that
   // list; the rest of the dashboard goes on, and says what is hidden and why.
-  const onAuthError = (what) => (e) => (e.status === 401 ? showLogin(e.message) : hide(what, e.message));
+  const onAuthError = (what) => (e) => {
+    if (e.status === 401) return showLogin(e.message);
+    onStatus(what)('hidden');
+    hide(what, e.message);
+  };
   // A reconnected watch resumes after the last change it delivered; only a replay (a first
   // connection, or a version the head no longer keeps) starts from the current objects.
   const follow = (path, kind, map) => watch(path, {
