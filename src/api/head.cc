@@ -806,7 +806,7 @@ Status Head::Start() {
         return m.logs->Serve(source, follow ? LogProxy::Mode::kFollow : LogProxy::Mode::kRead);
       })));
 
-  // Who the caller is (any user, revoked ones refused): the dashboard and `tessera auth whoami`.
+  // Who the caller is (any user, revoked ones refused): the dashboard shows it.
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/whoami", [&m](const Request& r) {
     const std::optional<UserRecord> who = m.Caller(r);
     if (!who) return Response::Error(403, kUsersOnly);
@@ -832,11 +832,11 @@ Status Head::Start() {
             return Response::Error(400, std::string(key) + ": must be a string", key);
         const authz::Target target{kUserKind, "", d.value("name", "")};
         return m.Guard(r, Verb::kCreate, target, [&](const UserRecord&) {
-          auto token = m.users->Create(target.name, d.value("role", ""), d.value("namespace", ""),
-                                       NowUnixMs());
-          if (!token.ok()) return ErrorReply(token.status(), InputFrom::kRequest);
-          Json out = UserToJson(*m.users->FindByToken(*token), false);
-          out["token"] = *token;
+          auto issued = m.users->Create(target.name, d.value("role", ""), d.value("namespace", ""),
+                                        NowUnixMs());
+          if (!issued.ok()) return ErrorReply(issued.status(), InputFrom::kRequest);
+          Json out = UserToJson(issued->user, false);
+          out["token"] = issued->token;
           return Response::Json(201, out.dump());
         });
       }));

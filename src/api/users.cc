@@ -79,8 +79,8 @@ Status UserRegistry::Load() {
   return Status::Ok();
 }
 
-Result<std::string> UserRegistry::Create(const std::string& name, const std::string& role,
-                                         const std::string& namespace_name, int64_t now_ms) {
+Result<IssuedUser> UserRegistry::Create(const std::string& name, const std::string& role,
+                                        const std::string& namespace_name, int64_t now_ms) {
   TESSERA_RETURN_IF_ERROR(codec::ValidateName("name", name));
   if (name == kAdminUserName)
     return InvalidArgument("name: 'admin' is the head's admin token; choose another name");
@@ -107,8 +107,8 @@ Result<std::string> UserRegistry::Create(const std::string& name, const std::str
   if (!committed.ok()) return committed.status();
   if (old != by_name_.end()) name_by_hash_.erase(old->second.token_sha256);
   name_by_hash_[user.token_sha256] = name;
-  by_name_[name] = std::move(user);
-  return *token;
+  by_name_[name] = user;
+  return IssuedUser{std::move(user), std::move(*token)};
 }
 
 Result<UserRecord> UserRegistry::Revoke(const std::string& name, int64_t now_ms) {

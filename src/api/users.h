@@ -50,6 +50,12 @@ struct UserRecord {
 nlohmann::json UserToJson(const UserRecord& user, bool with_hash = true);
 Result<UserRecord> UserFromJson(const nlohmann::json& j);
 
+// What Create answers: the user's record and its token (shown once, never stored).
+struct IssuedUser {
+  UserRecord user;
+  std::string token;
+};
+
 class UserRegistry {
  public:
   explicit UserRegistry(store::Store& store) : store_(store) {}
@@ -57,12 +63,12 @@ class UserRegistry {
   // Reads every User record from the store.
   Status Load();
 
-  // Makes a user and its token; returns the token (shown once, never stored). Errors:
+  // Makes a user and its token. Errors:
   // kInvalidArgument naming the field (a bad name, "admin", an unknown role, a namespace role
   // without a namespace or a cluster-admin with one), kAlreadyExists when a user of that name
   // is not revoked, kUnavailable when the store or /dev/urandom fails.
-  Result<std::string> Create(const std::string& name, const std::string& role,
-                             const std::string& namespace_name, int64_t now_ms);
+  Result<IssuedUser> Create(const std::string& name, const std::string& role,
+                            const std::string& namespace_name, int64_t now_ms);
 
   // Revokes a user: its token stops working at once. kNotFound when there is no such user (or
   // it is revoked already).

@@ -11,14 +11,16 @@ namespace {
 TEST(UserRegistry, CreateStoresOnlyTheHashAndFindsTheUserByToken) {
   store::MemoryStore store{store::Options()};
   UserRegistry users(store);
-  auto token = users.Create("ann", "edit", "team-a", 1000);
-  ASSERT_TRUE(token.ok()) << token.status().ToString();
+  auto issued = users.Create("ann", "edit", "team-a", 1000);
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_EQ(issued->user.name, "ann");
+  const std::string token = issued->token;
   auto stored = store.Get(kUserKind, "ann");
   ASSERT_TRUE(stored.ok());
-  EXPECT_EQ(stored->body.find(*token), std::string::npos);
-  EXPECT_NE(stored->body.find(protocol::Sha256Hex(*token)), std::string::npos);
+  EXPECT_EQ(stored->body.find(token), std::string::npos);
+  EXPECT_NE(stored->body.find(protocol::Sha256Hex(token)), std::string::npos);
 
-  auto found = users.FindByToken(*token);
+  auto found = users.FindByToken(token);
   ASSERT_TRUE(found.has_value());
   EXPECT_EQ(found->name, "ann");
   EXPECT_EQ(found->role, authz::Role::kEdit);
@@ -30,22 +32,24 @@ TEST(UserRegistry, CreateStoresOnlyTheHashAndFindsTheUserByToken) {
   // A second registry over the same store (a restarted head) knows the user.
   UserRegistry again(store);
   ASSERT_TRUE(again.Load().ok());
-  EXPECT_EQ(again.FindByToken(*token)->name, "ann");
+  EXPECT_EQ(again.FindByToken(token)->name, "ann");
 }
 
 TEST(UserRegistry, RevokeKeepsTheRecordMarkedAndANewCreateIssuesANewToken) {
   store::MemoryStore store{store::Options()};
   UserRegistry users(store);
-  auto first = users.Create("bob", "view", "default", 1);
-  ASSERT_TRUE(first.ok());
+  auto first_issued = users.Create("bob", "view", "default", 1);
+  ASSERT_TRUE(first_issued.ok());
+  const std::string first = first_issued->token;
   EXPECT_EQ(users.Create("bob", "view", "default", 2).status().code(), StatusCode::kAlreadyExists);
   ASSERT_TRUE(users.Revoke("bob", 3).ok());
-  EXPECT_EQ(users.FindByToken(*first)->revoked_ms, 3);
+  EXPECT_EQ(users.FindByToken(first)->revoked_ms, 3);
   EXPECT_EQ(users.Revoke("bob", 4).status().code(), StatusCode::kNotFound);
-  auto second = users.Create("bob", "edit", "default", 5);
-  ASSERT_TRUE(second.ok());
-  EXPECT_FALSE(users.FindByToken(*first).has_value());
-  EXPECT_FALSE(users.FindByToken(*second)->revoked_ms.has_value());
+  auto second_issued = users.Create("bob", "edit", "default", 5);
+  ASSERT_TRUE(second_issued.ok());
+  const std::string second = second_issued->token;
+  EXPECT_FALSE(users.FindByToken(first).has_value());
+  EXPECT_FALSE(users.FindByToken(second)->revoked_ms.has_value());
 }
 
 TEST(UserRegistry, RefusesBadInputNamingTheField) {
