@@ -1,4 +1,4 @@
-// The head's API from the browser: requests with the admin token, and watch streams read with
+// The head's API from the browser: requests with the admin token or a user's token, and watch streams read with
 // fetch (EventSource cannot send an Authorization header). The token lives in sessionStorage
 // only: it is gone when the tab closes.
 
@@ -32,8 +32,8 @@ async function check(res) {
     if (body.error) message = body.error;
   } catch (_) { /* not JSON */ }
   if (res.status === 401) throw new AuthError(401, 'The head refused this token (401).');
-  if (res.status === 403)
-    throw new AuthError(403, 'This token may not read the API (403): use the admin token.');
+  // The head's 403 names the user, the verb, the object and the role that would allow it.
+  if (res.status === 403) throw new AuthError(403, message);
   throw new Error(message);
 }
 

@@ -30,6 +30,8 @@ const state = {
   services: new Map(),
   serviceSamples: new Map(),  // service -> [serviceSample], taken here at each read
   versions: {},  // kind -> the resourceVersion (BigInt) of the last change its watch delivered
+  who: null,  // GET /api/v1/whoami: the user this token is, its role and namespace
+  hidden: {},  // what -> why this user may not see it (the head's 403 message)
   abort: null,
   timers: [],
 };
@@ -51,16 +53,32 @@ function showLogin(message) {
   $('#token').value = '';
   $('#token').focus();
   $('[data-role=conn]').textContent = 'not connected';
+  $('[data-role=who]').textContent = '';
+  $('[data-role=hidden]').hidden = true;
+}
+
+// What this user may not see, and why: the head's 403 for that list (docs/security.md).
+function hide(what, message) {
+  state.hidden[what] = message;
+  const note = $('[data-role=hidden]');
+  note.textContent = Object.entries(state.hidden)
+      .map(([w, why]) => `Hidden: ${w}: ${why}.`).join(' ');
+  note.hidden = false;
 }
 
 async function connect() {
   try {
-    await getJson('/api/v1/jobs');  // checks the token before anything else
+    state.who = await getJson('/api/v1/whoami');  // checks the token before anything else
   } catch (e) {
     showLogin(e instanceof AuthError ? e.message : `Cannot reach the head: ${e.message}`);
     return;
   }
   $('[data-role=login]').hidden = true;
+  const who = state.who;
+  $('[data-role=who]').textContent = `${who.name} (${who.role}` +
+      (who.namespace ? ` in ${who.namespace})` : ')');
+  state.hidden = {};
+  $('[data-role=hidden]').hidden = true;
   main().hidden = false;
   start();
   route();
@@ -81,14 +99,20 @@ function start() {
   const onStatus = (kind) => (s) => {
     statuses[kind] = s;
     const all = Object.values(statuses);
-    $('[data-role=conn]').textContent = all.every((v) => v === 'live')
+    $('[data-role=conn]').textContent = all.every((v) => v === 'live' || v === 'hidden')
         ? '● live' : `◌ ${all.includes('reconnecting') ? 'reconnecting…' : 'connecting…'}`;
   };
-  const onAuthError = (e) => showLogin(e.message);
+  // 401: the token is no longer good, ask for another. 403: this user may not read that
+  // list; the rest of the dashboard goes on, and says what is hidden and why.
+  const onAuthError = (what) => (e) => {
+    if (e.status === 401) return showLogin(e.message);
+    onStatus(what)('hidden');
+    hide(what, e.message);
+  };
   // A reconnected watch resumes after the last change it delivered; only a replay (a first
   // connection, or a version the head no longer keeps) starts from the current objects.
   const follow = (path, kind, map) => watch(path, {
-    signal, onAuthError, onStatus: onStatus(kind),
+    signal, onAuthError: onAuthError(kind), onStatus: onStatus(kind),
     onReady: ({replay}) => { if (replay) map.clear(); },
     onChange: ({type, object, resourceVersion}) => {
       const name = object.metadata?.name;
@@ -104,7 +128,7 @@ function start() {
   follow('/api/v1/hosts', 'hosts', state.hosts);
   follow('/api/v1/services', 'services', state.services);
   watch('/api/v1/events', {
-    signal, onAuthError, onStatus: onStatus('events'),
+    signal, onAuthError: onAuthError('events'), onStatus: onStatus('events'),
     onReady: ({replay}) => { if (replay) state.events = []; },
     onChange: ({object}) => {
       state.events.push(object);
@@ -128,7 +152,7 @@ function start() {
       if (state.samples.length > MAX_SAMPLES) state.samples.shift();
       queueRender();
     } catch (e) {
-      if (e instanceof AuthError) onAuthError(e);
+      if (e instanceof AuthError) onAuthError('hosts')(e);
     }
   };
   pollHosts();
@@ -148,7 +172,7 @@ function start() {
       sampleServices(Date.now());
       queueRender();
     } catch (e) {
-      if (e instanceof AuthError) onAuthError(e);
+      if (e instanceof AuthError) onAuthError('services')(e);
     }
   };
   pollServices();
@@ -178,7 +202,10 @@ async function pollQueues() {
     state.clusterQueues = cq.items;
     state.localQueues = lq.items;
     if (view?.name === 'queues') queueRender();
-  } catch (_) { /* the watch streams report trouble */ }
+  } catch (e) {
+    // The watch streams report trouble; a 403 says this user may not read the queues.
+    if (e instanceof AuthError && e.status === 403) hide('queues', e.message);
+  }
 }
 
 function queueRender() {

@@ -136,17 +136,24 @@ def status_value(obj, path):
     return at if isinstance(at, str) else json.dumps(at)
 
 
+# The kinds that live in a namespace (docs/security.md "Users and roles"); the others are
+# cluster-wide.
+NAMESPACED_KINDS = ("jobs", "services", "slicereservations", "localqueues", "events")
+
+
 class Client:
     """The head at `url` (https://HOST:PORT; http:// for a head started with --plain-http)
-    with the admin `token` (None: no Authorization header, e.g. to see what an anonymous caller
-    gets). An https head's certificate is verified against `ca_file`, the cluster CA (ca.crt in
-    the head's state directory); it defaults to $TESSERA_CA_FILE, then .tessera/ca.crt, as for
-    the CLI."""
+    with a `token`: the admin token or a user's (None: no Authorization header, e.g. to see what
+    an anonymous caller gets). An https head's certificate is verified against `ca_file`, the
+    cluster CA (ca.crt in the head's state directory); it defaults to $TESSERA_CA_FILE, then
+    .tessera/ca.crt, as for the CLI. get, list and delete of namespaced kinds act in `namespace`
+    (default "default")."""
 
-    def __init__(self, url, token, timeout=30.0, ca_file=None):
+    def __init__(self, url, token, timeout=30.0, ca_file=None, namespace="default"):
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self.namespace = namespace
         self.ca_file = ca_file or os.environ.get("TESSERA_CA_FILE") or os.path.join(
             os.environ.get("TESSERA_STATE_DIR") or ".tessera", "ca.crt")
         self._ssl = None
@@ -160,10 +167,35 @@ class Client:
             self._ssl.minimum_version = ssl.TLSVersion.TLSv1_2
 
     @classmethod
+    def from_config(cls, path=None, timeout=30.0, namespace=None):
+        """A user's config file, as `tessera user create` writes it (path defaults to
+        $TESSERA_CONFIG): its server, token, cluster CA and namespace (`namespace` overrides
+        it)."""
+        path = path or os.environ.get("TESSERA_CONFIG")
+        if not path:
+            raise FileNotFoundError("no config file: pass a path or set TESSERA_CONFIG")
+        with open(path) as f:
+            config = json.load(f)
+        if not isinstance(config, dict) or "server" not in config or "token" not in config:
+            raise ValueError("%s: not a tessera config file (it needs server and token)" % path)
+        return cls(config["server"], config["token"], timeout, config.get("caFile") or None,
+                   namespace or config.get("namespace") or "default")
+
+    def _in_namespace(self, kind):
+        """The query that names this client's namespace for `kind` ("" for the default one and
+        for cluster-wide kinds, so those requests are what they always were)."""
+        if kind_path(kind) not in NAMESPACED_KINDS or self.namespace == "default":
+            return ""
+        return "?namespace=" + urllib.parse.quote(self.namespace)
+
+    @classmethod
     def from_state_dir(cls, state_dir=None, timeout=30.0):
         """The head a `tessera up` (or `tessera head`) started: its head.json and admin.token.
         state_dir defaults to $TESSERA_STATE_DIR, then .tessera; $TESSERA_SERVER and
-        $TESSERA_TOKEN override the files, as for the CLI."""
+        $TESSERA_TOKEN override the files, as for the CLI; $TESSERA_CONFIG names a user's config
+        file instead (from_config)."""
+        if os.environ.get("TESSERA_CONFIG") and not os.environ.get("TESSERA_TOKEN"):
+            return cls.from_config(timeout=timeout)
         state_dir = state_dir or os.environ.get("TESSERA_STATE_DIR") or ".tessera"
         url = os.environ.get("TESSERA_SERVER")
         if not url:
@@ -257,16 +289,20 @@ class Client:
         return [self.request("POST", path, b) for b in bodies]
 
     def get(self, kind, name):
-        return self.request("GET", "/api/v1/%s/%s" % (kind_path(kind), urllib.parse.quote(name)))
+        return self.request("GET", "/api/v1/%s/%s%s" % (
+            kind_path(kind), urllib.parse.quote(name), self._in_namespace(kind)))
 
     def list(self, kind):
         """The items of `kind` (the list's metadata.resourceVersion is dropped: watch() takes
         care of versions)."""
-        return self.request("GET", "/api/v1/" + kind_path(kind))["items"]
+        return self.request("GET", "/api/v1/" + kind_path(kind) + self._in_namespace(kind))["items"]
 
     def delete(self, kind, name, force=False):
         path = "/api/v1/%s/%s" % (kind_path(kind), urllib.parse.quote(name))
-        return self.request("DELETE", path + ("?force=true" if force else ""))
+        query = self._in_namespace(kind)
+        if force:
+            query += ("&" if query else "?") + "force=true"
+        return self.request("DELETE", path + query)
 
     # --- watches ---
 

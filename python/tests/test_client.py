@@ -226,5 +226,27 @@ class FromStateDirTest(unittest.TestCase):
             self.assertIn("tessera up", str(e.exception))
 
 
+
+class FromConfigTest(unittest.TestCase):
+    def test_a_users_config_gives_server_token_and_namespace(self):
+        import json
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ann.tessera.json")
+            with open(path, "w") as f:
+                json.dump({"server": "http://127.0.0.1:1/", "token": "t" * 64, "user": "ann",
+                           "namespace": "team-a", "caFile": ""}, f)
+            c = tc.Client.from_config(path)
+            self.assertEqual((c.url, c.token, c.namespace),
+                             ("http://127.0.0.1:1", "t" * 64, "team-a"))
+            # Namespaced kinds carry the namespace; cluster-wide ones and "default" do not.
+            self.assertEqual(c._in_namespace("job"), "?namespace=team-a")
+            self.assertEqual(c._in_namespace("clusterqueue"), "")
+            self.assertEqual(tc.Client.from_config(path, namespace="default")._in_namespace("job"),
+                             "")
+            with open(path, "w") as f:
+                json.dump({"server": "http://127.0.0.1:1"}, f)
+            with self.assertRaises(ValueError):
+                tc.Client.from_config(path)
+
 if __name__ == "__main__":
     unittest.main()

@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,11 +19,14 @@
 #include <sstream>
 #include <vector>
 
+#include "api/audit_log.h"
+#include "api/authz.h"
 #include "api/head_tls.h"
 #include "api/log_proxy.h"
 #include "api/metrics.h"
 #include "api/service_prober.h"
 #include "api/status_http.h"
+#include "api/users.h"
 #include "api/watch_hub.h"
 #include "api/web_assets.h"
 #include "codec/manifest.h"
@@ -93,6 +98,28 @@ std::optional<uint64_t> ParseDecimal(const std::string& text) {
   return value;
 }
 
+// The token of "Authorization: Bearer <token>", read as net::HasBearerToken reads it (the scheme
+// in any case, then one or more spaces); "" when there is none.
+std::string BearerTokenOf(const Request& r) {
+  const std::string header = r.Header("Authorization");
+  constexpr std::string_view kScheme = "bearer ";
+  if (header.size() <= kScheme.size()) return "";
+  for (size_t i = 0; i < kScheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return "";
+  const size_t start = header.find_first_not_of(' ', kScheme.size());
+  return start == std::string::npos ? "" : header.substr(start);
+}
+
+// The refusal of a users' route to a token that is no user's (the join token).
+constexpr char kUsersOnly[] =
+    "this endpoint needs the admin token or a user's token; the join token is the agents'";
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 // 64 random bits for a head's port seed.
 Result<uint64_t> RandomSeed() {
   uint64_t seed = 0;
@@ -151,6 +178,8 @@ struct Head::Impl {
   std::unique_ptr<WatchHub> hub;  // users' watch streams (created before the controller loads)
   std::unique_ptr<LogProxy> logs;
   std::unique_ptr<ServiceProber> prober;  // Service readiness (service_prober.h)
+  std::unique_ptr<UserRegistry> users;    // users and their tokens' hashes (users.h)
+  AuditLog audit;                         // every user's write, accepted or refused
 
   std::mutex watch_mu;
   std::map<std::string, std::vector<std::shared_ptr<net::StreamWriter>>> agent_streams;
@@ -213,11 +242,118 @@ struct Head::Impl {
   bool IsUser(const Request& r) const { return net::HasBearerToken(r, admin_token); }
   bool IsAgent(const Request& r) const { return net::HasBearerToken(r, join_token); }
 
+  // The user a request comes from: the admin token is the cluster-admin "admin", any other
+  // token a user's record (revoked ones too: Guard refuses them with a 403 that says so).
+  // nullopt for the join token and for tokens nobody holds.
+  std::optional<UserRecord> Caller(const Request& r) const {
+    if (IsUser(r)) return UserRecord{kAdminUserName, authz::Role::kClusterAdmin, "", "", 0, {}};
+    const std::string token = BearerTokenOf(r);
+    if (token.empty() || !users) return std::nullopt;
+    return users->FindByToken(token);
+  }
+
+  // The object a user's route touches: `kind`, the path's {name} if it has one, and for a
+  // namespaced kind the namespace the query names (?namespace=NS, default "default"; "" with
+  // ?allNamespaces=true). 400 naming the parameter when the namespace is not a valid name.
+  Result<authz::Target> TargetOf(const Request& r, const std::string& kind) const {
+    authz::Target t{kind, "", r.params.contains("name") ? r.params.at("name") : ""};
+    if (!authz::IsNamespaced(kind)) return t;
+    if (r.Query("allNamespaces").value_or("") == "true") return t;
+    t.namespace_name = r.Query("namespace").value_or(authz::kDefaultNamespace);
+    TESSERA_RETURN_IF_ERROR(codec::ValidateName("namespace", t.namespace_name));
+    return t;
+  }
+
+  // One user's call: who makes it, whether its role allows `verb` on `target` (authz.h), and
+  // for every write a line in the audit log with the status answered. A refusal is a 403 that
+  // names the user, the verb, the object and the role that would allow it. Objects live in the
+  // namespace "default" only for now (docs/security.md "Namespaces"): a call about a named
+  // object of another namespace finds nothing there (404), and a document for another
+  // namespace is refused naming metadata.namespace (422).
+  Response Guard(const Request& r, authz::Verb verb, const authz::Target& target,
+                 const std::function<Response(const UserRecord&)>& fn) {
+    const std::optional<UserRecord> who = Caller(r);
+    Response out;
+    if (!who) {
+      out = Response::Error(403, kUsersOnly);
+    } else if (who->revoked_ms) {
+      out = Response::Error(403, "user '" + who->name +
+                                     "' was revoked (tessera user delete); ask a cluster admin "
+                                     "for a new credential (tessera user create)");
+    } else if (auto d = authz::Authorize(who->principal(), verb, target); !d.allowed) {
+      out = Response::Error(403, d.reason);
+    } else if (authz::IsNamespaced(target.kind) && !target.namespace_name.empty() &&
+               target.namespace_name != authz::kDefaultNamespace && !target.name.empty()) {
+      out = (verb == authz::Verb::kCreate || verb == authz::Verb::kApply)
+                ? Response::Error(422,
+                                  "metadata.namespace: '" + target.namespace_name +
+                                      "': this head keeps objects in the namespace 'default' "
+                                      "only; leave metadata.namespace out or write default",
+                                  "metadata.namespace")
+                : Response::Error(404, authz::DescribeTarget(target) + ": not found");
+    } else {
+      out = fn(*who);
+    }
+    if (authz::IsWrite(verb)) Audit(who ? who->name : "(join token)", verb, target, out);
+    return out;
+  }
+
+  void Audit(const std::string& user, authz::Verb verb, const authz::Target& target,
+             const Response& out) {
+    std::string message;
+    if (out.status >= 400) {
+      const Json body = Json::parse(out.body, nullptr, false);
+      message = body.is_object() && body.contains("error") && body["error"].is_string()
+                    ? body["error"].get<std::string>()
+                    : out.body;
+    }
+    audit.Record({NowUnixMs(), user, authz::VerbName(verb), target.kind, target.namespace_name,
+                  target.name, out.status, std::move(message)});
+  }
+
+  // A document's target for create and apply: its kind, metadata.name and metadata.namespace
+  // (default "default"; refused for a cluster-wide kind). A namespace "default" is taken out of
+  // the document, so the controller's codecs see what they always saw. Anything malformed is
+  // left for the codec to refuse, naming the field.
+  Result<authz::Target> DocumentTarget(Json& doc, const std::string& kind_of_route) const {
+    authz::Target t{kind_of_route, "", ""};
+    if (!doc.is_object()) return t;
+    // contains() first: operator[] would add the key, and the codec would then see a null.
+    if (t.kind.empty() && doc.contains("kind") && doc["kind"].is_string())
+      t.kind = doc["kind"].get<std::string>();
+    if (!doc.contains("metadata") || !doc["metadata"].is_object()) return t;
+    Json& meta = doc["metadata"];
+    if (meta.contains("name") && meta["name"].is_string()) t.name = meta["name"].get<std::string>();
+    if (!meta.contains("namespace")) {
+      if (authz::IsNamespaced(t.kind)) t.namespace_name = authz::kDefaultNamespace;
+      return t;
+    }
+    if (!meta["namespace"].is_string())
+      return InvalidArgument("metadata.namespace: must be a namespace's name");
+    t.namespace_name = meta["namespace"].get<std::string>();
+    TESSERA_RETURN_IF_ERROR(codec::ValidateName("metadata.namespace", t.namespace_name));
+    if (!authz::IsNamespaced(t.kind))
+      return InvalidArgument("metadata.namespace: " + t.kind +
+                             " is cluster-wide; leave metadata.namespace out");
+    if (t.namespace_name == authz::kDefaultNamespace) meta.erase("namespace");
+    return t;
+  }
+
   // GET on a list route: the list with metadata.resourceVersion; with watch=true its watch
   // stream, from resourceVersion=N (the changes after N) or, without one, the list as ADDED
-  // lines and then the changes after it (docs/runtime.md "Watches").
-  Response ListOrWatch(const Request& r, const std::string& kind) {
+  // lines and then the changes after it (docs/runtime.md "Watches"). Every object lives in the
+  // namespace "default" for now: another namespace's list is empty, and has no watch yet.
+  Response ListOrWatch(const Request& r, const authz::Target& target) {
+    const std::string& kind = target.kind;
     const bool watch = r.Query("watch").value_or("") == "true";
+    const bool elsewhere = authz::IsNamespaced(kind) && !target.namespace_name.empty() &&
+                           target.namespace_name != authz::kDefaultNamespace;
+    if (elsewhere && watch)
+      return Response::Error(400,
+                             "namespace: '" + target.namespace_name +
+                                 "' holds no objects in this head (only 'default' does), so it "
+                                 "has no watch; list it instead",
+                             "namespace");
     if (auto from = r.Query("resourceVersion"); from && watch) {
       const std::optional<uint64_t> version = ParseDecimal(*from);
       if (!version)
@@ -240,6 +376,7 @@ struct Head::Impl {
     if (!listed) return Response::Error(500, "no list of kind " + kind);
     const uint64_t version = hub->VersionAfter(listed->changes);
     Json list = std::move(listed->list);
+    if (elsewhere) list["items"] = Json::array();
     list["metadata"] = {{"resourceVersion", std::to_string(version)}};
     if (!watch) return Response::Json(200, list.dump());
     std::vector<std::string> added;
@@ -386,6 +523,8 @@ Status Head::Start() {
   // A heartbeat that freed chips asks for a pass instead of running one (Controller::Heartbeat).
   m.ctl->SetPassListener([&m] { m.Kick(); });
   TESSERA_RETURN_IF_ERROR(m.ctl->Load());
+  m.users = std::make_unique<UserRegistry>(*m.store);
+  TESSERA_RETURN_IF_ERROR(m.users->Load());
   m.metrics->Seed(m.ctl->CopyJobs());  // what a restarted head finds was counted before
 
   net::ServerOptions so;
@@ -398,16 +537,33 @@ Status Head::Start() {
     if (!tls.ok()) return tls.status();
     so.tls = *tls;
   }
+  // Users' tokens (users.h): any token a user record holds, revoked ones included, so that a
+  // revoked user hears why (403) rather than 401.
+  so.auth.check = [&m](const Request& r) { return m.Caller(r).has_value(); };
   // The dashboard's files hold no data (the page asks for the token), so they need no token.
   so.auth.exempt_paths = {"/healthz", "/v1/leader", "/", "/web/*"};
   m.server = std::make_unique<net::HttpServer>(so);
   auto& s = *m.server;
-  auto user = [&m](auto fn) {
-    return [&m, fn](const Request& r) -> Response {
-      if (!m.IsUser(r)) return Response::Error(403, "this endpoint needs the admin token");
-      return fn(r);
+  // A users' route: `verb` on `kind` (the object Impl::TargetOf reads from the path and the
+  // query), answered by fn when the caller's role allows it (Impl::Guard).
+  auto allow = [&m](authz::Verb verb, const std::string& kind, auto fn) {
+    return [&m, verb, kind, fn](const Request& r) -> Response {
+      auto target = m.TargetOf(r, kind);
+      if (!target.ok()) return ErrorReply(target.status(), InputFrom::kRequest);
+      return m.Guard(r, verb, *target, [&](const UserRecord&) { return fn(r); });
     };
   };
+  // A list (or watch: the verb is watch then) of `kind`, in the namespace the query names.
+  auto list = [&m](const std::string& kind) {
+    return [&m, kind](const Request& r) -> Response {
+      auto target = m.TargetOf(r, kind);
+      if (!target.ok()) return ErrorReply(target.status(), InputFrom::kRequest);
+      const bool watch = r.Query("watch").value_or("") == "true";
+      return m.Guard(r, watch ? authz::Verb::kWatch : authz::Verb::kList, *target,
+                     [&](const UserRecord&) { return m.ListOrWatch(r, *target); });
+    };
+  };
+  using authz::Verb;
   auto agent = [&m](auto fn) {
     return [&m, fn](const Request& r) -> Response {
       if (!m.IsAgent(r)) return Response::Error(403, "this endpoint needs the join token");
@@ -452,28 +608,36 @@ Status Head::Start() {
     return m.Static(r.params.at("path"));
   }));
   TESSERA_RETURN_IF_ERROR(
-      s.Handle(Method::kGet, "/metrics", user([&m](const Request&) { return m.Metrics(); })));
-  auto create = user([&m, parse_body](const Request& r) {
+      s.Handle(Method::kGet, "/metrics",
+               allow(Verb::kGet, "Metrics", [&m](const Request&) { return m.Metrics(); })));
+  auto create = [&m, parse_body](const Request& r) {
     auto doc = parse_body(r);
     if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
-    Response out = Reply(m.ctl->CreateJob(*doc), 201);
-    m.Kick();
-    return out;
-  });
+    auto target = m.DocumentTarget(*doc, kTrainJobKind);
+    if (!target.ok()) return ErrorReply(target.status());
+    return m.Guard(r, Verb::kCreate, *target, [&](const UserRecord&) {
+      Response out = Reply(m.ctl->CreateJob(*doc), 201);
+      m.Kick();
+      return out;
+    });
+  };
   TESSERA_RETURN_IF_ERROR(
-      s.Handle(Method::kPost, "/api/v1/apply", user([&m, parse_body](const Request& r) {
-                 auto doc = parse_body(r);
-                 if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
-                 // ?dryRun=true: every check, nothing stored (tessera apply --dry-run).
-                 if (r.Query("dryRun").value_or("") == "true")
-                   return Reply(m.ctl->DryRunApply(*doc));
-                 auto applied = m.ctl->Apply(*doc);
-                 int status = 201;
-                 if (applied.ok() && !applied->value("created", true)) status = 200;
-                 Response out = Reply(applied, status);
-                 m.Kick();
-                 return out;
-               })));
+      s.Handle(Method::kPost, "/api/v1/apply", [&m, parse_body](const Request& r) {
+        auto doc = parse_body(r);
+        if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
+        auto target = m.DocumentTarget(*doc, "");
+        if (!target.ok()) return ErrorReply(target.status());
+        return m.Guard(r, Verb::kApply, *target, [&](const UserRecord&) {
+          // ?dryRun=true: every check, nothing stored (tessera apply --dry-run).
+          if (r.Query("dryRun").value_or("") == "true") return Reply(m.ctl->DryRunApply(*doc));
+          auto applied = m.ctl->Apply(*doc);
+          int status = 201;
+          if (applied.ok() && !applied->value("created", true)) status = 200;
+          Response out = Reply(applied, status);
+          m.Kick();
+          return out;
+        });
+      }));
   // Admission resources: lists (and watches) with status.
   const std::pair<const char*, const char*> queue_lists[] = {
       {"/api/v1/clusterqueues", "ClusterQueue"},
@@ -481,46 +645,42 @@ Status Head::Start() {
       {"/api/v1/priorityclasses", "PriorityClass"}};
   for (const auto& [path, kind_name] : queue_lists) {
     const std::string kind = kind_name;
-    TESSERA_RETURN_IF_ERROR(s.Handle(
-        Method::kGet, path, user([&m, kind](const Request& r) { return m.ListOrWatch(r, kind); })));
+    TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, path, list(kind)));
     // 409 naming what still uses it (docs/admission.md "Deleting").
-    TESSERA_RETURN_IF_ERROR(s.Handle(
-        Method::kDelete, std::string(path) + "/{name}", user([&m, kind](const Request& r) {
-          Response out =
-              Reply(m.ctl->DeleteQueueObject(kind, r.params.at("name")), 200, InputFrom::kRequest);
-          m.Kick();
-          return out;
-        })));
+    TESSERA_RETURN_IF_ERROR(s.Handle(Method::kDelete, std::string(path) + "/{name}",
+                                     allow(Verb::kDelete, kind, [&m, kind](const Request& r) {
+                                       Response out = Reply(
+                                           m.ctl->DeleteQueueObject(kind, r.params.at("name")), 200,
+                                           InputFrom::kRequest);
+                                       m.Kick();
+                                       return out;
+                                     })));
   }
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kPost, "/api/v1/jobs", create));
-  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/jobs", user([&m](const Request& r) {
-                                     return m.ListOrWatch(r, kTrainJobKind);
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/jobs", list(kTrainJobKind)));
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/jobs/{name}",
+                                   allow(Verb::kGet, kTrainJobKind, [&m](const Request& r) {
+                                     return Reply(m.ctl->GetJob(r.params.at("name")));
+                                   })));
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kDelete, "/api/v1/jobs/{name}",
+                                   allow(Verb::kDelete, kTrainJobKind, [&m](const Request& r) {
+                                     Response out = Reply(m.ctl->DeleteJob(r.params.at("name")));
+                                     m.Kick();
+                                     return out;
                                    })));
   TESSERA_RETURN_IF_ERROR(
-      s.Handle(Method::kGet, "/api/v1/jobs/{name}",
-               user([&m](const Request& r) { return Reply(m.ctl->GetJob(r.params.at("name"))); })));
-  TESSERA_RETURN_IF_ERROR(
-      s.Handle(Method::kDelete, "/api/v1/jobs/{name}", user([&m](const Request& r) {
-                 Response out = Reply(m.ctl->DeleteJob(r.params.at("name")));
-                 m.Kick();
-                 return out;
-               })));
-  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/jobs/{name}/logs",
-                                   user([&m](const Request& r) { return m.Logs(r); })));
-  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/hosts", user([&m](const Request& r) {
-                                     return m.ListOrWatch(r, kHostKind);
-                                   })));
+      s.Handle(Method::kGet, "/api/v1/jobs/{name}/logs",
+               allow(Verb::kLogs, kTrainJobKind, [&m](const Request& r) { return m.Logs(r); })));
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/hosts", list(kHostKind)));
   // An admin forgets a host, so its name may be registered by a new agent (a replaced machine):
   // 409 while it runs workers of a job that holds chips or of a Service group, unless it is Lost.
-  TESSERA_RETURN_IF_ERROR(
-      s.Handle(Method::kDelete, "/api/v1/hosts/{name}", user([&m](const Request& r) {
-                 Response out = Reply(m.ctl->DeleteHost(r.params.at("name")));
-                 m.Kick();
-                 return out;
-               })));
-  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/events", user([&m](const Request& r) {
-                                     return m.ListOrWatch(r, kEventKind);
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kDelete, "/api/v1/hosts/{name}",
+                                   allow(Verb::kDelete, kHostKind, [&m](const Request& r) {
+                                     Response out = Reply(m.ctl->DeleteHost(r.params.at("name")));
+                                     m.Kick();
+                                     return out;
                                    })));
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/events", list(kEventKind)));
   TESSERA_RETURN_IF_ERROR(
       s.Handle(Method::kPost, "/api/v1/agents/register", agent([&m, bad_message](const Request& r) {
                  // One decoder for the agent's messages, the one the agent's encoder is
@@ -560,13 +720,14 @@ Status Head::Start() {
   // SliceReservations (docs/reservations.md): list and watch, get, delete (?force=true stops the
   // workloads inside it; without it a reservation in use is a 409 naming them).
   TESSERA_RETURN_IF_ERROR(
-      s.Handle(Method::kGet, "/api/v1/slicereservations",
-               user([&m](const Request& r) { return m.ListOrWatch(r, "SliceReservation"); })));
+      s.Handle(Method::kGet, "/api/v1/slicereservations", list("SliceReservation")));
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/slicereservations/{name}",
+                                   allow(Verb::kGet, "SliceReservation", [&m](const Request& r) {
+                                     return Reply(m.ctl->GetReservation(r.params.at("name")));
+                                   })));
   TESSERA_RETURN_IF_ERROR(s.Handle(
-      Method::kGet, "/api/v1/slicereservations/{name}",
-      user([&m](const Request& r) { return Reply(m.ctl->GetReservation(r.params.at("name"))); })));
-  TESSERA_RETURN_IF_ERROR(s.Handle(
-      Method::kDelete, "/api/v1/slicereservations/{name}", user([&m](const Request& r) {
+      Method::kDelete, "/api/v1/slicereservations/{name}",
+      allow(Verb::kDelete, "SliceReservation", [&m](const Request& r) {
         const std::string force = r.Query("force").value_or("false");
         if (force != "true" && force != "false")
           return Response::Error(400, "force: must be true or false, got '" + force + "'", "force");
@@ -577,20 +738,21 @@ Status Head::Start() {
 
   // Services (docs/serving.md): list and watch, get, delete, scale, the router's load reports
   // and the logs of one process of a replica group.
-  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/services", user([&m](const Request& r) {
-                                     return m.ListOrWatch(r, "Service");
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/services", list("Service")));
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/services/{name}",
+                                   allow(Verb::kGet, "Service", [&m](const Request& r) {
+                                     return Reply(m.ctl->GetService(r.params.at("name")));
+                                   })));
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kDelete, "/api/v1/services/{name}",
+                                   allow(Verb::kDelete, "Service", [&m](const Request& r) {
+                                     Response out =
+                                         Reply(m.ctl->DeleteService(r.params.at("name")));
+                                     m.Kick();
+                                     return out;
                                    })));
   TESSERA_RETURN_IF_ERROR(s.Handle(
-      Method::kGet, "/api/v1/services/{name}",
-      user([&m](const Request& r) { return Reply(m.ctl->GetService(r.params.at("name"))); })));
-  TESSERA_RETURN_IF_ERROR(
-      s.Handle(Method::kDelete, "/api/v1/services/{name}", user([&m](const Request& r) {
-                 Response out = Reply(m.ctl->DeleteService(r.params.at("name")));
-                 m.Kick();
-                 return out;
-               })));
-  TESSERA_RETURN_IF_ERROR(s.Handle(
-      Method::kPost, "/api/v1/services/{name}/scale", user([&m, parse_body](const Request& r) {
+      Method::kPost, "/api/v1/services/{name}/scale",
+      allow(Verb::kScale, "Service", [&m, parse_body](const Request& r) {
         auto doc = parse_body(r);
         if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
         if (!doc->is_object() || !(*doc)["replicas"].is_number_integer() ||
@@ -608,22 +770,24 @@ Status Head::Start() {
         m.Kick();
         return out;
       })));
+  TESSERA_RETURN_IF_ERROR(
+      s.Handle(Method::kPost, "/api/v1/services/{name}/load",
+               allow(Verb::kReportLoad, "Service", [&m, parse_body](const Request& r) {
+                 auto doc = parse_body(r);
+                 if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
+                 // The whole report is kept (status.roles[].traffic) for the dashboard's charts.
+                 auto traffic = codec::RouterTrafficFromJson(*doc);
+                 if (!traffic.ok()) return ErrorReply(traffic.status());
+                 const std::string role = doc->contains("role") && (*doc)["role"].is_string()
+                                              ? (*doc)["role"].get<std::string>()
+                                              : "server";
+                 const double ongoing = traffic->ongoing_requests;
+                 return Reply(m.ctl->ReportServiceLoad(r.params.at("name"), role, ongoing,
+                                                       std::move(*traffic)));
+               })));
   TESSERA_RETURN_IF_ERROR(s.Handle(
-      Method::kPost, "/api/v1/services/{name}/load", user([&m, parse_body](const Request& r) {
-        auto doc = parse_body(r);
-        if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
-        // The whole report is kept (status.roles[].traffic) for the dashboard's charts.
-        auto traffic = codec::RouterTrafficFromJson(*doc);
-        if (!traffic.ok()) return ErrorReply(traffic.status());
-        const std::string role = doc->contains("role") && (*doc)["role"].is_string()
-                                     ? (*doc)["role"].get<std::string>()
-                                     : "server";
-        const double ongoing = traffic->ongoing_requests;
-        return Reply(
-            m.ctl->ReportServiceLoad(r.params.at("name"), role, ongoing, std::move(*traffic)));
-      })));
-  TESSERA_RETURN_IF_ERROR(s.Handle(
-      Method::kGet, "/api/v1/services/{name}/logs", user([&m](const Request& r) {
+      Method::kGet, "/api/v1/services/{name}/logs",
+      allow(Verb::kLogs, "Service", [&m](const Request& r) {
         const std::string name = r.params.at("name");
         int numbers[2] = {0, 0};  // replica, worker
         const char* keys[2] = {"replica", "worker"};
@@ -646,6 +810,63 @@ Status Head::Start() {
                                 l.token};
         const bool follow = r.Query("follow").value_or("false") == "true";
         return m.logs->Serve(source, follow ? LogProxy::Mode::kFollow : LogProxy::Mode::kRead);
+      })));
+
+  // Who the caller is (any user, revoked ones refused): the dashboard shows it.
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/whoami", [&m](const Request& r) {
+    const std::optional<UserRecord> who = m.Caller(r);
+    if (!who) return Response::Error(403, kUsersOnly);
+    if (who->revoked_ms) return Response::Error(403, "user '" + who->name + "' was revoked");
+    return Response::Json(200, UserToJson(*who, false).dump());
+  }));
+  // Users (docs/security.md "Users and roles"): cluster admins create, list and revoke them.
+  // The token is in the create's answer only; the head keeps its hash.
+  TESSERA_RETURN_IF_ERROR(
+      s.Handle(Method::kGet, "/api/v1/users", allow(Verb::kList, kUserKind, [&m](const Request&) {
+                 Json items = Json::array();
+                 for (const UserRecord& u : m.users->List()) items.push_back(UserToJson(u, false));
+                 return Response::Json(200, Json{{"items", items}}.dump());
+               })));
+  TESSERA_RETURN_IF_ERROR(
+      s.Handle(Method::kPost, "/api/v1/users", [&m, parse_body](const Request& r) {
+        auto doc = parse_body(r);
+        if (!doc.ok()) return Response::Error(400, doc.status().message(), "body");
+        if (!doc->is_object()) return Response::Error(400, "body: must be a JSON object", "body");
+        const Json& d = *doc;
+        for (const char* key : {"name", "role", "namespace"})
+          if (d.contains(key) && !d[key].is_string())
+            return Response::Error(400, std::string(key) + ": must be a string", key);
+        const authz::Target target{kUserKind, "", d.value("name", "")};
+        return m.Guard(r, Verb::kCreate, target, [&](const UserRecord&) {
+          auto issued = m.users->Create(target.name, d.value("role", ""), d.value("namespace", ""),
+                                        NowUnixMs());
+          if (!issued.ok()) return ErrorReply(issued.status(), InputFrom::kRequest);
+          Json out = UserToJson(issued->user, false);
+          out["token"] = issued->token;
+          return Response::Json(201, out.dump());
+        });
+      }));
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kDelete, "/api/v1/users/{name}",
+                                   allow(Verb::kDelete, kUserKind, [&m](const Request& r) {
+                                     auto revoked =
+                                         m.users->Revoke(r.params.at("name"), NowUnixMs());
+                                     if (!revoked.ok())
+                                       return ErrorReply(revoked.status(), InputFrom::kRequest);
+                                     return Response::Json(200, UserToJson(*revoked, false).dump());
+                                   })));
+  // The audit log (audit_log.h): cluster admins only; ?limit=N (default 1000) latest entries.
+  TESSERA_RETURN_IF_ERROR(s.Handle(
+      Method::kGet, "/api/v1/audit", allow(Verb::kList, "AuditLog", [&m](const Request& r) {
+        size_t limit = 1000;
+        if (auto v = r.Query("limit")) {
+          const std::optional<uint64_t> parsed = ParseDecimal(*v);
+          if (!parsed)
+            return Response::Error(400, "limit: must be a whole number, got '" + *v + "'", "limit");
+          limit = static_cast<size_t>(*parsed);
+        }
+        Json items = Json::array();
+        for (const AuditEntry& e : m.audit.Latest(limit)) items.push_back(AuditEntryToJson(e));
+        return Response::Json(200, Json{{"items", items}, {"recorded", m.audit.recorded()}}.dump());
       })));
 
   TESSERA_RETURN_IF_ERROR(s.Start());

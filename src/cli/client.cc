@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -25,6 +26,56 @@ void ClientFlags::Add(CLI::App* cmd) {
   cmd->add_option("--ca-file", ca_file,
                   "the cluster CA the head's certificate must be signed by (default: "
                   "$TESSERA_CA_FILE, then <state-dir>/ca.crt)");
+  cmd->add_option("--config", config,
+                  "a user's config file, as `tessera user create` writes it: server and token "
+                  "(default: $TESSERA_CONFIG; --server and --token-file win over it)");
+}
+
+void ClientFlags::AddNamespace(CLI::App* cmd, bool lists) {
+  cmd->add_option("-n,--namespace", namespace_name,
+                  "the namespace (default: the config file's, else default)");
+  if (lists)
+    cmd->add_flag("-A,--all-namespaces", all_namespaces,
+                  "every namespace (cluster admins; others are refused naming their namespace)");
+}
+
+std::string NamespaceQuery(const ClientFlags& f, const std::string& kind_path, char sep) {
+  static const std::set<std::string> kNamespaced = {"jobs", "services", "slicereservations",
+                                                    "localqueues", "events"};
+  if (!kNamespaced.contains(kind_path)) return "";
+  if (f.all_namespaces) return std::string(1, sep) + "allNamespaces=true";
+  std::string ns = f.namespace_name;
+  if (ns.empty()) ns = ReadUserConfig(f).namespace_name;
+  if (ns.empty() || ns == "default") return "";
+  for (char c : ns)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
+      throw CommandError("--namespace: '" + ns +
+                         "' is not a namespace (lower-case letters, digits and '-')");
+  return std::string(1, sep) + "namespace=" + ns;
+}
+
+UserConfig ReadUserConfig(const ClientFlags& f) {
+  std::string path = f.config;
+  if (path.empty())
+    if (const char* env = std::getenv("TESSERA_CONFIG")) path = env;
+  UserConfig out;
+  if (path.empty()) return out;
+  std::ifstream in(path);
+  if (!in)
+    throw CommandError(path + ": cannot read this config file (--config, TESSERA_CONFIG)", 1);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object() || !j.contains("server") || !j["server"].is_string() || !j.contains("token") ||
+      !j["token"].is_string())
+    throw CommandError(path +
+                           ": not a tessera config file (it needs \"server\" and \"token\"); "
+                           "`tessera user create` writes one",
+                       1);
+  out.path = path;
+  out.server = j["server"].get<std::string>();
+  out.token = j["token"].get<std::string>();
+  out.namespace_name = j.value("namespace", "default");
+  out.ca_file = j.value("caFile", "");
+  return out;
 }
 
 std::string ReadFileOrStdin(const std::string& path) {
@@ -105,18 +156,28 @@ net::ClientOptions FindLeader(const std::vector<std::string>& heads, const std::
 
 }  // namespace
 
+std::string CaFile(const ClientFlags& f, const UserConfig& config) {
+  if (!f.ca_file.empty()) return f.ca_file;
+  if (f.server.empty() && !config.ca_file.empty()) return config.ca_file;  // its own server's
+  if (const char* env = std::getenv("TESSERA_CA_FILE")) return env;
+  return f.state_dir + "/ca.crt";
+}
+
 std::unique_ptr<net::HttpClient> Connect(const ClientFlags& f) {
+  const UserConfig config = ReadUserConfig(f);
   std::string server = f.server;
   std::string flag = "--server";
+  if (server.empty() && !config.path.empty()) {
+    server = config.server;
+    flag = config.path;
+  }
   if (server.empty()) {
     if (const char* env = std::getenv("TESSERA_SERVER")) {
       server = env;
       flag = "TESSERA_SERVER";
     }
   }
-  std::string ca_file = f.ca_file;
-  if (const char* env = std::getenv("TESSERA_CA_FILE"); env && ca_file.empty()) ca_file = env;
-  if (ca_file.empty()) ca_file = f.state_dir + "/ca.crt";
+  const std::string ca_file = CaFile(f, config);
   net::ClientOptions o;
   std::vector<std::string> heads = ha::SplitHeadList(server);
   if (heads.empty()) {
@@ -150,7 +211,9 @@ std::unique_ptr<net::HttpClient> Connect(const ClientFlags& f) {
     if (head.value("scheme", "http") == "https") o.tls = net::ClientTlsOptions{ca_file, "", "", ""};
   }
   std::string token;
-  if (const char* env = std::getenv("TESSERA_TOKEN"); env && f.token_file.empty()) token = env;
+  if (f.token_file.empty()) token = config.token;
+  if (const char* env = std::getenv("TESSERA_TOKEN"); env && token.empty() && f.token_file.empty())
+    token = env;
   if (token.empty()) {
     const std::string path = f.token_file.empty() ? f.state_dir + "/admin.token" : f.token_file;
     std::ifstream in(path);

@@ -26,5 +26,6 @@ void AddClusterCommands(CLI::App& app);
 void AddResourceCommands(CLI::App& app);
 void AddApplyWaitCommands(CLI::App& app);  // apply, wait, completion
 void AddRouterCommand(CLI::App& app);
+void AddUserCommands(CLI::App& app);  // user create|list|delete, audit (user_commands.cc)
 
 }  // namespace tessera::cli

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   tessera::cli::AddApplyWaitCommands(app);
   tessera::cli::AddServiceCommands(app);
   tessera::cli::AddRouterCommand(app);
+  tessera::cli::AddUserCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

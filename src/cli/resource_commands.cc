@@ -333,6 +333,7 @@ void AddResourceCommands(CLI::App& app) {
                   "change per line with -o json); with NAMEs, only their changes");
     cmd->add_option("--for", *object, "events: only those about this object, e.g. trainjob/demo");
     flags->Add(cmd);
+    flags->AddNamespace(cmd, true);
     cmd->callback([flags, kind, names, output, watch, object] {
       // kubectl's KIND/NAME form: `tessera get trainjob/demo`.
       if (const size_t slash = kind->find('/'); slash != std::string::npos) {
@@ -357,6 +358,9 @@ void AddResourceCommands(CLI::App& app) {
             "events have no names; to see those about one object, use "
             "`tessera get events --for trainjob/NAME`");
       auto client = Connect(*flags);
+      const std::string in_namespace = NamespaceQuery(*flags, path);
+      if (*watch && !in_namespace.empty())
+        throw CommandError("-w: watches are of the namespace default only for now");
       if (*watch && path == "events") return WatchEvents(*client, *object, *output);
       const bool wide = *output == "wide";
       auto print_rows = [&](const Json& items, bool header) {
@@ -387,12 +391,12 @@ void AddResourceCommands(CLI::App& app) {
       Json list;
       std::vector<std::string> missing;
       if (names->empty()) {
-        list = Call(*client, net::Method::kGet, "/api/v1/" + path);
+        list = Call(*client, net::Method::kGet, "/api/v1/" + path + in_namespace);
       } else if (KindHasGetRoute(path)) {
         // One GET per name; a 404 is collected, any other refusal stops here.
         list = {{"kind", "List"}, {"items", Json::array()}};
         for (const std::string& name : *names) {
-          const std::string target = "/api/v1/" + path + "/" + name;
+          const std::string target = "/api/v1/" + path + "/" + name + in_namespace;
           auto r = client->Request(net::Method::kGet, target);
           if (r.ok() && r->status == 404) {
             missing.push_back(name);
@@ -404,7 +408,7 @@ void AddResourceCommands(CLI::App& app) {
           list["items"].push_back(std::move(item));
         }
       } else {
-        Json all = Call(*client, net::Method::kGet, "/api/v1/" + path);
+        Json all = Call(*client, net::Method::kGet, "/api/v1/" + path + in_namespace);
         NamedItems picked = SelectNamed(all.value("items", Json::array()), *names);
         list = {{"kind", all.value("kind", "List")}, {"items", picked.found}};
         missing = picked.missing;
@@ -595,6 +599,7 @@ void AddResourceCommands(CLI::App& app) {
                   "slicereservation: stop the workloads running inside it, then release it "
                   "(without it, a reservation in use is refused naming them)");
     flags->Add(cmd);
+    flags->AddNamespace(cmd, false);
     cmd->callback([flags, kind, name, ignore, force] {
       const bool job = *kind == "job" || *kind == "trainjob";
       const bool reservation = IsReservationKind(*kind);
@@ -611,7 +616,13 @@ void AddResourceCommands(CLI::App& app) {
                                : *kind == "service"       ? "/api/v1/services/"
                                                           : "/api/v1/" + *kind + "s/";
       auto client = Connect(*flags);
-      auto r = client->Request(net::Method::kDelete, path + *name + (*force ? "?force=true" : ""));
+      // The route's kind ("jobs", ...) decides whether the object lives in a namespace.
+      const std::string kind_path = path.substr(8, path.size() - 9);
+      const std::string in_namespace = NamespaceQuery(*flags, kind_path);
+      auto r = client->Request(
+          net::Method::kDelete,
+          path + *name + in_namespace +
+              (*force ? (in_namespace.empty() ? "?force=true" : "&force=true") : ""));
       if (!r.ok()) throw CommandError("cannot reach the head: " + r.status().message(), 1);
       if (r->status == 404 && *ignore) {
         std::cout << object << " not found\n";

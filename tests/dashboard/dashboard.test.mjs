@@ -1,5 +1,6 @@
 // The dashboard in a real headless Chromium against a live local cluster (two v6e 4x4 slices):
-// a wrong token is refused, the cluster grid shows the running job's chips, a job page shows
+// a wrong token is refused, a user's token shows only what its role may read (and says what is
+// hidden), the cluster grid shows the running job's chips, a job page shows
 // its workers' log tails, a failure shows up in the recovery timeline (and no -1 sentinel of the
 // API shows as data), and a 9,216-chip pod draws fast. Screenshots go to
 // test-artifacts/dashboard/ ($TESSERA_ARTIFACTS).
@@ -74,6 +75,25 @@ test('a wrong token is refused and the page asks again', async () => {
   await page.click('[data-role=login-form] button[type=submit]');
   await error.filter({hasText: 'admin token'}).waitFor({timeout: 15_000});
   await page.done();
+});
+
+test('a user sees who it is, and what its role hides and why', async () => {
+  // A viewer of namespace team-a: the hosts and the namespace default are not its to read.
+  const made = await cluster.api('POST', '/api/v1/users',
+                                 {name: 'dash-viewer', role: 'view', namespace: 'team-a'});
+  assert.equal(made.status, 201, made.text);
+  const page = await newPage();
+  await login(page, cluster.url, made.json.token);
+  await page.locator('[data-role=who]', {hasText: 'dash-viewer (view in team-a)'}).waitFor({timeout: 15_000});
+  const hidden = page.locator('[data-role=hidden]');
+  await hidden.filter({hasText: 'Hidden: hosts'}).waitFor({timeout: 15_000});
+  await hidden.filter({hasText: "TrainJobs in namespace 'default'"}).waitFor({timeout: 15_000});
+  assert.match(await hidden.textContent(), /needs role cluster-admin/);
+  // Nothing it may not read is shown: no host rows, no jobs.
+  assert.equal(await page.locator('tr[data-host]').count(), 0);
+  await screenshot(page, 'user-hidden');
+  await page.done();
+  assert.equal((await cluster.api('DELETE', '/api/v1/users/dash-viewer')).status, 200);
 });
 
 test('the cluster grid shows the running job on its chips', async () => {
