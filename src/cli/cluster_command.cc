@@ -129,10 +129,6 @@ std::vector<std::vector<std::string>> AgentLayouts(const UpFlags& f, bool three_
 
 void Up(const UpFlags& f) {
   CheckHaUpFlags(f.ha, f.fence_ms);
-  if (f.netns && f.ha.ha)
-    throw CommandError(
-        "--netns: not with --ha yet (etcd and the heads listen on loopback only); leave one out "
-        "(docs/netns.md \"Limits\")");
   if (f.netns) {
     if (const std::string why = NetnsUnsupportedReason(); !why.empty()) throw CommandError(why);
   }
@@ -166,26 +162,31 @@ void Up(const UpFlags& f) {
   RemoveNetns(dir, true);
   std::optional<NetnsPlan> netns;
   if (f.netns) {
+    // Under --ha the other heads and the etcd members get namespaces too, before the agents.
     std::vector<std::string> names;
+    if (f.ha.ha) names = HaExtraMembers(f.ha.heads);
     for (const auto& a : agents) names.push_back(a[0]);
     netns = MakeNetns(dir, names);
   }
-  // `args` of the tessera binary, in member `name`'s namespace under --netns.
-  auto spawn_member = [&](const std::string& name, const std::vector<std::string>& args,
-                          const std::string& log) {
-    if (!netns) return Spawn(exe, args, log);
-    std::vector<std::string> argv = {exe};
+  // `program` with `args`, in member `name`'s namespace under --netns.
+  auto spawn_program = [&](const std::string& name, const std::string& program,
+                           const std::vector<std::string>& args, const std::string& log) {
+    if (!netns) return Spawn(program, args, log);
+    std::vector<std::string> argv = {program};
     argv.insert(argv.end(), args.begin(), args.end());
     argv = InNetns(netns->Find(name)->ns, argv);
     return Spawn(argv[0], std::vector<std::string>(argv.begin() + 1, argv.end()), log);
   };
+  // `args` of the tessera binary, the same way.
+  auto spawn_member = [&](const std::string& name, const std::vector<std::string>& args,
+                          const std::string& log) { return spawn_program(name, exe, args, log); };
   // Where the head and each agent listen and are reached: their namespace's address, or loopback.
   auto address_of = [&](const std::string& name) -> std::string {
     return netns ? netns->Find(name)->address : "127.0.0.1";
   };
   Json cluster = {{"head", 0}, {"agents", Json::array()}, {"generation", f.generation}};
   std::vector<std::string> head_args = {"head", "--state-dir", dir, "--port", "0"};
-  if (netns) head_args.insert(head_args.end(), {"--bind", address_of("head")});
+  if (netns && !f.ha.ha) head_args.insert(head_args.end(), {"--bind", address_of("head")});
   head_args.insert(head_args.end(), {"--lease-ms", std::to_string(f.lease_ms), "--heartbeat-ms",
                                      std::to_string(f.heartbeat_ms)});
   if (!f.backfill.empty()) head_args.insert(head_args.end(), {"--backfill", f.backfill});
@@ -211,13 +212,19 @@ void Up(const UpFlags& f) {
   std::vector<std::string> head_urls;
   std::string leader_url;
   if (f.ha.ha) {
-    const HaControlPlane plane = StartHaControlPlane(
-        f.ha, exe, dir, std::vector<std::string>(head_args.begin() + 5, head_args.end()), deadline,
-        Spawn, [&](const Json& record) {
-          cluster["ha"] = record;
-          if (!record["heads"].empty()) cluster["head"] = record["heads"][0];
-          save();
-        });
+    HaControlPlane plane;
+    try {
+      plane = StartHaControlPlane(
+          f.ha, exe, dir, std::vector<std::string>(head_args.begin() + 5, head_args.end()),
+          deadline, HaPlacement{address_of, spawn_program}, [&](const Json& record) {
+            cluster["ha"] = record;
+            if (!record["heads"].empty()) cluster["head"] = record["heads"][0];
+            save();
+          });
+    } catch (const CommandError&) {
+      Down(dir, false, true);  // what it started is stopped; the namespaces go too
+      throw;
+    }
     for (const std::string& url : plane.head_urls) head_url += (head_url.empty() ? "" : ",") + url;
     head_urls = plane.head_urls;
     leader_url = plane.leader_url;

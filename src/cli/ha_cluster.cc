@@ -68,11 +68,12 @@ std::string FindEtcd(const std::string& given) {
       1);
 }
 
-// A GET to 127.0.0.1:`port`; over TLS verified against `ca_file` unless it is empty (etcd, a
-// head started with --plain-http).
-Result<net::Response> Get(uint16_t port, const std::string& target,
+// A GET to `host`:`port`; over TLS verified against `ca_file` unless it is empty (etcd, a head
+// started with --plain-http).
+Result<net::Response> Get(const std::string& host, uint16_t port, const std::string& target,
                           const std::string& ca_file = "") {
   net::ClientOptions o;
+  o.host = host;
   o.port = port;
   if (!ca_file.empty()) o.tls = net::ClientTlsOptions{ca_file, "", "", ""};
   o.connect_timeout = milliseconds(1'000);
@@ -81,13 +82,13 @@ Result<net::Response> Get(uint16_t port, const std::string& target,
   return client.Request(net::Method::kGet, target);
 }
 
-bool EtcdHealthy(uint16_t port) {
-  auto r = Get(port, "/health");
+bool EtcdHealthy(const std::string& host, uint16_t port) {
+  auto r = Get(host, port, "/health");
   return r.ok() && r->status == 200 && r->body.find("\"true\"") != std::string::npos;
 }
 
-Json LeaderInfo(uint16_t port, const std::string& ca_file) {
-  auto r = Get(port, "/v1/leader", ca_file);
+Json LeaderInfo(const std::string& host, uint16_t port, const std::string& ca_file) {
+  auto r = Get(host, port, "/v1/leader", ca_file);
   if (!r.ok() || r->status != 200) return Json::object();
   Json j = Json::parse(r->body, nullptr, false);
   return j.is_object() ? j : Json::object();
@@ -151,7 +152,30 @@ const char* kSupervisor =
     "echo \"supervisor: the head exited with $c; restarting it as a standby\" >&2; sleep 0.2; "
     "done";
 
+// "host:port" (or http://host:port) split; the port 0 when there is none.
+std::pair<std::string, uint16_t> SplitEndpoint(std::string endpoint) {
+  if (endpoint.rfind("http://", 0) == 0) endpoint = endpoint.substr(7);
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos) return {endpoint, 0};
+  try {
+    return {endpoint.substr(0, colon),
+            static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1)))};
+  } catch (...) {
+    return {endpoint.substr(0, colon), 0};
+  }
+}
+
 }  // namespace
+
+std::string HaHeadMember(int i) { return i == 0 ? "head" : "head-" + std::to_string(i); }
+std::string HaEtcdMember(int i) { return "etcd-" + std::to_string(i); }
+
+std::vector<std::string> HaExtraMembers(int heads) {
+  std::vector<std::string> members;
+  for (int i = 1; i < heads; ++i) members.push_back(HaHeadMember(i));
+  for (int i = 0; i < 3; ++i) members.push_back(HaEtcdMember(i));
+  return members;
+}
 
 void HaUpFlags::Add(CLI::App* cmd) {
   cmd->add_flag("--ha", ha,
@@ -220,15 +244,13 @@ HaControlPlane StartHaControlPlane(const HaUpFlags& f, const std::string& exe,
                                    const std::string& dir,
                                    const std::vector<std::string>& head_flags,
                                    std::chrono::steady_clock::time_point deadline,
-                                   const SpawnFn& spawn,
+                                   const HaPlacement& placement,
                                    const std::function<void(const Json&)>& on_started) {
   const std::string etcd = FindEtcd(f.etcd);
   HaControlPlane plane;
   Json& rec = plane.record;
-  rec = {{"etcd", Json::array()},
-         {"etcdPorts", Json::array()},
-         {"heads", Json::array()},
-         {"headPorts", Json::array()}};
+  rec = {{"etcd", Json::array()},  {"etcdPorts", Json::array()}, {"etcdEndpoints", Json::array()},
+         {"heads", Json::array()}, {"headPorts", Json::array()}, {"headEndpoints", Json::array()}};
   auto fail = [&](const std::string& what) {
     StopHaControlPlane(rec);
     throw CommandError(what, 1);
@@ -237,48 +259,57 @@ HaControlPlane StartHaControlPlane(const HaUpFlags& f, const std::string& exe,
   std::error_code ec;
   fs::remove_all(dir + "/etcd", ec);
   fs::create_directories(dir + "/etcd");
+  // On loopback every member needs ports of its own; at its own address (--netns) the defaults
+  // are free.
+  auto port_at = [](const std::string& address, uint16_t fixed) {
+    return address == "127.0.0.1" ? FreePort() : fixed;
+  };
+  std::vector<std::string> etcd_hosts;
   std::vector<uint16_t> client_ports, peer_ports;
   std::string initial;
   for (int i = 0; i < 3; ++i) {
-    client_ports.push_back(FreePort());
-    peer_ports.push_back(FreePort());
-    initial += (i ? "," : "") + std::string("e") + std::to_string(i) +
-               "=http://127.0.0.1:" + std::to_string(peer_ports.back());
+    etcd_hosts.push_back(placement.address(HaEtcdMember(i)));
+    client_ports.push_back(port_at(etcd_hosts[i], 2379));
+    peer_ports.push_back(port_at(etcd_hosts[i], 2380));
+    initial += (i ? "," : "") + std::string("e") + std::to_string(i) + "=http://" + etcd_hosts[i] +
+               ":" + std::to_string(peer_ports.back());
   }
   std::string store = "etcd://";
   for (int i = 0; i < 3; ++i) {
-    const std::string c = "http://127.0.0.1:" + std::to_string(client_ports[i]);
-    const std::string p = "http://127.0.0.1:" + std::to_string(peer_ports[i]);
-    const pid_t pid = spawn(etcd,
-                            {"--name",
-                             "e" + std::to_string(i),
-                             "--data-dir",
-                             dir + "/etcd/e" + std::to_string(i),
-                             "--listen-client-urls",
-                             c,
-                             "--advertise-client-urls",
-                             c,
-                             "--listen-peer-urls",
-                             p,
-                             "--initial-advertise-peer-urls",
-                             p,
-                             "--initial-cluster",
-                             initial,
-                             "--initial-cluster-state",
-                             "new",
-                             "--initial-cluster-token",
-                             "tessera-up",
-                             "--max-txn-ops",
-                             "10000"},
-                            dir + "/logs/etcd-" + std::to_string(i) + ".log");
+    const std::string endpoint = etcd_hosts[i] + ":" + std::to_string(client_ports[i]);
+    const std::string c = "http://" + endpoint;
+    const std::string p = "http://" + etcd_hosts[i] + ":" + std::to_string(peer_ports[i]);
+    const pid_t pid = placement.spawn(HaEtcdMember(i), etcd,
+                                      {"--name",
+                                       "e" + std::to_string(i),
+                                       "--data-dir",
+                                       dir + "/etcd/e" + std::to_string(i),
+                                       "--listen-client-urls",
+                                       c,
+                                       "--advertise-client-urls",
+                                       c,
+                                       "--listen-peer-urls",
+                                       p,
+                                       "--initial-advertise-peer-urls",
+                                       p,
+                                       "--initial-cluster",
+                                       initial,
+                                       "--initial-cluster-state",
+                                       "new",
+                                       "--initial-cluster-token",
+                                       "tessera-up",
+                                       "--max-txn-ops",
+                                       "10000"},
+                                      dir + "/logs/etcd-" + std::to_string(i) + ".log");
     rec["etcd"].push_back(pid);
     rec["etcdPorts"].push_back(client_ports[i]);
-    store += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(client_ports[i]);
+    rec["etcdEndpoints"].push_back(endpoint);
+    store += (i ? "," : "") + endpoint;
   }
   rec["store"] = store;
   on_started(rec);
   for (int i = 0; i < 3; ++i) {
-    while (!EtcdHealthy(client_ports[i])) {
+    while (!EtcdHealthy(etcd_hosts[i], client_ports[i])) {
       if (std::chrono::steady_clock::now() > deadline || !Alive(rec["etcd"][i].get<pid_t>()))
         fail("etcd member e" + std::to_string(i) + " did not become healthy; see " + dir +
              "/logs/etcd-" + std::to_string(i) + ".log");
@@ -313,26 +344,36 @@ HaControlPlane StartHaControlPlane(const HaUpFlags& f, const std::string& exe,
                         fs::perm_options::replace, ec);
       if (ec) fail(state + ": cannot copy the cluster CA there: " + ec.message());
     }
-    const uint16_t port = FreePort();
+    const std::string host = placement.address(HaHeadMember(i));
+    const uint16_t port = port_at(host, 8080);
+    const std::string endpoint = host + ":" + std::to_string(port);
     std::vector<std::string> args = {
-        "-c",  kSupervisor, "tessera-head-supervisor", exe,           "head", "--store",
-        store, "--port",    std::to_string(port),      "--state-dir", state};
+        "-c",  kSupervisor, "tessera-head-supervisor", exe,      "head", "--store",
+        store, "--port",    std::to_string(port),      "--bind", host,   "--state-dir",
+        state};
     args.insert(args.end(), head_flags.begin(), head_flags.end());
     args.insert(args.end(), {"--election-lease-ms", std::to_string(f.election_lease_ms),
                              "--election-renew-deadline-ms", std::to_string(f.election_renew_ms),
                              "--election-retry-ms", std::to_string(f.election_retry_ms)});
-    const pid_t pid = spawn("/bin/sh", args, dir + "/logs/head-" + std::to_string(i) + ".log");
+    const pid_t pid = placement.spawn(HaHeadMember(i), "/bin/sh", args,
+                                      dir + "/logs/head-" + std::to_string(i) + ".log");
     rec["heads"].push_back(pid);
     rec["headPorts"].push_back(port);
-    plane.head_urls.push_back(scheme + "127.0.0.1:" + std::to_string(port));
-    heads_list.push_back(scheme + "127.0.0.1:" + std::to_string(port));
+    rec["headEndpoints"].push_back(endpoint);
+    plane.head_urls.push_back(scheme + endpoint);
+    heads_list.push_back(scheme + endpoint);
     on_started(rec);
   }
+  std::string leader_host;
   int leader_port = 0;
   while (leader_port == 0) {
-    for (const Json& port : rec["headPorts"])
-      if (LeaderInfo(port.get<uint16_t>(), ca_file).value("role", "") == "leader")
-        leader_port = port.get<int>();
+    for (const Json& endpoint : rec["headEndpoints"]) {
+      const auto [host, port] = SplitEndpoint(endpoint.get<std::string>());
+      if (LeaderInfo(host, port, ca_file).value("role", "") == "leader") {
+        leader_host = host;
+        leader_port = port;
+      }
+    }
     if (leader_port != 0) break;
     for (const Json& pid : rec["heads"])
       if (!Alive(pid.get<pid_t>())) fail("a head did not start; see " + dir + "/logs/head-*.log");
@@ -340,9 +381,9 @@ HaControlPlane StartHaControlPlane(const HaUpFlags& f, const std::string& exe,
       fail("no head was elected leader in time; see " + dir + "/logs/head-*.log and etcd-*.log");
     std::this_thread::sleep_for(milliseconds(50));
   }
-  plane.leader_url = scheme + "127.0.0.1:" + std::to_string(leader_port);
+  plane.leader_url = scheme + leader_host + ":" + std::to_string(leader_port);
   std::ofstream out(dir + "/head.json", std::ios::trunc);
-  out << Json{{"address", "127.0.0.1"},
+  out << Json{{"address", leader_host},
               {"port", leader_port},
               {"scheme", tls ? "https" : "http"},
               {"heads", heads_list}}
@@ -404,14 +445,10 @@ void AddStatusCommand(CLI::App& app) {
       const std::string ca_file = h.starts_with("http://") ? "" : flags->state_dir + "/ca.crt";
       if (h.starts_with("http://")) h = h.substr(7);
       if (h.starts_with("https://")) h = h.substr(8);
-      const size_t colon = h.rfind(':');
-      uint16_t port = 0;
-      try {
-        port = static_cast<uint16_t>(std::stoi(h.substr(colon + 1)));
-      } catch (...) {
-        throw CommandError("--server: '" + h + "' has no valid port; write http://HOST:PORT");
-      }
-      Json info = LeaderInfo(port, ca_file);
+      const auto [host, port] = SplitEndpoint(h);
+      if (port == 0)
+        throw CommandError("--server: '" + h + "' has no valid port; write https://HOST:PORT");
+      Json info = LeaderInfo(host, port, ca_file);
       if (info.contains("role")) {
         std::printf("%-22s %-9s %-6lld %s\n", h.c_str(), info.value("role", "?").c_str(),
                     static_cast<long long>(info.value("term", int64_t{0})),
@@ -422,7 +459,7 @@ void AddStatusCommand(CLI::App& app) {
         }
         continue;
       }
-      auto health = Get(port, "/healthz", ca_file);
+      auto health = Get(host, port, "/healthz", ca_file);
       if (health.ok() && health->status == 200) {
         std::printf("%-22s %-9s %-6s %s\n", h.c_str(), "single", "-", "(one head, no election)");
         leader = h;
@@ -433,9 +470,16 @@ void AddStatusCommand(CLI::App& app) {
       }
     }
     if (cluster.is_object() && cluster.contains("ha")) {
-      for (const Json& port : cluster["ha"].value("etcdPorts", Json::array())) {
-        std::printf("etcd 127.0.0.1:%-8d %s\n", port.get<int>(),
-                    EtcdHealthy(port.get<uint16_t>()) ? "healthy" : "unhealthy or down");
+      const Json& ha = cluster["ha"];
+      std::vector<std::string> etcd;  // a record of before --netns has the ports alone
+      for (const Json& e : ha.value("etcdEndpoints", Json::array())) etcd.push_back(e);
+      if (etcd.empty())
+        for (const Json& port : ha.value("etcdPorts", Json::array()))
+          etcd.push_back("127.0.0.1:" + std::to_string(port.get<int>()));
+      for (const std::string& e : etcd) {
+        const auto [host, port] = SplitEndpoint(e);
+        std::printf("etcd %-17s %s\n", e.c_str(),
+                    EtcdHealthy(host, port) ? "healthy" : "unhealthy or down");
       }
     }
     if (leader.empty()) {
