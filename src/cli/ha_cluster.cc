@@ -428,8 +428,10 @@ void AddStatusCommand(CLI::App& app) {
       if (head.is_object() && head["heads"].is_array()) {
         for (const Json& h : head["heads"]) heads.push_back(h.get<std::string>());
       } else if (head.is_object() && head.contains("port")) {
-        heads.push_back(head.value("scheme", "http") +
-                        "://127.0.0.1:" + std::to_string(head.value("port", 0)));
+        std::string address = head.value("address", "127.0.0.1");
+        if (address == "0.0.0.0") address = "127.0.0.1";
+        heads.push_back(head.value("scheme", "http") + "://" + address + ":" +
+                        std::to_string(head.value("port", 0)));
       }
     }
     if (heads.empty())
