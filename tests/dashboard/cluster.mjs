@@ -104,17 +104,21 @@ export function trainJob(name, command, {slices = 1, topology = '4x4', env = {}}
   };
 }
 
-// The browser, trusting `cluster`'s CA: the head sends the CA certificate in its chain, and
-// Chromium accepts a chain holding a key in --ignore-certificate-errors-spki-list (the SHA-256
-// of the CA's public key), so a certificate from any other CA is still refused.
+// The browser, trusting `cluster`'s CA: Chromium accepts a chain holding a key in
+// --ignore-certificate-errors-spki-list (base64 SHA-256 of a certificate's public key). The list
+// holds the CA's key (the head sends the CA at the end of its chain) and the head's own (the
+// first certificate of server.crt), both this cluster's: a certificate of any other key is still
+// refused.
 export async function launchBrowser(cluster) {
-  const spki = crypto.createHash('sha256')
-      .update(new crypto.X509Certificate(cluster.ca).publicKey.export({type: 'spki', format: 'der'}))
+  const spki = (pem) => crypto.createHash('sha256')
+      .update(new crypto.X509Certificate(pem).publicKey.export({type: 'spki', format: 'der'}))
       .digest('base64');
+  const server = fs.readFileSync(path.join(cluster.state, 'server.crt'), 'utf8');
+  const trusted = [spki(cluster.ca), spki(server)].join(',');
   // --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
   return chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', `--ignore-certificate-errors-spki-list=${spki}`],
+    args: ['--no-sandbox', '--disable-gpu', `--ignore-certificate-errors-spki-list=${trusted}`],
   });
 }
 
