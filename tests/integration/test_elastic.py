@@ -83,7 +83,9 @@ def agent_pid(cluster, host):
 class ElasticTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.c = Cluster()
+        # In network namespaces where they can be made: recovery across hosts at their own
+        # addresses (docs/netns.md).
+        cls.c = Cluster(netns=True)
         # The fence equal to the lease (docs/ha.md "Fencing"): a lost host's replacement starts
         # 1 s (the head's margin) after its lease runs out, not after the 15 s default fence.
         cls.c.up(extra=["--warm-preload", "torch", "--fence-ms", str(FENCE_MS)],

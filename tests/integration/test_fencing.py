@@ -41,11 +41,12 @@ while True:
 
 class FencingTest(unittest.TestCase):
     def setUp(self):
-        self.c = Cluster()
+        # In network namespaces where they can be made (docs/netns.md).
+        self.c = Cluster(netns=True)
         self.addCleanup(self.c.down)
         self.c.cli("up", "--generation", "v6e", "--topology", "2x4", "--slices", "2",
                    "--heartbeat-ms", "200", "--lease-ms", "2000", "--fence-ms", str(FENCE_MS),
-                   "--timeout", "120")
+                   "--timeout", "120", *self.c.up_flags())
         with open(os.path.join(self.c.state, "admin.token")) as f:
             self.c.token = f.read().strip()
         self.c.reload_port()

@@ -38,10 +38,13 @@ def read_trace(path):
 
 class PeerCheckpointTest(unittest.TestCase):
     def setUp(self):
-        self.c = Cluster()
+        # In network namespaces where they can be made: the snapshots go between hosts at their
+        # own addresses (docs/netns.md).
+        self.c = Cluster(netns=True)
         self.addCleanup(self.c.down)
         self.c.cli("up", "--generation", "v6e", "--topology", "2x4", "--slices", "2",
-                   "--heartbeat-ms", "200", "--lease-ms", str(LEASE_MS), "--timeout", "120")
+                   "--heartbeat-ms", "200", "--lease-ms", str(LEASE_MS), "--timeout", "120",
+                   *self.c.up_flags())
         with open(os.path.join(self.c.state, "admin.token")) as f:
             self.c.token = f.read().strip()
         self.c.reload_port()
