@@ -64,9 +64,14 @@ def pct(values, q):
     return v[min(len(v) - 1, int(round(q / 100.0 * (len(v) - 1))))]
 
 
-def leader_info(endpoint):
+def leader_info(c, endpoint):
+    """GET /v1/leader of the head at `endpoint`, over https verified against cluster `c`'s CA
+    (http for a --plain-http cluster); {} when it does not answer."""
+    scheme = c.url.split("://", 1)[0]
+    context = c.ssl_context() if scheme == "https" else None
     try:
-        with urllib.request.urlopen("http://%s/v1/leader" % endpoint, timeout=1) as r:
+        with urllib.request.urlopen("%s://%s/v1/leader" % (scheme, endpoint), timeout=1,
+                                    context=context) as r:
             body = json.loads(r.read() or b"{}")
             return body if isinstance(body, dict) else {}
     except (OSError, ValueError, urllib.error.URLError):
@@ -81,17 +86,22 @@ class Heads:
         with open(os.path.join(c.state, "cluster.json")) as f:
             self.endpoints = json.load(f)["ha"]["headEndpoints"]
 
+    def client_of(self, endpoint):
+        """A client of the head at `endpoint` (HOST:PORT), with the cluster's scheme and CA."""
+        return Client(self.c.url.split("://", 1)[0] + "://" + endpoint, self.c.token, timeout=5,
+                      ca_file=self.c.ca_file)
+
     def leader(self):
         """(endpoint, term) of the head that says it leads, or None."""
         for h in self.endpoints:
-            info = leader_info(h)
+            info = leader_info(self.c, h)
             if info.get("role") == "leader":
                 return h, info["term"]
         return None
 
     def client(self):
         found = test_cluster.wait_for("a leader", self.leader, 90)
-        return Client("http://" + found[0], self.c.token, timeout=5)
+        return self.client_of(found[0])
 
     def member(self, endpoint):
         address = endpoint.rsplit(":", 1)[0]
@@ -123,7 +133,7 @@ class Load:
                 if client is None:
                     found = self.heads.leader()
                     if found:
-                        client = Client("http://" + found[0], self.heads.c.token, timeout=5)
+                        client = self.heads.client_of(found[0])
                 if client is not None:
                     code, body = client.call("POST", "/api/v1/jobs", doc)
             except Exception as e:  # a cut link or a head gone: the client's own timeout
@@ -197,6 +207,7 @@ def main():
               str(HOST_LEASE_MS), "--fence-ms", str(FENCE_MS), "--timeout", "120", *ELECTION)
         with open(os.path.join(c.state, "admin.token")) as f:
             c.token = f.read().strip()
+        c.reload_port()  # the leader's address, scheme and the cluster CA
         heads = Heads(c)
         with open(os.path.join(c.state, "router.json")) as f:
             router_port = json.load(f)["port"]
@@ -286,7 +297,8 @@ def main():
                 h["status"]["state"] == "Ready"
                 for h in heads.client().request("GET", "/api/v1/hosts")["items"]), 90)
             test_cluster.wait_for("both heads answering", lambda: all(
-                leader_info(h).get("role") in ("leader", "standby") for h in heads.endpoints), 90)
+                leader_info(c, h).get("role") in ("leader", "standby")
+                for h in heads.endpoints), 90)
             t1 = time.monotonic()
             results[kind].append({"recovery_s": round(recovered, 2),
                                   "requests_failed": load.failed_between(t0, t1),

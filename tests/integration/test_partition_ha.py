@@ -50,10 +50,14 @@ while True:
 """
 
 
-def leader_info(endpoint):
-    """A head's GET /v1/leader ({"role", "term", "leader", ...}), or {} when it does not answer."""
+def leader_info(c, endpoint):
+    """A head's GET /v1/leader ({"role", "term", "leader", ...}), or {} when it does not answer;
+    over https verified against cluster `c`'s CA (http for a --plain-http cluster)."""
+    scheme = c.url.split("://", 1)[0]
+    context = c.ssl_context() if scheme == "https" else None
     try:
-        with urllib.request.urlopen("http://%s/v1/leader" % endpoint, timeout=2) as r:
+        with urllib.request.urlopen("%s://%s/v1/leader" % (scheme, endpoint), timeout=2,
+                                    context=context) as r:
             body = json.loads(r.read() or b"{}")
             return body if isinstance(body, dict) else {}
     except (OSError, ValueError, urllib.error.URLError):
@@ -146,10 +150,15 @@ class LeaderCutFromEtcdTest(unittest.TestCase):
         address = endpoint.rsplit(":", 1)[0]
         return [m["name"] for m in self.c.netns_plan()["members"] if m["address"] == address][0]
 
+    def client_of(self, endpoint):
+        """A client of the head at `endpoint` (HOST:PORT), with the cluster's scheme and CA."""
+        return Client(self.c.url.split("://", 1)[0] + "://" + endpoint, self.c.token,
+                      ca_file=self.c.ca_file)
+
     def leader(self):
         """(endpoint, term) of the head that says it leads, or None."""
         for h in self.heads:
-            info = leader_info(h)
+            info = leader_info(self.c, h)
             if info.get("role") == "leader":
                 return h, info["term"]
         return None
@@ -165,7 +174,7 @@ class LeaderCutFromEtcdTest(unittest.TestCase):
         old, term = wait_for("a leader", self.leader, timeout=60)
         old_member = self.member_at(old)
         self.assertTrue(old_member.startswith("head"), old_member)
-        client = Client("http://" + old, self.c.token)
+        client = self.client_of(old)
         script = os.path.join(self.tmp, "sdk_worker.py")
         with open(script, "w") as f:
             f.write(SDK_WORKER)
@@ -217,7 +226,7 @@ class LeaderCutFromEtcdTest(unittest.TestCase):
                                           writer.failed, os.getloadavg()[0]))
 
         # Nothing acknowledged is lost.
-        new_client = Client("http://" + new, self.c.token)
+        new_client = self.client_of(new)
         listed = {j["metadata"]["name"] for j in new_client.request("GET", "/api/v1/jobs")["items"]}
         lost = [name for name, _ in writer.acked if name not in listed]
         self.assertEqual(lost, [], "acknowledged writes missing after the failover")
@@ -238,9 +247,11 @@ class LeaderCutFromEtcdTest(unittest.TestCase):
         for fn, args in reversed(self.heal):
             fn(*args)
         self.heal.clear()
-        wait_for("the old leader standing by for the new one", lambda: (
-            leader_info(old).get("role") == "standby" and leader_info(old).get("leader") == new),
-            timeout=90)
+        def standing_by():
+            info = leader_info(self.c, old)
+            return info.get("role") == "standby" and info.get("leader") == new
+
+        wait_for("the old leader standing by for the new one", standing_by, timeout=90)
         self.assertEqual(self.leader(), (new, new_term))
         self.assertFalse([r for r in self.records() if r["overlap"]], self.records())
 
