@@ -143,21 +143,10 @@ Result<std::string> LoadOrCreateToken(const std::string& path) {
     TESSERA_RETURN_IF_ERROR(RestrictToOwner(path, 0600));
     return token;
   }
-  unsigned char raw[32];
-  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::read(fd, raw, sizeof raw) != static_cast<ssize_t>(sizeof raw)) {
-    if (fd >= 0) ::close(fd);
-    return Unavailable("/dev/urandom: cannot read random bytes for " + path);
-  }
-  ::close(fd);
-  static const char* kHex = "0123456789abcdef";
-  std::string token;
-  for (unsigned char c : raw) {
-    token += kHex[c >> 4];
-    token += kHex[c & 15];
-  }
-  TESSERA_RETURN_IF_ERROR(WriteFileAtomic(path, token + "\n", 0600));
-  return token;
+  auto token = RandomToken(path);
+  if (!token.ok()) return token.status();
+  TESSERA_RETURN_IF_ERROR(WriteFileAtomic(path, *token + "\n", 0600));
+  return *token;
 }
 
 struct Head::Impl {

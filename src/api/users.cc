@@ -10,14 +10,12 @@ namespace tessera::api {
 
 using Json = nlohmann::json;
 
-namespace {
-
-Result<std::string> RandomToken() {
+Result<std::string> RandomToken(const std::string& what) {
   unsigned char raw[32];
   int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
   if (fd < 0 || ::read(fd, raw, sizeof raw) != static_cast<ssize_t>(sizeof raw)) {
     if (fd >= 0) ::close(fd);
-    return Unavailable("/dev/urandom: cannot read random bytes for a user's token");
+    return Unavailable("/dev/urandom: cannot read random bytes for " + what);
   }
   ::close(fd);
   static const char* kHex = "0123456789abcdef";
@@ -28,8 +26,6 @@ Result<std::string> RandomToken() {
   }
   return token;
 }
-
-}  // namespace
 
 Json UserToJson(const UserRecord& user, bool with_hash) {
   Json j = {{"name", user.name},
@@ -92,7 +88,7 @@ Result<IssuedUser> UserRegistry::Create(const std::string& name, const std::stri
     return InvalidArgument("namespace: a cluster-admin holds every namespace; leave it out");
   if (*parsed != authz::Role::kClusterAdmin)
     TESSERA_RETURN_IF_ERROR(codec::ValidateName("namespace", namespace_name));
-  auto token = RandomToken();
+  auto token = RandomToken("a user's token");
   if (!token.ok()) return token.status();
 
   UserRecord user{name, *parsed, namespace_name, protocol::Sha256Hex(*token), now_ms, {}};

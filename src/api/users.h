@@ -28,6 +28,10 @@
 namespace tessera::api {
 
 inline constexpr char kUserKind[] = "User";
+// 32 random bytes from /dev/urandom as 64 hex characters: a user's token, the admin and join
+// tokens. Unavailable, naming `what` the bytes were for, when they cannot be read.
+Result<std::string> RandomToken(const std::string& what);
+
 // The name the head's admin token acts as.
 inline constexpr char kAdminUserName[] = "admin";
 
