@@ -196,6 +196,8 @@ TEST(ServiceJsonTest, StoredDocumentRoundTripsWithItsStatus) {
   p.master_port = 21000;
   p.ports = {8000, 8001};
   life.Place(svc, {"server", 0}, p, 6000);
+  life.ProcessRunning(svc, {"server", 0}, 1, 0, 500);
+  life.ProcessRunning(svc, {"server", 0}, 1, 1, 501);
   life.Readiness(svc, {"server", 0}, 1, true, "", cluster, 7000);
   svc.runtime.version = 3;
 

@@ -141,6 +141,23 @@ TEST_F(ServiceLifecycleTest, ReadyWhenTheLeaderPassesItsProbe) {
   for (const Endpoint& ep : svc_.Endpoints()) EXPECT_TRUE(ep.ready);
 }
 
+TEST_F(ServiceLifecycleTest, NotReadyWhileAWorkerHasNotStartedThoughTheLeaderAnswers) {
+  PlaceAll();
+  const int inc = R(0).incarnation;
+  life_.ProcessRunning(svc_, {"server", 0}, inc, 0, 1000);
+  ServiceEffects e = life_.Readiness(svc_, {"server", 0}, inc, true, "", cluster_, now_);
+  EXPECT_EQ(R(0).phase, ReplicaPhase::kStarting);
+  EXPECT_FALSE(R(0).ready_once);
+  EXPECT_NE(R(0).message.find("worker 1 on host h0-1"), std::string::npos) << R(0).message;
+  EXPECT_TRUE(e.persist);
+  EXPECT_FALSE(svc_.Endpoints()[0].ready);
+  // The same answer again writes nothing; once worker 1 runs, the next probe makes it ready.
+  EXPECT_FALSE(life_.Readiness(svc_, {"server", 0}, inc, true, "", cluster_, now_).persist);
+  life_.ProcessRunning(svc_, {"server", 0}, inc, 1, 1001);
+  life_.Readiness(svc_, {"server", 0}, inc, true, "", cluster_, now_);
+  EXPECT_EQ(R(0).phase, ReplicaPhase::kReady);
+}
+
 TEST_F(ServiceLifecycleTest, FailedProbesInTheStartupGraceDoNotCountThenTheGroupIsRecreated) {
   PlaceAll();
   const int inc = R(0).incarnation;

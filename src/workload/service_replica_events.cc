@@ -199,6 +199,20 @@ ServiceEffects ServiceLifecycle::Readiness(Service& service, const ReplicaKey& k
   if (r.incarnation != incarnation || !r.Assigned()) return e;
   r.last_probe_ms = now;
   if (ready) {
+    // The group serves only once every process runs: a leader answering its probe before a
+    // worker's agent confirmed the start is not yet a whole replica. The next probe decides.
+    const auto waiting = std::find_if(r.processes.begin(), r.processes.end(), [](const auto& p) {
+      return p.phase != ProcessPhase::kRunning;
+    });
+    if (waiting != r.processes.end()) {
+      const std::string why = "the leader answers; waiting for worker " +
+                              std::to_string(waiting - r.processes.begin()) + " on host " +
+                              waiting->host + " to start";
+      if (r.message == why) return e;
+      r.message = why;
+      e.persist = true;
+      return e;
+    }
     r.ready_once = true;
     if (r.phase == ReplicaPhase::kReady) return e;
     const bool first = r.phase == ReplicaPhase::kStarting;
