@@ -1,5 +1,6 @@
 #include "ha/elector.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -14,10 +15,24 @@ int64_t SteadyNowMs() {
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+// The elector's calls end within the renew deadline: a renewal still waiting after it cannot
+// keep the lease, and a leader cut off from etcd must find out in time to step down. A call
+// tries each endpoint in turn, so each connect gets a share of half the deadline.
+store::EtcdOptions BoundedByRenewDeadline(store::EtcdOptions etcd, const ElectionConfig& config) {
+  const auto n = static_cast<int64_t>(std::max<size_t>(1, etcd.endpoints.size()));
+  const std::chrono::milliseconds connect_share{config.renew_deadline.count() / (2 * n)};
+  etcd.connect_timeout =
+      std::max(std::chrono::milliseconds{50}, std::min(etcd.connect_timeout, connect_share));
+  etcd.request_timeout = std::min(etcd.request_timeout, config.renew_deadline);
+  return etcd;
+}
 }  // namespace
 
 Elector::Elector(ElectorOptions options)
-    : options_(std::move(options)), client_(options_.etcd), state_(options_.config) {
+    : options_(std::move(options)),
+      client_(BoundedByRenewDeadline(options_.etcd, options_.config)),
+      state_(options_.config) {
   if (!options_.now_ms) options_.now_ms = SteadyNowMs;
 }
 

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -226,6 +227,14 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
     if (!reason.empty()) {
       std::cerr << "tessera head: no longer the leader: " << reason
                 << "; exiting for a restart as a standby" << std::endl;
+      if (head) {
+        // At once, as a Kubernetes controller manager does when it loses its lease: a graceful
+        // Stop would wait for the controller's tick, itself waiting out a connect timeout per
+        // etcd endpoint when etcd is cut off (15 s). Nothing is lost: every write it still had
+        // in flight carries its old term, which etcd refuses, and clients retry elsewhere.
+        std::cout.flush();
+        std::_Exit(3);
+      }
       exit_code = 3;
       break;
     }
