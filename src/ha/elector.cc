@@ -18,10 +18,11 @@ int64_t SteadyNowMs() {
 
 // The elector's calls end within the renew deadline: a renewal still waiting after it cannot
 // keep the lease, and a leader cut off from etcd must find out in time to step down. A call
-// tries each endpoint in turn, so each connect gets a share of half the deadline.
+// tries each endpoint in turn, so each connect (and TLS handshake) gets an equal share of the
+// deadline with one share left over.
 store::EtcdOptions BoundedByRenewDeadline(store::EtcdOptions etcd, const ElectionConfig& config) {
   const auto n = static_cast<int64_t>(std::max<size_t>(1, etcd.endpoints.size()));
-  const std::chrono::milliseconds connect_share{config.renew_deadline.count() / (2 * n)};
+  const std::chrono::milliseconds connect_share{config.renew_deadline.count() / (n + 1)};
   etcd.connect_timeout =
       std::max(std::chrono::milliseconds{50}, std::min(etcd.connect_timeout, connect_share));
   etcd.request_timeout = std::min(etcd.request_timeout, config.renew_deadline);
