@@ -514,6 +514,9 @@ Status Head::Start() {
   TESSERA_RETURN_IF_ERROR(m.ctl->Load());
   m.users = std::make_unique<UserRegistry>(*m.store);
   TESSERA_RETURN_IF_ERROR(m.users->Load());
+  AuditFileOptions audit_file = options_.audit_file;
+  if (audit_file.path.empty()) audit_file.path = options_.state_dir + "/audit.log";
+  TESSERA_RETURN_IF_ERROR(m.audit.OpenFile(audit_file));
   m.metrics->Seed(m.ctl->CopyJobs());  // what a restarted head finds was counted before
 
   net::ServerOptions so;

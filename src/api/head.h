@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/audit_log.h"
 #include "api/log_proxy.h"
 #include "common/status.h"
 #include "controller/controller.h"
@@ -62,6 +63,8 @@ struct HeadOptions {
   // for debugging; every token crosses the network readable).
   bool plain_http = false;
   std::vector<std::string> tls_sans;  // more names for the server certificate (--tls-san)
+  // The audit log's file (audit_log.h); an empty path is state_dir/audit.log.
+  AuditFileOptions audit_file;
 };
 
 class Head {

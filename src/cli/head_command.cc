@@ -25,6 +25,17 @@ void AddHeadCommand(CLI::App& app) {
   cmd->add_option("--tls-san", o->tls_sans,
                   "another DNS name or IP address for the head's server certificate (repeatable; "
                   "it always names the bind address, 127.0.0.1, ::1, localhost and the host name)");
+  cmd->add_option("--audit-log-path", o->audit_file.path,
+                  "the audit log's file: one JSON line per write asked of the head, accepted or "
+                  "refused (default: audit.log in --state-dir)");
+  cmd->add_option_function<uint64_t>(
+         "--audit-log-maxsize", [o](const uint64_t& mb) { o->audit_file.max_bytes = mb << 20; },
+         "megabytes of the audit log before it is rotated (default 100)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  cmd->add_option("--audit-log-maxbackup", o->audit_file.max_backups,
+                  "rotated audit log files kept (audit.log.1 newest)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
   cmd->add_option("--lease-ms", o->controller.lease_ms, "a host silent for this long is lost")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{200}, int64_t{600'000}));

@@ -179,6 +179,13 @@ class TenantsTest(unittest.TestCase):
         self.assertFalse([e for e in entries if e["verb"] in ("get", "list", "watch", "logs")])
         table = self.c.cli("audit").stdout
         self.assertRegex(table, r"eddie\s+create\s+TrainJob default/audited\s+201")
+        # Kept on disk too, one JSON line each, readable by the head's user only.
+        path = os.path.join(self.c.state, "audit.log")
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
+        with open(path) as f:
+            lines = [json.loads(line) for line in f]
+        self.assertTrue([e for e in lines if (e["user"], e["verb"], e["name"], e["code"]) ==
+                         ("vera", "delete", "audited", 403)], lines)
         self.c.request("DELETE", "/api/v1/jobs/audited")
         wait_for("audited gone", lambda: self.c.get_job("audited") is None)
 
