@@ -148,7 +148,9 @@ class EtcdProcess {
         error_ = "etcd exited at start; its log: " + ReadLog();
         return false;
       }
-      EtcdClient probe(EtcdOptions{{endpoint()}});
+      EtcdOptions probe_options;
+      probe_options.endpoints = {endpoint()};
+      EtcdClient probe(probe_options);
       if (probe.Range("probe").ok()) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
