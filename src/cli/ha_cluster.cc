@@ -309,7 +309,6 @@ HaControlPlane StartHaControlPlane(const HaUpFlags& f, const std::string& exe,
                  "writes cross the network readable, and any caller may change them"
               << std::endl;
   }
-  const std::string etcd_scheme = tls ? "https://" : "http://";
   std::vector<std::string> etcd_hosts;
   std::vector<uint16_t> client_ports, peer_ports;
   std::string initial;
@@ -317,14 +316,14 @@ HaControlPlane StartHaControlPlane(const HaUpFlags& f, const std::string& exe,
     etcd_hosts.push_back(placement.address(HaEtcdMember(i)));
     client_ports.push_back(port_at(etcd_hosts[i], 2379));
     peer_ports.push_back(port_at(etcd_hosts[i], 2380));
-    initial += (i ? "," : "") + std::string("e") + std::to_string(i) + "=" + etcd_scheme +
+    initial += (i ? "," : "") + std::string("e") + std::to_string(i) + "=" + scheme +
                etcd_hosts[i] + ":" + std::to_string(peer_ports.back());
   }
   std::string store = tls ? "etcds://" : "etcd://";
   for (int i = 0; i < 3; ++i) {
     const std::string endpoint = etcd_hosts[i] + ":" + std::to_string(client_ports[i]);
-    const std::string c = etcd_scheme + endpoint;
-    const std::string p = etcd_scheme + etcd_hosts[i] + ":" + std::to_string(peer_ports[i]);
+    const std::string c = scheme + endpoint;
+    const std::string p = scheme + etcd_hosts[i] + ":" + std::to_string(peer_ports[i]);
     std::vector<std::string> tls_flags;
     if (tls) {
       auto member =
