@@ -29,6 +29,7 @@ import os
 import random
 import resource
 import secrets
+import ssl
 import sys
 import time
 
@@ -78,6 +79,15 @@ def pct(values, p):
     return v[k]
 
 
+# The client TLS context every connection uses: None for a head started with --plain-http, else
+# one that verifies the head against --ca-file (set once in main, before any connection).
+TLS = None
+
+
+def connect(host, port):
+    return asyncio.open_connection(host, port, ssl=TLS)
+
+
 class HttpError(Exception):
     pass
 
@@ -97,7 +107,7 @@ class Conn:
         self.reader = self.writer = None
 
     async def open(self):
-        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        self.reader, self.writer = await connect(self.host, self.port)
 
     def close(self):
         if self.writer is not None:
@@ -169,7 +179,7 @@ async def watch_stream(host, port, token, credential, name, counters, stop):
     while not stop.is_set():
         writer = None
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 10)
+            reader, writer = await asyncio.wait_for(connect(host, port), 10)
             writer.write((f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
                           f"Authorization: Bearer {token}\r\n"
                           f"{credential_header(credential)}\r\n").encode())
@@ -468,6 +478,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
+    p.add_argument("--ca-file", help="speak TLS, verifying the head against this CA (none: plain "
+                   "HTTP, for a head started with --plain-http)")
     p.add_argument("--join-token", required=True)
     p.add_argument("--admin-token", required=True)
     p.add_argument("--head-pid", type=int, required=True)
@@ -482,6 +494,9 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args()
     random.seed(a.seed)
+    global TLS
+    if a.ca_file:
+        TLS = ssl.create_default_context(cafile=a.ca_file)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = min(65536, hard) if hard != resource.RLIM_INFINITY else 65536
     if soft < want:

@@ -52,13 +52,15 @@ def read_file(path):
         return f.read().strip()
 
 
-def one_run(a, n, rep):
+def one_run(a, n, rep, tls):
+    """One head and one loadgen: over TLS (verified against the head's CA) when `tls`, else
+    plain HTTP to a head started with --plain-http."""
     d = tempfile.mkdtemp(prefix="tessera-cp-bench-")
     current["dir"] = d
     log = open(os.path.join(d, "head.log"), "w")
     head = subprocess.Popen(
         [a.tessera, "head", "--state-dir", d, "--port", "0", "--heartbeat-ms", "1000",
-         "--lease-ms", "5000"],
+         "--lease-ms", "5000"] + ([] if tls else ["--plain-http"]),
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     current["head"] = head
     deadline = time.monotonic() + 30
@@ -79,6 +81,8 @@ def one_run(a, n, rep):
            "--admin-token", read_file(os.path.join(d, "admin.token")),
            "--head-pid", str(head.pid), "--agents", str(n), "--jobs", str(a.jobs),
            "--window", str(a.window), "--get-jobs", str(a.get_jobs), "--seed", str(rep + 1)]
+    if tls:
+        cmd += ["--ca-file", os.path.join(d, "ca.crt")]
     lg = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     current["loadgen"] = lg
     try:
@@ -91,14 +95,17 @@ def one_run(a, n, rep):
     cleanup()
     log.close()
     if lg.returncode != 0 or not out.strip():
-        return {"agents": n, "failed": f"loadgen exit {lg.returncode}", "head_alive": alive}
+        return {"agents": n, "tls": tls, "failed": f"loadgen exit {lg.returncode}",
+                "head_alive": alive}
     r = json.loads(out.strip().splitlines()[-1])
+    r["tls"] = tls
     r["head_alive_at_end"] = alive
     return r
 
 
 COLUMNS = [
     ("agents", "agents", None),
+    ("tls", "TLS", None),
     ("register_s", "register all (s)", None),
     ("hb_per_s", "heartbeats/s", None),
     ("hb_in_time_pct", "answered < 1 s (%)", None),
@@ -128,15 +135,18 @@ def fmt(v):
 def table(results):
     lines = ["| " + " | ".join(c[1] for c in COLUMNS) + " |",
              "|" + "---|" * len(COLUMNS)]
-    for n in sorted(results):
-        rs = [r for r in results[n] if "failed" not in r]
+    for n, tls in sorted(results):
+        rs = [r for r in results[(n, tls)] if "failed" not in r]
         if not rs:
-            lines.append(f"| {n} | failed: {results[n][0].get('failed')} |")
+            lines.append(f"| {n} | {'on' if tls else 'off'} | failed: "
+                         f"{results[(n, tls)][0].get('failed')} |")
             continue
         row = []
         for key, _, _ in COLUMNS:
             if key == "agents":
                 row.append(f"{n:,}" + (f" (x{len(rs)})" if len(rs) > 1 else ""))
+            elif key == "tls":
+                row.append("on" if tls else "off (--plain-http)")
             elif key == "ready":
                 ready = [r["hosts"].get("Ready", 0) for r in rs]
                 lost = [r["hosts"].get("Lost", 0) for r in rs]
@@ -156,6 +166,10 @@ def main():
     p.add_argument("--jobs", type=int, default=50)
     p.add_argument("--get-jobs", type=int, default=2000)
     p.add_argument("--json", help="append every run's result to this file (JSON lines)")
+    p.add_argument("--tls", choices=["on", "off", "both"], default="on",
+                   help="the agents speak TLS to the head (on, the default as for real agents), "
+                   "plain HTTP to a --plain-http head (off), or each in turn, side by side "
+                   "(both: the TLS cost, bench/README.md)")
     a = p.parse_args()
     a.tessera = os.path.abspath(a.tessera)
     if not os.access(a.tessera, os.X_OK):
@@ -172,14 +186,15 @@ def main():
     results = {}
     try:
         for rep in range(a.repeat):
-            for n in [int(x) for x in a.agents.split(",")]:
-                r = one_run(a, n, rep)
+            for n, tls in [(int(x), tls) for x in a.agents.split(",")
+                           for tls in {"on": [True], "off": [False], "both": [True, False]}[a.tls]]:
+                r = one_run(a, n, rep, tls)
                 r["load_avg_1m"] = round(os.getloadavg()[0], 1)
                 print(json.dumps(r), file=sys.stderr, flush=True)
                 if a.json:
                     with open(a.json, "a") as f:
                         f.write(json.dumps(r) + "\n")
-                results.setdefault(n, []).append(r)
+                results.setdefault((n, tls), []).append(r)
     finally:
         cleanup()
     print(table(results))

@@ -95,7 +95,7 @@ class Procs:
         info = os.path.join(self.tmp, f"{name}.info")
         log = open(os.path.join(self.tmp, f"{name}.log"), "w")
         p = subprocess.Popen([tessera, "router", "--static-endpoints", endpoints, "--port", "0",
-                              "--info-file", info], stdout=subprocess.DEVNULL, stderr=log)
+                              "--info-file", info, "--plain-http"], stdout=subprocess.DEVNULL, stderr=log)
         self.procs.append(p)
 
         def port():

@@ -251,7 +251,7 @@ def main():
             json.dump({"services": [{"name": "bench", "maxOngoingRequests": 100, "endpoints": [
                 {"address": "127.0.0.1", "port": backend}]}]}, f)
         start([args.tessera, "router", "--static-endpoints", os.path.join(tmp, "endpoints.json"),
-               "--port", str(tessera)], "tessera router", tessera, os.path.join(tmp, "router.log"))
+               "--port", str(tessera), "--plain-http"], "tessera router", tessera, os.path.join(tmp, "router.log"))
         baseline = None
         if args.baseline:
             baseline = free_port()

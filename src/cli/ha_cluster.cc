@@ -17,7 +17,9 @@
 
 #include "api/head_tls.h"
 #include "cli/client.h"
+#include "cli/etcd_tls.h"
 #include "ha/election.h"
+#include "ha/ha_head.h"
 #include "ha/head_list.h"
 #include "net/http_client.h"
 
@@ -82,8 +84,17 @@ Result<net::Response> Get(const std::string& host, uint16_t port, const std::str
   return client.Request(net::Method::kGet, target);
 }
 
-bool EtcdHealthy(const std::string& host, uint16_t port) {
-  auto r = Get(host, port, "/health");
+// etcd's /health; over TLS with `up`'s own client certificate when `tls` is set.
+bool EtcdHealthy(const std::string& host, uint16_t port,
+                 const std::optional<net::ClientTlsOptions>& tls) {
+  net::ClientOptions o;
+  o.host = host;
+  o.port = port;
+  o.tls = tls;
+  o.connect_timeout = milliseconds(1'000);
+  o.read_timeout = milliseconds(2'000);
+  net::HttpClient client(o);
+  auto r = client.Request(net::Method::kGet, "/health");
   return r.ok() && r->status == 200 && r->body.find("\"true\"") != std::string::npos;
 }
 
@@ -151,6 +162,13 @@ const char* kSupervisor =
     "while :; do \"$@\"; c=$?; if [ $c -ne 3 ] && [ $c -lt 128 ]; then exit $c; fi; "
     "echo \"supervisor: the head exited with $c; restarting it as a standby\" >&2; sleep 0.2; "
     "done";
+
+// The client TLS `up` and `status` speak to etcd with: the cluster CA and the client
+// certificate `up` writes into the cluster's state directory.
+net::ClientTlsOptions EtcdCliTls(const std::string& dir) {
+  return {dir + "/" + api::kCaCertFile, dir + "/" + ha::kEtcdClientCertFile,
+          dir + "/" + ha::kEtcdClientKeyFile, ""};
+}
 
 // "host:port" (or http://host:port) split; the port 0 when there is none.
 std::pair<std::string, uint16_t> SplitEndpoint(std::string endpoint) {
@@ -264,6 +282,33 @@ HaControlPlane StartHaControlPlane(const HaUpFlags& f, const std::string& exe,
   auto port_at = [](const std::string& address, uint16_t fixed) {
     return address == "127.0.0.1" ? FreePort() : fixed;
   };
+  // One cluster CA for every head (each signs its own server certificate with it at start), in
+  // the cluster's state directory too, for the CLI, the router and the agents. It signs etcd's
+  // certificates as well: the members speak TLS to clients and peers and ask each for a
+  // certificate; --plain-http leaves etcd plain too.
+  const bool tls =
+      std::find(head_flags.begin(), head_flags.end(), "--plain-http") == head_flags.end();
+  const std::string scheme = tls ? "https://" : "http://";
+  const std::string ca_file = tls ? dir + "/" + api::kCaCertFile : "";
+  pki::CertAndKey ca;
+  std::optional<net::ClientTlsOptions> etcd_tls;
+  if (tls) {
+    auto made = api::PrepareHeadTls(dir, {"127.0.0.1", {}});
+    if (!made.ok()) fail("the cluster CA: " + made.status().message());
+    auto cert = pki::ReadPemFile(ca_file);
+    auto key = pki::ReadPemFile(dir + "/" + api::kCaKeyFile);
+    if (!cert.ok() || !key.ok())
+      fail("the cluster CA: " + (cert.ok() ? key.status() : cert.status()).message());
+    ca = {*cert, *key};
+    etcd_tls = EtcdCliTls(dir);
+    if (Status s = MakeEtcdClientTls(ca, "up", etcd_tls->cert_file, etcd_tls->key_file); !s.ok())
+      fail("etcd's client certificate for up: " + s.message());
+    fs::create_directories(dir + "/etcd/tls");
+  } else {
+    std::cerr << "tessera up: etcd speaks PLAIN HTTP (--plain-http): its data and the heads' "
+                 "writes cross the network readable, and any caller may change them"
+              << std::endl;
+  }
   std::vector<std::string> etcd_hosts;
   std::vector<uint16_t> client_ports, peer_ports;
   std::string initial;
@@ -271,35 +316,44 @@ HaControlPlane StartHaControlPlane(const HaUpFlags& f, const std::string& exe,
     etcd_hosts.push_back(placement.address(HaEtcdMember(i)));
     client_ports.push_back(port_at(etcd_hosts[i], 2379));
     peer_ports.push_back(port_at(etcd_hosts[i], 2380));
-    initial += (i ? "," : "") + std::string("e") + std::to_string(i) + "=http://" + etcd_hosts[i] +
-               ":" + std::to_string(peer_ports.back());
+    initial += (i ? "," : "") + std::string("e") + std::to_string(i) + "=" + scheme +
+               etcd_hosts[i] + ":" + std::to_string(peer_ports.back());
   }
-  std::string store = "etcd://";
+  std::string store = tls ? "etcds://" : "etcd://";
   for (int i = 0; i < 3; ++i) {
     const std::string endpoint = etcd_hosts[i] + ":" + std::to_string(client_ports[i]);
-    const std::string c = "http://" + endpoint;
-    const std::string p = "http://" + etcd_hosts[i] + ":" + std::to_string(peer_ports[i]);
-    const pid_t pid = placement.spawn(HaEtcdMember(i), etcd,
-                                      {"--name",
-                                       "e" + std::to_string(i),
-                                       "--data-dir",
-                                       dir + "/etcd/e" + std::to_string(i),
-                                       "--listen-client-urls",
-                                       c,
-                                       "--advertise-client-urls",
-                                       c,
-                                       "--listen-peer-urls",
-                                       p,
-                                       "--initial-advertise-peer-urls",
-                                       p,
-                                       "--initial-cluster",
-                                       initial,
-                                       "--initial-cluster-state",
-                                       "new",
-                                       "--initial-cluster-token",
-                                       "tessera-up",
-                                       "--max-txn-ops",
-                                       "10000"},
+    const std::string c = scheme + endpoint;
+    const std::string p = scheme + etcd_hosts[i] + ":" + std::to_string(peer_ports[i]);
+    std::vector<std::string> tls_flags;
+    if (tls) {
+      auto member =
+          MakeEtcdMemberTls(ca, dir + "/etcd/tls", "e" + std::to_string(i), etcd_hosts[i]);
+      if (!member.ok())
+        fail("etcd member e" + std::to_string(i) + ": " + member.status().message());
+      tls_flags = EtcdTlsFlags(*member, ca_file);
+    }
+    std::vector<std::string> etcd_args = {"--name",
+                                          "e" + std::to_string(i),
+                                          "--data-dir",
+                                          dir + "/etcd/e" + std::to_string(i),
+                                          "--listen-client-urls",
+                                          c,
+                                          "--advertise-client-urls",
+                                          c,
+                                          "--listen-peer-urls",
+                                          p,
+                                          "--initial-advertise-peer-urls",
+                                          p,
+                                          "--initial-cluster",
+                                          initial,
+                                          "--initial-cluster-state",
+                                          "new",
+                                          "--initial-cluster-token",
+                                          "tessera-up",
+                                          "--max-txn-ops",
+                                          "10000"};
+    etcd_args.insert(etcd_args.end(), tls_flags.begin(), tls_flags.end());
+    const pid_t pid = placement.spawn(HaEtcdMember(i), etcd, etcd_args,
                                       dir + "/logs/etcd-" + std::to_string(i) + ".log");
     rec["etcd"].push_back(pid);
     rec["etcdPorts"].push_back(client_ports[i]);
@@ -307,9 +361,10 @@ HaControlPlane StartHaControlPlane(const HaUpFlags& f, const std::string& exe,
     store += (i ? "," : "") + endpoint;
   }
   rec["store"] = store;
+  rec["etcdTls"] = tls;
   on_started(rec);
   for (int i = 0; i < 3; ++i) {
-    while (!EtcdHealthy(etcd_hosts[i], client_ports[i])) {
+    while (!EtcdHealthy(etcd_hosts[i], client_ports[i], etcd_tls)) {
       if (std::chrono::steady_clock::now() > deadline || !Alive(rec["etcd"][i].get<pid_t>()))
         fail("etcd member e" + std::to_string(i) + " did not become healthy; see " + dir +
              "/logs/etcd-" + std::to_string(i) + ".log");
@@ -318,16 +373,6 @@ HaControlPlane StartHaControlPlane(const HaUpFlags& f, const std::string& exe,
   }
   const std::string admin = LoadOrCreateToken(dir + "/admin.token");
   const std::string join = LoadOrCreateToken(dir + "/join.token");
-  // One cluster CA for every head (each signs its own server certificate with it at start), in
-  // the cluster's state directory too, for the CLI, the router and the agents.
-  const bool tls =
-      std::find(head_flags.begin(), head_flags.end(), "--plain-http") == head_flags.end();
-  const std::string scheme = tls ? "https://" : "http://";
-  const std::string ca_file = tls ? dir + "/ca.crt" : "";
-  if (tls) {
-    auto made = api::PrepareHeadTls(dir, {"127.0.0.1", {}});
-    if (!made.ok()) fail("the cluster CA: " + made.status().message());
-  }
   Json heads_list = Json::array();
   for (int i = 0; i < f.heads; ++i) {
     const std::string state = dir + "/heads/" + std::to_string(i);
@@ -343,6 +388,12 @@ HaControlPlane StartHaControlPlane(const HaUpFlags& f, const std::string& exe,
         fs::permissions(state + "/ca.key", fs::perms::owner_read | fs::perms::owner_write,
                         fs::perm_options::replace, ec);
       if (ec) fail(state + ": cannot copy the cluster CA there: " + ec.message());
+      // Its own client certificate for etcd, which names it (etcd's logs say who called).
+      if (Status s = MakeEtcdClientTls(ca, "head:" + HaHeadMember(i),
+                                       state + "/" + ha::kEtcdClientCertFile,
+                                       state + "/" + ha::kEtcdClientKeyFile);
+          !s.ok())
+        fail(state + ": etcd's client certificate: " + s.message());
     }
     const std::string host = placement.address(HaHeadMember(i));
     const uint16_t port = port_at(host, 8080);
@@ -480,8 +531,12 @@ void AddStatusCommand(CLI::App& app) {
           etcd.push_back("127.0.0.1:" + std::to_string(port.get<int>()));
       for (const std::string& e : etcd) {
         const auto [host, port] = SplitEndpoint(e);
-        std::printf("etcd %-17s %s\n", e.c_str(),
-                    EtcdHealthy(host, port) ? "healthy" : "unhealthy or down");
+        const bool healthy =
+            EtcdHealthy(host, port,
+                        ha.value("etcdTls", false)
+                            ? std::optional<net::ClientTlsOptions>(EtcdCliTls(flags->state_dir))
+                            : std::nullopt);
+        std::printf("etcd %-17s %s\n", e.c_str(), healthy ? "healthy" : "unhealthy or down");
       }
     }
     if (leader.empty()) {

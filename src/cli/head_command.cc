@@ -94,7 +94,8 @@ void AddHeadCommand(CLI::App& app) {
   auto ms = std::make_shared<HaMs>();
   cmd->add_option("--store", *store_url,
                   "sqlite (tessera.db in --state-dir, one head) or etcd://host:port[,host:port...] "
-                  "(several heads, one elected leader)")
+                  "(several heads, one elected leader); etcds://... for etcd over TLS with a "
+                  "client certificate (--etcd-*-file)")
       ->capture_default_str();
   auto* lease = cmd->add_option("--election-lease-ms", ms->lease,
                                 "HA: the leader lease (whole seconds; default 15000)");
@@ -112,8 +113,17 @@ void AddHeadCommand(CLI::App& app) {
                                         "(default 60000)");
   auto* prefix = cmd->add_option("--store-prefix", ha->prefix,
                                  "HA: the etcd key prefix of this cluster (default /tessera/)");
+  auto* etcd_ca = cmd->add_option("--etcd-ca-file", ha->etcd_ca_file,
+                                  "HA, etcds://: the CA of etcd's certificates (default "
+                                  "ca.crt in --state-dir)");
+  auto* etcd_cert = cmd->add_option("--etcd-cert-file", ha->etcd_cert_file,
+                                    "HA, etcds://: this head's client certificate for etcd "
+                                    "(default etcd-client.crt in --state-dir)");
+  auto* etcd_key = cmd->add_option("--etcd-key-file", ha->etcd_key_file,
+                                   "HA, etcds://: its key (default etcd-client.key in "
+                                   "--state-dir)");
   cmd->callback([o, ha, ms, store_url, lease, renew, retry, advertise, store_timeout, prefix,
-                 help_factor, help_quantile, help_window] {
+                 etcd_ca, etcd_cert, etcd_key, help_factor, help_quantile, help_window] {
     if (o->controller.heartbeat_interval_ms * 2 > o->controller.lease_ms)
       throw CommandError("--lease-ms must be at least twice --heartbeat-ms");
     for (auto* flag : {help_factor, help_quantile, help_window})
@@ -121,11 +131,13 @@ void AddHeadCommand(CLI::App& app) {
         throw CommandError(flag->get_name() + " needs --backfill easy");
     if (Status valid = ValidateHelpThreshold(o->controller.help_threshold); !valid.ok())
       throw CommandError(valid.message());
-    const bool etcd = store_url->starts_with("etcd://");
+    const bool etcd = store_url->starts_with("etcd://") || store_url->starts_with("etcds://");
     if (!etcd && *store_url != "sqlite")
       throw CommandError("--store: '" + *store_url +
-                         "' is neither sqlite nor etcd://host:port[,host:port...]");
-    for (auto* flag : {lease, renew, retry, advertise, store_timeout, prefix}) {
+                         "' is neither sqlite nor etcd://host:port[,host:port...] (etcds:// "
+                         "for TLS)");
+    for (auto* flag :
+         {lease, renew, retry, advertise, store_timeout, prefix, etcd_ca, etcd_cert, etcd_key}) {
       if (!etcd && flag->count() > 0)
         throw CommandError(flag->get_name() +
                            " only applies to an HA head: give --store etcd://host:port too");

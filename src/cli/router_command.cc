@@ -24,6 +24,9 @@ struct RouterFlags {
   std::string ca_file;
   std::string static_endpoints;
   std::string info_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  bool plain_http = false;
   int64_t queue_timeout_ms = 60'000;
   int64_t max_queued = 100;
   int64_t max_connections = 10'000;
@@ -39,12 +42,19 @@ std::string ReadFile(const std::string& path, const std::string& flag) {
   return text.str();
 }
 
-// Writes {"pid", "address", "port"} atomically (rename), so a reader never sees half of it.
-void WriteInfo(const std::string& path, const std::string& address, uint16_t port) {
+// Writes {"pid", "address", "port", "scheme"} atomically (rename), so a reader never sees half
+// of it.
+void WriteInfo(const std::string& path, const std::string& address, uint16_t port,
+               const std::string& scheme) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
-    out << nlohmann::json{{"pid", ::getpid()}, {"address", address}, {"port", port}}.dump() << "\n";
+    out << nlohmann::json{{"pid", ::getpid()},
+                          {"address", address},
+                          {"port", port},
+                          {"scheme", scheme}}
+               .dump()
+        << "\n";
     if (!out) throw CommandError("--info-file: cannot write '" + tmp + "'", 1);
   }
   std::error_code ec;
@@ -100,6 +110,19 @@ void Run(RouterFlags& f) {
     }
     fixed = std::move(*services);
   }
+  // The router's own port: HTTPS with a certificate the cluster CA signed (`tessera up` makes
+  // router.crt), or plain HTTP only when asked for by name.
+  const bool tls_given = !f.tls_cert_file.empty() || !f.tls_key_file.empty();
+  if (f.plain_http && tls_given)
+    throw CommandError("--plain-http: conflicts with --tls-cert-file/--tls-key-file; give one");
+  if (!f.plain_http) {
+    if (f.tls_cert_file.empty() || f.tls_key_file.empty())
+      throw CommandError(
+          "--tls-cert-file and --tls-key-file: the router serves HTTPS; give its certificate and "
+          "key (signed by the cluster CA: `tessera up` writes router.crt and router.key into its "
+          "state directory), or --plain-http to serve plain HTTP on a network you trust");
+    f.options.tls = proxy::RouterTls{f.tls_cert_file, f.tls_key_file};
+  }
   f.options.port = static_cast<uint16_t>(f.port);
   f.options.max_queued = static_cast<size_t>(f.max_queued);
   f.options.max_connections = static_cast<size_t>(f.max_connections);
@@ -116,7 +139,13 @@ void Run(RouterFlags& f) {
 
   proxy::ServingRouter router(f.options);
   Status started = router.Start();
-  if (!started.ok()) throw CommandError("--bind/--port: " + started.message(), 1);
+  if (!started.ok()) {
+    throw CommandError(
+        (started.code() == StatusCode::kInvalidArgument ? "--tls-cert-file/--tls-key-file: "
+                                                        : "--bind/--port: ") +
+            started.message(),
+        1);
+  }
   std::unique_ptr<proxy::HeadLink> head_link;
   if (!f.head.empty()) {
     head_link = std::make_unique<proxy::HeadLink>(link, router);
@@ -124,11 +153,17 @@ void Run(RouterFlags& f) {
   } else {
     router.ReplaceServices(std::move(fixed));
   }
-  if (!f.info_file.empty()) WriteInfo(f.info_file, f.options.bind_address, router.port());
-  std::cerr << "tessera router: listening on " << f.options.bind_address << ":" << router.port()
+  const std::string scheme = f.plain_http ? "http" : "https";
+  if (!f.info_file.empty()) WriteInfo(f.info_file, f.options.bind_address, router.port(), scheme);
+  std::cerr << "tessera router: listening on " << scheme << "://" << f.options.bind_address << ":"
+            << router.port()
             << (f.head.empty() ? ", static endpoints from " + f.static_endpoints
                                : ", endpoints from " + f.head)
             << std::endl;
+  if (f.plain_http)
+    std::cerr << "router: event=router_plain_http PLAIN HTTP on the router's port "
+                 "(--plain-http): requests and completions cross the network readable"
+              << std::endl;
   // docs/security.md: the data path to the replicas is plain HTTP, for a trusted network.
   std::cerr << "router: event=replicas_plain_http requests to replicas are plain HTTP (no TLS): "
                "run replicas on a network you trust (docs/security.md)"
@@ -175,7 +210,13 @@ void AddRouterCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1'000'000}));
   cmd->add_option("--info-file", f->info_file,
-                  "write {\"pid\", \"address\", \"port\"} here once listening");
+                  "write {\"pid\", \"address\", \"port\", \"scheme\"} here once listening");
+  cmd->add_option("--tls-cert-file", f->tls_cert_file,
+                  "the router's HTTPS certificate (PEM; signed by the cluster CA: router.crt in "
+                  "the state directory of `tessera up`)");
+  cmd->add_option("--tls-key-file", f->tls_key_file, "its key (router.key)");
+  cmd->add_flag("--plain-http", f->plain_http,
+                "serve plain HTTP instead of HTTPS (a trusted network only; logged)");
   cmd->callback([f] { Run(*f); });
 }
 

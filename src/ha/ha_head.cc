@@ -105,20 +105,47 @@ Status ValidateHaHeadOptions(const HaHeadOptions& o) {
         "--port: an HA head (--store etcd://...) needs a fixed port, not 0: its address is "
         "what the standbys and agents are told");
   }
+  if (!store::EtcdUrlUsesTls(o.store_url)) {
+    for (const auto& [flag, value] : {std::pair{"--etcd-ca-file", &o.etcd_ca_file},
+                                      std::pair{"--etcd-cert-file", &o.etcd_cert_file},
+                                      std::pair{"--etcd-key-file", &o.etcd_key_file}}) {
+      if (!value->empty())
+        return InvalidArgument(std::string(flag) +
+                               " only applies to etcd over TLS: write --store etcds://...");
+    }
+  }
   TESSERA_RETURN_IF_ERROR(ValidateElectionConfig(o.election));
   if (o.store_timeout.count() < 0) return InvalidArgument("--store-timeout-ms: must be >= 0");
   return Status::Ok();
 }
 
+Result<store::EtcdOptions> HaEtcdOptions(const HaHeadOptions& options) {
+  auto endpoints = store::ParseEtcdEndpoints(options.store_url, "--store");
+  if (!endpoints.ok()) return endpoints.status();
+  store::EtcdOptions etcd;
+  etcd.endpoints = *std::move(endpoints);
+  if (store::EtcdUrlUsesTls(options.store_url)) {
+    const std::string& dir = options.head.state_dir;
+    auto or_default = [&](const std::string& given, const char* file) {
+      return given.empty() ? dir + "/" + file : given;
+    };
+    etcd.tls = store::EtcdTls{or_default(options.etcd_ca_file, api::kCaCertFile),
+                              or_default(options.etcd_cert_file, kEtcdClientCertFile),
+                              or_default(options.etcd_key_file, kEtcdClientKeyFile)};
+  }
+  return etcd;
+}
+
 Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
   TESSERA_RETURN_IF_ERROR(ValidateHaHeadOptions(options));
-  auto endpoints = store::ParseEtcdEndpoints(options.store_url, "--store");
+  auto etcd_options = HaEtcdOptions(options);
+  if (!etcd_options.ok()) return etcd_options.status();
   const std::string self = options.advertise.empty()
                                ? options.head.bind_address + ":" + std::to_string(options.head.port)
                                : options.advertise;
 
   store::EtcdStoreOptions so;
-  so.etcd.endpoints = *endpoints;
+  so.etcd = *etcd_options;
   so.prefix = options.prefix;
   so.open_timeout = options.store_timeout;
   so.on_open_retry = [](const Status& error, std::chrono::milliseconds wait) {

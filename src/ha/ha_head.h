@@ -18,12 +18,23 @@
 #include "api/head.h"
 #include "common/status.h"
 #include "ha/election.h"
+#include "store/etcd_client.h"
 
 namespace tessera::ha {
 
+// The head's etcd client certificate and key in its state directory, by default.
+inline constexpr char kEtcdClientCertFile[] = "etcd-client.crt";
+inline constexpr char kEtcdClientKeyFile[] = "etcd-client.key";
+
 struct HaHeadOptions {
   api::HeadOptions head;  // port must be fixed (not 0): it is this head's address
-  std::string store_url;  // etcd://host:port[,host:port...]
+  std::string store_url;  // etcd://host:port[,host:port...], or etcds:// for TLS
+  // With etcds://: the CA that signed the members' certificates and this head's client
+  // certificate and key. Empty = ca.crt, etcd-client.crt and etcd-client.key in the head's
+  // state directory (where `tessera up --ha` writes them).
+  std::string etcd_ca_file;
+  std::string etcd_cert_file;
+  std::string etcd_key_file;
   std::string prefix = "/tessera/";
   std::string advertise;  // the address standbys show for this head; default bind:port
   ElectionConfig election;
@@ -31,12 +42,16 @@ struct HaHeadOptions {
 };
 
 // The checks of the flag combination, each naming the flag: an etcd URL that does not parse,
-// port 0, a bad election config.
+// port 0, a bad election config, --etcd-*-file without etcds://.
 Status ValidateHaHeadOptions(const HaHeadOptions& options);
 
 // Runs until one of the signals in `stop` arrives (returns 0, having handed leadership over),
 // or until this head steps down as leader (returns 3). A start that fails (etcd unreachable
 // for store_timeout, a newer schema) is an error.
+// The etcd client options of `options`: its endpoints, and for etcds:// the TLS files (the
+// defaults filled in from the state directory).
+Result<store::EtcdOptions> HaEtcdOptions(const HaHeadOptions& options);
+
 Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop);
 
 }  // namespace tessera::ha

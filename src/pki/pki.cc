@@ -284,8 +284,9 @@ Result<CertAndKey> MakeServerCert(const CertAndKey& ca, const ServerCertOptions&
   if (!parsed.ok()) return parsed.status();
   Result<KeyPtr> key = NewKey();
   if (!key.ok()) return key.status();
-  Result<std::string> cert = Issue(*parsed, key->get(), options.common_name, "tessera",
-                                   options.validity, "serverAuth", alt_names);
+  Result<std::string> cert =
+      Issue(*parsed, key->get(), options.common_name, "tessera", options.validity,
+            options.also_client_auth ? "serverAuth,clientAuth" : "serverAuth", alt_names);
   if (!cert.ok()) return cert.status();
   Result<std::string> key_pem = KeyToPem(key->get());
   if (!key_pem.ok()) return key_pem.status();

@@ -49,6 +49,9 @@ struct ServerCertOptions {
   std::vector<std::string> dns_names;     // subjectAltName DNS entries ("localhost")
   std::vector<std::string> ip_addresses;  // subjectAltName IP entries ("127.0.0.1", "::1")
   Validity validity{std::chrono::hours(24 * 365), std::nullopt};
+  // Also extendedKeyUsage clientAuth: for a server that presents the same certificate when it
+  // calls out (an etcd member to its peers, and its HTTP gateway to its own client port).
+  bool also_client_auth = false;
 };
 
 // A new key and a server certificate (extendedKeyUsage serverAuth) for the names in `options`,

@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -206,6 +207,7 @@ class RouterImpl {
   // Last: destroyed first, so handlers it destroys still find the state above.
   asio::io_context ioc_{1};  // one thread runs it: the scheduler skips the multi-thread paths
   tcp::acceptor acceptor_{ioc_};
+  std::shared_ptr<asio::ssl::context> tls_context_;  // set by Start() when options_.tls is
   asio::steady_timer sweep_{ioc_};
   std::thread thread_;
 };

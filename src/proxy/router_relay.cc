@@ -197,7 +197,7 @@ void Session::OnUpstreamHeader(error_code ec) {
   // Body bytes that came with the header go out with it, in one write.
   if (upstream_->buffer.size() > 0 || upstream_parser_->is_done()) return PumpBody();
   // Nothing of the body yet (a stream that prefills first): the header goes now.
-  Send(client_, {PendingHeader()}, false, [this](error_code wec) {
+  SendClient({PendingHeader()}, [this](error_code wec) {
     if (wec) return ClientGone();
     PumpBody();
   });
@@ -240,7 +240,7 @@ void Session::WriteBody(size_t n) {
     pieces[3] = last ? asio::buffer(kChunkEndLast.data(), kChunkEndLast.size())
                      : asio::buffer(kChunkEnd.data(), kChunkEnd.size());
   }
-  Send(client_, pieces, false, [this, last](error_code ec) {
+  SendClient(pieces, [this, last](error_code ec) {
     if (ec) return ClientGone();
     NoteFirstByte();
     if (last) return Complete();
@@ -252,7 +252,7 @@ void Session::FinishBody() {
   if (!header_pending_ && !chunked_out_) return Complete();
   Pieces pieces{PendingHeader(), {}, {}, {}};
   if (chunked_out_) pieces[1] = asio::buffer(kLastChunk.data(), kLastChunk.size());
-  Send(client_, pieces, false, [this](error_code ec) {
+  SendClient(pieces, [this](error_code ec) {
     if (ec) return ClientGone();
     Complete();
   });

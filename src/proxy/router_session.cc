@@ -14,14 +14,16 @@ namespace tessera::proxy {
 using Json = nlohmann::json;
 
 Session::Session(RouterImpl& router, tcp::socket socket)
-    : router_(router), client_(std::move(socket)), queue_timer_(router.ioc_) {
+    : router_(router),
+      client_(std::move(socket), router.tls_context_.get()),
+      queue_timer_(router.ioc_) {
   ++router_.sessions_;
   router_.live_.insert(this);
   error_code ec;
-  tcp::endpoint peer = client_.remote_endpoint(ec);
+  tcp::endpoint peer = client_.socket().remote_endpoint(ec);
   if (!ec) peer_address_ = peer.address().to_string(ec);
-  client_.set_option(tcp::no_delay(true), ec);
-  client_.non_blocking(true, ec);
+  client_.socket().set_option(tcp::no_delay(true), ec);
+  client_.socket().non_blocking(true, ec);
   body_buffer_.resize(kBodyPieceBytes);
 }
 
@@ -60,6 +62,15 @@ void Session::OnServiceRemoved() {
   queue_timer_.cancel();
   router_.errors_.Add({route_.service, "service_gone"});
   ReplyError(503, "service '" + route_.service + "' was removed while the request waited");
+}
+
+void Session::Handshake() {
+  ArmClient(router_.options_.header_timeout);
+  client_.tls().async_handshake(asio::ssl::stream_base::server,
+                                [self = shared_from_this()](error_code ec) {
+                                  if (self->Timed(ec)) return self->Close();
+                                  self->DoIdleWait();
+                                });
 }
 
 void Session::DoIdleWait() {
@@ -151,11 +162,10 @@ void Session::OnHeader(error_code ec) {
   if (beast::iequals(msg[http::field::expect], "100-continue")) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     phase_ = Phase::kWriting;
-    return Send(client_, {asio::buffer(kContinue.data(), kContinue.size())}, false,
-                [this](error_code wec) {
-                  if (wec) return Close();
-                  StartBody();
-                });
+    return SendClient({asio::buffer(kContinue.data(), kContinue.size())}, [this](error_code wec) {
+      if (wec) return Close();
+      StartBody();
+    });
   }
   StartBody();
 }
@@ -360,7 +370,7 @@ void Session::WriteLocal(int status, std::string body, const char* content_type,
 
 void Session::CloseGracefully() {
   error_code ec;
-  client_.shutdown(tcp::socket::shutdown_send, ec);
+  client_.socket().shutdown(tcp::socket::shutdown_send, ec);
   Close();
 }
 
@@ -369,7 +379,7 @@ void Session::Close() {
   phase_ = Phase::kDone;
   queue_timer_.cancel();
   error_code ignored;
-  client_.close(ignored);
+  client_.socket().close(ignored);
 }
 
 }  // namespace tessera::proxy

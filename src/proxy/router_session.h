@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "proxy/client_stream.h"
 #include "proxy/router_internal.h"
 #include "proxy/token_counter.h"
 
@@ -33,7 +34,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(RouterImpl& router, tcp::socket socket);
   ~Session();
 
-  void Start() { DoIdleWait(); }
+  void Start() { client_.has_tls() ? Handshake() : DoIdleWait(); }
 
   // When the operation in progress must have finished (the router's sweep checks it).
   SteadyClock::time_point deadline() const { return deadline_; }
@@ -55,6 +56,17 @@ class Session : public std::enable_shared_from_this<Session> {
   using Pieces = std::array<asio::const_buffer, 4>;
 
   // ---- writing ----
+
+  // Writes `pieces` to the client: through Send's fast path over plain TCP; over TLS always
+  // asynchronously (a TLS record cannot be half written by a non-blocking write and resumed).
+  template <class Then>
+  void SendClient(Pieces pieces, Then then) {
+    if (!client_.has_tls()) return Send(client_.socket(), pieces, false, std::move(then));
+    ArmClient(router_.options_.write_timeout);
+    asio::async_write(client_, pieces,
+                      [self = shared_from_this(), then = std::move(then)](
+                          error_code wec, size_t) mutable { then(self->Timed(wec)); });
+  }
 
   // Writes `pieces` to `socket`: at once when the kernel takes them all (the usual case: no
   // trip through the event loop), else the rest asynchronously under the write timeout. Then
@@ -85,6 +97,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // ---- the client's request (router_session.cc) ----
 
+  // The TLS handshake of a client of an HTTPS router, under the header timeout.
+  void Handshake();
   void DoIdleWait();
 
   // One read from the client; what it means depends on the phase.
@@ -206,7 +220,7 @@ class Session : public std::enable_shared_from_this<Session> {
   static constexpr std::string_view kLastChunk = "0\r\n\r\n";
 
   RouterImpl& router_;
-  tcp::socket client_;
+  ClientStream client_;
   beast::flat_buffer client_buffer_;
   asio::steady_timer queue_timer_;
   SteadyClock::time_point deadline_ = SteadyClock::time_point::max();

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "net/tcp_listen.h"
+#include "net/tls_stream.h"
 #include "proxy/router_internal.h"
 #include "proxy/router_session.h"
 
@@ -137,6 +138,17 @@ void RouterImpl::PutIdle(std::unique_ptr<Upstream> up) {
 
 Status RouterImpl::Start() {
   if (started_.exchange(true)) return FailedPrecondition("ServingRouter already started");
+  if (options_.tls) {
+    net::ServerTlsOptions tls;
+    tls.cert_chain_file = options_.tls->cert_file;
+    tls.key_file = options_.tls->key_file;
+    auto context = net::MakeServerTlsContext(tls);
+    if (!context.ok()) {
+      started_ = false;
+      return context.status();
+    }
+    tls_context_ = *context;
+  }
   Result<tcp::endpoint> endpoint =
       net::ParseBindEndpoint(options_.bind_address, options_.port, "bind address");
   if (!endpoint.ok()) return endpoint.status();

@@ -34,6 +34,12 @@ namespace tessera::proxy {
 
 class RouterImpl;  // defined in serving_router.cc
 
+// HTTPS on the router's port: its certificate (PEM, the chain) and key; docs/security.md.
+struct RouterTls {
+  std::string cert_file;
+  std::string key_file;
+};
+
 struct RouterOptions {
   std::string bind_address = "127.0.0.1";
   uint16_t port = 0;  // 0 = an ephemeral port; see port()
@@ -62,6 +68,9 @@ struct RouterOptions {
   size_t max_idle_per_endpoint = 64;
   std::chrono::milliseconds pool_idle_timeout{30'000};
   uint64_t seed = 1;  // the power-of-two-choices draws
+  // nullopt = plain HTTP on the router's port. With TLS, a client's handshake must finish
+  // within header_timeout; one that fails (a plain-HTTP request, say) closes the connection.
+  std::optional<RouterTls> tls;
 };
 
 // One Service's load at an instant (for the load reports to the head).
@@ -100,7 +109,8 @@ class ServingRouter {
   ServingRouter& operator=(const ServingRouter&) = delete;
 
   // Binds, listens and starts the io thread. Unavailable naming address:port if the address
-  // cannot be bound; FailedPrecondition if already started.
+  // cannot be bound; InvalidArgument naming the file when a TLS file does not load;
+  // FailedPrecondition if already started.
   Status Start();
   // The bound port; 0 before Start().
   uint16_t port() const;

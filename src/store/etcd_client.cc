@@ -12,7 +12,8 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kForm = "etcd://host:port[,host:port...] (e.g. etcd://127.0.0.1:2379)";
+constexpr const char* kForm =
+    "etcd://host:port[,host:port...] or etcds:// for TLS (e.g. etcds://127.0.0.1:2379)";
 
 }  // namespace
 
@@ -21,6 +22,7 @@ Result<std::vector<EtcdEndpoint>> ParseEtcdEndpoints(std::string_view text,
   const std::string f(field);
   std::string_view rest = text;
   if (rest.starts_with("etcd://")) rest.remove_prefix(7);
+  if (rest.starts_with("etcds://")) rest.remove_prefix(8);
   if (rest.empty()) return InvalidArgument(f + ": no etcd endpoint given; expected " + kForm);
   std::vector<EtcdEndpoint> out;
   while (true) {
@@ -48,6 +50,8 @@ Result<std::vector<EtcdEndpoint>> ParseEtcdEndpoints(std::string_view text,
   }
   return out;
 }
+
+bool EtcdUrlUsesTls(std::string_view text) { return text.starts_with("etcds://"); }
 
 std::string Base64Encode(std::string_view bytes) {
   static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -247,10 +251,16 @@ Result<json> EtcdClient::Call(std::string_view path, const json& body) {
       co.port = endpoint.port;
       co.connect_timeout = options_.connect_timeout;
       co.read_timeout = options_.request_timeout;
+      if (options_.tls) {
+        co.tls = net::ClientTlsOptions{options_.tls->ca_file, options_.tls->cert_file,
+                                       options_.tls->key_file, ""};
+      }
       client = std::make_unique<net::HttpClient>(co);
     }
     auto response = client->Request(net::Method::kPost, path, text);
     if (!response.ok()) {
+      // A TLS file that does not load fails at every endpoint alike: no retry mends it.
+      if (response.status().code() == StatusCode::kInvalidArgument) return response.status();
       failures += (failures.empty() ? "" : "; ") + response.status().message();
       continue;  // a broken connection is dropped with `client`
     }

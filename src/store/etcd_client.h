@@ -34,11 +34,14 @@ struct EtcdEndpoint {
   bool operator==(const EtcdEndpoint&) const = default;
 };
 
-// Parses "etcd://host:port[,host:port...]" (the scheme is optional). kInvalidArgument naming
-// `field` and showing the expected form for anything else (an empty list, a missing port, a
-// port outside 1-65535, a duplicate endpoint).
+// Parses "etcd://host:port[,host:port...]" or "etcds://..." (TLS; the scheme is optional).
+// kInvalidArgument naming `field` and showing the expected form for anything else (an empty
+// list, a missing port, a port outside 1-65535, a duplicate endpoint).
 Result<std::vector<EtcdEndpoint>> ParseEtcdEndpoints(std::string_view text,
                                                      std::string_view field = "--store");
+
+// True for an "etcds://" URL: the members serve TLS and ask for a client certificate.
+bool EtcdUrlUsesTls(std::string_view text);
 
 std::string Base64Encode(std::string_view bytes);
 // nullopt for text that is not base64.
@@ -48,11 +51,23 @@ std::optional<std::string> Base64Decode(std::string_view text);
 // the prefix with its last byte incremented).
 std::string PrefixEnd(std::string_view prefix);
 
+// TLS to etcd (etcds://): every member must present a certificate signed by the CA in
+// `ca_file` that names the endpoint's host; the client presents `cert_file` and `key_file`
+// (PEM), as members run with --client-cert-auth ask. A file that does not load fails every
+// call with InvalidArgument naming it.
+struct EtcdTls {
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+};
+
 struct EtcdOptions {
   std::vector<EtcdEndpoint> endpoints;
   // Per call: connect and read deadlines. Default 2 s and 5 s.
   std::chrono::milliseconds connect_timeout{2'000};
   std::chrono::milliseconds request_timeout{5'000};
+  // nullopt = plain HTTP (etcd://).
+  std::optional<EtcdTls> tls;
 };
 
 // One key as etcd returns it.

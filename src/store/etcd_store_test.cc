@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "pki/pki.h"
 #include "store/etcd_client.h"
 #include "store/etcd_test_util.h"
 
@@ -56,6 +57,66 @@ TEST(EtcdEndpoints, ParsesListsAndRefusesBadOnesNamingTheField) {
     EXPECT_NE(parsed.status().message().find("--store"), std::string::npos)
         << parsed.status().message();
   }
+}
+
+TEST(EtcdEndpoints, EtcdsMeansTls) {
+  EXPECT_TRUE(EtcdUrlUsesTls("etcds://127.0.0.1:2379"));
+  EXPECT_FALSE(EtcdUrlUsesTls("etcd://127.0.0.1:2379"));
+  auto endpoints = ParseEtcdEndpoints("etcds://a:1,b:2");
+  ASSERT_TRUE(endpoints.ok()) << endpoints.status().message();
+  EXPECT_EQ(*endpoints, (std::vector<EtcdEndpoint>{{"a", 1}, {"b", 2}}));
+}
+
+// etcd as `tessera up --ha` runs it: TLS, and a client certificate of the cluster CA asked for.
+TEST(EtcdTls, AClientCertificateOfTheClusterCaIsNeededAndEnough) {
+  if (FindEtcdBinary().empty()) GTEST_SKIP() << "*** no etcd binary: skipping the TLS case ***";
+  ScopedTempDir dir;
+  auto ca = pki::MakeCa({});
+  auto stranger_ca = pki::MakeCa({});
+  ASSERT_TRUE(ca.ok() && stranger_ca.ok());
+  pki::ServerCertOptions member_options;
+  member_options.ip_addresses = {"127.0.0.1"};
+  member_options.also_client_auth = true;  // etcd's gateway presents it to its own port
+  auto member = pki::MakeServerCert(*ca, member_options);
+  auto head = pki::MakeClientCert(*ca, {"head:test", "etcd-client"});
+  auto stranger = pki::MakeClientCert(*stranger_ca, {"head:test", "etcd-client"});
+  ASSERT_TRUE(member.ok() && head.ok() && stranger.ok());
+  auto write = [&](const std::string& name, const pki::CertAndKey& pair) {
+    EXPECT_TRUE(pki::WriteFile(dir.File(name + ".crt"), pair.cert_pem).ok());
+    EXPECT_TRUE(pki::WriteKeyFile(dir.File(name + ".key"), pair.key_pem).ok());
+  };
+  write("ca", *ca);
+  write("member", *member);
+  write("head", *head);
+  write("stranger", *stranger);
+  write("stranger-ca", *stranger_ca);
+  const EtcdTls with_cert{dir.File("ca.crt"), dir.File("head.crt"), dir.File("head.key")};
+  EtcdProcess etcd;
+  etcd.UseTls(dir.File("member.crt"), dir.File("member.key"), dir.File("ca.crt"), with_cert);
+  ASSERT_TRUE(etcd.Start()) << etcd.error();
+
+  auto range = [&](std::optional<EtcdTls> tls) {
+    EtcdOptions options;
+    options.endpoints = {etcd.endpoint()};
+    options.tls = std::move(tls);
+    EtcdClient client(options);
+    return client.Range("k").status();
+  };
+  EXPECT_TRUE(range(with_cert).ok()) << range(with_cert).message();
+  EXPECT_EQ(range(std::nullopt).code(), StatusCode::kUnavailable);  // plain HTTP
+  EXPECT_EQ(range(EtcdTls{dir.File("ca.crt"), "", ""}).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(
+      range(EtcdTls{dir.File("ca.crt"), dir.File("stranger.crt"), dir.File("stranger.key")}).code(),
+      StatusCode::kUnavailable);
+  // Members another CA vouches for: the client refuses them.
+  EXPECT_EQ(range(EtcdTls{dir.File("stranger-ca.crt"), dir.File("head.crt"), dir.File("head.key")})
+                .code(),
+            StatusCode::kUnavailable);
+  // A file that does not load is the caller's mistake, said at once and not retried.
+  const Status missing =
+      range(EtcdTls{dir.File("ca.crt"), dir.File("none.crt"), dir.File("none.key")});
+  EXPECT_EQ(missing.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.message().find("none.crt"), std::string::npos) << missing.message();
 }
 
 TEST(EtcdEncoding, Base64RoundTripsEveryByteAndRefusesJunk) {

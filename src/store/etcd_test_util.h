@@ -82,6 +82,17 @@ class EtcdProcess {
     pid_ = -1;
   }
 
+  // Before Start(): serve client and peer TLS with the member certificate `cert_file` /
+  // `key_file` and refuse clients without a certificate signed by `ca_file`
+  // (--client-cert-auth); the start probe then speaks TLS as `probe`.
+  void UseTls(std::string cert_file, std::string key_file, std::string ca_file, EtcdTls probe) {
+    tls_flags_ = {"--cert-file=" + cert_file,         "--key-file=" + key_file,
+                  "--trusted-ca-file=" + ca_file,     "--client-cert-auth",
+                  "--peer-cert-file=" + cert_file,    "--peer-key-file=" + key_file,
+                  "--peer-trusted-ca-file=" + ca_file};
+    probe_tls_ = std::move(probe);
+  }
+
   // Restarts a stopped etcd on the same ports and data.
   bool Restart() { return StartOnce(/*same_ports=*/true); }
 
@@ -127,13 +138,15 @@ class EtcdProcess {
         ::dup2(fd, 1);
         ::dup2(fd, 2);
       }
-      const std::string client = "http://127.0.0.1:" + std::to_string(port_);
-      const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
-      const std::string args[] = {
+      const std::string scheme = probe_tls_ ? "https://" : "http://";
+      const std::string client = scheme + "127.0.0.1:" + std::to_string(port_);
+      const std::string peer = scheme + "127.0.0.1:" + std::to_string(peer_port_);
+      std::vector<std::string> args = {
           "--data-dir=" + dir_.File("data"), "--name=test",
           "--listen-client-urls=" + client,  "--advertise-client-urls=" + client,
           "--listen-peer-urls=" + peer,      "--initial-advertise-peer-urls=" + peer,
           "--initial-cluster=test=" + peer,  "--max-txn-ops=10000"};
+      args.insert(args.end(), tls_flags_.begin(), tls_flags_.end());
       std::vector<char*> argv = {const_cast<char*>(binary_.c_str())};
       for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
@@ -148,7 +161,10 @@ class EtcdProcess {
         error_ = "etcd exited at start; its log: " + ReadLog();
         return false;
       }
-      EtcdClient probe(EtcdOptions{{endpoint()}});
+      EtcdOptions probe_options;
+      probe_options.endpoints = {endpoint()};
+      probe_options.tls = probe_tls_;
+      EtcdClient probe(probe_options);
       if (probe.Range("probe").ok()) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -168,6 +184,8 @@ class EtcdProcess {
   std::string binary_, log_, error_;
   pid_t pid_ = -1;
   int port_ = 0, peer_port_ = 0;
+  std::vector<std::string> tls_flags_;
+  std::optional<EtcdTls> probe_tls_;
 };
 
 // One etcd for a whole test binary, started on first use and stopped at exit. Each test

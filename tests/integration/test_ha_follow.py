@@ -12,6 +12,7 @@ Short settings: election lease 2 s, retry 0.3 s, heartbeats every 200 ms; about 
 
 Needs the `etcd` binary (Debian's etcd-server); skipped with a loud message when it is absent.
 """
+import http.client as httplib
 import json
 import os
 import shutil
@@ -83,6 +84,32 @@ class HaFollowTheLeader(unittest.TestCase):
     def role(self, port):
         return self.info(port).get("role")
 
+    def check_etcd_asks_for_a_client_certificate(self, ha):
+        """etcd under `up --ha` speaks TLS to its clients and refuses one without a certificate
+        the cluster CA signed: plain HTTP fails, TLS without a certificate fails, and the
+        certificate `up` wrote (as each head holds one) reads /health."""
+        self.assertTrue(ha["store"].startswith("etcds://"), ha["store"])
+        host, port = ha["etcdEndpoints"][0].rsplit(":", 1)
+        no_cert = ssl.create_default_context(cafile=self.ca_file)
+        for conn in (httplib.HTTPConnection(host, int(port), timeout=10),
+                     httplib.HTTPSConnection(host, int(port), timeout=10, context=no_cert)):
+            with self.assertRaises((OSError, httplib.HTTPException)):
+                conn.request("GET", "/health")
+                conn.getresponse().read()
+            conn.close()
+        with_cert = ssl.create_default_context(cafile=self.ca_file)
+        with_cert.load_cert_chain(os.path.join(self.state, "etcd-client.crt"),
+                                  os.path.join(self.state, "etcd-client.key"))
+        conn = httplib.HTTPSConnection(host, int(port), timeout=10, context=with_cert)
+        conn.request("GET", "/health")
+        response = conn.getresponse()
+        self.assertEqual(response.status, 200)
+        self.assertIn(b'"health":"true"', response.read())
+        conn.close()
+        for i in range(len(ha["heads"])):
+            self.assertTrue(os.path.exists(os.path.join(self.state, "heads", str(i),
+                                                        "etcd-client.crt")))
+
     def test_agents_and_cli_follow_the_leader_across_kill_9(self):
         # Conflicting flags are refused before anything starts.
         p = self.cli("up", "--ha-heads", "2", check=False)
@@ -101,6 +128,7 @@ class HaFollowTheLeader(unittest.TestCase):
             token = f.read().strip()
         ports = cluster["ha"]["headPorts"]
         self.assertEqual(len(cluster["ha"]["etcd"]), 3)
+        self.check_etcd_asks_for_a_client_certificate(cluster["ha"])
         leader = wait_for("a leader", lambda: next((p for p in ports if self.role(p) == "leader"),
                                                    None))
         standby = next(p for p in ports if p != leader)

@@ -13,6 +13,7 @@ import os
 import queue
 import re
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -83,11 +84,14 @@ class Backend:
 
 
 class Router:
+    """`tessera router` with `args`; plain HTTP on its port unless they give --tls-cert-file."""
+
     def __init__(self, tmp, *args):
         self.info = os.path.join(tmp, "router-%d.json" % time.monotonic_ns())
         self.log = open(os.path.join(tmp, "router.log"), "ab")
+        plain = [] if "--tls-cert-file" in args else ["--plain-http"]
         self.proc = subprocess.Popen([TESSERA, "router", "--port", "0", "--info-file", self.info,
-                                      *args], stdout=self.log, stderr=self.log)
+                                      *plain, *args], stdout=self.log, stderr=self.log)
         info = wait_for("the router's info file", lambda: self._read_info(), timeout=60)
         self.port = info["port"]
 
@@ -259,6 +263,49 @@ class RouterTest(unittest.TestCase):
         self.assertEqual(headers.get("retry-after"), "1")
         self.assertIn("200 ms", body)
 
+    def test_https_port_with_a_certificate_of_the_cluster_ca(self):
+        # The CA and a server certificate for 127.0.0.1 it signed, as a head makes them at its
+        # first start (api/head_tls.h); the router presents that certificate.
+        state = os.path.join(self.tmp, "head")
+        os.makedirs(state)
+        head = subprocess.Popen([TESSERA, "head", "--state-dir", state, "--port", "0"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_for("the head's certificate", lambda: os.path.exists(
+                os.path.join(state, "head.json")), timeout=60)
+        finally:
+            head.terminate()
+            head.wait(timeout=30)
+        a = self.backend("a")
+        path = static_file(self.tmp, [{"name": "alpha", "endpoints": endpoints(a)}])
+        r = self.router("--static-endpoints", path,
+                        "--tls-cert-file", os.path.join(state, "server.crt"),
+                        "--tls-key-file", os.path.join(state, "server.key"))
+        with open(r.info) as f:
+            self.assertEqual(json.load(f)["scheme"], "https")
+        context = ssl.create_default_context(cafile=os.path.join(state, "ca.crt"))
+        for _ in range(2):  # a second request on the kept-alive TLS connection
+            conn = http.client.HTTPSConnection("127.0.0.1", r.port, timeout=30, context=context)
+            conn.request("GET", "/services/alpha/hello")
+            response = conn.getresponse()
+            self.assertEqual((response.status, response.read().decode()), (200, "a /hello"))
+            conn.request("GET", "/services/alpha/again")
+            response = conn.getresponse()
+            self.assertEqual((response.status, response.read().decode()), (200, "a /again"))
+            conn.close()
+        # Plain HTTP to the HTTPS port gets no answer; neither does a client that does not
+        # trust the cluster CA.
+        with self.assertRaises((OSError, http.client.HTTPException)):
+            get(r.port, "/services/alpha/hello", timeout=10)
+        with self.assertRaises(ssl.SSLError):
+            conn = http.client.HTTPSConnection("127.0.0.1", r.port, timeout=10,
+                                               context=ssl.create_default_context())
+            try:
+                conn.request("GET", "/healthz")
+            finally:
+                conn.close()
+        self.assertEqual(a.state()["requests"], 4)  # the refused clients reached no replica
+
     def test_wrong_flags_are_named(self):
         def run(*args):
             return subprocess.run([TESSERA, "router", *args], capture_output=True, text=True,
@@ -267,6 +314,16 @@ class RouterTest(unittest.TestCase):
         p = run("--port", "0")
         self.assertEqual(p.returncode, 2)
         self.assertIn("--static-endpoints", p.stderr)
+        empty = static_file(self.tmp, [])
+        p = run("--static-endpoints", empty)  # neither a certificate nor --plain-http
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--tls-cert-file and --tls-key-file", p.stderr)
+        p = run("--static-endpoints", empty, "--plain-http", "--tls-cert-file", "x")
+        self.assertIn("--plain-http: conflicts", p.stderr)
+        p = run("--static-endpoints", empty, "--tls-cert-file", "/nonexistent.crt",
+                "--tls-key-file", "/nonexistent.key")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("/nonexistent", p.stderr)
         p = run("--head", "127.0.0.1:1", "--token-file", "/dev/null")
         self.assertEqual(p.returncode, 2)
         self.assertIn("--head", p.stderr)
