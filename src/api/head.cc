@@ -22,6 +22,7 @@
 #include "api/audit_log.h"
 #include "api/authz.h"
 #include "api/head_tls.h"
+#include "api/host_certs.h"
 #include "api/log_proxy.h"
 #include "api/metrics.h"
 #include "api/service_prober.h"
@@ -168,6 +169,7 @@ struct Head::Impl {
   std::unique_ptr<LogProxy> logs;
   std::unique_ptr<ServiceProber> prober;  // Service readiness (service_prober.h)
   std::unique_ptr<UserRegistry> users;    // users and their tokens' hashes (users.h)
+  std::unique_ptr<HostCertIssuer> host_certs;  // host certificates; null with --plain-http
   AuditLog audit;                         // every user's write, accepted or refused
 
   std::mutex watch_mu;
@@ -439,7 +441,8 @@ struct Head::Impl {
     if (!loc.ok()) return ErrorReply(loc.status(), InputFrom::kRequest);
     const controller::Controller::LogLocation& l = *loc;
     LogProxy::Source source{l.address, static_cast<uint16_t>(l.port), l.path,
-                            "worker " + std::to_string(rank) + " of trainjob " + job, l.token};
+                            "worker " + std::to_string(rank) + " of trainjob " + job, l.token,
+                            HostDnsName(l.host)};
     const bool follow = req.Query("follow").value_or("false") == "true";
     return logs->Serve(source, follow ? LogProxy::Mode::kFollow : LogProxy::Mode::kRead);
   }
@@ -497,8 +500,10 @@ Status Head::Start() {
   // run handed out (one per change), so a client's stale version gets 410, not wrong data.
   m.hub = std::make_unique<WatchHub>(
       WatchHubOptions{options_.watch_history, static_cast<uint64_t>(m.clock.NowMs()) * 1000});
+  const std::string ca_file = options_.state_dir + "/" + kCaCertFile;
   LogProxyOptions log_options = options_.logs;
   log_options.bearer_token = join_token_;
+  if (!options_.plain_http) log_options.tls = net::ClientTlsOptions{ca_file, "", "", ""};
   m.logs = std::make_unique<LogProxy>(log_options);
   if (const char* dir = std::getenv("TESSERA_WEB_DIR")) m.web_dir = dir;
   // Every change goes to the metrics (histograms, event counts) and to the watch streams.
@@ -528,6 +533,13 @@ Status Head::Start() {
     auto tls = PrepareHeadTls(options_.state_dir, {options_.bind_address, options_.tls_sans});
     if (!tls.ok()) return tls.status();
     so.tls = *tls;
+    // Asked, not required: users and the CLI call without one (docs/security.md).
+    so.tls->client_ca_file = ca_file;
+    so.tls->client_certs = net::ClientCertMode::kRequest;
+    m.host_certs = std::make_unique<HostCertIssuer>(
+        *m.store, HostCertOptions{ca_file, options_.state_dir + "/" + kCaKeyFile,
+                                  options_.host_cert_ttl});
+    TESSERA_RETURN_IF_ERROR(m.host_certs->Load());
   }
   // Users' tokens (users.h): any token a user record holds, revoked ones included, so that a
   // revoked user hears why (403) rather than 401.
@@ -569,6 +581,7 @@ Status Head::Start() {
     return [&m, fn](const Request& r) -> Response {
       if (!m.IsAgent(r)) return Response::Error(403, "this endpoint needs the join token");
       const std::string host = r.params.at("name");
+      if (auto refused = RefuseHostCall(m.host_certs.get(), r, host)) return *refused;
       auto matches = m.ctl->HostCredentialMatches(host, r.Header(protocol::kHostCredentialHeader));
       if (!matches.ok()) return ErrorReply(matches.status());
       if (!*matches)
@@ -668,10 +681,31 @@ Status Head::Start() {
   // 409 while it runs workers of a job that holds chips or of a Service group, unless it is Lost.
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kDelete, "/api/v1/hosts/{name}",
                                    allow(Verb::kDelete, kHostKind, [&m](const Request& r) {
-                                     Response out = Reply(m.ctl->DeleteHost(r.params.at("name")));
+                                     const std::string host = r.params.at("name");
+                                     Response out = Reply(m.ctl->DeleteHost(host));
+                                     // Its certificate goes on the deny-list (host_certs.h).
+                                     if (out.status == 200 && m.host_certs) {
+                                       Status revoked = m.host_certs->Revoke(host, NowUnixMs());
+                                       if (!revoked.ok()) out = ErrorReply(revoked);
+                                     }
                                      m.Kick();
                                      return out;
                                    })));
+  // Lifting a revocation lets the host bootstrap again (docs/security.md "Host certificates").
+  TESSERA_RETURN_IF_ERROR(s.Handle(
+      Method::kDelete, "/api/v1/hostrevocations/{name}",
+      allow(Verb::kDelete, kHostRevocationKind, [&m](const Request& r) {
+        if (!m.host_certs) return Response::Error(404, "this head issues no host certificates");
+        const Status lifted = m.host_certs->Readmit(r.params.at("name"));
+        return lifted.ok() ? Response::Json(200, R"({"status":"Deleted"})") : ErrorReply(lifted);
+      })));
+  TESSERA_RETURN_IF_ERROR(
+      s.Handle(Method::kPost, "/api/v1/agents/bootstrap", agent([&m](const Request& r) {
+                 return BootstrapHost(m.host_certs.get(), r,
+                                      [&m](const std::string& host, std::string_view credential) {
+                                        return m.ctl->HostCredentialMatches(host, credential);
+                                      });
+               })));
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/events", list(kEventKind)));
   TESSERA_RETURN_IF_ERROR(
       s.Handle(Method::kPost, "/api/v1/agents/register", agent([&m, bad_message](const Request& r) {
@@ -679,6 +713,8 @@ Status Head::Start() {
                  // tested against (protocol/wire.h).
                  auto registration = protocol::ParseRegistration(r.body);
                  if (!registration.ok()) return bad_message(registration.status());
+                 if (auto refused = RefuseHostCall(m.host_certs.get(), r, registration->name))
+                   return *refused;
                  Response out = Reply(m.ctl->RegisterHost(*registration));
                  m.Kick();
                  return out;
@@ -799,7 +835,7 @@ Status Head::Start() {
         LogProxy::Source source{l.address, static_cast<uint16_t>(l.port), l.path,
                                 "worker " + std::to_string(numbers[1]) + " of replica " + role +
                                     "/" + std::to_string(numbers[0]) + " of service " + name,
-                                l.token};
+                                l.token, HostDnsName(l.host)};
         const bool follow = r.Query("follow").value_or("false") == "true";
         return m.logs->Serve(source, follow ? LogProxy::Mode::kFollow : LogProxy::Mode::kRead);
       })));

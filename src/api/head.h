@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -65,6 +66,9 @@ struct HeadOptions {
   std::vector<std::string> tls_sans;  // more names for the server certificate (--tls-san)
   // The audit log's file (audit_log.h); an empty path is state_dir/audit.log.
   AuditFileOptions audit_file;
+  // The lifetime of the host certificates the head signs at bootstrap (--host-cert-ttl-s;
+  // api/host_certs.h). Agents renew at 3/4 of it.
+  std::chrono::seconds host_cert_ttl{std::chrono::hours(24)};
 };
 
 class Head {

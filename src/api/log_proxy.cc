@@ -105,6 +105,10 @@ net::Response LogProxy::Serve(const Source& source, Mode mode) {
         o.bearer_token =
             source.bearer_token.empty() ? state->options.bearer_token : source.bearer_token;
         o.connect_timeout = state->options.connect_timeout;
+        if (state->options.tls) {
+          o.tls = state->options.tls;
+          o.tls->server_name = source.server_name;
+        }
         o.read_timeout = state->options.read_timeout;
         o.stream_idle_timeout =
             mode == Mode::kRead ? state->options.read_timeout : std::chrono::milliseconds(0);

@@ -24,9 +24,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "net/http.h"
+#include "net/http_client.h"
 
 namespace tessera::api {
 
@@ -43,6 +45,10 @@ struct LogProxyOptions {
   // Source::bearer_token. So this is only a fallback (the head sets the join token, which an
   // agent refuses with 401).
   std::string bearer_token;
+  // HTTPS to the agents' log servers (docs/security.md "Host certificates"): each must present
+  // its host certificate, verified against tls->ca_file and Source::server_name. nullopt =
+  // plain HTTP (a head started with --plain-http, whose agents hold no certificate).
+  std::optional<net::ClientTlsOptions> tls;
 };
 
 class LogProxy {
@@ -62,6 +68,9 @@ class LogProxy {
     // The bearer token that agent's log server takes (the host's own log token,
     // docs/agent-protocol.md "Host identity"); "" = LogProxyOptions::bearer_token.
     std::string bearer_token;
+    // With LogProxyOptions::tls: the name the agent's certificate must carry
+    // (HostDnsName of its host, api/host_certs.h).
+    std::string server_name;
   };
   enum class Mode { kRead, kFollow };
 

@@ -36,6 +36,12 @@ void AddHeadCommand(CLI::App& app) {
                   "rotated audit log files kept (audit.log.1 newest)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
+  cmd->add_option_function<int64_t>(
+         "--host-cert-ttl-s",
+         [o](const int64_t& seconds) { o->host_cert_ttl = std::chrono::seconds(seconds); },
+         "the lifetime in seconds of the host certificates agents get at bootstrap (default "
+         "86400, 24 h); agents renew at 3/4 of it. Short values are for tests (docs/security.md)")
+      ->check(CLI::Range(int64_t{10}, int64_t{366 * 24 * 3600}));
   cmd->add_option("--lease-ms", o->controller.lease_ms, "a host silent for this long is lost")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{200}, int64_t{600'000}));

@@ -588,11 +588,12 @@ void AddResourceCommands(CLI::App& app) {
     auto ignore = std::make_shared<bool>(false);
     auto force = std::make_shared<bool>(false);
     cmd->add_option("kind", *kind,
-                    "job, service, clusterqueue, localqueue, priorityclass, host or "
-                    "slicereservation (sr)")
+                    "job, service, clusterqueue, localqueue, priorityclass, host, "
+                    "hostrevocation (lets a deleted host bootstrap again) or slicereservation (sr)")
         ->required()
         ->check(CLI::IsMember({"job", "trainjob", "service", "clusterqueue", "localqueue",
-                               "priorityclass", "host", "slicereservation", "sr", "reservation"}));
+                               "priorityclass", "host", "hostrevocation", "slicereservation", "sr",
+                               "reservation"}));
     cmd->add_option("name", *name, "the object's name")->required();
     cmd->add_flag("--ignore-not-found", *ignore, "succeed when the object does not exist");
     cmd->add_flag("--force", *force,

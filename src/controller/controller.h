@@ -216,6 +216,7 @@ class Controller {
   // kNotFound when the job or its host is gone, or the host's agent serves no logs;
   // kInvalidArgument (field "worker") for a rank the job does not have.
   struct LogLocation {
+    std::string host;  // the host's name: its log server's certificate names it (api/host_certs.h)
     std::string address;
     int port = 0;
     std::string path;   // "/logs/<job>/<uid>/<attempt>/<rank>"

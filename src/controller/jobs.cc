@@ -138,6 +138,7 @@ Result<Controller::LogLocation> Controller::LocateLog(const std::string& name, i
   auto h = hosts_.find(w->second.host);
   if (h == hosts_.end()) return NotFound("host " + w->second.host + " is gone");
   LogLocation loc;
+  loc.host = w->second.host;
   loc.address = h->second.spec.address;
   loc.port = h->second.spec.agent_port;
   if (loc.port == 0)

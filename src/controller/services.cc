@@ -241,6 +241,7 @@ Result<Controller::LogLocation> Controller::LocateServiceLog(const std::string& 
   auto h = hosts_.find(p.host);
   if (h == hosts_.end()) return NotFound("host " + p.host + " is gone");
   LogLocation loc;
+  loc.host = p.host;
   loc.address = h->second.spec.address;
   loc.port = h->second.spec.agent_port;
   if (loc.port == 0)

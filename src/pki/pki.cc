@@ -331,9 +331,10 @@ Result<CsrAndKey> MakeCsr(std::string_view common_name) {
   return CsrAndKey{BioText(bio.get()), std::move(*key_pem)};
 }
 
-Result<std::string> SignCsr(const CertAndKey& ca, std::string_view csr_pem,
-                            const ClientIdentity& who, const Validity& validity) {
-  TESSERA_RETURN_IF_ERROR(CheckIdentity(who));
+namespace {
+
+// The public key of `csr_pem`, once its signature verifies (the requester holds the key).
+Result<ReqPtr> ParseCsr(std::string_view csr_pem) {
   BioPtr bio = MemoryBio(csr_pem);
   ReqPtr req(bio ? PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr) : nullptr);
   if (!req) {
@@ -345,10 +346,36 @@ Result<std::string> SignCsr(const CertAndKey& ca, std::string_view csr_pem,
     ERR_clear_error();
     return InvalidArgument("csr: its signature does not verify with its own public key");
   }
+  return req;
+}
+
+}  // namespace
+
+Result<std::string> SignCsr(const CertAndKey& ca, std::string_view csr_pem,
+                            const ClientIdentity& who, const Validity& validity) {
+  TESSERA_RETURN_IF_ERROR(CheckIdentity(who));
+  Result<ReqPtr> req = ParseCsr(csr_pem);
+  if (!req.ok()) return req.status();
   Result<ParsedCa> parsed = ParseCa(ca);
   if (!parsed.ok()) return parsed.status();
   // The subject and extensions come from `who` and from here, never from the request.
-  return Issue(*parsed, public_key, who.identity, who.kind, validity, "clientAuth", "");
+  return Issue(*parsed, X509_REQ_get0_pubkey(req->get()), who.identity, who.kind, validity,
+               "clientAuth", "");
+}
+
+Result<std::string> SignHostCsr(const CertAndKey& ca, std::string_view csr_pem,
+                                const ClientIdentity& who, const std::string& dns_name,
+                                const Validity& validity) {
+  TESSERA_RETURN_IF_ERROR(CheckIdentity(who));
+  if (dns_name.empty() || dns_name.find_first_of(", ") != std::string::npos) {
+    return InvalidArgument("dns_name: '" + dns_name + "' is not a DNS name");
+  }
+  Result<ReqPtr> req = ParseCsr(csr_pem);
+  if (!req.ok()) return req.status();
+  Result<ParsedCa> parsed = ParseCa(ca);
+  if (!parsed.ok()) return parsed.status();
+  return Issue(*parsed, X509_REQ_get0_pubkey(req->get()), who.identity, who.kind, validity,
+               "clientAuth,serverAuth", "DNS:" + dns_name);
 }
 
 Result<CertInfo> ReadCertificate(std::string_view cert_pem, std::string_view what) {

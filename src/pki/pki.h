@@ -30,7 +30,7 @@ struct CertAndKey {
 // The validity every certificate made here gets: from `not_before` (default: now, less a
 // minute for clocks a little behind ours) for `validity`.
 struct Validity {
-  std::chrono::hours validity{24};
+  std::chrono::seconds validity{std::chrono::hours(24)};
   // Seconds since the Unix epoch; nullopt = now. Tests set it to make expired certificates.
   std::optional<int64_t> not_before_unix;
 };
@@ -87,6 +87,15 @@ Result<CsrAndKey> MakeCsr(std::string_view common_name);
 // its signature does not verify (the requester does not hold the key).
 Result<std::string> SignCsr(const CertAndKey& ca, std::string_view csr_pem,
                             const ClientIdentity& who, const Validity& validity = {});
+
+// SignCsr for a host's certificate (docs/security.md "Host certificates"): the same certificate
+// authenticates the agent to the head (clientAuth) and serves the agent's log server
+// (serverAuth), so it carries both usages and names `dns_name` ("node-3.host.tessera", what
+// the head's log proxy checks) as its one subjectAltName. InvalidArgument naming "dns_name"
+// when it is empty or holds a comma or a space.
+Result<std::string> SignHostCsr(const CertAndKey& ca, std::string_view csr_pem,
+                                const ClientIdentity& who, const std::string& dns_name,
+                                const Validity& validity = {});
 
 // What a certificate says about itself.
 struct CertInfo {
