@@ -167,10 +167,10 @@ struct Head::Impl {
 
   std::unique_ptr<WatchHub> hub;  // users' watch streams (created before the controller loads)
   std::unique_ptr<LogProxy> logs;
-  std::unique_ptr<ServiceProber> prober;  // Service readiness (service_prober.h)
-  std::unique_ptr<UserRegistry> users;    // users and their tokens' hashes (users.h)
+  std::unique_ptr<ServiceProber> prober;       // Service readiness (service_prober.h)
+  std::unique_ptr<UserRegistry> users;         // users and their tokens' hashes (users.h)
   std::unique_ptr<HostCertIssuer> host_certs;  // host certificates; null with --plain-http
-  AuditLog audit;                         // every user's write, accepted or refused
+  AuditLog audit;                              // every user's write, accepted or refused
 
   std::mutex watch_mu;
   std::map<std::string, std::vector<std::shared_ptr<net::StreamWriter>>> agent_streams;
@@ -440,9 +440,9 @@ struct Head::Impl {
     auto loc = ctl->LocateLog(job, rank);
     if (!loc.ok()) return ErrorReply(loc.status(), InputFrom::kRequest);
     const controller::Controller::LogLocation& l = *loc;
-    LogProxy::Source source{l.address, static_cast<uint16_t>(l.port), l.path,
-                            "worker " + std::to_string(rank) + " of trainjob " + job, l.token,
-                            HostDnsName(l.host)};
+    LogProxy::Source source{l.address, static_cast<uint16_t>(l.port),
+                            l.path,    "worker " + std::to_string(rank) + " of trainjob " + job,
+                            l.token,   HostDnsName(l.host)};
     const bool follow = req.Query("follow").value_or("false") == "true";
     return logs->Serve(source, follow ? LogProxy::Mode::kFollow : LogProxy::Mode::kRead);
   }
@@ -537,8 +537,8 @@ Status Head::Start() {
     so.tls->client_ca_file = ca_file;
     so.tls->client_certs = net::ClientCertMode::kRequest;
     m.host_certs = std::make_unique<HostCertIssuer>(
-        *m.store, HostCertOptions{ca_file, options_.state_dir + "/" + kCaKeyFile,
-                                  options_.host_cert_ttl});
+        *m.store,
+        HostCertOptions{ca_file, options_.state_dir + "/" + kCaKeyFile, options_.host_cert_ttl});
     TESSERA_RETURN_IF_ERROR(m.host_certs->Load());
   }
   // Users' tokens (users.h): any token a user record holds, revoked ones included, so that a
@@ -832,10 +832,13 @@ Status Head::Start() {
         auto loc = m.ctl->LocateServiceLog(name, role, numbers[0], numbers[1]);
         if (!loc.ok()) return ErrorReply(loc.status(), InputFrom::kRequest);
         const controller::Controller::LogLocation& l = *loc;
-        LogProxy::Source source{l.address, static_cast<uint16_t>(l.port), l.path,
+        LogProxy::Source source{l.address,
+                                static_cast<uint16_t>(l.port),
+                                l.path,
                                 "worker " + std::to_string(numbers[1]) + " of replica " + role +
                                     "/" + std::to_string(numbers[0]) + " of service " + name,
-                                l.token, HostDnsName(l.host)};
+                                l.token,
+                                HostDnsName(l.host)};
         const bool follow = r.Query("follow").value_or("false") == "true";
         return m.logs->Serve(source, follow ? LogProxy::Mode::kFollow : LogProxy::Mode::kRead);
       })));

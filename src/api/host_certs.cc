@@ -2,7 +2,6 @@
 #include "api/host_certs.h"
 
 #include <nlohmann/json.hpp>
-
 #include <utility>
 
 #include "protocol/credential.h"
@@ -23,7 +22,9 @@ std::string RevokedReason(std::string_view host) {
 
 }  // namespace
 
-std::string HostIdentity(std::string_view host) { return std::string(kHostPrefix) + std::string(host); }
+std::string HostIdentity(std::string_view host) {
+  return std::string(kHostPrefix) + std::string(host);
+}
 
 std::optional<std::string> HostOfIdentity(std::string_view identity) {
   if (!identity.starts_with(kHostPrefix) || identity.size() == kHostPrefix.size())
@@ -148,12 +149,12 @@ net::Response BootstrapHost(HostCertIssuer* issuer, const net::Request& r,
   }
   auto matches = credential_matches(*host, r.Header(protocol::kHostCredentialHeader));
   if (matches.ok() && !*matches) {
-    return net::Response::Error(
-        403,
-        "credential: host '" + *host + "' is registered by another agent; only the agent holding " +
-            "its credential (" + protocol::kHostCredentialHeader +
-            ") may get its certificate, until an admin deletes the host",
-        "credential");
+    return net::Response::Error(403,
+                                "credential: host '" + *host +
+                                    "' is registered by another agent; only the agent holding " +
+                                    "its credential (" + protocol::kHostCredentialHeader +
+                                    ") may get its certificate, until an admin deletes the host",
+                                "credential");
   }
   if (!matches.ok() && matches.status().code() != StatusCode::kNotFound)
     return net::Response::Error(503, matches.status().message());
