@@ -16,6 +16,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "agent/host_credential.h"
 #include "common/json_limits.h"
 #include "ha/head_follower.h"
 #include "net/http_client.h"
@@ -178,6 +179,7 @@ Status Agent::Start() {
   credential_ = *credential;
   credential_header_ = {{protocol::kHostCredentialHeader, credential_}};
 
+  if (options_.head_tls) host_cert_file_ = HostCertPath(options_.state_dir);
   TESSERA_RETURN_IF_ERROR(StartLogServer());
   std::filesystem::create_directories(options_.state_dir + "/fence", ec);
   if (ec) return Unavailable("state dir " + options_.state_dir + "/fence: " + ec.message());
@@ -195,17 +197,9 @@ Status Agent::Start() {
   milliseconds timeout = options_.request_timeout;
   if (heads.size() > 1 && options_.fence_ms > 0)
     timeout = std::min(timeout, milliseconds(std::max<int64_t>(options_.fence_ms / 4, 250)));
-  for (const auto& [host, port] : heads) {
-    net::ClientOptions client_options;
-    client_options.host = host;
-    client_options.port = port;
-    client_options.tls = options_.head_tls;
-    client_options.bearer_token = options_.join_token;
-    client_options.connect_timeout = timeout;
-    client_options.read_timeout = timeout;
-    clients_.push_back(std::make_unique<net::HttpClient>(client_options));
-    heads_.push_back(host + ":" + std::to_string(port));
-  }
+  request_timeout_ = timeout;
+  for (const auto& [host, port] : heads) heads_.push_back(host + ":" + std::to_string(port));
+  MakeHeadClients();
   follower_.SetHeads(heads_);
 
   if (!options_.warm.python.empty() && options_.warm.size > 0) {
@@ -252,7 +246,10 @@ void Agent::Shutdown() {
     if (watch_client_ != nullptr) watch_client_->Cancel();
   }
   cv_.notify_all();
-  for (auto& client : clients_) client->Cancel();
+  {
+    std::lock_guard<std::mutex> lock(clients_mu_);
+    for (auto& client : clients_) client->Cancel();
+  }
   if (main_thread_.joinable()) main_thread_.join();
   if (watch_thread_.joinable()) watch_thread_.join();
   if (fence_thread_.joinable()) fence_thread_.join();
@@ -370,8 +367,9 @@ bool Agent::RegisterWithRetry() {
       Log("agent.register_failed", "error=" + LogfmtValue(reply.status().message()));
     } else if (response.ok() && (response->status == 401 || response->status == 403)) {
       std::lock_guard<std::mutex> lock(mu_);
-      fatal_ = FailedPrecondition("the head refused the join token (HTTP " +
-                                  std::to_string(response->status) + "): check --join-token-file");
+      fatal_ = FailedPrecondition("the head refused the join token or the host certificate (HTTP " +
+                                  std::to_string(response->status) +
+                                  "): " + HeadError(response->body) + "; check --join-token-file");
       Log("agent.register_refused", "status=" + std::to_string(response->status));
       return false;
     } else if (response.ok() &&
@@ -403,7 +401,36 @@ bool Agent::RegisterWithRetry() {
   }
 }
 
+void Agent::MakeHeadClients() {
+  std::vector<std::pair<std::string, uint16_t>> heads = {{options_.head_host, options_.head_port}};
+  heads.insert(heads.end(), options_.more_heads.begin(), options_.more_heads.end());
+  std::vector<std::unique_ptr<net::HttpClient>> clients;
+  for (const auto& [host, port] : heads) {
+    net::ClientOptions client_options;
+    client_options.host = host;
+    client_options.port = port;
+    client_options.tls = HeadTls(true);
+    client_options.bearer_token = options_.join_token;
+    client_options.connect_timeout = request_timeout_;
+    client_options.read_timeout = request_timeout_;
+    clients.push_back(std::make_unique<net::HttpClient>(client_options));
+  }
+  std::lock_guard<std::mutex> lock(clients_mu_);
+  clients_.swap(clients);
+}
+
 void Agent::MainLoop() {
+  if (!EnsureHostCert()) return;
+  if (!host_cert_file_.empty()) {
+    MakeHeadClients();  // now with the certificate
+    Status serving = ServeLogs();
+    if (!serving.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      fatal_ = serving;
+      Log("agent.log_server_failed", "error=" + LogfmtValue(serving.message()));
+      return;
+    }
+  }
   if (!RegisterWithRetry()) return;
   watch_thread_ = std::thread([this] { WatchLoop(); });
   auto next = Clock::now();
@@ -415,6 +442,7 @@ void Agent::MainLoop() {
       wake_ = false;
       next = Clock::now() + milliseconds(heartbeat_interval_ms_);
     }
+    RenewHostCertIfDue();
     SendHeartbeat();
     bool reregister;
     {
@@ -585,7 +613,7 @@ void Agent::WatchLoop() {
     client_options.port = options_.head_port;
     if (head > 0)
       std::tie(client_options.host, client_options.port) = options_.more_heads[head - 1];
-    client_options.tls = options_.head_tls;
+    client_options.tls = HeadTls(true);  // the file as it is now: a renewed one once renewed
     client_options.bearer_token = options_.join_token;
     client_options.connect_timeout = options_.request_timeout;
     client_options.read_timeout = options_.request_timeout;

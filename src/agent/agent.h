@@ -198,8 +198,20 @@ class Agent {
   void RefuseLocked(protocol::Refusal refusal);
   void LogLoop();
   // Creates server_ with the GET /logs/{job}/{uid}/{attempt}/{rank} route and starts it
-  // (log_server.cc, with LogLoop).
+  // (log_server.cc, with LogLoop); with TLS, ServeLogs starts it once the host certificate is
+  // there.
   Status StartLogServer();
+  Status ServeLogs();
+  // The host certificate (host_credential.h), main thread. EnsureHostCert loads it or
+  // bootstraps one (retrying until the head answers; false when stopping or refused: fatal_
+  // says why). RenewHostCertIfDue renews at 3/4 of its life, for new connections only:
+  // clients_ are made again and the log server reloads; workers and open streams go on.
+  bool EnsureHostCert();
+  void RenewHostCertIfDue();
+  // The head's TLS options, with the host certificate when `with_cert` and there is one.
+  std::optional<net::ClientTlsOptions> HeadTls(bool with_cert) const;
+  // (Re)makes clients_ (one per head); under clients_mu_.
+  void MakeHeadClients();
   // Registers until accepted, stopped or refused (fatal_ says why); true when accepted.
   bool RegisterWithRetry();
   void SendHeartbeat();
@@ -241,8 +253,16 @@ class Agent {
   std::string credential_;  // set by Start(), then read-only
   net::Headers credential_header_;
   std::unique_ptr<net::HttpServer> server_;
+  // <state_dir>/host.pem with an https:// head, else "" (set by Start(), then read-only).
+  std::string host_cert_file_;
+  int64_t host_cert_renew_at_unix_ = 0;  // main thread
+  // Deadline of each request to a head (set by Start()).
+  std::chrono::milliseconds request_timeout_{10'000};
   // Register + heartbeat (main thread): one client per head, follower_ says which is in use.
+  // Replaced by the main thread when the host certificate is renewed, under clients_mu_
+  // (Shutdown cancels them under it).
   std::vector<std::unique_ptr<net::HttpClient>> clients_;
+  std::mutex clients_mu_;
   std::vector<std::string> heads_;  // "host:port": options_.head_host:head_port, more_heads
   ha::HeadFollower follower_;       // which of heads_ is in use (ha/head_follower.h)
   net::HttpClient& HeadClient() { return *clients_[follower_.current()]; }

@@ -46,6 +46,15 @@ Status Agent::StartLogServer() {
   // Only this host's log token (derived from its credential), which the head reads its logs
   // with: the join token opens no agent's logs, and no other host's token opens these.
   server_options.auth.tokens = {protocol::LogTokenFromHash(protocol::CredentialHash(credential_))};
+  // With an https:// head the log server serves HTTPS with the host certificate
+  // (host_credential.h), which the head's log proxy verifies; it starts once the agent holds
+  // one (ServeLogs, from the main loop).
+  if (!host_cert_file_.empty()) {
+    net::ServerTlsOptions tls;
+    tls.cert_chain_file = host_cert_file_;
+    tls.key_file = host_cert_file_;
+    server_options.tls = tls;
+  }
   server_ = std::make_unique<net::HttpServer>(server_options);
   TESSERA_RETURN_IF_ERROR(server_->Handle(
       net::Method::kGet, "/logs/{job}/{uid}/{attempt}/{rank}", [this](const net::Request& request) {
@@ -88,12 +97,20 @@ Status Agent::StartLogServer() {
         response.headers["X-Next-Offset"] = std::to_string(offset + body.size());
         return response;
       }));
+  return host_cert_file_.empty() ? ServeLogs() : Status::Ok();
+}
+
+Status Agent::ServeLogs() {
   TESSERA_RETURN_IF_ERROR(server_->Start());
-  // docs/security.md "What stays plain": the head reads logs here over plain HTTP.
-  Log("agent.log_server_plain_http",
-      "port=" + std::to_string(server_->port()) +
-          " note=\"plain HTTP (no TLS): worker logs cross the network readable; run hosts on a "
-          "network you trust\"");
+  if (host_cert_file_.empty()) {
+    // docs/security.md "What stays plain": a --plain-http head reads logs here over HTTP.
+    Log("agent.log_server_plain_http",
+        "port=" + std::to_string(server_->port()) +
+            " note=\"plain HTTP (no TLS, the head is http://): worker logs cross the network "
+            "readable\"");
+  } else {
+    Log("agent.log_server_https", "port=" + std::to_string(server_->port()));
+  }
   return Status::Ok();
 }
 

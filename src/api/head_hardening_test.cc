@@ -137,6 +137,7 @@ class HeadHardeningTest : public ::testing::Test {
  protected:
   void StartHead(HeadOptions options = {}) {
     options.state_dir = dir_.path() + "/state";
+    plain_ = options.plain_http;
     head_ = std::make_unique<Head>(options);
     Status started = head_->Start();
     ASSERT_TRUE(started.ok()) << started.ToString();
@@ -148,7 +149,7 @@ class HeadHardeningTest : public ::testing::Test {
   net::ClientOptions ClientOptions(const std::string& token) const {
     net::ClientOptions o;
     o.port = static_cast<uint16_t>(head_->port());
-    o.tls = net::ClientTlsOptions{dir_.path() + "/state/ca.crt", "", "", ""};  // the head's CA
+    if (!plain_) o.tls = net::ClientTlsOptions{dir_.path() + "/state/ca.crt", "", "", ""};
     o.bearer_token = token;
     o.read_timeout = 20s;
     return o;
@@ -222,6 +223,11 @@ class HeadHardeningTest : public ::testing::Test {
 
   TempDir dir_;
   std::unique_ptr<Head> head_;
+  // The head serves plain HTTP: the fake agents here hold no host certificate (their log
+  // servers are plain, and agents' calls are authorised by the join token and the host
+  // credential alone), as with --plain-http. Host certificates: host_certs_test and
+  // tests/integration/test_host_certs.py.
+  bool plain_ = false;
 };
 
 // Issue 17, point 1: two log requests for a worker on a stopped agent used to hold both I/O
@@ -230,6 +236,7 @@ TEST_F(HeadHardeningTest, LogRequestsToAFrozenAgentNeverStarveHeartbeats) {
   FrozenAgent frozen;
   ASSERT_NE(frozen.port(), 0);
   HeadOptions options;
+  options.plain_http = true;  // fake agents without certificates (plain_)
   options.controller.lease_ms = 3000;
   options.logs.connect_timeout = 1s;
   options.logs.read_timeout = 3s;
@@ -323,7 +330,9 @@ TEST_F(HeadHardeningTest, LogRequestsToAFrozenAgentNeverStarveHeartbeats) {
 // head's lifetime.
 TEST_F(HeadHardeningTest, FollowsEndWithTheirClientOrTheLogAndLeaveNothingBehind) {
   FakeAgentLogs agent;
-  StartHead();
+  HeadOptions options;
+  options.plain_http = true;  // fake agents without certificates (plain_)
+  StartHead(options);
   RegisterTwoSlices(agent.port());
   PlaceJob("follow");
   // A plain read through the proxy (and back to idle) before the baseline is taken.

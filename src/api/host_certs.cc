@@ -144,6 +144,12 @@ net::Response BootstrapHost(HostCertIssuer* issuer, const net::Request& r,
     return net::Response::Error(400, "csr: required, a PEM certificate request", "csr");
   auto host = protocol::NormalizeHostName(body["name"].get<std::string>());
   if (!host.ok()) return net::Response::Error(400, "name: " + host.status().message(), "name");
+  // A renewal comes with the current certificate: it may renew only its own host's.
+  if (auto caller = HostOfIdentity(r.peer_identity); caller && *caller != *host) {
+    return net::Response::Error(403, "the client certificate is host '" + *caller +
+                                         "''s; it may not get a certificate for host '" + *host +
+                                         "'");
+  }
   if (issuer->IsRevoked(*host)) {
     return net::Response::Error(403, "bootstrap refused: " + RevokedReason(*host));
   }
@@ -160,7 +166,10 @@ net::Response BootstrapHost(HostCertIssuer* issuer, const net::Request& r,
     return net::Response::Error(503, matches.status().message());
   auto issued = issuer->Issue(*host, body["csr"].get<std::string>());
   if (!issued.ok()) {
-    const bool bad_csr = issued.status().code() == StatusCode::kInvalidArgument;
+    const StatusCode code = issued.status().code();
+    if (code == StatusCode::kFailedPrecondition)  // revoked meanwhile
+      return net::Response::Error(403, "bootstrap refused: " + issued.status().message());
+    const bool bad_csr = code == StatusCode::kInvalidArgument;
     return net::Response::Error(bad_csr ? 400 : 500, issued.status().message(),
                                 bad_csr ? "csr" : "");
   }

@@ -93,7 +93,8 @@ struct UpFlags {
   bool plain_http = false;    // the head's --plain-http: insecure, for debugging
   // The head's --help-factor, --help-quantile, --help-window; "" = its default (the head checks).
   std::string help_factor, help_quantile, help_window;
-  bool netns = false;  // each host and the head in a network namespace (docs/netns.md)
+  std::string host_cert_ttl_s;  // the head's --host-cert-ttl-s; "" = its default (24 h)
+  bool netns = false;           // each host and the head in a network namespace (docs/netns.md)
 };
 
 void Down(const std::string& state_dir, bool purge, bool quiet);
@@ -200,7 +201,8 @@ void Up(const UpFlags& f) {
   const std::pair<const char*, const std::string*> help_flags[] = {
       {"--help-factor", &f.help_factor},
       {"--help-quantile", &f.help_quantile},
-      {"--help-window", &f.help_window}};
+      {"--help-window", &f.help_window},
+      {"--host-cert-ttl-s", &f.host_cert_ttl_s}};
   for (const auto& [flag, value] : help_flags)
     if (!value->empty()) head_args.insert(head_args.end(), {flag, *value});
   auto save = [&] {
@@ -427,6 +429,8 @@ void AddClusterCommands(CLI::App& app) {
     cmd->add_option("--help-factor", f->help_factor, "the head's --help-factor (--backfill easy)");
     cmd->add_option("--help-quantile", f->help_quantile, "the head's --help-quantile");
     cmd->add_option("--help-window", f->help_window, "the head's --help-window");
+    cmd->add_option("--host-cert-ttl-s", f->host_cert_ttl_s,
+                    "the head's --host-cert-ttl-s: how long the agents' host certificates live");
     cmd->add_flag("--netns", f->netns,
                   "the head and every host's agent each in a network namespace of its own, at "
                   "its own address in 198.18.0.0/15 (needs root and iproute2; docs/netns.md)");

@@ -108,6 +108,17 @@ Status HttpServer::Start() { return impl_->Start(); }
 
 uint16_t HttpServer::port() const { return impl_->port_; }
 
+Status HttpServer::ReloadTls() {
+  if (!impl_->started_ || !impl_->options_.tls)
+    return FailedPrecondition("HttpServer::ReloadTls: the server is not serving TLS");
+  Result<std::shared_ptr<ssl::context>> context = MakeServerTlsContext(*impl_->options_.tls);
+  if (!context.ok()) return context.status();
+  std::lock_guard<std::mutex> lock(impl_->tls_mu_);
+  impl_->retired_tls_contexts_.push_back(std::move(impl_->tls_context_));
+  impl_->tls_context_ = std::move(*context);
+  return Status::Ok();
+}
+
 void HttpServer::Stop() { impl_->Stop(); }
 
 size_t HttpServer::connection_count() const {

@@ -121,6 +121,12 @@ class HttpServer {
   // (the message names address:port); FailedPrecondition if already started.
   Status Start();
 
+  // Loads options.tls's files again (a renewed certificate) for the connections accepted from
+  // now on; connections already open keep the context they started with. FailedPrecondition
+  // before Start() or without TLS; the file's error when it does not load (the old context
+  // stays in use then).
+  Status ReloadTls();
+
   // The bound port (the ephemeral one when options.port was 0); 0 before Start().
   uint16_t port() const;
 

@@ -96,7 +96,15 @@ class ServerImpl {
 
   ServerOptions options_;
   Router router_;
-  std::shared_ptr<ssl::context> tls_context_;  // set by Start() when options_.tls is set
+  // Set by Start() when options_.tls is set, replaced by ReloadTls (under tls_mu_); contexts
+  // replaced stay alive here, as sessions hold references to them.
+  std::shared_ptr<ssl::context> tls_context_;
+  std::vector<std::shared_ptr<ssl::context>> retired_tls_contexts_;
+  std::mutex tls_mu_;
+  ssl::context* CurrentTlsContext() {
+    std::lock_guard<std::mutex> lock(tls_mu_);
+    return tls_context_.get();
+  }
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};

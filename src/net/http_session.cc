@@ -77,8 +77,9 @@ bool HasEncodedSlash(std::string_view raw_path) {
 Session::Session(ServerImpl& server, tcp::socket socket)
     : server_(server),
       executor_(socket.get_executor()),
-      stream_(server.tls_context_ ? TlsStream(std::move(socket), *server.tls_context_)
-                                  : TlsStream(std::move(socket))) {
+      stream_(server.CurrentTlsContext() != nullptr
+                  ? TlsStream(std::move(socket), *server.CurrentTlsContext())
+                  : TlsStream(std::move(socket))) {
   error_code ec;
   tcp::endpoint ep = stream_.socket().remote_endpoint(ec);
   peer_ = ec ? std::string("unknown") : EndpointString(ep);
