@@ -1,6 +1,8 @@
 // Host identities, the rule for agents' calls and HostCertIssuer (host_certs.h).
 #include "api/host_certs.h"
 
+#include <algorithm>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -83,8 +85,13 @@ Status HostCertIssuer::Load() {
 
 Result<IssuedHostCert> HostCertIssuer::Issue(const std::string& host, std::string_view csr_pem) {
   if (IsRevoked(host)) return FailedPrecondition(RevokedReason(host));
+  // Valid from a little before now (a tenth of the lifetime, at most a minute: for clocks a
+  // little behind ours) until `ttl` from now.
+  const std::chrono::seconds skew =
+      std::min<std::chrono::seconds>(std::chrono::seconds(60), options_.ttl / 10);
   pki::Validity validity;
-  validity.validity = options_.ttl;
+  validity.not_before_unix = static_cast<int64_t>(std::time(nullptr)) - skew.count();
+  validity.validity = options_.ttl + skew;
   Result<std::string> cert =
       pki::SignHostCsr(ca_, csr_pem, {HostIdentity(host), "host"}, HostDnsName(host), validity);
   if (!cert.ok()) return cert.status();
