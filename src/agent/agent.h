@@ -255,7 +255,8 @@ class Agent {
   std::unique_ptr<net::HttpServer> server_;
   // <state_dir>/host.pem with an https:// head, else "" (set by Start(), then read-only).
   std::string host_cert_file_;
-  int64_t host_cert_renew_at_unix_ = 0;  // main thread
+  int64_t host_cert_renew_at_unix_ = 0;   // main thread
+  int64_t host_cert_not_after_unix_ = 0;  // main thread
   // Deadline of each request to a head (set by Start()).
   std::chrono::milliseconds request_timeout_{10'000};
   // Register + heartbeat (main thread): one client per head, follower_ says which is in use.

@@ -40,6 +40,7 @@ bool Agent::EnsureHostCert() {
       LoadHostCert(host_cert_file_, options_.head_tls->ca_file, name_, UnixNow(), &why);
   if (held) {
     host_cert_renew_at_unix_ = RenewAtUnix(held->not_before_unix, held->not_after_unix);
+    host_cert_not_after_unix_ = held->not_after_unix;
     Log("agent.host_cert_loaded", "notAfterUnix=" + std::to_string(held->not_after_unix));
     return true;
   }
@@ -65,6 +66,7 @@ bool Agent::EnsureHostCert() {
     Result<HostCert> got = BootstrapHostCert(client, name_, credential_header_, host_cert_file_);
     if (got.ok()) {
       host_cert_renew_at_unix_ = RenewAtUnix(got->not_before_unix, got->not_after_unix);
+      host_cert_not_after_unix_ = got->not_after_unix;
       Log("agent.host_cert_issued", "notAfterUnix=" + std::to_string(got->not_after_unix) +
                                         " renewAtUnix=" + std::to_string(host_cert_renew_at_unix_));
       return true;
@@ -86,14 +88,31 @@ bool Agent::EnsureHostCert() {
 void Agent::RenewHostCertIfDue() {
   if (host_cert_file_.empty() || UnixNow() < host_cert_renew_at_unix_) return;
   // Over the client that holds the current certificate (and the join token): a failure
-  // leaves the certificate in place, and the next heartbeat tries again.
-  Result<HostCert> got =
-      BootstrapHostCert(HeadClient(), name_, credential_header_, host_cert_file_);
+  // leaves the certificate in place, and the next heartbeat tries again. Once it has expired
+  // (the head was away, or the host was revoked for a while), the join token alone, as at
+  // bootstrap.
+  Result<HostCert> got = Unavailable("not tried");
+  if (UnixNow() < host_cert_not_after_unix_) {
+    got = BootstrapHostCert(HeadClient(), name_, credential_header_, host_cert_file_);
+  } else {
+    net::ClientOptions client_options;
+    client_options.host = options_.head_host;
+    client_options.port = options_.head_port;
+    if (const size_t head = follower_.current(); head > 0)
+      std::tie(client_options.host, client_options.port) = options_.more_heads[head - 1];
+    client_options.tls = HeadTls(false);
+    client_options.bearer_token = options_.join_token;
+    client_options.connect_timeout = request_timeout_;
+    client_options.read_timeout = request_timeout_;
+    net::HttpClient client(client_options);
+    got = BootstrapHostCert(client, name_, credential_header_, host_cert_file_);
+  }
   if (!got.ok()) {
     Log("agent.host_cert_renew_failed", "error=" + CertLogValue(got.status().message()));
     return;
   }
   host_cert_renew_at_unix_ = RenewAtUnix(got->not_before_unix, got->not_after_unix);
+  host_cert_not_after_unix_ = got->not_after_unix;
   MakeHeadClients();  // new connections present the new certificate; workers go on
   Status reloaded = server_->ReloadTls();
   Log("agent.host_cert_renewed",
