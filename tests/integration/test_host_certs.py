@@ -174,7 +174,10 @@ class HostCertsTest(unittest.TestCase):
                 answer = s.recv(4096)
             except (ConnectionError, socket.timeout):
                 answer = b""
-        self.assertFalse(answer.startswith(b"HTTP/"), answer)
+        # The server's plain-HTTP check (src/net): a 400 saying the port speaks HTTPS only, then
+        # the connection is closed; never a log.
+        self.assertTrue(answer.startswith(b"HTTP/1.1 400"), answer)
+        self.assertIn(b"HTTPS only", answer)
 
     def test_zz_a_revoked_host_is_refused_until_an_admin_readmits_it(self):
         host = self.hosts[-1]
