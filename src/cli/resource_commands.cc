@@ -498,7 +498,8 @@ void AddResourceCommands(CLI::App& app) {
                 << "Message:   " << st.value("message", "") << "\n"
                 << "Position:  " << (position > 0 ? std::to_string(position) : "-") << "\n";
       if (WaitsForMissingLocalQueue(st))
-        return PrintLocalQueueFix(*client, j["metadata"].value("queue", "default"), "Fix:       ");
+        return PrintLocalQueueFix(*client, j["metadata"].value("queue", "default"),
+                                  "Fix:       ", j["metadata"].value("namespace", "default"));
       const Json help = st.value("wouldHelp", Json::array());
       if (help.empty()) {
         std::cout << "Would help: nothing running (wait for the reason above to clear)\n";
