@@ -54,6 +54,10 @@ class NamespacesTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.c.down()
 
+    def token(self, who):
+        with open(self.configs[who]) as f:
+            return json.load(f)["token"]
+
     def phase(self, client, name):
         return client.get("job", name)["status"]["phase"]
 
@@ -98,7 +102,7 @@ class NamespacesTest(unittest.TestCase):
 
     def test_a_user_of_one_namespace_cannot_read_change_or_delete_in_another(self):
         for who, other in (("xena", QUEUE_B), ("yuri", QUEUE_A)):
-            token = json.load(open(self.configs[who]))["token"]
+            token = self.token(who)
 
             def call(method, path, body=None):
                 return self.c.request(method, path, body, token=token)
@@ -158,7 +162,7 @@ class NamespacesTest(unittest.TestCase):
         self.assertEqual(self.phase(self.x, "sneaky"), "Pending")
         self.x.delete("job", "sneaky")
         # And team-y's own job may not be submitted by team-x's user at all.
-        token = json.load(open(self.configs["xena"]))["token"]
+        token = self.token("xena")
         code, body = self.c.request("POST", "/api/v1/apply",
                                     in_namespace(job("sneaky", ["true"], 1), QUEUE_B, "only-y"),
                                     token=token)
