@@ -254,6 +254,8 @@ struct Head::Impl {
   Result<authz::Target> TargetOf(const Request& r, const std::string& kind) const {
     authz::Target t{kind, "", r.params.contains("name") ? r.params.at("name") : ""};
     if (!authz::IsNamespaced(kind)) return t;
+    // A name is a name, never a key of another namespace (NS.NAME, namespaces.h).
+    if (!t.name.empty()) TESSERA_RETURN_IF_ERROR(codec::ValidateName("name", t.name));
     if (r.Query("allNamespaces").value_or("") == "true") return t;
     t.namespace_name = r.Query("namespace").value_or(authz::kDefaultNamespace);
     TESSERA_RETURN_IF_ERROR(codec::ValidateName("namespace", t.namespace_name));

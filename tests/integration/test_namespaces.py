@@ -124,6 +124,12 @@ class NamespacesTest(unittest.TestCase):
                                 "TrainJob %s/a" % other)
             self.assert_refused(call("POST", "/api/v1/jobs", stolen), "create")
             self.assert_refused(call("GET", "/api/v1/jobs?allNamespaces=true"), "every namespace")
+            # Nor through its own namespace with the other's key (NS.NAME) as the name.
+            for method in ("GET", "DELETE"):
+                code, body = call(method, "/api/v1/jobs/%s.a?namespace=%s" % (
+                    other, QUEUE_A if other == QUEUE_B else QUEUE_B))
+                self.assertEqual(code, 400, body)
+                self.assertEqual(body.get("field"), "name", body)
             # The CLI with -n of the other namespace is refused the same way.
             p = self.c.cli("delete", "job", "a", "-n", other, "--config", self.configs[who],
                            check=False)
