@@ -57,6 +57,31 @@ function showLogin(message) {
   $('[data-role=hidden]').hidden = true;
 }
 
+// Namespaces (docs/security.md "Namespaces"): a cluster admin's dashboard lists every namespace,
+// anyone else's its user's own. Objects are keyed as the head keys them (common/object_key.h):
+// NAME in default, NS.NAME elsewhere; lists show NS/NAME when they hold every namespace.
+const everyNamespace = () => state.who?.role === 'cluster-admin';
+function scoped(path) {
+  const sep = path.includes('?') ? '&' : '?';
+  if (everyNamespace()) return `${path}${sep}allNamespaces=true`;
+  const ns = state.who?.namespace || 'default';
+  return ns === 'default' ? path : `${path}${sep}namespace=${encodeURIComponent(ns)}`;
+}
+function keyOf(o) {
+  const ns = o.metadata?.namespace || 'default';
+  return ns === 'default' ? o.metadata.name : `${ns}.${o.metadata.name}`;
+}
+function shownKey(key) {
+  const dot = key.indexOf('.');
+  return dot < 0 ? key : `${key.slice(0, dot)}/${key.slice(dot + 1)}`;
+}
+// /api/v1/KIND/NAME[SUB]?namespace=NS of an object's key.
+function objectPath(kind, key, sub = '') {
+  const dot = key.indexOf('.');
+  const name = dot < 0 ? key : key.slice(dot + 1), ns = dot < 0 ? 'default' : key.slice(0, dot);
+  return `/api/v1/${kind}/${encodeURIComponent(name)}${sub}${sub.includes('?') ? '&' : '?'}namespace=${encodeURIComponent(ns)}`;
+}
+
 // What this user may not see, and why: the head's 403 for that list (docs/security.md).
 function hide(what, message) {
   state.hidden[what] = message;
@@ -115,7 +140,7 @@ function start() {
     signal, onAuthError: onAuthError(kind), onStatus: onStatus(kind),
     onReady: ({replay}) => { if (replay) map.clear(); },
     onChange: ({type, object, resourceVersion}) => {
-      const name = object.metadata?.name;
+      const name = object.metadata?.namespace ? keyOf(object) : object.metadata?.name;
       if (type === 'DELETED') map.delete(name);
       else map.set(name, object);
       state.versions[kind] = BigInt(resourceVersion || 0);
@@ -124,10 +149,10 @@ function start() {
       queueRender();
     },
   });
-  follow('/api/v1/jobs', 'jobs', state.jobs);
+  follow(scoped('/api/v1/jobs'), 'jobs', state.jobs);
   follow('/api/v1/hosts', 'hosts', state.hosts);
-  follow('/api/v1/services', 'services', state.services);
-  watch('/api/v1/events', {
+  follow(scoped('/api/v1/services'), 'services', state.services);
+  watch(scoped('/api/v1/events'), {
     signal, onAuthError: onAuthError('events'), onStatus: onStatus('events'),
     onReady: ({replay}) => { if (replay) state.events = []; },
     onChange: ({object}) => {
@@ -163,10 +188,10 @@ function start() {
   // (status.roles[].traffic, .autoscaler): poll, and sample every Service for its charts.
   const pollServices = async () => {
     try {
-      const list = await getJson('/api/v1/services', {signal});
+      const list = await getJson(scoped('/api/v1/services'), {signal});
       const stale = BigInt(list.metadata?.resourceVersion || 0) < (state.versions.services || 0n);
       for (const s of list.items) {
-        const name = s.metadata.name;
+        const name = keyOf(s);
         if (!stale || state.services.has(name)) state.services.set(name, mergeService(state.services.get(name), s, stale));
       }
       sampleServices(Date.now());
@@ -198,7 +223,7 @@ function scheduleQueues() {
 
 async function pollQueues() {
   try {
-    const [cq, lq] = await Promise.all([getJson('/api/v1/clusterqueues'), getJson('/api/v1/localqueues')]);
+    const [cq, lq] = await Promise.all([getJson('/api/v1/clusterqueues'), getJson(scoped('/api/v1/localqueues'))]);
     state.clusterQueues = cq.items;
     state.localQueues = lq.items;
     if (view?.name === 'queues') queueRender();
@@ -320,8 +345,8 @@ function jobsView() {
       main().querySelector('tbody').innerHTML = jobs.map((j) => {
         const st = j.status || {}, spec = j.spec || {};
         const why = st.phase === 'Pending' ? pendingText(j) : st.phase === 'Running' ? '' : `${st.reason || ''}${st.message ? ': ' + st.message : ''}`;
-        return `<tr data-job="${escapeHtml(j.metadata.name)}">
-          <th scope="row"><a href="#/jobs/${encodeURIComponent(j.metadata.name)}">${escapeHtml(j.metadata.name)}</a></th>
+        return `<tr data-job="${escapeHtml(keyOf(j))}">
+          <th scope="row"><a href="#/jobs/${encodeURIComponent(keyOf(j))}">${escapeHtml(everyNamespace() ? shownKey(keyOf(j)) : j.metadata.name)}</a></th>
           <td>${phaseBadge(st.phase)}${st.queuePosition ? ` <span class="muted">#${st.queuePosition}</span>` : ''}</td>
           <td>${escapeHtml(j.metadata.queue || 'default')}</td>
           <td>${escapeHtml(spec.priority ?? NONE)}</td>
@@ -350,7 +375,7 @@ function jobView(name) {
   let stopped = false;
   const poll = async () => {
     try {
-      job = await getJson(`/api/v1/jobs/${encodeURIComponent(name)}`);
+      job = await getJson(objectPath('jobs', name));
       state.jobs.set(name, job);
       const st = job.status || {};
       if (st.lastStep >= 0) {
@@ -361,7 +386,7 @@ function jobView(name) {
       await Promise.all([...open].map(async (rank) => {
         if (!(st.workers || []).some((w) => w.rank === rank)) return;
         try {
-          logs.set(rank, tail(await getText(`/api/v1/jobs/${encodeURIComponent(name)}/logs?worker=${rank}`), LOG_LINES));
+          logs.set(rank, tail(await getText(objectPath('jobs', name, `/logs?worker=${rank}`)), LOG_LINES));
         } catch (e) {
           if (e instanceof AuthError) throw e;
           logs.set(rank, `(log unavailable: ${e.message})`);
@@ -546,7 +571,7 @@ function servicesView() {
 }
 
 function serviceRows(svc, now) {
-  const name = svc.metadata.name, st = svc.status || {};
+  const name = keyOf(svc), st = svc.status || {};
   const specs = roleSpecs(svc);
   const roles = st.roles?.length ? st.roles : [...specs.keys()].map((n) => ({name: n}));
   const samples = state.serviceSamples.get(name) || [];
@@ -555,7 +580,7 @@ function serviceRows(svc, now) {
     const spec = specs.get(role.name) || {};
     const t = latestTraffic(samples, role.name);
     return `<tr data-service="${escapeHtml(name)}" data-role-name="${escapeHtml(role.name)}">
-      ${i ? '' : `<th scope="row" ${span}><a href="#/services/${encodeURIComponent(name)}">${escapeHtml(name)}</a></th>
+      ${i ? '' : `<th scope="row" ${span}><a href="#/services/${encodeURIComponent(name)}">${escapeHtml(shownKey(name))}</a></th>
         <td ${span}>${groupBadge(st.phase)}</td>`}
       <td>${escapeHtml(role.name)}</td>
       <td>${escapeHtml(spec.accelerator || '')} ${escapeHtml(spec.topology || '')}</td>
@@ -591,7 +616,7 @@ function serviceView(name) {
   let problem = '';
   const poll = async () => {
     try {
-      const got = await getJson(`/api/v1/services/${encodeURIComponent(name)}`);
+      const got = await getJson(objectPath('services', name));
       const known = state.services.get(name);
       const stale = !!known && BigInt(got.metadata?.resourceVersion || 0) < BigInt(known.metadata?.resourceVersion || 0);
       state.services.set(name, mergeService(known, got, stale));
@@ -755,16 +780,16 @@ function queuesView() {
         : '<p class="muted">No ClusterQueue defined: jobs are admitted first come, first served.</p>';
       main().querySelector('[data-role=lq]').innerHTML = state.localQueues.length
         ? `<table><thead><tr><th scope="col">LocalQueue</th><th scope="col">ClusterQueue</th></tr></thead><tbody>${
-            state.localQueues.map((q) => `<tr><th scope="row">${escapeHtml(q.metadata.name)}</th><td>${escapeHtml(q.spec?.clusterQueue || '')}</td></tr>`).join('')}</tbody></table>`
+            state.localQueues.map((q) => `<tr><th scope="row">${escapeHtml(everyNamespace() ? shownKey(keyOf(q)) : q.metadata.name)}</th><td>${escapeHtml(q.spec?.clusterQueue || '')}</td></tr>`).join('')}</tbody></table>`
         : '<p class="muted">None.</p>';
       const pending = {};
       for (const j of state.jobs.values())
-        if (j.status?.phase === 'Pending') (pending[j.metadata.queue || 'default'] ||= []).push(j);
+        if (j.status?.phase === 'Pending') (pending[shownKey(keyOf({metadata: {...j.metadata, name: j.metadata.queue || 'default'}}))] ||= []).push(j);
       main().querySelector('[data-role=pending]').innerHTML = Object.keys(pending).length
         ? `<table><thead><tr><th scope="col">Queue</th><th scope="col">Pending</th><th scope="col">Head of line and why</th></tr></thead><tbody>${
             Object.entries(pending).map(([q, js]) => {
               js.sort((a, b) => (a.status.queuePosition || 1e9) - (b.status.queuePosition || 1e9));
-              return `<tr><th scope="row">${escapeHtml(q)}</th><td>${js.length}</td><td><a href="#/jobs/${encodeURIComponent(js[0].metadata.name)}">${escapeHtml(js[0].metadata.name)}</a>: ${escapeHtml(pendingText(js[0]))}</td></tr>`;
+              return `<tr><th scope="row">${escapeHtml(q)}</th><td>${js.length}</td><td><a href="#/jobs/${encodeURIComponent(keyOf(js[0]))}">${escapeHtml(shownKey(keyOf(js[0])))}</a>: ${escapeHtml(pendingText(js[0]))}</td></tr>`;
             }).join('')}</tbody></table>`
         : '<p class="muted">Nothing is waiting.</p>';
     },
@@ -814,9 +839,11 @@ function eventsView() {
       const rows = state.events.filter((e) => (!warnings.checked || e.type === 'Warning') &&
           (!f || `${e.reason} ${e.object} ${e.message}`.toLowerCase().includes(f))).slice(-500).reverse();
       main().querySelector('tbody').innerHTML = rows.map((e) => {
-        const obj = e.object || '';
-        const link = obj.startsWith('trainjob/') ? `<a href="#/jobs/${encodeURIComponent(obj.slice(9))}">${escapeHtml(obj)}</a>`
-            : obj.startsWith('service/') ? `<a href="#/services/${encodeURIComponent(obj.slice(8))}">${escapeHtml(obj)}</a>` : escapeHtml(obj);
+        const obj = e.object || '', ns = e.metadata?.namespace || 'default';
+        const key = (name) => (ns === 'default' ? name : `${ns}.${name}`);
+        const shown = everyNamespace() && ns !== 'default' ? `${ns}: ${obj}` : obj;
+        const link = obj.startsWith('trainjob/') ? `<a href="#/jobs/${encodeURIComponent(key(obj.slice(9)))}">${escapeHtml(shown)}</a>`
+            : obj.startsWith('service/') ? `<a href="#/services/${encodeURIComponent(key(obj.slice(8)))}">${escapeHtml(shown)}</a>` : escapeHtml(shown);
         return `<tr><td>${new Date(e.timeMs).toLocaleTimeString()}</td>
           <td>${e.type === 'Warning' ? '<span class="badge bad">⚠ Warning</span>' : '<span class="badge done">Normal</span>'}</td>
           <td>${escapeHtml(e.reason)}</td><td>${link}</td><td>${escapeHtml(e.message)}</td></tr>`;

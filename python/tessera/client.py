@@ -146,8 +146,8 @@ class Client:
     with a `token`: the admin token or a user's (None: no Authorization header, e.g. to see what
     an anonymous caller gets). An https head's certificate is verified against `ca_file`, the
     cluster CA (ca.crt in the head's state directory); it defaults to $TESSERA_CA_FILE, then
-    .tessera/ca.crt, as for the CLI. get, list and delete of namespaced kinds act in `namespace`
-    (default "default")."""
+    .tessera/ca.crt, as for the CLI. get, list, delete, watch and wait of namespaced kinds act in
+    `namespace` (default "default")."""
 
     def __init__(self, url, token, timeout=30.0, ca_file=None, namespace="default"):
         self.url = url.rstrip("/")
@@ -315,7 +315,7 @@ class Client:
         longer holds the changes after that revision (410, e.g. it restarted), it lists again
         and yields the objects that differ from what it had yielded (ADDED, MODIFIED,
         DELETED), then watches on. `timeout` (seconds) ends the iteration when reached."""
-        path = "/api/v1/%s?watch=true" % kind_path(kind)
+        path = "/api/v1/%s?watch=true" % kind_path(kind) + self._in_namespace(kind).replace("?", "&")
         deadline = None if timeout is None else time.monotonic() + timeout
         revision = resource_version
         known = {}  # name -> last object yielded, to resynchronise after a 410
@@ -376,7 +376,7 @@ class Client:
     def _resync(self, kind, known):
         """After a 410: the list, compared with what was yielded; the changes between, and the
         list's revision, from which the watch goes on."""
-        listed = self.request("GET", "/api/v1/" + kind_path(kind))
+        listed = self.request("GET", "/api/v1/" + kind_path(kind) + self._in_namespace(kind))
         version = listed.get("metadata", {}).get("resourceVersion")
         if not version:
             raise ApiError(500, "the head's list of %s has no metadata.resourceVersion to watch "

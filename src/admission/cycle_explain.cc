@@ -15,23 +15,41 @@ namespace tessera::admission_internal {
 namespace {
 
 // kLocalQueueNotFound's message: the queue, why it was asked for, and the two fixes, with the
-// LocalQueues that exist (a workload's queue is fixed once it is created, so the first fix is
-// to apply it again under metadata.queue).
-std::string MissingLocalQueueMessage(const std::string& name,
+// LocalQueues of the workload's namespace that exist (a workload's queue is fixed once it is
+// created, so the first fix is to apply it again under metadata.queue). `key` is the queue's
+// key (common/object_key.h): a workload uses only its own namespace's LocalQueues.
+std::string MissingLocalQueueMessage(const std::string& key,
                                      const std::vector<LocalQueueSpec>& existing) {
-  std::string m = "LocalQueue " + name + " does not exist";
+  const NamespacedName queue = SplitObjectKey(key);
+  const std::string& name = queue.name;
+  const bool elsewhere = queue.namespace_name != kDefaultNamespace;
+  const std::string in_namespace = " in namespace " + queue.namespace_name;
+  std::string m = "LocalQueue " + name + " does not exist" + (elsewhere ? in_namespace : "");
   if (name == kDefaultLocalQueue)
     m += " (a workload without metadata.queue waits for the LocalQueue named " + name + ")";
-  if (existing.empty())
-    return m +
-           "; no LocalQueue exists: apply one (kind: LocalQueue, spec.clusterQueue: NAME) "
-           "named " +
-           name + ", or one of another name and set metadata.queue: NAME";
   std::string names;
-  for (const LocalQueueSpec& q : existing)
-    names += (names.empty() ? "" : ", ") + q.name + " (ClusterQueue " + q.cluster_queue + ")";
-  return m + "; set metadata.queue: NAME to one of the LocalQueues " + names +
-         " (delete the workload and apply it again), or apply a LocalQueue named " + name;
+  for (const LocalQueueSpec& q : existing) {
+    const NamespacedName other = SplitObjectKey(q.name);
+    if (other.namespace_name != queue.namespace_name) continue;
+    names += (names.empty() ? "" : ", ") + other.name + " (ClusterQueue " + q.cluster_queue + ")";
+  }
+  if (!elsewhere) {
+    if (names.empty())
+      return m +
+             "; no LocalQueue exists: apply one (kind: LocalQueue, spec.clusterQueue: NAME) "
+             "named " +
+             name + ", or one of another name and set metadata.queue: NAME";
+    return m + "; set metadata.queue: NAME to one of the LocalQueues " + names +
+           " (delete the workload and apply it again), or apply a LocalQueue named " + name;
+  }
+  const std::string apply_one = "apply a LocalQueue named " + name +
+                                " with metadata.namespace: " + queue.namespace_name +
+                                " (a workload uses only its own namespace's LocalQueues)";
+  if (names.empty())
+    return m + "; no LocalQueue exists" + in_namespace + ": " + apply_one +
+           ", or one of another name there and set metadata.queue: NAME";
+  return m + "; set metadata.queue: NAME to one of the LocalQueues" + in_namespace + " " + names +
+         " (delete the workload and apply it again), or " + apply_one;
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <set>
 
+#include "common/object_key.h"
+
 namespace tessera {
 
 const char* QueueingStrategyName(QueueingStrategy s) {
@@ -67,6 +69,15 @@ Status ValidateName(std::string_view field, std::string_view name) {
   return Status::Ok();
 }
 
+// A LocalQueue's key (common/object_key.h): its name, or NAMESPACE.NAME outside "default".
+Status ValidateKey(std::string_view field, std::string_view key) {
+  const NamespacedName parts = SplitObjectKey(key);
+  if (parts.namespace_name != kDefaultNamespace || key.find(kObjectKeySeparator) != key.npos)
+    TESSERA_RETURN_IF_ERROR(
+        ValidateName(std::string(field) + " (namespace)", parts.namespace_name));
+  return ValidateName(field, parts.name);
+}
+
 Status Validate(const ClusterQueueSpec& spec) {
   TESSERA_RETURN_IF_ERROR(ValidateName("name", spec.name));
   if (!spec.cohort.empty()) TESSERA_RETURN_IF_ERROR(ValidateName("cohort", spec.cohort));
@@ -108,7 +119,7 @@ Status Validate(const ClusterQueueSpec& spec) {
 }
 
 Status Validate(const LocalQueueSpec& spec) {
-  TESSERA_RETURN_IF_ERROR(ValidateName("name", spec.name));
+  TESSERA_RETURN_IF_ERROR(ValidateKey("name", spec.name));
   return ValidateName("clusterQueue", spec.cluster_queue);
 }
 
@@ -124,7 +135,7 @@ Status Validate(const PriorityClass& spec) {
 Status Validate(const Workload& w) {
   if (!w.id.valid()) return InvalidArgument("id: must be set");
   if (w.name.empty()) return InvalidArgument("name: must not be empty");
-  TESSERA_RETURN_IF_ERROR(ValidateName("queue", w.local_queue));
+  TESSERA_RETURN_IF_ERROR(ValidateKey("queue", w.local_queue));
   if (w.request.num_slices < 1)
     return InvalidArgument("slices: must be at least 1, got " +
                            std::to_string(w.request.num_slices));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/ids.h"
+#include "common/object_key.h"
 #include "common/status.h"
 #include "placement/planner.h"
 #include "topology/topology.h"
@@ -86,6 +87,13 @@ struct ClusterQueueSpec {
 // The LocalQueue of a workload that names none (metadata.queue empty), as Kueue's default
 // LocalQueue: such a workload waits with kLocalQueueNotFound until one of this name exists.
 inline constexpr char kDefaultLocalQueue[] = "default";
+
+// The LocalQueue a workload uses: `queue` (kDefaultLocalQueue when empty) in the namespace of
+// the workload's key, never another namespace's (as Kueue's LocalQueues admit only their own
+// namespace's workloads). Keys as in common/object_key.h.
+inline std::string LocalQueueKeyOf(std::string_view workload_key, std::string_view queue) {
+  return ObjectKey(NamespaceOfKey(workload_key), queue.empty() ? kDefaultLocalQueue : queue);
+}
 
 // A team's entry point: workloads name a LocalQueue, which points at a ClusterQueue.
 struct LocalQueueSpec {

@@ -25,6 +25,7 @@
 #include "api/host_certs.h"
 #include "api/log_proxy.h"
 #include "api/metrics.h"
+#include "api/namespaces.h"
 #include "api/service_prober.h"
 #include "api/status_http.h"
 #include "api/users.h"
@@ -64,6 +65,12 @@ Response ErrorReply(const Status& status, InputFrom input = InputFrom::kDocument
 Response Reply(const Result<Json>& r, int ok_status = 200, InputFrom input = InputFrom::kDocument) {
   if (!r.ok()) return ErrorReply(r.status(), input);
   return Response::Json(ok_status, r->dump());
+}
+
+// A delete's answer, its object's key shown as name and namespace (namespaces.h).
+Response ReplyDeleted(const Result<Json>& r) {
+  if (!r.ok()) return ErrorReply(r.status());
+  return Response::Json(200, ShowKey(*r).dump());
 }
 
 // Makes `path` readable by its owner only (0600 files, 0700 directories), also when it already
@@ -249,18 +256,24 @@ struct Head::Impl {
   Result<authz::Target> TargetOf(const Request& r, const std::string& kind) const {
     authz::Target t{kind, "", r.params.contains("name") ? r.params.at("name") : ""};
     if (!authz::IsNamespaced(kind)) return t;
+    // A name is a name, never a key of another namespace (NS.NAME, namespaces.h).
+    if (!t.name.empty()) TESSERA_RETURN_IF_ERROR(codec::ValidateName("name", t.name));
     if (r.Query("allNamespaces").value_or("") == "true") return t;
     t.namespace_name = r.Query("namespace").value_or(authz::kDefaultNamespace);
     TESSERA_RETURN_IF_ERROR(codec::ValidateName("namespace", t.namespace_name));
     return t;
   }
 
+  // The key (namespaces.h) of the object a route's path and query name; the query was checked
+  // by TargetOf before the route ran.
+  std::string Key(const Request& r, const std::string& kind) const {
+    auto target = TargetOf(r, kind);
+    return target.ok() ? TargetKey(*target) : r.params.at("name");
+  }
+
   // One user's call: who makes it, whether its role allows `verb` on `target` (authz.h), and
   // for every write a line in the audit log with the status answered. A refusal is a 403 that
-  // names the user, the verb, the object and the role that would allow it. Objects live in the
-  // namespace "default" only for now (docs/security.md "Namespaces"): a call about a named
-  // object of another namespace finds nothing there (404), and a document for another
-  // namespace is refused naming metadata.namespace (422).
+  // names the user, the verb, the object and the role that would allow it.
   Response Guard(const Request& r, authz::Verb verb, const authz::Target& target,
                  const std::function<Response(const UserRecord&)>& fn) {
     const std::optional<UserRecord> who = Caller(r);
@@ -273,15 +286,6 @@ struct Head::Impl {
                                      "for a new credential (tessera user create)");
     } else if (auto d = authz::Authorize(who->principal(), verb, target); !d.allowed) {
       out = Response::Error(403, d.reason);
-    } else if (authz::IsNamespaced(target.kind) && !target.namespace_name.empty() &&
-               target.namespace_name != authz::kDefaultNamespace && !target.name.empty()) {
-      out = (verb == authz::Verb::kCreate || verb == authz::Verb::kApply)
-                ? Response::Error(422,
-                                  "metadata.namespace: '" + target.namespace_name +
-                                      "': this head keeps objects in the namespace 'default' "
-                                      "only; leave metadata.namespace out or write default",
-                                  "metadata.namespace")
-                : Response::Error(404, authz::DescribeTarget(target) + ": not found");
     } else {
       out = fn(*who);
     }
@@ -332,19 +336,12 @@ struct Head::Impl {
 
   // GET on a list route: the list with metadata.resourceVersion; with watch=true its watch
   // stream, from resourceVersion=N (the changes after N) or, without one, the list as ADDED
-  // lines and then the changes after it (docs/runtime.md "Watches"). Every object lives in the
-  // namespace "default" for now: another namespace's list is empty, and has no watch yet.
+  // lines and then the changes after it (docs/runtime.md "Watches"). Both hold the objects of
+  // the target's namespace only ("" for a cluster-wide kind or ?allNamespaces=true: all).
   Response ListOrWatch(const Request& r, const authz::Target& target) {
     const std::string& kind = target.kind;
+    const std::string& in_namespace = target.namespace_name;
     const bool watch = r.Query("watch").value_or("") == "true";
-    const bool elsewhere = authz::IsNamespaced(kind) && !target.namespace_name.empty() &&
-                           target.namespace_name != authz::kDefaultNamespace;
-    if (elsewhere && watch)
-      return Response::Error(400,
-                             "namespace: '" + target.namespace_name +
-                                 "' holds no objects in this head (only 'default' does), so it "
-                                 "has no watch; list it instead",
-                             "namespace");
     if (auto from = r.Query("resourceVersion"); from && watch) {
       const std::optional<uint64_t> version = ParseDecimal(*from);
       if (!version)
@@ -359,23 +356,24 @@ struct Head::Impl {
                                    " watch (or not from this run of the head): list again and "
                                    "watch from the list's metadata.resourceVersion",
                                "resourceVersion");
-      return Response::Stream([this, kind, v = *version](std::shared_ptr<net::StreamWriter> w) {
-        hub->Attach(kind, v, {}, std::move(w));
-      });
+      return Response::Stream(
+          [this, kind, in_namespace, v = *version](std::shared_ptr<net::StreamWriter> w) {
+            hub->Attach(kind, v, in_namespace, {}, std::move(w));
+          });
     }
     auto listed = ctl->ListWithVersion(kind);
     if (!listed) return Response::Error(500, "no list of kind " + kind);
     const uint64_t version = hub->VersionAfter(listed->changes);
     Json list = std::move(listed->list);
-    if (elsewhere) list["items"] = Json::array();
+    KeepNamespace(list, in_namespace);
     list["metadata"] = {{"resourceVersion", std::to_string(version)}};
     if (!watch) return Response::Json(200, list.dump());
     std::vector<std::string> added;
     for (const Json& item : list["items"]) added.push_back(WatchHub::Line("ADDED", item, version));
-    return Response::Stream(
-        [this, kind, version, added = std::move(added)](std::shared_ptr<net::StreamWriter> w) {
-          hub->Attach(kind, version, added, std::move(w));
-        });
+    return Response::Stream([this, kind, in_namespace, version,
+                             added = std::move(added)](std::shared_ptr<net::StreamWriter> w) {
+      hub->Attach(kind, version, in_namespace, added, std::move(w));
+    });
   }
 
   // The dashboard's files: embedded at build time, or read from web_dir when it is set.
@@ -425,7 +423,7 @@ struct Head::Impl {
   // A worker's log, read (or followed) from its agent by the LogProxy: the I/O thread only
   // locates it and hands it over.
   Response Logs(const Request& req) {
-    const std::string job = req.params.at("name");
+    const std::string job = Key(req, kTrainJobKind);
     int rank = 0;
     if (auto w = req.Query("worker")) {
       const std::optional<uint64_t> parsed = ParseDecimal(*w);
@@ -654,9 +652,10 @@ Status Head::Start() {
     // 409 naming what still uses it (docs/admission.md "Deleting").
     TESSERA_RETURN_IF_ERROR(s.Handle(Method::kDelete, std::string(path) + "/{name}",
                                      allow(Verb::kDelete, kind, [&m, kind](const Request& r) {
-                                       Response out = Reply(
-                                           m.ctl->DeleteQueueObject(kind, r.params.at("name")), 200,
-                                           InputFrom::kRequest);
+                                       auto deleted =
+                                           m.ctl->DeleteQueueObject(kind, m.Key(r, kind));
+                                       if (deleted.ok()) *deleted = ShowKey(std::move(*deleted));
+                                       Response out = Reply(deleted, 200, InputFrom::kRequest);
                                        m.Kick();
                                        return out;
                                      })));
@@ -665,11 +664,12 @@ Status Head::Start() {
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/jobs", list(kTrainJobKind)));
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/jobs/{name}",
                                    allow(Verb::kGet, kTrainJobKind, [&m](const Request& r) {
-                                     return Reply(m.ctl->GetJob(r.params.at("name")));
+                                     return Reply(m.ctl->GetJob(m.Key(r, kTrainJobKind)));
                                    })));
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kDelete, "/api/v1/jobs/{name}",
                                    allow(Verb::kDelete, kTrainJobKind, [&m](const Request& r) {
-                                     Response out = Reply(m.ctl->DeleteJob(r.params.at("name")));
+                                     Response out =
+                                         ReplyDeleted(m.ctl->DeleteJob(m.Key(r, kTrainJobKind)));
                                      m.Kick();
                                      return out;
                                    })));
@@ -751,7 +751,8 @@ Status Head::Start() {
       s.Handle(Method::kGet, "/api/v1/slicereservations", list("SliceReservation")));
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/slicereservations/{name}",
                                    allow(Verb::kGet, "SliceReservation", [&m](const Request& r) {
-                                     return Reply(m.ctl->GetReservation(r.params.at("name")));
+                                     return Reply(
+                                         m.ctl->GetReservation(m.Key(r, "SliceReservation")));
                                    })));
   TESSERA_RETURN_IF_ERROR(s.Handle(
       Method::kDelete, "/api/v1/slicereservations/{name}",
@@ -759,7 +760,8 @@ Status Head::Start() {
         const std::string force = r.Query("force").value_or("false");
         if (force != "true" && force != "false")
           return Response::Error(400, "force: must be true or false, got '" + force + "'", "force");
-        Response out = Reply(m.ctl->DeleteReservation(r.params.at("name"), force == "true"));
+        Response out =
+            ReplyDeleted(m.ctl->DeleteReservation(m.Key(r, "SliceReservation"), force == "true"));
         m.Kick();
         return out;
       })));
@@ -769,12 +771,12 @@ Status Head::Start() {
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/services", list("Service")));
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/services/{name}",
                                    allow(Verb::kGet, "Service", [&m](const Request& r) {
-                                     return Reply(m.ctl->GetService(r.params.at("name")));
+                                     return Reply(m.ctl->GetService(m.Key(r, "Service")));
                                    })));
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kDelete, "/api/v1/services/{name}",
                                    allow(Verb::kDelete, "Service", [&m](const Request& r) {
                                      Response out =
-                                         Reply(m.ctl->DeleteService(r.params.at("name")));
+                                         ReplyDeleted(m.ctl->DeleteService(m.Key(r, "Service")));
                                      m.Kick();
                                      return out;
                                    })));
@@ -794,7 +796,7 @@ Status Head::Start() {
           role = (*doc)["role"].get<std::string>();
         }
         Response out = Reply(m.ctl->ScaleService(
-            r.params.at("name"), role, static_cast<int>((*doc)["replicas"].get<int64_t>())));
+            m.Key(r, "Service"), role, static_cast<int>((*doc)["replicas"].get<int64_t>())));
         m.Kick();
         return out;
       })));
@@ -810,13 +812,13 @@ Status Head::Start() {
                                               ? (*doc)["role"].get<std::string>()
                                               : "server";
                  const double ongoing = traffic->ongoing_requests;
-                 return Reply(m.ctl->ReportServiceLoad(r.params.at("name"), role, ongoing,
+                 return Reply(m.ctl->ReportServiceLoad(m.Key(r, "Service"), role, ongoing,
                                                        std::move(*traffic)));
                })));
   TESSERA_RETURN_IF_ERROR(s.Handle(
       Method::kGet, "/api/v1/services/{name}/logs",
       allow(Verb::kLogs, "Service", [&m](const Request& r) {
-        const std::string name = r.params.at("name");
+        const std::string name = m.Key(r, "Service");
         int numbers[2] = {0, 0};  // replica, worker
         const char* keys[2] = {"replica", "worker"};
         for (int i = 0; i < 2; ++i)

@@ -27,11 +27,15 @@ void WatchHub::Publish(const std::string& kind, const std::string& type,
   std::lock_guard lock(mu_);
   const uint64_t version = ++latest_;
   Kind& k = KindLocked(kind);
-  std::string line = Line(type, object, version);
-  std::erase_if(k.streams, [&](const auto& w) { return !w->Write(line); });
-  k.history.emplace_back(version, std::move(line));
+  std::string namespace_name = "default";
+  if (object.is_object() && object.contains("metadata") && object["metadata"].is_object())
+    namespace_name = object["metadata"].value("namespace", namespace_name);
+  Change change{version, std::move(namespace_name), Line(type, object, version)};
+  std::erase_if(k.streams,
+                [&](const Watcher& w) { return w.Wants(change) && !w.stream->Write(change.line); });
+  k.history.push_back(std::move(change));
   if (k.history.size() > options_.history_per_kind) {
-    k.evicted_through = k.history.front().first;
+    k.evicted_through = k.history.front().version;
     k.history.pop_front();
   }
 }
@@ -47,7 +51,7 @@ bool WatchHub::CanResume(const std::string& kind, uint64_t version) const {
   return CanResumeLocked(kind, version);
 }
 
-void WatchHub::Attach(const std::string& kind, uint64_t version,
+void WatchHub::Attach(const std::string& kind, uint64_t version, const std::string& namespace_name,
                       const std::vector<std::string>& initial,
                       std::shared_ptr<net::StreamWriter> stream) {
   std::lock_guard lock(mu_);
@@ -66,10 +70,12 @@ void WatchHub::Attach(const std::string& kind, uint64_t version,
   for (const std::string& line : initial) stream->Write(line);
   Kind& k = KindLocked(kind);
   auto first = std::upper_bound(k.history.begin(), k.history.end(), version,
-                                [](uint64_t v, const auto& entry) { return v < entry.first; });
-  for (auto it = first; it != k.history.end(); ++it) stream->Write(it->second);
-  std::erase_if(k.streams, [](const auto& w) { return !w->IsOpen(); });
-  if (stream->IsOpen()) k.streams.push_back(std::move(stream));
+                                [](uint64_t v, const Change& c) { return v < c.version; });
+  Watcher watcher{namespace_name, std::move(stream)};
+  for (auto it = first; it != k.history.end(); ++it)
+    if (watcher.Wants(*it)) watcher.stream->Write(it->line);
+  std::erase_if(k.streams, [](const Watcher& w) { return !w.stream->IsOpen(); });
+  if (watcher.stream->IsOpen()) k.streams.push_back(std::move(watcher));
 }
 
 size_t WatchHub::stream_count() const {
@@ -77,7 +83,7 @@ size_t WatchHub::stream_count() const {
   size_t n = 0;
   for (const auto& [kind, k] : kinds_)
     n += static_cast<size_t>(std::count_if(k.streams.begin(), k.streams.end(),
-                                           [](const auto& w) { return w->IsOpen(); }));
+                                           [](const Watcher& w) { return w.stream->IsOpen(); }));
   return n;
 }
 

@@ -9,6 +9,9 @@
 // that version first gets the history after it, then every new change: nothing is missed and
 // nothing comes twice.
 //
+// A watch may be of one namespace: it gets only the changes whose object's metadata.namespace
+// (default "default") is that one (docs/security.md "Namespaces").
+//
 // Versions count changes from `first_version`. The head starts that at its start time in
 // microseconds, so a version handed out by an earlier run of the head is older than any of this
 // run's and gets 410 Gone instead of being mistaken for one of this run's.
@@ -51,11 +54,12 @@ class WatchHub {
   bool CanResume(const std::string& kind, uint64_t version) const;
 
   // Starts `stream` watching `kind` after `version`: writes `initial` (e.g. the list as ADDED
-  // lines), then the kept changes of `kind` after `version`, then each new one. When the
+  // lines), then the kept changes of `kind` after `version`, then each new one; with a
+  // `namespace_name` ("" is every namespace) only the changes of objects in it. When the
   // history no longer reaches back to `version` it writes one ERROR line (code 410) instead
   // and closes the stream.
-  void Attach(const std::string& kind, uint64_t version, const std::vector<std::string>& initial,
-              std::shared_ptr<net::StreamWriter> stream);
+  void Attach(const std::string& kind, uint64_t version, const std::string& namespace_name,
+              const std::vector<std::string>& initial, std::shared_ptr<net::StreamWriter> stream);
 
   // One watch line: {"type": ..., "object": ..., "resourceVersion": "N"} and "\n".
   static std::string Line(const std::string& type, const nlohmann::json& object, uint64_t version);
@@ -64,10 +68,22 @@ class WatchHub {
   size_t stream_count() const;
 
  private:
+  struct Change {
+    uint64_t version = 0;
+    std::string namespace_name;  // the object's metadata.namespace, "default" when it has none
+    std::string line;
+  };
+  struct Watcher {
+    std::string namespace_name;  // "" for every namespace
+    std::shared_ptr<net::StreamWriter> stream;
+    bool Wants(const Change& c) const {
+      return namespace_name.empty() || namespace_name == c.namespace_name;
+    }
+  };
   struct Kind {
-    std::deque<std::pair<uint64_t, std::string>> history;  // version, line; oldest first
+    std::deque<Change> history;    // oldest first
     uint64_t evicted_through = 0;  // the newest version that left the history
-    std::vector<std::shared_ptr<net::StreamWriter>> streams;
+    std::vector<Watcher> streams;
   };
   Kind& KindLocked(const std::string& kind);
   bool CanResumeLocked(const std::string& kind, uint64_t version) const;

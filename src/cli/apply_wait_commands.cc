@@ -144,8 +144,9 @@ void Wait(const ClientFlags& flags, const std::string& kind, const std::string& 
                        " has nothing to wait for; wait for a job, service or "
                        "reservation");
   auto client = Connect(flags);
+  const std::string in_namespace = NamespaceQuery(flags, path);
   {
-    auto r = client->Request(net::Method::kGet, "/api/v1/" + path + "/" + name);
+    auto r = client->Request(net::Method::kGet, "/api/v1/" + path + "/" + name + in_namespace);
     if (!r.ok()) throw CommandError("cannot reach the head: " + r.status().message(), 1);
     if (r->status == 404) {
       if (cond.deleted) {
@@ -170,7 +171,8 @@ void Wait(const ClientFlags& flags, const std::string& kind, const std::string& 
   // says what it waits for ("Pending; LocalQueueNotFound: LocalQueue default does not exist...").
   std::string last, why, failure;
   Status s = client->Stream(
-      net::Method::kGet, "/api/v1/" + path + "?watch=true", [&](std::string_view line) {
+      net::Method::kGet, "/api/v1/" + path + "?watch=true" + NamespaceQuery(flags, path, '&'),
+      [&](std::string_view line) {
         Json change = Json::parse(line, nullptr, false);
         if (change.is_discarded() || !change.contains("object")) return true;
         const std::string type = change.value("type", "");
@@ -317,6 +319,7 @@ void AddApplyWaitCommands(CLI::App& app) {
     cmd->add_option("--timeout", *timeout, "give up after this long (30s, 5m, 1h)")
         ->capture_default_str();
     flags->Add(cmd);
+    flags->AddNamespace(cmd, false);
     cmd->callback([flags, kind, name, condition, timeout] {
       Wait(*flags, *kind, *name, *condition, *timeout);
     });

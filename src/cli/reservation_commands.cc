@@ -50,13 +50,19 @@ bool WaitsForMissingLocalQueue(const Json& status) {
          status.value("reason", "") == "LocalQueueNotFound";
 }
 
-void PrintLocalQueueFix(net::HttpClient& client, const std::string& queue,
-                        const std::string& label) {
-  const Json queues = Call(client, net::Method::kGet, "/api/v1/localqueues");
+void PrintLocalQueueFix(net::HttpClient& client, const std::string& queue, const std::string& label,
+                        const std::string& namespace_name) {
+  // A workload uses only its own namespace's LocalQueues (docs/security.md "Namespaces").
+  const bool elsewhere = namespace_name != "default";
+  const std::string there = elsewhere ? " with metadata.namespace: " + namespace_name : "";
+  const Json queues =
+      Call(client, net::Method::kGet,
+           "/api/v1/localqueues" + (elsewhere ? "?namespace=" + namespace_name : ""));
   const Json items = queues.value("items", Json::array());
   const std::string indent(label.size(), ' ');
   if (items.empty()) {
-    std::cout << label << "no LocalQueue exists: apply one named " << queue
+    std::cout << label << "no LocalQueue exists" << (elsewhere ? " in namespace " : "")
+              << (elsewhere ? namespace_name : "") << ": apply one named " << queue << there
               << " (kind: LocalQueue, spec.clusterQueue: NAME)\n";
     return;
   }
@@ -67,7 +73,7 @@ void PrintLocalQueueFix(net::HttpClient& client, const std::string& queue,
     std::cout << indent << "  " << q.value("metadata", Json::object()).value("name", "")
               << " (ClusterQueue " << q.value("spec", Json::object()).value("clusterQueue", "")
               << ")\n";
-  std::cout << indent << "or apply a LocalQueue named " << queue << "\n";
+  std::cout << indent << "or apply a LocalQueue named " << queue << there << "\n";
 }
 
 void DescribeReservation(net::HttpClient& client, const std::string& name) {
@@ -90,7 +96,8 @@ void DescribeReservation(net::HttpClient& client, const std::string& name) {
     std::cout << "Position:    " << (position > 0 ? std::to_string(position) : "-") << "\n";
     const Json help = st.value("wouldHelp", Json::array());
     if (WaitsForMissingLocalQueue(st)) {
-      PrintLocalQueueFix(client, r["metadata"].value("queue", "default"), "Fix:         ");
+      PrintLocalQueueFix(client, r["metadata"].value("queue", "default"),
+                         "Fix:         ", r["metadata"].value("namespace", "default"));
     } else if (help.empty()) {
       std::cout << "Would help:  nothing running (wait for the reason above to clear)\n";
     } else {

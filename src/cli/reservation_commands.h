@@ -24,8 +24,9 @@ void PrintWouldHelpTable(const nlohmann::json& would_help, const char* kind_colu
 bool WaitsForMissingLocalQueue(const nlohmann::json& status);
 // Its fix, for `explain` and `describe`: set metadata.queue to one of the LocalQueues the head
 // lists (printed), or apply a LocalQueue named `queue` (its metadata.queue, or "default").
-// `label` is the first column, padded as the caller's other rows ("Fix:       ").
-void PrintLocalQueueFix(net::HttpClient& client, const std::string& queue,
-                        const std::string& label);
+// `label` is the first column, padded as the caller's other rows ("Fix:       "). The
+// LocalQueues are those of `namespace_name`, the workload's: it may use no other.
+void PrintLocalQueueFix(net::HttpClient& client, const std::string& queue, const std::string& label,
+                        const std::string& namespace_name = "default");
 
 }  // namespace tessera::cli

@@ -47,6 +47,12 @@ void PrintAs(const Json& j, const std::string& output) {
   }
 }
 
+// An object's (or event's) metadata.namespace; "default" when it has none.
+std::string NamespaceOfObject(const Json& object) {
+  const Json meta = object.value("metadata", Json::object());
+  return meta.is_object() ? meta.value("namespace", std::string("default")) : "default";
+}
+
 std::string Age(int64_t since_ms, int64_t now_ms) {
   if (since_ms <= 0) return "-";
   const int64_t s = (now_ms - since_ms) / 1000;
@@ -144,22 +150,29 @@ void PrintEventRow(const Json& e, int64_t now) {
               e.value("object", "").c_str(), e.value("message", "").c_str());
 }
 
-void PrintEvents(const Json& items, const std::string& object) {
+// With `namespaces`, a NAMESPACE column first (tessera get events -A).
+void PrintEvents(const Json& items, const std::string& object, bool namespaces = false) {
   const int64_t now = NowMs();
+  if (namespaces) std::printf("%-16s ", "NAMESPACE");
   std::printf("%-6s %-8s %-15s %-26s %s\n", "AGE", "TYPE", "REASON", "OBJECT", "MESSAGE");
-  for (const Json& e : items)
-    if (object.empty() || e.value("object", "") == object) PrintEventRow(e, now);
+  for (const Json& e : items) {
+    if (!object.empty() && e.value("object", "") != object) continue;
+    if (namespaces) std::printf("%-16s ", NamespaceOfObject(e).c_str());
+    PrintEventRow(e, now);
+  }
 }
 
 // `tessera get events --watch`: the list, then one row per new event until interrupted. One
 // watch without a resourceVersion: the head sends the list and the changes after it with no
 // gap and no repeat (docs/runtime.md "Watches"), so there is no separate list call.
-void WatchEvents(net::HttpClient& client, const std::string& object, const std::string& output) {
+void WatchEvents(net::HttpClient& client, const std::string& object, const std::string& output,
+                 const std::string& in_namespace) {
   if (output == "table")
     std::printf("%-6s %-8s %-15s %-26s %s\n", "AGE", "TYPE", "REASON", "OBJECT", "MESSAGE");
   std::fflush(stdout);
   std::string error;
-  Status s = client.Stream(net::Method::kGet, "/api/v1/events?watch=true", [&](std::string_view l) {
+  const std::string target = "/api/v1/events?watch=true" + in_namespace;
+  Status s = client.Stream(net::Method::kGet, target, [&](std::string_view l) {
     Json change = Json::parse(l, nullptr, false);
     if (change.is_discarded() || !change.contains("object")) return true;
     if (change.value("type", "") == "ERROR") {
@@ -273,36 +286,35 @@ void PrintPriorityClasses(const Json& items, bool header = true) {
 // then every change, with no gap and no repeat); rows as the table prints them, or with -o json
 // one change per line ({"type", "object"}), -o yaml one document per change.
 // With `only`, the changes of those names alone.
-void WatchKind(net::HttpClient& client, const std::string& path, const std::string& output,
-               const std::function<void(const Json&, bool)>& print_rows,
+// `in_namespace` is the query's namespace part ("&namespace=NS", "&allNamespaces=true" or "").
+void WatchKind(net::HttpClient& client, const std::string& path, const std::string& in_namespace,
+               const std::string& output, const std::function<void(const Json&, bool)>& print_rows,
                const std::set<std::string>& only = {}) {
   bool header = true;
   std::string error;
-  Status s =
-      client.Stream(net::Method::kGet, "/api/v1/" + path + "?watch=true", [&](std::string_view l) {
-        Json change = Json::parse(l, nullptr, false);
-        if (change.is_discarded() || !change.contains("object")) return true;
-        const std::string type = change.value("type", "");
-        if (type == "ERROR") {
-          error = change["object"].value("message", "the head ended the watch");
-          return false;
-        }
-        if (!only.empty() && !only.count(change["object"]["metadata"].value("name", "")))
-          return true;
-        if (output == "json") {
-          std::cout << Json{{"type", type}, {"object", change["object"]}}.dump() << "\n"
-                    << std::flush;
-        } else if (output == "yaml") {
-          PrintAs(Json{{"type", type}, {"object", change["object"]}}, output);
-          std::cout << "---\n" << std::flush;
-        } else if (type == "DELETED" && output != "name") {
-          std::cout << change["object"]["metadata"].value("name", "") << " deleted\n" << std::flush;
-        } else {
-          print_rows(Json::array({change["object"]}), header);
-          header = false;
-        }
-        return true;
-      });
+  const std::string target = "/api/v1/" + path + "?watch=true" + in_namespace;
+  Status s = client.Stream(net::Method::kGet, target, [&](std::string_view l) {
+    Json change = Json::parse(l, nullptr, false);
+    if (change.is_discarded() || !change.contains("object")) return true;
+    const std::string type = change.value("type", "");
+    if (type == "ERROR") {
+      error = change["object"].value("message", "the head ended the watch");
+      return false;
+    }
+    if (!only.empty() && !only.count(change["object"]["metadata"].value("name", ""))) return true;
+    if (output == "json") {
+      std::cout << Json{{"type", type}, {"object", change["object"]}}.dump() << "\n" << std::flush;
+    } else if (output == "yaml") {
+      PrintAs(Json{{"type", type}, {"object", change["object"]}}, output);
+      std::cout << "---\n" << std::flush;
+    } else if (type == "DELETED" && output != "name") {
+      std::cout << change["object"]["metadata"].value("name", "") << " deleted\n" << std::flush;
+    } else {
+      print_rows(Json::array({change["object"]}), header);
+      header = false;
+    }
+    return true;
+  });
   if (!s.ok()) throw CommandError("watching " + path + ": " + s.message(), 1);
   if (!error.empty()) throw CommandError("watching " + path + ": " + error, 1);
 }
@@ -359,11 +371,29 @@ void AddResourceCommands(CLI::App& app) {
             "`tessera get events --for trainjob/NAME`");
       auto client = Connect(*flags);
       const std::string in_namespace = NamespaceQuery(*flags, path);
-      if (*watch && !in_namespace.empty())
-        throw CommandError("-w: watches are of the namespace default only for now");
-      if (*watch && path == "events") return WatchEvents(*client, *object, *output);
+      const std::string watch_namespace = NamespaceQuery(*flags, path, '&');
+      if (*watch && path == "events")
+        return WatchEvents(*client, *object, *output, watch_namespace);
       const bool wide = *output == "wide";
+      std::function<void(const Json&, bool)> print_table;
       auto print_rows = [&](const Json& items, bool header) {
+        // -A: a NAMESPACE column before each kind's own (kubectl's layout).
+        if (flags->all_namespaces && (*output == "table" || wide) && !in_namespace.empty()) {
+          if (header) {
+            std::printf("%-16s ", "NAMESPACE");
+            std::fflush(stdout);
+            print_table(Json::array(), true);
+          }
+          for (const Json& item : items) {
+            std::printf("%-16s ", NamespaceOfObject(item).c_str());
+            std::fflush(stdout);
+            print_table(Json::array({item}), false);
+          }
+          return;
+        }
+        print_table(items, header);
+      };
+      print_table = [&](const Json& items, bool header) {
         if (*output == "name") {
           for (const Json& i : items)
             std::cout << KindObjectPrefix(path) << "/" << i["metadata"].value("name", "") << "\n";
@@ -382,10 +412,10 @@ void AddResourceCommands(CLI::App& app) {
         std::fflush(stdout);
       };
       if (*watch) {
-        if (names->empty()) return WatchKind(*client, path, *output, print_rows);
+        if (names->empty()) return WatchKind(*client, path, watch_namespace, *output, print_rows);
         // Only the named objects' changes; the watch's first lines are the current list, so a
         // name that is not there yet is not an error: it is printed once it is created.
-        return WatchKind(*client, path, *output, print_rows,
+        return WatchKind(*client, path, watch_namespace, *output, print_rows,
                          std::set<std::string>(names->begin(), names->end()));
       }
       Json list;
@@ -426,7 +456,7 @@ void AddResourceCommands(CLI::App& app) {
         else if (names->empty() || !list["items"].empty())
           PrintAs(list, *output);
       } else if (path == "events") {
-        PrintEvents(list["items"], *object);
+        PrintEvents(list["items"], *object, flags->all_namespaces);
       } else if (names->empty() || !list["items"].empty()) {
         print_rows(list["items"], true);
       }
@@ -443,9 +473,11 @@ void AddResourceCommands(CLI::App& app) {
     cmd->add_option("kind", *kind, "job")->required()->check(CLI::IsMember({"job", "trainjob"}));
     cmd->add_option("name", *name, "the job's name")->required();
     flags->Add(cmd);
+    flags->AddNamespace(cmd, false);
     cmd->callback([flags, kind, name] {
       auto client = Connect(*flags);
-      Json j = Call(*client, net::Method::kGet, "/api/v1/jobs/" + *name);
+      Json j = Call(*client, net::Method::kGet,
+                    "/api/v1/jobs/" + *name + NamespaceQuery(*flags, "jobs"));
       const Json& st = j["status"];
       const std::string phase = st.value("phase", "");
       std::cout << "Job:       " << *name << "\n"
@@ -466,7 +498,8 @@ void AddResourceCommands(CLI::App& app) {
                 << "Message:   " << st.value("message", "") << "\n"
                 << "Position:  " << (position > 0 ? std::to_string(position) : "-") << "\n";
       if (WaitsForMissingLocalQueue(st))
-        return PrintLocalQueueFix(*client, j["metadata"].value("queue", "default"), "Fix:       ");
+        return PrintLocalQueueFix(*client, j["metadata"].value("queue", "default"),
+                                  "Fix:       ", j["metadata"].value("namespace", "default"));
       const Json help = st.value("wouldHelp", Json::array());
       if (help.empty()) {
         std::cout << "Would help: nothing running (wait for the reason above to clear)\n";
@@ -489,8 +522,10 @@ void AddResourceCommands(CLI::App& app) {
                                "reservation", "clusterqueue", "queue"}));
     cmd->add_option("name", *name, "the job's name")->required();
     flags->Add(cmd);
+    flags->AddNamespace(cmd, false);
     cmd->callback([flags, kind, name] {
       auto client = Connect(*flags);
+      const std::string in_namespace = NamespaceQuery(*flags, "jobs");
       if (*kind == "service" || *kind == "svc") return DescribeService(*client, *name);
       if (IsReservationKind(*kind)) return DescribeReservation(*client, *name);
       if (*kind == "clusterqueue" || *kind == "queue") {
@@ -507,7 +542,7 @@ void AddResourceCommands(CLI::App& app) {
         throw CommandError("clusterqueue '" + *name + "' not found (tessera get queues lists them)",
                            1);
       }
-      Json j = Call(*client, net::Method::kGet, "/api/v1/jobs/" + *name);
+      Json j = Call(*client, net::Method::kGet, "/api/v1/jobs/" + *name + in_namespace);
       const Json& st = j["status"];
       const Json& sp = j["spec"];
       std::cout << "Name:        " << *name << "\n"
@@ -536,7 +571,7 @@ void AddResourceCommands(CLI::App& app) {
                           ? (" (signal " + std::to_string(w.value("signal", 0)) + ")").c_str()
                           : "");
       }
-      Json events = Call(*client, net::Method::kGet, "/api/v1/events");
+      Json events = Call(*client, net::Method::kGet, "/api/v1/events" + in_namespace);
       Json mine = Json::array();
       for (const Json& e : events["items"])
         if (e.value("object", "") == "trainjob/" + *name) mine.push_back(e);
@@ -567,11 +602,14 @@ void AddResourceCommands(CLI::App& app) {
         ->check(CLI::NonNegativeNumber);
     cmd->add_flag("-f,--follow", *follow, "keep printing as the worker writes");
     flags->Add(cmd);
+    flags->AddNamespace(cmd, false);
     cmd->callback([flags, kind, name, worker, follow, role, replica] {
       auto client = Connect(*flags);
       if (*kind == "service" || *kind == "svc")
         return ServiceLogs(*client, *name, *role, *replica, *worker, *follow);
-      PrintLog(*client, "/api/v1/jobs/" + *name + "/logs?worker=" + std::to_string(*worker),
+      PrintLog(*client,
+               "/api/v1/jobs/" + *name + "/logs?worker=" + std::to_string(*worker) +
+                   NamespaceQuery(*flags, "jobs", '&'),
                *follow);
     });
   }

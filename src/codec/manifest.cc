@@ -33,7 +33,8 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
   if (!doc.contains("metadata")) return InvalidArgument("metadata: required (metadata.name)");
   const Json& meta = doc["metadata"];
   TESSERA_RETURN_IF_ERROR(RequireObject(meta, "metadata"));
-  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(meta, "metadata", {"name", "queue", "labels"}));
+  TESSERA_RETURN_IF_ERROR(
+      OnlyKnownFields(meta, "metadata", {"name", "namespace", "queue", "labels"}));
   auto metadata = GetWorkloadMetadata(meta);
   if (!metadata.ok()) return metadata.status();
   spec.name = metadata->name;
@@ -76,7 +77,7 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
   spec.priority = *prio;
   auto reservation = GetName(s, "reservation", "spec", false);
   if (!reservation.ok()) return reservation.status();
-  spec.reservation = *reservation;
+  spec.reservation = reservation->empty() ? "" : ObjectKey(metadata->namespace_name, *reservation);
 
   if (s.contains("failurePolicy")) {
     const Json& fp = s["failurePolicy"];

@@ -207,11 +207,31 @@ Result<int64_t> ParseDurationMs(std::string_view field, const Json& v) {
   return ms;
 }
 
+Result<std::string> GetNamespace(const Json& meta) {
+  auto namespace_name = GetName(meta, "namespace", "metadata", false);
+  if (!namespace_name.ok()) return namespace_name.status();
+  return namespace_name->empty() ? std::string(kDefaultNamespace) : *namespace_name;
+}
+
+void PutObjectKey(Json& meta, const std::string& key) {
+  NamespacedName parts = SplitObjectKey(key);
+  meta["name"] = std::move(parts.name);
+  meta["namespace"] = std::move(parts.namespace_name);
+}
+
+void CopyNamespace(const Json& from_meta, Json& to_meta) {
+  if (from_meta.is_object() && from_meta.contains("namespace"))
+    to_meta["namespace"] = from_meta["namespace"];
+}
+
 Result<WorkloadMetadata> GetWorkloadMetadata(const Json& meta) {
   WorkloadMetadata out;
   auto name = GetName(meta, "name", "metadata", true);
   if (!name.ok()) return name.status();
-  out.name = std::move(*name);
+  auto namespace_name = GetNamespace(meta);
+  if (!namespace_name.ok()) return namespace_name.status();
+  out.namespace_name = std::move(*namespace_name);
+  out.name = ObjectKey(out.namespace_name, *name);
   auto queue = GetName(meta, "queue", "metadata", false);
   if (!queue.ok()) return queue.status();
   out.queue = std::move(*queue);

@@ -86,11 +86,22 @@ Result<std::map<std::string, std::string>> GetStringMap(const nlohmann::json& ob
 // that order, so the first wrong one is the one reported. `meta` is the metadata mapping; its
 // unknown keys are the caller's to refuse.
 struct WorkloadMetadata {
-  std::string name;
+  std::string name;  // the object's key: metadata.name inside metadata.namespace (ObjectKey)
+  std::string namespace_name;  // metadata.namespace, "default" when left out
   std::string queue;
   std::map<std::string, std::string> labels;
 };
 Result<WorkloadMetadata> GetWorkloadMetadata(const nlohmann::json& meta);
+
+// metadata.namespace of a namespaced kind's document (GetName's rules), "default" when left out.
+Result<std::string> GetNamespace(const nlohmann::json& meta);
+
+// Writes an object's key (common/object_key.h) into its metadata as name and namespace: the
+// form documents show and the store keeps.
+void PutObjectKey(nlohmann::json& meta, const std::string& key);
+
+// Copies metadata.namespace, if any, from a stored document's metadata into a manifest's.
+void CopyNamespace(const nlohmann::json& from_meta, nlohmann::json& to_meta);
 
 // A duration (ParseDurationMs, manifest.h) that must be above zero. Zero or less is
 // InvalidArgument "<field>: must be positive, e.g. <example>; leave it out <leave_out>", where

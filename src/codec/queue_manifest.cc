@@ -24,9 +24,12 @@ Status InDocument(const Status& s, const std::string& spec_path) {
   return InvalidArgument(spec_path + "." + m);
 }
 
-// Checks apiVersion, kind and metadata (name only) and returns metadata.name.
+// Checks apiVersion, kind and metadata and returns metadata.name; with kNamespaced, the key of
+// metadata.name in metadata.namespace (common/object_key.h).
+enum class Scope { kClusterWide, kNamespaced };
 Result<std::string> CheckHeader(const Json& doc, const std::string& kind,
-                                const std::set<std::string>& top_level) {
+                                const std::set<std::string>& top_level,
+                                Scope scope = Scope::kClusterWide) {
   TESSERA_RETURN_IF_ERROR(RequireObject(doc, "body"));
   auto k = DocumentKind(doc);
   if (!k.ok()) return k.status();
@@ -35,13 +38,22 @@ Result<std::string> CheckHeader(const Json& doc, const std::string& kind,
   if (!doc.contains("metadata")) return InvalidArgument("metadata: required (metadata.name)");
   const Json& meta = doc["metadata"];
   TESSERA_RETURN_IF_ERROR(RequireObject(meta, "metadata"));
-  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(meta, "metadata", {"name", "labels"}));
+  if (scope == Scope::kNamespaced)
+    TESSERA_RETURN_IF_ERROR(OnlyKnownFields(meta, "metadata", {"name", "namespace", "labels"}));
+  else
+    TESSERA_RETURN_IF_ERROR(OnlyKnownFields(meta, "metadata", {"name", "labels"}));
   auto name = GetName(meta, "name", "metadata", true);
   if (!name.ok()) return name.status();
+  std::string key = *name;
+  if (scope == Scope::kNamespaced) {
+    auto namespace_name = GetNamespace(meta);
+    if (!namespace_name.ok()) return namespace_name.status();
+    key = ObjectKey(*namespace_name, *name);
+  }
   // Labels are kept with the document (and served back): the same rules as a TrainJob's.
   auto labels = GetStringMap(meta, "labels", "metadata", StringMapKind::kLabels);
   if (!labels.ok()) return labels.status();
-  return *name;
+  return key;
 }
 
 template <typename E>
@@ -181,7 +193,8 @@ Result<ClusterQueueSpec> ParseClusterQueue(const Json& doc) {
 }
 
 Result<LocalQueueSpec> ParseLocalQueue(const Json& doc) {
-  auto name = CheckHeader(doc, "LocalQueue", {"apiVersion", "kind", "metadata", "spec", "status"});
+  auto name = CheckHeader(doc, "LocalQueue", {"apiVersion", "kind", "metadata", "spec", "status"},
+                          Scope::kNamespaced);
   if (!name.ok()) return name.status();
   LocalQueueSpec lq;
   lq.name = *name;

@@ -23,10 +23,13 @@ Result<SliceReservationSpec> ParseSliceReservation(const Json& doc) {
   if (!doc.contains("metadata")) return InvalidArgument("metadata: required (metadata.name)");
   const Json& meta = doc["metadata"];
   TESSERA_RETURN_IF_ERROR(RequireObject(meta, "metadata"));
-  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(meta, "metadata", {"name", "queue", "labels"}));
+  TESSERA_RETURN_IF_ERROR(
+      OnlyKnownFields(meta, "metadata", {"name", "namespace", "queue", "labels"}));
   auto name = GetName(meta, "name", "metadata", true);
   if (!name.ok()) return name.status();
-  spec.name = *name;
+  auto namespace_name = GetNamespace(meta);
+  if (!namespace_name.ok()) return namespace_name.status();
+  spec.name = ObjectKey(*namespace_name, *name);
   auto labels = GetStringMap(meta, "labels", "metadata", StringMapKind::kLabels);
   if (!labels.ok()) return labels.status();
   spec.labels = *labels;
@@ -92,10 +95,9 @@ Json SliceReservationSpecJson(const SliceReservationSpec& spec, const Json& writ
 
 Json SliceReservationJson(const SliceReservation& r) {
   const SliceReservationStatus& st = r.status;
-  Json meta = {{"name", r.spec.name},
-               {"uid", r.uid},
-               {"resourceVersion", r.version},
-               {"creationTimestampMs", r.created_ms}};
+  Json meta = {
+      {"uid", r.uid}, {"resourceVersion", r.version}, {"creationTimestampMs", r.created_ms}};
+  PutObjectKey(meta, r.spec.name);
   if (!r.spec.queue.empty()) meta["queue"] = r.spec.queue;
   if (!r.spec.labels.empty()) meta["labels"] = r.spec.labels;
   Json slices = Json::array();
@@ -148,6 +150,7 @@ Result<SliceReservation> SliceReservationFromJson(const Json& doc) {
                    {"kind", kSliceReservationKind},
                    {"metadata", {{"name", name}}},
                    {"spec", stored_spec}};
+  CopyNamespace(meta, manifest["metadata"]);
   if (meta.contains("queue")) manifest["metadata"]["queue"] = meta["queue"];
   if (meta.contains("labels")) manifest["metadata"]["labels"] = meta["labels"];
   manifest["spec"].erase("ttlSeconds");

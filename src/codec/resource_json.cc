@@ -97,10 +97,10 @@ AttemptRecord AttemptFromJson(const Json& j) {
 
 Json TrainJobJson(const TrainJob& job, int64_t now_ms) {
   const TrainJobStatus& st = job.status;
-  Json meta = {{"name", job.spec.name},
-               {"uid", job.uid},
+  Json meta = {{"uid", job.uid},
                {"resourceVersion", job.runtime.version},
                {"creationTimestampMs", job.created_ms}};
+  PutObjectKey(meta, job.spec.name);
   if (!job.spec.queue.empty()) meta["queue"] = job.spec.queue;
   if (!job.spec.labels.empty()) meta["labels"] = job.spec.labels;
   Json placement = Json::array();
@@ -173,6 +173,7 @@ Result<TrainJob> TrainJobFromJson(const Json& j) {
                    {"kind", Child(j, "kind")},
                    {"metadata", {{"name", name}}},
                    {"spec", Child(j, "spec")}};
+  CopyNamespace(meta, manifest["metadata"]);
   if (meta.contains("queue")) manifest["metadata"]["queue"] = meta["queue"];
   if (meta.contains("labels")) manifest["metadata"]["labels"] = meta["labels"];
   auto spec = ParseTrainJob(manifest);
@@ -320,13 +321,32 @@ Result<StoredHost> HostFromJson(const Json& j) {
   return out;
 }
 
+namespace {
+
+// The kinds (lower case, as in an event's object) whose objects live in a namespace.
+bool NamespacedObjectKind(std::string_view kind) {
+  return kind == "trainjob" || kind == "service" || kind == "slicereservation" ||
+         kind == "localqueue";
+}
+
+}  // namespace
+
+EventObject SplitEventObject(const std::string& object) {
+  const size_t slash = object.find('/');
+  if (slash == std::string::npos || !NamespacedObjectKind(object.substr(0, slash)))
+    return {std::string(kDefaultNamespace), object};
+  const NamespacedName parts = SplitObjectKey(object.substr(slash + 1));
+  return {parts.namespace_name, object.substr(0, slash + 1) + parts.name};
+}
+
 Json EventJson(const Event& e) {
+  const EventObject shown = SplitEventObject(e.object);
   return {{"apiVersion", kApiVersion},
           {"kind", kEventKind},
-          {"metadata", {{"name", e.name}}},
+          {"metadata", {{"name", e.name}, {"namespace", shown.namespace_name}}},
           {"type", e.warning ? "Warning" : "Normal"},
           {"reason", e.reason},
-          {"object", e.object},
+          {"object", shown.object},
           {"message", e.message},
           {"timeMs", e.time_ms}};
 }
@@ -339,6 +359,12 @@ Result<Event> EventFromJson(const Json& j) {
   e.warning = GetOr(j, "type", std::string("Normal")) == "Warning";
   e.reason = GetOr(j, "reason", std::string());
   e.object = GetOr(j, "object", std::string());
+  // The object's key again (common/object_key.h): EventJson shows its namespace apart.
+  const std::string namespace_name =
+      GetOr(Child(j, "metadata"), "namespace", std::string(kDefaultNamespace));
+  if (const size_t slash = e.object.find('/'); slash != std::string::npos)
+    e.object =
+        e.object.substr(0, slash + 1) + ObjectKey(namespace_name, e.object.substr(slash + 1));
   e.message = GetOr(j, "message", std::string());
   e.time_ms = GetOr(j, "timeMs", int64_t{0});
   return e;

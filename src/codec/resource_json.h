@@ -41,6 +41,14 @@ struct StoredHost {
 };
 Result<StoredHost> HostFromJson(const Json& doc);
 
+// An event's object as documents show it: its namespace apart ("default" for a cluster-wide
+// object), the object "kind/name" without it.
+struct EventObject {
+  std::string namespace_name;
+  std::string object;
+};
+EventObject SplitEventObject(const std::string& object);
+
 Json EventJson(const Event& event);
 Result<Event> EventFromJson(const Json& doc);
 

@@ -146,17 +146,17 @@ Json ServiceSpecJson(const ServiceSpec& spec) {
   for (const ServiceRoleSpec& r : spec.roles) roles.push_back(RoleSpecJson(r));
   Json j = {{"roles", roles}};
   if (!spec.priority.empty()) j["priority"] = spec.priority;
-  if (!spec.reservation.empty()) j["reservation"] = spec.reservation;
+  if (!spec.reservation.empty()) j["reservation"] = SplitObjectKey(spec.reservation).name;
   AddDisaggregationJson(spec, j);
   return j;
 }
 
 Json ServiceJson(const Service& service) {
   const ServiceStatus& st = service.status;
-  Json meta = {{"name", service.spec.name},
-               {"uid", service.uid},
+  Json meta = {{"uid", service.uid},
                {"resourceVersion", service.runtime.version},
                {"creationTimestampMs", service.created_ms}};
+  PutObjectKey(meta, service.spec.name);
   if (!service.spec.queue.empty()) meta["queue"] = service.spec.queue;
   if (!service.spec.labels.empty()) meta["labels"] = service.spec.labels;
   Json roles = Json::array();
@@ -208,6 +208,7 @@ Result<Service> ServiceFromJson(const Json& j) {
                    {"kind", kServiceKind},
                    {"metadata", {{"name", name}}},
                    {"spec", Child(j, "spec")}};
+  CopyNamespace(meta, manifest["metadata"]);
   if (meta.contains("queue")) manifest["metadata"]["queue"] = meta["queue"];
   if (meta.contains("labels")) manifest["metadata"]["labels"] = meta["labels"];
   auto spec = ParseService(manifest);

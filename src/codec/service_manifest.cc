@@ -214,7 +214,8 @@ Result<ServiceSpec> ParseService(const Json& doc) {
   if (!Has(doc, "metadata")) return InvalidArgument("metadata: required (metadata.name)");
   const Json& meta = doc["metadata"];
   TESSERA_RETURN_IF_ERROR(RequireObject(meta, "metadata"));
-  TESSERA_RETURN_IF_ERROR(OnlyKnownServiceFields(meta, "metadata", {"name", "queue", "labels"}));
+  TESSERA_RETURN_IF_ERROR(
+      OnlyKnownServiceFields(meta, "metadata", {"name", "namespace", "queue", "labels"}));
   auto metadata = GetWorkloadMetadata(meta);
   if (!metadata.ok()) return metadata.status();
   spec.name = std::move(metadata->name);
@@ -230,7 +231,7 @@ Result<ServiceSpec> ParseService(const Json& doc) {
   // Every replica group of every role runs inside this SliceReservation (docs/reservations.md).
   auto reservation = GetName(s, "reservation", "spec", false);
   if (!reservation.ok()) return reservation.status();
-  spec.reservation = *reservation;
+  spec.reservation = reservation->empty() ? "" : ObjectKey(metadata->namespace_name, *reservation);
   if (Has(s, "roles")) {
     TESSERA_RETURN_IF_ERROR(
         OnlyKnownServiceFields(s, "spec", {"priority", "reservation", "roles", "kvTransfer"}));

@@ -118,7 +118,7 @@ std::map<uint64_t, std::string> Controller::AddJobWorkloads(
     Workload w;
     w.id = WorkloadId(job.uid);
     w.name = job.name();
-    w.local_queue = job.spec.queue.empty() ? kDefaultLocalQueue : job.spec.queue;
+    w.local_queue = LocalQueueKeyOf(job.name(), job.spec.queue);
     if (!job.spec.priority.empty()) {
       auto priority = ResolvePriority(classes, job.spec.priority);
       if (priority.ok()) w.priority = *priority;

@@ -435,7 +435,7 @@ std::map<uint64_t, std::string> Controller::AddReservationWorkloads(
     Workload w;
     w.id = WorkloadId(r.uid);
     w.name = Object(name);
-    w.local_queue = r.spec.queue.empty() ? kDefaultLocalQueue : r.spec.queue;
+    w.local_queue = LocalQueueKeyOf(name, r.spec.queue);
     if (!r.spec.priority.empty()) {
       auto priority = ResolvePriority(classes, r.spec.priority);
       if (priority.ok()) w.priority = *priority;

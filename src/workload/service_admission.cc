@@ -41,7 +41,8 @@ Workload GroupAdmissionWorkload(const Service& service, const GroupWorkload& gro
   Workload w;
   w.id = id;
   w.name = GroupWorkloadName(service.name(), group.key);
-  w.local_queue = service.spec.queue.empty() ? default_queue : service.spec.queue;
+  w.local_queue = LocalQueueKeyOf(service.name(),
+                                  service.spec.queue.empty() ? default_queue : service.spec.queue);
   w.priority = priority;
   w.request = group.request;
   w.creation_order = static_cast<int64_t>(service.uid);

@@ -131,11 +131,23 @@ class TenantsTest(unittest.TestCase):
         sneaky["metadata"]["queue"] = "default-lq"
         self.assert_refused(self.as_user("ann", "POST", "/api/v1/apply", sneaky),
                             "apply", "TrainJob default/sneaky")
-        # Named in its own namespace, the job is not admitted through default's queue either.
+        # Named in its own namespace, the job is accepted there but never admitted through
+        # default's queue: it waits for a LocalQueue of team-a, and says so.
         sneaky["metadata"]["namespace"] = "team-a"
         code, body = self.as_user("ann", "POST", "/api/v1/apply", sneaky)
-        self.assertNotIn(code, (200, 201), body)
+        self.assertEqual(code, 201, body)
         self.assertIsNone(self.c.get_job("sneaky"))
+
+        def reason():
+            code, got = self.as_user("ann", "GET", "/api/v1/jobs/sneaky?namespace=team-a")
+            self.assertEqual(code, 200, got)
+            return got["status"].get("message", "")
+        wait_for("sneaky's reason", lambda: "default-lq" in reason())
+        self.assertIn("does not exist in namespace team-a", reason())
+        self.assertEqual(self.as_user("ann", "GET", "/api/v1/jobs/sneaky?namespace=team-a")[1][
+            "status"]["phase"], "Pending")
+        self.assertEqual(self.as_user("ann", "DELETE", "/api/v1/jobs/sneaky?namespace=team-a")[0],
+                         200)
 
     def test_a_revoked_user_is_refused_at_once(self):
         self.assertEqual(self.as_user("bob", "GET", "/api/v1/jobs")[0], 200)
