@@ -281,7 +281,8 @@ class ClusterTest(unittest.TestCase):
     def test_state_is_readable_by_its_owner_only(self):
         # Tokens, the store (specs whose env may hold secrets) and workers' logs.
         self.assertEqual(mode_of(self.c.state), 0o700)
-        for name in ("admin.token", "join.token", "head.json", "tessera.db", "tessera.db-wal"):
+        for name in ("admin.token", "join.token", "head.json", "tessera.db", "tessera.db-wal",
+                     "router.crt", "router.key"):
             self.assertEqual(mode_of(os.path.join(self.c.state, name)), 0o600, name)
         for host in ("slice-000-w0", "slice-001-w3"):
             self.assertEqual(mode_of(os.path.join(self.c.state, "agents", host)), 0o700, host)
