@@ -111,8 +111,8 @@ class Heads:
 class Load:
     """The writer and the router client, on threads of their own."""
 
-    def __init__(self, heads, router_port):
-        self.heads, self.router_port = heads, router_port
+    def __init__(self, heads, router):
+        self.heads, self.router = heads, router  # router: test_cluster.Router
         self.acked, self.refused, self.requests = [], [], []  # (name, time); time; (time, ok)
         self.refusals = {}  # the first answer of each refused status
         self.stop = threading.Event()
@@ -151,7 +151,7 @@ class Load:
     def ask(self):
         while not self.stop.wait(0.1):
             try:
-                ok, _ = completion(self.router_port, "svc")
+                ok, _ = completion(self.router, "svc")
             except OSError:
                 ok = False
             self.requests.append((time.monotonic(), ok))
@@ -209,8 +209,7 @@ def main():
             c.token = f.read().strip()
         c.reload_port()  # the leader's address, scheme and the cluster CA
         heads = Heads(c)
-        with open(os.path.join(c.state, "router.json")) as f:
-            router_port = json.load(f)["port"]
+        router = test_cluster.Router(c.state)  # HTTPS verified against the cluster CA
         tmp = tempfile.mkdtemp(dir=c.dir)
         code, body = heads.client().call("POST", "/api/v1/jobs", {
             "apiVersion": "tessera/v1", "kind": "TrainJob", "metadata": {"name": "long"},
@@ -235,8 +234,8 @@ def main():
         test_cluster.wait_for("the long job training", lambda: (
             heads.client().get("job", "long")["status"].get("lastStep", 0) > 0), 120)
         test_cluster.wait_for("the service answering",
-                              lambda: completion(router_port, "svc")[0], 90)
-        load = Load(heads, router_port)
+                              lambda: completion(router, "svc")[0], 90)
+        load = Load(heads, router)
         for i in range(args.rounds):
             kind = FAULTS[i % len(FAULTS)]
             # A quiet start: the job trains and a write was just acknowledged.

@@ -165,9 +165,9 @@ def run(args):
             raise SystemExit("apply failed: %s %s" % (status, body))
         failures.wait_steady(cluster, args.min_replicas, timeout=180)
         initial = {r["replica"] for r in cluster.service()["status"]["roles"][0]["replicas"]}
-        url = "http://127.0.0.1:%d/services/%s" % (cluster.router_port, SERVICE)
+        url = "%s/services/%s" % (cluster.router_url, SERVICE)
         monitor = Monitor(cluster, args.poll_s)
-        load = failures.Load(url, schedule(args), args.timeout_s)
+        load = failures.Load(url, schedule(args), args.timeout_s, cluster.ca_file)
         step_up = load.begin + args.low_s
         step_down = step_up + args.high_s
         time.sleep(max(0.0, step_down - time.monotonic()))

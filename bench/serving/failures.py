@@ -27,7 +27,6 @@ Run it under flock /tmp/tessera-heavy.lock:
 """
 
 import argparse
-import http.client
 import json
 import os
 import re
@@ -38,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -126,8 +126,11 @@ class LocalCluster:
             self.token = f.read().strip()
         with open(os.path.join(self.state, "head.json")) as f:
             self.port = json.load(f)["port"]
+        # up's router: HTTPS verified against the cluster CA.
         with open(os.path.join(self.state, "router.json")) as f:
-            self.router_port = json.load(f)["port"]
+            router = json.load(f)
+        self.ca_file = os.path.join(self.state, "ca.crt")
+        self.router_url = "%s://127.0.0.1:%d" % (router.get("scheme", "http"), router["port"])
 
     def down(self):
         self.cli("down", "--purge", check=False)
@@ -153,7 +156,7 @@ class LocalCluster:
         return body if status == 200 else None
 
     def router_metrics(self):
-        conn = http.client.HTTPConnection("127.0.0.1", self.router_port, timeout=10)
+        conn = loadgen.connect(urllib.parse.urlsplit(self.router_url), 10, self.ca_file)
         try:
             conn.request("GET", "/metrics")
             return conn.getresponse().read().decode()
@@ -215,8 +218,9 @@ class Load:
     """loadgen's open loop in the background: each arrival starts on time in its own thread;
     stop() ends the schedule and waits for the requests in flight."""
 
-    def __init__(self, url, arrivals, timeout_s):
+    def __init__(self, url, arrivals, timeout_s, ca_file=None):
         self.url, self.arrivals, self.timeout_s = url, arrivals, timeout_s
+        self.ca_file = ca_file  # for an https:// url (loadgen.connect)
         self.results, self.threads = [], []
         self.stopping = threading.Event()
         self.begin = time.monotonic()
@@ -230,7 +234,8 @@ class Load:
                 return
             r = loadgen.Result(a, due)
             t = threading.Thread(target=loadgen.run_one,
-                                 args=(self.url, None, 0.0, self.timeout_s, r, index),
+                                 args=(self.url, None, 0.0, self.timeout_s, r, index,
+                                       self.ca_file),
                                  daemon=True)
             self.results.append(r)
             self.threads.append(t)
@@ -307,7 +312,7 @@ def scenario_kill(cluster, args, load_url, schedule):
     victim = sorted(role["replicas"], key=lambda r: r["replica"])[0]
     worker = min(args.kill_worker, len(victim["processes"]) - 1)
     pid = victim["processes"][worker]["pid"]
-    load = Load(load_url, schedule, args.timeout_s)
+    load = Load(load_url, schedule, args.timeout_s, cluster.ca_file)
     time.sleep(args.warmup_s)  # the load's steady part before the failure
     text = cluster.router_metrics()
     in_flight_victim = int(metric(text, "tessera_router_in_flight", service=SERVICE,
@@ -360,7 +365,7 @@ def scenario_rolling(cluster, args, load_url, schedule):
     role = cluster.service()["status"]["roles"][0]
     generation = role["generation"]
     old = sorted(r["replica"] for r in role["replicas"])
-    load = Load(load_url, schedule, args.timeout_s)
+    load = Load(load_url, schedule, args.timeout_s, cluster.ca_file)
     time.sleep(args.warmup_s)
     start = time.monotonic()
     status, body = cluster.request("POST", "/api/v1/apply", service_doc(
@@ -397,7 +402,7 @@ def scenario_rolling(cluster, args, load_url, schedule):
 
 
 def scenario_head(cluster, args, load_url, schedule):
-    load = Load(load_url, schedule, args.timeout_s)
+    load = Load(load_url, schedule, args.timeout_s, cluster.ca_file)
     time.sleep(args.warmup_s)
     cluster.kill_head()
     killed = time.monotonic()
@@ -490,7 +495,7 @@ def main():
         if status not in (200, 201):
             raise SystemExit("apply failed: %s %s" % (status, body))
         wait_steady(cluster, args.replicas, timeout=300)
-        url = "http://127.0.0.1:%d/services/%s" % (cluster.router_port, SERVICE)
+        url = "%s/services/%s" % (cluster.router_url, SERVICE)
         offset = 0.0
         for name in scenarios:
             # Each scenario replays the next part of the schedule, from offset 0.

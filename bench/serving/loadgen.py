@@ -40,6 +40,7 @@ import math
 import os
 import random
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -218,8 +219,17 @@ def _error_kind(exc):
     return type(exc).__name__
 
 
-def run_one(url, model, temperature, timeout_s, result, index):
-    """One streamed completion, timed into `result`."""
+def connect(parsed, timeout_s, ca_file=None):
+    """A connection to the split URL `parsed`: HTTPS verified against `ca_file` (the cluster
+    CA, for `tessera up`'s router; the system's CAs when None), or plain HTTP."""
+    if parsed.scheme == "https":
+        return http.client.HTTPSConnection(parsed.hostname, parsed.port or 443, timeout=timeout_s,
+                                           context=ssl.create_default_context(cafile=ca_file))
+    return http.client.HTTPConnection(parsed.hostname, parsed.port or 80, timeout=timeout_s)
+
+
+def run_one(url, model, temperature, timeout_s, result, index, ca_file=None):
+    """One streamed completion, timed into `result`; `ca_file` as connect's."""
     parsed = urllib.parse.urlsplit(url)
     a = result.arrival
     body = {"prompt": prompt_text(a.prompt_tokens, index), "max_tokens": a.max_tokens,
@@ -230,7 +240,7 @@ def run_one(url, model, temperature, timeout_s, result, index):
     data = json.dumps(body).encode()
     path = (parsed.path.rstrip("/") or "") + "/v1/completions"
     result.start_s = time.monotonic()
-    conn = http.client.HTTPConnection(parsed.hostname, parsed.port or 80, timeout=timeout_s)
+    conn = connect(parsed, timeout_s, ca_file)
     try:
         conn.request("POST", path, body=data, headers={"Content-Type": "application/json"})
         resp = conn.getresponse()
@@ -280,7 +290,8 @@ def run_one(url, model, temperature, timeout_s, result, index):
         conn.close()
 
 
-def run(arrivals, url, model=None, temperature=0.0, duration_s=None, timeout_s=120.0):
+def run(arrivals, url, model=None, temperature=0.0, duration_s=None, timeout_s=120.0,
+        ca_file=None):
     """Starts every arrival on schedule (open-loop) until duration_s; waits for them; returns
     (results, wall seconds from the first start to the last end)."""
     results = []
@@ -295,7 +306,8 @@ def run(arrivals, url, model=None, temperature=0.0, duration_s=None, timeout_s=1
             time.sleep(delay)
         r = Result(a, due)
         results.append(r)
-        t = threading.Thread(target=run_one, args=(url, model, temperature, timeout_s, r, index),
+        t = threading.Thread(target=run_one,
+                             args=(url, model, temperature, timeout_s, r, index, ca_file),
                              daemon=True)
         t.start()
         threads.append(t)
@@ -376,6 +388,8 @@ def main(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--url", default="http://127.0.0.1:8000", help="the server (or router)")
+    p.add_argument("--ca-file", help="for an https:// URL: the CA its certificate is signed by "
+                   "(<state-dir>/ca.crt for `tessera up`'s router)")
     p.add_argument("--model", help="the model field to send (default: none)")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--trace", default=DEFAULT_TRACE)
@@ -453,7 +467,7 @@ def main(argv=None):
                   temperature=args.temperature)
 
     results, wall = run(arrivals, args.url, args.model, args.temperature, args.duration,
-                        args.timeout_s)
+                        args.timeout_s, args.ca_file)
     report = summarize(results, wall)
     if args.json:
         print(json.dumps({"config": config, **report}, indent=1))

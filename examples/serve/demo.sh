@@ -40,17 +40,21 @@ for _ in $(seq 900); do
 done
 [ -n "$ADDR" ] || { echo "no replica became ready; tessera describe service llm:" >&2; \
   $T describe service llm --state-dir "$STATE" >&2 || true; exit 1; }
+URL="http://$ADDR"
+CACERT=()
 if [ -f "$STATE/router.json" ]; then
-  ADDR=$($PY -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%s:%s" % (r["address"], r["port"]))' "$STATE/router.json")
-  echo "== through the router at $ADDR"
+  # `tessera up`'s router serves HTTPS with a certificate from the cluster CA.
+  URL=$($PY -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%s://%s:%s" % (r.get("scheme", "http"), r["address"], r["port"]))' "$STATE/router.json")
+  CACERT=(--cacert "$STATE/ca.crt")
+  echo "== through the router at $URL"
 else
-  echo "== straight to a replica's leader at $ADDR"
+  echo "== straight to a replica's leader at $URL"
 fi
 BODY=$($PY -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1], "max_tokens": 64, "temperature": 0, "stream": True}))' "$PROMPT")
 echo "prompt: $PROMPT"
 printf 'completion: '
 # -N: no buffering, so each token prints as its chunk arrives.
-curl -sN "http://$ADDR/v1/completions" -H 'Content-Type: application/json' -d "$BODY" | $PY -u -c '
+curl -sN "${CACERT[@]}" "$URL/v1/completions" -H 'Content-Type: application/json' -d "$BODY" | $PY -u -c '
 import json, sys
 for line in sys.stdin:
     line = line.strip()

@@ -16,10 +16,12 @@
 #include <optional>
 #include <thread>
 
+#include "api/head_tls.h"
 #include "cli/client.h"
 #include "cli/ha_cluster.h"
 #include "cli/netns.h"
 #include "cli/up_plan.h"
+#include "pki/pki.h"
 #include "topology/topology.h"
 
 namespace tessera::cli {
@@ -98,6 +100,30 @@ struct UpFlags {
 };
 
 void Down(const std::string& state_dir, bool purge, bool quiet);
+
+// The serving router's HTTPS files in `dir`, made again at every `up`: router.crt, signed by the
+// cluster CA there, for 127.0.0.1, ::1, localhost and `bridge_address` when not empty (under
+// --netns the router stays in the root namespace and the members reach it at the bridge's
+// address), and its key router.key; both 0600. Throws CommandError naming what failed.
+void MakeRouterTls(const std::string& dir, const std::string& bridge_address) {
+  auto ca_cert = pki::ReadPemFile(dir + "/" + api::kCaCertFile);
+  auto ca_key = pki::ReadPemFile(dir + "/" + api::kCaKeyFile);
+  if (!ca_cert.ok() || !ca_key.ok()) {
+    throw CommandError("the router's certificate: " +
+                           (ca_cert.ok() ? ca_key.status() : ca_cert.status()).message(),
+                       1);
+  }
+  pki::ServerCertOptions options;
+  options.common_name = "tessera router";
+  options.dns_names = {"localhost"};
+  options.ip_addresses = {"127.0.0.1", "::1"};
+  if (!bridge_address.empty()) options.ip_addresses.push_back(bridge_address);
+  auto made = pki::MakeServerCert({*ca_cert, *ca_key}, options);
+  if (!made.ok()) throw CommandError("the router's certificate: " + made.status().message(), 1);
+  Status s = pki::WriteFile(dir + "/router.crt", made->cert_pem, 0600);
+  if (s.ok()) s = pki::WriteKeyFile(dir + "/router.key", made->key_pem);
+  if (!s.ok()) throw CommandError("the router's certificate: " + s.message(), 1);
+}
 
 // The agents' names and layout flags, in the order `up` starts them.
 std::vector<std::vector<std::string>> AgentLayouts(const UpFlags& f, bool three_d,
@@ -250,15 +276,24 @@ void Up(const UpFlags& f) {
     leader_url = head_url;
   }
   // The serving router: its own process, so requests keep flowing while the head is down.
+  // HTTPS with a certificate from the cluster CA, like the head; plain only with --plain-http.
   fs::remove(dir + "/router.json");
-  const pid_t router =
-      Spawn(exe,
-            // Plain on its own port for now: the tests, the tour and the summary reach it over
-            // http (docs/security.md "What stays plain"); `tessera router --tls-cert-file`
-            // serves HTTPS.
-            {"router", "--head", head_url, "--token-file", dir + "/admin.token", "--ca-file",
-             ca_file, "--port", "0", "--info-file", dir + "/router.json", "--plain-http"},
-            dir + "/logs/router.log");
+  std::vector<std::string> router_args = {
+      "router", "--head", head_url, "--token-file", dir + "/admin.token", "--ca-file",
+      ca_file,  "--port", "0",      "--info-file",  dir + "/router.json"};
+  if (f.plain_http) {
+    router_args.push_back("--plain-http");
+  } else {
+    try {
+      MakeRouterTls(dir, netns ? netns->bridge_address : "");
+    } catch (const CommandError&) {
+      Down(dir, false, true);
+      throw;
+    }
+    router_args.insert(router_args.end(), {"--tls-cert-file", dir + "/router.crt", "--tls-key-file",
+                                           dir + "/router.key"});
+  }
+  const pid_t router = Spawn(exe, router_args, dir + "/logs/router.log");
   cluster["router"] = router;
   save();
   int router_port = 0;
@@ -273,6 +308,8 @@ void Up(const UpFlags& f) {
     if (router_port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   cluster["routerPort"] = router_port;
+  const std::string router_url = scheme + "127.0.0.1:" + std::to_string(router_port);
+  cluster["routerUrl"] = router_url;
   const std::string fence_ms = AgentFenceMs(f.ha.ha, f.ha.election_lease_ms, f.fence_ms);
   for (const auto& a : agents) {
     // The agent keeps the highest head term it has seen (fence/seen, docs/ha.md "Fencing"); the
@@ -339,7 +376,7 @@ void Up(const UpFlags& f) {
           "cluster's)";
     }
   }
-  std::cout << UpSummary(summary, head_urls, leader_url, router_port, dir, demo_job);
+  std::cout << UpSummary(summary, head_urls, leader_url, router_url, dir, demo_job);
 }
 
 void Down(const std::string& state_dir, bool purge, bool quiet) {

@@ -42,8 +42,8 @@ std::string DemoJobYaml(const UpCluster& c) {
 }
 
 std::string UpSummary(const UpCluster& c, const std::vector<std::string>& head_urls,
-                      const std::string& leader_url, int router_port, const std::string& dir,
-                      const std::string& demo_job) {
+                      const std::string& leader_url, const std::string& router_url,
+                      const std::string& dir, const std::string& demo_job) {
   std::string out = "tessera cluster up: " + std::to_string(c.hosts) + " emulated " + c.generation +
                     " hosts (" +
                     (c.three_d ? std::to_string(c.cubes) + " cube(s)"
@@ -59,13 +59,13 @@ std::string UpSummary(const UpCluster& c, const std::vector<std::string>& head_u
     out += "  API:    " + leader_url + "\n";
   }
   out += "  web:    " + leader_url + "/  (dashboard; paste the admin token)\n";
-  out += "  router: http://127.0.0.1:" + std::to_string(router_port) +
-         "/services/NAME/...  (serving)\n";
+  out += "  router: " + router_url + "/services/NAME/...  (serving)\n";
   out += "  token:  " + dir + "/admin.token\n";
   if (leader_url.starts_with("https://")) {
     out += "  CA:     " + dir +
-           "/ca.crt  (the head's HTTPS certificate is signed by it: --ca-file, "
-           "TESSERA_CA_FILE; import it into a browser for the dashboard)\n";
+           "/ca.crt  (the head's and the router's HTTPS certificates are signed by it: "
+           "--ca-file, TESSERA_CA_FILE, curl --cacert; import it into a browser for the "
+           "dashboard)\n";
   }
   out += "  state:  " + dir + "  (logs in " + dir + "/logs)\n";
   out += "Try: tessera get hosts; tessera apply -f " + demo_job + "\n";

@@ -30,9 +30,10 @@ bool ExampleJobFits(const UpCluster& c);
 std::string DemoJobYaml(const UpCluster& c);
 
 // What `up` prints once every host is Ready. `head_urls`: one, or every head under --ha with
-// `leader_url` the one that leads now; `demo_job`: the file the "Try:" line applies.
+// `leader_url` the one that leads now; `router_url`: the serving router's ("https://127.0.0.1:P");
+// `demo_job`: the file the "Try:" line applies.
 std::string UpSummary(const UpCluster& c, const std::vector<std::string>& head_urls,
-                      const std::string& leader_url, int router_port, const std::string& dir,
-                      const std::string& demo_job);
+                      const std::string& leader_url, const std::string& router_url,
+                      const std::string& dir, const std::string& demo_job);
 
 }  // namespace tessera::cli

@@ -39,12 +39,14 @@ TEST(DemoJob, A7xClusterGetsA7xJob) {
 }
 
 TEST(UpSummary, OneHeadPrintsOneUrlPerLine) {
-  const std::string out = UpSummary({"v6e", false, "4x4", 2, 0, 8}, {"http://127.0.0.1:4000"},
-                                    "http://127.0.0.1:4000", 4100, "/d", "examples/train/job.yaml");
+  const std::string out =
+      UpSummary({"v6e", false, "4x4", 2, 0, 8}, {"http://127.0.0.1:4000"}, "http://127.0.0.1:4000",
+                "http://127.0.0.1:4100", "/d", "examples/train/job.yaml");
   EXPECT_TRUE(Mentions(out, "tessera cluster up: 8 emulated v6e hosts (2 x 4x4 slices)\n"));
   EXPECT_TRUE(Mentions(out, "  API:    http://127.0.0.1:4000\n"));
   EXPECT_TRUE(Mentions(out, "  web:    http://127.0.0.1:4000/  (dashboard"));
   EXPECT_FALSE(Mentions(out, "heads:"));
+  EXPECT_TRUE(Mentions(out, "  router: http://127.0.0.1:4100/services/NAME/...")) << out;
   EXPECT_TRUE(Mentions(out, "Try: tessera get hosts; tessera apply -f examples/train/job.yaml\n"));
 }
 
@@ -53,7 +55,7 @@ TEST(UpSummary, HaListsTheHeadsAndGivesTheLeadersDashboard) {
   const std::string out =
       UpSummary({"7x", true, "", 0, 1, 16},
                 {"http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"},
-                "http://127.0.0.1:2", 9, "/d", "/d/demo-job.yaml");
+                "http://127.0.0.1:2", "http://127.0.0.1:9", "/d", "/d/demo-job.yaml");
   EXPECT_TRUE(Mentions(out, "(1 cube(s))"));
   EXPECT_TRUE(Mentions(
       out, "  heads:  http://127.0.0.1:1, http://127.0.0.1:2 (leader), http://127.0.0.1:3\n"))

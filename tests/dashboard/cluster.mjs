@@ -40,8 +40,8 @@ export class Cluster {
     this.ca = fs.readFileSync(path.join(this.state, 'ca.crt'), 'utf8');
   }
 
-  // fetch() for the head's URL, trusting the cluster CA (Node's fetch cannot be given a CA):
-  // resolves to {status, text()}.
+  // fetch() for an https URL of the cluster (the head's, the router's), trusting the cluster CA
+  // (Node's fetch cannot be given a CA): resolves to {status, headers.get(name), text()}.
   fetch(url, {method = 'GET', headers = {}, body} = {}) {
     return new Promise((resolve, reject) => {
       const req = https.request(url, {method, headers, ca: this.ca}, (res) => {
@@ -49,7 +49,8 @@ export class Cluster {
         res.on('data', (c) => chunks.push(c));
         res.on('end', () => {
           const text = Buffer.concat(chunks).toString('utf8');
-          resolve({status: res.statusCode, text: async () => text});
+          resolve({status: res.statusCode, headers: {get: (name) => res.headers[name.toLowerCase()]},
+                   text: async () => text});
         });
         res.on('error', reject);
       });

@@ -30,12 +30,13 @@ const SERVICE = {
 
 let cluster;
 let browser;
-let routerPort;
+let routerUrl;  // up's router: HTTPS with a certificate from the cluster CA
 
 before(async () => {
   cluster = new Cluster();
   await cluster.up(['--generation', 'v6e', '--topology', '4x4', '--slices', '3']);
-  routerPort = JSON.parse(fs.readFileSync(path.join(cluster.state, 'router.json'), 'utf8')).port;
+  const router = JSON.parse(fs.readFileSync(path.join(cluster.state, 'router.json'), 'utf8'));
+  routerUrl = `${router.scheme || 'http'}://127.0.0.1:${router.port}`;
   browser = await launchBrowser(cluster);
   const r = await cluster.api('POST', '/api/v1/apply', SERVICE);
   assert.ok(r.status === 201 || r.status === 200, `apply: ${r.status} ${r.text}`);
@@ -73,7 +74,7 @@ function sendLoad() {
   const worker = async (k) => {
     while (running) {
       try {
-        const res = await fetch(`http://127.0.0.1:${routerPort}/services/${NAME}/hello-${k}`);
+        const res = await cluster.fetch(`${routerUrl}/services/${NAME}/hello-${k}`);
         await res.text();
         if (res.status === 200) sent++;
         else failed++;
@@ -245,7 +246,7 @@ test('a disaggregated Service page shows prefill and decode side by side with ha
   }, 120_000, 250);
   // Streamed completions through the router until the head has the decode role's report.
   const stream = async () => {
-    const res = await fetch(`http://127.0.0.1:${routerPort}/services/${PD}/v1/completions`, {
+    const res = await cluster.fetch(`${routerUrl}/services/${PD}/v1/completions`, {
       method: 'POST', headers: {'Content-Type': 'application/json'},
       body: JSON.stringify({prompt: 'a prompt for the prefill role', max_tokens: 8, stream: true})});
     const text = await res.text();

@@ -4,6 +4,7 @@
 The binary comes from $TESSERA_BIN (scripts/test.sh points it at the dev build). Every wait
 polls a condition with a deadline; nothing sleeps to wait for an event.
 """
+import http.client
 import json
 import os
 import shutil
@@ -114,6 +115,29 @@ def read_pid(path):
         return None
 
 
+class Router:
+    """`up`'s serving router as <state>/router.json records it, and connections to it: HTTPS
+    verified against the cluster CA (<state>/ca.crt), or plain HTTP under `up --plain-http`."""
+
+    def __init__(self, state):
+        with open(os.path.join(state, "router.json")) as f:
+            info = json.load(f)
+        self.port = info["port"]
+        self.scheme = info.get("scheme", "http")
+        self.ca_file = os.path.join(state, "ca.crt")
+        self.url = "%s://127.0.0.1:%d" % (self.scheme, self.port)
+
+    def ssl_context(self):
+        return ssl.create_default_context(cafile=self.ca_file) if self.scheme == "https" else None
+
+    def connection(self, timeout=60):
+        """A new http.client connection to the router."""
+        if self.scheme == "https":
+            return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout,
+                                               context=self.ssl_context())
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
+
 class Cluster:
     """One `tessera up` cluster in a temporary directory. netns=True starts it with --netns
     (each host at its own address, docs/netns.md) where namespaces can be made; elsewhere it runs
@@ -184,6 +208,7 @@ class Cluster:
         with open(os.path.join(self.state, "admin.token")) as f:
             self.token = f.read().strip()
         self.reload_port()
+        self.router = Router(self.state)
 
     def reload_port(self):
         with open(os.path.join(self.state, "head.json")) as f:
@@ -256,7 +281,8 @@ class ClusterTest(unittest.TestCase):
     def test_state_is_readable_by_its_owner_only(self):
         # Tokens, the store (specs whose env may hold secrets) and workers' logs.
         self.assertEqual(mode_of(self.c.state), 0o700)
-        for name in ("admin.token", "join.token", "head.json", "tessera.db", "tessera.db-wal"):
+        for name in ("admin.token", "join.token", "head.json", "tessera.db", "tessera.db-wal",
+                     "router.crt", "router.key"):
             self.assertEqual(mode_of(os.path.join(self.c.state, name)), 0o600, name)
         for host in ("slice-000-w0", "slice-001-w3"):
             self.assertEqual(mode_of(os.path.join(self.c.state, "agents", host)), 0o700, host)

@@ -46,9 +46,10 @@ def service(**spec_changes):
             "spec": spec}
 
 
-def complete(port, path, stream=False):
-    """(text, X-Tessera-Prefilled, token events) of one completion, same prompt and seed."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+def complete(connect, path, stream=False):
+    """(text, X-Tessera-Prefilled, token events) of one completion, same prompt and seed;
+    `connect(timeout)` gives the connection (a replica's plain HTTP, the router's HTTPS)."""
+    conn = connect(120)
     try:
         body = {"prompt": PROMPT, "max_tokens": MAX_TOKENS, "temperature": 1, "seed": 5,
                 "stream": stream}
@@ -119,12 +120,14 @@ class DisaggLiveTest(unittest.TestCase):
 
         # The reference: the decode replica itself, with no prefill replica named, prefills
         # locally.
-        want, source, _ = complete(decode["port"], "/v1/completions")
+        want, source, _ = complete(
+            lambda timeout: http.client.HTTPConnection("127.0.0.1", decode["port"],
+                                                       timeout=timeout), "/v1/completions")
         self.assertEqual(source, "local")
 
         # Through the router: decode hands the prompt off (once the router's view has the
         # prefill endpoint: the first answers may still be local).
-        router = self.c.router_port
+        router = self.c.router.connection  # HTTPS verified against the cluster CA
         path = "/services/%s/v1/completions" % NAME
         got = wait_for("a request prefilled by the prefill role",
                        lambda: (lambda r: r if r[1] == "remote" else None)(complete(router, path)),

@@ -203,8 +203,10 @@ class HaFollowTheLeader(unittest.TestCase):
         # the head it used first was the one killed, it logged its move to the other.
         def router_connected():
             try:
-                with urllib.request.urlopen("http://127.0.0.1:%d/metrics" %
-                                            cluster["routerPort"], timeout=5) as r:
+                # HTTPS verified against the cluster CA, like the heads.
+                context = ssl.create_default_context(cafile=self.ca_file)
+                with urllib.request.urlopen(cluster["routerUrl"] + "/metrics", timeout=5,
+                                            context=context) as r:
                     return "tessera_router_head_connected 1" in r.read().decode()
             except OSError:
                 return False

@@ -19,7 +19,8 @@ import tempfile
 import time
 import unittest
 
-from test_cluster import PYTHON, REPO, Cluster, alive, read_pid, netns_unavailable, wait_for
+from test_cluster import (PYTHON, REPO, Cluster, Router, alive, read_pid, netns_unavailable,
+                          wait_for)
 from test_serving_e2e import completion
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -55,8 +56,7 @@ class PartitionTest(unittest.TestCase):
         with open(os.path.join(cls.c.state, "admin.token")) as f:
             cls.c.token = f.read().strip()
         cls.c.reload_port()
-        with open(os.path.join(cls.c.state, "router.json")) as f:
-            cls.router_port = json.load(f)["port"]
+        cls.router = Router(cls.c.state)
 
     @classmethod
     def tearDownClass(cls):
@@ -160,7 +160,7 @@ class PartitionTest(unittest.TestCase):
         code, body = self.c.request("POST", "/api/v1/apply", svc)
         self.assertIn(code, (200, 201), body)
         wait_for("the service answering through the router",
-                 lambda: completion(self.router_port, "kept")[0], timeout=90)
+                 lambda: completion(self.router, "kept")[0], timeout=90)
         # This namespace (the router, and this test's client) can no longer reach the head; the
         # agents and the replica still can.
         self.cut_between("root", "head")
@@ -168,7 +168,7 @@ class PartitionTest(unittest.TestCase):
         deadline = time.monotonic() + 3 * LEASE_MS / 1000.0
         served = 0
         while time.monotonic() < deadline:
-            ok, _ = completion(self.router_port, "kept")
+            ok, _ = completion(self.router, "kept")
             served += ok
             failed += not ok
             time.sleep(0.05)

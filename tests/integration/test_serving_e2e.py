@@ -20,7 +20,7 @@ import threading
 import time
 import unittest
 
-from test_cluster import PYTHON, REPO, Cluster, alive, netns_unavailable, wait_for
+from test_cluster import PYTHON, REPO, Cluster, Router, alive, netns_unavailable, wait_for
 from test_router import metric
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -61,13 +61,13 @@ class ServingCluster(Cluster):
         with open(os.path.join(self.state, "admin.token")) as f:
             self.token = f.read().strip()
         self.reload_port()
-        with open(os.path.join(self.state, "router.json")) as f:
-            self.router_port = json.load(f)["port"]
+        self.router = Router(self.state)
 
 
-def router_call(port, method, path, body=None, timeout=60):
-    """(status, body text) of one request through the router; a new connection each."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+def router_call(router, method, path, body=None, timeout=60):
+    """(status, body text) of one request through `router` (test_cluster's Router: HTTPS
+    verified against the cluster CA); a new connection each."""
+    conn = router.connection(timeout)
     try:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if data else {}
@@ -78,9 +78,9 @@ def router_call(port, method, path, body=None, timeout=60):
         conn.close()
 
 
-def completion(port, service_name, tokens=5):
-    """One streamed completion through the router: (ok, replica or error text)."""
-    status, text = router_call(port, "POST", "/services/%s/v1/completions" % service_name,
+def completion(router, service_name, tokens=5):
+    """One streamed completion through `router`: (ok, replica or error text)."""
+    status, text = router_call(router, "POST", "/services/%s/v1/completions" % service_name,
                                {"prompt": "hi", "max_tokens": tokens, "stream": True})
     if status != 200:
         return False, "HTTP %d: %s" % (status, text[:200])
@@ -106,8 +106,8 @@ class Traffic:
     """`clients` threads sending streamed completions through the router back to back until
     stopped; every outcome is kept."""
 
-    def __init__(self, port, service_name, clients=3):
-        self.port, self.service = port, service_name
+    def __init__(self, router, service_name, clients=3):
+        self.router, self.service = router, service_name
         self.stop_event = threading.Event()
         self.lock = threading.Lock()
         self.ok = 0
@@ -120,7 +120,7 @@ class Traffic:
     def loop(self):
         while not self.stop_event.is_set():
             try:
-                ok, what = completion(self.port, self.service)
+                ok, what = completion(self.router, self.service)
             except Exception as e:  # a failure to count, not to stop on
                 ok, what = False, "%s: %s" % (type(e).__name__, e)
             with self.lock:
@@ -174,9 +174,21 @@ class ServingEndToEndTest(unittest.TestCase):
         self.assertIn(status, (200, 201), body)
 
     def router_metrics(self):
-        status, text = router_call(self.c.router_port, "GET", "/metrics")
+        status, text = router_call(self.c.router, "GET", "/metrics")
         self.assertEqual(status, 200, text)
         return text
+
+    def plain_http_status(self, path):
+        """The status of a plain-HTTP GET of `path` at the router's port; None when the
+        connection ends without an HTTP answer."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.c.router.port, timeout=30)
+        try:
+            conn.request("GET", path)
+            return conn.getresponse().status
+        except (OSError, http.client.HTTPException):
+            return None
+        finally:
+            conn.close()
 
     def hold_dir(self, name):
         path = os.path.join(self.c.dir, "hold-" + name)
@@ -190,8 +202,12 @@ class ServingEndToEndTest(unittest.TestCase):
         wait_for("the router routing to roll",
                  lambda: metric(self.router_metrics(), "tessera_router_ready_replicas",
                                 service="roll") == 2, timeout=30)
+        # `up`'s router speaks HTTPS only: what HTTPS serves, plain HTTP on its port does not.
+        self.assertEqual(self.c.router.scheme, "https")
+        self.assertEqual(router_call(self.c.router, "GET", "/services/roll/whoami")[0], 200)
+        self.assertNotEqual(self.plain_http_status("/services/roll/whoami"), 200)
         old = {r["replica"] for r in self.role("roll")["replicas"]}
-        traffic = Traffic(self.c.router_port, "roll")
+        traffic = Traffic(self.c.router, "roll")
         self.addCleanup(traffic.stop)
         wait_for("traffic flowing", lambda: traffic.count() >= 20, timeout=60)
 
@@ -234,7 +250,7 @@ class ServingEndToEndTest(unittest.TestCase):
         self.assertTrue(any(seen_starting), "no snapshot caught a new group starting")
         # Responses now come from generation 2 (its VERSION) only.
         for _ in range(5):
-            status, text = router_call(self.c.router_port, "GET", "/services/roll/whoami")
+            status, text = router_call(self.c.router, "GET", "/services/roll/whoami")
             self.assertEqual(status, 200, text)
             self.assertEqual(json.loads(text)["version"], "v2")
         text = self.router_metrics()
@@ -257,7 +273,7 @@ class ServingEndToEndTest(unittest.TestCase):
         # Three requests held in flight on the only replica: the router reports 3 ongoing.
         results = []
         threads = [threading.Thread(target=lambda i=i: results.append(router_call(
-            self.c.router_port, "GET", "/services/auto/hold?id=%d" % i, timeout=120)))
+            self.c.router, "GET", "/services/auto/hold?id=%d" % i, timeout=120)))
             for i in range(3)]
         for t in threads:
             t.start()
@@ -277,7 +293,7 @@ class ServingEndToEndTest(unittest.TestCase):
         # The new group takes traffic: it has free slots and no request in flight, so power of
         # two choices sends it every new request while the first holds three.
         for _ in range(3):
-            status, text = router_call(self.c.router_port, "GET", "/services/auto/whoami")
+            status, text = router_call(self.c.router, "GET", "/services/auto/whoami")
             self.assertEqual(status, 200, text)
             self.assertEqual(json.loads(text)["replica"], str(second))
         self.assertGreaterEqual(metric(self.router_metrics(), "tessera_router_requests_total",
@@ -302,7 +318,7 @@ class ServingEndToEndTest(unittest.TestCase):
         wait_for("the router on one replica",
                  lambda: metric(self.router_metrics(), "tessera_router_ready_replicas",
                                 service="auto") == 1, timeout=30)
-        self.assertEqual(router_call(self.c.router_port, "GET", "/services/auto/whoami")[0], 200)
+        self.assertEqual(router_call(self.c.router, "GET", "/services/auto/whoami")[0], 200)
 
     def events(self, name):
         status, body = self.c.request("GET", "/api/v1/events")
@@ -321,7 +337,7 @@ class ServingEndToEndTest(unittest.TestCase):
 
         result = []
         t = threading.Thread(target=lambda: result.append(router_call(
-            self.c.router_port, "GET", "/services/retry/hold?id=x", timeout=120)))
+            self.c.router, "GET", "/services/retry/hold?id=x", timeout=120)))
         t.start()
         self.addCleanup(t.join, 120)
         self.addCleanup(lambda: open(os.path.join(hold, "release"), "w").close())
