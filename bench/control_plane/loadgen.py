@@ -13,6 +13,10 @@ on every later call. Per emulated agent:
      starting at a random offset in the first second so the load spreads evenly. Emulated
      agents run no workers, so their heartbeats report no workers and no progress (nothing
      that would carry a job's uid).
+With --ca-file (a head serving HTTPS) each emulated agent first gets its host certificate as
+`tessera agent` does (POST /api/v1/agents/bootstrap with the join token and a certificate
+request made by the `openssl` command; one EC key shared by all emulated agents), and presents
+it on every later connection: the head authorises agent calls by it (docs/security.md).
 Meanwhile it creates --jobs small TrainJobs (admin token) and one client sends
 GET /api/v1/jobs at a steady rate, timing each answer.
 
@@ -29,6 +33,8 @@ import os
 import random
 import resource
 import secrets
+import subprocess
+import tempfile
 import ssl
 import sys
 import time
@@ -84,8 +90,9 @@ def pct(values, p):
 TLS = None
 
 
-def connect(host, port):
-    return asyncio.open_connection(host, port, ssl=TLS)
+def connect(host, port, tls=None):
+    """A connection with `tls` (an agent's context holding its host certificate) or TLS."""
+    return asyncio.open_connection(host, port, ssl=tls or TLS)
 
 
 class HttpError(Exception):
@@ -101,13 +108,14 @@ class Conn:
     """One keep-alive HTTP/1.1 connection (requests are sequential on it). `credential`: the
     emulated agent's host credential, sent on every request (None for the admin client)."""
 
-    def __init__(self, host, port, token, credential=None):
+    def __init__(self, host, port, token, credential=None, tls=None):
         self.host, self.port, self.token = host, port, token
         self.credential = credential
+        self.tls = tls
         self.reader = self.writer = None
 
     async def open(self):
-        self.reader, self.writer = await connect(self.host, self.port)
+        self.reader, self.writer = await connect(self.host, self.port, self.tls)
 
     def close(self):
         if self.writer is not None:
@@ -173,13 +181,13 @@ class Stats:
         self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
 
 
-async def watch_stream(host, port, token, credential, name, counters, stop):
+async def watch_stream(host, port, token, credential, tls, name, counters, stop):
     """Holds the agent's assignment watch open; counts snapshot lines. Reconnects on end."""
     path = f"/api/v1/agents/{name}/assignments?watch=true"
     while not stop.is_set():
         writer = None
         try:
-            reader, writer = await asyncio.wait_for(connect(host, port), 10)
+            reader, writer = await asyncio.wait_for(connect(host, port, tls), 10)
             writer.write((f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
                           f"Authorization: Bearer {token}\r\n"
                           f"{credential_header(credential)}\r\n").encode())
@@ -251,19 +259,65 @@ async def register(conn, i, sem, deadline, reg):
     return False
 
 
+class HostCerts:
+    """Host certificates for the emulated agents (a head serving HTTPS): one EC key for all, a
+    certificate request per host made by `openssl req`, signed by the head at bootstrap."""
+
+    def __init__(self, ca_file):
+        self.ca_file = ca_file
+        self.dir = tempfile.TemporaryDirectory(prefix="tessera-loadgen-")
+        self.key = os.path.join(self.dir.name, "host.key")
+        subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout",
+                        "-out", self.key], check=True, capture_output=True)
+
+    async def bootstrap(self, a, name):
+        """The SSL context of host `name`, holding the certificate the head signed for it."""
+        proc = await asyncio.create_subprocess_exec(
+            "openssl", "req", "-new", "-key", self.key, "-subj", f"/CN=host:{name}",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        csr, err = await proc.communicate()
+        if proc.returncode != 0:
+            raise HttpError(f"openssl req for {name}: {err.decode()[:200]}")
+        conn = Conn(a.host, a.port, a.join_token)
+        try:
+            st, body = await conn.request(
+                "POST", "/api/v1/agents/bootstrap",
+                json.dumps({"name": name, "csr": csr.decode()}).encode(), timeout=30)
+        finally:
+            conn.close()
+        if st != 200:
+            raise HttpError(f"bootstrap {name}: {st} {body[:200]!r}")
+        cert = os.path.join(self.dir.name, name + ".crt")
+        with open(cert, "w") as f:
+            f.write(json.loads(body)["certificate"])
+        tls = ssl.create_default_context(cafile=self.ca_file)
+        tls.load_cert_chain(cert, self.key)
+        return tls
+
+
 async def agent(a, i, sem, deadline, reg, stats, counters, stop, tasks):
     """One emulated agent: register, open the watch stream, heartbeat at 1 Hz (like
     src/agent: heartbeats start at once after registration)."""
     # A new credential per run: against a head that already knows these names (a second run
     # on the same state directory) registration is refused with 409 until the hosts are
     # deleted (`tessera delete host NAME`), as for a real agent with a new credential.
-    conn = Conn(a.host, a.port, a.join_token, secrets.token_hex(32))
     name = f"cp-{i:05d}"
+    tls = None
+    if a.host_certs is not None:
+        async with sem:
+            try:
+                tls = await a.host_certs.bootstrap(a, name)
+            except Exception as e:  # noqa: BLE001 - counted as a registration error
+                print(f"bootstrap {name}: {type(e).__name__} {e}", file=sys.stderr)
+                reg["errors"] += 1
+                return
+    conn = Conn(a.host, a.port, a.join_token, secrets.token_hex(32), tls)
     try:
         if not await register(conn, i, sem, deadline, reg):
             return
         tasks.append(asyncio.create_task(
-            watch_stream(a.host, a.port, a.join_token, conn.credential, name, counters, stop)))
+            watch_stream(a.host, a.port, a.join_token, conn.credential, tls, name, counters,
+                         stop)))
         await heartbeat_agent(conn, name, time.monotonic(), random.random(), stats, stop,
                               a.deadline)
     finally:
@@ -495,8 +549,10 @@ def main():
     a = p.parse_args()
     random.seed(a.seed)
     global TLS
+    a.host_certs = None
     if a.ca_file:
         TLS = ssl.create_default_context(cafile=a.ca_file)
+        a.host_certs = HostCerts(a.ca_file)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = min(65536, hard) if hard != resource.RLIM_INFINITY else 65536
     if soft < want:

@@ -42,8 +42,8 @@ TEST(AuditLog, JsonNamesWhoWhatWhichWhenAndTheOutcome) {
 class AuditFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/tessera-audit-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    std::string tmpl = (std::filesystem::temp_directory_path() / "tessera-audit-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
