@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "agent/host_credential.h"
+#include "agent/logfmt.h"
 #include "common/json_limits.h"
 #include "ha/head_follower.h"
 #include "net/http_client.h"
@@ -46,16 +47,6 @@ std::string HeadError(const std::string& body) {
 std::string NormalizedOrAsGiven(const std::string& name) {
   auto normalized = protocol::NormalizeHostName(name);
   return normalized.ok() ? *normalized : name;
-}
-
-std::string LogfmtValue(const std::string& s) {
-  if (s.find_first_of(" \"=") == std::string::npos && !s.empty()) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
 }
 
 }  // namespace

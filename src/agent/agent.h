@@ -210,6 +210,9 @@ class Agent {
   void RenewHostCertIfDue();
   // The head's TLS options, with the host certificate when `with_cert` and there is one.
   std::optional<net::ClientTlsOptions> HeadTls(bool with_cert) const;
+  // A client of the head in use with the join token and no certificate: the bootstrap's, and a
+  // renewal's once the certificate has expired.
+  net::ClientOptions JoinTokenClientOptions() const;
   // (Re)makes clients_ (one per head); under clients_mu_.
   void MakeHeadClients();
   // Registers until accepted, stopped or refused (fatal_ says why); true when accepted.

@@ -8,20 +8,12 @@
 #include <chrono>
 
 #include "agent/agent.h"
+#include "agent/logfmt.h"
 
 namespace tessera::agent {
 namespace {
 
 constexpr size_t kMaxLoggedRefusals = 4096;
-
-std::string Quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
 
 }  // namespace
 
@@ -45,7 +37,8 @@ void Agent::CheckFenceLocked() {
 
 void Agent::FenceLocked(const std::string& why) {
   fenced_ = true;
-  Log("agent.fenced", "fenceMs=" + std::to_string(fence_.fence_ms()) + " reason=" + Quoted(why));
+  Log("agent.fenced",
+      "fenceMs=" + std::to_string(fence_.fence_ms()) + " reason=" + LogfmtQuoted(why));
   for (auto& [key, record] : workers_) {
     if (!record.process || record.process->exit_info()) continue;
     const protocol::WorkloadKind kind = KindOf(record.assignment);
@@ -77,14 +70,14 @@ void Agent::ContactLocked(int64_t sent_ms) {
   if (fenced_) Log("agent.unfenced", "reason=\"a head answered a heartbeat\"");
   fenced_ = false;
   if (Status written = WriteContactFile(contact_file_, fence_.last_contact_ms()); !written.ok())
-    Log("agent.contact_file_failed", "error=" + Quoted(written.message()));
+    Log("agent.contact_file_failed", "error=" + LogfmtQuoted(written.message()));
 }
 
 void Agent::SaveFenceMemoryLocked() {
   if (!fence_.TakeChanged()) return;
   if (Status saved = SaveFenceMemory(memory_file_, fence_.Memory()); !saved.ok())
     Log("agent.fence_memory_failed",
-        "error=" + Quoted(saved.message()) +
+        "error=" + LogfmtQuoted(saved.message()) +
             " effect=\"a restart of this agent forgets the newest term and attempts\"");
 }
 
@@ -99,7 +92,7 @@ void Agent::RefuseLocked(protocol::Refusal refusal) {
           (refusal.job.empty() ? std::string(" what=snapshot")
                                : " job=" + refusal.job + " uid=" + std::to_string(refusal.uid) +
                                      " attempt=" + std::to_string(refusal.attempt)) +
-          " reason=" + Quoted(refusal.reason));
+          " reason=" + LogfmtQuoted(refusal.reason));
   fence_.Refuse(std::move(refusal));
   wake_ = true;  // the head hears of it in a heartbeat sent now
 }

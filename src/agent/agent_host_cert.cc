@@ -4,6 +4,7 @@
 
 #include "agent/agent.h"
 #include "agent/host_credential.h"
+#include "agent/logfmt.h"
 #include "net/http_server.h"
 
 namespace tessera::agent {
@@ -12,15 +13,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 int64_t UnixNow() { return static_cast<int64_t>(std::time(nullptr)); }
-
-std::string CertLogValue(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
 
 }  // namespace
 
@@ -31,6 +23,19 @@ std::optional<net::ClientTlsOptions> Agent::HeadTls(bool with_cert) const {
     tls->key_file = host_cert_file_;
   }
   return tls;
+}
+
+net::ClientOptions Agent::JoinTokenClientOptions() const {
+  net::ClientOptions o;
+  o.host = options_.head_host;
+  o.port = options_.head_port;
+  if (const size_t head = follower_.current(); head > 0)
+    std::tie(o.host, o.port) = options_.more_heads[head - 1];
+  o.tls = HeadTls(false);
+  o.bearer_token = options_.join_token;
+  o.connect_timeout = request_timeout_;
+  o.read_timeout = request_timeout_;
+  return o;
 }
 
 bool Agent::EnsureHostCert() {
@@ -44,25 +49,15 @@ bool Agent::EnsureHostCert() {
     Log("agent.host_cert_loaded", "notAfterUnix=" + std::to_string(held->not_after_unix));
     return true;
   }
-  Log("agent.host_cert_bootstrap", "reason=" + CertLogValue(why));
+  Log("agent.host_cert_bootstrap", "reason=" + LogfmtQuoted(why));
   std::chrono::milliseconds backoff = options_.backoff_initial;
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return false;
     }
-    // The join token and no certificate (it has none yet), to the head in use.
     const size_t head = follower_.current();
-    net::ClientOptions client_options;
-    client_options.host = options_.head_host;
-    client_options.port = options_.head_port;
-    if (head > 0)
-      std::tie(client_options.host, client_options.port) = options_.more_heads[head - 1];
-    client_options.tls = HeadTls(false);
-    client_options.bearer_token = options_.join_token;
-    client_options.connect_timeout = request_timeout_;
-    client_options.read_timeout = request_timeout_;
-    net::HttpClient client(client_options);
+    net::HttpClient client(JoinTokenClientOptions());  // it has no certificate yet
     Result<HostCert> got = BootstrapHostCert(client, name_, credential_header_, host_cert_file_);
     if (got.ok()) {
       host_cert_renew_at_unix_ = RenewAtUnix(got->not_before_unix, got->not_after_unix);
@@ -74,10 +69,10 @@ bool Agent::EnsureHostCert() {
     if (got.status().code() == StatusCode::kFailedPrecondition) {
       std::lock_guard<std::mutex> lock(mu_);
       fatal_ = got.status();
-      Log("agent.host_cert_refused", "error=" + CertLogValue(got.status().message()));
+      Log("agent.host_cert_refused", "error=" + LogfmtQuoted(got.status().message()));
       return false;
     }
-    Log("agent.host_cert_bootstrap_failed", "error=" + CertLogValue(got.status().message()) +
+    Log("agent.host_cert_bootstrap_failed", "error=" + LogfmtQuoted(got.status().message()) +
                                                 " retryInMs=" + std::to_string(backoff.count()));
     if (got.status().code() == StatusCode::kUnavailable) HeadFailed(head, got.status().message());
     if (!SleepUntil(Clock::now() + backoff, false)) return false;
@@ -95,20 +90,11 @@ void Agent::RenewHostCertIfDue() {
   if (UnixNow() < host_cert_not_after_unix_) {
     got = BootstrapHostCert(HeadClient(), name_, credential_header_, host_cert_file_);
   } else {
-    net::ClientOptions client_options;
-    client_options.host = options_.head_host;
-    client_options.port = options_.head_port;
-    if (const size_t head = follower_.current(); head > 0)
-      std::tie(client_options.host, client_options.port) = options_.more_heads[head - 1];
-    client_options.tls = HeadTls(false);
-    client_options.bearer_token = options_.join_token;
-    client_options.connect_timeout = request_timeout_;
-    client_options.read_timeout = request_timeout_;
-    net::HttpClient client(client_options);
+    net::HttpClient client(JoinTokenClientOptions());
     got = BootstrapHostCert(client, name_, credential_header_, host_cert_file_);
   }
   if (!got.ok()) {
-    Log("agent.host_cert_renew_failed", "error=" + CertLogValue(got.status().message()));
+    Log("agent.host_cert_renew_failed", "error=" + LogfmtQuoted(got.status().message()));
     return;
   }
   host_cert_renew_at_unix_ = RenewAtUnix(got->not_before_unix, got->not_after_unix);
@@ -118,7 +104,7 @@ void Agent::RenewHostCertIfDue() {
   Log("agent.host_cert_renewed",
       "notAfterUnix=" + std::to_string(got->not_after_unix) +
           " renewAtUnix=" + std::to_string(host_cert_renew_at_unix_) +
-          (reloaded.ok() ? "" : " logServerReload=" + CertLogValue(reloaded.message())));
+          (reloaded.ok() ? "" : " logServerReload=" + LogfmtQuoted(reloaded.message())));
 }
 
 }  // namespace tessera::agent

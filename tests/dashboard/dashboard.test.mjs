@@ -78,22 +78,39 @@ test('a wrong token is refused and the page asks again', async () => {
 });
 
 test('a user sees who it is, and what its role hides and why', async () => {
-  // A viewer of namespace team-a: the hosts and the namespace default are not its to read.
-  const made = await cluster.api('POST', '/api/v1/users',
-                                 {name: 'dash-viewer', role: 'view', namespace: 'team-a'});
-  assert.equal(made.status, 201, made.text);
-  const page = await newPage();
-  await login(page, cluster.url, made.json.token);
-  await page.locator('[data-role=who]', {hasText: 'dash-viewer (view in team-a)'}).waitFor({timeout: 15_000});
-  const hidden = page.locator('[data-role=hidden]');
-  await hidden.filter({hasText: 'Hidden: hosts'}).waitFor({timeout: 15_000});
-  await hidden.filter({hasText: "TrainJobs in namespace 'default'"}).waitFor({timeout: 15_000});
-  assert.match(await hidden.textContent(), /needs role cluster-admin/);
-  // Nothing it may not read is shown: no host rows, no jobs.
-  assert.equal(await page.locator('tr[data-host]').count(), 0);
-  await screenshot(page, 'user-hidden');
-  await page.done();
-  assert.equal((await cluster.api('DELETE', '/api/v1/users/dash-viewer')).status, 200);
+  // A viewer of namespace team-a: the hosts are not its to read, and it lists team-a's jobs
+  // only. A job in each namespace, both waiting (no chips taken from the next tests): each
+  // names a LocalQueue that does not exist.
+  const inTeam = trainJob('dash-team-job', ['true']);
+  inTeam.metadata.namespace = 'team-a';
+  const inDefault = trainJob('dash-default-job', ['true']);
+  for (const doc of [inTeam, inDefault]) {
+    doc.metadata.queue = 'dash-no-such-queue';
+    const r = await cluster.api('POST', '/api/v1/apply', doc);
+    assert.ok([200, 201].includes(r.status), r.text);
+  }
+  try {
+    const made = await cluster.api('POST', '/api/v1/users',
+                                   {name: 'dash-viewer', role: 'view', namespace: 'team-a'});
+    assert.equal(made.status, 201, made.text);
+    const page = await newPage();
+    await login(page, cluster.url, made.json.token);
+    await page.locator('[data-role=who]', {hasText: 'dash-viewer (view in team-a)'}).waitFor({timeout: 15_000});
+    const hidden = page.locator('[data-role=hidden]');
+    await hidden.filter({hasText: 'Hidden: hosts'}).waitFor({timeout: 15_000});
+    assert.match(await hidden.textContent(), /needs role cluster-admin/);
+    assert.equal(await page.locator('tr[data-host]').count(), 0);
+    await screenshot(page, 'user-hidden');
+    // Its namespace's job is listed; no job of the namespace default is.
+    await page.goto(`${cluster.url}/#/jobs`);
+    await page.locator('tr[data-job="team-a.dash-team-job"]').waitFor({timeout: 15_000});
+    assert.equal(await page.locator('tr[data-job="dash-default-job"]').count(), 0);
+    await page.done();
+  } finally {
+    assert.equal((await cluster.api('DELETE', '/api/v1/users/dash-viewer')).status, 200);
+    assert.equal((await cluster.api('DELETE', '/api/v1/jobs/dash-team-job?namespace=team-a')).status, 200);
+    assert.equal((await cluster.api('DELETE', '/api/v1/jobs/dash-default-job')).status, 200);
+  }
 });
 
 test('the cluster grid shows the running job on its chips', async () => {
