@@ -76,8 +76,9 @@ void PrintLocalQueueFix(net::HttpClient& client, const std::string& queue, const
   std::cout << indent << "or apply a LocalQueue named " << queue << there << "\n";
 }
 
-void DescribeReservation(net::HttpClient& client, const std::string& name) {
-  Json r = Call(client, net::Method::kGet, "/api/v1/slicereservations/" + name);
+void DescribeReservation(net::HttpClient& client, const std::string& name,
+                         const std::string& in_namespace) {
+  Json r = Call(client, net::Method::kGet, "/api/v1/slicereservations/" + name + in_namespace);
   const Json& sp = r["spec"];
   const Json& st = r["status"];
   const std::string phase = st.value("phase", "");
@@ -130,7 +131,7 @@ void DescribeReservation(net::HttpClient& client, const std::string& name) {
   if (users.empty()) std::cout << " (none)";
   for (const Json& u : users) std::cout << " " << u.get<std::string>();
   std::cout << "\n";
-  Json events = Call(client, net::Method::kGet, "/api/v1/events");
+  Json events = Call(client, net::Method::kGet, "/api/v1/events" + in_namespace);
   std::cout << "Events:\n";
   for (const Json& e : events["items"])
     if (e.value("object", "") == "slicereservation/" + name)

@@ -15,7 +15,9 @@ bool IsReservationKind(const std::string& kind);
 void PrintReservations(const nlohmann::json& items, bool wide, bool header = true);
 // Phase, reason and message (while Pending: the admission reason, place in line and what would
 // let it in, as `explain` gives for jobs), the held slices and hosts, the ttl, the users, events.
-void DescribeReservation(net::HttpClient& client, const std::string& name);
+// `in_namespace`: "?namespace=NS", or "" for default (cli/client.h NamespaceQuery).
+void DescribeReservation(net::HttpClient& client, const std::string& name,
+                         const std::string& in_namespace);
 // The rows of a pending workload's status.wouldHelp (the running workloads whose finishing or
 // preemption would let it in) as an indented table; `kind_column` heads the name column ("JOB"
 // for `explain job`, "WORKLOAD" here).

@@ -526,8 +526,10 @@ void AddResourceCommands(CLI::App& app) {
     cmd->callback([flags, kind, name] {
       auto client = Connect(*flags);
       const std::string in_namespace = NamespaceQuery(*flags, "jobs");
-      if (*kind == "service" || *kind == "svc") return DescribeService(*client, *name);
-      if (IsReservationKind(*kind)) return DescribeReservation(*client, *name);
+      if (*kind == "service" || *kind == "svc")
+        return DescribeService(*client, *name, NamespaceQuery(*flags, "services"));
+      if (IsReservationKind(*kind))
+        return DescribeReservation(*client, *name, NamespaceQuery(*flags, "slicereservations"));
       if (*kind == "clusterqueue" || *kind == "queue") {
         // Spec, usage, counts and the settings that cannot take effect (cli/queue_describe.h),
         // then the queue's events (IneffectiveSetting warnings among them).
@@ -606,7 +608,8 @@ void AddResourceCommands(CLI::App& app) {
     cmd->callback([flags, kind, name, worker, follow, role, replica] {
       auto client = Connect(*flags);
       if (*kind == "service" || *kind == "svc")
-        return ServiceLogs(*client, *name, *role, *replica, *worker, *follow);
+        return ServiceLogs(*client, *name, *role, *replica, *worker, *follow,
+                           NamespaceQuery(*flags, "services", '&'));
       PrintLog(*client,
                "/api/v1/jobs/" + *name + "/logs?worker=" + std::to_string(*worker) +
                    NamespaceQuery(*flags, "jobs", '&'),

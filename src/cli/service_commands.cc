@@ -87,8 +87,8 @@ void PrintDisaggregation(const Json& s) {
   }
 }
 
-const Json& Events(net::HttpClient& client, Json& holder) {
-  holder = Call(client, net::Method::kGet, "/api/v1/events");
+const Json& Events(net::HttpClient& client, Json& holder, const std::string& in_namespace) {
+  holder = Call(client, net::Method::kGet, "/api/v1/events" + in_namespace);
   return holder["items"];
 }
 
@@ -116,8 +116,9 @@ void PrintServices(const Json& items, bool wide, bool header) {
   }
 }
 
-void DescribeService(net::HttpClient& client, const std::string& name) {
-  Json s = Call(client, net::Method::kGet, "/api/v1/services/" + name);
+void DescribeService(net::HttpClient& client, const std::string& name,
+                     const std::string& in_namespace) {
+  Json s = Call(client, net::Method::kGet, "/api/v1/services/" + name + in_namespace);
   const Json& st = s["status"];
   std::cout << "Name:     " << name << "\n"
             << "Phase:    " << st.value("phase", "") << "\n"
@@ -163,17 +164,17 @@ void DescribeService(net::HttpClient& client, const std::string& name) {
                 e.value("ready", false) ? "ready" : "not ready");
   Json holder;
   std::cout << "Events:\n";
-  for (const Json& e : Events(client, holder))
+  for (const Json& e : Events(client, holder, in_namespace))
     if (e.value("object", "") == "service/" + name)
       std::printf("  %-8s %-16s %s\n", e.value("type", "").c_str(), e.value("reason", "").c_str(),
                   e.value("message", "").c_str());
 }
 
 void ServiceLogs(net::HttpClient& client, const std::string& name, const std::string& role,
-                 int replica, int worker, bool follow) {
+                 int replica, int worker, bool follow, const std::string& and_namespace) {
   const std::string target = "/api/v1/services/" + name + "/logs?role=" + role +
                              "&replica=" + std::to_string(replica) +
-                             "&worker=" + std::to_string(worker);
+                             "&worker=" + std::to_string(worker) + and_namespace;
   PrintLog(client, target, follow);
 }
 
@@ -191,10 +192,13 @@ void AddServiceCommands(CLI::App& app) {
       ->required()
       ->check(CLI::Range(0, 4096));
   flags->Add(cmd);
+  flags->AddNamespace(cmd, false);
   cmd->callback([flags, kind, name, role, replicas] {  // the options write into these
     auto client = Connect(*flags);
     const Json body = {{"role", *role}, {"replicas", *replicas}};
-    Json s = Call(*client, net::Method::kPost, "/api/v1/services/" + *name + "/scale", body.dump());
+    Json s = Call(*client, net::Method::kPost,
+                  "/api/v1/services/" + *name + "/scale" + NamespaceQuery(*flags, "services"),
+                  body.dump());
     std::cout << "service/" << *name << " role " << *role << " scaled to " << *replicas
               << " replicas\n";
   });

@@ -174,6 +174,24 @@ class NamespacesTest(unittest.TestCase):
                                     token=token)
         self.assertEqual(code, 403, body)
 
+    def test_describe_finds_a_reservation_in_its_namespace_only(self):
+        # Held or waiting, either will do: describe reads the object, not its hosts.
+        self.y.apply({"apiVersion": "tessera/v1", "kind": "SliceReservation",
+                      "metadata": {"name": "held", "namespace": QUEUE_B, "queue": "lq"},
+                      "spec": {"accelerator": "v6e", "topology": "4x4", "slices": 1}})
+        try:
+            shown = self.c.cli("describe", "sr", "held", "-n", QUEUE_B).stdout
+            self.assertRegex(shown, r"Name:\s+held")
+            self.assertRegex(shown, r"Phase:\s+\w+")
+            p = self.c.cli("describe", "sr", "held", check=False)
+            self.assertNotEqual(p.returncode, 0, p.stdout)
+            self.assertIn("not found", p.stderr)
+            p = self.c.cli("describe", "slicereservation", "held", "--config",
+                           self.configs["xena"], check=False)
+            self.assertNotEqual(p.returncode, 0, p.stdout)
+        finally:
+            self.y.delete("slicereservation", "held")
+
     def test_deleting_in_one_namespace_leaves_the_other(self):
         for client in (self.x, self.y):
             client.apply(in_namespace(job("d", ["sleep", "600"], 1), client.namespace, "lq"))
