@@ -196,8 +196,10 @@ void AddRouterCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--bind", f->options.bind_address, "address to listen on")->capture_default_str();
-  cmd->add_option("--default-service", f->options.default_service,
-                  "the service for paths outside /services/NAME/ (default: the only one)");
+  cmd->add_option(
+      "--default-service", f->options.default_service,
+      "the service for paths outside /services/NAME/: NAME, or NS/NAME for a Service of "
+      "another namespace (default: the only one)");
   cmd->add_option("--max-queued", f->max_queued,
                   "requests that may wait per service when every replica is full")
       ->capture_default_str()

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "common/clock.h"
+#include "common/object_key.h"
 #include "net/http_client.h"
 
 namespace tessera::proxy {
@@ -151,12 +152,13 @@ void HeadLink::WatchLoop() {
       watch_client_ = client;
     }
     Status outcome = Status::Ok();
-    auto list = client->Request(net::Method::kGet, "/api/v1/services");
+    // Every namespace's Services: the router serves them all (docs/serving-router.md).
+    auto list = client->Request(net::Method::kGet, "/api/v1/services?allNamespaces=true");
     if (!list.ok()) {
       outcome = list.status();
     } else if (list->status != 200) {
-      outcome = Unavailable("GET /api/v1/services: HTTP " + std::to_string(list->status) + ": " +
-                            list->body.substr(0, 200));
+      outcome = Unavailable("GET /api/v1/services?allNamespaces=true: HTTP " +
+                            std::to_string(list->status) + ": " + list->body.substr(0, 200));
     } else if (auto services = ParseServiceList(list->body); !services.ok()) {
       outcome = services.status();
     } else {
@@ -164,7 +166,7 @@ void HeadLink::WatchLoop() {
       router_.SetHeadConnected(true);
       LogChange("head_watch", "connected to " + follower_.heads()[head], &last_error);
       backoff = options_.initial_backoff;
-      outcome = client->Stream(net::Method::kGet, "/api/v1/services?watch=true",
+      outcome = client->Stream(net::Method::kGet, "/api/v1/services?watch=true&allNamespaces=true",
                                [&](std::string_view line) {
                                  if (line.empty()) return true;
                                  auto event = ParseServiceEvent(line);
@@ -209,9 +211,12 @@ void HeadLink::ReportLoop() {
   while (SleepFor(options_.report_interval)) {
     for (const ServiceLoad& load : router_.Loads()) {
       const size_t head = follower_.current();
-      auto r =
-          clients[head]->Request(net::Method::kPost, "/api/v1/services/" + load.service + "/load",
-                                 LoadReportJson(load, clock.NowMs()));
+      const NamespacedName service = SplitObjectKey(load.service);
+      const std::string in_namespace =
+          service.namespace_name == kDefaultNamespace ? "" : "?namespace=" + service.namespace_name;
+      auto r = clients[head]->Request(net::Method::kPost,
+                                      "/api/v1/services/" + service.name + "/load" + in_namespace,
+                                      LoadReportJson(load, clock.NowMs()));
       std::string error;
       if (!r.ok()) {
         error = r.status().ToString();

@@ -140,6 +140,9 @@ class RouterImpl {
 
   // io thread only, below.
   std::optional<Route> Resolve(std::string_view target, std::string* error) const;
+  // "services: /services/a/, /namespaces/team-x/services/b/" (or that none is known): for the
+  // 404 of a path no Service answers.
+  std::string KnownServices() const;
   ServiceState* Find(const std::string& service) {
     auto it = services_.find(service);
     return it == services_.end() ? nullptr : it->second.get();

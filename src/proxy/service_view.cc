@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "common/object_key.h"
+
 namespace tessera::proxy {
 namespace {
 
@@ -74,7 +76,13 @@ Result<ServiceView> FromServiceJson(const Json& doc) {
       meta["name"].get<std::string>().empty()) {
     return InvalidArgument("metadata.name: required, a non-empty string");
   }
-  out.name = meta["name"].get<std::string>();
+  std::string namespace_name(kDefaultNamespace);
+  if (meta.contains("namespace")) {
+    if (!meta["namespace"].is_string() || meta["namespace"].get<std::string>().empty())
+      return InvalidArgument("metadata.namespace: must be a non-empty string");
+    namespace_name = meta["namespace"].get<std::string>();
+  }
+  out.name = ObjectKey(namespace_name, meta["name"].get<std::string>());
   const std::string where = "Service " + out.name;
 
   const Json& spec = doc.contains("spec") ? doc["spec"] : Json::object();

@@ -33,6 +33,8 @@ struct Endpoint {
 constexpr int kDefaultMaxOngoingRequests = 5;
 
 struct ServiceView {
+  // The Service's key (common/object_key.h): its name in the namespace "default", NS.NAME in
+  // any other. The router routes /services/NAME/ and /namespaces/NS/services/NAME/ by it.
   std::string name;
   std::string role;  // the first role's name ("server" by default)
   int max_ongoing_requests = kDefaultMaxOngoingRequests;  // per replica

@@ -37,6 +37,18 @@ TEST(ServiceViewTest, TheImplicitRoleIsServerWithTheDefaultLimit) {
   EXPECT_TRUE(view->endpoints.empty());
 }
 
+TEST(ServiceViewTest, AServiceOfAnotherNamespaceIsKeyedByItsNamespace) {
+  auto other = ParseServiceDocument(R"({"metadata": {"name": "echo", "namespace": "team-x"}})");
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_EQ(other->name, "team-x.echo");
+  auto plain = ParseServiceDocument(R"({"metadata": {"name": "echo", "namespace": "default"}})");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->name, "echo");
+  auto bad = ParseServiceDocument(R"({"metadata": {"name": "echo", "namespace": 3}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("metadata.namespace"), std::string::npos);
+}
+
 TEST(ServiceViewTest, WrongDocumentsNameTheField) {
   auto no_name = ParseServiceDocument(R"({"metadata": {}})");
   ASSERT_FALSE(no_name.ok());

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <set>
 
+#include "common/object_key.h"
 #include "net/tcp_listen.h"
 #include "net/tls_stream.h"
 #include "proxy/router_internal.h"
@@ -17,35 +18,81 @@
 
 namespace tessera::proxy {
 
+namespace {
+
+// The path prefix that routes to the Service of `key` (object_key.h): /services/NAME in the
+// namespace "default", /namespaces/NS/services/NAME in any other.
+std::string RoutePrefix(const std::string& key) {
+  const NamespacedName n = SplitObjectKey(key);
+  if (n.namespace_name == kDefaultNamespace) return "/services/" + n.name;
+  return "/namespaces/" + n.namespace_name + "/services/" + n.name;
+}
+
+// --default-service: NAME, or NS/NAME for a Service of another namespace.
+std::string DefaultServiceKey(const std::string& flag) {
+  const size_t slash = flag.find('/');
+  if (slash == std::string::npos) return flag;
+  return ObjectKey(flag.substr(0, slash), flag.substr(slash + 1));
+}
+
+}  // namespace
+
+std::string RouterImpl::KnownServices() const {
+  std::string known;
+  for (const auto& [key, state] : services_)
+    known += (known.empty() ? "" : ", ") + RoutePrefix(key) + "/";
+  return known.empty() ? "no services are known yet" : "services: " + known;
+}
+
 std::optional<Route> RouterImpl::Resolve(std::string_view target, std::string* error) const {
-  constexpr std::string_view kPrefix = "/services/";
+  constexpr std::string_view kServices = "/services/";
+  constexpr std::string_view kNamespaces = "/namespaces/";
   Route route;
-  if (target.starts_with(kPrefix)) {
-    std::string_view rest = target.substr(kPrefix.size());
+  std::string_view rest;  // after /services/, or "" for a path outside every Service's
+  std::string namespace_name(kDefaultNamespace);
+  if (target.starts_with(kNamespaces)) {
+    std::string_view after = target.substr(kNamespaces.size());
+    const size_t slash = after.find('/');
+    namespace_name = std::string(after.substr(0, slash));
+    after = slash == std::string_view::npos ? "" : after.substr(slash);
+    if (namespace_name.empty() || !after.starts_with(kServices)) {
+      *error = "path " + std::string(target.substr(0, target.find('?'))) +
+               ": a Service of a namespace is at /namespaces/<namespace>/services/<name>/... (" +
+               KnownServices() + ")";
+      return std::nullopt;
+    }
+    rest = after.substr(kServices.size());
+  } else if (target.starts_with(kServices)) {
+    rest = target.substr(kServices.size());
+  }
+  if (rest.data() != nullptr) {
     const size_t end = rest.find_first_of("/?");
-    route.service = std::string(rest.substr(0, end));
+    const std::string_view name = rest.substr(0, end);
+    // A name never holds '.', so /services/NS.NAME/ cannot stand for a key of another namespace.
+    if (name.find(kObjectKeySeparator) != std::string_view::npos) {
+      *error = "no service named '" + std::string(name) + "' (a Service name holds no '.'; " +
+               KnownServices() + ")";
+      return std::nullopt;
+    }
+    route.service = ObjectKey(namespace_name, name);
     std::string_view tail = end == std::string_view::npos ? "" : rest.substr(end);
     route.target = tail.empty() || tail[0] == '?' ? "/" + std::string(tail) : std::string(tail);
     route.explicit_service = true;
   } else if (!options_.default_service.empty()) {
-    route.service = options_.default_service;
+    route.service = DefaultServiceKey(options_.default_service);
     route.target = std::string(target);
   } else if (services_.size() == 1) {
     route.service = services_.begin()->first;
     route.target = std::string(target);
   } else {
-    std::string known;
-    for (const auto& [name, state] : services_) known += (known.empty() ? "" : ", ") + name;
     *error = "no service for path " + std::string(target.substr(0, target.find('?'))) +
-             ": use /services/<name>/... or start the router with --default-service (" +
-             (known.empty() ? "no services are known yet" : "services: " + known) + ")";
+             ": use /services/<name>/..., /namespaces/<namespace>/services/<name>/... or start "
+             "the router with --default-service (" +
+             KnownServices() + ")";
     return std::nullopt;
   }
   if (!services_.count(route.service)) {
-    std::string known;
-    for (const auto& [name, state] : services_) known += (known.empty() ? "" : ", ") + name;
-    *error = "no service named '" + route.service + "' (" +
-             (known.empty() ? "no services are known yet" : "services: " + known) + ")";
+    *error = "no service at " + RoutePrefix(route.service) + "/ (" + KnownServices() + ")";
     return std::nullopt;
   }
   return route;

@@ -1,7 +1,10 @@
 // ServingRouter: the serving data path. An asynchronous HTTP/1.1 reverse proxy (Boost.Beast,
 // behind a pimpl) that sends each request to a ready replica of a Service.
 //
-//   /services/<name>/<rest>  -> service <name>, forwarded as /<rest> (query kept)
+//   /services/<name>/<rest>  -> service <name> of the namespace "default", forwarded as
+//                               /<rest> (query kept)
+//   /namespaces/<ns>/services/<name>/<rest>
+//                            -> service <name> of namespace <ns>, likewise
 //   any other path           -> the default service (options.default_service, or the only
 //                               Service when exactly one is known); otherwise 404
 //   /healthz, /metrics       -> the router itself (Prometheus text on /metrics)
@@ -43,7 +46,8 @@ struct RouterTls {
 struct RouterOptions {
   std::string bind_address = "127.0.0.1";
   uint16_t port = 0;  // 0 = an ephemeral port; see port()
-  // Requests outside /services/<name>/ go here; empty = the only Service, if exactly one.
+  // Requests outside /services/<name>/ go here (NAME, or NS/NAME for a Service of another
+  // namespace); empty = the only Service, if exactly one.
   std::string default_service;
   // Requests waiting per Service when every replica is full; more get 503.
   size_t max_queued = 100;

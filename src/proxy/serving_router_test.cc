@@ -316,6 +316,34 @@ TEST_F(ServingRouterTest, ForwardsTheTargetEndToEndHeadersAndALargeBody) {
   }
 }
 
+TEST_F(ServingRouterTest, AServiceOfAnotherNamespaceIsRoutedByItsNamespacedPathOnly) {
+  // "svc" of team-x (key team-x.svc, common/object_key.h) beside "svc" of default.
+  auto other = std::make_unique<ScriptedBackend>(Scripted);
+  router_->UpsertService(ServiceView{
+      "team-x.svc", "server", 5, {Endpoint{0, 1, "127.0.0.1", other->port(), ""}}, "", {}});
+  ASSERT_EQ(router_->Loads().size(), 2u);
+  Message m = Exchange("GET /namespaces/team-x/services/svc/echo?q=2 HTTP/1.1\r\nHost: h\r\n\r\n");
+  EXPECT_EQ(m.start_line, "HTTP/1.1 201 Created");
+  EXPECT_EQ(m.Header("x-request-line"), "GET /echo?q=2 HTTP/1.1");
+  EXPECT_EQ(other->requests().size(), 1u);
+  m = Exchange("GET /services/svc/echo HTTP/1.1\r\nHost: h\r\n\r\n");
+  EXPECT_EQ(m.start_line, "HTTP/1.1 201 Created");
+  EXPECT_EQ(backend_->requests().size(), 1u);
+  EXPECT_EQ(other->requests().size(), 1u);
+  // A key is not a name: /services/team-x.svc/ reaches nothing, and the 404 lists the paths.
+  m = Exchange("GET /services/team-x.svc/echo HTTP/1.1\r\nHost: h\r\n\r\n");
+  EXPECT_EQ(m.start_line, "HTTP/1.1 404 Not Found");
+  EXPECT_NE(m.body.find("/namespaces/team-x/services/svc/"), std::string::npos) << m.body;
+  m = Exchange("GET /namespaces/team-y/services/svc/echo HTTP/1.1\r\nHost: h\r\n\r\n");
+  EXPECT_EQ(m.start_line, "HTTP/1.1 404 Not Found");
+  EXPECT_NE(m.body.find("/namespaces/team-y/services/svc/"), std::string::npos) << m.body;
+  m = Exchange("GET /namespaces/team-x/svc/echo HTTP/1.1\r\nHost: h\r\n\r\n");
+  EXPECT_EQ(m.start_line, "HTTP/1.1 404 Not Found");
+  EXPECT_EQ(backend_->requests().size(), 1u);
+  EXPECT_EQ(other->requests().size(), 1u);
+  router_->RemoveService("team-x.svc");
+}
+
 TEST_F(ServingRouterTest, AChunkedRequestBodyReachesTheReplicaWithALength) {
   Message m = Exchange(
       "POST /services/svc/echo HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"

@@ -127,11 +127,13 @@ std::string ReplicaWorkloadName(const std::string& service, const std::string& r
 }
 
 std::optional<ReplicaRef> ParseReplicaWorkloadName(std::string_view name) {
-  const size_t a = name.find('.');
+  // From the right: the service part is a key (common/object_key.h), "NAME" or "NS.NAME".
+  const size_t b = name.rfind('.');
+  if (b == std::string_view::npos || b == 0) return std::nullopt;
+  const size_t a = name.rfind('.', b - 1);
   if (a == std::string_view::npos) return std::nullopt;
-  const size_t b = name.find('.', a + 1);
-  if (b == std::string_view::npos || name.find('.', b + 1) != std::string_view::npos)
-    return std::nullopt;
+  const size_t dot = name.find('.');
+  if (dot != a && name.find('.', dot + 1) != a) return std::nullopt;  // more than one in the key
   ReplicaRef ref;
   ref.service = std::string(name.substr(0, a));
   ref.role = std::string(name.substr(a + 1, b - a - 1));

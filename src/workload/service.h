@@ -246,8 +246,10 @@ struct Service {
 };
 
 // The workload name of a replica group's processes in agent assignments and reports:
-// "<service>.<role>.<replica>". Service, role and job names have no '.', so it never collides
-// with a TrainJob's name; the attempt is the group's incarnation, the rank its worker index.
+// "<service>.<role>.<replica>", where <service> is the Service's key (common/object_key.h:
+// "NAME", or "NS.NAME" outside the namespace default). Names hold no '.', so it never collides
+// with a TrainJob's key (one '.' at most); the attempt is the group's incarnation, the rank its
+// worker index.
 std::string ReplicaWorkloadName(const std::string& service, const std::string& role, int replica);
 struct ReplicaRef {
   std::string service;

@@ -470,6 +470,14 @@ TEST(ServiceNamesTest, ReplicaWorkloadNamesRoundTripAndNeverMatchAJobName) {
   EXPECT_EQ(ref->replica, 3);
   EXPECT_FALSE(ParseReplicaWorkloadName("train-demo").has_value());
   EXPECT_FALSE(ParseReplicaWorkloadName("a.b.c.d").has_value());
+  EXPECT_FALSE(ParseReplicaWorkloadName("a.b.c.d.1").has_value());
+  EXPECT_FALSE(ParseReplicaWorkloadName("team-x.train").has_value());  // a TrainJob's key
+  // A Service of another namespace: its key holds the namespace (common/object_key.h).
+  auto other = ParseReplicaWorkloadName(ReplicaWorkloadName("team-s.llm", "server", 2));
+  ASSERT_TRUE(other.has_value());
+  EXPECT_EQ(other->service, "team-s.llm");
+  EXPECT_EQ(other->role, "server");
+  EXPECT_EQ(other->replica, 2);
   EXPECT_FALSE(ParseReplicaWorkloadName("a.b.x").has_value());
   EXPECT_FALSE(ParseReplicaWorkloadName("a.b.-1").has_value());
 }

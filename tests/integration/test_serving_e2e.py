@@ -78,9 +78,10 @@ def router_call(router, method, path, body=None, timeout=60):
         conn.close()
 
 
-def completion(router, service_name, tokens=5):
-    """One streamed completion through `router`: (ok, replica or error text)."""
-    status, text = router_call(router, "POST", "/services/%s/v1/completions" % service_name,
+def completion(router, service_name, tokens=5, prefix="/services/"):
+    """One streamed completion through `router`: (ok, replica or error text). `prefix`: where
+    the router serves the Service's namespace (/namespaces/NS/services/ outside default)."""
+    status, text = router_call(router, "POST", "%s%s/v1/completions" % (prefix, service_name),
                                {"prompt": "hi", "max_tokens": tokens, "stream": True})
     if status != 200:
         return False, "HTTP %d: %s" % (status, text[:200])
@@ -194,6 +195,38 @@ class ServingEndToEndTest(unittest.TestCase):
         path = os.path.join(self.c.dir, "hold-" + name)
         os.makedirs(path, exist_ok=True)
         return path
+
+    def test_a_service_of_another_namespace_is_served_at_its_namespaced_path(self):
+        # "ns-echo" of team-s beside nothing of that name in default: the router watches every
+        # namespace, routes /namespaces/team-s/services/ns-echo/ to it, /services/ns-echo/ to
+        # nothing, and reports its load into team-s (status.roles[].traffic there).
+        doc = service("ns-echo", 1)
+        doc["metadata"]["namespace"] = "team-s"
+        self.apply(doc)
+        in_ns = "/api/v1/services/ns-echo?namespace=team-s"
+        try:
+            def ready():
+                status, body = self.c.request("GET", in_ns)
+                return status == 200 and any(e["ready"] for e in body["status"]["endpoints"])
+
+            wait_for("ns-echo ready in team-s", ready, timeout=90)
+            wait_for("the router routing to ns-echo", lambda: router_call(
+                self.c.router, "GET", "/namespaces/team-s/services/ns-echo/whoami")[0] == 200,
+                timeout=60)
+            status, text = router_call(self.c.router, "GET", "/services/ns-echo/whoami")
+            self.assertEqual(status, 404, text)
+            self.assertIn("/namespaces/team-s/services/ns-echo/", text)
+            ok, what = completion(self.c.router, "ns-echo", prefix="/namespaces/team-s/services/")
+            self.assertTrue(ok, what)
+
+            def reported():
+                role = self.c.request("GET", in_ns)[1]["status"]["roles"][0]
+                return role.get("traffic", {}).get("requests", 0) > 0
+
+            wait_for("the router's load report in team-s", reported, timeout=60)
+        finally:
+            self.c.request("DELETE", in_ns)
+            wait_for("ns-echo gone", lambda: self.c.request("GET", in_ns)[0] == 404, timeout=90)
 
     def test_rolling_update_replaces_groups_one_at_a_time_and_fails_no_request(self):
         self.apply(service("roll", 2, env={"VERSION": "v1"}))
