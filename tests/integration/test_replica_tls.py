@@ -129,17 +129,25 @@ class ReplicaTlsTest(unittest.TestCase):
         _, events = self.c.request("GET", "/api/v1/events")
         for text in (described, json.dumps(svc), json.dumps(events)):
             self.assertNotIn("PRIVATE KEY", text)
-        with open(os.path.join(self.c.state, "tessera.db"), "rb") as f:
-            self.assertNotIn(b"PRIVATE KEY", f.read())
+        stored = glob.glob(os.path.join(self.c.state, "tessera.db*"))
+        self.assertTrue(stored)
+        for path in stored:
+            with open(path, "rb") as f:
+                self.assertNotIn(b"PRIVATE KEY", f.read(), path)
 
     def assignments(self, host, cert_host):
-        """(status, body) of GET host's assignments with cert_host's certificate."""
+        """(status, body) of GET host's assignments with cert_host's certificate and host
+        credential, as cert_host's agent would call."""
+        agent_dir = os.path.join(self.c.state, "agents", cert_host)
         ctx = ssl.create_default_context(cafile=self.c.ca_file)
-        ctx.load_cert_chain(os.path.join(self.c.state, "agents", cert_host, "host.pem"))
+        ctx.load_cert_chain(os.path.join(agent_dir, "host.pem"))
         with open(os.path.join(self.c.state, "join.token")) as f:
             token = f.read().strip()
+        with open(os.path.join(agent_dir, "credential")) as f:
+            credential = f.read().strip()
         req = urllib.request.Request(self.c.url + "/api/v1/agents/%s/assignments" % host)
         req.add_header("Authorization", "Bearer " + token)
+        req.add_header("X-Tessera-Host-Credential", credential)
         try:
             with urllib.request.urlopen(req, context=ctx, timeout=30) as r:
                 return r.status, r.read().decode()
@@ -155,6 +163,7 @@ class ReplicaTlsTest(unittest.TestCase):
         other = [h for h in self.hosts if h != self.host][0]
         status, text = self.assignments(self.host, other)
         self.assertEqual(status, 403, text)
+        self.assertIn(other, text)
         self.assertNotIn("PRIVATE KEY", text)
         # The other host's own assignments carry no certificate.
         status, text = self.assignments(other, other)
