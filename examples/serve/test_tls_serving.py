@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import threading
 import unittest
+import warnings
 
 import tls_serving
 
@@ -114,7 +115,9 @@ class TlsServingTest(unittest.TestCase):
         # TLS 1.1 is refused.
         old = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         old.load_verify_locations(os.path.join(self.dir, "ca.crt"))
-        old.maximum_version = ssl.TLSVersion.TLSv1_1
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # that is the point
+            old.maximum_version = ssl.TLSVersion.TLSv1_1
         with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
             with self.assertRaises((ssl.SSLError, OSError)):
                 old.wrap_socket(raw, server_hostname="127.0.0.1")
