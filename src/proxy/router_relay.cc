@@ -2,6 +2,9 @@
 // writing the request, the response header (retry before the first byte, 502/504), relaying
 // the body as it arrives (re-chunked when it has no length), completion and its metrics, and
 // the prefill replica named to a disaggregated Service's decode replica.
+#include <openssl/bio.h>
+#include <openssl/ssl.h>
+
 #include <boost/asio/ssl/error.hpp>
 #include <cstdio>
 #include <limits>
@@ -11,6 +14,15 @@
 #include "proxy/router_session.h"
 
 namespace tessera::proxy {
+namespace {
+
+// Whether TLS bytes already received wait to be decrypted: a record OpenSSL holds, or bytes
+// asio fed it that it has not read yet (a read of them completes without waiting).
+bool TlsRecordsBuffered(SSL* ssl) {
+  return SSL_pending(ssl) > 0 || BIO_pending(SSL_get_rbio(ssl)) > 0;
+}
+
+}  // namespace
 
 void Session::Forward() {
   phase_ = Phase::kUpstream;
@@ -86,16 +98,22 @@ void Session::WriteUpstream() {
 }
 
 void Session::ReadUpstream() {
-  upstream_->stream.async_read_some(upstream_->buffer.prepare(kReadBytes),
-                                    [self = shared_from_this()](error_code ec, size_t n) {
-                                      self->upstream_->buffer.commit(n);
-                                      // A replica that closes TLS without close_notify ends
-                                      // the connection as a plain one does; the HTTP framing
-                                      // says whether the message was whole.
-                                      if (ec == asio::ssl::error::stream_truncated)
-                                        ec = asio::error::eof;
-                                      self->OnUpstreamBytes(self->Timed(ec));
-                                    });
+  upstream_->stream.async_read_some(
+      upstream_->buffer.prepare(kReadBytes), [self = shared_from_this()](error_code ec, size_t n) {
+        self->upstream_->buffer.commit(n);
+        // A replica that closes TLS without close_notify ends
+        // the connection as a plain one does; the HTTP framing
+        // says whether the message was whole.
+        if (ec == asio::ssl::error::stream_truncated) ec = asio::error::eof;
+        // OpenSSL hands back one record per read: drain the
+        // records already here first, so that a burst of tokens
+        // goes to the client in one write, as over plain TCP.
+        if (!ec && self->upstream_->stream.has_tls() &&
+            self->upstream_->buffer.size() < kBodyPieceBytes &&
+            TlsRecordsBuffered(self->upstream_->stream.tls().native_handle()))
+          return self->ReadUpstream();
+        self->OnUpstreamBytes(self->Timed(ec));
+      });
 }
 
 void Session::OnUpstreamBytes(error_code ec) {
