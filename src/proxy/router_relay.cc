@@ -105,10 +105,10 @@ void Session::ReadUpstream() {
         // the connection as a plain one does; the HTTP framing
         // says whether the message was whole.
         if (ec == asio::ssl::error::stream_truncated) ec = asio::error::eof;
-        // OpenSSL hands back one record per read: drain the
-        // records already here first, so that a burst of tokens
-        // goes to the client in one write, as over plain TCP.
-        if (!ec && self->upstream_->stream.has_tls() &&
+        // OpenSSL hands back one record per read: once the first token is out (never
+        // delayed), drain the records already here, so that a burst of tokens goes to the
+        // client in one write, as over plain TCP.
+        if (!ec && self->first_body_byte_noted_ && self->upstream_->stream.has_tls() &&
             self->upstream_->buffer.size() < kBodyPieceBytes &&
             TlsRecordsBuffered(self->upstream_->stream.tls().native_handle()))
           return self->ReadUpstream();
