@@ -6,20 +6,27 @@ run (bench/README.md "TLS cost").
 
 The replica is a small streaming server here (a text/event-stream of --tokens `data:` chunks,
 one HTTP chunk each, as examples/serve/server.py sends them, with no model behind it: what is
-measured is the transport; the server sets TCP_NODELAY, as a token streamer should). Four targets on loopback, each request a fresh connection (the
-handshake included, as for a client that does not keep its connection):
+measured is the transport; the server sets TCP_NODELAY, as a token streamer should). Six targets
+on loopback. The first four take a fresh connection per request (the handshake included, as for
+a client that does not keep its connection):
 
     replica plain     the replica over plain HTTP
     replica tls       the same replica's TLS port (its certificate from the cluster CA)
     router plain      `tessera router --plain-http` in front of the plain replica port
     router tls        `tessera router --tls-cert-file ...` (HTTPS) in front of the same
 
-The router's own connections to replicas are plain in both router rows (TLS to replicas is not
-built yet: docs/serving.md "Not yet"), so "replica tls" vs "replica plain" is the cost that hop
-would add. Requests go round robin over the targets, in a fresh seeded order each round, so all
-see the same moments of machine load. Time to first token is from the connect to the first
-`data:` line; total to the end of the stream. Medians and p90 of --n per target go to stdout as a
-Markdown table.
+The last two isolate the router's hop to the replica (docs/serving.md "TLS to replicas"): the
+client keeps one HTTPS connection to each of two routers alike but for that hop, so the only
+difference is the router -> replica connection (pooled, kept alive by the router):
+
+    via router, replica tls     the router verifies the TLS replica (endpoint scheme https)
+                                against the cluster CA (--replicas-ca-file)
+    via router, replica plain   a router with --replicas-plain-http, to the plain replica
+
+Requests go round robin over the targets, in a fresh seeded order each round, so all see the same
+moments of machine load. Time to first token is from the request (the connect, for a fresh
+connection) to the first `data:` line; total to the end of the stream. Medians and p99 of --n per
+target go to stdout as a Markdown table, with the load average.
 
 The certificates come from a `tessera head` started once on a temporary state directory (the
 CA and a server certificate for 127.0.0.1, api/head_tls.h) and stopped at once. Every process
@@ -95,11 +102,24 @@ def wait_file(path, proc, what, timeout=60):
     sys.exit(f"tls_cost: {what} did not start within {timeout} s")
 
 
-def one(port, context):
-    """(time to first token, total) of one streamed completion on a new connection."""
-    t0 = time.perf_counter()
-    conn = (http.client.HTTPSConnection("127.0.0.1", port, timeout=30, context=context)
+def connect(port, context):
+    return (http.client.HTTPSConnection("127.0.0.1", port, timeout=30, context=context)
             if context else http.client.HTTPConnection("127.0.0.1", port, timeout=30))
+
+
+class Kept:
+    """A connection kept across requests (a client that keeps its connection)."""
+
+    def __init__(self, port, context):
+        self.conn = connect(port, context)
+
+
+def one(port, context):
+    """(time to first token, total) of one streamed completion: on a new connection, or on
+    `context.conn` when `context` is a Kept."""
+    t0 = time.perf_counter()
+    kept = isinstance(context, Kept)
+    conn = context.conn if kept else connect(port, context)
     body = json.dumps({"prompt": "hi", "max_tokens": 32, "stream": True})
     conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
     r = conn.getresponse()
@@ -113,7 +133,8 @@ def one(port, context):
         if line.startswith(b"data:") and ttft is None:
             ttft = time.perf_counter() - t0
     total = time.perf_counter() - t0
-    conn.close()
+    if not kept:
+        conn.close()
     return ttft, total
 
 
@@ -151,14 +172,25 @@ def main():
         with open(endpoints, "w") as f:
             json.dump({"services": [{"name": "llm", "endpoints": [
                 {"address": "127.0.0.1", "port": plain_replica.server_port, "replica": 0}]}]}, f)
+        tls_endpoints = os.path.join(tmp, "tls-endpoints.json")
+        with open(tls_endpoints, "w") as f:
+            json.dump({"services": [{"name": "llm", "endpoints": [
+                {"address": "127.0.0.1", "port": tls_replica.server_port, "replica": 0,
+                 "scheme": "https"}]}]}, f)
+        https = ["--tls-cert-file", crt, "--tls-key-file", key]
         routers = {}
-        for name, flags in (("plain", ["--plain-http"]),
-                            ("tls", ["--tls-cert-file", crt, "--tls-key-file", key])):
-            info = os.path.join(tmp, f"router-{name}.json")
-            proc = subprocess.Popen([a.tessera, "router", "--static-endpoints", endpoints,
-                                     "--port", "0", "--info-file", info, *flags],
+        for name, flags in (("plain", ["--plain-http", "--static-endpoints", endpoints]),
+                            ("tls", [*https, "--static-endpoints", endpoints]),
+                            ("hop tls", [*https, "--static-endpoints", tls_endpoints,
+                                         "--replicas-ca-file", ca]),
+                            ("hop plain", [*https, "--static-endpoints", endpoints,
+                                           "--replicas-plain-http"])):
+            info = os.path.join(tmp, f"router-{name.replace(' ', '-')}.json")
+            proc = subprocess.Popen([a.tessera, "router", "--port", "0", "--info-file", info,
+                                     *flags],
                                     stdout=subprocess.DEVNULL,
-                                    stderr=open(os.path.join(tmp, f"router-{name}.log"), "w"))
+                                    stderr=open(os.path.join(
+                                        tmp, f"router-{name.replace(' ', '-')}.log"), "w"))
             procs.append(proc)
             routers[name] = wait_file(info, proc, f"the {name} router")["port"]
         targets = {
@@ -166,6 +198,10 @@ def main():
             "replica tls": (tls_replica.server_port, client_context),
             "router plain": (routers["plain"], None),
             "router tls": (routers["tls"], client_context),
+            "via router, replica tls": (routers["hop tls"],
+                                        Kept(routers["hop tls"], client_context)),
+            "via router, replica plain (--replicas-plain-http)": (
+                routers["hop plain"], Kept(routers["hop plain"], client_context)),
         }
         for port, context in targets.values():  # warm-up
             one(port, context)
@@ -176,18 +212,21 @@ def main():
             rng.shuffle(order)
             for name in order:
                 results[name].append(one(*targets[name]))
-        print(f"{a.n} streamed completions of {a.tokens} tokens per target, a new connection "
-              f"each; load average {os.getloadavg()[0]:.2f}")
-        print("| target | TTFT median (ms) | TTFT p90 (ms) | total median (ms) | total p90 (ms) |")
+        load = os.getloadavg()
+        print(f"{a.n} streamed completions of {a.tokens} tokens per target (seed {a.seed}); "
+              f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+        print("| target | TTFT median (ms) | TTFT p99 (ms) | total median (ms) | total p99 (ms) |")
         print("|---|---|---|---|---|")
         med = {}
         for name, rs in results.items():
             ttft = [r[0] * 1000 for r in rs]
             total = [r[1] * 1000 for r in rs]
             med[name] = (statistics.median(ttft), statistics.median(total))
-            print(f"| {name} | {med[name][0]:.2f} | {pct(ttft, 90):.2f} | "
-                  f"{med[name][1]:.2f} | {pct(total, 90):.2f} |")
-        for where in ("replica", "router"):
+            print(f"| {name} | {med[name][0]:.2f} | {pct(ttft, 99):.2f} | "
+                  f"{med[name][1]:.2f} | {pct(total, 99):.2f} |")
+        med["hop tls"] = med["via router, replica tls"]
+        med["hop plain"] = med["via router, replica plain (--replicas-plain-http)"]
+        for where in ("replica", "router", "hop"):
             t, p_ = med[f"{where} tls"], med[f"{where} plain"]
             print(f"{where}: TLS / plain = {t[0] / p_[0]:.2f}x TTFT, {t[1] / p_[1]:.2f}x total "
                   f"(+{t[0] - p_[0]:.2f} ms, +{t[1] - p_[1]:.2f} ms)")

@@ -174,8 +174,11 @@ def parse_address(value):
     return host.strip("[]"), int(port)
 
 
-def remote_prefill(address, prompt, model_name, timeout_s, expect_fields, expect_tokens):
-    """Runs the handoff (steps 1 and 2 above) against the prefill replica at address.
+def remote_prefill(address, prompt, model_name, timeout_s, expect_fields, expect_tokens,
+                   ca_file=None):
+    """Runs the handoff (steps 1 and 2 above) against the prefill replica at address: over
+    HTTPS verified against `ca_file` when it is given (tessera gave this leader, and so the
+    prefill leader too, a certificate from the cluster CA: $TESSERA_CA_FILE), else plain HTTP.
 
     Returns (tokens, layers, logits, blob bytes). Raises HandoffFailed(reason, detail); reason
     is one of unreachable, timeout, refused, transfer, bad_kv."""
@@ -186,7 +189,12 @@ def remote_prefill(address, prompt, model_name, timeout_s, expect_fields, expect
         raise HandoffFailed("refused", str(e)) from None
     body = json.dumps({"model": model_name, "prompt": prompt, "max_tokens": 1,
                        "temperature": 0, "kv_transfer_params": {"do_remote_decode": True}})
-    conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
+    if ca_file:
+        import ssl
+        context = ssl.create_default_context(cafile=ca_file)
+        conn = http.client.HTTPSConnection(host, port, timeout=timeout_s, context=context)
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
     try:
         conn.request("POST", "/v1/completions", body=body,
                      headers={"Content-Type": "application/json"})

@@ -23,6 +23,10 @@ Run a group of 2 by hand (two shells):
   TESSERA_GROUP_SIZE=2 TESSERA_WORKER_INDEX=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 PORT=8001 \
       /usr/bin/python3 examples/serve/server.py
 
+HTTPS: when tessera gives the leader a certificate (TESSERA_TLS_CERT, TESSERA_TLS_KEY, signed
+by the cluster CA for the host's address; docs/serving.md "TLS to replicas") it serves HTTPS
+only, TLS 1.2+, and answers plain HTTP with 400 (tls_serving.py); without them, plain HTTP.
+
 SIGTERM or SIGINT drains the leader: it stops listening, closes any new request without an
 answer (a router retries it elsewhere), lets the requests in flight finish (up to --drain-s),
 then stops its followers, which ignore SIGTERM. Logs are JSON lines on stderr ({"event": ...,
@@ -45,6 +49,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import completions  # noqa: E402
+import tls_serving  # noqa: E402
 
 MAX_BODY_BYTES = 1 << 20
 
@@ -354,7 +359,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         started = time.monotonic()
         try:
             _, layers, logits, size = disagg.remote_prefill(
-                address, prompt, s.model_name, s.kv_timeout_s, st.kv_fields, request.tokens)
+                address, prompt, s.model_name, s.kv_timeout_s, st.kv_fields, request.tokens,
+                ca_file=os.environ.get("TESSERA_CA_FILE") or None)
         except disagg.HandoffFailed as e:
             st.counters.add("fallbacks")
             st.counters.add(f"fallback_{e.reason}")
@@ -432,7 +438,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._write_chunk(b"")  # the chunked body's terminator
 
 
-class Server(http.server.ThreadingHTTPServer):
+class Server(tls_serving.TlsServerMixin, http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
@@ -477,7 +483,12 @@ def start_http(state):
     handler = type("BoundHandler", (Handler,), {"state": state})
     family = socket.AF_INET6 if ":" in s.host else socket.AF_INET
     Server.address_family = family
+    try:
+        tls = tls_serving.context_from_env()  # HTTPS when tessera gave the leader a certificate
+    except ValueError as e:
+        fail(str(e))
     httpd = Server((s.host, s.port), handler)
+    httpd.tls = tls
     port = httpd.server_address[1]
     if s.port_file:
         tmp = s.port_file + ".tmp"
@@ -485,7 +496,7 @@ def start_http(state):
             f.write(str(port))
         os.replace(tmp, s.port_file)
     threading.Thread(target=httpd.serve_forever, name="http", daemon=True).start()
-    log("listening", host=s.host, port=port)
+    log("listening", host=s.host, port=port, scheme="https" if tls else "http")
     return httpd
 
 

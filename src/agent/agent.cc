@@ -22,6 +22,7 @@
 #include "ha/head_follower.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
+#include "pki/pki.h"
 #include "protocol/credential.h"
 
 namespace tessera::agent {
@@ -81,6 +82,26 @@ std::string Agent::LogPath(const WorkerKey& key) const {
 std::string Agent::ProgressPath(const WorkerKey& key) const {
   return options_.state_dir + "/progress/" + key.job + "/" + std::to_string(key.uid) + "/" +
          std::to_string(key.attempt) + "/worker-" + std::to_string(key.rank) + ".jsonl";
+}
+
+Agent::TlsPaths Agent::WorkerTlsPaths(const WorkerKey& key) const {
+  const std::string dir = options_.state_dir + "/tls/" + key.job + "/" + std::to_string(key.uid) +
+                          "/" + std::to_string(key.attempt) + "/";
+  const std::string worker = dir + "worker-" + std::to_string(key.rank);
+  return {worker + ".crt", worker + ".key", dir + "ca.crt"};
+}
+
+Status Agent::WriteWorkerTls(const Assignment& a) const {
+  if (!a.tls) return Status::Ok();
+  const TlsPaths paths = WorkerTlsPaths(a.key);
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::path(paths.cert).parent_path();
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Unavailable("TLS files: cannot create " + dir.string() + ": " + ec.message());
+  // The certificate and the CA are public, but they sit beside the key: one mode for all three.
+  TESSERA_RETURN_IF_ERROR(pki::WriteKeyFile(paths.cert, a.tls->cert_pem));
+  TESSERA_RETURN_IF_ERROR(pki::WriteKeyFile(paths.key, a.tls->key_pem));
+  return pki::WriteKeyFile(paths.ca, a.tls->ca_pem);
 }
 
 Result<std::string> Agent::LoadOrCreateCredential() const {
@@ -698,6 +719,12 @@ std::optional<Agent::PendingStart> Agent::PrepareStartLocked(const ParsedAssignm
     spec.env["TESSERA_AGENT_CONTACT_FILE"] = contact_file_;
     spec.env["TESSERA_FENCE_MS"] = std::to_string(fence_.fence_ms());
   }
+  if (a.tls) {  // a replica leader: its files are written by Launch, outside the lock
+    const TlsPaths tls = WorkerTlsPaths(a.key);
+    spec.env["TESSERA_TLS_CERT"] = tls.cert;
+    spec.env["TESSERA_TLS_KEY"] = tls.key;
+    spec.env["TESSERA_CA_FILE"] = tls.ca;
+  }
   return start;
 }
 
@@ -709,6 +736,12 @@ Agent::WorkerRecord Agent::Launch(PendingStart start) {
   // A fresh progress file: a stale one would report steps this worker never made.
   std::error_code ec;
   std::filesystem::remove(spec.progress_path, ec);
+  if (Status tls = WriteWorkerTls(record.assignment); !tls.ok()) {
+    record.error = tls.message();
+    record.exit = NeverStarted();
+    Log("worker.start_failed", "worker=" + worker + " error=" + LogfmtValue(record.error));
+    return record;
+  }
   auto on_exit = [this](const ExitInfo&) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -737,6 +770,22 @@ Agent::WorkerRecord Agent::Launch(PendingStart start) {
   Log("worker.started", "worker=" + worker + " pid=" + std::to_string(record.process->pid()) +
                             " warm=" + (warm ? "true" : "false"));
   return record;
+}
+
+void Agent::RenewWorkerTlsLocked(WorkerRecord& record, const ParsedAssignment& parsed) {
+  // The head renewed a running leader's certificate: its files are replaced in place (the
+  // replica loads them again for new connections).
+  const Assignment& a = parsed.assignment;
+  if (!parsed.error.empty() || !a.tls || record.assignment.tls == a.tls || !record.process ||
+      record.process->exit_info())
+    return;
+  if (Status written = WriteWorkerTls(a); !written.ok()) {
+    Log("worker.tls_renew_failed",
+        "worker=" + a.key.ToString() + " error=" + LogfmtValue(written.message()));
+    return;
+  }
+  record.assignment.tls = a.tls;
+  Log("worker.tls_renewed", "worker=" + a.key.ToString());
 }
 
 void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream, bool wait) {
@@ -782,6 +831,7 @@ void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream, 
       auto it = workers_.find(key);
       if (it != workers_.end()) {
         it->second.assigned = true;  // running or exited already: adopt, never restart
+        RenewWorkerTlsLocked(it->second, parsed);
         continue;
       }
       auto old = remembered_.find(key);
@@ -844,6 +894,12 @@ void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream, 
         continue;
       }
       RememberExitLocked(ReportLocked(it->first, record));
+      if (record.assignment.tls) {  // its key outlives no worker
+        const TlsPaths tls = WorkerTlsPaths(it->first);
+        std::error_code ignored;
+        for (const std::string* file : {&tls.cert, &tls.key})
+          std::filesystem::remove(*file, ignored);
+      }
       forgotten.push_back(std::move(record.process));
       it = workers_.erase(it);
     }

@@ -158,6 +158,13 @@ class Agent {
   // Paths of a worker's files.
   std::string LogPath(const WorkerKey& key) const;
   std::string ProgressPath(const WorkerKey& key) const;
+  // A replica leader's TLS files (Assignment::tls; docs/serving.md "TLS to replicas"), all
+  // 0600 under <state_dir>/tls/JOB/UID/ATTEMPT/: worker-RANK.crt, .key and ca.crt. The worker
+  // finds them in TESSERA_TLS_CERT, TESSERA_TLS_KEY and TESSERA_CA_FILE.
+  struct TlsPaths {
+    std::string cert, key, ca;
+  };
+  TlsPaths WorkerTlsPaths(const WorkerKey& key) const;
 
  private:
   struct WorkerRecord {
@@ -233,6 +240,11 @@ class Agent {
   // Under mu_: a start refused at once (its assignment could not be read) is recorded as
   // exited; otherwise the launch is prepared.
   std::optional<PendingStart> PrepareStartLocked(const ParsedAssignment& parsed);
+  // Writes `a.tls` to WorkerTlsPaths(a.key) (each file replaced atomically, 0600).
+  Status WriteWorkerTls(const Assignment& a) const;
+  // Under mu_: a running worker whose assignment now carries another certificate gets its
+  // files rewritten.
+  void RenewWorkerTlsLocked(WorkerRecord& record, const ParsedAssignment& parsed);
   WorkerRecord Launch(PendingStart start);  // without mu_; the record to add under it
   WorkerReport ReportLocked(const WorkerKey& key, const WorkerRecord& record) const;
   void RememberExitLocked(const WorkerReport& report);

@@ -26,6 +26,7 @@
 #include "api/log_proxy.h"
 #include "api/metrics.h"
 #include "api/namespaces.h"
+#include "api/replica_certs.h"
 #include "api/service_prober.h"
 #include "api/status_http.h"
 #include "api/users.h"
@@ -177,7 +178,9 @@ struct Head::Impl {
   std::unique_ptr<ServiceProber> prober;       // Service readiness (service_prober.h)
   std::unique_ptr<UserRegistry> users;         // users and their tokens' hashes (users.h)
   std::unique_ptr<HostCertIssuer> host_certs;  // host certificates; null with --plain-http
-  AuditLog audit;                              // every user's write, accepted or refused
+  // Replica leaders' certificates; null with --plain-http or --replicas-plain-http.
+  std::unique_ptr<ReplicaCertIssuer> replica_certs;
+  AuditLog audit;  // every user's write, accepted or refused
 
   std::mutex watch_mu;
   std::map<std::string, std::vector<std::shared_ptr<net::StreamWriter>>> agent_streams;
@@ -488,6 +491,14 @@ Status Head::Start() {
   }
   controller_options.seed = port_seed_;
   if (!controller_options.port_taken) controller_options.port_taken = net::PortTakenHere;
+  // Replica leaders' certificates (replica_certs.h): the issuer is made with the CA below,
+  // before the server starts and so before any assignment is built.
+  const bool replica_tls = !options_.plain_http && !options_.replicas_plain_http;
+  if (replica_tls) {
+    controller_options.replica_tls = [&m](const controller::ReplicaCertRequest& request) {
+      return m.replica_certs ? m.replica_certs->For(request) : std::nullopt;
+    };
+  }
   // The loop checks leases every tick; a gap well beyond that is the head's own stall.
   if (controller_options.lease_stall_ms == 0)
     controller_options.lease_stall_ms =
@@ -538,7 +549,18 @@ Status Head::Start() {
         *m.store,
         HostCertOptions{ca_file, options_.state_dir + "/" + kCaKeyFile, options_.host_cert_ttl});
     TESSERA_RETURN_IF_ERROR(m.host_certs->Load());
+    if (replica_tls) {
+      m.replica_certs = std::make_unique<ReplicaCertIssuer>(ReplicaCertOptions{
+          ca_file, options_.state_dir + "/" + kCaKeyFile, options_.host_cert_ttl});
+      TESSERA_RETURN_IF_ERROR(m.replica_certs->Load());
+    }
   }
+  if (!replica_tls)
+    std::fprintf(stderr,
+                 "head: event=replicas_plain_http Service replicas get no certificate: they "
+                 "serve, and are probed, in plain HTTP (%s); run them on a network you trust "
+                 "(docs/security.md)\n",
+                 options_.plain_http ? "--plain-http" : "--replicas-plain-http");
   // Users' tokens (users.h): any token a user record holds, revoked ones included, so that a
   // revoked user hears why (403) rather than 401.
   so.auth.check = [&m](const Request& r) { return m.Caller(r).has_value(); };
@@ -911,7 +933,7 @@ Status Head::Start() {
   TESSERA_RETURN_IF_ERROR(
       WriteFileAtomic(options_.state_dir + "/head.json", head.dump() + "\n", 0600));
   m.loop = std::thread([&m, tick = options_.tick_ms] { m.Loop(tick); });
-  m.prober = std::make_unique<ServiceProber>(*m.ctl);
+  m.prober = std::make_unique<ServiceProber>(*m.ctl, replica_tls ? ca_file : "");
   m.prober->Start();
   return Status::Ok();
 }

@@ -69,6 +69,11 @@ struct HeadOptions {
   // The lifetime of the host certificates the head signs at bootstrap (--host-cert-ttl-s;
   // api/host_certs.h). Agents renew at 3/4 of it.
   std::chrono::seconds host_cert_ttl{std::chrono::hours(24)};
+  // Service replicas (docs/serving.md "TLS to replicas"): unless this or plain_http is set,
+  // each replica leader gets a server certificate from the cluster CA (replica_certs.h; valid
+  // for host_cert_ttl) in its assignment, endpoints say "https" and readiness probes verify it.
+  // Set (--replicas-plain-http): replicas serve and are probed in plain HTTP, logged at start.
+  bool replicas_plain_http = false;
 };
 
 class Head {

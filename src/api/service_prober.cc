@@ -33,6 +33,7 @@ void ServiceProber::Run() {
       o.connect_timeout = std::min(timeout, std::chrono::milliseconds(5'000));
       o.read_timeout = timeout;
       o.max_response_bytes = 1 << 20;
+      if (target.tls) o.tls = net::ClientTlsOptions{ca_file_, "", "", target.address};
       net::HttpClient client(o);
       auto response = client.Request(net::Method::kGet, target.path);
       bool ready = false;

@@ -9,13 +9,18 @@
 // design is for the agent that runs a leader to probe it locally and report in its heartbeat
 // (docs/serving.md "Not yet").
 //
+// A leader with a certificate from the head (ProbeTarget::tls) is probed over HTTPS, its
+// certificate verified against the cluster CA (`ca_file`) and its endpoint's address.
+//
 // Ownership: the head owns it; the controller must outlive it. Thread-safety: Start and Stop
 // from one thread.
 #pragma once
 
 #include <condition_variable>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "controller/controller.h"
 
@@ -23,8 +28,10 @@ namespace tessera::api {
 
 class ServiceProber {
  public:
-  explicit ServiceProber(controller::Controller& controller, int64_t poll_ms = 200)
-      : controller_(controller), poll_ms_(poll_ms) {}
+  // `ca_file`: the cluster CA, for the leaders that serve HTTPS ("" when none does).
+  explicit ServiceProber(controller::Controller& controller, std::string ca_file = "",
+                         int64_t poll_ms = 200)
+      : controller_(controller), ca_file_(std::move(ca_file)), poll_ms_(poll_ms) {}
   ~ServiceProber() { Stop(); }
   ServiceProber(const ServiceProber&) = delete;
   ServiceProber& operator=(const ServiceProber&) = delete;
@@ -37,6 +44,7 @@ class ServiceProber {
   void Run();
 
   controller::Controller& controller_;
+  const std::string ca_file_;
   int64_t poll_ms_;
   std::thread thread_;
   std::mutex mu_;

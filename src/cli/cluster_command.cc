@@ -93,6 +93,7 @@ struct UpFlags {
   bool defrag = false;        // the head's --defrag
   bool fair_sharing = false;  // the head's --fair-sharing
   bool plain_http = false;    // the head's --plain-http: insecure, for debugging
+  bool replicas_plain_http = false;  // the head's and the router's --replicas-plain-http
   // The head's --help-factor, --help-quantile, --help-window; "" = its default (the head checks).
   std::string help_factor, help_quantile, help_window;
   std::string host_cert_ttl_s;  // the head's --host-cert-ttl-s; "" = its default (24 h)
@@ -220,6 +221,7 @@ void Up(const UpFlags& f) {
   if (f.defrag) head_args.push_back("--defrag");
   if (f.fair_sharing) head_args.push_back("--fair-sharing");
   if (f.plain_http) head_args.push_back("--plain-http");
+  if (f.replicas_plain_http) head_args.push_back("--replicas-plain-http");
   // The head makes the cluster CA in the state directory at its first start (before it writes
   // head.json, which this waits for); the router and the agents verify the head with it.
   const std::string scheme = f.plain_http ? "http://" : "https://";
@@ -281,6 +283,7 @@ void Up(const UpFlags& f) {
   std::vector<std::string> router_args = {
       "router", "--head", head_url, "--token-file", dir + "/admin.token", "--ca-file",
       ca_file,  "--port", "0",      "--info-file",  dir + "/router.json"};
+  if (f.replicas_plain_http) router_args.push_back("--replicas-plain-http");
   if (f.plain_http) {
     router_args.push_back("--plain-http");
   } else {
@@ -460,6 +463,10 @@ void AddClusterCommands(CLI::App& app) {
     cmd->add_flag("--plain-http", f->plain_http,
                   "INSECURE, for debugging only: the head serves plain HTTP instead of HTTPS and "
                   "every token crosses the network readable (docs/security.md)");
+    cmd->add_flag("--replicas-plain-http", f->replicas_plain_http,
+                  "the head's and the router's --replicas-plain-http: Service replicas serve "
+                  "plain HTTP, on a network you trust (logged); default HTTPS with a "
+                  "certificate from the cluster CA");
     cmd->add_flag("--fair-sharing", f->fair_sharing,
                   "the head's --fair-sharing: fair sharing across the ClusterQueues of a cohort "
                   "(docs/admission.md)");

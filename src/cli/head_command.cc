@@ -22,6 +22,11 @@ void AddHeadCommand(CLI::App& app) {
   cmd->add_flag("--plain-http", o->plain_http,
                 "INSECURE, for debugging only: serve plain HTTP instead of HTTPS, so every token "
                 "crosses the network readable (docs/security.md)");
+  cmd->add_flag("--replicas-plain-http", o->replicas_plain_http,
+                "give Service replicas no certificate: they serve, and the head probes them, in "
+                "plain HTTP (a trusted network only; logged as event=replicas_plain_http). "
+                "Default: each replica leader gets one from the cluster CA and serves HTTPS "
+                "(docs/serving.md \"TLS to replicas\")");
   cmd->add_option("--tls-san", o->tls_sans,
                   "another DNS name or IP address for the head's server certificate (repeatable; "
                   "it always names the bind address, 127.0.0.1, ::1, localhost and the host name)");

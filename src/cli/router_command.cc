@@ -27,6 +27,8 @@ struct RouterFlags {
   std::string tls_cert_file;
   std::string tls_key_file;
   bool plain_http = false;
+  std::string replicas_ca_file;
+  bool replicas_plain_http = false;
   int64_t queue_timeout_ms = 60'000;
   int64_t max_queued = 100;
   int64_t max_connections = 10'000;
@@ -102,7 +104,9 @@ void Run(RouterFlags& f) {
     if (link.token.empty()) throw CommandError("--token-file: '" + f.token_file + "' is empty");
   } else {
     if (!f.token_file.empty()) throw CommandError("--token-file: only used with --head");
-    if (!f.ca_file.empty()) throw CommandError("--ca-file: only used with --head");
+    if (!f.ca_file.empty())
+      throw CommandError(
+          "--ca-file: only used with --head (--replicas-ca-file verifies https endpoints)");
     auto services = proxy::ParseStaticEndpoints(ReadFile(f.static_endpoints, "--static-endpoints"));
     if (!services.ok()) {
       throw CommandError("--static-endpoints: " + f.static_endpoints + ": " +
@@ -123,6 +127,12 @@ void Run(RouterFlags& f) {
           "state directory), or --plain-http to serve plain HTTP on a network you trust");
     f.options.tls = proxy::RouterTls{f.tls_cert_file, f.tls_key_file};
   }
+  // Replicas that serve HTTPS (their endpoints say so) are verified against the cluster CA:
+  // --replicas-ca-file, else the head's --ca-file.
+  if (f.replicas_plain_http && !f.replicas_ca_file.empty())
+    throw CommandError("--replicas-plain-http: conflicts with --replicas-ca-file; give one");
+  f.options.replicas_plain_http = f.replicas_plain_http;
+  f.options.replicas_ca_file = !f.replicas_ca_file.empty() ? f.replicas_ca_file : f.ca_file;
   f.options.port = static_cast<uint16_t>(f.port);
   f.options.max_queued = static_cast<size_t>(f.max_queued);
   f.options.max_connections = static_cast<size_t>(f.max_connections);
@@ -141,8 +151,9 @@ void Run(RouterFlags& f) {
   Status started = router.Start();
   if (!started.ok()) {
     throw CommandError(
-        (started.code() == StatusCode::kInvalidArgument ? "--tls-cert-file/--tls-key-file: "
-                                                        : "--bind/--port: ") +
+        (started.code() != StatusCode::kInvalidArgument ? "--bind/--port: "
+         : started.message().starts_with("replicas CA") ? "--replicas-ca-file/--ca-file: "
+                                                        : "--tls-cert-file/--tls-key-file: ") +
             started.message(),
         1);
   }
@@ -164,10 +175,18 @@ void Run(RouterFlags& f) {
     std::cerr << "router: event=router_plain_http PLAIN HTTP on the router's port "
                  "(--plain-http): requests and completions cross the network readable"
               << std::endl;
-  // docs/security.md: the data path to the replicas is plain HTTP, for a trusted network.
-  std::cerr << "router: event=replicas_plain_http requests to replicas are plain HTTP (no TLS): "
-               "run replicas on a network you trust (docs/security.md)"
-            << std::endl;
+  // docs/security.md: the hop to the replicas is TLS when they serve it, unless asked not to.
+  if (f.options.replicas_plain_http || f.options.replicas_ca_file.empty()) {
+    std::cerr << "router: event=replicas_plain_http requests to replicas are plain HTTP (no TLS"
+              << (f.options.replicas_plain_http
+                      ? ", --replicas-plain-http"
+                      : "; no CA to verify replicas with: replicas that serve HTTPS get 502 until "
+                        "--replicas-ca-file is given")
+              << "): run replicas on a network you trust (docs/security.md)" << std::endl;
+  } else {
+    std::cerr << "router: event=replicas_tls replicas that serve HTTPS are verified against "
+              << f.options.replicas_ca_file << std::endl;
+  }
   int sig = 0;
   sigwait(&stop, &sig);
   std::cerr << "tessera router: stopping (signal " << sig << ")" << std::endl;
@@ -219,6 +238,12 @@ void AddRouterCommand(CLI::App& app) {
   cmd->add_option("--tls-key-file", f->tls_key_file, "its key (router.key)");
   cmd->add_flag("--plain-http", f->plain_http,
                 "serve plain HTTP instead of HTTPS (a trusted network only; logged)");
+  cmd->add_option("--replicas-ca-file", f->replicas_ca_file,
+                  "the CA that replicas serving HTTPS (endpoints with scheme https) must present "
+                  "a certificate from, naming their address (default: --ca-file)");
+  cmd->add_flag("--replicas-plain-http", f->replicas_plain_http,
+                "dial every replica in plain HTTP (a head started with --replicas-plain-http "
+                "gives them no certificate; a trusted network only; logged)");
   cmd->callback([f] { Run(*f); });
 }
 

@@ -151,7 +151,7 @@ Json ServiceSpecJson(const ServiceSpec& spec) {
   return j;
 }
 
-Json ServiceJson(const Service& service) {
+Json ServiceJson(const Service& service, std::string_view endpoint_scheme) {
   const ServiceStatus& st = service.status;
   Json meta = {{"uid", service.uid},
                {"resourceVersion", service.runtime.version},
@@ -182,6 +182,7 @@ Json ServiceJson(const Service& service) {
     endpoints.push_back({{"role", e.role},
                          {"replica", e.replica},
                          {"generation", e.generation},
+                         {"scheme", std::string(endpoint_scheme)},
                          {"address", e.address},
                          {"port", e.port},
                          {"ready", e.ready}});

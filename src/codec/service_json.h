@@ -10,6 +10,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "common/status.h"
 #include "workload/service.h"
@@ -20,8 +21,10 @@ namespace tessera::codec {
 nlohmann::json ServiceSpecJson(const ServiceSpec& spec);
 // The full document: apiVersion, kind, metadata {name, uid, resourceVersion,
 // creationTimestampMs, queue, labels}, spec, status (with endpoints, and per role the router's
-// last report as "traffic": head memory, which ServiceFromJson does not read back).
-nlohmann::json ServiceJson(const Service& service);
+// last report as "traffic": head memory, which ServiceFromJson does not read back). Each
+// endpoint carries `endpoint_scheme`: "https" when the head gives replica leaders a certificate
+// (docs/serving.md "TLS to replicas"), "http" otherwise.
+nlohmann::json ServiceJson(const Service& service, std::string_view endpoint_scheme = "http");
 // A stored document back to the service; the runtime part is left default but for the store
 // version, which the caller sets.
 Result<Service> ServiceFromJson(const nlohmann::json& doc);

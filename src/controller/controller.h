@@ -87,6 +87,18 @@ namespace tessera::controller {
 
 using Json = nlohmann::json;
 
+// What a replica leader's certificate is for (ControllerOptions::replica_tls): the group, its
+// incarnation, and the host and address its endpoint names.
+struct ReplicaCertRequest {
+  std::string service;
+  uint64_t uid = 0;
+  std::string role;
+  int replica = 0;
+  int incarnation = 0;
+  std::string host;
+  std::string address;
+};
+
 struct ControllerOptions {
   int64_t heartbeat_interval_ms = 1000;  // told to agents at registration
   int64_t lease_ms = 5000;               // a host that has not heartbeated for this long is lost
@@ -134,6 +146,13 @@ struct ControllerOptions {
   // reservation or moves only once it has waited past the help threshold from the recent small
   // jobs' waits, as in the simulator (admission/help_threshold.h). factor 0: off, helped at once.
   HelpThresholdOptions help_threshold;
+  // TLS to Service replicas (docs/serving.md "TLS to replicas"): the certificate a replica
+  // leader serves with, asked for where its assignment is built and sent only in it. The head
+  // gives an issuer that signs with the cluster CA and caches (api/replica_certs.h); it is called
+  // with the controller's lock held. Set: leaders get "tls" and endpoints say "https"; unset
+  // (tests, `--plain-http`, `--replicas-plain-http`): neither. nullopt from it: that leader
+  // gets none this time (the issuer logs why).
+  std::function<std::optional<protocol::WorkerTls>(const ReplicaCertRequest&)> replica_tls;
 };
 
 // Where the controller keeps the next workload uid (a high-water mark, written with every job
@@ -256,6 +275,7 @@ class Controller {
     int port = 0;
     std::string path;
     int64_t timeout_ms = 0;
+    bool tls = false;  // the leader serves HTTPS (ControllerOptions::replica_tls)
   };
   std::vector<ProbeTarget> DueProbes() const;
   void ReportReadiness(const ProbeTarget& target, bool ready, const std::string& message);
@@ -537,6 +557,8 @@ class Controller {
                           const PlanResult& plan);
   void ReserveServiceGroups();                       // after an inventory rebuild
   std::string ServiceOwnerOf(uint64_t owner) const;  // "" when no group holds `owner`
+  // What Service endpoints say their leaders speak: "https" with a replica_tls issuer.
+  const char* EndpointScheme() const { return options_.replica_tls ? "https" : "http"; }
   void AppendServiceAssignments(const std::string& host, std::vector<protocol::Assignment>& out,
                                 std::vector<protocol::StopRequest>& stop) const;
   // Process reports and stop confirmations of a heartbeat; the first store error in `failed`.

@@ -45,8 +45,8 @@ Status Controller::RunServiceStep(const std::string& name, const ServiceStep& st
       if (e.remove)
         batch.Delete(codec::kServiceKind, name_);
       else if (e.persist)
-        batch.Update(codec::kServiceKind, name_, codec::ServiceJson(svc).dump(),
-                     svc.runtime.version);
+        batch.Update(codec::kServiceKind, name_,
+                     codec::ServiceJson(svc, c_.EndpointScheme()).dump(), svc.runtime.version);
       if (store_uid_counter_)
         batch.Put(kUidCounterKind, kUidCounterName, Json{{"next", c_.next_uid_ + 1}}.dump());
       auto committed = c_.CommitWithEvents(batch, ServiceObject(name_), e.events);
@@ -57,10 +57,10 @@ Status Controller::RunServiceStep(const std::string& name, const ServiceStep& st
     void Announce(Service& svc, const Effects& e) override {
       applied_ = true;
       if (e.remove) {
-        c_.Emit(codec::kServiceKind, "DELETED", codec::ServiceJson(svc));
+        c_.Emit(codec::kServiceKind, "DELETED", codec::ServiceJson(svc, c_.EndpointScheme()));
         c_.services_.erase(name_);
       } else if (e.persist) {
-        c_.Emit(codec::kServiceKind, "MODIFIED", codec::ServiceJson(svc));
+        c_.Emit(codec::kServiceKind, "MODIFIED", codec::ServiceJson(svc, c_.EndpointScheme()));
       }
       c_.AnnounceEvents();
     }
@@ -127,11 +127,11 @@ Result<Json> Controller::ApplyServiceLocked(const Json& doc) {
     ScheduleAfterRequest();
     auto it = services_.find(name);
     if (it == services_.end()) return Json{{"name", name}};
-    return codec::ServiceJson(it->second);
+    return codec::ServiceJson(it->second, EndpointScheme());
   }
   Service svc = ServiceLifecycle::Create(std::move(*spec), next_uid_, NowMs());
   store::WriteBatch batch;
-  batch.Create(codec::kServiceKind, name, codec::ServiceJson(svc).dump());
+  batch.Create(codec::kServiceKind, name, codec::ServiceJson(svc, EndpointScheme()).dump());
   batch.Put(kUidCounterKind, kUidCounterName, Json{{"next", next_uid_ + 1}}.dump());
   auto committed =
       CommitWithEvents(batch, ServiceObject(name), {JobEvent{false, "Created", "accepted"}});
@@ -142,7 +142,7 @@ Result<Json> Controller::ApplyServiceLocked(const Json& doc) {
   }
   ++next_uid_;
   svc.runtime.version = *committed;
-  Json out = codec::ServiceJson(svc);
+  Json out = codec::ServiceJson(svc, EndpointScheme());
   Emit(codec::kServiceKind, "ADDED", out);
   AnnounceEvents();
   services_[name] = std::move(svc);
@@ -154,7 +154,7 @@ Result<Json> Controller::ApplyServiceLocked(const Json& doc) {
 Result<Json> Controller::GetServiceLocked(const std::string& name) const {
   auto it = services_.find(name);
   if (it == services_.end()) return NotFound("service '" + name + "' not found");
-  return codec::ServiceJson(it->second);
+  return codec::ServiceJson(it->second, EndpointScheme());
 }
 
 Json Controller::ListServicesLocked() const {
@@ -163,7 +163,7 @@ Json Controller::ListServicesLocked() const {
   std::sort(all.begin(), all.end(),
             [](const Service* a, const Service* b) { return a->uid < b->uid; });
   Json items = Json::array();
-  for (const Service* s : all) items.push_back(codec::ServiceJson(*s));
+  for (const Service* s : all) items.push_back(codec::ServiceJson(*s, EndpointScheme()));
   return {{"kind", "ServiceList"}, {"items", items}};
 }
 
@@ -198,7 +198,7 @@ Result<Json> Controller::ScaleService(const std::string& name, const std::string
   if (!refused.ok()) return refused;
   if (!s.ok()) return s;
   ScheduleAfterRequest();
-  return codec::ServiceJson(services_.at(name));
+  return codec::ServiceJson(services_.at(name), EndpointScheme());
 }
 
 Result<Json> Controller::ReportServiceLoad(const std::string& name, const std::string& role,
@@ -384,6 +384,10 @@ void Controller::AppendServiceAssignments(const std::string& host,
           a.working_dir = spec->working_dir;
           a.grace_ms = spec->grace_ms;
           a.kind = protocol::WorkloadKind::kService;  // kept serving when its agent fences
+          // Only the leader serves requests: it alone gets a certificate (for its endpoint).
+          if (e.worker == 0 && options_.replica_tls)
+            a.tls = options_.replica_tls(
+                {svc->name(), svc->uid, role.name, r.replica, r.incarnation, p.host, p.address});
           out.push_back(std::move(a));
         }
       }
@@ -507,7 +511,8 @@ std::vector<Controller::ProbeTarget> Controller::DueProbes() const {
         const int64_t last = std::max(r.last_probe_ms, r.started_ms);
         if (r.last_probe_ms != 0 && now - last < spec->readiness.period_ms) continue;
         out.push_back({name, role.name, r.replica, r.incarnation, leader->address, leader->port,
-                       spec->readiness.path, spec->readiness.timeout_ms});
+                       spec->readiness.path, spec->readiness.timeout_ms,
+                       static_cast<bool>(options_.replica_tls)});
       }
     }
   return out;

@@ -120,7 +120,10 @@ Result<std::shared_ptr<ssl::context>> MakeClientTlsContext(const ClientTlsOption
 }
 
 Status ExpectServerName(beast::ssl_stream<beast::tcp_stream>& stream, const std::string& name) {
-  SSL* native = stream.native_handle();
+  return ExpectServerName(stream.native_handle(), name);
+}
+
+Status ExpectServerName(SSL* native, const std::string& name) {
   X509_VERIFY_PARAM* param = SSL_get0_param(native);
   boost::system::error_code ec;
   asio::ip::make_address(name, ec);

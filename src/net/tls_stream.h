@@ -95,6 +95,8 @@ Result<std::shared_ptr<ssl::context>> MakeClientTlsContext(const ClientTlsOption
 // literal is matched against the IP SANs, anything else against the DNS SANs) and sends `name`
 // as SNI when it is a DNS name.
 Status ExpectServerName(beast::ssl_stream<beast::tcp_stream>& stream, const std::string& name);
+// The same for any OpenSSL connection (the router's asio::ssl::stream to a replica).
+Status ExpectServerName(SSL* native, const std::string& name);
 
 // The subject CN of the peer's certificate when it presented one that verified; "" otherwise.
 std::string PeerIdentity(beast::ssl_stream<beast::tcp_stream>& stream);

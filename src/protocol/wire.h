@@ -72,6 +72,17 @@ const char* WorkloadKindName(WorkloadKind kind);  // "TrainJob", "Service", "" f
 // 2^53 like a uid. 0 = a head that sends no term (older than fencing).
 constexpr uint64_t kMaxTerm = kMaxUid;
 
+// A serving replica leader's TLS material (docs/serving.md "TLS to replicas"): a server
+// certificate the head signed with the cluster CA for the leader's host address, its key, and
+// the CA. Secret: it travels only in the assignment to the host that runs the leader (over the
+// agent's mutually authenticated channel) and is never logged, described or stored.
+struct WorkerTls {
+  std::string cert_pem;
+  std::string key_pem;
+  std::string ca_pem;
+  friend bool operator==(const WorkerTls&, const WorkerTls&) = default;
+};
+
 struct Assignment {
   WorkerKey key;
   int worker = 0;  // TPU worker id inside the slice (informational for the agent)
@@ -80,6 +91,8 @@ struct Assignment {
   std::string working_dir;  // absolute, or "" for the agent's current directory
   int64_t grace_ms = 10'000;
   WorkloadKind kind = WorkloadKind::kUnknown;  // "kind"; written only when known
+  // "tls": {"cert", "key", "ca"} (PEM), a replica leader's; written only when set.
+  std::optional<WorkerTls> tls = std::nullopt;
   friend bool operator==(const Assignment&, const Assignment&) = default;
 };
 

@@ -98,6 +98,19 @@ std::string ParseBody(const json& a, Assignment& out) {
       return "kind: must be \"TrainJob\" or \"Service\", got " + Shown(*kind);
     }
   }
+  if (auto tls = a.find("tls"); tls != a.end() && !tls->is_null()) {
+    if (!tls->is_object()) return "tls: must be an object {cert, key, ca} of PEM strings";
+    WorkerTls out_tls;
+    for (auto [field, into] :
+         {std::pair{"cert", &out_tls.cert_pem}, std::pair{"key", &out_tls.key_pem},
+          std::pair{"ca", &out_tls.ca_pem}}) {
+      auto it = tls->find(field);
+      if (it == tls->end() || !it->is_string() || it->get<std::string>().empty())
+        return std::string("tls.") + field + ": must be a non-empty PEM string";
+      *into = it->get<std::string>();
+    }
+    out.tls = std::move(out_tls);
+  }
   return "";
 }
 
@@ -189,6 +202,8 @@ std::string AssignmentSnapshotJson(int64_t revision, const std::vector<Assignmen
                   {"workingDir", a.working_dir},
                   {"graceMs", a.grace_ms}};
     if (a.kind != WorkloadKind::kUnknown) entry["kind"] = WorkloadKindName(a.kind);
+    if (a.tls)
+      entry["tls"] = {{"cert", a.tls->cert_pem}, {"key", a.tls->key_pem}, {"ca", a.tls->ca_pem}};
     list.push_back(std::move(entry));
   }
   json j = {{"revision", revision}, {"assignments", std::move(list)}};

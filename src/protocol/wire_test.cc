@@ -139,6 +139,32 @@ TEST(SnapshotTest, AnAssignmentWithoutAValidUidIsUnreadableAndABadGraceIsItsErro
   EXPECT_EQ(parsed->assignments[0].error.rfind("graceMs: ", 0), 0u);
 }
 
+TEST(SnapshotTest, AReplicaLeadersTlsRoundTripsAndAMalformedOneIsItsError) {
+  Assignment a;
+  a.key = WorkerKey{"svc.server.0", 0, 0, 4};
+  a.command = {"python3", "server.py"};
+  a.tls = WorkerTls{"-----CERT-----\n", "-----KEY-----\n", "-----CA-----\n"};
+  Assignment follower = a;
+  follower.key.rank = 1;
+  follower.tls.reset();
+  const std::string text = AssignmentSnapshotJson(5, {a, follower});
+  auto parsed = ParseAssignmentSnapshot(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  ASSERT_EQ(parsed->assignments.size(), 2u);
+  EXPECT_EQ(parsed->assignments[0].assignment, a);
+  EXPECT_EQ(parsed->assignments[1].assignment, follower);
+  EXPECT_FALSE(json::parse(text)["assignments"][1].contains("tls"));
+
+  json doc = json::parse(text);
+  doc["assignments"][0]["tls"].erase("key");
+  doc["assignments"][1]["tls"] = "pem";
+  auto bad = ParseAssignmentSnapshot(doc.dump());
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  ASSERT_EQ(bad->assignments.size(), 2u);
+  EXPECT_EQ(bad->assignments[0].error, "tls.key: must be a non-empty PEM string");
+  EXPECT_EQ(bad->assignments[1].error.rfind("tls: must be an object", 0), 0u);
+}
+
 // ----- registration -----
 
 Registration SliceHost() {

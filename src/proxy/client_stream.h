@@ -1,7 +1,8 @@
 // ClientStream: the router's end of one client connection, a TCP socket or TLS over it when
-// the router serves HTTPS (RouterOptions::tls). Session reads and writes through it; the
-// socket beneath stays reachable for what TLS does not change (the peer's address, options,
-// shutdown and close, which also cut a TLS operation in progress).
+// the router serves HTTPS (RouterOptions::tls); and likewise its end of a connection to a
+// replica (Upstream), TLS when the replica serves HTTPS. Session reads and writes through it;
+// the socket beneath stays reachable for what TLS does not change (the peer's address,
+// options, shutdown and close, which also cut a TLS operation in progress).
 //
 // Internal to the router. Thread-safety: the io thread only, as Session.
 #pragma once
@@ -20,7 +21,8 @@ class ClientStream {
   using executor_type = Socket::executor_type;
 
   // Plain HTTP when `context` is null; else TLS with it (owned by the router, which outlives
-  // its sessions), the handshake being the caller's first operation (tls().async_handshake).
+  // its sessions and connections), the handshake being the caller's first operation
+  // (tls().async_handshake; its plain first bytes may be read from socket() before).
   ClientStream(Socket socket, boost::asio::ssl::context* context) {
     if (context == nullptr) {
       plain_.emplace(std::move(socket));

@@ -34,6 +34,7 @@
 
 #include "common/metrics.h"
 #include "common/rng.h"
+#include "proxy/client_stream.h"
 #include "proxy/disagg_pairing.h"
 #include "proxy/dispatcher.h"
 #include "proxy/serving_router.h"
@@ -85,10 +86,12 @@ struct ServiceState {
   std::map<unsigned, std::vector<std::string>> code_labels;
 };
 
-// A connection to one replica, idle in the pool or held by one exchange.
+// A connection to one replica, idle in the pool or held by one exchange: plain TCP, or TLS
+// over it when the endpoint serves HTTPS (`tls` is the router's replica client context).
 struct Upstream {
-  Upstream(asio::io_context& ioc, std::string k) : socket(ioc), key(std::move(k)) {}
-  tcp::socket socket;
+  Upstream(asio::io_context& ioc, std::string k, asio::ssl::context* tls)
+      : stream(tcp::socket(ioc), tls), key(std::move(k)) {}
+  ClientStream stream;
   beast::flat_buffer buffer;
   std::string key;
   SteadyClock::time_point idle_since;
@@ -211,6 +214,9 @@ class RouterImpl {
   asio::io_context ioc_{1};  // one thread runs it: the scheduler skips the multi-thread paths
   tcp::acceptor acceptor_{ioc_};
   std::shared_ptr<asio::ssl::context> tls_context_;  // set by Start() when options_.tls is
+  // Dialling replicas that serve HTTPS: verifies them against options_.replicas_ca_file (set by
+  // Start() when that is not empty).
+  std::shared_ptr<asio::ssl::context> replica_tls_context_;
   asio::steady_timer sweep_{ioc_};
   std::thread thread_;
 };

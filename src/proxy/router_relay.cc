@@ -2,25 +2,48 @@
 // writing the request, the response header (retry before the first byte, 502/504), relaying
 // the body as it arrives (re-chunked when it has no length), completion and its metrics, and
 // the prefill replica named to a disaggregated Service's decode replica.
+#include <openssl/bio.h>
+#include <openssl/ssl.h>
+
+#include <boost/asio/ssl/error.hpp>
 #include <cstdio>
 #include <limits>
 
+#include "net/tls_stream.h"
 #include "proxy/header_fields.h"
 #include "proxy/router_session.h"
 
 namespace tessera::proxy {
+namespace {
+
+// Whether TLS bytes already received wait to be decrypted: a record OpenSSL holds, or bytes
+// asio fed it that it has not read yet (a read of them completes without waiting).
+bool TlsRecordsBuffered(SSL* ssl) {
+  return SSL_pending(ssl) > 0 || BIO_pending(SSL_get_rbio(ssl)) > 0;
+}
+
+}  // namespace
 
 void Session::Forward() {
   phase_ = Phase::kUpstream;
   endpoint_key_ = endpoint_.Key();
   NamePrefill();
-  upstream_ = router_.TakeIdle(endpoint_key_);
+  upstream_tls_ = endpoint_.tls && !router_.options_.replicas_plain_http;
+  if (upstream_tls_ && !router_.replica_tls_context_) {
+    router_.errors_.Add({route_.service, "replica_tls_unverifiable"});
+    return ReplyError(502, "replica " + std::to_string(endpoint_.replica) + " (" + endpoint_key_ +
+                               ") serves HTTPS, and the router has no CA to verify it with: give "
+                               "--replicas-ca-file (the cluster CA), or run head and router with "
+                               "--replicas-plain-http");
+  }
+  upstream_ = router_.TakeIdle(PoolKey());
   if (upstream_) return WriteUpstream();
   Connect();
 }
 
 void Session::Connect() {
-  upstream_ = std::make_unique<Upstream>(router_.ioc_, endpoint_key_);
+  upstream_ = std::make_unique<Upstream>(
+      router_.ioc_, PoolKey(), upstream_tls_ ? router_.replica_tls_context_.get() : nullptr);
   error_code ec;
   asio::ip::address address = asio::ip::make_address(endpoint_.address, ec);
   if (ec) {
@@ -39,29 +62,58 @@ void Session::Connect() {
 
 void Session::ConnectTo(const tcp::endpoint& where) {
   ArmUpstream(router_.options_.connect_timeout);
-  upstream_->socket.async_connect(where, [self = shared_from_this()](error_code ec) {
+  upstream_->stream.socket().async_connect(where, [self = shared_from_this()](error_code ec) {
     if (ec) return self->UpstreamFailed(self->Timed(ec), "connect");
     error_code ignored;
-    self->upstream_->socket.set_option(tcp::no_delay(true), ignored);
-    self->upstream_->socket.non_blocking(true, ignored);
-    self->WriteUpstream();
+    self->upstream_->stream.socket().set_option(tcp::no_delay(true), ignored);
+    self->upstream_->stream.socket().non_blocking(true, ignored);
+    if (!self->upstream_->stream.has_tls()) return self->WriteUpstream();
+    self->HandshakeUpstream();
   });
 }
 
+void Session::HandshakeUpstream() {
+  // The replica's certificate must name the address its endpoint gives (an IP SAN for an IP).
+  const Status named =
+      net::ExpectServerName(upstream_->stream.tls().native_handle(), endpoint_.address);
+  if (!named.ok()) {
+    upstream_.reset();
+    router_.errors_.Add({route_.service, "replica_tls_unverifiable"});
+    return ReplyError(502, "replica " + std::to_string(endpoint_.replica) + " (" + endpoint_key_ +
+                               "): " + named.message());
+  }
+  ArmUpstream(router_.options_.connect_timeout);
+  upstream_->stream.tls().async_handshake(
+      asio::ssl::stream_base::client, [self = shared_from_this()](error_code ec) {
+        if (ec) return self->UpstreamFailed(self->Timed(ec), "TLS handshake");
+        self->WriteUpstream();
+      });
+}
+
 void Session::WriteUpstream() {
-  Send(upstream_->socket, {asio::buffer(upstream_head_), asio::buffer(request_body_)}, true,
-       [this](error_code ec) {
-         if (ec) return UpstreamFailed(ec, "write");
-         ReadUpstreamHeader();
-       });
+  SendUpstream({asio::buffer(upstream_head_), asio::buffer(request_body_)}, [this](error_code ec) {
+    if (ec) return UpstreamFailed(ec, "write");
+    ReadUpstreamHeader();
+  });
 }
 
 void Session::ReadUpstream() {
-  upstream_->socket.async_read_some(upstream_->buffer.prepare(kReadBytes),
-                                    [self = shared_from_this()](error_code ec, size_t n) {
-                                      self->upstream_->buffer.commit(n);
-                                      self->OnUpstreamBytes(self->Timed(ec));
-                                    });
+  upstream_->stream.async_read_some(
+      upstream_->buffer.prepare(kReadBytes), [self = shared_from_this()](error_code ec, size_t n) {
+        self->upstream_->buffer.commit(n);
+        // A replica that closes TLS without close_notify ends
+        // the connection as a plain one does; the HTTP framing
+        // says whether the message was whole.
+        if (ec == asio::ssl::error::stream_truncated) ec = asio::error::eof;
+        // OpenSSL hands back one record per read: once the first token is out (never
+        // delayed), drain the records already here, so that a burst of tokens goes to the
+        // client in one write, as over plain TCP.
+        if (!ec && self->first_body_byte_noted_ && self->upstream_->stream.has_tls() &&
+            self->upstream_->buffer.size() < kBodyPieceBytes &&
+            TlsRecordsBuffered(self->upstream_->stream.tls().native_handle()))
+          return self->ReadUpstream();
+        self->OnUpstreamBytes(self->Timed(ec));
+      });
 }
 
 void Session::OnUpstreamBytes(error_code ec) {

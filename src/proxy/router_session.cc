@@ -38,7 +38,7 @@ void Session::OnDeadline() {
   timed_out_ = true;
   if (upstream_op_ && upstream_) {
     error_code ignored;
-    upstream_->socket.close(ignored);
+    upstream_->stream.socket().close(ignored);
   } else {
     Close();
   }
@@ -66,11 +66,46 @@ void Session::OnServiceRemoved() {
 
 void Session::Handshake() {
   ArmClient(router_.options_.header_timeout);
-  client_.tls().async_handshake(asio::ssl::stream_base::server,
-                                [self = shared_from_this()](error_code ec) {
+  client_.socket().async_read_some(client_buffer_.prepare(kReadBytes),
+                                   [self = shared_from_this()](error_code ec, size_t n) {
+                                     self->client_buffer_.commit(n);
+                                     if (self->Timed(ec)) return self->Close();
+                                     self->OnFirstBytes();
+                                   });
+}
+
+void Session::OnFirstBytes() {
+  // Every TLS connection opens with a handshake record (content type 22).
+  constexpr unsigned char kTlsHandshakeRecord = 0x16;
+  if (static_cast<const unsigned char*>(client_buffer_.data().data())[0] != kTlsHandshakeRecord)
+    return RefusePlainHttp();
+  client_.tls().async_handshake(asio::ssl::stream_base::server, client_buffer_.data(),
+                                [self = shared_from_this()](error_code ec, size_t used) {
                                   if (self->Timed(ec)) return self->Close();
+                                  self->client_buffer_.consume(used);
                                   self->DoIdleWait();
                                 });
+}
+
+void Session::RefusePlainHttp() {
+  // Written to the socket in plain, as the head's port does (src/net): the client speaks no TLS.
+  phase_ = Phase::kWriting;
+  client_buffer_.consume(client_buffer_.size());
+  const std::string body =
+      Json{{"error",
+            "this port speaks HTTPS only: use https://... and verify the router with the "
+            "cluster CA (ca.crt in the head's state directory)"},
+           {"field", "scheme"}}
+          .dump() +
+      "\n";
+  auto text = std::make_shared<std::string>(
+      "HTTP/1.1 400 Bad Request\r\nServer: tessera-router\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
+  ArmClient(router_.options_.write_timeout);
+  asio::async_write(
+      client_.socket(), asio::buffer(*text),
+      [self = shared_from_this(), text](error_code, size_t) { self->CloseGracefully(); });
 }
 
 void Session::DoIdleWait() {

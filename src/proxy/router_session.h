@@ -95,10 +95,25 @@ class Session : public std::enable_shared_from_this<Session> {
                           error_code wec, size_t) mutable { then(self->Timed(wec)); });
   }
 
+  // Writes `pieces` to the replica: Send's fast path over plain TCP; over TLS asynchronously,
+  // as SendClient.
+  template <class Then>
+  void SendUpstream(Pieces pieces, Then then) {
+    if (!upstream_->stream.has_tls())
+      return Send(upstream_->stream.socket(), pieces, true, std::move(then));
+    ArmUpstream(router_.options_.write_timeout);
+    asio::async_write(upstream_->stream, pieces,
+                      [self = shared_from_this(), then = std::move(then)](
+                          error_code wec, size_t) mutable { then(self->Timed(wec)); });
+  }
+
   // ---- the client's request (router_session.cc) ----
 
-  // The TLS handshake of a client of an HTTPS router, under the header timeout.
+  // The TLS handshake of a client of an HTTPS router, under the header timeout. Its first bytes
+  // are read in plain first: a plain-HTTP request gets a plain 400 (RefusePlainHttp).
   void Handshake();
+  void OnFirstBytes();
+  void RefusePlainHttp();
   void DoIdleWait();
 
   // One read from the client; what it means depends on the phase.
@@ -126,7 +141,13 @@ class Session : public std::enable_shared_from_this<Session> {
   void Forward();
   void Connect();
   void ConnectTo(const tcp::endpoint& where);
+  // A replica that serves HTTPS: the handshake, verifying its certificate against the cluster
+  // CA and the endpoint's address, under the connect timeout.
+  void HandshakeUpstream();
   void WriteUpstream();
+  // The pool's key of the connection this request needs: TLS and plain connections to one
+  // address:port are never taken for one another.
+  std::string PoolKey() const { return upstream_tls_ ? endpoint_key_ + "/tls" : endpoint_key_; }
 
   // One read from the replica; what it means depends on the phase.
   void ReadUpstream();
@@ -238,7 +259,8 @@ class Session : public std::enable_shared_from_this<Session> {
   RequestId request_id_ = 0;
   bool has_slot_ = false;
   Endpoint endpoint_;
-  std::string endpoint_key_;  // endpoint_.Key()
+  std::string endpoint_key_;   // endpoint_.Key()
+  bool upstream_tls_ = false;  // the replica is dialled over TLS (Endpoint::tls)
   bool retried_ = false;
   bool fresh_reconnect_used_ = false;
   bool first_body_byte_noted_ = false;

@@ -54,6 +54,12 @@ Result<Endpoint> ParseEndpoint(const Json& e, const std::string& where, int defa
   auto port = IntField(e, "port", where, 0, 1, 65535);
   if (!port.ok()) return port.status();
   if (*port == 0) return InvalidArgument(where + ".port: required (1 to 65535)");
+  auto scheme = StringField(e, "scheme", where, "http");
+  if (!scheme.ok()) return scheme.status();
+  if (*scheme != "http" && *scheme != "https")
+    return InvalidArgument(where + ".scheme: must be \"http\" or \"https\", not \"" + *scheme +
+                           "\"");
+  out.tls = *scheme == "https";
   out.replica = static_cast<int>(*replica);
   out.generation = *generation;
   out.address = std::move(*address);

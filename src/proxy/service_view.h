@@ -24,6 +24,9 @@ struct Endpoint {
   std::string address;  // "127.0.0.1"
   uint16_t port = 0;
   std::string slice;  // the replica's slice (status.roles[].replicas[].slice); "" unknown
+  // "scheme": "https" = the replica serves TLS with a certificate from the cluster CA naming
+  // `address` (docs/serving.md "TLS to replicas"); "http" (the default) = plain.
+  bool tls = false;
 
   // "address:port": identifies the process; keys the router's slots and connection pools.
   std::string Key() const;
@@ -64,7 +67,8 @@ Result<ServiceEvent> ParseServiceEvent(std::string_view json_line);
 // The --static-endpoints file:
 //   {"services": [{"name": "echo", "maxOngoingRequests": 5,
 //                  "endpoints": [{"address": "127.0.0.1", "port": 8001, "replica": 0}]}]}
-// `maxOngoingRequests` defaults to 5, `replica` to the endpoint's index, `role` to "server".
+// `maxOngoingRequests` defaults to 5, `replica` to the endpoint's index, `role` to "server",
+// an endpoint's `scheme` ("http" or "https") to "http".
 // A disaggregated Service adds "prefillEndpoints" (its prefill replicas; "endpoints" are then
 // its decode replicas) and optionally "prefillRole" (default "prefill"); any endpoint may
 // carry "slice" (its locality for pairing).

@@ -122,12 +122,39 @@ TEST(ServiceViewTest, StaticEndpointsFile) {
                 "listed twice"},
            Case{R"({"services": [{"name": "a", "endpoints": [], "weight": 2}]})",
                 "unknown field 'weight'"},
+           Case{R"({"services": [{"name": "a", "endpoints": [{"address": "h", "port": 80,
+                                                            "scheme": "tls"}]}]})",
+                "services[0].endpoints[0].scheme: must be \"http\" or \"https\""},
        }) {
     auto r = ParseStaticEndpoints(c.text);
     ASSERT_FALSE(r.ok()) << c.text;
     EXPECT_NE(r.status().message().find(c.names), std::string::npos)
         << c.text << " -> " << r.status().message();
   }
+}
+
+TEST(ServiceViewTest, AnEndpointsSchemeSaysWhetherTheReplicaServesTls) {
+  auto view = ParseServiceDocument(R"({"metadata": {"name": "chat"}, "spec": {"port": 8000},
+      "status": {"endpoints": [
+        {"role": "server", "replica": 0, "scheme": "https", "address": "10.0.0.3", "port": 8000,
+         "ready": true},
+        {"role": "server", "replica": 1, "scheme": "http", "address": "10.0.0.4", "port": 8000,
+         "ready": true},
+        {"role": "server", "replica": 2, "address": "10.0.0.5", "port": 8000, "ready": true}]}})");
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  ASSERT_EQ(view->endpoints.size(), 3u);
+  EXPECT_TRUE(view->endpoints[0].tls);
+  EXPECT_FALSE(view->endpoints[1].tls);
+  EXPECT_FALSE(view->endpoints[2].tls);  // a head from before TLS to replicas says nothing
+  EXPECT_EQ(view->endpoints[0].Key(), "10.0.0.3:8000");
+
+  auto bad = ParseServiceDocument(R"({"metadata": {"name": "chat"}, "spec": {"port": 8000},
+      "status": {"endpoints": [{"role": "server", "replica": 0, "scheme": 443,
+                                "address": "10.0.0.3", "port": 8000, "ready": true}]}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("status.endpoints[0].scheme: must be a string"),
+            std::string::npos)
+      << bad.status().message();
 }
 
 }  // namespace

@@ -170,7 +170,8 @@ std::unique_ptr<Upstream> RouterImpl::TakeIdle(const std::string& key) {
     if (idle_for < std::chrono::seconds(1)) return up;
     // Closed by the replica while idle? A non-blocking peek says so without consuming.
     char byte;
-    const ssize_t n = ::recv(up->socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    const ssize_t n =
+        ::recv(up->stream.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return up;
   }
   return nullptr;
@@ -195,6 +196,15 @@ Status RouterImpl::Start() {
       return context.status();
     }
     tls_context_ = *context;
+  }
+  if (!options_.replicas_ca_file.empty() && !options_.replicas_plain_http) {
+    auto context =
+        net::MakeClientTlsContext(net::ClientTlsOptions{options_.replicas_ca_file, "", "", ""});
+    if (!context.ok()) {
+      started_ = false;
+      return InvalidArgument("replicas CA: " + context.status().message());
+    }
+    replica_tls_context_ = *context;
   }
   Result<tcp::endpoint> endpoint =
       net::ParseBindEndpoint(options_.bind_address, options_.port, "bind address");

@@ -73,8 +73,16 @@ struct RouterOptions {
   std::chrono::milliseconds pool_idle_timeout{30'000};
   uint64_t seed = 1;  // the power-of-two-choices draws
   // nullopt = plain HTTP on the router's port. With TLS, a client's handshake must finish
-  // within header_timeout; one that fails (a plain-HTTP request, say) closes the connection.
+  // within header_timeout; a plain-HTTP request gets a plain 400 saying the port speaks HTTPS
+  // only, then the connection is closed; a handshake that fails closes it.
   std::optional<RouterTls> tls;
+  // TLS to replicas (docs/serving.md "TLS to replicas"): an endpoint whose scheme is https is
+  // dialled over TLS, its certificate verified against this CA (PEM; the cluster CA) and the
+  // endpoint's address. "" = none: such an endpoint's requests get 502 naming the flag.
+  std::string replicas_ca_file;
+  // Every replica is dialled in plain HTTP whatever its endpoint says (--replicas-plain-http:
+  // for a head started with it, whose replicas serve plain HTTP on a trusted network).
+  bool replicas_plain_http = false;
 };
 
 // One Service's load at an instant (for the load reports to the head).
@@ -113,7 +121,8 @@ class ServingRouter {
   ServingRouter& operator=(const ServingRouter&) = delete;
 
   // Binds, listens and starts the io thread. Unavailable naming address:port if the address
-  // cannot be bound; InvalidArgument naming the file when a TLS file does not load;
+  // cannot be bound; InvalidArgument naming the file when a TLS file (the router's, or
+  // replicas_ca_file) does not load;
   // FailedPrecondition if already started.
   Status Start();
   // The bound port; 0 before Start().

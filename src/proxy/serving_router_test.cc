@@ -344,6 +344,16 @@ TEST_F(ServingRouterTest, AServiceOfAnotherNamespaceIsRoutedByItsNamespacedPathO
   router_->RemoveService("team-x.svc");
 }
 
+TEST_F(ServingRouterTest, AnHttpsReplicaWithoutACaToVerifyItIsA502NamingTheFlag) {
+  router_->UpsertService(ServiceView{
+      "secure", "server", 5, {Endpoint{0, 1, "127.0.0.1", backend_->port(), "", true}}, "", {}});
+  ASSERT_EQ(router_->Loads().size(), 2u);
+  Message m = Exchange("GET /services/secure/x HTTP/1.1\r\nHost: h\r\n\r\n");
+  EXPECT_EQ(m.start_line, "HTTP/1.1 502 Bad Gateway");
+  EXPECT_NE(m.body.find("--replicas-ca-file"), std::string::npos) << m.body;
+  EXPECT_TRUE(backend_->requests().empty()) << "nothing went to the replica in plain";
+}
+
 TEST_F(ServingRouterTest, AChunkedRequestBodyReachesTheReplicaWithALength) {
   Message m = Exchange(
       "POST /services/svc/echo HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"

@@ -6,7 +6,8 @@ Run as every process of a replica group, as tessera runs it: the leader (TESSERA
 0, or unset) serves HTTP on $PORT; followers only wait. Standard library only.
 
   GET  /healthz           200
-  GET  /whoami            JSON: replica, generation marker ($VERSION), pid, port
+  GET  /whoami            JSON: replica, generation marker ($VERSION), pid, port, and "tls": the
+                          TLS version of the connection it came on ("TLSv1.3"), null if plain
   POST /v1/completions    {"max_tokens": N, "stream": true}: N chunks of one token each,
                           --token-ms apart, then a usage chunk and `data: [DONE]` (the shape
                           bench/serving/loadgen.py reads); without "stream", one JSON answer.
@@ -17,6 +18,9 @@ Run as every process of a replica group, as tessera runs it: the leader (TESSERA
                           $HOLD_DIR/release exists (polled; 120 s at most): a request held
                           before its first byte, for the tests of the router's retry and of
                           load-driven autoscaling
+
+With TESSERA_TLS_CERT and TESSERA_TLS_KEY (a leader tessera gave a certificate) it serves HTTPS
+only, as examples/serve/server.py does (examples/serve/tls_serving.py): plain HTTP gets 400.
 
 SIGTERM (a group scaled down or replaced): the listening socket is closed at once, a request
 arriving on a connection still open is closed unanswered (a router retries it), requests in
@@ -31,6 +35,10 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "examples", "serve"))
+import tls_serving  # noqa: E402
 
 
 def main():
@@ -93,8 +101,9 @@ def main():
             if self.path == "/healthz":
                 return self.reply(200, "ok\n", "text/plain")
             if self.path == "/whoami":
-                return self.reply(200, json.dumps({"replica": replica, "version": version,
-                                                   "pid": os.getpid(), "port": port}))
+                return self.reply(200, json.dumps({
+                    "replica": replica, "version": version, "pid": os.getpid(), "port": port,
+                    "tls": tls_serving.tls_version(self.connection)}))
             if self.path.startswith("/hold"):
                 request_id = self.path.split("id=", 1)[-1]
                 open(os.path.join(hold_dir, "held-%s-%d-%s" % (replica, os.getpid(),
@@ -144,12 +153,20 @@ def main():
 
     # SERVING_BACKEND_BIND=0.0.0.0 in a host's network namespace (docs/netns.md): every address
     # of that namespace, which is the host's own.
-    server = ThreadingHTTPServer((os.environ.get("SERVING_BACKEND_BIND", "127.0.0.1"), port),
-                                 Handler)
-    server.daemon_threads = True
+    class Server(tls_serving.TlsServerMixin, ThreadingHTTPServer):
+        daemon_threads = True
+
+    try:
+        tls = tls_serving.context_from_env()
+    except ValueError as e:
+        print("serving_backend:", e, file=sys.stderr, flush=True)
+        sys.exit(2)
+    server = Server((os.environ.get("SERVING_BACKEND_BIND", "127.0.0.1"), port), Handler)
+    server.tls = tls
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    print("serving on", port, "replica", replica, "version", version, flush=True)
+    print("serving on", port, "replica", replica, "version", version,
+          "scheme", "https" if tls else "http", flush=True)
     while not stopping.wait(1.0):
         pass
     # Drain: no new connections, the ones in flight finish.

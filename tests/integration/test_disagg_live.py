@@ -121,8 +121,9 @@ class DisaggLiveTest(unittest.TestCase):
         # The reference: the decode replica itself, with no prefill replica named, prefills
         # locally.
         want, source, _ = complete(
-            lambda timeout: http.client.HTTPConnection("127.0.0.1", decode["port"],
-                                                       timeout=timeout), "/v1/completions")
+            lambda timeout: http.client.HTTPSConnection(
+                "127.0.0.1", decode["port"], timeout=timeout, context=self.c.ssl_context()),
+            "/v1/completions")
         self.assertEqual(source, "local")
 
         # Through the router: decode hands the prompt off (once the router's view has the

@@ -293,10 +293,12 @@ class RouterTest(unittest.TestCase):
             response = conn.getresponse()
             self.assertEqual((response.status, response.read().decode()), (200, "a /again"))
             conn.close()
-        # Plain HTTP to the HTTPS port gets no answer; neither does a client that does not
-        # trust the cluster CA.
-        with self.assertRaises((OSError, http.client.HTTPException)):
-            get(r.port, "/services/alpha/hello", timeout=10)
+        # Plain HTTP to the HTTPS port gets a plain 400 saying so, and reaches no replica; a
+        # client that does not trust the cluster CA gets no answer.
+        status, headers, text = get(r.port, "/services/alpha/hello", timeout=10)
+        self.assertEqual(status, 400, text)
+        self.assertIn("HTTPS only", text)
+        self.assertEqual(headers.get("connection"), "close")
         with self.assertRaises(ssl.SSLError):
             conn = http.client.HTTPSConnection("127.0.0.1", r.port, timeout=10,
                                                context=ssl.create_default_context())

@@ -27,7 +27,13 @@ SERVER = (
     "    def log_message(self, *args):\n"
     "        pass\n"
     "print('serving on', os.environ['PORT'], flush=True)\n"
-    "http.server.HTTPServer(('127.0.0.1', int(os.environ['PORT'])), H).serve_forever()\n"
+    "srv = http.server.HTTPServer(('127.0.0.1', int(os.environ['PORT'])), H)\n"
+    "if os.environ.get('TESSERA_TLS_CERT'):  # a leader's certificate (docs/serving.md)\n"
+    "    import ssl\n"
+    "    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n"
+    "    ctx.load_cert_chain(os.environ['TESSERA_TLS_CERT'], os.environ['TESSERA_TLS_KEY'])\n"
+    "    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)\n"
+    "srv.serve_forever()\n"
 )
 
 
@@ -88,8 +94,10 @@ class ServingTest(unittest.TestCase):
 
         # The leader serves, with the serving environment.
         ep = self.ready_endpoints("echo")[0]
-        with urllib.request.urlopen("http://%s:%d/env" % (ep["address"], ep["port"]),
-                                    timeout=10) as r:
+        # HTTPS with a certificate from the cluster CA (docs/serving.md "TLS to replicas").
+        self.assertEqual(ep["scheme"], "https")
+        with urllib.request.urlopen("https://%s:%d/env" % (ep["address"], ep["port"]),
+                                    timeout=10, context=self.c.ssl_context()) as r:
             env = json.loads(r.read())
         self.assertEqual(env["TESSERA_SERVICE"], "echo")
         self.assertEqual(env["TESSERA_ROLE"], "server")
@@ -97,6 +105,7 @@ class ServingTest(unittest.TestCase):
         self.assertEqual(env["TESSERA_GROUP_SIZE"], "4")
         self.assertEqual(env["TESSERA_LEADER_ADDRESS"], "%s:%d" % (ep["address"], ep["port"]))
         self.assertEqual(env["PORT"], str(ep["port"]))
+        self.assertTrue(env["TESSERA_TLS_KEY"].endswith("/worker-0.key"), env)
         self.assertEqual(env["TPU_WORKER_ID"], "0")
 
         # kill -9 of a follower of one group: that whole group is recreated, the other stays.

@@ -29,7 +29,13 @@ SERVER = (
     "        self.wfile.write(body)\n"
     "    def log_message(self, *args):\n"
     "        pass\n"
-    "http.server.HTTPServer(('127.0.0.1', int(os.environ['PORT'])), H).serve_forever()\n"
+    "srv = http.server.HTTPServer(('127.0.0.1', int(os.environ['PORT'])), H)\n"
+    "if os.environ.get('TESSERA_TLS_CERT'):  # a leader's certificate (docs/serving.md)\n"
+    "    import ssl\n"
+    "    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n"
+    "    ctx.load_cert_chain(os.environ['TESSERA_TLS_CERT'], os.environ['TESSERA_TLS_KEY'])\n"
+    "    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)\n"
+    "srv.serve_forever()\n"
 )
 
 
@@ -127,8 +133,8 @@ class ServingAdmissionTest(unittest.TestCase):
             self.assertFalse(alive(pid), "a worker of the victim still runs: %d" % pid)
         for ep in self.get("llm")["status"]["endpoints"]:
             self.assertTrue(ep["ready"], ep)
-            with urllib.request.urlopen("http://%s:%d/env" % (ep["address"], ep["port"]),
-                                        timeout=10) as r:
+            with urllib.request.urlopen("https://%s:%d/env" % (ep["address"], ep["port"]),
+                                        timeout=10, context=c.ssl_context()) as r:
                 self.assertEqual(json.loads(r.read())["TESSERA_SERVICE"], "llm")
         code, queues = c.request("GET", "/api/v1/clusterqueues")
         self.assertEqual(code, 200)
