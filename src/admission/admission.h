@@ -51,6 +51,11 @@ enum class FairSharing { kDisabled, kEnabled };
 
 // How much each pending reason explains.
 enum class Explain {
+  // Only the workloads that fit now (kFitsNextCycle), with no reason for the others (nor their
+  // count in usage): for a caller that runs another cycle at once when one does, and wants the
+  // others' reasons only now and then. The decisions are the same at every level, so it gets
+  // them by running the same snapshot again with kReasons (the simulator does).
+  kFitsNextCycleOnly,
   kReasons,              // the reason and its numbers only
   kReasonsAndWhatHelps,  // also which running workloads would have to finish or be preempted
 };
@@ -177,6 +182,7 @@ struct AdmissionCycle {
   std::vector<Preemption> preemptions;   // in the order they were decided
   std::vector<Eviction> evictions;       // start guard first, then preemption victims
   std::vector<PendingStatus> pending;    // every waiting workload, by queue then position
+                                         // (kFitsNextCycleOnly: only those that fit now)
   std::vector<ClusterQueueUsage> usage;  // by queue name
   // The working inventory after the decisions: victims and evicted released, admissions
   // reserved. The caller's own inventory changes only when it applies the decisions.

@@ -6,6 +6,9 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "admission/admission.h"
 #include "admission/test_util.h"
@@ -94,6 +97,14 @@ void RunSeed(uint64_t seed) {
   o.start_guard.backoff_cap_ms = 8'000;
   o.start_guard.retry_limit = 2;
   Admitter admitter(o);
+  // The same cycle at the other explain levels: the same decisions, and (kFitsNextCycleOnly)
+  // exactly the workloads that fit now.
+  std::vector<Admitter> levels;
+  for (Explain level : {Explain::kFitsNextCycleOnly, Explain::kReasons}) {
+    AdmissionOptions lo = o;
+    lo.explain = level;
+    levels.emplace_back(lo);
+  }
   uint64_t next_id = 1;
   int64_t now = 0;
   int preemptions = 0, admissions = 0;
@@ -135,6 +146,33 @@ void RunSeed(uint64_t seed) {
     for (size_t i = 0; i < c.admissions.size(); ++i) {
       EXPECT_EQ(again.admissions[i].workload, c.admissions[i].workload);
       EXPECT_EQ(again.admissions[i].placement.AllHosts(), c.admissions[i].placement.AllHosts());
+    }
+    for (const Admitter& level : levels) {
+      SCOPED_TRACE("explain level " + std::to_string(static_cast<int>(level.options().explain)));
+      auto other = level.Run(s, now);
+      ASSERT_TRUE(other.ok()) << other.status().ToString();
+      ASSERT_EQ(other->admissions.size(), c.admissions.size());
+      for (size_t i = 0; i < c.admissions.size(); ++i) {
+        EXPECT_EQ(other->admissions[i].workload, c.admissions[i].workload);
+        EXPECT_EQ(other->admissions[i].placement.AllHosts(), c.admissions[i].placement.AllHosts());
+        EXPECT_EQ(other->admissions[i].waits_for, c.admissions[i].waits_for);
+      }
+      ASSERT_EQ(other->evictions.size(), c.evictions.size());
+      for (size_t i = 0; i < c.evictions.size(); ++i) {
+        EXPECT_EQ(other->evictions[i].workload, c.evictions[i].workload);
+        EXPECT_EQ(other->evictions[i].cause, c.evictions[i].cause);
+        EXPECT_EQ(other->evictions[i].message, c.evictions[i].message);
+      }
+      std::vector<std::tuple<uint64_t, int, std::string>> want, got;
+      for (const PendingStatus& p : c.pending)
+        if (level.options().explain != Explain::kFitsNextCycleOnly ||
+            p.reason == PendingReason::kFitsNextCycle)
+          want.emplace_back(p.workload.value(), p.position,
+                            PendingReasonName(p.reason) + std::string(": ") + p.message);
+      for (const PendingStatus& p : other->pending)
+        got.emplace_back(p.workload.value(), p.position,
+                         PendingReasonName(p.reason) + std::string(": ") + p.message);
+      EXPECT_EQ(got, want);
     }
 
     std::map<WorkloadId, const Workload*> by_id;

@@ -14,6 +14,9 @@
 namespace tessera::admission_internal {
 namespace {
 
+constexpr char kFitsNextCycleMessage[] =
+    "room and quota became free after it was tried; next cycle";
+
 // kLocalQueueNotFound's message: the queue, why it was asked for, and the two fixes, with the
 // LocalQueues of the workload's namespace that exist (a workload's queue is fixed once it is
 // created, so the first fix is to apply it again under metadata.queue). `key` is the queue's
@@ -134,6 +137,7 @@ void Cycle::Explain() {
     for (int wi : q.line) in_line[wi] = 1;
 
   const bool help = options_.explain == Explain::kReasonsAndWhatHelps;
+  const bool fits_only = options_.explain == Explain::kFitsNextCycleOnly;
   for (int qi = 0; qi < static_cast<int>(quota_.queues.size()); ++qi) {
     QueueState& q = quota_.queues[qi];
     int position = 0;
@@ -143,6 +147,15 @@ void Cycle::Explain() {
       ++position;
       const Workload& w = W(wi);
       const StaticFit& fit = StaticCheck(w.request);
+      if (fits_only) {
+        // The same tests as below, in the same order, without the messages of those that fail.
+        if (fit.possible && w.chips() <= quota_.Ceiling(qi) &&
+            !(q.blocked_at >= 0 && static_cast<int>(pos) > q.blocked_at) &&
+            quota_.Over(qi, w.chips()) <= 0 && PlanNow(w.request).placed())
+          AddPending(wi, qi, PendingReason::kFitsNextCycle, kFitsNextCycleMessage).position =
+              position;
+        continue;
+      }
       PendingStatus* st = nullptr;
       if (!fit.possible) {
         st = &AddPending(wi, qi, fit.reason, fit.message);
@@ -167,8 +180,7 @@ void Cycle::Explain() {
         st->largest_free =
             plan.largest_free.empty() ? planner_.LargestFree(inv_) : plan.largest_free;
       } else {
-        st = &AddPending(wi, qi, PendingReason::kFitsNextCycle,
-                         "room and quota became free after it was tried; next cycle");
+        st = &AddPending(wi, qi, PendingReason::kFitsNextCycle, kFitsNextCycleMessage);
       }
       st->position = position;
       const bool helps =
@@ -177,6 +189,7 @@ void Cycle::Explain() {
       if (help && helps && fit.possible && w.chips() <= quota_.Ceiling(qi)) WhatHelps(qi, wi, *st);
     }
   }
+  if (fits_only) return;
   // Not in any line: unknown queue, backoff, deactivated.
   for (size_t i = 0; i < snap_.workloads.size(); ++i) {
     const int wi = static_cast<int>(i);

@@ -14,11 +14,10 @@ JobIndex JobOf(WorkloadId id) { return static_cast<JobIndex>(id.value()); }
 class AdmissionScheduler final : public SimScheduler {
  public:
   AdmissionScheduler(AdmissionKind kind, const PlannerOptions& placement, KueueConfig config)
-      : kind_(kind), config_(std::move(config)), admitter_([&] {
-          AdmissionOptions o = config_.admission;
-          o.planner = placement;
-          return o;
-        }()) {}
+      : kind_(kind),
+        config_(std::move(config)),
+        admitter_(Options(placement, Explain::kFitsNextCycleOnly)),
+        explainer_(Options(placement, config_.admission.explain)) {}
 
   std::string Name() const override { return AdmissionName(kind_); }
 
@@ -38,6 +37,8 @@ class AdmissionScheduler final : public SimScheduler {
   Status status() const override { return error_; }
 
   std::string PendingReason(JobIndex j) const override {
+    if (!explained_) ExplainLastCycle();
+    if (!explain_error_.empty()) return explain_error_;
     for (const PendingStatus& st : last_pending_)
       if (st.workload == IdOf(j))
         return std::string(PendingReasonName(st.reason)) + ": " + st.message;
@@ -62,6 +63,26 @@ class AdmissionScheduler final : public SimScheduler {
   }
 
  private:
+  AdmissionOptions Options(const PlannerOptions& placement, Explain explain) const {
+    AdmissionOptions o = config_.admission;
+    o.planner = placement;
+    o.explain = explain;
+    return o;
+  }
+
+  // The reasons of the last cycle: the same snapshot at the same instant again, with reasons
+  // (a cycle's decisions do not depend on how much it explains).
+  void ExplainLastCycle() const {
+    explained_ = true;
+    auto cycle = explainer_.Run(snapshot_, last_now_ms_);
+    if (!cycle.ok()) {  // it ran on this snapshot before, so this is a broken invariant
+      last_pending_.clear();
+      explain_error_ = "explaining the last cycle failed: " + cycle.status().message();
+      return;
+    }
+    last_pending_ = std::move(cycle->pending);
+  }
+
   void Configure(const Inventory& inv) {
     configured_ = true;
     if (config_.cluster_queues.empty()) {
@@ -96,11 +117,24 @@ class AdmissionScheduler final : public SimScheduler {
     return name;
   }
 
-  tessera::Workload MakeWorkload(JobIndex j, const SimJob& job) {
-    tessera::Workload w;
+  // The snapshot's next workload, for job j: a slot of the last cycle's list reused, so that its
+  // strings keep their capacity (a pass lists every waiting job; under ASan an allocation per
+  // name and queue of each made the simulator's kueue runs several times slower).
+  tessera::Workload& AddWorkload(JobIndex j, const SimJob& job) {
+    std::vector<tessera::Workload>& list = snapshot_.workloads;
+    if (listed_ == list.size()) list.emplace_back();
+    tessera::Workload& w = list[listed_++];
+    std::string name = std::move(w.name), queue = std::move(w.local_queue);
+    w = tessera::Workload();
+    w.name = std::move(name);
+    w.local_queue = std::move(queue);
     w.id = IdOf(j);
-    w.name = job.spec.name.empty() ? "job-" + std::to_string(j) : job.spec.name;
-    w.local_queue = LocalQueueOf(j, job);
+    if (job.spec.name.empty()) {
+      w.name = "job-" + std::to_string(j);
+    } else {
+      w.name.assign(job.spec.name);
+    }
+    w.local_queue.assign(LocalQueueOf(j, job));
     w.priority = job.spec.priority;
     w.request = job.request;
     w.creation_order = j;  // jobs are indexed in submission order
@@ -114,11 +148,13 @@ class AdmissionScheduler final : public SimScheduler {
     snap.inventory = ctx.inventory();
     snap.cluster_queues = config_.cluster_queues;
     snap.local_queues = config_.local_queues;
-    snap.workloads.clear();
+    listed_ = 0;
     const std::vector<RunningJobView> running = ctx.Running();
     // Re-own every running job's slices under its workload id: release all first, since a
     // simulator owner id may equal another job's workload owner id.
-    std::vector<std::vector<HostId>> hosts(running.size());
+    std::vector<std::vector<HostId>>& hosts = hosts_;
+    if (hosts.size() < running.size()) hosts.resize(running.size());
+    for (size_t i = 0; i < running.size(); ++i) hosts[i].clear();
     for (size_t i = 0; i < running.size(); ++i)
       for (OwnerId o : ctx.OwnersOf(running[i].job)) {
         for (HostId h : ctx.inventory().HostsOf(o)) hosts[i].push_back(h);
@@ -142,21 +178,23 @@ class AdmissionScheduler final : public SimScheduler {
         error_ = Internal("kueue: re-owning job " + job.spec.name + ": " + st.message());
         return false;
       }
-      tessera::Workload w = MakeWorkload(r.job, job);
+      tessera::Workload& w = AddWorkload(r.job, job);
       w.state = WorkloadState::kRunning;
       // After a shrink the job holds fewer slices than it asked for; quota counts what it holds.
       w.request.num_slices = static_cast<int>(std::max<int64_t>(1, r.chips / job.slice_chips));
       w.admitted_at_ms = r.start_s * 1000;
       w.last_checkpoint_ms = r.last_checkpoint_s * 1000;
-      snap.workloads.push_back(std::move(w));
     }
-    for (JobIndex j : pending_) snap.workloads.push_back(MakeWorkload(j, ctx.job(j)));
+    for (JobIndex j : pending_) AddWorkload(j, ctx.job(j));
+    snap.workloads.resize(listed_);
 
-    auto cycle = admitter_.Run(snap, now * 1000);
+    last_now_ms_ = now * 1000;
+    auto cycle = admitter_.Run(snap, last_now_ms_);
     if (!cycle.ok()) {
       error_ = cycle.status();
       return false;
     }
+    explained_ = false;
     // Victims first: each admission's placement may use their hosts.
     for (const Eviction& e : cycle->evictions) {
       // The start guard never fires here: every workload reported running is running.
@@ -172,20 +210,26 @@ class AdmissionScheduler final : public SimScheduler {
     bool fits_next = false;
     for (const PendingStatus& st : cycle->pending)
       fits_next = fits_next || st.reason == PendingReason::kFitsNextCycle;
-    last_pending_ = std::move(cycle->pending);
     idle_ = !decided;
     return decided && fits_next && !pending_.empty();
   }
 
   AdmissionKind kind_;
   KueueConfig config_;
-  Admitter admitter_;
+  Admitter admitter_;   // the cycles: decisions, and who fits now
+  Admitter explainer_;  // the last cycle again, with reasons, when one is asked for
   bool configured_ = false;
   Status error_;
   std::set<JobIndex> pending_;
   std::vector<std::string> local_queue_;  // per job, resolved once
-  Snapshot snapshot_;                     // reused so its vectors keep their capacity
-  std::vector<PendingStatus> last_pending_;
+  Snapshot snapshot_;  // the last cycle's; reused so its vectors keep their capacity
+  size_t listed_ = 0;  // workloads listed in snapshot_ so far in this cycle
+  std::vector<std::vector<HostId>> hosts_;  // by running job, this cycle's
+  int64_t last_now_ms_ = 0;
+  // The last cycle's reasons, computed when asked for.
+  mutable bool explained_ = true;
+  mutable std::vector<PendingStatus> last_pending_;
+  mutable std::string explain_error_;
   // Arrivals and departures seen; with the free and owned chips, what a pass that decided
   // nothing saw.
   int64_t changes_ = 0;

@@ -24,6 +24,12 @@
 // size the lifecycle allows (SchedulingContext::job). A running job keeps a failed host until
 // the failure is noticed; its snapshot re-owns that host too.
 //
+// A cycle gives no pending reasons (Explain::kFitsNextCycleOnly: only whether a workload fits
+// now, for the extra cycle above); the simulator asks for reasons only for the jobs still
+// waiting when the run ends, and PendingReason then runs the last cycle's snapshot again with
+// KueueConfig::admission's explain level. The decisions do not depend on it, so the run is the
+// same as with reasons every cycle, at a fraction of the cost: a pass lists every waiting job.
+//
 // A pass is skipped when nothing the cycle reads changed since a pass that decided nothing
 // (no arrival or departure, same free and owned chips): the Admitter is deterministic, and in
 // the simulator a waiting workload's chance depends on nothing else.

@@ -11,18 +11,19 @@ import {Cluster, launchBrowser, login, screenshot, trainJob, waitFor} from './cl
 
 const PY = '/usr/bin/python3';
 // Runs for up to 10 minutes (deleted at the end) and prints a marker per step; each step spins
-// for 0.1 s and sleeps 0.4 s, so the emulated hosts report real CPU use (about 20% of a core)
-// without starving a 2-core machine.
+// for 0.02 s and sleeps 0.48 s, so the emulated hosts report real CPU use (about 4% of a core)
+// without taking CPU from the integration files CI runs beside this suite (at 0.1 s, 20% on each
+// of four ranks, it kept most of a core busy for the whole suite).
 const BUSY = `
 import os, time
 rank = os.environ["RANK"]
 end = time.time() + 600
 step = 0
 while time.time() < end:
-    t = time.time() + 0.1
+    t = time.time() + 0.02
     while time.time() < t:
         pass
-    time.sleep(0.4)
+    time.sleep(0.48)
     print("dash-train rank %s step %d" % (rank, step), flush=True)
     step += 1
 `;

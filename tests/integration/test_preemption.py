@@ -18,7 +18,15 @@ metadata: {{name: {name}}}
 """
 
 
-def train_job(name, queue, priority, slices, steps, ckpt_dir, ckpt_every):
+# The victim's steps: each takes at least STEP_MS (asleep), so the job runs for at least 30 s and
+# is still running when the high-priority job comes, without 8 workers spinning all-reduces on a
+# machine the other integration files share (1,500 steps at full speed before: most of this
+# file's CPU).
+VICTIM_STEPS = 300
+VICTIM_STEP_MS = 100
+
+
+def train_job(name, queue, priority, slices, steps, ckpt_dir, ckpt_every, step_ms=0):
     return {
         "apiVersion": "tessera/v1",
         "kind": "TrainJob",
@@ -32,7 +40,7 @@ def train_job(name, queue, priority, slices, steps, ckpt_dir, ckpt_every):
             "template": {
                 "command": [PYTHON, "examples/train/train.py"],
                 "env": {"STEPS": str(steps), "CKPT_EVERY": str(ckpt_every),
-                        "PYTHONPATH": os.path.join(REPO, "python")},
+                        "STEP_MS": str(step_ms), "PYTHONPATH": os.path.join(REPO, "python")},
                 "workingDir": REPO,
                 "terminationGracePeriod": "60s",
             },
@@ -72,7 +80,8 @@ class PreemptionTest(unittest.TestCase):
 
         ckpt = os.path.join(c.dir, "ckpt-low")
         code, body = c.request("POST", "/api/v1/apply",
-                               train_job("low", "team", "low", 2, 1500, ckpt, 5))
+                               train_job("low", "team", "low", 2, VICTIM_STEPS, ckpt, 5,
+                                         VICTIM_STEP_MS))
         self.assertEqual(code, 201, body)
         # Running, with at least one periodic checkpoint behind it.
         wait_for("low to checkpoint",
@@ -105,7 +114,7 @@ class PreemptionTest(unittest.TestCase):
         self.assertEqual(st["attempt"], 1)
         log = c.cli("logs", "job", "low", "--worker", "0").stdout
         self.assertIn("resume step %d from" % step, log)
-        self.assertRegex(log, r"RESULT ok loss=[0-9.]+ steps=1500 world=8")
+        self.assertRegex(log, r"RESULT ok loss=[0-9.]+ steps=%d world=8" % VICTIM_STEPS)
         out = c.cli("get", "queues").stdout
         self.assertRegex(out, r"research\s+-\s+32\s+0\s+0\s+0\s+0")
 
