@@ -367,7 +367,7 @@ class FakeHead:
             def do_GET(self):
                 if not self.authorized():
                     return
-                if self.path == "/api/v1/services":
+                if self.path == "/api/v1/services?allNamespaces=true":
                     with head.lock:
                         body = json.dumps({"items": list(head.services.values())}).encode()
                     self.send_response(200)
@@ -376,7 +376,7 @@ class FakeHead:
                     self.end_headers()
                     self.wfile.write(body)
                     return
-                if self.path == "/api/v1/services?watch=true":
+                if self.path == "/api/v1/services?watch=true&allNamespaces=true":
                     self.send_response(200)
                     self.send_header("Content-Type", "application/x-ndjson")
                     self.send_header("Transfer-Encoding", "chunked")
