@@ -126,7 +126,7 @@ Status Controller::ScheduleReservationServices() {
       svc = FindService(name);
       if (svc == nullptr) break;
       const ServiceRoleSpec* spec = svc->spec.Role(key.role);
-      if (spec == nullptr) continue;
+      if (spec == nullptr || roles_missing_secrets_.count(name + "/" + key.role)) continue;
       std::string reason, message;
       if (!ReservationUnusable(rname, reason, message)) {
         if (!inventory_ready_) return Status::Ok();

@@ -371,7 +371,8 @@ Status Controller::ScheduleReservations() {
 Status Controller::ScheduleReservationUsers() {
   std::vector<TrainJob*> waiting;
   for (auto& [name, job] : jobs_)
-    if (!job.spec.reservation.empty() && WaitingJob(job)) waiting.push_back(&job);
+    if (!job.spec.reservation.empty() && WaitingJob(job) && !jobs_missing_secrets_.count(name))
+      waiting.push_back(&job);
   std::sort(waiting.begin(), waiting.end(),
             [](const TrainJob* a, const TrainJob* b) { return a->uid < b->uid; });
   std::vector<std::string> order;
