@@ -100,6 +100,12 @@ TEST_F(ControllerSecretsTest, AJobWaitsForItsSecretThenOnlyItsHostsGetTheValue) 
   const Json secret = Ok(c_->GetSecret(ObjectKey("team-a", "db")));
   EXPECT_EQ(secret["data"]["password"], codec::RedactedValue(kValue));
   EXPECT_EQ(secret["metadata"]["namespace"], "team-a");
+  // Its events are team-a's, named secret/db, with the keys and no value.
+  int events = 0;
+  const Json all_events = c_->ListEvents();
+  for (const Json& e : all_events["items"])
+    if (e["object"] == "secret/db" && e["metadata"]["namespace"] == "team-a") ++events;
+  EXPECT_EQ(events, 2) << all_events.dump();
 }
 
 TEST_F(ControllerSecretsTest, ASecretRunningWorkersReadCannotBeDeletedOrLoseTheKey) {
