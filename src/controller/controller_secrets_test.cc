@@ -157,6 +157,24 @@ TEST_F(ControllerSecretsTest, SecretsSurviveARestartAndStayRedacted) {
   EXPECT_EQ(dry["created"], false);
 }
 
+TEST_F(ControllerSecretsTest, AJobInsideASliceReservationWaitsForItsSecretToo) {
+  RegisterTwoSlices();
+  Ok(c_->Apply({{"apiVersion", "tessera/v1"},
+                {"kind", "SliceReservation"},
+                {"metadata", {{"name", "r"}, {"namespace", "team-a"}}},
+                {"spec", {{"accelerator", "v6e"}, {"topology", "4x4"}, {"slices", 1}}}}));
+  Json doc = SecretJobDoc("inside");
+  doc["spec"]["reservation"] = "r";
+  Ok(c_->CreateJob(doc));
+  const std::string job = ObjectKey("team-a", "inside");
+  EXPECT_EQ(Phase(job), "Pending");
+  EXPECT_EQ(Reason(job).rfind("SecretNotFound: ", 0), 0u) << Reason(job);
+  EXPECT_TRUE(PasswordByHost().empty());
+  Ok(c_->Apply(SecretDocIn("team-a", {{"password", kValue}})));
+  EXPECT_EQ(Phase(job), "Starting");
+  EXPECT_EQ(PasswordByHost().size(), 4u);
+}
+
 TEST_F(ControllerSecretsTest, AServiceGroupWaitsForItsSecret) {
   RegisterTwoSlices();
   Json svc = {

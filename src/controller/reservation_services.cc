@@ -111,6 +111,7 @@ Status Controller::ServiceInReservationRefusalLocked(const ServiceSpec& spec, co
 }
 
 Status Controller::ScheduleReservationServices() {
+  TESSERA_RETURN_IF_ERROR(HoldServiceGroupsMissingSecrets());  // secrets.cc, as ScheduleServices
   std::vector<const Service*> inside;
   for (const auto& [name, svc] : services_)
     if (!svc.spec.reservation.empty()) inside.push_back(&svc);

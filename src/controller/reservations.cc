@@ -369,6 +369,8 @@ Status Controller::ScheduleReservations() {
 }
 
 Status Controller::ScheduleReservationUsers() {
+  // SliceReservations run first in the pass: their users' Secrets are checked here too.
+  TESSERA_RETURN_IF_ERROR(HoldJobsMissingSecrets());  // secrets.cc
   std::vector<TrainJob*> waiting;
   for (auto& [name, job] : jobs_)
     if (!job.spec.reservation.empty() && WaitingJob(job) && !jobs_missing_secrets_.count(name))

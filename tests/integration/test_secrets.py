@@ -111,7 +111,8 @@ class SecretsTest(unittest.TestCase):
 
     def test_get_describe_and_output_formats_show_keys_and_lengths_only(self):
         self.wait_running("uses")
-        for who in (None, "ann", "vera"):
+        # The CLI as the cluster admin and as a view user of team-a; every format.
+        for who in (None, "vera"):
             table = self.cli("get", "secrets", "-n", NS_A, who=who)
             self.assertRegex(table, r"db\s+Opaque\s+2\s+password,user")
             self.absent(table, "get secrets as %s" % who)
@@ -122,13 +123,18 @@ class SecretsTest(unittest.TestCase):
             described = self.cli("describe", "secret", "db", "-n", NS_A, who=who)
             self.absent(described, "describe secret as %s" % who)
             self.assertRegex(described, r"password:\s+%d bytes" % len(self.value))
-            for fmt in ("json", "yaml"):
-                out = self.cli("get", "job", "uses", "-n", NS_A, "-o", fmt, who=who)
-                self.absent(out, "get job -o %s as %s" % (fmt, who))
-                self.assertIn("valueFrom", out, "the job keeps the reference")
-            self.absent(self.cli("describe", "job", "uses", "-n", NS_A, who=who), "describe job")
+        for fmt in ("json", "yaml"):
+            out = self.cli("get", "job", "uses", "-n", NS_A, "-o", fmt, who="ann")
+            self.absent(out, "get job -o %s" % fmt)
+            self.assertIn("valueFrom", out, "the job keeps the reference")
+        self.absent(self.cli("describe", "job", "uses", "-n", NS_A), "describe job")
         self.absent(self.cli("get", "secrets", "-A"), "get secrets -A")
         self.absent(self.cli("get", "jobs", "-A", "-o", "json"), "get jobs -A -o json")
+        # The API as ann (edit) too: one object and the list.
+        for path in ("/api/v1/secrets/db?namespace=team-a", "/api/v1/secrets?namespace=team-a"):
+            code, body = self.c.request("GET", path, token=self.token("ann"))
+            self.assertEqual(code, 200, body)
+            self.absent(json.dumps(body), "GET %s as ann" % path)
 
     def test_a_waiting_job_names_the_missing_secret_then_starts_once_it_exists(self):
         status = wait_for("later waits for its Secret", lambda: (
