@@ -40,6 +40,8 @@ _KIND_PATHS = {
     "reservations": "slicereservations", "reservation": "slicereservations",
     "slicereservation": "slicereservations", "slicereservations": "slicereservations",
     "rsv": "slicereservations",
+    # Served with keys and value lengths only: no route returns a Secret's values.
+    "secrets": "secrets", "secret": "secrets",
 }
 # Phases a workload never leaves: waiting there for another phase can only time out.
 _FINAL_PHASES = {"Succeeded", "Failed", "Expired"}
@@ -138,7 +140,7 @@ def status_value(obj, path):
 
 # The kinds that live in a namespace (docs/security.md "Users and roles"); the others are
 # cluster-wide.
-NAMESPACED_KINDS = ("jobs", "services", "slicereservations", "localqueues", "events")
+NAMESPACED_KINDS = ("jobs", "services", "slicereservations", "localqueues", "secrets", "events")
 
 
 class Client:

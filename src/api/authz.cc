@@ -25,6 +25,9 @@ const Rule kRules[] = {
      {"TrainJob", "Service", "SliceReservation", "LocalQueue", "Event"},
      {Verb::kGet, Verb::kList, Verb::kWatch, Verb::kLogs}},
     {Role::kView, {"ClusterQueue", "PriorityClass"}, {Verb::kGet, Verb::kList, Verb::kWatch}},
+    // Secrets' keys and lengths only: no route serves a value to anyone (docs/security.md).
+    {Role::kView, {"Secret"}, {Verb::kGet, Verb::kList, Verb::kWatch}},
+    {Role::kEdit, {"Secret"}, {Verb::kCreate, Verb::kApply, Verb::kDelete}},
     {Role::kEdit,
      {"TrainJob", "Service", "SliceReservation"},
      {Verb::kCreate, Verb::kApply, Verb::kDelete, Verb::kScale, Verb::kReportLoad}},
@@ -63,7 +66,7 @@ bool IsWrite(Verb verb) {
 bool IsNamespaced(std::string_view kind) {
   return Contains({std::string_view("TrainJob"), std::string_view("Service"),
                    std::string_view("SliceReservation"), std::string_view("LocalQueue"),
-                   std::string_view("Event")},
+                   std::string_view("Secret"), std::string_view("Event")},
                   kind);
 }
 

@@ -7,7 +7,10 @@
 //   view           read the workloads (TrainJob, Service, SliceReservation), LocalQueues,
 //                  events and worker logs of its namespace; read ClusterQueues and
 //                  PriorityClasses (cluster-wide, needed to explain why a job waits)
-//   edit           also create, apply, scale and delete the workloads of its namespace
+//                  and the names, keys and value lengths of its Secrets (never a value: no
+//                  route serves one to anyone)
+//   edit           also create, apply, scale and delete the workloads and Secrets of its
+//                  namespace
 //   admin          also create, apply and delete the LocalQueues of its namespace
 //   cluster-admin  everything, in every namespace and cluster-wide (hosts, ClusterQueues,
 //                  PriorityClasses, users, the audit log, /metrics); the head's admin token is
@@ -39,7 +42,7 @@ bool IsWrite(Verb verb);
 inline constexpr char kDefaultNamespace[] = "default";
 
 // True for the kinds that live in a namespace: TrainJob, Service, SliceReservation, LocalQueue,
-// Event. Every other kind (ClusterQueue, PriorityClass, Host, User, AuditLog, Metrics) is
+// Secret, Event. Every other kind (ClusterQueue, PriorityClass, Host, User, AuditLog, Metrics) is
 // cluster-wide.
 bool IsNamespaced(std::string_view kind);
 

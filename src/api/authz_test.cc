@@ -46,6 +46,17 @@ TEST(Authorize, TableOfRolesVerbsAndObjects) {
       {&kEditA, Verb::kScale, {"Service", "team-a", "s"}, true},
       {&kEditA, Verb::kDelete, {"SliceReservation", "team-a", "r"}, true},
       {&kEditA, Verb::kApply, {"LocalQueue", "team-a", "q"}, false},
+      // Secrets: view lists their keys (values are served to no one), edit writes them.
+      {&kViewA, Verb::kList, {"Secret", "team-a", ""}, true},
+      {&kViewA, Verb::kGet, {"Secret", "team-a", "db"}, true},
+      {&kViewA, Verb::kApply, {"Secret", "team-a", "db"}, false},
+      {&kViewA, Verb::kDelete, {"Secret", "team-a", "db"}, false},
+      {&kEditA, Verb::kApply, {"Secret", "team-a", "db"}, true},
+      {&kEditA, Verb::kDelete, {"Secret", "team-a", "db"}, true},
+      {&kAdminA, Verb::kCreate, {"Secret", "team-a", "db"}, true},
+      {&kEditA, Verb::kGet, {"Secret", "team-b", "db"}, false},
+      {&kAdminA, Verb::kApply, {"Secret", "team-b", "db"}, false},
+      {&kAdminA, Verb::kList, {"Secret", "", ""}, false},
       // admin: also its namespace's LocalQueues.
       {&kAdminA, Verb::kApply, {"LocalQueue", "team-a", "q"}, true},
       {&kAdminA, Verb::kDelete, {"LocalQueue", "team-a", "q"}, true},
@@ -98,9 +109,10 @@ TEST(Authorize, LeastRoleIsTheSmallestThatAllowsInItsNamespace) {
   EXPECT_EQ(LeastRole(Verb::kApply, "ClusterQueue"), Role::kClusterAdmin);
   EXPECT_EQ(LeastRole(Verb::kLogs, "Host"), Role::kClusterAdmin);
   // Monotone: whatever a role may do, every greater role in the same namespace may too.
-  const char* kinds[] = {"TrainJob", "Service",      "SliceReservation", "LocalQueue",
-                         "Event",    "ClusterQueue", "PriorityClass",    "Host",
-                         "User",     "AuditLog"};
+  const char* kinds[] = {"TrainJob",      "Service", "SliceReservation",
+                         "LocalQueue",    "Event",   "ClusterQueue",
+                         "PriorityClass", "Host",    "User",
+                         "AuditLog",      "Secret"};
   for (const char* kind : kinds)
     for (int v = 0; v <= static_cast<int>(Verb::kReportLoad); ++v)
       for (int r = 0; r < 3; ++r) {

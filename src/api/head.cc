@@ -788,6 +788,21 @@ Status Head::Start() {
         return out;
       })));
 
+  // Secrets (docs/security.md "Secrets"): list and watch, get, delete; created and replaced by
+  // POST /api/v1/apply. Every answer shows keys and value lengths, never a value.
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/secrets", list(codec::kSecretKind)));
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/secrets/{name}",
+                                   allow(Verb::kGet, codec::kSecretKind, [&m](const Request& r) {
+                                     return Reply(m.ctl->GetSecret(m.Key(r, codec::kSecretKind)));
+                                   })));
+  TESSERA_RETURN_IF_ERROR(s.Handle(Method::kDelete, "/api/v1/secrets/{name}",
+                                   allow(Verb::kDelete, codec::kSecretKind, [&m](const Request& r) {
+                                     auto deleted =
+                                         m.ctl->DeleteSecret(m.Key(r, codec::kSecretKind));
+                                     if (deleted.ok()) *deleted = ShowKey(std::move(*deleted));
+                                     return Reply(deleted, 200, InputFrom::kRequest);
+                                   })));
+
   // Services (docs/serving.md): list and watch, get, delete, scale, the router's load reports
   // and the logs of one process of a replica group.
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/services", list("Service")));

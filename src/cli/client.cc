@@ -40,8 +40,8 @@ void ClientFlags::AddNamespace(CLI::App* cmd, bool lists) {
 }
 
 std::string NamespaceQuery(const ClientFlags& f, const std::string& kind_path, char sep) {
-  static const std::set<std::string> kNamespaced = {"jobs", "services", "slicereservations",
-                                                    "localqueues", "events"};
+  static const std::set<std::string> kNamespaced = {"jobs",        "services", "slicereservations",
+                                                    "localqueues", "secrets",  "events"};
   if (!kNamespaced.contains(kind_path)) return "";
   if (f.all_namespaces) return std::string(1, sep) + "allNamespaces=true";
   std::string ns = f.namespace_name;

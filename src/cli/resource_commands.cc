@@ -276,6 +276,41 @@ void PrintLocalQueues(const Json& items, bool header = true) {
                 q["spec"].value("clusterQueue", "").c_str());
 }
 
+// Secrets as `kubectl get secrets` lists them: the head serves no value, only keys and lengths.
+void PrintSecrets(const Json& items, bool header = true) {
+  if (header) std::printf("%-24s %-8s %-5s %s\n", "NAME", "TYPE", "DATA", "KEYS");
+  for (const Json& s : items) {
+    const Json data = s.value("data", Json::object());
+    std::string keys;
+    for (auto it = data.begin(); it != data.end(); ++it)
+      keys += (keys.empty() ? "" : ",") + it.key();
+    std::printf("%-24s %-8s %-5zu %s\n", s["metadata"].value("name", "").c_str(),
+                s.value("type", "Opaque").c_str(), data.size(), keys.empty() ? "-" : keys.c_str());
+  }
+}
+
+// `tessera describe secret NAME`: kubectl's layout (each key with its length), then its events.
+void DescribeSecret(net::HttpClient& client, const std::string& name,
+                    const std::string& in_namespace) {
+  const Json s = Call(client, net::Method::kGet, "/api/v1/secrets/" + name + in_namespace);
+  std::cout << "Name:        " << name << "\n"
+            << "Namespace:   " << s["metadata"].value("namespace", "default") << "\n"
+            << "Type:        " << s.value("type", "Opaque") << "\n\nData\n====\n";
+  const Json data = s.value("data", Json::object());
+  for (auto it = data.begin(); it != data.end(); ++it) {
+    // The head sends "<redacted: N bytes>" in place of each value.
+    const std::string shown = it->is_string() ? it->get<std::string>() : "";
+    const size_t colon = shown.find(": ");
+    const std::string bytes =
+        colon == std::string::npos ? shown : shown.substr(colon + 2, shown.size() - colon - 3);
+    std::cout << it.key() << ":  " << bytes << "\n";
+  }
+  std::cout << "\nEvents:\n" << std::flush;
+  Json events = Call(client, net::Method::kGet,
+                     "/api/v1/events" + (in_namespace.empty() ? "" : in_namespace));
+  PrintEvents(events["items"], "secret/" + name);
+}
+
 void PrintPriorityClasses(const Json& items, bool header = true) {
   if (header) std::printf("%-24s %s\n", "NAME", "VALUE");
   for (const Json& q : items)
@@ -408,6 +443,7 @@ void AddResourceCommands(CLI::App& app) {
         if (path == "clusterqueues") PrintClusterQueues(items, header);
         if (path == "localqueues") PrintLocalQueues(items, header);
         if (path == "priorityclasses") PrintPriorityClasses(items, header);
+        if (path == "secrets") PrintSecrets(items, header);
         if (path == "slicereservations") PrintReservations(items, wide, header);
         std::fflush(stdout);
       };
@@ -516,10 +552,11 @@ void AddResourceCommands(CLI::App& app) {
     auto flags = std::make_shared<ClientFlags>();
     auto kind = std::make_shared<std::string>();
     auto name = std::make_shared<std::string>();
-    cmd->add_option("kind", *kind, "job, service, slicereservation (sr) or clusterqueue (queue)")
+    cmd->add_option("kind", *kind,
+                    "job, service, slicereservation (sr), clusterqueue (queue) or secret")
         ->required()
         ->check(CLI::IsMember({"job", "trainjob", "service", "svc", "slicereservation", "sr",
-                               "reservation", "clusterqueue", "queue"}));
+                               "reservation", "clusterqueue", "queue", "secret"}));
     cmd->add_option("name", *name, "the job's name")->required();
     flags->Add(cmd);
     flags->AddNamespace(cmd, false);
@@ -530,6 +567,8 @@ void AddResourceCommands(CLI::App& app) {
         return DescribeService(*client, *name, NamespaceQuery(*flags, "services"));
       if (IsReservationKind(*kind))
         return DescribeReservation(*client, *name, NamespaceQuery(*flags, "slicereservations"));
+      if (*kind == "secret")
+        return DescribeSecret(*client, *name, NamespaceQuery(*flags, "secrets"));
       if (*kind == "clusterqueue" || *kind == "queue") {
         // Spec, usage, counts and the settings that cannot take effect (cli/queue_describe.h),
         // then the queue's events (IneffectiveSetting warnings among them).
@@ -630,11 +669,12 @@ void AddResourceCommands(CLI::App& app) {
     auto force = std::make_shared<bool>(false);
     cmd->add_option("kind", *kind,
                     "job, service, clusterqueue, localqueue, priorityclass, host, "
-                    "hostrevocation (lets a deleted host bootstrap again) or slicereservation (sr)")
+                    "hostrevocation (lets a deleted host bootstrap again), slicereservation (sr) "
+                    "or secret")
         ->required()
         ->check(CLI::IsMember({"job", "trainjob", "service", "clusterqueue", "localqueue",
                                "priorityclass", "host", "hostrevocation", "slicereservation", "sr",
-                               "reservation"}));
+                               "reservation", "secret"}));
     cmd->add_option("name", *name, "the object's name")->required();
     cmd->add_flag("--ignore-not-found", *ignore, "succeed when the object does not exist");
     cmd->add_flag("--force", *force,

@@ -27,6 +27,7 @@ const std::vector<KindNamesOf>& Kinds() {
        {"clusterqueues", "clusterqueue", "queues", "queue", "cq"}},
       {"localqueues", "localqueue", false, {"localqueues", "localqueue", "lq"}},
       {"priorityclasses", "priorityclass", false, {"priorityclasses", "priorityclass", "pc"}},
+      {"secrets", "secret", true, {"secrets", "secret"}},
       {"slicereservations",
        "slicereservation",
        true,

@@ -10,7 +10,7 @@ namespace tessera::cli {
 
 // The API collection of a kind as users write it ("job", "jobs", "trainjob", "svc", "cq"...):
 // "jobs", "services", "hosts", "events", "clusterqueues", "localqueues", "priorityclasses",
-// "slicereservations".
+// "slicereservations", "secrets".
 // Throws CommandError listing the kinds for anything else.
 std::string KindPath(const std::string& kind);
 // The object prefix of a collection, as events and `-o name` print it: "trainjob", "service".
@@ -20,7 +20,7 @@ std::string KindNames();
 // Every kind for help texts: "jobs (job, trainjob), services (service, svc), ...".
 std::string KindHelp();
 // Whether the head serves one object of the collection at /api/v1/PATH/NAME (jobs, services,
-// slicereservations); the others are found in their list.
+// slicereservations, secrets); the others are found in their list.
 bool KindHasGetRoute(const std::string& path);
 std::string Lower(std::string s);
 

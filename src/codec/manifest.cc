@@ -7,6 +7,7 @@
 
 #include "codec/in_memory_checkpoint.h"
 #include "codec/manifest_fields.h"
+#include "codec/secret_manifest.h"
 #include "codec/warm_start.h"
 
 namespace tessera::codec {
@@ -153,16 +154,17 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
     TESSERA_RETURN_IF_ERROR(CheckText(field, arg, ControlChars::kTabAndNewline));
     spec.command.push_back(std::move(arg));
   }
-  auto env = GetStringMap(t, "env", "spec.template", StringMapKind::kEnv);
+  auto env = GetEnv(t, "env", "spec.template");  // secret_manifest.h
   if (!env.ok()) return env.status();
-  for (const auto& [k, v] : *env) {
+  for (const std::string& k : env->Names()) {
     if (k.rfind("TPU_", 0) == 0 || k.rfind("MEGASCALE_", 0) == 0 || k == "RANK" ||
         k == "WORLD_SIZE" || k == "MASTER_ADDR" || k == "MASTER_PORT" ||
         k.rfind("TESSERA_", 0) == 0)
       return InvalidArgument("spec.template.env." + k +
                              ": set by tessera for every attempt; remove it from the spec");
   }
-  spec.env = *env;
+  spec.env = std::move(env->plain);
+  spec.secret_env = std::move(env->secrets);
   TESSERA_RETURN_IF_ERROR(ParseWarmStart(s, spec.env));  // warm_start.h
   if (s.contains("checkpoint"))  // in_memory_checkpoint.h: TESSERA_PEER_CKPT_*
     TESSERA_RETURN_IF_ERROR(

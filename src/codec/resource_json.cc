@@ -326,7 +326,7 @@ namespace {
 // The kinds (lower case, as in an event's object) whose objects live in a namespace.
 bool NamespacedObjectKind(std::string_view kind) {
   return kind == "trainjob" || kind == "service" || kind == "slicereservation" ||
-         kind == "localqueue";
+         kind == "localqueue" || kind == "secret";
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "codec/manifest.h"
 #include "codec/manifest_fields.h"
+#include "codec/secret_manifest.h"
 #include "codec/service_disagg_manifest.h"
 #include "codec/service_manifest.h"
 #include "codec/stored_json.h"
@@ -46,7 +47,7 @@ Json RoleSpecJson(const ServiceRoleSpec& r) {
               {"timeout", Ms(r.readiness.timeout_ms)}}},
             {"rollout",
              {{"maxSurge", r.rollout.max_surge}, {"maxUnavailable", r.rollout.max_unavailable}}}};
-  if (!r.env.empty()) j["env"] = r.env;
+  if (!r.env.empty() || !r.secret_env.empty()) j["env"] = EnvJson(r.env, r.secret_env);
   if (!r.working_dir.empty()) j["workingDir"] = r.working_dir;
   if (r.autoscaling) {
     const AutoscalerConfig& a = *r.autoscaling;

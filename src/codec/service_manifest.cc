@@ -4,6 +4,7 @@
 
 #include "codec/manifest.h"
 #include "codec/manifest_fields.h"
+#include "codec/secret_manifest.h"
 #include "codec/service_disagg_manifest.h"
 
 namespace tessera::codec {
@@ -144,15 +145,16 @@ Result<ServiceRoleSpec> ParseRole(const Json& r, const std::string& path, bool n
       return InvalidArgument(path + ".command[" + std::to_string(i) + "]: must be a string");
     role.command.push_back(c.is_string() ? c.get<std::string>() : c.dump());
   }
-  auto env = GetStringMap(r, "env", path, StringMapKind::kEnv);
+  auto env = GetEnv(r, "env", path);  // secret_manifest.h
   if (!env.ok()) return env.status();
-  for (const auto& [k, v] : *env)
+  for (const std::string& k : env->Names())
     if (k.rfind("TPU_", 0) == 0 || k.rfind("MEGASCALE_", 0) == 0 || k == "RANK" ||
         k == "WORLD_SIZE" || k == "MASTER_ADDR" || k == "MASTER_PORT" || k == "PORT" ||
         k.rfind("TESSERA_", 0) == 0)
       return InvalidArgument(path + ".env." + k +
                              ": set by tessera for every replica group; remove it from the spec");
-  role.env = std::move(*env);
+  role.env = std::move(env->plain);
+  role.secret_env = std::move(env->secrets);
   auto wd = GetString(r, "workingDir", path, false);
   if (!wd.ok()) return wd.status();
   role.working_dir = *wd;

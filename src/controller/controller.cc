@@ -143,6 +143,8 @@ std::optional<Controller::VersionedList> Controller::ListWithVersion(
     list = ListHostsLocked();
   } else if (kind == "ClusterQueue" || kind == "LocalQueue" || kind == "PriorityClass") {
     list = ListQueueObjectsLocked(kind);
+  } else if (kind == codec::kSecretKind) {
+    list = ListSecretsLocked();  // keys and lengths only
   } else {
     return std::nullopt;
   }
@@ -217,6 +219,7 @@ Status Controller::Load() {
   for (const auto& kind : kinds_) TESSERA_RETURN_IF_ERROR(kind->Load());
   for (const char* kind : {"ClusterQueue", "LocalQueue", "PriorityClass"})
     TESSERA_RETURN_IF_ERROR(LoadQueueObjects(kind));
+  TESSERA_RETURN_IF_ERROR(LoadSecrets());
   TESSERA_RETURN_IF_ERROR(events_.Load(store_));
   RebuildInventory();
   EmitDerivedChangesLocked(/*announce=*/false);  // what the first list shows

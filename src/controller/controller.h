@@ -67,6 +67,7 @@
 
 #include "admission/admission.h"
 #include "codec/resource_json.h"
+#include "codec/secret_manifest.h"
 #include "common/clock.h"
 #include "common/rng.h"
 #include "controller/easy_state.h"
@@ -214,6 +215,17 @@ class Controller {
   // or LocalQueues pointing at it; a LocalQueue with admitted jobs (its pending jobs then wait with
   // LocalQueueNotFound); a PriorityClass named by unfinished jobs. docs/admission.md "Deleting".
   Result<Json> DeleteQueueObject(const std::string& kind, const std::string& name);
+  // Secrets (secrets.cc; docs/security.md "Secrets"): Apply creates or replaces one (kind
+  // Secret). Every document these calls answer, the list, the watch stream and the events carry
+  // keys and value lengths only (codec::SecretServedJson); the values leave the controller only
+  // inside the assignments of hosts that run a worker of a workload naming them. GetSecret:
+  // kNotFound when missing. DeleteSecret: kNotFound; kFailedPrecondition naming the TrainJobs
+  // and Services holding chips whose workers use it (pending ones then wait with
+  // SecretNotFound). Applying a Secret without a key such a running workload uses is
+  // kFailedPrecondition too. Keys are ObjectKeys (common/object_key.h).
+  Result<Json> GetSecret(const std::string& key) const;
+  Json ListSecrets() const;
+  Result<Json> DeleteSecret(const std::string& key);
   Json ListJobs() const;
   // Stops every worker of the job, then (once agents confirm the workers are gone) releases its
   // chips and removes it. kNotFound when there is no such job; a second delete while stopping
@@ -653,6 +665,33 @@ class Controller {
   void HoldReservationHosts(const SliceReservation& r, std::vector<HostId> ids);
   void ReleaseReservationHosts(const SliceReservation& r, const std::vector<std::string>& hosts);
 
+  // --- secrets (secrets.cc) ---
+  struct StoredSecret {
+    codec::Secret secret;
+    int64_t version = 0;
+  };
+  Result<Json> ApplySecret(const Json& doc);
+  Result<Json> DryRunSecret(const Json& doc) const;
+  Status LoadSecrets();
+  Json ListSecretsLocked() const;
+  // Why a workload `workload_key` (its namespace is the Secrets') cannot get `refs`: the first
+  // missing Secret or key, with the fix; "" when each resolves.
+  std::string MissingSecretReason(const std::string& workload_key, const SecretEnv& refs) const;
+  // Adds the values of `refs` to `env` (assignments only); a reference that no longer resolves
+  // is left out (DeleteSecret and ApplySecret refuse that while a workload holds chips).
+  void AddSecretValues(const std::string& workload_key, const SecretEnv& refs,
+                       std::map<std::string, std::string>& env) const;
+  // The workloads holding chips whose references name Secret `key` (and, when `keys` is given,
+  // a key not in it): "trainjob/NAME", "service/NAME".
+  std::vector<std::string> SecretUsers(const std::string& key,
+                                       const std::map<std::string, std::string>* keys) const;
+  // Pending TrainJobs whose secret references do not resolve wait with SecretNotFound and are
+  // kept out of this pass (job_scheduling.cc, easy_scheduling.cc, reservations.cc).
+  Status HoldJobsMissingSecrets();
+  // The same for Services' waiting replica groups, by role ("SERVICE/ROLE" in
+  // roles_missing_secrets_; services.cc, service_admission.cc, reservation_services.cc).
+  Status HoldServiceGroupsMissingSecrets();
+
   // --- queue objects (controller_queues.cc) ---
   Result<Json> ApplyQueueObject(const std::string& kind, const Json& doc);
   Status LoadQueueObjects(const std::string& kind);
@@ -679,6 +718,9 @@ class Controller {
   EventLog events_;
   std::vector<Json> unannounced_;  // committed events not yet emitted
   std::map<std::string, QueueObject> cluster_queues_, local_queues_, priority_classes_;
+  std::map<std::string, StoredSecret> secrets_;     // by key (secrets.cc)
+  std::set<std::string> jobs_missing_secrets_;      // this pass's (HoldJobsMissingSecrets)
+  std::set<std::string> roles_missing_secrets_;     // "SERVICE/ROLE", this pass's
   std::map<std::string, ClusterQueueUsage> usage_;  // from the latest admission cycle
   bool schedule_requested_ = false;                 // a step released chips or requeued a job
   Status deferred_error_;  // a request's scheduling pass failed; Tick reports it

@@ -137,7 +137,8 @@ Status Controller::ScheduleEasy() {
     // never by this pass, and is never moved by defragmentation: the reservation holds them.
     if (!job.spec.reservation.empty()) continue;
     if (Waiting(job)) {
-      if (!st.holds.count(job.uid)) pending.push_back(&job);
+      if (!st.holds.count(job.uid) && !jobs_missing_secrets_.count(job.name()))
+        pending.push_back(&job);
       continue;
     }
     if (!job.HoldsChips()) continue;

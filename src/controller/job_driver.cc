@@ -223,6 +223,7 @@ void Controller::AppendJobAssignments(const std::string& host,
     for (const WorkerEnv& e : ComputeWorkerEnv(layout)) {
       if (e.host != host) continue;
       std::map<std::string, std::string> env = job->spec.env;
+      AddSecretValues(job->name(), job->spec.secret_env, env);  // secrets.cc
       for (const auto& [k, v] : e.env) env[k] = v;
       // With TESSERA_ATTEMPT, what the SDK's checkpoint fence orders attempts by: a later job
       // over the same checkpoint directory is newer than every attempt of an earlier one.

@@ -18,6 +18,7 @@ bool Waiting(const TrainJob& job) {
 }  // namespace
 
 Status Controller::ScheduleJobs() {
+  TESSERA_RETURN_IF_ERROR(HoldJobsMissingSecrets());  // secrets.cc
   if (!cluster_queues_.empty()) return Status::Ok();  // the admission cycle places them
   return options_.backfill_easy ? ScheduleEasy() : ScheduleFirstComeFirstServed();
 }
@@ -61,7 +62,8 @@ Result<bool> Controller::Admit(TrainJob& job, const PlanResult& plan) {
 Status Controller::ScheduleFirstComeFirstServed() {
   std::vector<TrainJob*> pending;
   for (auto& [name, job] : jobs_)
-    if (Waiting(job) && job.spec.reservation.empty()) pending.push_back(&job);
+    if (Waiting(job) && job.spec.reservation.empty() && !jobs_missing_secrets_.count(name))
+      pending.push_back(&job);
   std::sort(pending.begin(), pending.end(),
             [](TrainJob* a, TrainJob* b) { return a->uid < b->uid; });
   std::string blocked_by;
@@ -102,6 +104,7 @@ std::map<uint64_t, std::string> Controller::AddJobWorkloads(
   for (auto& [name, job] : jobs_) {
     const TrainJobStatus& st = job.status;
     if (st.deleting || !job.spec.reservation.empty()) continue;
+    if (jobs_missing_secrets_.count(name)) continue;  // waits with SecretNotFound (secrets.cc)
     // Workers being stopped still hold their chips until the agents confirm; for planning the
     // chips count as free, and an admission placed on them waits (AdmitJob).
     // A restarting job keeps its chips for its next attempt.

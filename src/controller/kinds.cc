@@ -96,7 +96,8 @@ Status Controller::RegisterKind(std::unique_ptr<WorkloadKind> kind) {
   std::lock_guard lock(mu_);
   const std::string& name = kind->name();
   if (FindKind(name) != nullptr || name == "ClusterQueue" || name == "LocalQueue" ||
-      name == "PriorityClass" || name == codec::kHostKind || name == codec::kEventKind)
+      name == "PriorityClass" || name == codec::kSecretKind || name == codec::kHostKind ||
+      name == codec::kEventKind)
     return AlreadyExists("kind: '" + name + "' is taken");
   AddKind(std::move(kind));
   return Status::Ok();
@@ -125,7 +126,7 @@ Status Controller::UnknownKind(const std::string& kind) const {
   std::string known;
   for (const auto& k : kinds_) known += k->name() + ", ";
   return InvalidArgument("kind: '" + kind + "' is unknown here; valid: " + known +
-                         "ClusterQueue, LocalQueue, PriorityClass");
+                         "ClusterQueue, LocalQueue, PriorityClass, Secret");
 }
 
 Result<Json> Controller::DryRunApply(const Json& doc) {
@@ -140,6 +141,7 @@ Result<Json> Controller::DryRunApply(const Json& doc) {
                 {"created", !preview->exists},
                 {"dryRun", true}};
   }
+  if (*kind == codec::kSecretKind) return DryRunSecret(doc);
   if (*kind != "ClusterQueue" && *kind != "LocalQueue" && *kind != "PriorityClass")
     return UnknownKind(*kind);
   Status parsed = *kind == "ClusterQueue" ? codec::ParseClusterQueue(doc).status()
@@ -159,6 +161,7 @@ Result<Json> Controller::Apply(const Json& doc) {
   {
     std::lock_guard lock(mu_);
     if (WorkloadKind* k = FindKind(*kind)) return k->Apply(doc);
+    if (*kind == codec::kSecretKind) return ApplySecret(doc);
     if (*kind != "ClusterQueue" && *kind != "LocalQueue" && *kind != "PriorityClass")
       return UnknownKind(*kind);
   }

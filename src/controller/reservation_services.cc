@@ -111,6 +111,7 @@ Status Controller::ServiceInReservationRefusalLocked(const ServiceSpec& spec, co
 }
 
 Status Controller::ScheduleReservationServices() {
+  TESSERA_RETURN_IF_ERROR(HoldServiceGroupsMissingSecrets());  // secrets.cc, as ScheduleServices
   std::vector<const Service*> inside;
   for (const auto& [name, svc] : services_)
     if (!svc.spec.reservation.empty()) inside.push_back(&svc);
@@ -126,7 +127,7 @@ Status Controller::ScheduleReservationServices() {
       svc = FindService(name);
       if (svc == nullptr) break;
       const ServiceRoleSpec* spec = svc->spec.Role(key.role);
-      if (spec == nullptr) continue;
+      if (spec == nullptr || roles_missing_secrets_.count(name + "/" + key.role)) continue;
       std::string reason, message;
       if (!ReservationUnusable(rname, reason, message)) {
         if (!inventory_ready_) return Status::Ok();

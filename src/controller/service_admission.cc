@@ -41,6 +41,10 @@ std::map<uint64_t, Controller::GroupRef> Controller::AddServiceWorkloads(
       // A placed group whose hosts the inventory could not reserve (reported as an inventory
       // conflict) is left out rather than failing the whole cycle.
       if (g.state == WorkloadState::kRunning && !snap.inventory.Holds(OwnerId(g.owner))) continue;
+      // Waits with SecretNotFound (secrets.cc) until its Secret is applied.
+      if (g.state == WorkloadState::kPending &&
+          roles_missing_secrets_.count(svc->name() + "/" + g.key.role))
+        continue;
       const uint64_t id = g.state == WorkloadState::kPending ? pending_id++ : g.owner;
       snap.workloads.push_back(
           GroupAdmissionWorkload(*svc, g, WorkloadId(id), priority, kDefaultLocalQueue));

@@ -258,6 +258,7 @@ Result<Controller::LogLocation> Controller::LocateServiceLog(const std::string& 
 // Placement
 
 Status Controller::ScheduleServices() {
+  TESSERA_RETURN_IF_ERROR(HoldServiceGroupsMissingSecrets());  // secrets.cc
   std::vector<Service*> order;
   for (auto& [name, svc] : services_) order.push_back(&svc);
   std::sort(order.begin(), order.end(), [](Service* a, Service* b) { return a->uid < b->uid; });
@@ -282,7 +283,7 @@ Status Controller::ScheduleServices() {
       continue;
     for (const ReplicaKey& key : ServiceLifecycle::WaitingForSlice(*svc)) {
       const ServiceRoleSpec* spec = svc->spec.Role(key.role);
-      if (spec == nullptr) continue;
+      if (spec == nullptr || roles_missing_secrets_.count(name + "/" + key.role)) continue;
       PlanResult plan = planner_.Plan(inventory_, {spec->accelerator, spec->topology, 1});
       if (!plan.placed()) {
         const std::string reason = NoFitName(plan.reason);
@@ -366,6 +367,7 @@ void Controller::AppendServiceAssignments(const std::string& host,
         for (const WorkerEnv& e : ComputeWorkerEnv(layout)) {
           if (e.host != host) continue;
           std::map<std::string, std::string> env = spec->env;
+          AddSecretValues(svc->name(), spec->secret_env, env);  // secrets.cc
           for (const auto& [k, v] : e.env) env[k] = v;
           const ServiceProcess& p = r.processes[static_cast<size_t>(e.worker)];
           env["TESSERA_SERVICE"] = svc->name();

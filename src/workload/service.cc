@@ -33,8 +33,9 @@ Result<ProcessPhase> ParseProcessPhase(std::string_view name) {
 
 bool ServiceRoleSpec::SameTemplate(const ServiceRoleSpec& o) const {
   return accelerator == o.accelerator && topology == o.topology && command == o.command &&
-         env == o.env && working_dir == o.working_dir && port == o.port && grace_ms == o.grace_ms &&
-         kv_role == o.kv_role && (kv_role == KvRole::kNone || kv_transfer == o.kv_transfer);
+         env == o.env && secret_env == o.secret_env && working_dir == o.working_dir &&
+         port == o.port && grace_ms == o.grace_ms && kv_role == o.kv_role &&
+         (kv_role == KvRole::kNone || kv_transfer == o.kv_transfer);
 }
 
 const char* KvRoleName(KvRole role) {

@@ -20,6 +20,7 @@
 #include "common/status.h"
 #include "topology/topology.h"
 #include "workload/autoscaler.h"
+#include "workload/secret_ref.h"
 #include "workload/train_job.h"
 
 namespace tessera {
@@ -61,6 +62,7 @@ struct ServiceRoleSpec {
   Shape topology;  // of one replica: one whole slice
   std::vector<std::string> command;
   std::map<std::string, std::string> env;
+  SecretEnv secret_env;  // env entries from Secrets of the Service's namespace (secret_ref.h)
   std::string working_dir;
   int port = 8000;   // the process's HTTP port on a real cluster
   int replicas = 1;  // without autoscaling; `tessera scale` changes it

@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "topology/topology.h"
 #include "workload/recovery.h"
+#include "workload/secret_ref.h"
 
 namespace tessera {
 
@@ -42,6 +43,9 @@ struct TrainJobSpec {
   std::string checkpoint_dir;
   std::vector<std::string> command;
   std::map<std::string, std::string> env;
+  // template.env entries whose values come from Secrets of the job's namespace: resolved into
+  // each attempt's assignments only (secret_ref.h).
+  SecretEnv secret_env;
   std::string working_dir;
   int64_t grace_ms = 10'000;  // SIGTERM to SIGKILL when workers are stopped
   // spec.expectedDuration: how long one run is expected to take, for EASY backfill's
