@@ -206,7 +206,7 @@ class HostCertsTest(unittest.TestCase):
         self.c.cli("delete", "hostrevocation", host)
         wait_for("the readmitted host %s registers again" % host,
                  lambda: host in [h["metadata"]["name"] for h in self.c.client.list("hosts")],
-                 timeout=TTL_S * 4)
+                 timeout=TTL_S * 4 + 60)
 
     def test_renewal_while_a_worker_keeps_running(self):
         self.c.client.apply(job("renew", ["sh", "-c", "echo started; sleep 600"], slices=1))
