@@ -1,6 +1,8 @@
 """A small HTTP backend for the router's integration tests (tests/integration/test_router.py).
 
-Listens on 127.0.0.1, port 0 by default, and prints "PORT <n>" on stdout once listening.
+Listens on 127.0.0.1, port 0 by default, and prints "PORT <n>" on stdout once listening. Run
+as a Service's leader it serves HTTPS only when tessera gives it a certificate
+(TESSERA_TLS_CERT, TESSERA_TLS_KEY: examples/serve/tls_serving.py), as a model server would.
 
   GET  /hello...        200 "<name> <path>" (the path as the backend saw it)
   GET  /slow?id=X       waits until the gate opens (GET /open), then 200 "<name> slow X"
@@ -17,6 +19,10 @@ import os
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "examples", "serve"))
+import tls_serving  # noqa: E402
 
 
 def main():
@@ -87,8 +93,16 @@ def main():
                 return
             return self.reply(200, "%s %s" % (args.name, path))
 
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
-    server.daemon_threads = True
+    class Server(tls_serving.TlsServerMixin, ThreadingHTTPServer):
+        daemon_threads = True
+
+    try:
+        tls = tls_serving.context_from_env()
+    except ValueError as e:
+        print("router_backend:", e, file=sys.stderr, flush=True)
+        sys.exit(2)
+    server = Server(("127.0.0.1", args.port), Handler)
+    server.tls = tls
     print("PORT %d" % server.server_address[1], flush=True)
     try:
         server.serve_forever()
