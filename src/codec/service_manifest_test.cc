@@ -153,9 +153,8 @@ TEST(ServiceManifestTest, EachWrongInputNamesItsField) {
   EXPECT_TRUE(
       StartsWith(ErrorAfter([&](Json& d) { role(d)["autoscaling"]["targetOngoingRequests"] = 0; }),
                  as + "targetOngoingRequests: must be a positive number"));
-  EXPECT_TRUE(
-      StartsWith(ErrorAfter([&](Json& d) { role(d)["autoscaling"]["targetTTFTMs"] = 0; }),
-                 as + "targetTTFTMs: must be a positive number of milliseconds"));
+  EXPECT_TRUE(StartsWith(ErrorAfter([&](Json& d) { role(d)["autoscaling"]["targetTTFTMs"] = 0; }),
+                         as + "targetTTFTMs: must be a positive number of milliseconds"));
   EXPECT_TRUE(
       StartsWith(ErrorAfter([&](Json& d) { role(d)["autoscaling"]["targetTPOTMs"] = "fast"; }),
                  as + "targetTPOTMs: must be a positive number of milliseconds"));

@@ -26,6 +26,7 @@ struct WindowLoad {
   double demand = 0;       // requests the replicas would hold if they kept up (or queued tokens)
   double in_system = 0;    // mean requests in flight at the replicas
   bool saturated = false;  // the router queued
+  bool piling_up = false;  // its queue is as long at the end of the window as at the start, or more
   // What the in-flight mean is scaled by while the router queues: arrivals / completions over
   // the window from the counters, within [1/2, 2]; without counters 1 + queued / in flight,
   // at most 2.
@@ -64,6 +65,7 @@ WindowLoad Measure(const AutoscalerConfig& config, const std::vector<LoadSample>
     const double waiting = queued / n;
     w.in_system = in_system;
     w.saturated = waiting > 0;
+    w.piling_up = newest->queued_requests > 0 && newest->queued_requests >= oldest->queued_requests;
     if (w.saturated) {
       w.factor = in_system > 0 ? std::min(kAutoscalerMaxUpFactor, 1 + waiting / in_system) : 1;
       const double dt_s = static_cast<double>(newest->time_ms - oldest->time_ms) / 1000.0;
@@ -177,8 +179,9 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
   const int panic_want = burst.samples > 0 ? clamp_want(burst.demand / target) : 0;
   // Against the desired size, starting groups included: a burst already answered by groups on
   // the way is no new burst (no cascade while they start).
-  const bool panic_now =
-      !tokens && ready > 0 && panic_want >= kAutoscalerPanicThreshold * std::max(ready, current);
+  // A burst piles requests up at the router; a backlog draining into new groups is none.
+  const bool panic_now = !tokens && ready > 0 && burst.piling_up &&
+                         panic_want >= kAutoscalerPanicThreshold * std::max(ready, current);
   if (panic_now) d.state.panic_until_ms = now + config.lookback_ms;
   const bool in_panic = d.state.panic_until_ms >= now;
   if (!in_panic) d.state.panic_until_ms = -1;
@@ -223,8 +226,9 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
   int down_to = current;
   std::string down_block;
   if (want < current && stable.demand < capacity * (1 - kAutoscalerTolerance)) {
-    const int floor_step =
-        std::max(want, static_cast<int>(Ceil(current * (1 - kAutoscalerMaxDownFraction))));
+    // At most half off a step, at least one.
+    const int floor_step = std::max(
+        want, current - std::max(1, static_cast<int>(current * kAutoscalerMaxDownFraction)));
     for (int m = std::max(floor_step, config.min_replicas); m < current; ++m) {
       const bool slo_ok = slo < 0 || slo * current / std::max(m, 1) < 1 - kAutoscalerTolerance;
       if (slo_ok) {

@@ -27,11 +27,12 @@
 //              shape (the caller passes them). Groups still starting count as capacity: the
 //              size compared with is the desired size, starting groups included, and the SLO
 //              (a measure of the capacity before them) does not push up while any starts.
-//   panic    = the panic window's (1/10 of the look-back, >= 1 s) want is 2x the desired
-//              size or more (starting groups included, so a burst already answered does not
-//              cascade): scale up at once to it (2x cap, free slices) and do not scale down
-//              until a whole look-back passes without panic (Knative). The panic window's
-//              in-flight mean takes the stable window's factor (too short for rates).
+//   panic    = the router's queue is not shrinking over the panic window (1/10 of the
+//              look-back, >= 1 s: a backlog draining into new groups is no burst), and that
+//              window's want is 2x the desired size or more (starting groups included, so a burst
+//              already answered does not cascade): scale up at once to it (2x cap, free slices) and
+//              do not scale down until a whole look-back passes without panic (Knative). The panic
+//              window's in-flight mean takes the stable window's factor (too short for rates).
 //   down     = want < current, outside the band, no group starting, no panic, held for the
 //              downscale delay, and at least the downscale delay since the last scale-up (a
 //              cooldown); the step is at most half the current size (AIBrix), and each further

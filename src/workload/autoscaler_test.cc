@@ -55,6 +55,9 @@ struct Series {
         it = arriving.erase(it);
       }
       samples.push_back(load(t));
+      std::erase_if(samples, [&](const LoadSample& x) {
+        return x.time_ms < (t * 1000) - config.lookback_ms - 1000;
+      });
       AutoscaleInput in;
       in.samples = samples;
       in.current_replicas = replicas;
@@ -65,6 +68,7 @@ struct Series {
       in.now_ms = t * 1000;
       AutoscalerDecision d = Autoscale(config, in);
       if (d.desired_replicas > replicas) {
+        if (free_slices >= 0) free_slices -= d.desired_replicas - replicas;
         if (startup_s == 0)
           ready += d.desired_replicas - replicas;
         else
@@ -110,18 +114,30 @@ TEST(AutoscalerTest, MaxReplicasAloneGivesTheDefaults) {
   EXPECT_EQ(AutoscaleTarget(c, 16), 3);
 }
 
-TEST(AutoscalerTest, StepUpWaitsForTheUpscaleDelayAndAtMostDoubles) {
+TEST(AutoscalerTest, StepUpWaitsForTheUpscaleDelay) {
   Series r{Config(1, 16)};
+  r.config.lookback_ms = 1000;  // the mean is the newest sample: the series is the desire
   r.replicas = r.ready = 2;
   r.Ongoing(0, 60, [](int64_t) { return 4.0; });  // 2 replicas at target
   EXPECT_EQ(r.replicas, 2);
-  r.Ongoing(60, 300, [](int64_t) { return 19.0; });  // wants ceil(19 / 2) = 10
-  // The mean passes 4.4 (2 replicas + 10%) at t=60 already: the desire starts then and holds
-  // 15 s; the first step is x2, the next ones follow each after its own delay.
-  EXPECT_EQ(r.FirstAt(4), 60 + 15);
+  r.Ongoing(60, 300, [](int64_t) { return 6.0; });  // wants 3: no burst (< 2 x 2)
+  EXPECT_EQ(r.FirstAt(3), 60 + 15);
   for (int64_t t = 60; t < 75; ++t) EXPECT_EQ(r.history[t], 2) << "at " << t;
-  EXPECT_EQ(r.FirstAt(8), 60 + 15 + 15);
-  EXPECT_EQ(r.replicas, 10);
+  EXPECT_EQ(r.Changes(), 1);
+}
+
+TEST(AutoscalerTest, AStepAtMostDoubles) {
+  Series r{Config(1, 16)};
+  r.config.lookback_ms = 1000;
+  r.replicas = r.ready = 2;
+  r.Ongoing(0, 10, [](int64_t) { return 4.0; });
+  // Wants ceil(19 / 2) = 10; the router queues 2 (a burst piles up there).
+  r.Seconds(10, 100, [](int64_t t) { return At(t, 20.0, 2.0); });
+  // A burst (10 >= 2 x 2): 4 at once, then 8 (10 >= 2 x 4 no more: the last step to 10 is
+  // the stable path's, after its delay).
+  EXPECT_EQ(r.history[10], 4);
+  EXPECT_EQ(r.history[11], 8);
+  EXPECT_EQ(r.FirstAt(10), 12 + 15);
 }
 
 TEST(AutoscalerTest, ReasonNamesDemandReplicasTargetWantAndDelay) {
@@ -130,13 +146,13 @@ TEST(AutoscalerTest, ReasonNamesDemandReplicasTargetWantAndDelay) {
   for (int t = 0; t <= 30; ++t) samples.push_back(At(t, 9.5));
   AutoscalerState state;
   state.up_since_ms = 0;
-  AutoscalerDecision d = Autoscale(c, samples, 2, state, 30'000);
-  EXPECT_EQ(d.desired_replicas, 4);
+  AutoscalerDecision d = Autoscale(c, samples, 3, state, 30'000);
+  EXPECT_EQ(d.desired_replicas, 5);
   EXPECT_EQ(d.reason,
-            "demand 9.5 in flight over 2 replicas, target 2 -> want 5, step to 4 for 30 s >= "
+            "demand 9.5 in flight over 3 replicas, target 2 -> want 5, step to 5 for 30 s >= "
             "upscale delay 15 s");
-  d = Autoscale(c, samples, 2, {}, 30'000);
-  EXPECT_EQ(d.desired_replicas, 2);
+  d = Autoscale(c, samples, 3, {}, 30'000);
+  EXPECT_EQ(d.desired_replicas, 3);
   EXPECT_EQ(d.state.up_since_ms, 30'000);
 }
 
@@ -171,15 +187,17 @@ TEST(AutoscalerTest, StartingGroupsCountAsCapacityOnTheWay) {
   Series r{Config(1, 32)};
   r.replicas = r.ready = 2;
   r.startup_s = 120;
-  r.Ongoing(0, 600, [](int64_t) { return 16.0; });
-  EXPECT_EQ(r.replicas, 8);
-  EXPECT_EQ(r.Changes(), 2);
+  r.Seconds(0, 600, [](int64_t t) { return At(t, 17.0, 1.0); });
+  // Wants ceil(17 / 2) = 9: never more while the new groups start (no cascade).
+  for (size_t i = 0; i < r.history.size(); ++i) ASSERT_LE(r.history[i], 9) << "at " << i;
+  EXPECT_GE(r.replicas, 8);
+  EXPECT_LE(r.Changes(), 3);
   // And no scale-down while groups start, even if the demand falls meanwhile.
   Series s{Config(1, 32)};
   s.replicas = s.ready = 2;
   s.startup_s = 400;
   s.config.downscale_delay_ms = 0;
-  s.Ongoing(0, 300, [](int64_t t) { return t < 40 ? 8.0 : 0.5; });
+  s.Seconds(0, 300, [](int64_t t) { return t < 40 ? At(t, 8.5, 0.5) : At(t, 0.5); });
   EXPECT_EQ(s.replicas, 4);
   EXPECT_NE(s.last_reason.find("2 starting"), std::string::npos) << s.last_reason;
 }
@@ -188,11 +206,11 @@ TEST(AutoscalerTest, ScaleUpIsCappedByTheFreeSlicesOfTheShape) {
   Series r{Config(1, 16)};
   r.replicas = r.ready = 2;
   r.free_slices = 1;
-  r.Ongoing(0, 100, [](int64_t) { return 16.0; });
+  r.Seconds(0, 100, [](int64_t t) { return At(t, 18.0, 2.0); });  // a burst: wants 8
   EXPECT_EQ(r.replicas, 3);  // 2 + 1 free; the x2 step would have given 4
-  EXPECT_NE(r.last_reason.find("free slices"), std::string::npos) << r.last_reason;
+  EXPECT_NE(r.last_reason.find("no free slice"), std::string::npos) << r.last_reason;
   r.free_slices = 0;
-  r.Ongoing(100, 200, [](int64_t) { return 16.0; });
+  r.Seconds(100, 200, [](int64_t t) { return At(t, 18.0, 2.0); });
   EXPECT_EQ(r.replicas, 3);
 }
 
@@ -214,7 +232,7 @@ TEST(AutoscalerTest, QueuedRequestsAtASaturatedRouterAreNotDemandOfTheirOwn) {
   in.now_ms = 60'000;
   AutoscalerDecision d = Autoscale(c, in);
   EXPECT_EQ(d.desired_replicas, 4) << d.reason;  // ceil(32 / 8), not ceil(132 / 8) = 17
-  EXPECT_NE(d.reason.find("router queueing"), std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find("demand 32 in flight"), std::string::npos) << d.reason;
   // Arrivals 1.5x completions: the in-flight demand x1.5.
   for (int t = 0; t <= 60; ++t) {
     samples[t].completed = 40 * t;
@@ -242,8 +260,9 @@ TEST(AutoscalerTest, ABurstScalesUpAtOnceAndHoldsOffScaleDown) {
   r.replicas = r.ready = 4;
   r.Ongoing(0, 120, [](int64_t) { return 8.0; });
   EXPECT_EQ(r.replicas, 4);
-  r.Ongoing(120, 124, [](int64_t) { return 40.0; });  // the 6 s panic window passes 2x
-  EXPECT_EQ(r.replicas, 8);                           // at once, x2 step
+  // The 6 s panic window passes 2x; the router's queue piles up.
+  r.Seconds(120, 124, [](int64_t t) { return At(t, 40.0 + t - 120, 2.0 + t - 120); });
+  EXPECT_EQ(r.replicas, 8);  // at once, x2 step
   EXPECT_NE(r.last_reason.find("burst"), std::string::npos) << r.last_reason;
   EXPECT_LE(r.FirstAt(8), 123);
   // The burst ends at once; for a whole look-back (60 s) the size does not go down.
@@ -286,6 +305,9 @@ TEST(AutoscalerTest, SloSignalScalesUpOnMeasuredLatencyAndBlocksAScaleDownThatWo
   in.samples = samples;
   in.current_replicas = 4;
   in.now_ms = 60'000;
+  // The ready count has not changed for a look-back: the window measured these 4.
+  in.state.ready_seen = 4;
+  in.state.ready_changed_ms = 0;
   AutoscalerDecision d = Autoscale(c, in);
   EXPECT_EQ(d.desired_replicas, 6) << d.reason;  // ceil(4 x 1.5)
   EXPECT_NE(d.reason.find("(SLO)"), std::string::npos) << d.reason;
@@ -321,8 +343,10 @@ TEST(AutoscalerTest, ScaleFromZeroIsImmediateAndScaleToZeroAfterTheDelay) {
       << r.last_reason;
   r.Ongoing(11, 2000, [](int64_t) { return 0.0; });
   EXPECT_EQ(r.replicas, 0);
-  EXPECT_GE(r.FirstAt(0, 11), 11 + 300);
-  EXPECT_LE(r.FirstAt(0, 11), 11 + 300 + 60);
+  // The cooldown of 300 s counts from the scale-up at 10; the desire to go down, held for the
+  // 300 s delay, starts when the cooldown ends.
+  EXPECT_GE(r.FirstAt(0, 11), 10 + 300 + 300);
+  EXPECT_LE(r.FirstAt(0, 11), 10 + 300 + 300 + 1);
 }
 
 TEST(AutoscalerTest, StaysInsideMinAndMax) {
@@ -352,9 +376,10 @@ TEST(AutoscalerTest, DelaysAreWallClockNotCalls) {
   // same wall-clock time (to the nearest call).
   AutoscalerConfig c = Config(1, 8);
   c.upscale_delay_ms = 30'000;
+  c.lookback_ms = 1000;
   std::vector<LoadSample> samples;
-  for (int t = 0; t < 120; ++t) samples.push_back(At(t, t < 10 ? 2.0 : 6.0));
-  int replicas = 1;
+  for (int t = 0; t < 120; ++t) samples.push_back(At(t, t < 10 ? 4.0 : 6.0));
+  int replicas = 2;
   AutoscalerState state;
   int64_t changed_at = -1;
   for (int64_t t = 0; t < 120; t += 10) {

@@ -435,8 +435,7 @@ TEST_F(ServiceLifecycleTest, TheAutoscalerSeesStartingGroupsAndTheFreeSlices) {
   life_.Load(svc_, "server", {now_, 8});
   life_.Tick(svc_, cluster_, now_);
   EXPECT_EQ(svc_.status.Role("server")->desired_replicas, 1);
-  EXPECT_NE(svc_.status.Role("server")->autoscaler.reason.find("no free slice"),
-            std::string::npos)
+  EXPECT_NE(svc_.status.Role("server")->autoscaler.reason.find("no free slice"), std::string::npos)
       << svc_.status.Role("server")->autoscaler.reason;
   cluster_.free_slices = 1;
   now_ += 1000;
