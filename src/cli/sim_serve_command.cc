@@ -23,10 +23,11 @@ struct SimServeFlags {
   double time_scale = 1;
   double skip_s = 0;
   double duration_s = 0;
-  std::string configs = "fixed=4,fixed=8,auto=1-16@4,auto=1-16@8";
-  double upscale_delay_s = 30;
-  double downscale_delay_s = 600;
-  double lookback_s = 30;
+  std::string configs = "fixed=1..16,auto";
+  double upscale_delay_s = static_cast<double>(AutoscalerConfig{}.upscale_delay_ms) / 1000;
+  double downscale_delay_s = static_cast<double>(AutoscalerConfig{}.downscale_delay_ms) / 1000;
+  double lookback_s = static_cast<double>(AutoscalerConfig{}.lookback_ms) / 1000;
+  double oracle_window_s = 300;
   std::string accelerator = "v6e";
   std::string topology = "4x4";
   double prefill_tokens_per_s = sim::ReplicaModel{}.prefill_tokens_per_s;
@@ -50,14 +51,6 @@ struct SimServeFlags {
   std::string json;
   std::string csv;
 };
-
-std::vector<std::string> SplitFlagList(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) out.push_back(item);
-  return out;
-}
 
 int64_t Ms(double seconds) { return std::llround(seconds * 1000); }
 
@@ -112,6 +105,7 @@ void Run(const SimServeFlags& f) {
   o.slo.tpot_ms = f.slo_tpot_ms;
   o.seed = f.seed;
   o.series_interval_ms = Ms(f.series_interval_s);
+  o.oracle_window_ms = Ms(f.oracle_window_s);
   const Status valid = sim::ValidateServingOptions(o);
   if (!valid.ok()) throw CommandError(valid.message());
 
@@ -119,13 +113,9 @@ void Run(const SimServeFlags& f) {
   defaults.upscale_delay_ms = Ms(f.upscale_delay_s);
   defaults.downscale_delay_ms = Ms(f.downscale_delay_s);
   defaults.lookback_ms = Ms(f.lookback_s);
-  std::vector<sim::ScalingConfig> configs;
-  for (const std::string& text : SplitFlagList(f.configs)) {
-    auto c = sim::ParseScalingConfig(text, defaults);
-    if (!c.ok()) throw CommandError("--configs: " + c.status().message());
-    configs.push_back(*c);
-  }
-  if (configs.empty()) throw CommandError("--configs: name at least one configuration");
+  auto parsed = sim::ParseScalingConfigs(f.configs, defaults);
+  if (!parsed.ok()) throw CommandError("--configs: " + parsed.status().message());
+  const std::vector<sim::ScalingConfig> configs = std::move(*parsed);
 
   std::ifstream in(f.trace);
   if (!in) throw CommandError("--trace: cannot open " + f.trace);
@@ -203,7 +193,9 @@ void AddSimServeCommand(CLI::App& app) {
   cmd->add_option("--duration-s", f->duration_s, "replay this many trace seconds; 0 = to the end")
       ->capture_default_str();
   cmd->add_option("--configs", f->configs,
-                  "comma list of fixed=N and auto=MIN-MAX@TARGET[:up=S][:down=S][:lookback=S]")
+                  "comma list of fixed=N, fixed=A..B, auto (the defaults, min 1, max the largest "
+                  "fixed count), auto:OPTIONS and auto=MIN-MAX[@TARGET][:up=S][:down=S]"
+                  "[:lookback=S][:ttft=MS][:tpot=MS]")
       ->capture_default_str();
   cmd->add_option("--upscale-delay-s", f->upscale_delay_s, "auto configs' default")
       ->capture_default_str();
@@ -250,6 +242,9 @@ void AddSimServeCommand(CLI::App& app) {
   cmd->add_option("--seed", f->seed, "seed of the router's power-of-two-choices draws")
       ->capture_default_str();
   cmd->add_option("--series-interval-s", f->series_interval_s, "replicas-over-time sampling")
+      ->capture_default_str();
+  cmd->add_option("--oracle-window-s", f->oracle_window_s,
+                  "the oracle's window: one replica count per window")
       ->capture_default_str();
   cmd->add_option("-o,--output", f->output, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--json", f->json, "also write the JSON report (series, scale events) to FILE");

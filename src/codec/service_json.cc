@@ -53,10 +53,14 @@ Json RoleSpecJson(const ServiceRoleSpec& r) {
     const AutoscalerConfig& a = *r.autoscaling;
     j["autoscaling"] = {{"minReplicas", a.min_replicas},
                         {"maxReplicas", a.max_replicas},
-                        {"targetOngoingRequests", a.target_ongoing_requests},
                         {"upscaleDelay", Ms(a.upscale_delay_ms)},
                         {"downscaleDelay", Ms(a.downscale_delay_ms)},
                         {"lookback", Ms(a.lookback_ms)}};
+    // 0: the default (half of maxOngoingRequests), written as absent.
+    if (a.target_ongoing_requests > 0)
+      j["autoscaling"]["targetOngoingRequests"] = a.target_ongoing_requests;
+    if (a.target_ttft_ms > 0) j["autoscaling"]["targetTTFTMs"] = a.target_ttft_ms;
+    if (a.target_tpot_ms > 0) j["autoscaling"]["targetTPOTMs"] = a.target_tpot_ms;
   } else {
     j["replicas"] = r.replicas;
   }

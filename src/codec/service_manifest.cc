@@ -1,6 +1,7 @@
 #include "codec/service_manifest.h"
 
 #include <set>
+#include <utility>
 
 #include "codec/manifest.h"
 #include "codec/manifest_fields.h"
@@ -75,10 +76,11 @@ Result<ReadinessSpec> ParseReadiness(const Json& rd, const std::string& path) {
 Result<AutoscalerConfig> ParseAutoscaling(const Json& as, const std::string& path) {
   AutoscalerConfig c;
   TESSERA_RETURN_IF_ERROR(RequireObject(as, path));
-  TESSERA_RETURN_IF_ERROR(OnlyKnownServiceFields(
-      as, path,
-      {"minReplicas", "maxReplicas", "targetOngoingRequests", "upscaleDelay", "downscaleDelay",
-       "lookback", "targetQueuedPromptTokens"}));  // service_disagg_manifest.cc
+  TESSERA_RETURN_IF_ERROR(
+      OnlyKnownServiceFields(as, path,
+                             {"minReplicas", "maxReplicas", "targetOngoingRequests", "upscaleDelay",
+                              "downscaleDelay", "lookback", "targetTTFTMs", "targetTPOTMs",
+                              "targetQueuedPromptTokens"}));  // service_disagg_manifest.cc
   auto mn = GetInt(as, "minReplicas", path, 1, 0, kMaxReplicas);
   if (!mn.ok()) return mn.status();
   if (!Has(as, "maxReplicas"))
@@ -95,8 +97,22 @@ Result<AutoscalerConfig> ParseAutoscaling(const Json& as, const std::string& pat
     const Json& t = as["targetOngoingRequests"];
     if (!t.is_number() || t.get<double>() <= 0)
       return InvalidArgument(path +
-                             ".targetOngoingRequests: must be a positive number (default 2)");
+                             ".targetOngoingRequests: must be a positive number (default: half "
+                             "of maxOngoingRequests)");
     c.target_ongoing_requests = t.get<double>();
+  }
+  // The optional SLO signal: the router's mean TTFT and time per output token over the
+  // look-back, in milliseconds.
+  for (const auto& [field, target] :
+       {std::pair<const char*, double*>{"targetTTFTMs", &c.target_ttft_ms},
+        std::pair<const char*, double*>{"targetTPOTMs", &c.target_tpot_ms}}) {
+    if (!Has(as, field)) continue;
+    const Json& t = as[field];
+    if (!t.is_number() || !(t.get<double>() > 0))
+      return InvalidArgument(path + "." + field +
+                             ": must be a positive number of milliseconds, e.g. 2000 (omit it "
+                             "to scale without this SLO signal)");
+    *target = t.get<double>();
   }
   auto up = GetDuration(as, "upscaleDelay", path, c.upscale_delay_ms);
   if (!up.ok()) return up.status();
@@ -106,7 +122,7 @@ Result<AutoscalerConfig> ParseAutoscaling(const Json& as, const std::string& pat
   c.downscale_delay_ms = *down;
   auto lookback = GetDuration(as, "lookback", path, c.lookback_ms);
   if (!lookback.ok()) return lookback.status();
-  if (*lookback <= 0) return InvalidArgument(path + ".lookback: must be positive, e.g. 30s");
+  if (*lookback <= 0) return InvalidArgument(path + ".lookback: must be positive, e.g. 60s");
   c.lookback_ms = *lookback;
   return c;
 }

@@ -114,6 +114,30 @@ TEST(ServiceManifestTest, AcceleratorInRaySpellingOrAsAPodType) {
                          "spec.roles[0].topology: required"));
 }
 
+TEST(ServiceManifestTest, AutoscalingWithMaxReplicasAloneGetsTheDefaultsAndSloTargetsParse) {
+  Json doc = Doc(kShort);
+  doc["spec"].erase("replicas");
+  doc["spec"]["autoscaling"] = {{"maxReplicas", 16}};
+  auto spec = ParseService(doc);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  AutoscalerConfig expected;
+  expected.max_replicas = 16;
+  ASSERT_TRUE(spec->roles[0].autoscaling.has_value());
+  EXPECT_EQ(*spec->roles[0].autoscaling, expected);
+  doc["spec"]["autoscaling"]["targetTTFTMs"] = 2000;
+  doc["spec"]["autoscaling"]["targetTPOTMs"] = 50;
+  spec = ParseService(doc);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->roles[0].autoscaling->target_ttft_ms, 2000);
+  EXPECT_EQ(spec->roles[0].autoscaling->target_tpot_ms, 50);
+  // The stored document keeps them, and leaves the default target absent.
+  const Json stored = codec::ServiceJson(ServiceLifecycle::Create(*spec, 1, 1000));
+  const Json& as = stored["spec"]["roles"][0]["autoscaling"];
+  EXPECT_EQ(as["targetTTFTMs"], 2000);
+  EXPECT_EQ(as["targetTPOTMs"], 50);
+  EXPECT_FALSE(as.contains("targetOngoingRequests"));
+}
+
 TEST(ServiceManifestTest, EachWrongInputNamesItsField) {
   const std::string as = "spec.roles[0].autoscaling.";
   auto role = [](Json& d) -> Json& { return d["spec"]["roles"][0]; };
@@ -129,6 +153,11 @@ TEST(ServiceManifestTest, EachWrongInputNamesItsField) {
   EXPECT_TRUE(
       StartsWith(ErrorAfter([&](Json& d) { role(d)["autoscaling"]["targetOngoingRequests"] = 0; }),
                  as + "targetOngoingRequests: must be a positive number"));
+  EXPECT_TRUE(StartsWith(ErrorAfter([&](Json& d) { role(d)["autoscaling"]["targetTTFTMs"] = 0; }),
+                         as + "targetTTFTMs: must be a positive number of milliseconds"));
+  EXPECT_TRUE(
+      StartsWith(ErrorAfter([&](Json& d) { role(d)["autoscaling"]["targetTPOTMs"] = "fast"; }),
+                 as + "targetTPOTMs: must be a positive number of milliseconds"));
   EXPECT_TRUE(StartsWith(ErrorAfter([&](Json& d) { role(d)["maxOngoingRequests"] = 0; }),
                          "spec.roles[0].maxOngoingRequests: 0 is out of range"));
   EXPECT_TRUE(

@@ -210,8 +210,17 @@ Result<Json> Controller::ReportServiceLoad(const std::string& name, const std::s
     return InvalidArgument("role: '" + role + "' is not a role of service " + name);
   // Stamped with the head's clock: the autoscaler's delays and window are the head's time,
   // whatever the router's clock says.
-  services_life_.Load(*svc, role,
-                      LoadSample{NowMs(), ongoing_requests, traffic.queued_prompt_tokens});
+  LoadSample sample;
+  sample.time_ms = NowMs();
+  sample.ongoing_requests = ongoing_requests;
+  sample.queued_prompt_tokens = traffic.queued_prompt_tokens;
+  sample.queued_requests = traffic.queued;
+  sample.completed = static_cast<int64_t>(traffic.requests);
+  sample.ttft_count = static_cast<int64_t>(traffic.ttft_count);
+  sample.ttft_sum_ms = traffic.ttft_sum_s * 1000;
+  sample.tpot_count = static_cast<int64_t>(traffic.tpot_count);
+  sample.tpot_sum_ms = traffic.tpot_sum_s * 1000;
+  services_life_.Load(*svc, role, sample);
   // The last report as it came, for the dashboard (not a change: no store write, no watch event).
   traffic.at_ms = NowMs();
   svc->runtime.traffic[role] = std::move(traffic);

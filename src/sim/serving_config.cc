@@ -9,10 +9,50 @@
 
 namespace tessera::sim {
 
+namespace {
+
+// The ":key=value" options of an auto configuration, onto `a`.
+Status ApplyAutoOptions(const std::string& text, const std::vector<std::string>& options,
+                        AutoscalerConfig& a) {
+  for (const std::string& option : options) {
+    const size_t eq = option.find('=');
+    const std::string key = option.substr(0, eq == std::string::npos ? option.size() : eq);
+    const std::optional<double> v =
+        eq == std::string::npos ? std::nullopt : ParseNumber(option.substr(eq + 1));
+    if (!v || *v < 0 ||
+        (key != "up" && key != "down" && key != "lookback" && key != "ttft" && key != "tpot"))
+      return InvalidArgument("'" + text + "': '" + option +
+                             "' is not up=S, down=S, lookback=S (seconds), ttft=MS or tpot=MS "
+                             "(milliseconds), each >= 0");
+    const int64_t ms = std::llround(*v * 1000);
+    if (key == "up") a.upscale_delay_ms = ms;
+    if (key == "down") a.downscale_delay_ms = ms;
+    if (key == "ttft") a.target_ttft_ms = *v;
+    if (key == "tpot") a.target_tpot_ms = *v;
+    if (key == "lookback") {
+      if (ms <= 0) return InvalidArgument("'" + text + "': lookback must be positive");
+      a.lookback_ms = ms;
+    }
+  }
+  return Status::Ok();
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string part;
+  while (std::getline(in, part, sep)) out.push_back(part);
+  return out;
+}
+
+}  // namespace
+
 Result<ScalingConfig> ParseScalingConfig(std::string_view text, const AutoscalerConfig& defaults) {
   const std::string t(text);
   const std::string usage =
-      "'" + t + "': expected fixed=N or auto=MIN-MAX@TARGET[:up=S][:down=S][:lookback=S]";
+      "'" + t +
+      "': expected fixed=N or auto=MIN-MAX[@TARGET][:up=S][:down=S][:lookback=S][:ttft=MS]"
+      "[:tpot=MS]";
   ScalingConfig c;
   c.name = t;
   if (t.rfind("fixed=", 0) == 0) {
@@ -24,20 +64,18 @@ Result<ScalingConfig> ParseScalingConfig(std::string_view text, const Autoscaler
     return c;
   }
   if (t.rfind("auto=", 0) != 0) return InvalidArgument(usage);
-  std::vector<std::string> parts;
-  {
-    std::stringstream in(t.substr(5));
-    std::string part;
-    while (std::getline(in, part, ':')) parts.push_back(part);
-  }
+  std::vector<std::string> parts = Split(t.substr(5), ':');
   if (parts.empty()) return InvalidArgument(usage);
   const size_t dash = parts[0].find('-');
   const size_t at = parts[0].find('@');
-  if (dash == std::string::npos || at == std::string::npos || at < dash)
+  if (dash == std::string::npos || (at != std::string::npos && at < dash))
     return InvalidArgument(usage);
   const std::optional<int> lo = ParseCount(parts[0].substr(0, dash));
-  const std::optional<int> hi = ParseCount(parts[0].substr(dash + 1, at - dash - 1));
-  const std::optional<double> target = ParseNumber(parts[0].substr(at + 1));
+  const std::optional<int> hi = ParseCount(
+      parts[0].substr(dash + 1, at == std::string::npos ? std::string::npos : at - dash - 1));
+  const std::optional<double> target = at == std::string::npos
+                                           ? std::optional<double>(defaults.target_ongoing_requests)
+                                           : ParseNumber(parts[0].substr(at + 1));
   if (!lo || !hi || !target) return InvalidArgument(usage);
   AutoscalerConfig a = defaults;
   a.min_replicas = *lo;
@@ -45,27 +83,64 @@ Result<ScalingConfig> ParseScalingConfig(std::string_view text, const Autoscaler
   a.target_ongoing_requests = *target;
   if (a.max_replicas < 1 || a.min_replicas > a.max_replicas)
     return InvalidArgument("'" + t + "': needs 0 <= MIN <= MAX and MAX >= 1");
-  if (!(a.target_ongoing_requests > 0))
-    return InvalidArgument("'" + t + "': the target ongoing requests must be positive");
-  for (size_t i = 1; i < parts.size(); ++i) {
-    const size_t eq = parts[i].find('=');
-    const std::string key = parts[i].substr(0, eq == std::string::npos ? parts[i].size() : eq);
-    const std::optional<double> s =
-        eq == std::string::npos ? std::nullopt : ParseNumber(parts[i].substr(eq + 1));
-    if (!s || *s < 0 || (key != "up" && key != "down" && key != "lookback"))
-      return InvalidArgument("'" + t + "': '" + parts[i] +
-                             "' is not up=S, down=S or lookback=S (seconds, >= 0)");
-    const int64_t ms = std::llround(*s * 1000);
-    if (key == "up") a.upscale_delay_ms = ms;
-    if (key == "down") a.downscale_delay_ms = ms;
-    if (key == "lookback") {
-      if (ms <= 0) return InvalidArgument("'" + t + "': lookback must be positive");
-      a.lookback_ms = ms;
-    }
-  }
+  if (!(a.target_ongoing_requests >= 0))
+    return InvalidArgument("'" + t +
+                           "': the target ongoing requests must be >= 0 (0: the default, half "
+                           "of --max-ongoing-requests)");
+  TESSERA_RETURN_IF_ERROR(
+      ApplyAutoOptions(t, std::vector<std::string>(parts.begin() + 1, parts.end()), a));
   c.autoscaling = a;
   c.replicas = a.min_replicas;
   return c;
+}
+
+Result<std::vector<ScalingConfig>> ParseScalingConfigs(std::string_view list,
+                                                       const AutoscalerConfig& defaults) {
+  std::vector<ScalingConfig> out;
+  int largest_fixed = 0;
+  for (const std::string& item : Split(std::string(list), ',')) {
+    const size_t range = item.find("..");
+    if (item.rfind("fixed=", 0) == 0 && range != std::string::npos) {
+      const std::optional<int> from = ParseCount(item.substr(6, range - 6));
+      const std::optional<int> to = ParseCount(item.substr(range + 2));
+      if (!from || !to || *from < 1 || *from > *to)
+        return InvalidArgument("'" + item + "': expected fixed=A..B with 1 <= A <= B");
+      for (int n = *from; n <= *to; ++n) {
+        ScalingConfig c;
+        c.name = "fixed=" + std::to_string(n);
+        c.replicas = n;
+        out.push_back(c);
+      }
+      largest_fixed = std::max(largest_fixed, *to);
+      continue;
+    }
+    if (item == "auto" || item.rfind("auto:", 0) == 0) {
+      out.emplace_back();  // resolved below, once the largest fixed count is known
+      out.back().name = item;
+      continue;
+    }
+    auto c = ParseScalingConfig(item, defaults);
+    if (!c.ok()) return c.status();
+    if (!c->autoscaling) largest_fixed = std::max(largest_fixed, c->replicas);
+    out.push_back(*c);
+  }
+  for (ScalingConfig& c : out) {
+    if (c.name != "auto" && c.name.rfind("auto:", 0) != 0) continue;
+    if (largest_fixed == 0)
+      return InvalidArgument("'" + c.name +
+                             "': bare auto takes its maxReplicas from the fixed counts of the "
+                             "list (e.g. fixed=1..16,auto); add them or write auto=1-N");
+    AutoscalerConfig a = defaults;
+    a.min_replicas = 1;
+    a.max_replicas = largest_fixed;
+    std::vector<std::string> options = Split(c.name, ':');
+    options.erase(options.begin());
+    TESSERA_RETURN_IF_ERROR(ApplyAutoOptions(c.name, options, a));
+    c.autoscaling = a;
+    c.replicas = 1;
+  }
+  if (out.empty()) return InvalidArgument("name at least one configuration");
+  return out;
 }
 
 Status ValidateServingOptions(const ServingSimOptions& o) {
@@ -93,6 +168,8 @@ Status ValidateServingOptions(const ServingSimOptions& o) {
       positive(static_cast<double>(o.probe_period_ms), "readiness period (--probe-period-s)"));
   TESSERA_RETURN_IF_ERROR(
       positive(static_cast<double>(o.series_interval_ms), "series interval (--series-interval-s)"));
+  TESSERA_RETURN_IF_ERROR(
+      positive(static_cast<double>(o.oracle_window_ms), "oracle window (--oracle-window-s)"));
   TESSERA_RETURN_IF_ERROR(
       positive(static_cast<double>(o.slo.ttft_ms), "TTFT objective (--slo-ttft-ms)"));
   TESSERA_RETURN_IF_ERROR(positive(o.slo.tpot_ms, "TPOT objective (--slo-tpot-ms)"));

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/serving_frontier.h"
+
 namespace tessera::sim {
 namespace {
 
@@ -48,6 +50,66 @@ std::vector<Column> Columns() {
 
 nlohmann::json Summary(const LatencySummary& s) {
   return {{"count", s.count}, {"p50Ms", s.p50_ms}, {"p99Ms", s.p99_ms}, {"meanMs", s.mean_ms}};
+}
+
+std::string Percent(double v) { return Fixed(100 * v, 1) + "%"; }
+
+std::string Met(bool ok) { return ok ? "met" : "NOT met"; }
+
+void WriteFrontierText(std::ostream& out, const ServingComparison& c) {
+  const ServingFrontier f = ComputeFrontier(c);
+  if (f.fixed.empty() || f.autos.empty()) return;
+  out << "\nFrontier: chip-h against SLO attainment (* a fixed count no other fixed count beats "
+         "on both; <- where an autoscaler lands)\n";
+  std::vector<std::pair<double, std::string>> lines;
+  for (size_t i = 0; i < f.fixed.size(); ++i) {
+    const ServingRunResult& r = *f.fixed[i];
+    lines.push_back({r.chip_hours, "  " + std::string(f.on_frontier[i] ? "* " : "  ") +
+                                       r.config.name + "  " + Fixed(r.chip_hours, 1) + " chip-h  " +
+                                       Percent(r.slo_attainment)});
+  }
+  for (const AutoVerdict& v : f.autos)
+    lines.push_back({v.run->chip_hours, "  <- " + v.run->config.name + "  " +
+                                            Fixed(v.run->chip_hours, 1) + " chip-h  " +
+                                            Percent(v.run->slo_attainment) +
+                                            (v.dominated ? "  (a fixed count does as well)" : "")});
+  std::stable_sort(lines.begin(), lines.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [chips, line] : lines) out << line << "\n";
+  for (const AutoVerdict& v : f.autos) {
+    const ServingRunResult& r = *v.run;
+    out << "\n"
+        << r.config.name << ": " << Fixed(v.decisions_per_hour, 1) << " scale decisions/h, "
+        << v.undone << " undone within 10 min (" << Fixed(v.undone_per_hour, 1)
+        << "/h, goal <= " << Fixed(kGoalUndonePerHour, 0) << "): " << Met(v.undone_goal) << "\n";
+    if (v.cheapest_at_least != nullptr)
+      out << "  cheapest fixed count with SLO >= " << Percent(r.slo_attainment) << ": "
+          << v.cheapest_at_least->config.name << " at " << Fixed(v.cheapest_at_least->chip_hours, 1)
+          << " chip-h; auto needs " << Fixed(v.chip_ratio, 2)
+          << "x (goal <= " << Fixed(kGoalChipRatio, 1) << "x): " << Met(v.chips_goal) << "\n";
+    else
+      out << "  no fixed count attains " << Percent(r.slo_attainment) << ": " << Met(v.chips_goal)
+          << "\n";
+    if (v.best_fixed != nullptr)
+      out << "  best fixed SLO " << Percent(v.best_fixed->slo_attainment) << " ("
+          << v.best_fixed->config.name << "); auto attains " << Percent(v.attainment_ratio)
+          << " of it (goal >= " << Fixed(100 * kGoalAttainmentRatio, 0)
+          << "%): " << Met(v.attainment_goal) << "\n";
+    if (v.oracle.reached) {
+      out << "  oracle (" << Fixed(static_cast<double>(c.options.oracle_window_ms) / 1000, 0)
+          << " s windows, start-up "
+          << Fixed(static_cast<double>(c.options.model.startup_ms) / 1000, 0) << " s, counts "
+          << f.oracle_counts << "): " << Fixed(v.oracle.chip_hours, 1) << " chip-h at "
+          << Percent(static_cast<double>(v.oracle.met) / std::max<int64_t>(1, r.requests)) << ", "
+          << v.oracle.changes << " changes; auto is " << Fixed(v.oracle_ratio, 2)
+          << "x the oracle\n    schedule:";
+      for (int n : v.oracle.replicas) out << " " << n;
+      out << "\n";
+    } else {
+      out << "  oracle: no schedule of the fixed counts " << f.oracle_counts << " attains "
+          << Percent(r.slo_attainment) << "\n";
+    }
+  }
 }
 
 }  // namespace
@@ -93,6 +155,7 @@ void WriteServingText(std::ostream& out, const ServingComparison& c) {
     if (shown < r.scale_events.size()) out << " ... (" << r.scale_events.size() - shown << " more)";
     out << "\n  first: " << r.scale_events.front().reason << "\n";
   }
+  WriteFrontierText(out, c);
   out << "\nchip-h: chips of every slice held from placement to the confirmed stop, first arrival "
          "to last request's end;\nSLO: requests with TTFT and TPOT within the objective over all "
          "requests (503s and killed ones miss it);\nTTFT/TPOT/latency over completed requests, "
@@ -122,7 +185,8 @@ void WriteServingJson(std::ostream& out, const ServingComparison& c) {
                         {"queueTimeoutMs", o.queue_timeout_ms},
                         {"sloTtftMs", o.slo.ttft_ms},
                         {"sloTpotMs", o.slo.tpot_ms},
-                        {"seed", o.seed}}},
+                        {"seed", o.seed},
+                        {"oracleWindowMs", o.oracle_window_ms}}},
                       {"runs", nlohmann::json::array()}};
   for (const ServingRunResult& r : c.runs) {
     nlohmann::json run = {{"config", r.config.name},
@@ -152,7 +216,9 @@ void WriteServingJson(std::ostream& out, const ServingComparison& c) {
                             {"targetOngoingRequests", a.target_ongoing_requests},
                             {"upscaleDelayMs", a.upscale_delay_ms},
                             {"downscaleDelayMs", a.downscale_delay_ms},
-                            {"lookbackMs", a.lookback_ms}};
+                            {"lookbackMs", a.lookback_ms},
+                            {"targetTTFTMs", a.target_ttft_ms},
+                            {"targetTPOTMs", a.target_tpot_ms}};
     } else {
       run["replicas"] = r.config.replicas;
     }
@@ -167,6 +233,29 @@ void WriteServingJson(std::ostream& out, const ServingComparison& c) {
       run["scaleEvents"].push_back(
           {{"timeS", e.time_s}, {"from", e.from}, {"to", e.to}, {"reason", e.reason}});
     j["runs"].push_back(std::move(run));
+  }
+  const ServingFrontier f = ComputeFrontier(c);
+  j["verdicts"] = nlohmann::json::array();
+  for (const AutoVerdict& v : f.autos) {
+    nlohmann::json verdict = {
+        {"config", v.run->config.name},
+        {"scaleDecisionsPerHour", v.decisions_per_hour},
+        {"undoneWithin10Min", v.undone},
+        {"undonePerHour", v.undone_per_hour},
+        {"chipRatio", v.chip_ratio},
+        {"attainmentRatio", v.attainment_ratio},
+        {"dominated", v.dominated},
+        {"goal",
+         {{"chips", v.chips_goal}, {"attainment", v.attainment_goal}, {"undone", v.undone_goal}}}};
+    if (v.cheapest_at_least != nullptr)
+      verdict["cheapestFixedAtLeast"] = v.cheapest_at_least->config.name;
+    if (v.best_fixed != nullptr) verdict["bestFixed"] = v.best_fixed->config.name;
+    if (v.oracle.reached)
+      verdict["oracle"] = {{"chipHours", v.oracle.chip_hours},
+                           {"met", v.oracle.met},
+                           {"replicas", v.oracle.replicas},
+                           {"ratio", v.oracle_ratio}};
+    j["verdicts"].push_back(std::move(verdict));
   }
   out << j.dump(2) << "\n";
 }

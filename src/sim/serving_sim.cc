@@ -51,6 +51,8 @@ class NoFailures : public ClusterView {
  public:
   bool HostLost(const std::string&) const override { return false; }
   int LargestFitWithoutJob(const TrainJob&, int, int) const override { return 0; }
+  int FreeSlices(Generation, const Shape&) const override { return free_slices; }
+  int free_slices = -1;  // the cluster's free slices of the role's shape; -1: unlimited
 };
 
 enum class EventType {
@@ -191,8 +193,16 @@ class Engine {
           break;
         case EventType::kReport: {
           const proxy::DispatchLoad load = dispatcher_.Load();
-          life_.Load(service_, role_name_,
-                     LoadSample{Ms(now_us_), static_cast<double>(load.in_flight + load.queued)});
+          LoadSample sample;
+          sample.time_ms = Ms(now_us_);
+          sample.ongoing_requests = static_cast<double>(load.in_flight + load.queued);
+          sample.queued_requests = static_cast<double>(load.queued);
+          sample.completed = completed_;
+          sample.ttft_count = ttft_count_;
+          sample.ttft_sum_ms = ttft_sum_ms_;
+          sample.tpot_count = tpot_count_;
+          sample.tpot_sum_ms = tpot_sum_ms_;
+          life_.Load(service_, role_name_, sample);
           Push(now_us_ + o_.report_ms * 1000, EventType::kReport, 0, 0);
           break;
         }
@@ -373,6 +383,9 @@ class Engine {
 
   Status Tick() {
     const int before = Role().desired_replicas;
+    view_.free_slices = o_.cluster_slices > 0
+                            ? std::max(0, o_.cluster_slices - static_cast<int>(groups_.size()))
+                            : -1;
     Apply(life_.Tick(service_, view_, Ms(now_us_)));
     const RoleStatus& role = Role();
     if (role.desired_replicas != before) {
@@ -455,6 +468,18 @@ class Engine {
   // A request ended on its group (done or killed): its router slot is free.
   void Leave(Group& g, uint64_t id, RequestState state) {
     Resolve(id, state);
+    if (state == RequestState::kDone) {
+      // What the router measures of a finished stream (the autoscaler's SLO signal).
+      const RequestRun& q = requests_[id];
+      ++completed_;
+      ++ttft_count_;
+      ttft_sum_ms_ += static_cast<double>(q.first_token_us - q.arrival_us) / 1e3;
+      if (q.output_tokens >= 2) {
+        ++tpot_count_;
+        tpot_sum_ms_ += static_cast<double>(q.end_us - q.first_token_us) / 1e3 /
+                        static_cast<double>(q.output_tokens - 1);
+      }
+    }
     const std::string key = g.endpoint_key;
     StartGrants(dispatcher_.Release(key, rng_));
   }
@@ -574,6 +599,11 @@ class Engine {
     result_.replica_hours =
         static_cast<double>(result_.chip_us) / static_cast<double>(topology_.chips()) / 3.6e9;
     std::vector<double> ttft, tpot, latency;
+    const size_t windows = static_cast<size_t>(end_us_ / (o_.oracle_window_ms * 1000)) + 1;
+    result_.window_requests.assign(windows, 0);
+    result_.window_met.assign(windows, 0);
+    for (const RequestRun& q : requests_)
+      ++result_.window_requests[static_cast<size_t>(q.arrival_us / (o_.oracle_window_ms * 1000))];
     for (const RequestRun& q : requests_) {
       switch (q.state) {
         case RequestState::kDone: {
@@ -589,6 +619,8 @@ class Engine {
             met = met && per <= o_.slo.tpot_ms;
           }
           result_.slo_met += met ? 1 : 0;
+          if (met)
+            ++result_.window_met[static_cast<size_t>(q.arrival_us / (o_.oracle_window_ms * 1000))];
           break;
         }
         case RequestState::kRejected:
@@ -635,6 +667,11 @@ class Engine {
   int64_t end_us_ = 0;
   int64_t drain_limit_us_ = 0;
   size_t resolved_ = 0;
+  int64_t completed_ = 0;  // the router's cumulative stream counters
+  int64_t ttft_count_ = 0;
+  double ttft_sum_ms_ = 0;
+  int64_t tpot_count_ = 0;
+  double tpot_sum_ms_ = 0;
   uint64_t hash_ = 1469598103934665603ull;
   Status error_ = Status::Ok();
   ServingRunResult result_;
@@ -650,10 +687,10 @@ Result<ServingRunResult> RunServingSimulation(const LlmTrace& trace, const Scali
   if (config.autoscaling) {
     const AutoscalerConfig& a = *config.autoscaling;
     if (a.min_replicas < 0 || a.max_replicas < 1 || a.min_replicas > a.max_replicas ||
-        !(a.target_ongoing_requests > 0) || a.upscale_delay_ms < 0 || a.downscale_delay_ms < 0 ||
-        a.lookback_ms <= 0)
+        !(a.target_ongoing_requests >= 0) || a.upscale_delay_ms < 0 || a.downscale_delay_ms < 0 ||
+        a.lookback_ms <= 0 || !(a.target_ttft_ms >= 0) || !(a.target_tpot_ms >= 0))
       return InvalidArgument("configuration " + config.name +
-                             ": needs 0 <= min <= max, max >= 1, a positive target and "
+                             ": needs 0 <= min <= max, max >= 1, targets >= 0, a positive "
                              "look-back, and delays >= 0");
   } else if (config.replicas < 1) {
     return InvalidArgument("configuration " + config.name + ": needs 1 replica or more");

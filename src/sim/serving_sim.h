@@ -78,9 +78,16 @@ struct ScalingConfig {
   std::optional<AutoscalerConfig> autoscaling;
 };
 
-// "fixed=N" or "auto=MIN-MAX@TARGET[:up=S][:down=S][:lookback=S]" (seconds; omitted ones from
-// `defaults`). Errors name the text and say what is expected.
+// "fixed=N" or "auto=MIN-MAX[@TARGET][:up=S][:down=S][:lookback=S][:ttft=MS][:tpot=MS]"
+// (seconds; omitted ones from `defaults`; TARGET omitted or 0: the default target). Errors name
+// the text and say what is expected.
 Result<ScalingConfig> ParseScalingConfig(std::string_view text, const AutoscalerConfig& defaults);
+
+// A comma list of configurations: those of ParseScalingConfig, "fixed=A..B" (every count from
+// A to B), and bare "auto" (`defaults` with min 1 and max the largest fixed count of the list)
+// or "auto:OPTION..." (the same with options, e.g. auto:ttft=2000:tpot=50).
+Result<std::vector<ScalingConfig>> ParseScalingConfigs(std::string_view list,
+                                                       const AutoscalerConfig& defaults);
 
 struct SloSpec {
   int64_t ttft_ms = 2'000;  // time to first token, arrival (at the router) to first token
@@ -104,6 +111,7 @@ struct ServingSimOptions {
   SloSpec slo;
   uint64_t seed = 1;                    // the Dispatcher's draws
   int64_t series_interval_ms = 10'000;  // replicas-over-time sampling
+  int64_t oracle_window_ms = 300'000;   // per-window SLO counts (serving_frontier.h's oracle)
 };
 
 // InvalidArgument naming the option and the fix, or OK.
@@ -148,6 +156,10 @@ struct ServingRunResult {
   int groups_started = 0;  // placements (initial ones included)
   std::vector<ReplicaPoint> series;
   std::vector<ScaleEvent> scale_events;
+  // Requests by arrival window of options.oracle_window_ms (scaled time): how many arrived and
+  // how many of them met the SLO.
+  std::vector<int64_t> window_requests;
+  std::vector<int64_t> window_met;
   uint64_t event_hash = 0;  // FNV-1a over every applied event: same inputs, same hash
 };
 

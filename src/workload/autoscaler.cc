@@ -20,26 +20,110 @@ std::string Secs(int64_t ms) { return Number(static_cast<double>(ms) / 1000.0) +
 
 std::string Replicas(int n) { return std::to_string(n) + (n == 1 ? " replica" : " replicas"); }
 
-double Signal(const AutoscalerConfig& config, const LoadSample& s) {
-  return config.signal == AutoscaleSignal::kQueuedPromptTokens ? s.queued_prompt_tokens
-                                                               : s.ongoing_requests;
+// What the samples of one window say.
+struct WindowLoad {
+  int samples = 0;
+  double demand = 0;       // requests the replicas would hold if they kept up (or queued tokens)
+  double in_system = 0;    // mean requests in flight at the replicas
+  bool saturated = false;  // the router queued
+  bool piling_up = false;  // its queue is as long at the end of the window as at the start, or more
+  // What the in-flight mean is scaled by while the router queues: arrivals / completions over
+  // the window from the counters, within [1/2, 2]; without counters 1 + queued / in flight,
+  // at most 2.
+  double factor = 1;
+  double newest_signal = 0;  // the newest sample's ongoing requests (or queued tokens)
+  double ttft_ms = -1;       // window means; -1: nothing measured
+  double tpot_ms = -1;
+};
+
+double Ceil(double v) { return std::ceil(v - 1e-9); }
+
+WindowLoad Measure(const AutoscalerConfig& config, const std::vector<LoadSample>& samples,
+                   int64_t from_ms, int64_t to_ms) {
+  WindowLoad w;
+  double ongoing = 0, queued = 0, tokens = 0;
+  const LoadSample* oldest = nullptr;
+  const LoadSample* newest = nullptr;
+  for (const LoadSample& s : samples) {
+    if (s.time_ms < from_ms || s.time_ms > to_ms) continue;
+    ++w.samples;
+    ongoing += s.ongoing_requests;
+    queued += std::min(s.queued_requests, s.ongoing_requests);
+    tokens += s.queued_prompt_tokens;
+    if (oldest == nullptr || s.time_ms < oldest->time_ms) oldest = &s;
+    if (newest == nullptr || s.time_ms >= newest->time_ms) newest = &s;
+  }
+  if (w.samples == 0) return w;
+  const double n = w.samples;
+  w.newest_signal = config.signal == AutoscaleSignal::kQueuedPromptTokens
+                        ? newest->queued_prompt_tokens
+                        : newest->ongoing_requests;
+  if (config.signal == AutoscaleSignal::kQueuedPromptTokens) {
+    w.demand = tokens / n;
+  } else {
+    const double in_system = (ongoing - queued) / n;
+    const double waiting = queued / n;
+    w.in_system = in_system;
+    w.saturated = waiting > 0;
+    w.piling_up = newest->queued_requests > 0 && newest->queued_requests >= oldest->queued_requests;
+    if (w.saturated) {
+      w.factor = in_system > 0 ? std::min(kAutoscalerMaxUpFactor, 1 + waiting / in_system) : 1;
+      const double dt_s = static_cast<double>(newest->time_ms - oldest->time_ms) / 1000.0;
+      if (oldest->completed >= 0 && newest->completed >= oldest->completed && dt_s > 0) {
+        const double done = static_cast<double>(newest->completed - oldest->completed);
+        const double arrived = done + newest->ongoing_requests - oldest->ongoing_requests;
+        // Fewer arrivals than completions: a backlog draining, not demand.
+        if (done > 0)
+          w.factor = std::clamp(arrived / done, 1 / kAutoscalerMaxUpFactor, kAutoscalerMaxUpFactor);
+      }
+    }
+    w.demand = in_system > 0 ? in_system * w.factor : waiting;
+  }
+  auto mean = [&](int64_t c0, double s0, int64_t c1, double s1) {
+    return c0 >= 0 && c1 > c0 ? (s1 - s0) / static_cast<double>(c1 - c0) : -1.0;
+  };
+  w.ttft_ms =
+      mean(oldest->ttft_count, oldest->ttft_sum_ms, newest->ttft_count, newest->ttft_sum_ms);
+  w.tpot_ms =
+      mean(oldest->tpot_count, oldest->tpot_sum_ms, newest->tpot_count, newest->tpot_sum_ms);
+  return w;
+}
+
+// The worst measure over its target, or -1 with no target or nothing measured.
+double SloRatio(const AutoscalerConfig& config, const WindowLoad& w) {
+  double ratio = -1;
+  if (config.target_ttft_ms > 0 && w.ttft_ms >= 0)
+    ratio = std::max(ratio, w.ttft_ms / config.target_ttft_ms);
+  if (config.target_tpot_ms > 0 && w.tpot_ms >= 0)
+    ratio = std::max(ratio, w.tpot_ms / config.target_tpot_ms);
+  return ratio;
 }
 
 }  // namespace
 
+double AutoscaleTarget(const AutoscalerConfig& config, int max_ongoing_requests) {
+  if (config.signal == AutoscaleSignal::kQueuedPromptTokens)
+    return config.target_queued_prompt_tokens;
+  if (config.target_ongoing_requests > 0) return config.target_ongoing_requests;
+  return max_ongoing_requests > 0 ? max_ongoing_requests / 2.0 : 2.0;
+}
+
 AutoscalerDecision Autoscale(const AutoscalerConfig& config, const std::vector<LoadSample>& samples,
-                             int current, const AutoscalerState& state, int64_t now_ms) {
+                             int current_replicas, const AutoscalerState& state, int64_t now_ms) {
+  AutoscaleInput in;
+  in.samples = samples;
+  in.current_replicas = current_replicas;
+  in.state = state;
+  in.now_ms = now_ms;
+  return Autoscale(config, in);
+}
+
+AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInput& in) {
   AutoscalerDecision d;
-  d.state = state;
-  double sum = 0;
-  int n = 0;
-  const LoadSample* newest = nullptr;
-  for (const LoadSample& s : samples) {
-    if (s.time_ms < now_ms - config.lookback_ms || s.time_ms > now_ms) continue;
-    sum += Signal(config, s);
-    ++n;
-    if (newest == nullptr || s.time_ms >= newest->time_ms) newest = &s;
-  }
+  d.state = in.state;
+  const int current = in.current_replicas;
+  const int64_t now = in.now_ms;
+  d.desired_replicas = current;
   // Outside [min, max] (the bounds changed): move into them at once.
   const int bounded = std::clamp(current, config.min_replicas, config.max_replicas);
   if (bounded != current) {
@@ -49,48 +133,143 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const std::vector<L
                std::to_string(config.max_replicas) + "] -> " + std::to_string(bounded);
     return d;
   }
-  if (n == 0) {
-    d.desired_replicas = current;
-    d.state = {};
+  const WindowLoad stable = Measure(config, in.samples, now - config.lookback_ms, now);
+  if (stable.samples == 0) {
+    d.state.up_since_ms = d.state.down_since_ms = -1;
     d.reason =
         "no load reports in the last " + Secs(config.lookback_ms) + ": keep " + Replicas(current);
     return d;
   }
-  const double load = sum / n;
   const bool tokens = config.signal == AutoscaleSignal::kQueuedPromptTokens;
-  const double target =
-      tokens ? config.target_queued_prompt_tokens : config.target_ongoing_requests;
-  const std::string head = "load " + Number(load) +
-                           (tokens ? " queued prompt tokens" : " ongoing") + " over " +
-                           Replicas(current) + ", target " + Number(target);
-  if (current == 0 && Signal(config, *newest) > 0 && config.max_replicas > 0) {
-    d.desired_replicas = 1;
-    d.state = {};
-    d.reason = head + " -> a request waits with no replica: 1 at once";
+  const double target = AutoscaleTarget(config, in.max_ongoing_requests);
+  const int ready = in.ready_replicas >= 0 ? in.ready_replicas : current;
+  std::string head =
+      "demand " + Number(stable.demand) + (tokens ? " queued prompt tokens" : " in flight") +
+      (stable.saturated ? " (router queueing)" : "") + " over " + Replicas(current) +
+      (in.starting_replicas > 0 ? " (" + std::to_string(in.starting_replicas) + " starting)" : "") +
+      ", target " + Number(target);
+  if (current == 0) {
+    if (stable.newest_signal > 0 && config.max_replicas > 0 && in.free_slices != 0) {
+      d.desired_replicas = 1;
+      d.state = {};
+      d.state.last_up_ms = now;
+      d.reason = head + " -> a request waits with no replica: 1 at once";
+      return d;
+    }
+  }
+  const auto clamp_want = [&](double v) {
+    return std::clamp(static_cast<int>(std::min(Ceil(v), 1e6)), config.min_replicas,
+                      config.max_replicas);
+  };
+  // The most one scale-up may reach: x2, and the free slices of the role's shape.
+  int up_cap = std::min(config.max_replicas,
+                        std::max(current + 1, static_cast<int>(current * kAutoscalerMaxUpFactor)));
+  if (in.free_slices >= 0) up_cap = std::min(up_cap, current + in.free_slices);
+  const std::string cap_note = in.free_slices >= 0 && up_cap == current + in.free_slices
+                                   ? " (" + std::to_string(in.free_slices) + " free slices)"
+                                   : "";
+
+  // Burst: the panic window says the ready replicas are far too few.
+  const int64_t panic_ms = std::max<int64_t>(1000, config.lookback_ms / 10);
+  WindowLoad burst = Measure(config, in.samples, now - panic_ms, now);
+  // The panic window is too short for rates (groups that just became ready have taken requests
+  // and finished none): while the stable window saw the router queue, its factor is the one.
+  if (!tokens && stable.saturated && burst.in_system > 0)
+    burst.demand = burst.in_system * stable.factor;
+  const int panic_want = burst.samples > 0 ? clamp_want(burst.demand / target) : 0;
+  // Against the desired size, starting groups included: a burst already answered by groups on
+  // the way is no new burst (no cascade while they start).
+  // A burst piles requests up at the router; a backlog draining into new groups is none.
+  const bool panic_now = !tokens && ready > 0 && burst.piling_up &&
+                         panic_want >= kAutoscalerPanicThreshold * std::max(ready, current);
+  if (panic_now) d.state.panic_until_ms = now + config.lookback_ms;
+  const bool in_panic = d.state.panic_until_ms >= now;
+  if (!in_panic) d.state.panic_until_ms = -1;
+  if (panic_now && panic_want > current) {
+    const int to = std::min(panic_want, up_cap);
+    d.state.up_since_ms = d.state.down_since_ms = -1;
+    if (to > current) {
+      d.desired_replicas = to;
+      d.state.last_up_ms = now;
+      d.reason = "burst: demand " + Number(burst.demand) + " in flight in the last " +
+                 Secs(panic_ms) + " over " + Replicas(ready) + " ready, target " + Number(target) +
+                 " -> " + std::to_string(to) + " at once" + cap_note;
+    } else {
+      d.reason = "burst: want " + std::to_string(panic_want) + " but no free slice: keep " +
+                 Replicas(current);
+    }
     return d;
   }
-  const int want = std::clamp(static_cast<int>(std::ceil(load / target - 1e-9)),
-                              config.min_replicas, config.max_replicas);
+
+  const int want = clamp_want(stable.demand / target);
+  const double slo = SloRatio(config, stable);
+  // The SLO measures the capacity that served the window: groups on the way are not in it.
+  // Nor a window that began before the ready count last changed.
+  if (ready != d.state.ready_seen) {
+    d.state.ready_seen = ready;
+    d.state.ready_changed_ms = now;
+  }
+  const bool slo_settled =
+      d.state.ready_changed_ms < 0 || now - d.state.ready_changed_ms >= config.lookback_ms;
+  const bool slo_up =
+      slo > 1 && in.starting_replicas == 0 && slo_settled && current < config.max_replicas;
+  const int slo_want = slo_up ? clamp_want(std::max<double>(
+                                    current + 1, current * std::min(slo, kAutoscalerMaxUpFactor)))
+                              : 0;
   const double capacity = current * target;
-  const bool up = want > current && load > capacity * (1 + kAutoscalerTolerance);
-  const bool down = want < current && load < capacity * (1 - kAutoscalerTolerance);
-  d.desired_replicas = current;
+  const bool demand_up = want > current && stable.demand > capacity * (1 + kAutoscalerTolerance);
+  const bool up = (demand_up || slo_up) && up_cap > current;
+  const int up_want = std::max(demand_up ? want : 0, slo_want);
+  if (slo >= 0) head += "; SLO at " + Number(std::round(slo * 100)) + "% of target";
+
+  // Down: the size that still keeps the margins, at most half off, none starting, no burst.
+  int down_to = current;
+  std::string down_block;
+  if (want < current && stable.demand < capacity * (1 - kAutoscalerTolerance)) {
+    // At most half off a step, at least one.
+    const int floor_step = std::max(
+        want, current - std::max(1, static_cast<int>(current * kAutoscalerMaxDownFraction)));
+    for (int m = std::max(floor_step, config.min_replicas); m < current; ++m) {
+      const bool slo_ok = slo < 0 || slo * current / std::max(m, 1) < 1 - kAutoscalerTolerance;
+      if (slo_ok) {
+        down_to = m;
+        break;
+      }
+    }
+    if (down_to == current)
+      down_block = "the SLO measure at a smaller size would pass its target";
+    else if (in.starting_replicas > 0)
+      down_block = std::to_string(in.starting_replicas) + " starting";
+    else if (in_panic)
+      down_block = "a burst in the last " + Secs(config.lookback_ms);
+    else if (d.state.last_up_ms >= 0 && now - d.state.last_up_ms < config.downscale_delay_ms)
+      down_block = "scaled up " + Secs(now - d.state.last_up_ms) + " ago, cooldown " +
+                   Secs(config.downscale_delay_ms);
+  }
+  const bool down = !up && down_to < current && down_block.empty();
+
   if (!up) d.state.up_since_ms = -1;
   if (!down) d.state.down_since_ms = -1;
   if (!up && !down) {
-    d.reason = head + " -> keep " + std::to_string(current);
+    if ((demand_up || slo_up) && up_cap <= current && current < config.max_replicas)
+      down_block = "no free slice of the role's shape";
+    d.reason = head + " -> want " + std::to_string(std::max(want, slo_want)) + ": keep " +
+               std::to_string(current) + (down_block.empty() ? "" : " (" + down_block + ")");
     return d;
   }
   int64_t& since = up ? d.state.up_since_ms : d.state.down_since_ms;
-  if (since < 0) since = now_ms;
+  if (since < 0) since = now;
   const int64_t delay = up ? config.upscale_delay_ms : config.downscale_delay_ms;
-  const int64_t held = now_ms - since;
-  const std::string what = up ? "upscale" : "downscale";
-  d.reason = head + " -> want " + std::to_string(want) + " for " + Secs(held) +
-             (held >= delay ? " >= " : " < ") + what + " delay " + Secs(delay);
+  const int64_t held = now - since;
+  const int to = up ? std::min(up_want, up_cap) : down_to;
+  d.reason = head + " -> want " + std::to_string(up ? up_want : want) +
+             (slo_up && !demand_up ? " (SLO)" : "") + ", step to " + std::to_string(to) + cap_note +
+             " for " + Secs(held) + (held >= delay ? " >= " : " < ") +
+             (up ? "upscale" : "downscale") + " delay " + Secs(delay);
   if (held >= delay) {
-    d.desired_replicas = want;
-    d.state = {};
+    d.desired_replicas = to;
+    d.state.up_since_ms = d.state.down_since_ms = -1;
+    if (up) d.state.last_up_ms = now;
   }
   return d;
 }

@@ -4,19 +4,44 @@
 // wall-clock milliseconds passed in; nothing here reads a clock, so delays do not stretch with
 // a slow control loop (Ray Serve once counted loop iterations).
 //
-// The rule (docs/serving.md "Autoscaling"):
-//   load     = mean ongoing requests (in flight + queued, summed over replicas) of the samples
-//              in [now - lookback, now]; with signal kQueuedPromptTokens the mean queued prompt
-//              tokens instead, against target_queued_prompt_tokens
-//   want     = ceil(load / target), clamped to [min, max]
-//   up       = want > current and load > current * target * (1 + kTolerance)
-//   down     = want < current and load < current * target * (1 - kTolerance)
-//   A desire to go up (down) must hold without a break for the upscale (downscale) delay before
-//   the decision changes; the size it then moves to is the latest `want`. The tolerance band is
-//   what keeps a noisy steady load from flapping: its mean stays inside the band.
-//   Scale from zero: with 0 replicas, any ongoing request in the newest sample gives 1 at once
-//   (a request is waiting for a replica and no delay helps it).
+// The rule (docs/serving.md "Autoscaling"), learnt from Knative's KPA, AIBrix's APA, llm-d's
+// saturation scaler and Ray Serve's known oscillations:
+//   demand   = the requests the replicas would hold if they kept up: the mean in flight at the
+//              replicas over the stable window (the look-back). Requests queued at the router
+//              are not demand of their own: a saturated router queues whatever its replicas do
+//              not take, so its queue says how long the saturation lasted, not how many
+//              replicas would end it (the 1 -> 14 -> 1 flapping of issue 34). When the router
+//              queues, the in-flight mean is scaled by arrival rate / completion rate (from its
+//              cumulative counters: the excess the replicas do not serve), or, without
+//              counters, by at most 2.
+//   want     = ceil(demand / target), clamped to [min, max]; target = targetOngoingRequests,
+//              by default half the role's maxOngoingRequests.
+//   SLO      = optional: with targetTTFTMs / targetTPOTMs, the window's mean TTFT and TPOT as
+//              the router measured them. Above a target, want at least current x (measure /
+//              target), at most 2x, once no group starts and the ready count has not changed
+//              for a look-back (the window measured the capacity there is); a scale-down must
+//              leave the predicted measure at the new size (measure x current / new) below the
+//              target less the tolerance.
+//   up       = want > current, outside the tolerance band, held for the upscale delay; the
+//              step is at most 2x (AIBrix) and at most current + free slices of the role's
+//              shape (the caller passes them). Groups still starting count as capacity: the
+//              size compared with is the desired size, starting groups included, and the SLO
+//              (a measure of the capacity before them) does not push up while any starts.
+//   panic    = the router's queue is not shrinking over the panic window (1/10 of the
+//              look-back, >= 1 s: a backlog draining into new groups is no burst), and that
+//              window's want is 2x the desired size or more (starting groups included, so a burst
+//              already answered does not cascade): scale up at once to it (2x cap, free slices) and
+//              do not scale down until a whole look-back passes without panic (Knative). The panic
+//              window's in-flight mean takes the stable window's factor (too short for rates).
+//   down     = want < current, outside the band, no group starting, no panic, held for the
+//              downscale delay, and at least the downscale delay since the last scale-up (a
+//              cooldown); the step is at most half the current size (AIBrix), and each further
+//              step waits its own delay. llm-d's rule holds: the new size keeps demand under
+//              target x (1 - tolerance) per replica.
+//   Scale from zero: with 0 replicas, any ongoing request in the newest sample gives 1 at once.
 //   No samples in the look-back window (the router is down or silent): keep the current size.
+//
+// Every setting has a default (AutoscalerConfig); `autoscaling: {maxReplicas: N}` gets them.
 //
 // Thread-safety: stateless function over values.
 #pragma once
@@ -36,41 +61,80 @@ struct AutoscalerConfig {
   int min_replicas = 1;  // 0 allowed: scale to zero
   int max_replicas = 1;
   AutoscaleSignal signal = AutoscaleSignal::kOngoingRequests;
-  double target_ongoing_requests = 2;         // per replica, > 0 (signal kOngoingRequests)
+  // Per replica, >= 0; 0: half the role's maxOngoingRequests (2 when the caller does not say).
+  double target_ongoing_requests = 0;
   double target_queued_prompt_tokens = 2048;  // per replica, > 0 (signal kQueuedPromptTokens)
-  int64_t upscale_delay_ms = 30'000;
-  int64_t downscale_delay_ms = 600'000;
-  int64_t lookback_ms = 30'000;
+  int64_t upscale_delay_ms = 15'000;
+  int64_t downscale_delay_ms = 300'000;  // also the cooldown after a scale-up
+  int64_t lookback_ms = 60'000;          // the stable window; the panic window is a tenth
+  // Optional SLO signal, 0: off. The window's mean TTFT (router arrival to first token) and
+  // time per output token after the first, as the router measures them.
+  double target_ttft_ms = 0;
+  double target_tpot_ms = 0;
+  friend bool operator==(const AutoscalerConfig&, const AutoscalerConfig&) = default;
 };
 
-// One load report of the role's router.
+// One load report of the role's router. The counters are cumulative since the router started;
+// -1: not reported (an older router).
 struct LoadSample {
   int64_t time_ms = 0;
   double ongoing_requests = 0;      // in flight + queued, summed over replicas
   double queued_prompt_tokens = 0;  // prompt tokens sent to prefill, not yet prefilled
+  double queued_requests = 0;       // of ongoing_requests, waiting at the router for a slot
+  int64_t completed = -1;           // requests a replica finished
+  int64_t ttft_count = -1;          // streams' time to first token: count and sum
+  double ttft_sum_ms = 0;
+  int64_t tpot_count = -1;  // streams of 2+ tokens: time per output token, count and sum
+  double tpot_sum_ms = 0;
 };
 
-// The autoscaler's own memory between calls: since when a higher (lower) size has been wanted
-// without a break; -1: not wanted now.
+// The autoscaler's own memory between calls. -1: not now / never.
 struct AutoscalerState {
-  int64_t up_since_ms = -1;
-  int64_t down_since_ms = -1;
+  int64_t up_since_ms = -1;    // since when a higher size is wanted without a break
+  int64_t down_since_ms = -1;  // the same for a lower size
+  int64_t panic_until_ms = -1;
+  int64_t last_up_ms = -1;  // the last scale-up (the scale-down cooldown counts from it)
+  int ready_seen = -1;      // the ready replicas at the last call, and since when
+  int64_t ready_changed_ms = -1;
   friend bool operator==(const AutoscalerState&, const AutoscalerState&) = default;
+};
+
+// What the caller knows of the role besides its load.
+struct AutoscaleInput {
+  std::vector<LoadSample> samples;  // any order; those outside the windows are ignored
+  int current_replicas = 0;         // the desired size now, starting groups included
+  int ready_replicas = -1;          // serving now; -1: as many as current
+  int starting_replicas = 0;        // placed or waiting for a slice, not yet ready
+  int free_slices = -1;             // of the role's shape, free to place now; -1: unknown
+  int max_ongoing_requests = 0;     // the role's, for the default target; 0: unknown
+  AutoscalerState state;
+  int64_t now_ms = 0;
 };
 
 struct AutoscalerDecision {
   int desired_replicas = 0;
-  // For people: "load 9.5 ongoing over 2 replicas, target 2 -> want 5 for 30 s >= upscale
-  // delay 30 s".
+  // For people: "demand 9.5 in flight over 2 replicas, target 2 -> want 5 for 15 s >=
+  // upscale delay 15 s".
   std::string reason;
   AutoscalerState state;  // pass back on the next call
 };
 
 // Relative band around current * target inside which the size is kept.
 inline constexpr double kAutoscalerTolerance = 0.1;
+// The panic window's want over the ready replicas at which a burst is declared.
+inline constexpr double kAutoscalerPanicThreshold = 2.0;
+// The most one step changes the size: x2 up, half down.
+inline constexpr double kAutoscalerMaxUpFactor = 2.0;
+inline constexpr double kAutoscalerMaxDownFraction = 0.5;
 
-// `samples` may hold samples outside the look-back window (they are ignored) in any order.
+AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInput& input);
+
+// The same with nothing known but the samples and the size (ready = current, nothing starting,
+// free slices unknown).
 AutoscalerDecision Autoscale(const AutoscalerConfig& config, const std::vector<LoadSample>& samples,
                              int current_replicas, const AutoscalerState& state, int64_t now_ms);
+
+// The target per replica in force: the configured one, or the default from maxOngoingRequests.
+double AutoscaleTarget(const AutoscalerConfig& config, int max_ongoing_requests);
 
 }  // namespace tessera

@@ -1,5 +1,7 @@
 // Autoscale through its one function: each test feeds a load series second by second, as the
-// router reports it, and checks the decisions over wall-clock time.
+// router reports it, and checks the decisions over wall-clock time. One test per mechanism:
+// defaults, the tolerance band, step limits, starting groups, free slices, the saturated
+// router's queue, the burst (panic) mode, the scale-down cooldown and the SLO signal.
 #include "workload/autoscaler.h"
 
 #include <gtest/gtest.h>
@@ -14,29 +16,74 @@ AutoscalerConfig Config(int min, int max) {
   AutoscalerConfig c;
   c.min_replicas = min;
   c.max_replicas = max;
+  c.target_ongoing_requests = 2;
   return c;
 }
 
-// Drives the autoscaler like the head does: one sample and one decision a second, the replica
-// count following each decision at once. Returns the replica count after each second.
+LoadSample At(int64_t t_s, double ongoing, double queued = 0) {
+  LoadSample s;
+  s.time_ms = t_s * 1000;
+  s.ongoing_requests = ongoing;
+  s.queued_requests = queued;
+  return s;
+}
+
+// Drives the autoscaler like the head does: one sample and one decision a second. New groups
+// are ready `startup_s` after the decision that asked for them (0: at once); stopped ones leave
+// at once. Returns the desired count after each second.
 struct Series {
   explicit Series(AutoscalerConfig c) : config(c) {}
   AutoscalerConfig config;
-  int replicas = 1;
+  int replicas = 1;  // desired
+  int ready = 1;
+  int64_t startup_s = 0;
+  int free_slices = -1;
+  std::vector<std::pair<int64_t, int>> arriving;  // (ready at second, groups)
   AutoscalerState state;
   std::vector<LoadSample> samples;
   std::vector<int> history;
   std::string last_reason;
 
-  void Seconds(int64_t from_s, int64_t to_s, const std::function<double(int64_t)>& load) {
+  void Seconds(int64_t from_s, int64_t to_s, const std::function<LoadSample(int64_t)>& load) {
     for (int64_t t = from_s; t < to_s; ++t) {
-      samples.push_back({t * 1000, load(t)});
-      AutoscalerDecision d = Autoscale(config, samples, replicas, state, t * 1000);
+      for (auto it = arriving.begin(); it != arriving.end();) {
+        if (it->first > t) {
+          ++it;
+          continue;
+        }
+        ready += it->second;
+        it = arriving.erase(it);
+      }
+      samples.push_back(load(t));
+      std::erase_if(samples, [&](const LoadSample& x) {
+        return x.time_ms < (t * 1000) - config.lookback_ms - 1000;
+      });
+      AutoscaleInput in;
+      in.samples = samples;
+      in.current_replicas = replicas;
+      in.ready_replicas = ready;
+      in.starting_replicas = replicas - ready > 0 ? replicas - ready : 0;
+      in.free_slices = free_slices;
+      in.state = state;
+      in.now_ms = t * 1000;
+      AutoscalerDecision d = Autoscale(config, in);
+      if (d.desired_replicas > replicas) {
+        if (free_slices >= 0) free_slices -= d.desired_replicas - replicas;
+        if (startup_s == 0)
+          ready += d.desired_replicas - replicas;
+        else
+          arriving.push_back({t + startup_s, d.desired_replicas - replicas});
+      } else if (d.desired_replicas < replicas) {
+        ready = std::min(ready, d.desired_replicas);
+      }
       replicas = d.desired_replicas;
       state = d.state;
       last_reason = d.reason;
       history.push_back(replicas);
     }
+  }
+  void Ongoing(int64_t from_s, int64_t to_s, const std::function<double(int64_t)>& load) {
+    Seconds(from_s, to_s, [&](int64_t t) { return At(t, load(t)); });
   }
   // The first second at or after `from` with the count `n`, or -1.
   int64_t FirstAt(int n, size_t from = 0) const {
@@ -44,88 +91,270 @@ struct Series {
       if (history[i] == n) return static_cast<int64_t>(i);
     return -1;
   }
+  int Changes() const {
+    int n = 0;
+    for (size_t i = 1; i < history.size(); ++i) n += history[i] != history[i - 1] ? 1 : 0;
+    return n;
+  }
 };
 
-TEST(AutoscalerTest, StepUpWaitsForTheUpscaleDelayThenGoesStraightToTheWantedSize) {
-  Series r{Config(1, 8)};
-  r.Seconds(0, 60, [](int64_t) { return 2.0; });  // 1 replica at target
-  EXPECT_EQ(r.replicas, 1);
-  r.Seconds(60, 200, [](int64_t) { return 9.5; });
-  EXPECT_EQ(r.replicas, 5);  // ceil(9.5 / 2)
-  // The mean passes 2.2 (1 replica + 10%) at t=60 already (one sample of 9.5 in 31), so the
-  // desire to go up starts then and holds 30 s.
-  EXPECT_EQ(r.FirstAt(5), 60 + 30);
-  for (int64_t t = 60; t < 90; ++t) EXPECT_EQ(r.history[t], 1) << "at " << t;
+TEST(AutoscalerTest, MaxReplicasAloneGivesTheDefaults) {
+  AutoscalerConfig c;
+  c.max_replicas = 16;
+  EXPECT_EQ(c.min_replicas, 1);
+  EXPECT_EQ(c.upscale_delay_ms, 15'000);
+  EXPECT_EQ(c.downscale_delay_ms, 300'000);
+  EXPECT_EQ(c.lookback_ms, 60'000);
+  EXPECT_EQ(c.target_ttft_ms, 0);  // the SLO signal is off
+  EXPECT_EQ(c.target_tpot_ms, 0);
+  // The target: half the role's maxOngoingRequests, 2 when it is not known.
+  EXPECT_EQ(AutoscaleTarget(c, 16), 8);
+  EXPECT_EQ(AutoscaleTarget(c, 0), 2);
+  c.target_ongoing_requests = 3;
+  EXPECT_EQ(AutoscaleTarget(c, 16), 3);
 }
 
-TEST(AutoscalerTest, ReasonNamesLoadReplicasTargetWantAndDelay) {
+TEST(AutoscalerTest, StepUpWaitsForTheUpscaleDelay) {
+  Series r{Config(1, 16)};
+  r.config.lookback_ms = 1000;  // the mean is the newest sample: the series is the desire
+  r.replicas = r.ready = 2;
+  r.Ongoing(0, 60, [](int64_t) { return 4.0; });  // 2 replicas at target
+  EXPECT_EQ(r.replicas, 2);
+  r.Ongoing(60, 300, [](int64_t) { return 6.0; });  // wants 3: no burst (< 2 x 2)
+  EXPECT_EQ(r.FirstAt(3), 60 + 15);
+  for (int64_t t = 60; t < 75; ++t) EXPECT_EQ(r.history[t], 2) << "at " << t;
+  EXPECT_EQ(r.Changes(), 1);
+}
+
+TEST(AutoscalerTest, AStepAtMostDoubles) {
+  Series r{Config(1, 16)};
+  r.config.lookback_ms = 1000;
+  r.replicas = r.ready = 2;
+  r.Ongoing(0, 10, [](int64_t) { return 4.0; });
+  // Wants ceil(19 / 2) = 10; the router queues 2 (a burst piles up there).
+  r.Seconds(10, 100, [](int64_t t) { return At(t, 20.0, 2.0); });
+  // A burst (10 >= 2 x 2): 4 at once, then 8 (10 >= 2 x 4 no more: the last step to 10 is
+  // the stable path's, after its delay).
+  EXPECT_EQ(r.history[10], 4);
+  EXPECT_EQ(r.history[11], 8);
+  EXPECT_EQ(r.FirstAt(10), 12 + 15);
+}
+
+TEST(AutoscalerTest, ReasonNamesDemandReplicasTargetWantAndDelay) {
   AutoscalerConfig c = Config(1, 8);
   std::vector<LoadSample> samples;
-  for (int t = 0; t <= 30; ++t) samples.push_back({t * 1000, 9.5});
+  for (int t = 0; t <= 30; ++t) samples.push_back(At(t, 9.5));
   AutoscalerState state;
   state.up_since_ms = 0;
-  AutoscalerDecision d = Autoscale(c, samples, 2, state, 30'000);
+  AutoscalerDecision d = Autoscale(c, samples, 3, state, 30'000);
   EXPECT_EQ(d.desired_replicas, 5);
   EXPECT_EQ(d.reason,
-            "load 9.5 ongoing over 2 replicas, target 2 -> want 5 for 30 s >= upscale delay 30 s");
-  d = Autoscale(c, samples, 2, {}, 30'000);
-  EXPECT_EQ(d.desired_replicas, 2);
+            "demand 9.5 in flight over 3 replicas, target 2 -> want 5, step to 5 for 30 s >= "
+            "upscale delay 15 s");
+  d = Autoscale(c, samples, 3, {}, 30'000);
+  EXPECT_EQ(d.desired_replicas, 3);
   EXPECT_EQ(d.state.up_since_ms, 30'000);
-  EXPECT_EQ(d.reason,
-            "load 9.5 ongoing over 2 replicas, target 2 -> want 5 for 0 s < upscale delay 30 s");
 }
 
-TEST(AutoscalerTest, StepDownWaitsForTheDownscaleDelay) {
-  Series r{Config(1, 8)};
-  r.replicas = 4;
-  r.Seconds(0, 1000, [](int64_t t) { return t < 100 ? 8.0 : 2.0; });
+TEST(AutoscalerTest, StepDownWaitsForTheDelayAndTakesAtMostHalfEachStep) {
+  Series r{Config(1, 16)};
+  r.replicas = r.ready = 8;
+  r.Ongoing(0, 3000, [](int64_t t) { return t < 100 ? 16.0 : 1.0; });
   EXPECT_EQ(r.replicas, 1);
-  const int64_t down = r.FirstAt(1);
-  // The mean drops under 4 * 2 * 0.9 = 7.2 at t=104 (4 of 31 samples at 2); 600 s later.
-  EXPECT_GE(down, 100 + 600);
-  EXPECT_LE(down, 100 + 600 + 30);
-}
-
-TEST(AutoscalerTest, ABreakInTheDesireRestartsTheDelay) {
-  Series r{Config(1, 8)};
-  r.config.lookback_ms = 1000;  // the mean is the newest sample: the series is the desire
-  // High for 20 s, back at target for 5 s, high again: the 30 s count starts over at t=25.
-  r.Seconds(0, 100, [](int64_t t) { return (t < 20 || t >= 25) ? 6.0 : 2.0; });
-  EXPECT_EQ(r.FirstAt(3), 25 + 30);
+  // 8 -> 4 -> 2 -> 1, each step after its own 300 s: never straight to the latest want.
+  const int64_t four = r.FirstAt(4), two = r.FirstAt(2), one = r.FirstAt(1);
+  EXPECT_GE(four, 100 + 300);
+  EXPECT_LE(four, 100 + 300 + 60);
+  EXPECT_EQ(r.history[static_cast<size_t>(four) - 1], 8);
+  EXPECT_GE(two - four, 300);
+  EXPECT_GE(one - two, 300);
+  EXPECT_EQ(r.Changes(), 3);
 }
 
 TEST(AutoscalerTest, NoiseAroundASteadyLoadDoesNotFlap) {
   std::mt19937 rng(7);
   std::normal_distribution<double> noise(0.0, 1.5);
   Series r{Config(1, 10)};
-  r.replicas = 4;
-  // Steady 8 ongoing (4 replicas at target 2) with a per-second standard deviation of 1.5
-  // (some seconds are at 5, some at 11) for two hours.
-  r.Seconds(0, 7200, [&](int64_t) { return std::max(0.0, 8.0 + noise(rng)); });
+  r.replicas = r.ready = 4;
+  // Steady 8 ongoing (4 replicas at target 2), per-second standard deviation 1.5, two hours.
+  r.Ongoing(0, 7200, [&](int64_t) { return std::max(0.0, 8.0 + noise(rng)); });
   for (size_t i = 0; i < r.history.size(); ++i) ASSERT_EQ(r.history[i], 4) << "at " << i;
+}
+
+TEST(AutoscalerTest, StartingGroupsCountAsCapacityOnTheWay) {
+  // The demand stays at 16 (8 replicas' worth) while new groups take 120 s to start: one
+  // decision to 8 (in two x2 steps), not a cascade while the 6 new groups start.
+  Series r{Config(1, 32)};
+  r.replicas = r.ready = 2;
+  r.startup_s = 120;
+  r.Seconds(0, 600, [](int64_t t) { return At(t, 17.0, 1.0); });
+  // Wants ceil(17 / 2) = 9: never more while the new groups start (no cascade).
+  for (size_t i = 0; i < r.history.size(); ++i) ASSERT_LE(r.history[i], 9) << "at " << i;
+  EXPECT_GE(r.replicas, 8);
+  EXPECT_LE(r.Changes(), 3);
+  // And no scale-down while groups start, even if the demand falls meanwhile.
+  Series s{Config(1, 32)};
+  s.replicas = s.ready = 2;
+  s.startup_s = 400;
+  s.config.downscale_delay_ms = 0;
+  s.Seconds(0, 300, [](int64_t t) { return t < 40 ? At(t, 8.5, 0.5) : At(t, 0.5); });
+  EXPECT_EQ(s.replicas, 4);
+  EXPECT_NE(s.last_reason.find("2 starting"), std::string::npos) << s.last_reason;
+}
+
+TEST(AutoscalerTest, ScaleUpIsCappedByTheFreeSlicesOfTheShape) {
+  Series r{Config(1, 16)};
+  r.replicas = r.ready = 2;
+  r.free_slices = 1;
+  r.Seconds(0, 100, [](int64_t t) { return At(t, 18.0, 2.0); });  // a burst: wants 8
+  EXPECT_EQ(r.replicas, 3);  // 2 + 1 free; the x2 step would have given 4
+  EXPECT_NE(r.last_reason.find("no free slice"), std::string::npos) << r.last_reason;
+  r.free_slices = 0;
+  r.Seconds(100, 200, [](int64_t t) { return At(t, 18.0, 2.0); });
+  EXPECT_EQ(r.replicas, 3);
+}
+
+TEST(AutoscalerTest, QueuedRequestsAtASaturatedRouterAreNotDemandOfTheirOwn) {
+  // 2 replicas hold 16 each; the router queues 100. Arrivals run 25% above completions.
+  AutoscalerConfig c = Config(1, 32);
+  c.target_ongoing_requests = 8;
+  c.upscale_delay_ms = 0;
+  std::vector<LoadSample> samples;
+  for (int t = 0; t <= 60; ++t) {
+    LoadSample s = At(t, 132, 100);
+    s.completed = 40 * t;  // 4 a second done; 5 a second arrive (ongoing stays, so +0)
+    samples.push_back(s);
+  }
+  // Arrivals = done + the change in ongoing: equal here, so the in-flight 32 is the demand.
+  AutoscaleInput in;
+  in.samples = samples;
+  in.current_replicas = 2;
+  in.now_ms = 60'000;
+  AutoscalerDecision d = Autoscale(c, in);
+  EXPECT_EQ(d.desired_replicas, 4) << d.reason;  // ceil(32 / 8), not ceil(132 / 8) = 17
+  EXPECT_NE(d.reason.find("demand 32 in flight"), std::string::npos) << d.reason;
+  // Arrivals 1.5x completions: the in-flight demand x1.5.
+  for (int t = 0; t <= 60; ++t) {
+    samples[t].completed = 40 * t;
+    samples[t].ongoing_requests = 32 + 100 + 20.0 * t;  // +20 a second waiting
+    samples[t].queued_requests = 100 + 20.0 * t;
+  }
+  in.samples = samples;
+  d = Autoscale(c, in);
+  EXPECT_EQ(d.desired_replicas, 4) << d.reason;  // ceil(32 x 1.5 / 8) = 6, capped at x2
+  in.current_replicas = 3;
+  d = Autoscale(c, in);
+  EXPECT_EQ(d.desired_replicas, 6) << d.reason;
+  // Without counters a queued request counts at most as one in flight: at most x2.
+  for (LoadSample& s : samples) s.completed = -1;
+  in.samples = samples;
+  in.current_replicas = 4;
+  d = Autoscale(c, in);
+  EXPECT_EQ(d.desired_replicas, 8) << d.reason;  // ceil(32 x 2 / 8)
+}
+
+TEST(AutoscalerTest, ABurstScalesUpAtOnceAndHoldsOffScaleDown) {
+  Series r{Config(1, 32)};
+  r.config.upscale_delay_ms = 60'000;  // the stable path would wait a minute
+  r.config.downscale_delay_ms = 0;
+  r.replicas = r.ready = 4;
+  r.Ongoing(0, 120, [](int64_t) { return 8.0; });
+  EXPECT_EQ(r.replicas, 4);
+  // The 6 s panic window passes 2x; the router's queue piles up.
+  r.Seconds(120, 124, [](int64_t t) { return At(t, 40.0 + t - 120, 2.0 + t - 120); });
+  EXPECT_EQ(r.replicas, 8);  // at once, x2 step
+  EXPECT_NE(r.last_reason.find("burst"), std::string::npos) << r.last_reason;
+  EXPECT_LE(r.FirstAt(8), 123);
+  // The burst ends at once; for a whole look-back (60 s) the size does not go down.
+  r.Ongoing(124, 180, [](int64_t) { return 2.0; });
+  EXPECT_GE(r.replicas, 8);
+  r.Ongoing(180, 400, [](int64_t) { return 2.0; });
+  EXPECT_LT(r.replicas, 8);
+}
+
+TEST(AutoscalerTest, ScaleDownWaitsACooldownAfterAScaleUp) {
+  Series r{Config(1, 16)};
+  r.config.upscale_delay_ms = 0;
+  r.config.downscale_delay_ms = 300'000;
+  r.replicas = r.ready = 2;
+  r.Ongoing(0, 30, [](int64_t) { return 8.0; });  // up to 4 at t=0
+  ASSERT_EQ(r.replicas, 4);
+  const int64_t up_at = r.FirstAt(4);
+  // Load gone at t=30: the down desire holds from about t=60, but the cooldown counts from the
+  // scale-up, so no step down before up_at + 300.
+  r.Ongoing(30, 1000, [](int64_t) { return 0.0; });
+  const int64_t down_at = r.FirstAt(2, 30);
+  EXPECT_GE(down_at, up_at + 300);
+}
+
+TEST(AutoscalerTest, SloSignalScalesUpOnMeasuredLatencyAndBlocksAScaleDownThatWouldMissIt) {
+  AutoscalerConfig c = Config(1, 16);
+  c.target_ongoing_requests = 8;
+  c.target_tpot_ms = 50;
+  c.upscale_delay_ms = 0;
+  c.downscale_delay_ms = 0;
+  // 4 replicas, demand at target (32 in flight), but TPOT measures 75 ms: 1.5x its target.
+  std::vector<LoadSample> samples;
+  for (int t = 0; t <= 60; ++t) {
+    LoadSample s = At(t, 32);
+    s.tpot_count = 10 * t;
+    s.tpot_sum_ms = 750.0 * t;
+    samples.push_back(s);
+  }
+  AutoscaleInput in;
+  in.samples = samples;
+  in.current_replicas = 4;
+  in.now_ms = 60'000;
+  // The ready count has not changed for a look-back: the window measured these 4.
+  in.state.ready_seen = 4;
+  in.state.ready_changed_ms = 0;
+  AutoscalerDecision d = Autoscale(c, in);
+  EXPECT_EQ(d.desired_replicas, 6) << d.reason;  // ceil(4 x 1.5)
+  EXPECT_NE(d.reason.find("(SLO)"), std::string::npos) << d.reason;
+  // Not while groups start: they are capacity the measure has not seen.
+  in.starting_replicas = 1;
+  d = Autoscale(c, in);
+  EXPECT_EQ(d.desired_replicas, 4) << d.reason;
+  // Demand wants 2 of 4 (8 in flight), but TPOT is at 30 ms: at 2 replicas it would be about
+  // 60 ms, past 50 less the tolerance; 3 replicas give 40 ms, inside it.
+  for (int t = 0; t <= 60; ++t) {
+    samples[t].ongoing_requests = 8;
+    samples[t].tpot_sum_ms = 300.0 * t;
+  }
+  in.samples = samples;
+  in.starting_replicas = 0;
+  d = Autoscale(c, in);
+  EXPECT_EQ(d.desired_replicas, 3) << d.reason;
+  // At 20 ms, 2 replicas keep the margin (40 ms).
+  for (int t = 0; t <= 60; ++t) samples[t].tpot_sum_ms = 200.0 * t;
+  in.samples = samples;
+  d = Autoscale(c, in);
+  EXPECT_EQ(d.desired_replicas, 2) << d.reason;
 }
 
 TEST(AutoscalerTest, ScaleFromZeroIsImmediateAndScaleToZeroAfterTheDelay) {
   Series r{Config(0, 4)};
-  r.replicas = 0;
-  r.Seconds(0, 10, [](int64_t) { return 0.0; });
+  r.replicas = r.ready = 0;
+  r.Ongoing(0, 10, [](int64_t) { return 0.0; });
   EXPECT_EQ(r.replicas, 0);
-  r.Seconds(10, 11, [](int64_t) { return 1.0; });  // one request waits
+  r.Ongoing(10, 11, [](int64_t) { return 1.0; });  // one request waits
   EXPECT_EQ(r.replicas, 1);
   EXPECT_NE(r.last_reason.find("a request waits with no replica: 1 at once"), std::string::npos)
       << r.last_reason;
-  r.Seconds(11, 2000, [](int64_t) { return 0.0; });
+  r.Ongoing(11, 2000, [](int64_t) { return 0.0; });
   EXPECT_EQ(r.replicas, 0);
-  EXPECT_GE(r.FirstAt(0, 11), 11 + 600);
-  EXPECT_LE(r.FirstAt(0, 11), 11 + 600 + 30);
+  // The cooldown of 300 s counts from the scale-up at 10; the desire to go down, held for the
+  // 300 s delay, starts when the cooldown ends.
+  EXPECT_GE(r.FirstAt(0, 11), 10 + 300 + 300);
+  EXPECT_LE(r.FirstAt(0, 11), 10 + 300 + 300 + 1);
 }
 
 TEST(AutoscalerTest, StaysInsideMinAndMax) {
   Series r{Config(2, 3)};
-  r.replicas = 2;
-  r.Seconds(0, 200, [](int64_t) { return 100.0; });
+  r.replicas = r.ready = 2;
+  r.Ongoing(0, 200, [](int64_t) { return 100.0; });
   EXPECT_EQ(r.replicas, 3);
-  r.Seconds(200, 2000, [](int64_t) { return 0.0; });
+  r.Ongoing(200, 2000, [](int64_t) { return 0.0; });
   EXPECT_EQ(r.replicas, 2);
   // Bounds that exclude the current size apply at once.
   AutoscalerDecision d = Autoscale(Config(4, 6), {}, 2, {}, 0);
@@ -133,20 +362,24 @@ TEST(AutoscalerTest, StaysInsideMinAndMax) {
 }
 
 TEST(AutoscalerTest, WithoutSamplesKeepsTheCurrentSize) {
-  std::vector<LoadSample> old = {{0, 50.0}};
-  AutoscalerDecision d = Autoscale(Config(1, 8), old, 3, {5'000, -1}, 120'000);
+  std::vector<LoadSample> old = {At(0, 50.0)};
+  AutoscalerState state;
+  state.up_since_ms = 5'000;
+  AutoscalerDecision d = Autoscale(Config(1, 8), old, 3, state, 120'000);
   EXPECT_EQ(d.desired_replicas, 3);
-  EXPECT_EQ(d.state, AutoscalerState{});
-  EXPECT_EQ(d.reason, "no load reports in the last 30 s: keep 3 replicas");
+  EXPECT_EQ(d.state.up_since_ms, -1);
+  EXPECT_EQ(d.reason, "no load reports in the last 60 s: keep 3 replicas");
 }
 
 TEST(AutoscalerTest, DelaysAreWallClockNotCalls) {
   // The same load, decided once every 10 s instead of every second: the size changes at the
   // same wall-clock time (to the nearest call).
   AutoscalerConfig c = Config(1, 8);
+  c.upscale_delay_ms = 30'000;
+  c.lookback_ms = 1000;
   std::vector<LoadSample> samples;
-  for (int t = 0; t < 120; ++t) samples.push_back({t * 1000, t < 10 ? 2.0 : 6.0});
-  int replicas = 1;
+  for (int t = 0; t < 120; ++t) samples.push_back(At(t, t < 10 ? 4.0 : 6.0));
+  int replicas = 2;
   AutoscalerState state;
   int64_t changed_at = -1;
   for (int64_t t = 0; t < 120; t += 10) {
@@ -158,12 +391,6 @@ TEST(AutoscalerTest, DelaysAreWallClockNotCalls) {
   EXPECT_EQ(replicas, 3);
   EXPECT_EQ(changed_at, 40);  // desire from t=10, 30 s delay
 }
-
-}  // namespace
-}  // namespace tessera
-
-namespace tessera {
-namespace {
 
 // A prefill role scales on the prompt tokens waiting for it, not on request count: a few long
 // prompts scale it up, many requests with no tokens waiting do not.
@@ -178,7 +405,7 @@ TEST(AutoscalerTest, QueuedPromptTokensSignalScalesOnTokensNotRequests) {
   AutoscalerDecision d = Autoscale(c, samples, 1, {}, 1000);
   EXPECT_EQ(d.desired_replicas, 1) << d.reason;  // 800 tokens < 1 x 1000
   samples.push_back({2000, 2, 5000});
-  d = Autoscale(c, samples, 1, {}, 2000);
+  d = Autoscale(c, samples, 2, {}, 2000);
   EXPECT_EQ(d.desired_replicas, 3) << d.reason;  // mean 2900 tokens -> ceil(2.9)
   EXPECT_NE(d.reason.find("queued prompt tokens"), std::string::npos) << d.reason;
   // From zero: tokens waiting start one replica at once.

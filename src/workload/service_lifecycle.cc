@@ -163,10 +163,19 @@ ServiceEffects ServiceLifecycle::Tick(Service& service, const ClusterView& clust
     }
     if (!spec->autoscaling) continue;
     const auto load = service.runtime.load.find(role.name);
-    AutoscalerDecision d =
-        Autoscale(*spec->autoscaling,
-                  load == service.runtime.load.end() ? std::vector<LoadSample>{} : load->second,
-                  role.desired_replicas, role.autoscaler.state, now);
+    AutoscaleInput in;
+    if (load != service.runtime.load.end()) in.samples = load->second;
+    in.current_replicas = role.desired_replicas;
+    in.ready_replicas = role.ReadyReplicas();
+    for (const ReplicaStatus& r : role.replicas)
+      if (!r.stopping && (r.phase == ReplicaPhase::kPending || r.phase == ReplicaPhase::kStarting ||
+                          r.phase == ReplicaPhase::kRecreating))
+        ++in.starting_replicas;
+    in.free_slices = cluster.FreeSlices(spec->accelerator, spec->topology);
+    in.max_ongoing_requests = spec->max_ongoing_requests;
+    in.state = role.autoscaler.state;
+    in.now_ms = now;
+    AutoscalerDecision d = Autoscale(*spec->autoscaling, in);
     role.autoscaler_at_ms = now;
     const int before = role.desired_replicas;
     role.autoscaler = d;

@@ -13,7 +13,9 @@ class FakeCluster : public ClusterView {
  public:
   bool HostLost(const std::string& host) const override { return lost.count(host) > 0; }
   int LargestFitWithoutJob(const TrainJob&, int, int) const override { return 0; }
+  int FreeSlices(Generation, const Shape&) const override { return free_slices; }
   std::set<std::string> lost;
+  int free_slices = -1;
 };
 
 ServiceRoleSpec Role(int replicas) {
@@ -418,6 +420,41 @@ TEST_F(ServiceLifecycleTest, TheAutoscalerScalesFromZeroOnTheFirstWaitingRequest
   EXPECT_NE(bad.status().message().find("autoscaled"), std::string::npos);
 }
 
+// The lifecycle passes the autoscaler what it knows of the role: groups still starting count
+// as capacity on the way, and a scale-up takes no more than the cluster's free slices.
+TEST_F(ServiceLifecycleTest, TheAutoscalerSeesStartingGroupsAndTheFreeSlices) {
+  ServiceSpec spec = Spec(0);
+  AutoscalerConfig as;
+  as.max_replicas = 8;
+  as.target_ongoing_requests = 2;
+  as.upscale_delay_ms = 0;
+  spec.roles[0].autoscaling = as;
+  svc_ = ServiceLifecycle::Create(spec, 7, now_);
+  cluster_.free_slices = 0;
+  now_ += 1000;
+  life_.Load(svc_, "server", {now_, 8});
+  life_.Tick(svc_, cluster_, now_);
+  EXPECT_EQ(svc_.status.Role("server")->desired_replicas, 1);
+  EXPECT_NE(svc_.status.Role("server")->autoscaler.reason.find("no free slice"), std::string::npos)
+      << svc_.status.Role("server")->autoscaler.reason;
+  cluster_.free_slices = 1;
+  now_ += 1000;
+  life_.Load(svc_, "server", {now_, 8});
+  life_.Tick(svc_, cluster_, now_);
+  EXPECT_EQ(svc_.status.Role("server")->desired_replicas, 2);  // 1 + the one free slice
+  // With slices free it reaches the want (4 = 8 / 2); while those groups start, the same load
+  // asks for no more: they count as capacity on the way.
+  cluster_.free_slices = 8;
+  for (int i = 0; i < 30; ++i) {
+    now_ += 1000;
+    life_.Load(svc_, "server", {now_, 8});
+    life_.Tick(svc_, cluster_, now_);
+  }
+  EXPECT_EQ(svc_.status.Role("server")->desired_replicas, 4);
+  EXPECT_NE(svc_.status.Role("server")->autoscaler.reason.find("4 starting"), std::string::npos)
+      << svc_.status.Role("server")->autoscaler.reason;
+}
+
 // Prefill and decode roles are roles like any other: each gets its own groups, placed on its
 // own slices, and each autoscales on its own signal (prefill: queued prompt tokens; decode:
 // ongoing requests) from the same kind of load report.
@@ -447,18 +484,19 @@ TEST_F(ServiceLifecycleTest, PrefillAndDecodeRolesArePlacedAndScaledEachOnItsOwn
   EXPECT_EQ(ServiceLifecycle::WaitingForSlice(svc_).size(), 2u);  // one group per role
   PlaceAll();
   EXPECT_NE(R(0, "decode").slice, R(0, "prefill").slice);
-  // 3,000 prompt tokens waiting and 2 ongoing requests: prefill scales to 3, decode stays.
+  // 3,000 prompt tokens waiting and 2 ongoing requests: prefill wants 3 and steps to 2 (a step
+  // at most doubles), decode stays.
   now_ += 1000;
   life_.Load(svc_, "prefill", {now_, 2, 3000});
   life_.Load(svc_, "decode", {now_, 2, 0});
   ServiceEffects e = life_.Tick(svc_, cluster_, now_);
   EXPECT_TRUE(HasEvent(e, "Autoscaled"));
-  EXPECT_EQ(svc_.status.Role("prefill")->desired_replicas, 3)
+  EXPECT_EQ(svc_.status.Role("prefill")->desired_replicas, 2)
       << svc_.status.Role("prefill")->autoscaler.reason;
   EXPECT_EQ(svc_.status.Role("decode")->desired_replicas, 1)
       << svc_.status.Role("decode")->autoscaler.reason;
-  EXPECT_EQ(Replicas("prefill"), (std::vector<int>{0, 1, 2}));
-  EXPECT_EQ(ServiceLifecycle::WaitingForSlice(svc_).size(), 2u);  // the new prefill groups
+  EXPECT_EQ(Replicas("prefill"), (std::vector<int>{0, 1}));
+  EXPECT_EQ(ServiceLifecycle::WaitingForSlice(svc_).size(), 1u);  // the new prefill group
 }
 
 TEST(ServiceNamesTest, ReplicaWorkloadNamesRoundTripAndNeverMatchAJobName) {

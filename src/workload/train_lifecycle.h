@@ -77,6 +77,9 @@ class ClusterView {
   // a lost host holds the chips, so no replacement attempt starts, until then. 0 (the
   // default): nothing to wait for (an agent that does not fence, or the simulator).
   virtual int64_t FencedAtMs(const std::string& /*host*/) const { return 0; }
+  // Whole slices of `topology` that a new group could be placed on now: an autoscaler's cap on
+  // a scale-up. -1 (the default): unknown, no cap.
+  virtual int FreeSlices(Generation /*accelerator*/, const Shape& /*topology*/) const { return -1; }
 };
 
 // Where a new attempt runs: chosen by the scheduler, ports drawn by the driver.

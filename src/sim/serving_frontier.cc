@@ -1,0 +1,214 @@
+#include "sim/serving_frontier.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tessera::sim {
+namespace {
+
+struct Path {
+  double cost = 0;  // chip-seconds
+  int64_t met = 0;
+  std::vector<int> choice;  // count index per window
+};
+
+// The exact minimum of cost - price x met over schedules (ties: cheaper first).
+Path SolveAtPrice(const OracleInput& in, double price) {
+  const size_t k = in.counts.size();
+  const size_t windows = in.window_length_s.size();
+  const double chips = static_cast<double>(in.chips_per_replica);
+  struct Cell {
+    double value = 0, cost = 0;
+    int64_t met = 0;
+    int from = -1;
+  };
+  std::vector<std::vector<Cell>> dp(windows, std::vector<Cell>(k));
+  for (size_t w = 0; w < windows; ++w) {
+    for (size_t j = 0; j < k; ++j) {
+      const double run = in.counts[j] * chips * in.window_length_s[w];
+      const int64_t met = in.met[j][w];
+      Cell best;
+      best.value = std::numeric_limits<double>::infinity();
+      if (w == 0) {
+        best = {run - price * static_cast<double>(met), run, met, -1};
+      } else {
+        for (size_t i = 0; i < k; ++i) {
+          const Cell& prev = dp[w - 1][i];
+          const double start = std::max(0, in.counts[j] - in.counts[i]) * chips * in.startup_s;
+          const double cost = prev.cost + run + start;
+          const double value = prev.value + run + start - price * static_cast<double>(met);
+          if (value < best.value - 1e-9 ||
+              (std::fabs(value - best.value) <= 1e-9 && cost < best.cost))
+            best = {value, cost, prev.met + met, static_cast<int>(i)};
+        }
+      }
+      dp[w][j] = best;
+    }
+  }
+  Path p;
+  if (windows == 0) return p;
+  size_t at = 0;
+  for (size_t j = 1; j < k; ++j)
+    if (dp[windows - 1][j].value < dp[windows - 1][at].value - 1e-9 ||
+        (std::fabs(dp[windows - 1][j].value - dp[windows - 1][at].value) <= 1e-9 &&
+         dp[windows - 1][j].cost < dp[windows - 1][at].cost))
+      at = j;
+  p.cost = dp[windows - 1][at].cost;
+  p.met = dp[windows - 1][at].met;
+  p.choice.assign(windows, 0);
+  for (size_t w = windows; w-- > 0;) {
+    p.choice[w] = static_cast<int>(at);
+    if (w > 0) at = static_cast<size_t>(dp[w][at].from);
+  }
+  return p;
+}
+
+double Hours(const ServingRunResult& r) { return static_cast<double>(r.duration_us) / 3.6e9; }
+
+}  // namespace
+
+OracleResult SolveOracle(const OracleInput& in) {
+  OracleResult out;
+  if (in.counts.empty() || in.window_length_s.empty()) return out;
+  // The price of a met request that makes meeting it worth any replica: then the schedule
+  // meets as many as the counts can.
+  double hi = 1;
+  for (double len : in.window_length_s)
+    hi += static_cast<double>(in.counts.back()) * static_cast<double>(in.chips_per_replica) *
+          (len + in.startup_s);
+  Path best = SolveAtPrice(in, hi);
+  if (best.met < in.target_met) return out;
+  double lo = 0;
+  const Path cheapest = SolveAtPrice(in, lo);
+  if (cheapest.met >= in.target_met) {
+    best = cheapest;
+  } else {
+    for (int i = 0; i < 100; ++i) {
+      const double mid = (lo + hi) / 2;
+      Path p = SolveAtPrice(in, mid);
+      if (p.met >= in.target_met) {
+        hi = mid;
+        best = std::move(p);
+      } else {
+        lo = mid;
+      }
+    }
+  }
+  out.reached = true;
+  out.chip_hours = best.cost / 3600.0;
+  out.met = best.met;
+  for (size_t w = 0; w < best.choice.size(); ++w) {
+    out.replicas.push_back(in.counts[static_cast<size_t>(best.choice[w])]);
+    if (w > 0 && out.replicas[w] != out.replicas[w - 1]) ++out.changes;
+  }
+  return out;
+}
+
+int CountUndone(const std::vector<ScaleEvent>& events, double within_s) {
+  int undone = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const int dir = events[i].to > events[i].from ? 1 : -1;
+    for (size_t j = i + 1; j < events.size() && events[j].time_s - events[i].time_s <= within_s;
+         ++j) {
+      if ((events[j].to > events[j].from ? 1 : -1) != dir) {
+        ++undone;
+        break;
+      }
+    }
+  }
+  return undone;
+}
+
+ServingFrontier ComputeFrontier(const ServingComparison& c) {
+  ServingFrontier f;
+  std::vector<const ServingRunResult*> fixed_by_count;
+  for (const ServingRunResult& r : c.runs) {
+    if (r.config.autoscaling) continue;
+    f.fixed.push_back(&r);
+    fixed_by_count.push_back(&r);
+  }
+  std::stable_sort(f.fixed.begin(), f.fixed.end(),
+                   [](const auto* a, const auto* b) { return a->chip_hours < b->chip_hours; });
+  for (const ServingRunResult* r : f.fixed) {
+    bool beaten = false;
+    for (const ServingRunResult* o : f.fixed)
+      if (o != r && o->chip_hours <= r->chip_hours && o->slo_attainment > r->slo_attainment)
+        beaten = true;
+    f.on_frontier.push_back(!beaten);
+  }
+  std::stable_sort(fixed_by_count.begin(), fixed_by_count.end(), [](const auto* a, const auto* b) {
+    return a->config.replicas < b->config.replicas;
+  });
+  // One run per count (the first named), for the oracle.
+  std::vector<const ServingRunResult*> counts;
+  for (const ServingRunResult* r : fixed_by_count)
+    if (counts.empty() || counts.back()->config.replicas != r->config.replicas) counts.push_back(r);
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const bool run_start =
+        i == 0 || counts[i - 1]->config.replicas + 1 != counts[i]->config.replicas;
+    const bool run_end =
+        i + 1 == counts.size() || counts[i + 1]->config.replicas != counts[i]->config.replicas + 1;
+    if (run_start)
+      f.oracle_counts += (i == 0 ? "" : ", ") + std::to_string(counts[i]->config.replicas);
+    if (run_end && !run_start) f.oracle_counts += ".." + std::to_string(counts[i]->config.replicas);
+  }
+
+  for (const ServingRunResult& r : c.runs) {
+    if (!r.config.autoscaling) continue;
+    AutoVerdict v;
+    v.run = &r;
+    v.hours = Hours(r);
+    const double hours = std::max(v.hours, 1e-9);
+    v.decisions_per_hour = static_cast<double>(r.scale_events.size()) / hours;
+    v.undone = CountUndone(r.scale_events, kUndoneWithinS);
+    v.undone_per_hour = v.undone / hours;
+    for (const ServingRunResult* x : f.fixed) {
+      if (x->slo_attainment >= r.slo_attainment &&
+          (v.cheapest_at_least == nullptr || x->chip_hours < v.cheapest_at_least->chip_hours))
+        v.cheapest_at_least = x;
+      if (v.best_fixed == nullptr || x->slo_attainment > v.best_fixed->slo_attainment ||
+          (x->slo_attainment == v.best_fixed->slo_attainment &&
+           x->chip_hours < v.best_fixed->chip_hours))
+        v.best_fixed = x;
+      if (x->chip_hours <= r.chip_hours && x->slo_attainment >= r.slo_attainment)
+        v.dominated = true;
+    }
+    if (v.cheapest_at_least != nullptr && v.cheapest_at_least->chip_hours > 0)
+      v.chip_ratio = r.chip_hours / v.cheapest_at_least->chip_hours;
+    if (v.best_fixed != nullptr && v.best_fixed->slo_attainment > 0)
+      v.attainment_ratio = r.slo_attainment / v.best_fixed->slo_attainment;
+    // No fixed count attains as much: auto beats every one at its quality.
+    v.chips_goal = v.cheapest_at_least == nullptr || v.chip_ratio <= kGoalChipRatio;
+    v.attainment_goal = v.best_fixed == nullptr || v.attainment_ratio >= kGoalAttainmentRatio;
+    v.undone_goal = v.undone_per_hour <= kGoalUndonePerHour;
+
+    if (!counts.empty()) {
+      OracleInput in;
+      const int64_t window_us = c.options.oracle_window_ms * 1000;
+      const size_t windows = r.window_requests.size();
+      for (const ServingRunResult* x : counts) {
+        in.counts.push_back(x->config.replicas);
+        std::vector<int64_t> met = x->window_met;
+        met.resize(windows, 0);
+        in.met.push_back(std::move(met));
+      }
+      in.window_requests = r.window_requests;
+      for (size_t w = 0; w < windows; ++w) {
+        const int64_t from = static_cast<int64_t>(w) * window_us;
+        const int64_t to = std::min<int64_t>(from + window_us, r.duration_us);
+        in.window_length_s.push_back(static_cast<double>(std::max<int64_t>(0, to - from)) / 1e6);
+      }
+      in.startup_s = static_cast<double>(c.options.model.startup_ms) / 1000.0;
+      in.chips_per_replica = r.chips_per_replica;
+      in.target_met = r.slo_met;
+      v.oracle = SolveOracle(in);
+      if (v.oracle.reached && v.oracle.chip_hours > 0)
+        v.oracle_ratio = r.chip_hours / v.oracle.chip_hours;
+    }
+    f.autos.push_back(std::move(v));
+  }
+  return f;
+}
+
+}  // namespace tessera::sim

@@ -1,0 +1,87 @@
+// The verdict of a serving comparison (serving_sim.h): the chip-hours / SLO-attainment frontier
+// of the fixed replica counts, where each autoscaled configuration lands on it, how often it
+// changed its mind, and an oracle: the cheapest replica schedule that meets the same
+// attainment knowing the future, with the same start-up time.
+//
+// The oracle (docs/simulator.md "Oracle"): the run is cut into windows of
+// options.oracle_window_ms by arrival time. Each fixed run of n replicas says how many of a
+// window's requests met the SLO with n replicas (window_met). A schedule picks n per window;
+// it pays n x chips x the window's length, plus start-up x chips for every replica added at a
+// window boundary (the new group is placed a start-up earlier, as the autoscaled run pays it);
+// the first window's replicas are ready at time 0, as every run's initial ones. The cheapest
+// schedule whose met requests reach a target is found by Lagrangian relaxation: for a price
+// per met request, a dynamic program over (window, replicas) minimises cost - price x met
+// exactly; the price is bisected to the least one whose schedule reaches the target. That
+// schedule is feasible; it is the cheapest up to the relaxation's gap (a schedule off the
+// convex hull of (cost, met) could be cheaper by less than one window's step). The model
+// treats windows as independent: a window's met count under n is the one the fixed-n run saw,
+// with the backlog that run carried into it, not the schedule's.
+//
+// Pure functions of the results. Thread-safety: values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/serving_sim.h"
+
+namespace tessera::sim {
+
+// The oracle's inputs: per fixed count, the met requests of each window.
+struct OracleInput {
+  std::vector<int> counts;                // replica counts available, increasing
+  std::vector<std::vector<int64_t>> met;  // [count index][window]
+  std::vector<int64_t> window_requests;   // [window]
+  std::vector<double> window_length_s;    // [window]
+  double startup_s = 0;
+  int64_t chips_per_replica = 1;
+  int64_t target_met = 0;  // requests that must meet the SLO
+};
+
+struct OracleResult {
+  bool reached = false;  // false: no schedule of the counts reaches the target
+  double chip_hours = 0;
+  int64_t met = 0;
+  std::vector<int> replicas;  // per window
+  int changes = 0;            // windows whose count differs from the one before
+};
+
+OracleResult SolveOracle(const OracleInput& input);
+
+// Scale decisions undone within `within_s`: a decision is undone when a later one within that
+// time moves the size the other way.
+int CountUndone(const std::vector<ScaleEvent>& events, double within_s);
+
+struct AutoVerdict {
+  const ServingRunResult* run = nullptr;
+  double hours = 0;  // the run's duration
+  double decisions_per_hour = 0;
+  int undone = 0;  // within 10 minutes
+  double undone_per_hour = 0;
+  const ServingRunResult* cheapest_at_least = nullptr;  // fixed, attainment >= auto's
+  double chip_ratio = 0;                                // auto / that; 0 when none
+  const ServingRunResult* best_fixed = nullptr;         // highest attainment, then cheapest
+  double attainment_ratio = 0;                          // auto / best
+  bool dominated = false;  // some fixed count is as cheap or cheaper and attains as much
+  OracleResult oracle;
+  double oracle_ratio = 0;  // auto's chip-hours / the oracle's
+  bool chips_goal = false, attainment_goal = false, undone_goal = false;
+};
+
+struct ServingFrontier {
+  std::vector<const ServingRunResult*> fixed;  // by chip-hours
+  std::vector<bool> on_frontier;               // no other fixed count is cheaper and better
+  std::vector<AutoVerdict> autos;
+  std::string oracle_counts;  // "1..16" or "2, 4, 8": the fixed counts the oracle may use
+};
+
+// Goal thresholds of issue 34.
+inline constexpr double kGoalChipRatio = 0.8;
+inline constexpr double kGoalAttainmentRatio = 0.9;
+inline constexpr double kGoalUndonePerHour = 6;
+inline constexpr double kUndoneWithinS = 600;
+
+ServingFrontier ComputeFrontier(const ServingComparison& comparison);
+
+}  // namespace tessera::sim
