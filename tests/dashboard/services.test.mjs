@@ -61,8 +61,8 @@ test('replicas, size and autoscaler in words', () => {
   assert.equal(roleSizeText({autoscaling: {minReplicas: 0, maxReplicas: 4, targetOngoingRequests: 2}}),
                'autoscaling 0-4, target 2 ongoing');
   assert.equal(autoscalerText({}), '');
-  assert.equal(autoscalerText({autoscaler: {desiredReplicas: 2, reason: 'load 3.0 ongoing over 2 replicas'}}),
-               '2 replicas: load 3.0 ongoing over 2 replicas');
+  assert.equal(autoscalerText({autoscaler: {desiredReplicas: 2, reason: 'demand 3 in flight over 2 replicas, target 4 -> want 1: keep 2'}}),
+               '2 replicas: demand 3 in flight over 2 replicas, target 4 -> want 1: keep 2');
 });
 
 test('a stale list brings only traffic and the autoscaler; a fresh one replaces the document', () => {

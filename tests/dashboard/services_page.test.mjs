@@ -114,7 +114,7 @@ test('the Services list shows the Service, its replicas, autoscaler and groups o
   await row.filter({hasText: 'Ready'}).filter({hasText: '2 / 2'}).waitFor({timeout: 15_000});
   assert.match(await row.innerText(), /v6e 4x4/);
   // The autoscaler's decision and its reason, once the head has run it (every tick).
-  await row.filter({hasText: /2 replicas: load/}).waitFor({timeout: 15_000});
+  await row.filter({hasText: /2 replicas: demand/}).waitFor({timeout: 15_000});
   // Each group in the legend, ready, with its slice; the third slice free.
   const reps = await groups();
   for (const r of reps) {
@@ -156,7 +156,7 @@ test('a Service page shows readiness per group live, and request rate and latenc
     const tr = page.locator(`tr[data-group="${NAME}/server/${r.replica}"][data-phase="Ready"]`);
     await tr.filter({hasText: r.slice}).filter({hasText: r.hosts[0]}).waitFor({timeout: 15_000});
   }
-  await page.locator('[data-role=autoscaler]', {hasText: /2 replicas: load .* target 4/}).waitFor({timeout: 15_000});
+  await page.locator('[data-role=autoscaler]', {hasText: /2 replicas: demand .* target 4/}).waitFor({timeout: 15_000});
 
   // Traffic through the router: the charts' legends get a request rate and a latency.
   const load = sendLoad();
