@@ -215,7 +215,8 @@ class Bench:
         out = {"ready_s": head - t0, "routed_s": since(routed, t0),
                "traffic_s": since(traffic, t0), "warm_processes": self.warm_processes(new),
                "processes": len(new["processes"]), "load_average": failures.load_average()}
-        self.scale_hosts = [p["host"] for p in new["processes"]]
+        if name == WARM:  # where its pool now is: the next warm scale-up waits for it there
+            self.scale_hosts = [p["host"] for p in new["processes"]]
         # Back to one group: SIGTERM, the leader drains, the slice is freed.
         status, body = self.cluster.request("POST", "/api/v1/services/%s/scale" % name,
                                             {"role": "server", "replicas": 1})

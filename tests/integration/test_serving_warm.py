@@ -30,7 +30,7 @@ def service(replicas):
         "spec": {
             "accelerator": "v6e",
             "topology": "4x4",
-            "command": [PYTHON, SERVER, "--layers", "1", "--d-model", "64", "--heads", "2",
+            "command": [PYTHON, SERVER, "--layers", "1", "--d-model", "64", "--heads", "4",
                         "--d-ff", "128", "--drain-s", "5"],
             "workingDir": REPO,
             "replicas": replicas,
