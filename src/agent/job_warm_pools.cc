@@ -11,7 +11,7 @@ bool PerAttempt(const std::string& name) {
   for (const char* p : kPrefixes)
     if (name.rfind(p, 0) == 0) return true;
   return name == "RANK" || name == "WORLD_SIZE" || name == "LOCAL_RANK" || name == "MASTER_ADDR" ||
-         name == "MASTER_PORT";
+         name == "MASTER_PORT" || name == "PORT";  // PORT: a Service process's own port
 }
 
 }  // namespace

@@ -2,13 +2,14 @@
 // by the agent for that job's restarts.
 //
 // The head sets TESSERA_WARM_PRELOAD (a comma list of modules) in the environment of every
-// worker of a job with spec.warmStart. When such a worker starts here, the agent keeps a warm
-// pool (warm_pool.h) of one interpreter for it: `command[0]` with those modules imported, in
-// the job's environment less the variables that change with every attempt (rank, ports,
-// TESSERA_*, TPU_*, MEGASCALE_*, JAX_*), so modules that read the environment at import see
-// the job's values; one that read a variable the attempt changes refuses the handoff and the
-// worker starts cold (python/tessera/_warm.py). The first attempt normally starts cold (the
-// pool is created with it); the next attempt of the job on this host finds a ready process.
+// worker of a job with spec.warmStart, and of every process of a Service role with warmStart. When
+// such a worker starts here, the agent keeps a warm pool (warm_pool.h) of one interpreter for it:
+// `command[0]` with those modules imported, in the job's environment less the variables that change
+// with every attempt (rank, ports, a Service process's PORT, TESSERA_*, TPU_*, MEGASCALE_*, JAX_*),
+// so modules that read the environment at import see the job's values; one that read a variable the
+// attempt changes refuses the handoff and the worker starts cold (python/tessera/_warm.py). The
+// first attempt normally starts cold (the pool is created with it); the next attempt of the job on
+// this host finds a ready process.
 //
 // Pools are keyed by (interpreter, modules, job environment) and shared by jobs that agree on
 // all three. At most `max_pools` are kept: the least recently used one is shut down to make

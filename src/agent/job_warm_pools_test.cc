@@ -96,6 +96,34 @@ TEST(JobWarmPoolsTest, AVariableReadAtImportThatTheAttemptChangesMakesTheStartCo
   EXPECT_NE(std::find(events.begin(), events.end(), "warm.handoff_refused"), events.end());
 }
 
+// A Service's groups (spec.warmStart): each process has its own PORT, replica and TLS files,
+// so a recreated or scaled-up group differs from the one that created the pool in those only.
+TEST(JobWarmPoolsTest, AServiceGroupOnAnotherPortAndReplicaUsesTheSamePool) {
+  TempDir dir;
+  AppendFile(dir.path() + "/envmod.py", "X = 1\n");
+  const std::string source =
+      "import os, sys\n"
+      "print(os.environ['PORT'], os.environ['TESSERA_REPLICA'], 'envmod' in sys.modules)\n";
+  auto group = [&](int replica, int port) {
+    LaunchSpec spec = JobWorker(dir, 0, "serve", source);
+    spec.env["PORT"] = std::to_string(port);
+    spec.env["TESSERA_REPLICA"] = std::to_string(replica);
+    spec.env["TESSERA_TLS_CERT"] = dir.path() + "/" + std::to_string(replica) + ".crt";
+    spec.log_path = dir.path() + "/logs/replica-" + std::to_string(replica) + ".log";
+    return spec;
+  };
+  JobWarmPools pools(PoolOptions(dir), LauncherOptions{});
+  EXPECT_EQ(Launch(pools, group(0, 20100)), nullptr);  // the first group: cold, pool created
+  ASSERT_TRUE(WaitUntil([&] { return pools.ready() == 1; }, 30s))
+      << ReadFile(dir.path() + "/warm/0.log");
+  std::shared_ptr<WorkerProcess> warm = Launch(pools, group(1, 20217));
+  ASSERT_NE(warm, nullptr);
+  EXPECT_EQ(pools.size(), 1u);
+  ASSERT_TRUE(WaitUntil([&] { return warm->exit_info().has_value(); }, 30s));
+  EXPECT_EQ(warm->exit_info()->exit_code, 0);
+  EXPECT_EQ(ReadFile(dir.path() + "/logs/replica-1.log"), "20217 1 True\n");
+}
+
 TEST(JobWarmPoolsTest, AnotherJobEnvironmentIsAnotherPool) {
   TempDir dir;
   AppendFile(dir.path() + "/envmod.py", "X = 1\n");
@@ -117,6 +145,7 @@ TEST(JobWarmPoolsTest, OnlyTheJobsOwnVariablesShapeThePool) {
                                                  {"TPU_WORKER_ID", "3"},
                                                  {"MEGASCALE_SLICE_ID", "0"},
                                                  {"JAX_PROCESS_ID", "3"},
+                                                 {"PORT", "20417"},
                                                  {"OMP_NUM_THREADS", "1"},
                                                  {"PYTHONPATH", "/p"}});
   EXPECT_EQ(env,

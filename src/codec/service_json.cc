@@ -49,6 +49,7 @@ Json RoleSpecJson(const ServiceRoleSpec& r) {
              {{"maxSurge", r.rollout.max_surge}, {"maxUnavailable", r.rollout.max_unavailable}}}};
   if (!r.env.empty() || !r.secret_env.empty()) j["env"] = EnvJson(r.env, r.secret_env);
   if (!r.working_dir.empty()) j["workingDir"] = r.working_dir;
+  if (!r.warm_preload.empty()) j["warmStart"] = {{"preload", r.warm_preload}};
   if (r.autoscaling) {
     const AutoscalerConfig& a = *r.autoscaling;
     j["autoscaling"] = {{"minReplicas", a.min_replicas},

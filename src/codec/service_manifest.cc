@@ -7,6 +7,7 @@
 #include "codec/manifest_fields.h"
 #include "codec/secret_manifest.h"
 #include "codec/service_disagg_manifest.h"
+#include "codec/warm_start.h"
 
 namespace tessera::codec {
 namespace {
@@ -19,6 +20,8 @@ std::string Hint(const std::string& key) {
   if (key == "priorityClassName") return "; the priority class is spec.priority, as in TrainJob";
   if (key == "reservation")
     return "; a Service names its SliceReservation once, as spec.reservation, for all its roles";
+  if (key == "warmStart")
+    return "; with spec.roles, each role has its own warmStart (spec.roles[i].warmStart)";
   if (key == "slices" || key == "numSlices")
     return "; a replica is one whole slice, so a role's number of slices is its replicas (or "
            "autoscaling)";
@@ -135,7 +138,8 @@ Result<ServiceRoleSpec> ParseRole(const Json& r, const std::string& path, bool n
                                   "workingDir",  "terminationGracePeriod",
                                   "port",        "replicas",
                                   "autoscaling", "maxOngoingRequests",
-                                  "readiness",   "rollout"};
+                                  "readiness",   "rollout",
+                                  "warmStart"};
   if (named)
     fields.insert({"name", "disaggregation"});  // disaggregation: service_disagg_manifest.cc
   else
@@ -174,6 +178,9 @@ Result<ServiceRoleSpec> ParseRole(const Json& r, const std::string& path, bool n
   auto wd = GetString(r, "workingDir", path, false);
   if (!wd.ok()) return wd.status();
   role.working_dir = *wd;
+  auto warm = ParseWarmPreload(r, path);  // warm_start.h; TESSERA_WARM_PRELOAD at assignment
+  if (!warm.ok()) return warm.status();
+  role.warm_preload = std::move(*warm);
   auto grace = GetDuration(r, "terminationGracePeriod", path, role.grace_ms);
   if (!grace.ok()) return grace.status();
   role.grace_ms = *grace;

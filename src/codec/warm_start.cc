@@ -29,25 +29,27 @@ bool IsModuleName(const std::string& name) {
 
 }  // namespace
 
-Status ParseWarmStart(const nlohmann::json& spec, std::map<std::string, std::string>& env) {
-  auto ws = spec.find("warmStart");
-  if (ws == spec.end() || ws->is_null()) return Status::Ok();
+Result<std::vector<std::string>> ParseWarmPreload(const nlohmann::json& obj,
+                                                  const std::string& path) {
+  const std::string at = path + ".warmStart";
+  std::vector<std::string> modules;
+  auto ws = obj.find("warmStart");
+  if (ws == obj.end() || ws->is_null()) return modules;
   if (!ws->is_object())
-    return InvalidArgument("spec.warmStart: must be an object such as {preload: [torch]}");
+    return InvalidArgument(at + ": must be an object such as {preload: [torch]}");
   for (const auto& [key, value] : ws->items())
     if (key != "preload")
-      return InvalidArgument("spec.warmStart." + key + ": unknown field (known: preload)");
+      return InvalidArgument(at + "." + key + ": unknown field (known: preload)");
   auto preload = ws->find("preload");
   if (preload == ws->end() || !preload->is_array() || preload->empty())
     return InvalidArgument(
-        "spec.warmStart.preload: required, a non-empty list of Python modules such as [torch]");
+        at + ".preload: required, a non-empty list of Python modules such as [torch]");
   if (preload->size() > kMaxModules)
-    return InvalidArgument("spec.warmStart.preload: at most " + std::to_string(kMaxModules) +
+    return InvalidArgument(at + ".preload: at most " + std::to_string(kMaxModules) +
                            " modules, got " + std::to_string(preload->size()));
-  std::string joined;
   std::set<std::string> seen;
   for (size_t i = 0; i < preload->size(); ++i) {
-    const std::string field = "spec.warmStart.preload[" + std::to_string(i) + "]";
+    const std::string field = at + ".preload[" + std::to_string(i) + "]";
     const nlohmann::json& m = (*preload)[i];
     if (!m.is_string()) return InvalidArgument(field + ": must be a module name (a string)");
     const std::string name = m.get<std::string>();
@@ -55,8 +57,17 @@ Status ParseWarmStart(const nlohmann::json& spec, std::map<std::string, std::str
       return InvalidArgument(field + ": '" + name +
                              "' is not a Python module name (identifiers joined by dots)");
     if (!seen.insert(name).second) return InvalidArgument(field + ": '" + name + "' repeated");
-    joined += (joined.empty() ? "" : ",") + name;
+    modules.push_back(name);
   }
+  return modules;
+}
+
+Status ParseWarmStart(const nlohmann::json& spec, std::map<std::string, std::string>& env) {
+  auto modules = ParseWarmPreload(spec, "spec");
+  if (!modules.ok()) return modules.status();
+  if (modules->empty()) return Status::Ok();
+  std::string joined;
+  for (const std::string& m : *modules) joined += (joined.empty() ? "" : ",") + m;
   env[kWarmPreloadEnv] = joined;
   return Status::Ok();
 }

@@ -131,6 +131,66 @@ TEST_F(ControllerServicesTest, AProcessExitStopsItsGroupAndStartsItAgainAfterThe
   EXPECT_EQ(again[0]["attempt"], victim_incarnation + 1);
 }
 
+// spec.warmStart of a Service: every process of every group is assigned
+// TESSERA_WARM_PRELOAD, as a TrainJob's workers are (the agents' warm pools key on it): the
+// first groups, a group recreated after a process exit, a scaled-up group, and after a head
+// restart (the stored spec keeps it). Turning it off rolls nothing; later groups start cold.
+TEST_F(ControllerServicesTest, WarmStartReachesEveryGroupsAssignments) {
+  RegisterTwoSlices();
+  Json doc = ServiceDoc("llm", 1);
+  doc["spec"]["warmStart"] = {{"preload", {"torch", "numpy"}}};
+  Ok(c_->Apply(doc));
+  auto preload_on = [&](const std::string& host) {
+    std::vector<Json> mine = ServiceAssignments(host);
+    EXPECT_EQ(mine.size(), 1u) << host;
+    return mine.empty() || !mine[0]["env"].contains("TESSERA_WARM_PRELOAD")
+               ? std::string()
+               : mine[0]["env"]["TESSERA_WARM_PRELOAD"].get<std::string>();
+  };
+  Json svc = Service("llm");
+  for (const Json& h : Replica(svc, 0)["hosts"])
+    EXPECT_EQ(preload_on(h.get<std::string>()), "torch,numpy") << h;
+  EXPECT_EQ(svc["spec"]["roles"][0]["warmStart"]["preload"], Json({"torch", "numpy"}));
+  HeartbeatAll("Running");
+  ProbeAll(true);
+
+  // A follower exits: the recreated group (a new incarnation) is assigned it again.
+  const Json before = Service("llm");
+  const int incarnation = Replica(before, 0)["incarnation"];
+  const std::string leader_host = Replica(before, 0)["hosts"][0];
+  const std::string follower_host = Replica(before, 0)["hosts"][1];
+  HeartbeatAll("Exited", 137, follower_host);
+  Json snap = Ok(c_->Assignments(leader_host));
+  for (const Json& h : Replica(before, 0)["hosts"])
+    Ok(Beat(*c_, h.get<std::string>(),
+            {{"workers", Json::array()}, {"revision", snap["revision"]}}));
+  ASSERT_TRUE(c_->Tick().ok());
+  clock_.AdvanceMs(1000);
+  ASSERT_TRUE(c_->Tick().ok());
+  ASSERT_EQ(Replica(Service("llm"), 0)["incarnation"], incarnation + 1);
+  for (const Json& h : Replica(before, 0)["hosts"])
+    EXPECT_EQ(preload_on(h.get<std::string>()), "torch,numpy") << h;
+
+  // A scaled-up group, after a head restart over the same store.
+  Start();
+  Ok(c_->ScaleService("llm", "server", 2));
+  svc = Service("llm");
+  ASSERT_EQ(svc["status"]["roles"][0]["replicas"].size(), 2u);
+  for (const Json& h : Replica(svc, 1)["hosts"])
+    EXPECT_EQ(preload_on(h.get<std::string>()), "torch,numpy") << h;
+
+  // Off again: no rollout (the generation stays), and the assignments no longer carry it.
+  const int generation = svc["status"]["roles"][0]["generation"];
+  doc["spec"].erase("warmStart");
+  doc["spec"]["replicas"] = 2;
+  Ok(c_->Apply(doc));
+  svc = Service("llm");
+  EXPECT_EQ(svc["status"]["roles"][0]["generation"], generation);
+  EXPECT_FALSE(svc["spec"]["roles"][0].contains("warmStart"));
+  for (const Json& h : Replica(svc, 1)["hosts"])
+    EXPECT_EQ(preload_on(h.get<std::string>()), "") << h;
+}
+
 TEST_F(ControllerServicesTest, ARestartedHeadKeepsTheGroupsAndTheirSlices) {
   RegisterTwoSlices();
   Ok(c_->Apply(ServiceDoc("llm", 1)));

@@ -381,7 +381,8 @@ void Controller::AppendServiceAssignments(const std::string& host,
           const ServiceProcess& p = r.processes[static_cast<size_t>(e.worker)];
           env["TESSERA_SERVICE"] = svc->name();
           env["TESSERA_ROLE"] = role.name;
-          for (const auto& [k, v] : KvRoleEnv(*spec)) env[k] = v;  // prefill/decode roles
+          for (const auto& [k, v] : KvRoleEnv(*spec)) env[k] = v;     // prefill/decode roles
+          for (const auto& [k, v] : WarmStartEnv(*spec)) env[k] = v;  // spec.warmStart
           env["TESSERA_REPLICA"] = std::to_string(r.replica);
           env["TESSERA_LEADER_ADDRESS"] = leader.address + ":" + std::to_string(leader.port);
           env["TESSERA_GROUP_SIZE"] = std::to_string(r.processes.size());

@@ -69,6 +69,13 @@ std::map<std::string, std::string> KvRoleEnv(const ServiceRoleSpec& role) {
           {"TESSERA_KV_HOLD_MS", std::to_string(role.kv_transfer.hold_ms)}};
 }
 
+std::map<std::string, std::string> WarmStartEnv(const ServiceRoleSpec& role) {
+  if (role.warm_preload.empty()) return {};
+  std::string joined;
+  for (const std::string& m : role.warm_preload) joined += (joined.empty() ? "" : ",") + m;
+  return {{"TESSERA_WARM_PRELOAD", joined}};
+}
+
 const ServiceRoleSpec* ServiceSpec::Role(std::string_view role) const {
   for (const ServiceRoleSpec& r : roles)
     if (r.name == role) return &r;

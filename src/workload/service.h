@@ -73,10 +73,13 @@ struct ServiceRoleSpec {
   int64_t grace_ms = 10'000;  // SIGTERM to SIGKILL when a group is stopped
   KvRole kv_role = KvRole::kNone;
   KvTransferSpec kv_transfer;  // meaningful when kv_role is not kNone
+  // warmStart.preload: the modules each agent keeps imported in a warm interpreter for this
+  // role's next group on that host (WarmStartEnv; docs/serving.md "Warm start"). Empty: cold.
+  std::vector<std::string> warm_preload;
 
   // The fields that shape a replica's processes: a change to any of them is a new generation
-  // and rolls the replicas. replicas, autoscaling, maxOngoingRequests, readiness and rollout
-  // change without a rollout.
+  // and rolls the replicas. replicas, autoscaling, maxOngoingRequests, readiness, rollout and
+  // warmStart change without a rollout (warmStart: groups started from then on use it).
   bool SameTemplate(const ServiceRoleSpec& other) const;
 };
 
@@ -102,6 +105,11 @@ struct ServiceSpec {
 // TESSERA_KV_HOLD_MS (examples/serve reads them as the defaults of its --mode and --kv-*
 // flags). Empty for other roles.
 std::map<std::string, std::string> KvRoleEnv(const ServiceRoleSpec& role);
+
+// TESSERA_WARM_PRELOAD (the comma list of warm_preload) for a role with warmStart, as a
+// TrainJob's workers get it: the agent then starts the group's processes in warm interpreters
+// when it has them (src/agent/job_warm_pools.h). Empty for a role without warmStart.
+std::map<std::string, std::string> WarmStartEnv(const ServiceRoleSpec& role);
 
 // Pending (nothing placed yet) -> Progressing (replicas starting or a rollout under way) ->
 // Ready (every role has its desired replicas ready at the current generation); Degraded when
