@@ -70,13 +70,17 @@ struct ServiceRoleSpec {
   int max_ongoing_requests = 5;  // per replica, enforced by the router
   ReadinessSpec readiness;
   RolloutSpec rollout;
+  // CPU niceness (0..19) of a group's processes until it is first Ready, then 0: a group
+  // starting (import, model build) on hosts it shares with serving groups yields the CPU to
+  // them (docs/serving.md "Start-up priority"). 0 = off. Applies without a rollout.
+  int startup_nice = 10;
   int64_t grace_ms = 10'000;  // SIGTERM to SIGKILL when a group is stopped
   KvRole kv_role = KvRole::kNone;
   KvTransferSpec kv_transfer;  // meaningful when kv_role is not kNone
 
   // The fields that shape a replica's processes: a change to any of them is a new generation
-  // and rolls the replicas. replicas, autoscaling, maxOngoingRequests, readiness and rollout
-  // change without a rollout.
+  // and rolls the replicas. replicas, autoscaling, maxOngoingRequests, readiness, rollout and
+  // startupNice change without a rollout.
   bool SameTemplate(const ServiceRoleSpec& other) const;
 };
 
@@ -221,6 +225,9 @@ struct ServiceRuntime {
   int64_t stop_revision = 0;  // assignments revision of the last change: hosts confirm after it
   std::map<std::string, std::vector<LoadSample>> load;  // by role
   std::map<std::string, RouterTraffic> traffic;         // by role: the last report
+  // Groups of a rolling update's new generation that have taken over from the old ones: the
+  // router routed to them (ServiceLifecycle's rollout rule); by role and replica index.
+  std::set<std::pair<std::string, int>> took_traffic;
 };
 
 // A replica the router may send requests to: the leader of a group that has processes.

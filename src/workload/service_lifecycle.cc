@@ -145,6 +145,12 @@ ServiceEffects ServiceLifecycle::Tick(Service& service, const ClusterView& clust
     if (spec == nullptr) continue;
     const ReadinessSpec& rd = spec->readiness;
     for (ReplicaStatus& r : role.replicas) {
+      // A new group that took traffic, or waited for the router long enough, is remembered:
+      // the rollout takes its next step (Reconcile below).
+      if (r.phase == ReplicaPhase::kReady && r.generation == role.generation &&
+          (TookTraffic(service, role.name, r) ||
+           now - r.ready_since_ms >= options_.traffic_wait_ms))
+        service.runtime.took_traffic.insert({role.name, r.replica});
       if (!r.Assigned()) continue;
       if (!r.ready_once && now - r.started_ms >= rd.startup_grace_ms) {
         Recreate(role, r, "StartupTimeout",
@@ -187,6 +193,14 @@ ServiceEffects ServiceLifecycle::Tick(Service& service, const ClusterView& clust
                                                   " replicas: " + d.reason));
     }
   }
+  // Groups gone, or no longer Ready, are forgotten (a group Ready again must take traffic again).
+  std::erase_if(service.runtime.took_traffic, [&](const std::pair<std::string, int>& k) {
+    const RoleStatus* role = service.status.Role(k.first);
+    if (role == nullptr) return true;
+    return std::none_of(role->replicas.begin(), role->replicas.end(), [&](const ReplicaStatus& r) {
+      return r.replica == k.second && r.phase == ReplicaPhase::kReady;
+    });
+  });
   e.Merge(Reconcile(service, cluster));
   return e;
 }
