@@ -322,11 +322,9 @@ void Session::Wait() {
     self->router_.waiting_.erase(id);
     // No replica at all is another cause than every replica busy.
     const bool none_ready = state == nullptr || state->dispatcher.endpoints().empty();
-    self->ReplyBusy((none_ready ? "no replica of service '" + self->route_.service +
-                                      "' was ready within "
-                                : "no replica of service '" + self->route_.service +
-                                      "' was free within ") +
-                        std::to_string(self->router_.options_.queue_timeout.count()) + " ms",
+    const std::string within = std::to_string(self->router_.options_.queue_timeout.count()) + " ms";
+    self->ReplyBusy("no replica of service '" + self->route_.service + "' was " +
+                        (none_ready ? "ready" : "free") + " within " + within,
                     none_ready ? "no_ready_replica" : "queue_timeout");
   });
 }
