@@ -228,6 +228,8 @@ struct ServiceRuntime {
   // Groups of a rolling update's new generation that have taken over from the old ones: the
   // router routed to them (ServiceLifecycle's rollout rule); by role and replica index.
   std::set<std::pair<std::string, int>> took_traffic;
+  // The head's time of the first router report that listed such a group after it turned Ready.
+  std::map<std::pair<std::string, int>, int64_t> routed_since;
 };
 
 // A replica the router may send requests to: the leader of a group that has processes.

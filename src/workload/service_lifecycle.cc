@@ -144,7 +144,12 @@ ServiceEffects ServiceLifecycle::Tick(Service& service, const ClusterView& clust
     const ServiceRoleSpec* spec = service.spec.Role(role.name);
     if (spec == nullptr) continue;
     const ReadinessSpec& rd = spec->readiness;
+    const auto report = service.runtime.traffic.find(role.name);
     for (ReplicaStatus& r : role.replicas) {
+      if (r.phase == ReplicaPhase::kReady && report != service.runtime.traffic.end() &&
+          report->second.at_ms >= r.ready_since_ms && report->second.in_flight.count(r.replica))
+        service.runtime.routed_since.emplace(std::make_pair(role.name, r.replica),
+                                             report->second.at_ms);
       // A new group that took traffic, or waited for the router long enough, is remembered:
       // the rollout takes its next step (Reconcile below).
       if (r.phase == ReplicaPhase::kReady && r.generation == role.generation &&
@@ -199,6 +204,13 @@ ServiceEffects ServiceLifecycle::Tick(Service& service, const ClusterView& clust
     if (role == nullptr) return true;
     return std::none_of(role->replicas.begin(), role->replicas.end(), [&](const ReplicaStatus& r) {
       return r.replica == k.second && r.phase == ReplicaPhase::kReady;
+    });
+  });
+  std::erase_if(service.runtime.routed_since, [&](const auto& kv) {
+    const RoleStatus* role = service.status.Role(kv.first.first);
+    if (role == nullptr) return true;
+    return std::none_of(role->replicas.begin(), role->replicas.end(), [&](const ReplicaStatus& r) {
+      return r.replica == kv.first.second && r.phase == ReplicaPhase::kReady;
     });
   });
   e.Merge(Reconcile(service, cluster));

@@ -19,7 +19,8 @@
 //     added while at most max_surge groups are above the desired count, and an old one stopped
 //     when at least desired - max_unavailable groups stay ready; the next step waits until the
 //     new group is ready and has taken traffic: a load report of the role's router, received
-//     after it turned Ready, lists it with requests in flight (or the role had none to take).
+//     after it turned Ready, lists it with requests in flight (or the role had none to take,
+//     or it has been listed for a report period, kRoutedForMs).
 //     A role no router reports on does not wait; one whose reports stopped waits at most
 //     traffic_wait_ms. Scaling (Scale, the autoscaler in Tick) adds or stops groups at once.
 //   - Stopping a group withdraws its assignments and waits for each host that may still run a
@@ -138,7 +139,9 @@ class ServiceLifecycle {
  private:
   static ServiceEffects Reconcile(Service& service, const ClusterView& cluster);
   // Whether a Ready group of a new generation has taken over (the rollout rule above): in
-  // runtime.took_traffic, or seen in the role's last router report.
+  // runtime.took_traffic, or seen in the role's last router report with requests in flight (or
+  // none in the role), or listed in reports for kRoutedForMs (the router reports every second).
+  static constexpr int64_t kRoutedForMs = 1000;
   static bool TookTraffic(const Service& service, const std::string& role, const ReplicaStatus& r);
   void Recreate(RoleStatus& role, ReplicaStatus& r, const std::string& reason,
                 const std::string& message, const ClusterView& cluster, int64_t now,

@@ -390,7 +390,7 @@ TEST_F(ServiceLifecycleTest, WithARouterAnOldGroupStopsOnlyOnceTheNewOneTookTraf
   life_.Tick(svc_, cluster_, now_);
   EXPECT_EQ(R(1).phase, ReplicaPhase::kReady);
   now_ += 500;
-  report({{0, 2}, {1, 2}, {2, 1}}, 5);  // it took a request
+  report({{0, 2}, {1, 2}, {2, 1}}, 5);  // it took a request within the report period
   life_.Tick(svc_, cluster_, now_);
   EXPECT_EQ(R(1).phase, ReplicaPhase::kTerminating);
   EXPECT_EQ(R(0).phase, ReplicaPhase::kReady);
@@ -402,6 +402,38 @@ TEST_F(ServiceLifecycleTest, WithARouterAnOldGroupStopsOnlyOnceTheNewOneTookTraf
   report({{0, 0}, {2, 0}, {3, 0}}, 0);
   life_.Tick(svc_, cluster_, now_);
   EXPECT_EQ(R(0).phase, ReplicaPhase::kTerminating);
+}
+
+TEST_F(ServiceLifecycleTest, ANewGroupInTheRotationForAReportPeriodTookOverThoughIdle) {
+  PlaceAll();
+  MakeReady(0);
+  MakeReady(1);
+  auto report = [&](std::map<int, int> in_flight) {
+    RouterTraffic t;
+    t.at_ms = now_;
+    t.in_flight = std::move(in_flight);
+    t.ongoing_requests = 4;  // all on the old groups: short requests missed it at the instants
+    svc_.runtime.traffic["server"] = t;
+  };
+  report({{0, 2}, {1, 2}});
+  ServiceSpec next = Spec(2);
+  next.roles[0].env = {{"MODEL", "v2"}};
+  life_.Apply(svc_, next, cluster_);
+  PlaceAll();
+  now_ += 1000;
+  MakeReady(2);
+  now_ += 100;
+  report({{0, 2}, {1, 2}, {2, 0}});
+  life_.Tick(svc_, cluster_, now_);
+  EXPECT_EQ(R(1).phase, ReplicaPhase::kReady);
+  now_ += ServiceLifecycle::kRoutedForMs - 1;
+  report({{0, 2}, {1, 2}, {2, 0}});
+  life_.Tick(svc_, cluster_, now_);
+  EXPECT_EQ(R(1).phase, ReplicaPhase::kReady);
+  now_ += 1;
+  report({{0, 2}, {1, 2}, {2, 0}});
+  life_.Tick(svc_, cluster_, now_);
+  EXPECT_EQ(R(1).phase, ReplicaPhase::kTerminating);
 }
 
 TEST_F(ServiceLifecycleTest, ARouterThatStoppedReportingHoldsTheRolloutAtMostTheTrafficWait) {

@@ -103,7 +103,10 @@ bool ServiceLifecycle::TookTraffic(const Service& service, const std::string& ro
   if (t.at_ms < r.ready_since_ms) return false;  // the router may not know it is ready yet
   const auto mine = t.in_flight.find(r.replica);
   if (mine == t.in_flight.end()) return false;  // the router does not route to it yet
-  return mine->second > 0 || t.ongoing_requests <= 0;
+  if (mine->second > 0 || t.ongoing_requests <= 0) return true;
+  // In the rotation for a whole report period: it had its chance at every request since.
+  const auto since = service.runtime.routed_since.find({role, r.replica});
+  return since != service.runtime.routed_since.end() && t.at_ms - since->second >= kRoutedForMs;
 }
 
 ServiceEffects ServiceLifecycle::Reconcile(Service& service, const ClusterView& cluster) {
