@@ -136,12 +136,15 @@ class ServiceLifecycle {
   // Timers: start-up grace, readiness staleness, the autoscaler of each autoscaled role.
   ServiceEffects Tick(Service& service, const ClusterView& cluster, int64_t now) const;
 
+  // A rolling update's new group listed in the router's reports this long has taken over
+  // though idle (the router reports every second; short requests may miss its instants).
+  static constexpr int64_t kRoutedForMs = 1000;
+
  private:
   static ServiceEffects Reconcile(Service& service, const ClusterView& cluster);
   // Whether a Ready group of a new generation has taken over (the rollout rule above): in
   // runtime.took_traffic, or seen in the role's last router report with requests in flight (or
-  // none in the role), or listed in reports for kRoutedForMs (the router reports every second).
-  static constexpr int64_t kRoutedForMs = 1000;
+  // none in the role), or listed in reports for kRoutedForMs.
   static bool TookTraffic(const Service& service, const std::string& role, const ReplicaStatus& r);
   void Recreate(RoleStatus& role, ReplicaStatus& r, const std::string& reason,
                 const std::string& message, const ClusterView& cluster, int64_t now,
