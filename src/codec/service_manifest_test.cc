@@ -120,7 +120,8 @@ TEST(ServiceManifestTest, StartupNiceIsZeroToNineteenAndRoundTripsWithoutARollou
   doc["spec"]["startupNice"] = 20;
   auto high = ParseService(doc);
   ASSERT_FALSE(high.ok());
-  EXPECT_EQ(high.status().message(), "spec.startupNice: 20 is too large (at most 19)");
+  EXPECT_EQ(high.status().message(),
+            "spec.startupNice: 20 is out of range; must be between 0 and 19");
 }
 
 TEST(ServiceManifestTest, AcceleratorInRaySpellingOrAsAPodType) {
