@@ -42,13 +42,13 @@ struct ServiceView {
   std::string role;  // the first role's name ("server" by default)
   int max_ongoing_requests = kDefaultMaxOngoingRequests;  // per replica
   std::vector<Endpoint> endpoints;                        // ready ones only, by replica
-  // Groups of that role placed and on their way to ready (phase Starting or Recreating in
-  // status.roles[].replicas): the dispatcher's queue bound counts them (dispatcher.h).
-  int starting = 0;
   // A disaggregated Service (disagg_pairing.h): `role` is its decode role, and these are its
   // prefill role and that role's ready endpoints. prefill_role is "" otherwise.
   std::string prefill_role;
   std::vector<Endpoint> prefill_endpoints;
+  // Groups of the routed role placed and on their way to ready (phase Starting or Recreating
+  // in status.roles[].replicas): the dispatcher's queue bound counts them (dispatcher.h).
+  int starting = 0;
   bool operator==(const ServiceView&) const = default;
 };
 
