@@ -191,7 +191,7 @@ class LocalCluster:
         return head
 
 
-def service_doc(server, replicas, group_size_topology, roll=0):
+def service_doc(server, replicas, group_size_topology, roll=0, startup_nice=None):
     if server == "example":
         command = [PYTHON, EXAMPLE, "--layers", "2"]
         max_ongoing = 16
@@ -200,7 +200,7 @@ def service_doc(server, replicas, group_size_topology, roll=0):
         command = [PYTHON, FAKE, "--token-ms", "5"]
         max_ongoing = 8
         grace = "30s"
-    return {
+    doc = {
         "apiVersion": "tessera/v1", "kind": "Service", "metadata": {"name": SERVICE},
         "spec": {
             "accelerator": "v6e", "topology": group_size_topology, "command": command,
@@ -212,6 +212,9 @@ def service_doc(server, replicas, group_size_topology, roll=0):
             "rollout": {"maxSurge": 1, "maxUnavailable": 0},
         },
     }
+    if startup_nice is not None:  # else the spec's default (docs/serving.md)
+        doc["spec"]["startupNice"] = startup_nice
+    return doc
 
 
 class Load:
@@ -283,6 +286,31 @@ def summary(results, event_s):
         "ttft_ms_p50": (loadgen.percentile(ttft, 50) or 0) * 1000,
         "ttft_ms_p99": (loadgen.percentile(ttft, 99) or 0) * 1000,
     }
+
+
+def router_errors(cluster):
+    """tessera_router_errors_total of the Service by reason (queue_full, queue_timeout,
+    no_ready_replica, response_timeout, ...): the refusals and failures the router counted."""
+    out = {}
+    try:
+        text = cluster.router_metrics()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        if not line.startswith("tessera_router_errors_total{"):
+            continue
+        m = re.match(r'^tessera_router_errors_total\{(.*)\} (\S+)$', line)
+        if not m:
+            continue
+        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(1)))
+        if labels.get("service") == SERVICE:
+            out[labels.get("reason", "?")] = int(float(m.group(2)))
+    return out
+
+
+def errors_since(cluster, before):
+    after = router_errors(cluster)
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
 
 
 def ready_endpoints(cluster):
@@ -365,17 +393,29 @@ def scenario_rolling(cluster, args, load_url, schedule):
     role = cluster.service()["status"]["roles"][0]
     generation = role["generation"]
     old = sorted(r["replica"] for r in role["replicas"])
+    errors_before = router_errors(cluster)
     load = Load(load_url, schedule, args.timeout_s, cluster.ca_file)
     time.sleep(args.warmup_s)
     start = time.monotonic()
     status, body = cluster.request("POST", "/api/v1/apply", service_doc(
-        args.server, args.replicas, args.topology, roll=generation))
+        args.server, args.replicas, args.topology, roll=generation,
+        startup_nice=args.startup_nice))
     if status not in (200, 201):
         raise SystemExit("apply of the new spec failed: %s %s" % (status, body))
     min_ready = args.replicas
+    peak = {"queued": 0, "queue_bound": 0, "load1": 0.0}
 
     def rolled():
         nonlocal min_ready
+        try:
+            text = cluster.router_metrics()
+            peak["queued"] = max(peak["queued"],
+                                 int(metric(text, "tessera_router_queued", service=SERVICE) or 0))
+            peak["queue_bound"] = max(peak["queue_bound"], int(
+                metric(text, "tessera_router_queue_bound", service=SERVICE) or 0))
+        except OSError:
+            pass
+        peak["load1"] = max(peak["load1"], float(load_average()))
         svc = cluster.service()
         if svc is None:
             return False
@@ -385,14 +425,19 @@ def scenario_rolling(cluster, args, load_url, schedule):
                 all(x["generation"] == generation + 1 and x["phase"] == "Ready"
                     for x in r["replicas"]))
 
-    wait_for("the rolling update done", rolled, timeout=args.recover_timeout_s)
+    wait_for("the rolling update done", rolled, timeout=args.recover_timeout_s, interval=0.2)
     done = time.monotonic()
     wait_for("the router on the new groups", lambda: router_ready(cluster) == args.replicas,
              timeout=60)
     time.sleep(args.tail_s)
     results = load.stop()
     out = summary(results, start)
+    failed_at = sorted(r.start_s - start for r in results if r.error is not None)
     out.update({
+        "router_errors": errors_since(cluster, errors_before),
+        "failed_started_s_after_apply": [failed_at[0], failed_at[-1]] if failed_at else None,
+        "peak_router_queued": peak["queued"], "peak_router_queue_bound": peak["queue_bound"],
+        "peak_load1_during_update": peak["load1"],
         "update_s": done - start, "old_replicas": old,
         "new_replicas": sorted(r["replica"] for r in cluster.service()["status"]["roles"][0]
                                ["replicas"]),
@@ -465,6 +510,8 @@ def main():
     p.add_argument("--prompt-tokens", type=int, default=64)
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--timeout-s", type=float, default=120.0, help="per request")
+    p.add_argument("--startup-nice", type=int, choices=range(0, 20), metavar="0..19",
+                   help="the Service's spec.startupNice (default: the spec's default; 0 = off)")
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args()
     scenarios = [s for s in args.scenarios.split(",") if s]
@@ -491,7 +538,8 @@ def main():
     try:
         cluster.up()
         status, body = cluster.request("POST", "/api/v1/apply",
-                                       service_doc(args.server, args.replicas, args.topology))
+                                       service_doc(args.server, args.replicas, args.topology,
+                                                   startup_nice=args.startup_nice))
         if status not in (200, 201):
             raise SystemExit("apply failed: %s %s" % (status, body))
         wait_steady(cluster, args.replicas, timeout=300)
@@ -504,7 +552,9 @@ def main():
             before = uptime()
             fn = {"kill": scenario_kill, "rolling": scenario_rolling, "head": scenario_head}[name]
             started = time.monotonic()
+            errors_before = router_errors(cluster)
             result = fn(cluster, args, url, part)
+            result.setdefault("router_errors", errors_since(cluster, errors_before))
             offset += time.monotonic() - started
             result["uptime_before"], result["uptime_after"] = before, uptime()
             report["scenarios"][name] = result
@@ -532,8 +582,12 @@ def main():
         r = s["rolling"]
         print(row("rolling update, maxSurge 1, maxUnavailable 0", r,
                   "replicas %s -> %s" % (r["old_replicas"], r["new_replicas"]),
-                  "done in %.1f s; ready endpoints never below %d" % (
-                      r["update_s"], r["min_ready_endpoints_during_update"])))
+                  "done in %.1f s; ready endpoints never below %d; router queue peak %d "
+                  "(bound %d); router errors: %s" % (
+                      r["update_s"], r["min_ready_endpoints_during_update"],
+                      r["peak_router_queued"], r["peak_router_queue_bound"],
+                      ", ".join("%s %d" % kv for kv in sorted(r["router_errors"].items()))
+                      or "none")))
     if "head" in s:
         h = s["head"]
         print(row("head killed for %.0f s" % h["head_down_s"], h, "-",
@@ -542,6 +596,8 @@ def main():
                                            h["min_router_ready_replicas"])))
     for name, r in s.items():
         print("%s: %s -> %s" % (name, r["uptime_before"], r["uptime_after"]))
+        print("%s: router refusals and failures by cause: %s" % (name, ", ".join(
+            "%s %d" % kv for kv in sorted(r["router_errors"].items())) or "none"))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)

@@ -3,6 +3,7 @@
 #include "agent/agent.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,6 +31,23 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+
+// Whether this agent may give a worker the normal priority back after lowering it (root, or
+// RLIMIT_NICE allowing nice 0). Without that, start-up priority is not applied at all: a group
+// lowered once would serve below normal for good.
+bool AgentCanRestoreNice() {
+  if (::geteuid() == 0) return true;
+  struct rlimit limit {};
+  return ::getrlimit(RLIMIT_NICE, &limit) == 0 &&
+         (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= 20);
+}
+
+// Sets the niceness of every thread of every process in the worker's process group (its pid:
+// workers run in their own session). "" or why not.
+std::string AgentSetGroupNice(pid_t group, int nice) {
+  if (::setpriority(PRIO_PGRP, static_cast<id_t>(group), nice) == 0) return "";
+  return std::strerror(errno);
+}
 
 // The message of a head's error reply ({"error": "...", "field": ...}), or the start of the
 // body when it is not one.
@@ -767,9 +785,26 @@ Agent::WorkerRecord Agent::Launch(PendingStart start) {
   }
   record.process = *process;
   record.tailer = std::make_unique<ProgressTailer>(spec.progress_path);
+  ApplyNice(record, record.assignment.nice);
   Log("worker.started", "worker=" + worker + " pid=" + std::to_string(record.process->pid()) +
                             " warm=" + (warm ? "true" : "false"));
   return record;
+}
+
+void Agent::ApplyNice(WorkerRecord& record, int nice) {
+  // The niceness the worker's processes have now (0 at launch), and the one asked for.
+  if (nice == record.nice || !record.process || record.process->exit_info()) return;
+  static const bool can_restore = AgentCanRestoreNice();
+  const std::string worker = record.assignment.key.ToString();
+  if (!can_restore) return;  // see AgentCanRestoreNice: the worker keeps the normal priority
+  if (std::string why = AgentSetGroupNice(record.process->pid(), nice); !why.empty()) {
+    Log("worker.nice_failed",
+        "worker=" + worker + " nice=" + std::to_string(nice) + " error=" + LogfmtValue(why));
+    return;
+  }
+  record.nice = nice;
+  record.assignment.nice = nice;
+  Log("worker.nice", "worker=" + worker + " nice=" + std::to_string(nice));
 }
 
 void Agent::RenewWorkerTlsLocked(WorkerRecord& record, const ParsedAssignment& parsed) {
@@ -832,6 +867,7 @@ void Agent::Reconcile(const AssignmentSnapshot& snapshot, bool from_new_stream, 
       if (it != workers_.end()) {
         it->second.assigned = true;  // running or exited already: adopt, never restart
         RenewWorkerTlsLocked(it->second, parsed);
+        if (parsed.error.empty()) ApplyNice(it->second, parsed.assignment.nice);
         continue;
       }
       auto old = remembered_.find(key);

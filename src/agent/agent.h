@@ -174,6 +174,7 @@ class Agent {
     std::string error;
     bool assigned = true;
     int64_t stop_grace_ms = 0;  // the grace its stop was started with
+    int nice = 0;               // the niceness its process group has now (ApplyNice)
     std::unique_ptr<ProgressTailer> tailer;
     // Every line the worker wrote before it exited has been read: a Read() that started after
     // the exit was seen caught up. Its exit is reported, and the record forgotten, only then.
@@ -245,6 +246,10 @@ class Agent {
   // Under mu_: a running worker whose assignment now carries another certificate gets its
   // files rewritten.
   void RenewWorkerTlsLocked(WorkerRecord& record, const ParsedAssignment& parsed);
+  // Gives the worker's process group the niceness its assignment asks for (a Service group's
+  // start-up priority, then 0 once Ready); a failure is logged. Called with mu_ held, or on a
+  // record not yet in workers_.
+  void ApplyNice(WorkerRecord& record, int nice);
   WorkerRecord Launch(PendingStart start);  // without mu_; the record to add under it
   WorkerReport ReportLocked(const WorkerKey& key, const WorkerRecord& record) const;
   void RememberExitLocked(const WorkerReport& report);

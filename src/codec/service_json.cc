@@ -39,6 +39,7 @@ Json RoleSpecJson(const ServiceRoleSpec& r) {
             {"command", r.command},
             {"port", r.port},
             {"maxOngoingRequests", r.max_ongoing_requests},
+            {"startupNice", r.startup_nice},
             {"terminationGracePeriod", Ms(r.grace_ms)},
             {"readiness",
              {{"path", r.readiness.path},

@@ -139,7 +139,7 @@ Result<ServiceRoleSpec> ParseRole(const Json& r, const std::string& path, bool n
                                   "port",        "replicas",
                                   "autoscaling", "maxOngoingRequests",
                                   "readiness",   "rollout",
-                                  "warmStart"};
+                                  "warmStart",   "startupNice"};
   if (named)
     fields.insert({"name", "disaggregation"});  // disaggregation: service_disagg_manifest.cc
   else
@@ -202,6 +202,9 @@ Result<ServiceRoleSpec> ParseRole(const Json& r, const std::string& path, bool n
   auto max_ongoing = GetInt(r, "maxOngoingRequests", path, role.max_ongoing_requests, 1, 1'000'000);
   if (!max_ongoing.ok()) return max_ongoing.status();
   role.max_ongoing_requests = static_cast<int>(*max_ongoing);
+  auto startup_nice = GetInt(r, "startupNice", path, role.startup_nice, 0, 19);
+  if (!startup_nice.ok()) return startup_nice.status();
+  role.startup_nice = static_cast<int>(*startup_nice);
   if (Has(r, "readiness")) {
     auto rd = ParseReadiness(r["readiness"], path + ".readiness");
     if (!rd.ok()) return rd.status();

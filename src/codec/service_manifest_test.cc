@@ -99,6 +99,29 @@ TEST(ServiceManifestTest, FieldsUnderSpecMakeOneRoleNamedServerWithDefaults) {
   EXPECT_EQ(r.readiness.period_ms, 10'000);
   EXPECT_EQ(r.readiness.timeout_ms, 30'000);
   EXPECT_EQ(r.readiness.startup_grace_ms, 900'000);
+  EXPECT_EQ(r.startup_nice, 10);
+}
+
+TEST(ServiceManifestTest, StartupNiceIsZeroToNineteenAndRoundTripsWithoutARollout) {
+  Json doc = Doc(kShort);
+  doc["spec"]["startupNice"] = 0;
+  auto off = ParseService(doc);
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_EQ(off->roles[0].startup_nice, 0);
+  doc["spec"]["startupNice"] = 19;
+  auto low = ParseService(doc);
+  ASSERT_TRUE(low.ok()) << low.status().ToString();
+  EXPECT_EQ(low->roles[0].startup_nice, 19);
+  EXPECT_TRUE(low->roles[0].SameTemplate(off->roles[0]));  // applies without replacing groups
+  Service svc = ServiceLifecycle::Create(*low, 3, 1000);
+  auto stored = ServiceFromJson(ServiceJson(svc));
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->spec.roles[0].startup_nice, 19);
+  doc["spec"]["startupNice"] = 20;
+  auto high = ParseService(doc);
+  ASSERT_FALSE(high.ok());
+  EXPECT_EQ(high.status().message(),
+            "spec.startupNice: 20 is out of range; must be between 0 and 19");
 }
 
 TEST(ServiceManifestTest, AcceleratorInRaySpellingOrAsAPodType) {

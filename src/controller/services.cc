@@ -396,6 +396,8 @@ void Controller::AppendServiceAssignments(const std::string& host,
           a.working_dir = spec->working_dir;
           a.grace_ms = spec->grace_ms;
           a.kind = protocol::WorkloadKind::kService;  // kept serving when its agent fences
+          // Start-up priority: below the serving groups until the group is first Ready.
+          a.nice = r.ready_once ? 0 : spec->startup_nice;
           // Only the leader serves requests: it alone gets a certificate (for its endpoint).
           if (e.worker == 0 && options_.replica_tls)
             a.tls = options_.replica_tls(

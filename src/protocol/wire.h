@@ -93,6 +93,10 @@ struct Assignment {
   WorkloadKind kind = WorkloadKind::kUnknown;  // "kind"; written only when known
   // "tls": {"cert", "key", "ca"} (PEM), a replica leader's; written only when set.
   std::optional<WorkerTls> tls = std::nullopt;
+  // "nice": the CPU niceness (0..19) the agent gives the worker's process group; 0 = normal.
+  // A Service group starts at its role's startupNice and gets 0 once Ready (docs/serving.md
+  // "Start-up priority"); the agent applies a change to a running worker. Written when > 0.
+  int nice = 0;
   friend bool operator==(const Assignment&, const Assignment&) = default;
 };
 

@@ -12,6 +12,7 @@ using wire_json::IsInt;
 using wire_json::json;
 using wire_json::kMaxAttempt;
 using wire_json::kMaxGraceMs;
+using wire_json::kMaxNice;
 using wire_json::Presence;
 using wire_json::ReadInt;
 using wire_json::Shown;
@@ -87,6 +88,13 @@ std::string ParseBody(const json& a, Assignment& out) {
       return "graceMs: must be an integer in 0.." + std::to_string(kMaxGraceMs);
     }
     out.grace_ms = *value;
+  }
+  if (auto nice = a.find("nice"); nice != a.end() && !nice->is_null()) {
+    std::optional<int64_t> value = AsInt(*nice);
+    if (!value || *value < 0 || *value > kMaxNice) {
+      return "nice: must be an integer in 0.." + std::to_string(kMaxNice);
+    }
+    out.nice = static_cast<int>(*value);
   }
   if (auto kind = a.find("kind"); kind != a.end() && !kind->is_null()) {
     const std::string name = kind->is_string() ? kind->get<std::string>() : "";
@@ -202,6 +210,7 @@ std::string AssignmentSnapshotJson(int64_t revision, const std::vector<Assignmen
                   {"workingDir", a.working_dir},
                   {"graceMs", a.grace_ms}};
     if (a.kind != WorkloadKind::kUnknown) entry["kind"] = WorkloadKindName(a.kind);
+    if (a.nice > 0) entry["nice"] = a.nice;
     if (a.tls)
       entry["tls"] = {{"cert", a.tls->cert_pem}, {"key", a.tls->key_pem}, {"ca", a.tls->ca_pem}};
     list.push_back(std::move(entry));

@@ -23,6 +23,7 @@ inline constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 inline constexpr int64_t kMaxAttempt = 1'000'000'000;
 inline constexpr int64_t kMaxChips = 4096;
 inline constexpr int64_t kMaxGraceMs = 86'400'000;  // a day
+inline constexpr int64_t kMaxNice = 19;             // Linux's lowest CPU priority
 inline constexpr double kMaxSeconds = 1e7;          // a checkpoint save or restore: 115 days
 inline constexpr double kMaxCpuPercent = 1e6;       // 10,000 busy cores
 inline constexpr size_t kMaxLabelKey = 253, kMaxLabelValue = 1024, kMaxAddress = 253;

@@ -139,6 +139,32 @@ TEST(SnapshotTest, AnAssignmentWithoutAValidUidIsUnreadableAndABadGraceIsItsErro
   EXPECT_EQ(parsed->assignments[0].error.rfind("graceMs: ", 0), 0u);
 }
 
+TEST(SnapshotTest, AStartingGroupsNiceRoundTripsIsOmittedAtZeroAndOutOfRangeIsItsError) {
+  Assignment a;
+  a.key = WorkerKey{"svc.server.0", 0, 0, 4};
+  a.command = {"python3", "server.py"};
+  a.nice = 10;
+  Assignment normal = a;
+  normal.key.rank = 1;
+  normal.nice = 0;
+  const std::string text = AssignmentSnapshotJson(5, {a, normal});
+  EXPECT_EQ(json::parse(text)["assignments"][0]["nice"], 10);
+  EXPECT_FALSE(json::parse(text)["assignments"][1].contains("nice"));
+  auto parsed = ParseAssignmentSnapshot(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  ASSERT_EQ(parsed->assignments.size(), 2u);
+  EXPECT_EQ(parsed->assignments[0].assignment, a);
+  EXPECT_EQ(parsed->assignments[1].assignment, normal);
+
+  for (json bad : {json(20), json(-1), json("low")}) {
+    json doc = json::parse(text);
+    doc["assignments"][0]["nice"] = bad;
+    auto p = ParseAssignmentSnapshot(doc.dump());
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_EQ(p->assignments[0].error, "nice: must be an integer in 0..19") << bad.dump();
+  }
+}
+
 TEST(SnapshotTest, AReplicaLeadersTlsRoundTripsAndAMalformedOneIsItsError) {
   Assignment a;
   a.key = WorkerKey{"svc.server.0", 0, 0, 4};

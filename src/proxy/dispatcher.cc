@@ -63,7 +63,7 @@ Dispatcher::Admission Dispatcher::Admit(RequestId request, Rng& rng, const std::
       return out;
     }
   }
-  if (queue_.size() >= max_queued_) {
+  if (queue_.size() >= QueueBound()) {
     out.outcome = Outcome::kRejected;
     return out;
   }
@@ -92,6 +92,14 @@ std::vector<Grant> Dispatcher::DrainQueue(Rng& rng) {
     queue_.pop_front();
   }
   return granted;
+}
+
+size_t Dispatcher::QueueBound() const {
+  if (starting_ == 0) return max_queued_;
+  const size_t ready = endpoints_.size();
+  const size_t starting = static_cast<size_t>(starting_);
+  if (ready == 0) return max_queued_ * starting;
+  return max_queued_ * (ready + starting) / ready;
 }
 
 bool Dispatcher::Cancel(RequestId request) {

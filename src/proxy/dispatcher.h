@@ -8,6 +8,12 @@
 // beyond that it is rejected (the router answers 503 with Retry-After). A slot freed by
 // Release(), or replicas added by SetEndpoints(), go to the queue's head first.
 //
+// The bound is for the capacity the Service has. While groups are starting (a rolling update's
+// surge group, a scale-up, a recreated group: SetStarting), it is for the capacity it will
+// have: max_queued * (ready + starting) / ready replicas (max_queued * starting with none
+// ready), so a request arriving while capacity is on its way waits, bounded by the router's
+// queue timeout, instead of being refused.
+//
 // Pure: no I/O, no clock, no threads (queue timeouts are the caller's: it calls Cancel()).
 // Not thread-safe; the router touches it from its io thread only.
 #pragma once
@@ -68,6 +74,12 @@ class Dispatcher {
   // queued (already granted, or never queued).
   bool Cancel(RequestId request);
 
+  // Groups of the Service that are starting and will add replicas (>= 0); see the class
+  // comment. Returns nothing: a higher bound admits no queued request, it only queues more.
+  void SetStarting(int groups) { starting_ = groups < 0 ? 0 : groups; }
+  // The queue bound in force: max_queued, scaled while groups are starting.
+  size_t QueueBound() const;
+
   DispatchLoad Load() const;
   const std::vector<Endpoint>& endpoints() const { return endpoints_; }
   int max_ongoing() const { return max_ongoing_; }
@@ -83,6 +95,7 @@ class Dispatcher {
 
   const size_t max_queued_;
   int max_ongoing_ = kDefaultMaxOngoingRequests;
+  int starting_ = 0;
   std::vector<Endpoint> endpoints_;       // ready replicas, one per key, in endpoint order
   std::vector<std::string> keys_;         // endpoints_[i].Key(), built once per SetEndpoints
   std::map<std::string, int> in_flight_;  // by key; keys of departed replicas stay until 0

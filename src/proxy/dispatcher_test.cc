@@ -140,6 +140,35 @@ TEST(DispatcherTest, FullReplicasQueueInFifoOrderUpToTheBoundThenReject) {
   EXPECT_EQ(d.Load().in_flight, 0);
 }
 
+TEST(DispatcherTest, WhileGroupsStartTheQueueBoundIsForTheCapacityToCome) {
+  Dispatcher d(4);
+  Rng rng(7);
+  ASSERT_TRUE(d.SetEndpoints(Replicas(2), 1, rng).empty());
+  EXPECT_EQ(d.QueueBound(), 4u);
+  d.SetStarting(1);  // 2 ready + 1 starting: 4 * 3 / 2
+  EXPECT_EQ(d.QueueBound(), 6u);
+  ASSERT_EQ(d.Admit(1, rng).outcome, Dispatcher::Outcome::kGranted);
+  ASSERT_EQ(d.Admit(2, rng).outcome, Dispatcher::Outcome::kGranted);
+  for (RequestId id = 3; id <= 8; ++id)
+    EXPECT_EQ(d.Admit(id, rng).outcome, Dispatcher::Outcome::kQueued) << id;
+  EXPECT_EQ(d.Admit(9, rng).outcome, Dispatcher::Outcome::kRejected);
+  // The group is ready: a third replica takes the queue's head; the bound is 4 again, so the
+  // 5 still waiting stay queued but a newcomer is refused.
+  d.SetStarting(0);
+  auto g = d.SetEndpoints(Replicas(3), 1, rng);
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].request, 3u);
+  EXPECT_EQ(d.QueueBound(), 4u);
+  EXPECT_EQ(d.Load().queued, 5);
+  EXPECT_EQ(d.Admit(10, rng).outcome, Dispatcher::Outcome::kRejected);
+  // None ready, two starting: the bound is for two replicas.
+  Dispatcher cold(4);
+  cold.SetStarting(2);
+  EXPECT_EQ(cold.QueueBound(), 8u);
+  cold.SetStarting(-3);
+  EXPECT_EQ(cold.QueueBound(), 4u);
+}
+
 TEST(DispatcherTest, WithoutReadyReplicasRequestsWaitAndNewReplicasTakeThem) {
   Dispatcher d(10);
   Rng rng(2);

@@ -77,6 +77,14 @@ std::string RouterImpl::MetricsText() {
   for (const auto& [name, state] : services_) {
     w.Sample("tessera_router_queued", {{"service", name}}, state->dispatcher.Load().queued);
   }
+  w.Family("tessera_router_queue_bound",
+           "Requests that may wait per service before 503 queue_full: --max-queued, scaled "
+           "by the groups starting (dispatcher.h)",
+           metrics::MetricType::kGauge);
+  for (const auto& [name, state] : services_) {
+    w.Sample("tessera_router_queue_bound", {{"service", name}},
+             static_cast<double>(state->dispatcher.QueueBound()));
+  }
   w.Family("tessera_router_ready_replicas", "Ready replicas the router routes to",
            metrics::MetricType::kGauge);
   for (const auto& [name, state] : services_) {

@@ -303,7 +303,7 @@ void Session::Admit(const std::string& avoid_key) {
     case Dispatcher::Outcome::kRejected:
       return ReplyBusy("every replica of service '" + route_.service +
                            "' is busy and its queue is full (" +
-                           std::to_string(state->dispatcher.max_queued()) + " waiting)",
+                           std::to_string(state->dispatcher.QueueBound()) + " waiting)",
                        "queue_full");
   }
 }
@@ -320,9 +320,12 @@ void Session::Wait() {
     // Not in the queue any more: a grant is on its way.
     if (state && !state->dispatcher.Cancel(id)) return;
     self->router_.waiting_.erase(id);
-    self->ReplyBusy("no replica of service '" + self->route_.service + "' was free within " +
-                        std::to_string(self->router_.options_.queue_timeout.count()) + " ms",
-                    "queue_timeout");
+    // No replica at all is another cause than every replica busy.
+    const bool none_ready = state == nullptr || state->dispatcher.endpoints().empty();
+    const std::string within = std::to_string(self->router_.options_.queue_timeout.count()) + " ms";
+    self->ReplyBusy("no replica of service '" + self->route_.service + "' was " +
+                        (none_ready ? "ready" : "free") + " within " + within,
+                    none_ready ? "no_ready_replica" : "queue_timeout");
   });
 }
 

@@ -146,6 +146,10 @@ Result<ServiceView> FromServiceJson(const Json& doc) {
       const Json replicas = r.value("replicas", Json::array());
       if (!replicas.is_array()) continue;
       for (const Json& rep : replicas) {
+        if (rep.is_object() && r["name"] == out.role) {
+          const Json phase = rep.value("phase", Json());
+          if (phase == "Starting" || phase == "Recreating") ++out.starting;
+        }
         if (!rep.is_object() || !rep.value("replica", Json()).is_number_integer() ||
             !rep.value("slice", Json()).is_string())
           continue;

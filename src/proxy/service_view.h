@@ -46,6 +46,9 @@ struct ServiceView {
   // prefill role and that role's ready endpoints. prefill_role is "" otherwise.
   std::string prefill_role;
   std::vector<Endpoint> prefill_endpoints;
+  // Groups of the routed role placed and on their way to ready (phase Starting or Recreating
+  // in status.roles[].replicas): the dispatcher's queue bound counts them (dispatcher.h).
+  int starting = 0;
   bool operator==(const ServiceView&) const = default;
 };
 

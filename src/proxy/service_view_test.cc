@@ -28,6 +28,21 @@ TEST(ServiceViewTest, ReadyEndpointsOfTheFirstRoleInReplicaOrder) {
   EXPECT_EQ(view->endpoints[1].Key(), "127.0.0.1:8011");
 }
 
+TEST(ServiceViewTest, StartingGroupsOfTheFrontRoleAreCounted) {
+  auto view = ParseServiceDocument(R"({
+    "metadata": {"name": "llm"}, "spec": {"roles": [{"name": "server"}]},
+    "status": {"roles": [{"name": "server", "replicas": [
+        {"replica": 0, "phase": "Ready"}, {"replica": 1, "phase": "Terminating"},
+        {"replica": 2, "phase": "Starting"}, {"replica": 3, "phase": "Recreating"},
+        {"replica": 4, "phase": "Pending"}, {"replica": 5, "phase": "Unready"}]},
+      {"name": "other", "replicas": [{"replica": 0, "phase": "Starting"}]}]}})");
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_EQ(view->starting, 2);
+  auto ready = ParseServiceDocument(kService);
+  ASSERT_TRUE(ready.ok());
+  EXPECT_EQ(ready->starting, 0);
+}
+
 TEST(ServiceViewTest, TheImplicitRoleIsServerWithTheDefaultLimit) {
   auto view = ParseServiceDocument(
       R"({"metadata": {"name": "echo"}, "spec": {"topology": "4x4", "port": 8000}})");

@@ -108,6 +108,7 @@ void RouterImpl::Upsert(ServiceView view) {
   state.pairing.SetEndpoints(view.prefill_endpoints);
   const int limit = view.max_ongoing_requests;
   std::vector<Endpoint> endpoints = view.endpoints;
+  state.dispatcher.SetStarting(view.starting);
   state.view = std::move(view);
   Dispatch(state, state.dispatcher.SetEndpoints(std::move(endpoints), limit, rng_));
 }

@@ -70,6 +70,10 @@ struct ServiceRoleSpec {
   int max_ongoing_requests = 5;  // per replica, enforced by the router
   ReadinessSpec readiness;
   RolloutSpec rollout;
+  // CPU niceness (0..19) of a group's processes until it is first Ready, then 0: a group
+  // starting (import, model build) on hosts it shares with serving groups yields the CPU to
+  // them (docs/serving.md "Start-up priority"). 0 = off. Applies without a rollout.
+  int startup_nice = 10;
   int64_t grace_ms = 10'000;  // SIGTERM to SIGKILL when a group is stopped
   KvRole kv_role = KvRole::kNone;
   KvTransferSpec kv_transfer;  // meaningful when kv_role is not kNone
@@ -79,7 +83,8 @@ struct ServiceRoleSpec {
 
   // The fields that shape a replica's processes: a change to any of them is a new generation
   // and rolls the replicas. replicas, autoscaling, maxOngoingRequests, readiness, rollout and
-  // warmStart change without a rollout (warmStart: groups started from then on use it).
+  // warmStart and startupNice change without a rollout (warmStart: groups started from then on
+  // use it).
   bool SameTemplate(const ServiceRoleSpec& other) const;
 };
 
@@ -229,6 +234,11 @@ struct ServiceRuntime {
   int64_t stop_revision = 0;  // assignments revision of the last change: hosts confirm after it
   std::map<std::string, std::vector<LoadSample>> load;  // by role
   std::map<std::string, RouterTraffic> traffic;         // by role: the last report
+  // Groups of a rolling update's new generation that have taken over from the old ones: the
+  // router routed to them (ServiceLifecycle's rollout rule); by role and replica index.
+  std::set<std::pair<std::string, int>> took_traffic;
+  // The head's time of the first router report that listed such a group after it turned Ready.
+  std::map<std::pair<std::string, int>, int64_t> routed_since;
 };
 
 // A replica the router may send requests to: the leader of a group that has processes.

@@ -144,7 +144,18 @@ ServiceEffects ServiceLifecycle::Tick(Service& service, const ClusterView& clust
     const ServiceRoleSpec* spec = service.spec.Role(role.name);
     if (spec == nullptr) continue;
     const ReadinessSpec& rd = spec->readiness;
+    const auto report = service.runtime.traffic.find(role.name);
     for (ReplicaStatus& r : role.replicas) {
+      if (r.phase == ReplicaPhase::kReady && report != service.runtime.traffic.end() &&
+          report->second.at_ms >= r.ready_since_ms && report->second.in_flight.count(r.replica))
+        service.runtime.routed_since.emplace(std::make_pair(role.name, r.replica),
+                                             report->second.at_ms);
+      // A new group that took traffic, or waited for the router long enough, is remembered:
+      // the rollout takes its next step (Reconcile below).
+      if (r.phase == ReplicaPhase::kReady && r.generation == role.generation &&
+          (TookTraffic(service, role.name, r) ||
+           now - r.ready_since_ms >= options_.traffic_wait_ms))
+        service.runtime.took_traffic.insert({role.name, r.replica});
       if (!r.Assigned()) continue;
       if (!r.ready_once && now - r.started_ms >= rd.startup_grace_ms) {
         Recreate(role, r, "StartupTimeout",
@@ -187,6 +198,21 @@ ServiceEffects ServiceLifecycle::Tick(Service& service, const ClusterView& clust
                                                   " replicas: " + d.reason));
     }
   }
+  // Groups gone, or no longer Ready, are forgotten (a group Ready again must take traffic again).
+  std::erase_if(service.runtime.took_traffic, [&](const std::pair<std::string, int>& k) {
+    const RoleStatus* role = service.status.Role(k.first);
+    if (role == nullptr) return true;
+    return std::none_of(role->replicas.begin(), role->replicas.end(), [&](const ReplicaStatus& r) {
+      return r.replica == k.second && r.phase == ReplicaPhase::kReady;
+    });
+  });
+  std::erase_if(service.runtime.routed_since, [&](const auto& kv) {
+    const RoleStatus* role = service.status.Role(kv.first.first);
+    if (role == nullptr) return true;
+    return std::none_of(role->replicas.begin(), role->replicas.end(), [&](const ReplicaStatus& r) {
+      return r.replica == kv.first.second && r.phase == ReplicaPhase::kReady;
+    });
+  });
   e.Merge(Reconcile(service, cluster));
   return e;
 }

@@ -18,7 +18,11 @@
 //   - A template change (Apply) is a new generation, rolled one group at a time: a new group is
 //     added while at most max_surge groups are above the desired count, and an old one stopped
 //     when at least desired - max_unavailable groups stay ready; the next step waits until the
-//     new group is ready. Scaling (Scale, the autoscaler in Tick) adds or stops groups at once.
+//     new group is ready and has taken traffic: a load report of the role's router, received
+//     after it turned Ready, lists it with requests in flight (or the role had none to take,
+//     or it has been listed for a report period, kRoutedForMs).
+//     A role no router reports on does not wait; one whose reports stopped waits at most
+//     traffic_wait_ms. Scaling (Scale, the autoscaler in Tick) adds or stops groups at once.
 //   - Stopping a group withdraws its assignments and waits for each host that may still run a
 //     process to confirm (ConfirmStopped; lost hosts are skipped), then frees or reuses its
 //     slice (AfterStop).
@@ -63,6 +67,10 @@ struct ServiceLifecycleOptions {
   int64_t backoff_initial_ms = 1000;
   int64_t backoff_max_ms = 300'000;
   int64_t backoff_reset_after_ms = 600'000;  // ready this long: the next backoff is 1 s again
+  // A rolling update's new group, Ready, takes over from an old one once the router reported
+  // it (TookTraffic), or at the latest this long after it turned Ready (a router that stopped
+  // reporting must not hold the update).
+  int64_t traffic_wait_ms = 10'000;
 };
 
 // A group the driver must act on.
@@ -128,8 +136,16 @@ class ServiceLifecycle {
   // Timers: start-up grace, readiness staleness, the autoscaler of each autoscaled role.
   ServiceEffects Tick(Service& service, const ClusterView& cluster, int64_t now) const;
 
+  // A rolling update's new group listed in the router's reports this long has taken over
+  // though idle (the router reports every second; short requests may miss its instants).
+  static constexpr int64_t kRoutedForMs = 1000;
+
  private:
   static ServiceEffects Reconcile(Service& service, const ClusterView& cluster);
+  // Whether a Ready group of a new generation has taken over (the rollout rule above): in
+  // runtime.took_traffic, or seen in the role's last router report with requests in flight (or
+  // none in the role), or listed in reports for kRoutedForMs.
+  static bool TookTraffic(const Service& service, const std::string& role, const ReplicaStatus& r);
   void Recreate(RoleStatus& role, ReplicaStatus& r, const std::string& reason,
                 const std::string& message, const ClusterView& cluster, int64_t now,
                 ServiceEffects& e) const;

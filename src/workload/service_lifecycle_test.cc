@@ -364,6 +364,129 @@ TEST_F(ServiceLifecycleTest, RollingUpdateWithoutSurgeStopsAnOldGroupFirst) {
   EXPECT_EQ(R(0).phase, ReplicaPhase::kTerminating);
 }
 
+TEST_F(ServiceLifecycleTest, WithARouterAnOldGroupStopsOnlyOnceTheNewOneTookTraffic) {
+  PlaceAll();
+  MakeReady(0);
+  MakeReady(1);
+  // The router reports on the role: the rollout waits for it to route to the new group.
+  auto report = [&](std::map<int, int> in_flight, double ongoing) {
+    RouterTraffic t;
+    t.at_ms = now_;
+    t.in_flight = std::move(in_flight);
+    t.ongoing_requests = ongoing;
+    svc_.runtime.traffic["server"] = t;
+  };
+  report({{0, 3}, {1, 2}}, 5);
+  ServiceSpec next = Spec(2);
+  next.roles[0].env = {{"MODEL", "v2"}};
+  life_.Apply(svc_, next, cluster_);
+  PlaceAll();
+  now_ += 1000;
+  MakeReady(2);
+  EXPECT_EQ(R(2).phase, ReplicaPhase::kReady);
+  EXPECT_EQ(R(1).phase, ReplicaPhase::kReady);  // the router has not seen it Ready yet
+  now_ += 500;
+  report({{0, 3}, {1, 2}, {2, 0}}, 5);  // routed to, nothing in flight on it yet
+  life_.Tick(svc_, cluster_, now_);
+  EXPECT_EQ(R(1).phase, ReplicaPhase::kReady);
+  now_ += 500;
+  report({{0, 2}, {1, 2}, {2, 1}}, 5);  // it took a request within the report period
+  life_.Tick(svc_, cluster_, now_);
+  EXPECT_EQ(R(1).phase, ReplicaPhase::kTerminating);
+  EXPECT_EQ(R(0).phase, ReplicaPhase::kReady);
+  ConfirmAll(1);
+  PlaceAll();
+  MakeReady(3);
+  // No request at all in the role: nothing to take, the router routing to it is enough.
+  now_ += 1000;
+  report({{0, 0}, {2, 0}, {3, 0}}, 0);
+  life_.Tick(svc_, cluster_, now_);
+  EXPECT_EQ(R(0).phase, ReplicaPhase::kTerminating);
+}
+
+TEST_F(ServiceLifecycleTest, ANewGroupInTheRotationForAReportPeriodTookOverThoughIdle) {
+  PlaceAll();
+  MakeReady(0);
+  MakeReady(1);
+  auto report = [&](std::map<int, int> in_flight) {
+    RouterTraffic t;
+    t.at_ms = now_;
+    t.in_flight = std::move(in_flight);
+    t.ongoing_requests = 4;  // all on the old groups: short requests missed it at the instants
+    svc_.runtime.traffic["server"] = t;
+  };
+  report({{0, 2}, {1, 2}});
+  ServiceSpec next = Spec(2);
+  next.roles[0].env = {{"MODEL", "v2"}};
+  life_.Apply(svc_, next, cluster_);
+  PlaceAll();
+  now_ += 1000;
+  MakeReady(2);
+  now_ += 100;
+  report({{0, 2}, {1, 2}, {2, 0}});
+  life_.Tick(svc_, cluster_, now_);
+  EXPECT_EQ(R(1).phase, ReplicaPhase::kReady);
+  now_ += ServiceLifecycle::kRoutedForMs - 1;
+  report({{0, 2}, {1, 2}, {2, 0}});
+  life_.Tick(svc_, cluster_, now_);
+  EXPECT_EQ(R(1).phase, ReplicaPhase::kReady);
+  now_ += 1;
+  report({{0, 2}, {1, 2}, {2, 0}});
+  life_.Tick(svc_, cluster_, now_);
+  EXPECT_EQ(R(1).phase, ReplicaPhase::kTerminating);
+}
+
+TEST_F(ServiceLifecycleTest, ARouterThatStoppedReportingHoldsTheRolloutAtMostTheTrafficWait) {
+  PlaceAll();
+  MakeReady(0);
+  MakeReady(1);
+  RouterTraffic old_report;
+  old_report.at_ms = now_;
+  old_report.ongoing_requests = 4;
+  old_report.in_flight = {{0, 2}, {1, 2}};
+  svc_.runtime.traffic["server"] = old_report;
+  ServiceSpec next = Spec(2);
+  next.roles[0].env = {{"MODEL", "v2"}};
+  life_.Apply(svc_, next, cluster_);
+  PlaceAll();
+  now_ += 1000;
+  MakeReady(2);
+  const int64_t ready_at = now_;
+  // Probes keep it Ready; no report comes.
+  for (now_ = ready_at + 1000; now_ < ready_at + ServiceLifecycleOptions{}.traffic_wait_ms;
+       now_ += 1000) {
+    life_.Readiness(svc_, {"server", 2}, R(2).incarnation, true, "", cluster_, now_);
+    life_.Tick(svc_, cluster_, now_);
+    ASSERT_EQ(R(1).phase, ReplicaPhase::kReady) << "at +" << now_ - ready_at << " ms";
+  }
+  life_.Readiness(svc_, {"server", 2}, R(2).incarnation, true, "", cluster_, now_);
+  life_.Tick(svc_, cluster_, now_);
+  EXPECT_EQ(R(1).phase, ReplicaPhase::kTerminating);
+}
+
+TEST_F(ServiceLifecycleTest, AGroupsFirstReadyChangesItsAssignmentsForItsStartupPriority) {
+  PlaceAll();
+  const ReplicaStatus& r = R(0);
+  for (int w = 0; w < 2; ++w) life_.ProcessRunning(svc_, {"server", 0}, r.incarnation, w, 1000 + w);
+  ServiceEffects e = life_.Readiness(svc_, {"server", 0}, r.incarnation, true, "", cluster_, now_);
+  EXPECT_TRUE(R(0).ready_once);
+  EXPECT_TRUE(e.assignments_changed);  // the agents give it the normal priority
+  EXPECT_EQ(e.notify_hosts, (std::set<std::string>{"h0-0", "h0-1"}));
+  // Later probes change nothing.
+  e = life_.Readiness(svc_, {"server", 0}, R(0).incarnation, true, "", cluster_, now_ + 1000);
+  EXPECT_FALSE(e.assignments_changed);
+  // startupNice 0: nothing to give back.
+  ServiceSpec spec = Spec(1);
+  spec.roles[0].startup_nice = 0;
+  svc_ = ServiceLifecycle::Create(spec, 8, now_);
+  PlaceAll();
+  const ReplicaStatus& q = R(0);
+  for (int w = 0; w < 2; ++w) life_.ProcessRunning(svc_, {"server", 0}, q.incarnation, w, 1000 + w);
+  e = life_.Readiness(svc_, {"server", 0}, q.incarnation, true, "", cluster_, now_);
+  EXPECT_TRUE(R(0).ready_once);
+  EXPECT_FALSE(e.assignments_changed);
+}
+
 TEST_F(ServiceLifecycleTest, ChangesOutsideTheTemplateDoNotRoll) {
   PlaceAll();
   MakeReady(0);

@@ -94,6 +94,21 @@ void ServiceLifecycle::FinishStop(ReplicaStatus& r, ServiceEffects& e) {
 // ---------------------------------------------------------------------------------------------
 // Reconciling replica counts and rollouts
 
+bool ServiceLifecycle::TookTraffic(const Service& service, const std::string& role,
+                                   const ReplicaStatus& r) {
+  if (service.runtime.took_traffic.count({role, r.replica})) return true;
+  const auto report = service.runtime.traffic.find(role);
+  if (report == service.runtime.traffic.end()) return true;  // no router reports on the role
+  const RouterTraffic& t = report->second;
+  if (t.at_ms < r.ready_since_ms) return false;  // the router may not know it is ready yet
+  const auto mine = t.in_flight.find(r.replica);
+  if (mine == t.in_flight.end()) return false;  // the router does not route to it yet
+  if (mine->second > 0 || t.ongoing_requests <= 0) return true;
+  // In the rotation for a whole report period: it had its chance at every request since.
+  const auto since = service.runtime.routed_since.find({role, r.replica});
+  return since != service.runtime.routed_since.end() && t.at_ms - since->second >= kRoutedForMs;
+}
+
 ServiceEffects ServiceLifecycle::Reconcile(Service& service, const ClusterView& cluster) {
   ServiceEffects e;
   if (service.status.deleting) {
@@ -146,9 +161,12 @@ ServiceEffects ServiceLifecycle::Reconcile(Service& service, const ClusterView& 
         }
         break;
       }
-      // A rolling update: one group at a time, each step once the previous new group is ready.
-      const bool new_in_progress = std::any_of(
-          current.begin(), current.end(), [](auto* r) { return r->phase != ReplicaPhase::kReady; });
+      // A rolling update: one group at a time, each step once the previous new group is ready
+      // and has taken traffic (TookTraffic).
+      const bool new_in_progress =
+          std::any_of(current.begin(), current.end(), [&](const ReplicaStatus* r) {
+            return r->phase != ReplicaPhase::kReady || !TookTraffic(service, role.name, *r);
+          });
       if (new_in_progress) break;
       if (live < desired + surge && static_cast<int>(current.size()) < desired) {
         add();

@@ -213,7 +213,16 @@ ServiceEffects ServiceLifecycle::Readiness(Service& service, const ReplicaKey& k
       e.persist = true;
       return e;
     }
-    r.ready_once = true;
+    if (!r.ready_once) {
+      r.ready_once = true;
+      // Its assignments change: the agents give its processes the normal priority again.
+      const ServiceRoleSpec* spec = service.spec.Role(key.role);
+      if (spec != nullptr && spec->startup_nice > 0) {
+        e.persist = true;
+        e.assignments_changed = true;
+        e.notify_hosts.merge(HostsOf(r));
+      }
+    }
     if (r.phase == ReplicaPhase::kReady) return e;
     const bool first = r.phase == ReplicaPhase::kStarting;
     r.phase = ReplicaPhase::kReady;
