@@ -48,7 +48,7 @@ stage tsan tests
 ctest --preset tsan -j "$(nproc)"
 
 # The Python SDK's unit tests, the example model server (real processes: a group of one and a
-# tensor-parallel group of two), the serving load generator's unit tests, the multi-process
+# tensor-parallel group of two), the serving bench's unit tests (bench/serving), the multi-process
 # integration tests (a real head and agents on loopback ports; every cluster takes its own ports
 # and state directory) and the dashboard (its pure functions, then the pages in headless Chromium
 # against a live cluster; screenshots in test-artifacts/dashboard/): one pool of jobs, two at a
@@ -59,7 +59,7 @@ stage Python, example server, load generator, integration and dashboard tests
 TESSERA_BIN="$PWD/build/dev/bin/tessera" /usr/bin/python3 tests/integration/run_parallel.py \
   --suite "python_sdk=PYTHONPATH=python /usr/bin/python3 -m unittest discover -s python/tests -t python -v" \
   --suite "example_server=/usr/bin/python3 -m unittest discover -s examples/serve -v" \
-  --suite "loadgen=/usr/bin/python3 -m unittest discover -s bench/serving -p test_loadgen.py -v" \
+  --suite "loadgen=/usr/bin/python3 -m unittest discover -s bench/serving -p 'test_*.py' -v" \
   --suite "dashboard=node --test tests/dashboard/"
 
 # The parsers (documents, agent messages, HTTP requests) under libFuzzer, started above.

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "sim/serving_profile.h"
 #include "sim/serving_report.h"
 #include "sim/serving_sim.h"
 
@@ -34,6 +35,8 @@ struct SimServeFlags {
   double decode_tokens_per_s = sim::ReplicaModel{}.decode_tokens_per_s;
   double decode_tokens_per_s_per_request = sim::ReplicaModel{}.decode_tokens_per_s_per_request;
   double startup_s = 120;
+  std::string profile;
+  std::vector<std::string> model_flags_given;  // of the four above, for --profile's check
   int max_ongoing_requests = sim::ServingSimOptions{}.max_ongoing_requests;
   double grace_s = 10;
   double probe_period_s = 10;
@@ -91,6 +94,24 @@ void Run(const SimServeFlags& f) {
   o.model.decode_tokens_per_s = f.decode_tokens_per_s;
   o.model.decode_tokens_per_s_per_request = f.decode_tokens_per_s_per_request;
   o.model.startup_ms = Ms(f.startup_s);
+  sim::ProfileLabel profile;
+  if (!f.profile.empty()) {
+    if (!f.model_flags_given.empty())
+      throw CommandError("--profile sets the replica model: drop " + f.model_flags_given[0] +
+                         ", or drop --profile to state the model with flags");
+    std::ifstream in(f.profile);
+    if (!in) throw CommandError("--profile: cannot open " + f.profile);
+    const size_t slash = f.profile.find_last_of('/');
+    auto p = sim::ReadReplicaProfile(
+        in, slash == std::string::npos ? f.profile : f.profile.substr(slash + 1));
+    if (!p.ok()) throw CommandError("--profile: " + p.status().message());
+    o.model = p->model;
+    profile = p->label;
+    if (o.model.startup_ms >= Ms(f.startup_grace_s))
+      throw CommandError("--profile: startupSeconds " + std::to_string(o.model.startup_ms / 1000) +
+                         " s is not below the readiness start-up grace (--startup-grace-s " +
+                         std::to_string(Ms(f.startup_grace_s) / 1000) + " s): raise it");
+  }
   o.max_ongoing_requests = f.max_ongoing_requests;
   o.grace_ms = Ms(f.grace_s);
   o.probe_period_ms = Ms(f.probe_period_s);
@@ -133,6 +154,7 @@ void Run(const SimServeFlags& f) {
       1e6 / o.time_scale;
   sim::ServingComparison c;
   c.options = o;
+  c.profile = profile;
   c.offered_rps = span_s > 0 ? static_cast<double>(trace.requests.size()) / span_s : 0;
   std::ostringstream source, model;
   source << trace.source << ", " << trace.requests.size() << " requests";
@@ -143,13 +165,26 @@ void Run(const SimServeFlags& f) {
   source << ", time scale " << f.time_scale << " (" << span_s << " s of arrivals)";
   c.source = source.str();
   model << f.accelerator << " " << f.topology << " per replica (" << topology->chips() << " chips, "
-        << topology->hosts() << " hosts); prefill " << f.prefill_tokens_per_s << " tok/s, decode "
-        << f.decode_tokens_per_s << " tok/s per replica and " << f.decode_tokens_per_s_per_request
-        << " per request; start-up " << f.startup_s << " s; maxOngoingRequests "
-        << f.max_ongoing_requests << "; router queue " << f.max_queued << ", timeout "
-        << f.queue_timeout_s << " s; head tick " << f.tick_ms << " ms, load report " << f.report_ms
-        << " ms; autoscaler delays up " << f.upscale_delay_s << " s, down " << f.downscale_delay_s
-        << " s, look-back " << f.lookback_s << " s";
+        << topology->hosts() << " hosts); prefill " << o.model.prefill_tokens_per_s
+        << " tok/s, decode ";
+  if (o.model.decode_table.empty()) {
+    model << f.decode_tokens_per_s << " tok/s per replica and " << f.decode_tokens_per_s_per_request
+          << " per request";
+  } else {
+    model << "tok/s per replica / per request by requests decoding at once";
+    for (size_t i = 0; i < o.model.decode_table.size(); ++i) {
+      const sim::DecodeRow& row = o.model.decode_table[i];
+      model << (i == 0 ? " " : ", ") << row.concurrency << ": " << row.per_group_tokens_per_s
+            << " / " << row.per_request_tokens_per_s;
+    }
+    model << " (the group flat beyond)";
+  }
+  model << "; start-up "
+        << (f.profile.empty() ? f.startup_s : static_cast<double>(o.model.startup_ms) / 1000)
+        << " s; maxOngoingRequests " << f.max_ongoing_requests << "; router queue " << f.max_queued
+        << ", timeout " << f.queue_timeout_s << " s; head tick " << f.tick_ms << " ms, load report "
+        << f.report_ms << " ms; autoscaler delays up " << f.upscale_delay_s << " s, down "
+        << f.downscale_delay_s << " s, look-back " << f.lookback_s << " s";
   c.model = model.str();
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -217,6 +252,9 @@ void AddSimServeCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--startup-s", f->startup_s, "model: placement -> the server is ready")
       ->capture_default_str();
+  cmd->add_option("--profile", f->profile,
+                  "a measured replica model (bench/serving/profile.py's JSON): prefill, decode "
+                  "by requests decoding at once, start-up; replaces the four model flags above");
   cmd->add_option("--max-ongoing-requests", f->max_ongoing_requests,
                   "per replica (the role's maxOngoingRequests)")
       ->capture_default_str();
@@ -249,7 +287,13 @@ void AddSimServeCommand(CLI::App& app) {
   cmd->add_option("-o,--output", f->output, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--json", f->json, "also write the JSON report (series, scale events) to FILE");
   cmd->add_option("--csv", f->csv, "write replicas over time to FILE");
-  cmd->callback([f] { Run(*f); });
+  cmd->callback([f, cmd] {
+    f->model_flags_given.clear();
+    for (const char* flag : {"--prefill-tokens-per-s", "--decode-tokens-per-s",
+                             "--decode-tokens-per-s-per-request", "--startup-s"})
+      if (cmd->count(flag) > 0) f->model_flags_given.push_back(flag);
+    Run(*f);
+  });
 }
 
 }  // namespace tessera::cli

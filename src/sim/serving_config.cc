@@ -160,6 +160,23 @@ Status ValidateServingOptions(const ServingSimOptions& o) {
   TESSERA_RETURN_IF_ERROR(positive(o.model.decode_tokens_per_s_per_request,
                                    "decode tokens per second of one request "
                                    "(--decode-tokens-per-s-per-request)"));
+  const std::vector<DecodeRow>& table = o.model.decode_table;
+  for (size_t i = 0; i < table.size(); ++i) {
+    const std::string row = "decode table (--profile) row " + std::to_string(i);
+    if (i == 0 && table[i].concurrency != 1)
+      return InvalidArgument(row +
+                             ": the first row must be concurrency 1 (one request alone), got " +
+                             std::to_string(table[i].concurrency));
+    if (i > 0 && table[i].concurrency <= table[i - 1].concurrency)
+      return InvalidArgument(row + ": concurrency " + std::to_string(table[i].concurrency) +
+                             " is not above the row before's " +
+                             std::to_string(table[i - 1].concurrency) +
+                             "; rows go in increasing concurrency");
+    TESSERA_RETURN_IF_ERROR(positive(table[i].per_request_tokens_per_s,
+                                     (row + " per-request tokens per second").c_str()));
+    TESSERA_RETURN_IF_ERROR(
+        positive(table[i].per_group_tokens_per_s, (row + " per-group tokens per second").c_str()));
+  }
   TESSERA_RETURN_IF_ERROR(positive(o.time_scale, "time scale (--time-scale)"));
   TESSERA_RETURN_IF_ERROR(positive(static_cast<double>(o.tick_ms), "head tick (--tick-ms)"));
   TESSERA_RETURN_IF_ERROR(

@@ -56,6 +56,21 @@ std::string Percent(double v) { return Fixed(100 * v, 1) + "%"; }
 
 std::string Met(bool ok) { return ok ? "met" : "NOT met"; }
 
+// "default (stated, not measured)" or "example-cpu (example-cpu.json), measured 2026-12-05 ...".
+std::string ProfileText(const ProfileLabel& p) {
+  if (p.file.empty()) return p.name + " (stated, not measured)";
+  return p.name + " (" + p.file + "), measured " + p.measured_on;
+}
+
+nlohmann::json ProfileJson(const ProfileLabel& p) {
+  if (p.file.empty()) return {{"name", p.name}, {"measured", false}};
+  return {{"name", p.name},
+          {"file", p.file},
+          {"measured", true},
+          {"measuredOn", p.measured_on},
+          {"command", p.command}};
+}
+
 void WriteFrontierText(std::ostream& out, const ServingComparison& c) {
   const ServingFrontier f = ComputeFrontier(c);
   if (f.fixed.empty() || f.autos.empty()) return;
@@ -117,6 +132,7 @@ void WriteFrontierText(std::ostream& out, const ServingComparison& c) {
 void WriteServingText(std::ostream& out, const ServingComparison& c) {
   out << "tessera sim-serve: " << c.source << ", offered " << Fixed(c.offered_rps, 2) << " req/s\n";
   out << "model: " << c.model << "\n";
+  out << "profile: " << ProfileText(c.profile) << "\n";
   out << "SLO: TTFT <= " << c.options.slo.ttft_ms
       << " ms and TPOT <= " << Fixed(c.options.slo.tpot_ms, 1) << " ms; seed " << c.options.seed
       << "\n\n";
@@ -167,6 +183,7 @@ void WriteServingJson(std::ostream& out, const ServingComparison& c) {
   nlohmann::json j = {{"source", c.source},
                       {"model", c.model},
                       {"offeredRps", c.offered_rps},
+                      {"profile", ProfileJson(c.profile)},
                       {"options",
                        {{"accelerator", std::string(GenerationName(o.accelerator))},
                         {"topology", o.topology.ToString()},
@@ -188,6 +205,17 @@ void WriteServingJson(std::ostream& out, const ServingComparison& c) {
                         {"seed", o.seed},
                         {"oracleWindowMs", o.oracle_window_ms}}},
                       {"runs", nlohmann::json::array()}};
+  if (!o.model.decode_table.empty()) {
+    // The table replaces the two stated decode figures.
+    nlohmann::json& options = j["options"];
+    options.erase("decodeTokensPerS");
+    options.erase("decodeTokensPerSPerRequest");
+    options["decodeTable"] = nlohmann::json::array();
+    for (const DecodeRow& row : o.model.decode_table)
+      options["decodeTable"].push_back({{"concurrency", row.concurrency},
+                                        {"perRequestTokensPerSecond", row.per_request_tokens_per_s},
+                                        {"perGroupTokensPerSecond", row.per_group_tokens_per_s}});
+  }
   for (const ServingRunResult& r : c.runs) {
     nlohmann::json run = {{"config", r.config.name},
                           {"chipsPerReplica", r.chips_per_replica},

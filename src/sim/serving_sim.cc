@@ -487,8 +487,7 @@ class Engine {
   // --- the replica model -----------------------------------------------------------------------
 
   double DecodeRate(const Group& g) const {
-    return std::min(o_.model.decode_tokens_per_s_per_request,
-                    o_.model.decode_tokens_per_s / static_cast<double>(g.decoding.size()));
+    return DecodeTokensPerSecond(o_.model, g.decoding.size());
   }
 
   void Advance(Group& g) {
@@ -679,6 +678,31 @@ class Engine {
 };
 
 }  // namespace
+
+double DecodeTokensPerSecond(const ReplicaModel& model, size_t decoding) {
+  const double n = static_cast<double>(std::max<size_t>(decoding, 1));
+  const std::vector<DecodeRow>& table = model.decode_table;
+  if (table.empty())
+    return std::min(model.decode_tokens_per_s_per_request, model.decode_tokens_per_s / n);
+  double per_request = table.back().per_request_tokens_per_s;
+  double per_group = table.back().per_group_tokens_per_s;
+  if (n <= table.front().concurrency) {
+    per_request = table.front().per_request_tokens_per_s;
+    per_group = table.front().per_group_tokens_per_s;
+  }
+  for (size_t i = 1; i < table.size() && n > table.front().concurrency; ++i) {
+    const DecodeRow& lo = table[i - 1];
+    const DecodeRow& hi = table[i];
+    if (n > hi.concurrency) continue;
+    const double f = (n - lo.concurrency) / static_cast<double>(hi.concurrency - lo.concurrency);
+    per_request = lo.per_request_tokens_per_s +
+                  f * (hi.per_request_tokens_per_s - lo.per_request_tokens_per_s);
+    per_group =
+        lo.per_group_tokens_per_s + f * (hi.per_group_tokens_per_s - lo.per_group_tokens_per_s);
+    break;
+  }
+  return std::min(per_request, per_group / n);
+}
 
 Result<ServingRunResult> RunServingSimulation(const LlmTrace& trace, const ScalingConfig& config,
                                               const ServingSimOptions& options) {

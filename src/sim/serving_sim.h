@@ -14,11 +14,12 @@
 //   - A model: what one replica does with its requests (ReplicaModel). Prefill is FIFO, one
 //     request at a time, at prefill_tokens_per_s; while any admitted request waits for or is in
 //     prefill, decoding pauses (prefill first, as an LLM server without chunked prefill
-//     schedules); otherwise every decoding request makes min(per-request rate, replica rate / n)
-//     tokens per second. A group is ready startup_ms after it is placed. A stopped group
-//     finishes its requests for up to the role's grace period; requests still running then
-//     fail. None of these numbers is a measurement of a TPU: they are flags to set from your
-//     own server's figures.
+//     schedules); otherwise every decoding request makes DecodeTokensPerSecond(model, n) tokens
+//     per second: min(per-request rate, replica rate / n), or a measured table's figures at n.
+//     A group is ready startup_ms after it is placed. A stopped group finishes its requests for
+//     up to the role's grace period; requests still running then fail. The default numbers are
+//     not a measurement of a TPU: set them from your own server's figures, or read a profile
+//     that bench/serving/profile.py measured (serving_profile.h).
 //   - One scaling unit is one whole slice of the role's topology; its chips (src/topology)
 //     are charged from placement to the confirmed stop. The cluster has `cluster_slices`
 //     slices of that shape (0: as many as asked).
@@ -63,12 +64,41 @@ struct LlmTrace {
 // "conv.csv:3: column ContextTokens: 'abc' is not a whole number".
 Result<LlmTrace> ReadLlmTrace(std::istream& in, std::string_view source);
 
-// What one replica (one group on one slice) serves. A model, not a measurement.
+// One row of a measured decode table (serving_profile.h): with `concurrency` requests decoding
+// at once on one replica, each made per_request_tokens_per_s and the group
+// per_group_tokens_per_s in all.
+struct DecodeRow {
+  int concurrency = 1;
+  double per_request_tokens_per_s = 0;
+  double per_group_tokens_per_s = 0;
+  bool operator==(const DecodeRow&) const = default;
+};
+
+// What one replica (one group on one slice) serves. The defaults are a stated model, not a
+// measurement; a profile (serving_profile.h) replaces them with a server's measured figures.
 struct ReplicaModel {
   double prefill_tokens_per_s = 8'000;          // prompt tokens, one request at a time
   double decode_tokens_per_s = 400;             // output tokens per second, summed over requests
   double decode_tokens_per_s_per_request = 40;  // one request's ceiling (25 ms per token)
   int64_t startup_ms = 120'000;                 // placed -> the leader passes readiness
+  // A measured decode table, rows in increasing concurrency from 1. When not empty it replaces
+  // the two decode numbers above (DecodeTokensPerSecond).
+  std::vector<DecodeRow> decode_table;
+};
+
+// Tokens per second each of `decoding` requests (>= 1; 0 is read as 1) makes when that many
+// decode at once on one replica. Without a table: min(decode_tokens_per_s_per_request,
+// decode_tokens_per_s / decoding). With one: min(per request, per group / decoding), each
+// interpolated linearly in the concurrency between the two rows around `decoding`; beyond the
+// last row both stay at that row's, so the group's throughput is held flat.
+double DecodeTokensPerSecond(const ReplicaModel& model, size_t decoding);
+
+// Which replica model a comparison ran (reports name it).
+struct ProfileLabel {
+  std::string name = "default";  // the profile's name
+  std::string file;              // the profile's file name; empty: the default model
+  std::string measured_on;       // the profile's measuredOn
+  std::string command;           // the profile's command
 };
 
 // One configuration to compare: a fixed replica count, or an autoscaler.
@@ -166,6 +196,7 @@ struct ServingRunResult {
 struct ServingComparison {
   std::string source;  // "conv.csv, 19,366 requests, time scale 1"
   std::string model;   // the replica model and router settings, for people
+  ProfileLabel profile;
   ServingSimOptions options;
   double offered_rps = 0;  // requests / scaled trace span
   std::vector<ServingRunResult> runs;
