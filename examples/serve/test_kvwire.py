@@ -139,7 +139,7 @@ class ShardTest(unittest.TestCase):
                                     r"\(run the same examples/serve/server.py"):
             kvwire.decode(bytes(v1))
         bad_rank = bytearray(blob)
-        bad_rank[48:50] = (3).to_bytes(2, "little")  # rank 3 of a group of 1
+        bad_rank[44:46] = (3).to_bytes(2, "little")  # the rank field: rank 3 of a group of 1
         with self.assertRaisesRegex(kvwire.WireError, "rank 3 of a group of 1"):
             kvwire.decode(bytes(bad_rank))
 
