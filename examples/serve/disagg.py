@@ -16,6 +16,30 @@ Every step has a timeout (--kv-timeout-s). Any failure (no answer, an error stat
 a short or damaged blob, another model) makes decode prefill the request locally: the request
 never fails because a prefill replica did.
 
+Tensor-parallel groups (TESSERA_GROUP_SIZE = N > 1). Each process holds heads/N attention heads,
+so each holds its own shard of a prompt's KV, and rank r of the decode group needs exactly rank
+r's shard of the prefill group: both groups must have the same size. Then:
+  - every prefill process runs a KV listener; at start the group gathers their addresses to the
+    leader (GroupChannel.gather_addresses; a process advertises --host, or when that is a
+    wildcard the local address of its route to MASTER_ADDR), and the leader's answer lists them
+    as "ranks": ["host:port", ...] (rank 0's host is the one decode called);
+  - decode sends its "group_size" in the prefill call; a prefill group of another size answers
+    400 and decode falls back (reason mismatch), as it does if the answer lists another number
+    of ranks;
+  - the prefill leader's engine broadcasts EXPORT with the handle: every prefill rank runs the
+    prompt and keeps its shard under that one handle, and the group agrees (one all-reduce)
+    before the leader answers, so no shard is pulled before it is held;
+  - the decode leader pulls rank 0's shard in its HTTP thread as a group of one does; at
+    admission its engine broadcasts IMPORT (slot, handle, the ranks' addresses, the prompt)
+    and every follower pulls its own shard from the matching prefill rank, checks its crc32,
+    model, rank and prompt (kvwire.py) and writes it into the slot; one all-reduce of every
+    rank's outcome follows, and unless all succeeded the whole group prefills the request
+    locally (the leader broadcasts a PREFILL as for any request), so the ranks never diverge.
+    The leader logs and counts the failed rank and its reason.
+A follower's pull runs on the engine's turn and so delays the group's running sequences by its
+duration (a loopback pull of a 256-token prompt's shard takes about a millisecond), at most
+--kv-timeout-s.
+
 The prefill replica holds a blob under its handle until it is pulled once (the handle is taken
 when the pull starts, so a puller that dies mid-transfer frees it too) or until --kv-hold-s
 pass unpulled; a sender that stalls on a puller that stopped reading gives up after
@@ -48,8 +72,9 @@ class HandleStore:
         self._blobs = {}  # handle -> (blob, expiry)
         self.expired = 0
 
-    def put(self, blob):
-        handle = uuid.uuid4().hex
+    def put(self, blob, handle=None):
+        """Holds blob under `handle` (a new one when None); returns the handle."""
+        handle = handle or new_handle()
         with self._lock:
             self._sweep_locked()
             self._blobs[handle] = (blob, self._clock() + self.hold_s)
@@ -79,6 +104,10 @@ class HandleStore:
             self.expired += 1
 
 
+def new_handle():
+    return uuid.uuid4().hex  # 32 hex digits (engine.HANDLE_BYTES)
+
+
 class Counters:
     """Named counts and sums for /healthz."""
 
@@ -95,13 +124,20 @@ class Counters:
             return dict(self._values)
 
 
-class KvServer:
-    """The prefill replica's KV listener: one thread per pull, each bounded by timeout_s."""
+FAULTS = ("refuse", "corrupt")
 
-    def __init__(self, store, counters, host, port, timeout_s):
+
+class KvServer:
+    """The prefill replica's KV listener: one thread per pull, each bounded by timeout_s.
+
+    fault (tests only, --test-kv-fault): "refuse" answers every pull with ERR, "corrupt" flips
+    one byte of every blob it sends (the puller's crc32 check catches it)."""
+
+    def __init__(self, store, counters, host, port, timeout_s, fault=None):
         self.store = store
         self.counters = counters
         self.timeout_s = timeout_s
+        self.fault = fault
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._sock = socket.socket(family, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -145,6 +181,14 @@ class KvServer:
                 _send_quietly(conn, b"ERR the request is GET <handle>\n")
                 return
             blob = self.store.take(line[4:].strip())
+            if blob is not None and self.fault == "refuse":
+                self.counters.add("pullsRefusedByFault")
+                _send_quietly(conn, b"ERR refused (--test-kv-fault)\n")
+                return
+            if blob is not None and self.fault == "corrupt":
+                damaged = bytearray(blob)
+                damaged[len(damaged) // 2] ^= 0x5A
+                blob = bytes(damaged)
             if blob is None:
                 self.counters.add("pullsUnknown")
                 _send_quietly(conn, b"ERR unknown or expired handle\n")
@@ -174,21 +218,38 @@ def parse_address(value):
     return host.strip("[]"), int(port)
 
 
+class Handoff:
+    """What remote_prefill got: rank 0's shard and what the followers need to pull theirs."""
+
+    def __init__(self, tokens, layers, logits, size, handle, ranks):
+        self.tokens = tokens
+        self.layers = layers
+        self.logits = logits
+        self.size = size  # rank 0's blob, bytes
+        self.handle = handle
+        self.ranks = ranks  # ["host:port"] of every prefill rank's KV listener, rank 0 first
+
+
 def remote_prefill(address, prompt, model_name, timeout_s, expect_fields, expect_tokens,
-                   ca_file=None):
+                   ca_file=None, group_size=1):
     """Runs the handoff (steps 1 and 2 above) against the prefill replica at address: over
     HTTPS verified against `ca_file` when it is given (tessera gave this leader, and so the
     prefill leader too, a certificate from the cluster CA: $TESSERA_CA_FILE), else plain HTTP.
+    For a decode group of `group_size` > 1 it pulls rank 0's shard only (the followers pull
+    theirs at admission, engine.py's IMPORT).
 
-    Returns (tokens, layers, logits, blob bytes). Raises HandoffFailed(reason, detail); reason
-    is one of unreachable, timeout, refused, transfer, bad_kv."""
+    Returns a Handoff. Raises HandoffFailed(reason, detail); reason is one of unreachable,
+    timeout, refused, mismatch, transfer, bad_kv."""
     deadline = time.monotonic() + timeout_s
     try:
         host, port = parse_address(address)
     except ValueError as e:
         raise HandoffFailed("refused", str(e)) from None
+    params = {"do_remote_decode": True}
+    if group_size > 1:
+        params["group_size"] = group_size
     body = json.dumps({"model": model_name, "prompt": prompt, "max_tokens": 1,
-                       "temperature": 0, "kv_transfer_params": {"do_remote_decode": True}})
+                       "temperature": 0, "kv_transfer_params": params})
     if ca_file:
         import ssl
         context = ssl.create_default_context(cafile=ca_file)
@@ -208,18 +269,72 @@ def remote_prefill(address, prompt, model_name, timeout_s, expect_fields, expect
     finally:
         conn.close()
     if resp.status != 200:
-        raise HandoffFailed("refused", f"{address} answered {resp.status}: {data[:200]!r}")
+        reason = "refused"
+        try:
+            if json.loads(data)["error"]["param"] == "kv_transfer_params.group_size":
+                reason = "mismatch"
+        except (ValueError, KeyError, TypeError):
+            pass
+        raise HandoffFailed(reason, f"{address} answered {resp.status}: {data[:300]!r}")
     try:
         params = json.loads(data)["kv_transfer_params"]
         handle, kv_port = str(params["handle"]), int(params["port"])
+        ranks = [str(r) for r in params.get("ranks") or [f"{host}:{kv_port}"]]
     except (ValueError, KeyError, TypeError) as e:
         raise HandoffFailed("refused", f"{address} sent no kv_transfer_params: {e}") from None
+    if len(ranks) != group_size:
+        raise HandoffFailed("mismatch", f"the prefill group at {address} has {len(ranks)} "
+                            f"processes, this decode group {group_size}: a KV shard is per "
+                            "rank, so pair roles of the same group size")
+    ranks[0] = join_address(host, kv_port)
     blob = pull(host, kv_port, handle, deadline)
     try:
         tokens, layers, logits = kvwire.decode(blob, expect_fields, expect_tokens)
     except kvwire.WireError as e:
         raise HandoffFailed("bad_kv", str(e)) from None
-    return tokens, layers, logits, len(blob)
+    return Handoff(tokens, layers, logits, len(blob), handle, ranks)
+
+
+def pull_shard(address, handle, deadline, expect_fields, expect_tokens):
+    """A follower's part of a handoff: its shard of `handle` from the prefill rank at address
+    (host:port), checked. Returns (layers, blob bytes); raises HandoffFailed."""
+    try:
+        host, port = parse_address(address)
+    except ValueError as e:
+        raise HandoffFailed("refused", str(e)) from None
+    blob = pull(host, port, handle, deadline)
+    try:
+        _, layers, _ = kvwire.decode(blob, expect_fields, expect_tokens)
+    except kvwire.WireError as e:
+        raise HandoffFailed("bad_kv", str(e)) from None
+    return layers, len(blob)
+
+
+# The outcome of one rank's part of a group's handoff, as the group's all-reduce carries it.
+REASONS = ("ok", "unreachable", "timeout", "refused", "mismatch", "transfer", "bad_kv")
+
+
+def reason_code(reason):
+    return REASONS.index(reason) if reason in REASONS else REASONS.index("transfer")
+
+
+def advertised_host(bind_host, master_addr, master_port):
+    """The address peers reach this process's KV listener at: --host when it names one, else
+    the local address of this host's route to the group's rendezvous (MASTER_ADDR), which
+    tessera sets to the leader's address on the cluster network. Sends nothing."""
+    if bind_host not in ("0.0.0.0", "::", ""):
+        return bind_host
+    family = socket.AF_INET6 if ":" in master_addr else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect((master_addr, master_port))
+            return s.getsockname()[0]
+        except OSError:
+            return socket.gethostname()
+
+
+def join_address(host, port):
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def pull(host, port, handle, deadline):
@@ -269,3 +384,49 @@ def _send_quietly(conn, data):
         conn.sendall(data)
     except OSError:
         pass
+
+
+class FollowerKv:
+    """A follower's side of a tensor-parallel group's handoff, called by engine.follow() on the
+    leader's EXPORT (prefill group: keep this rank's shard under the leader's handle) and
+    IMPORT (decode group: pull this rank's shard from the matching prefill rank)."""
+
+    def __init__(self, model, fields, timeout_s, store=None, log=None):
+        self.model = model
+        self.fields = fields
+        self.timeout_s = timeout_s
+        self.store = store  # prefill groups only
+        self._log = log or (lambda event, **fields: None)
+
+    def export(self, slot, tokens, handle):
+        """Returns this rank's outcome code (0: held)."""
+        import torch
+
+        if self.store is None:
+            self._log("kv_export_refused", reason="this process runs no KV listener")
+            return reason_code("refused")
+        blob = kvwire.encode(self.fields, tokens, self.model.export_kv(slot, len(tokens)),
+                             torch.zeros(0))
+        self.store.put(blob, handle)
+        return 0
+
+    def import_shard(self, slot, payload):
+        """payload: the leader's JSON {"handle", "ranks", "tokens"}. Pulls this rank's shard,
+        writes it into `slot` and returns 0, or returns the failure's code (the group then
+        prefills locally, which overwrites the slot)."""
+        try:
+            spec = json.loads(payload)
+            address = spec["ranks"][self.model.rank]
+            handle, tokens = str(spec["handle"]), list(spec["tokens"])
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            self._log("kv_import_failed", reason="refused", error=f"bad IMPORT payload: {e}")
+            return reason_code("refused")
+        try:
+            layers, _ = pull_shard(address, handle, time.monotonic() + self.timeout_s,
+                                   self.fields, tokens)
+        except HandoffFailed as e:
+            self._log("kv_import_failed", rank=self.model.rank, prefill=address,
+                      reason=e.reason, error=str(e))
+            return reason_code(e.reason)
+        self.model.import_kv(slot, layers)
+        return 0

@@ -17,6 +17,14 @@ order. Ops: PREFILL (a = slot, b = prompt length; a second broadcast carries the
 DECODE (a = n slots; tokens and positions in the header), NOOP (sent when idle, so followers'
 collective timeout only fires when the leader is gone), STOP. Only the leader samples.
 
+Disaggregated groups (disagg.py) add two ops, each ending in one all-reduce of every rank's
+outcome code (GroupChannel.agree), so all ranks know whether every rank succeeded:
+EXPORT (prefill group; a = slot, b = prompt length; then the prompt and the 32-byte handle):
+a PREFILL after which every rank keeps its KV shard under the handle; IMPORT (decode group;
+a = slot, b = payload length; then the payload, JSON {"handle", "ranks", "tokens"}): every
+follower pulls its shard from the matching prefill rank into the slot. When any rank failed
+the leader then broadcasts an ordinary PREFILL of the request: the group falls back together.
+
 Thread-safety: submit(), cancel (Request.cancel) and stop() may be called from any thread;
 everything else runs on the engine thread.
 """
@@ -25,13 +33,16 @@ import collections
 import os
 import queue
 import threading
+import time
 
 import torch
 
 from model import decode_token
 
-PREFILL, DECODE, NOOP, STOP = 1, 2, 3, 4
+PREFILL, DECODE, NOOP, STOP, EXPORT, IMPORT = 1, 2, 3, 4, 5, 6
 IDLE_NOOP_S = 5.0
+HANDLE_BYTES = 32  # disagg.new_handle(): 32 hex digits
+ADDRESS_BYTES = 128  # room for one "host:port" in gather_addresses
 
 
 class GroupChannel:
@@ -73,12 +84,42 @@ class GroupChannel:
         self._dist.broadcast(t, src=0)
         return t.tolist()
 
+    def send_bytes(self, data):
+        self._dist.broadcast(torch.frombuffer(bytearray(data), dtype=torch.uint8), src=0)
 
-def follow(model, channel):
-    """A follower's whole life: make every model call the leader announces, until STOP.
+    def receive_bytes(self, length):
+        t = torch.zeros(length, dtype=torch.uint8)
+        self._dist.broadcast(t, src=0)
+        return t.numpy().tobytes()
+
+    def agree(self, code):
+        """Every rank's outcome code (0 = success), on every rank: one all-reduce."""
+        codes = torch.zeros(self._dist.get_world_size(), dtype=torch.int64)
+        codes[self._dist.get_rank()] = code
+        self._dist.all_reduce(codes)
+        return codes.tolist()
+
+    def gather_addresses(self, address):
+        """Every rank's "host:port" (its KV listener), on every rank, in rank order."""
+        data = address.encode()
+        if len(data) > ADDRESS_BYTES:
+            raise ValueError(f"the KV address {address!r} is longer than {ADDRESS_BYTES} bytes")
+        mine = torch.zeros(ADDRESS_BYTES, dtype=torch.uint8)
+        mine[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        every = [torch.zeros(ADDRESS_BYTES, dtype=torch.uint8)
+                 for _ in range(self._dist.get_world_size())]
+        self._dist.all_gather(every, mine)
+        return [t.numpy().tobytes().rstrip(b"\0").decode() for t in every]
+
+
+def follow(model, channel, kv=None):
+    """A follower's whole life: make every model call the leader announces, until STOP. kv is
+    this process's disagg.FollowerKv in a prefill or decode group (None when colocated: it
+    then answers EXPORT and IMPORT with a failure code, which makes the leader prefill).
 
     Raises whatever torch.distributed raises when the group breaks (the caller exits, and the
     group is recreated as a whole)."""
+    refused = 3  # disagg.REASONS.index("refused"), without importing the handoff's modules
     while True:
         op, a, b, tokens, positions = channel.receive()
         if op == STOP:
@@ -87,6 +128,14 @@ def follow(model, channel):
             model.prefill(a, channel.receive_prompt(b), want_logits=False)
         elif op == DECODE:
             model.decode(tokens, positions, want_logits=False)
+        elif op == EXPORT:
+            prompt = channel.receive_prompt(b)
+            handle = channel.receive_bytes(HANDLE_BYTES).decode()
+            model.prefill(a, prompt, want_logits=False)
+            channel.agree(kv.export(a, prompt, handle) if kv else refused)
+        elif op == IMPORT:
+            payload = channel.receive_bytes(b)
+            channel.agree(kv.import_shard(a, payload) if kv else refused)
 
 
 class Request:
@@ -114,6 +163,14 @@ class Request:
         self.export = False
         self.exported = None  # ([(k, v)] per layer, logits)
         self.imported = None  # ([(k, v)] per layer, logits)
+        # Tensor-parallel groups: the handle every prefill rank keeps its shard under
+        # (export), and the IMPORT payload telling each decode follower where its shard is.
+        self.export_handle = None
+        self.import_payload = None
+        # Set by the engine: [(rank, code)] of the ranks whose EXPORT or IMPORT part failed.
+        # A failed import means the request was prefilled locally instead.
+        self.kv_failures = []
+        self.import_s = 0.0  # how long the followers' pulls and the agreement took (IMPORT)
 
     def cancel(self):
         """The client went away: the engine frees the slot at its next turn."""
@@ -196,25 +253,47 @@ class Engine:
                 continue
             slot = self._slots.index(None)
             request.slot = slot
-            if request.imported is not None:
-                # Prefilled on another replica (only groups of one import: server.py refuses
-                # a disaggregated mode for a larger group, so no follower needs the KV).
-                layers, logits = request.imported
-                request.imported = None
-                self.model.import_kv(slot, layers)
-            else:
-                if self.channel:
+            logits = self._import(slot, request) if request.imported is not None else None
+            if logits is None:
+                exporting = request.export and self.channel is not None
+                if exporting:
+                    self.channel.send(EXPORT, slot, len(request.tokens))
+                    self.channel.send_prompt(request.tokens)
+                    self.channel.send_bytes(request.export_handle.encode())
+                elif self.channel:
                     self.channel.send(PREFILL, slot, len(request.tokens))
                     self.channel.send_prompt(request.tokens)
                 logits = self.model.prefill(slot, request.tokens)
                 if request.export:
                     request.exported = (self.model.export_kv(slot, len(request.tokens)),
                                         logits.clone())
+                if exporting:
+                    # Every rank holds its shard before the answer names the handle.
+                    request.kv_failures = [(r, c) for r, c in
+                                           enumerate(self.channel.agree(0)) if c]
             request.position = len(request.tokens)
             self._slots[slot] = request
             self._emit(request, logits)
             admitted += 1
         return admitted
+
+    def _import(self, slot, request):
+        """Writes a request prefilled elsewhere into `slot`: the leader's shard from
+        request.imported, each follower's pulled now (IMPORT). Returns the next-token logits,
+        or None when a rank failed (request.kv_failures says which): prefill locally."""
+        layers, logits = request.imported
+        request.imported = None
+        if self.channel:
+            started = time.monotonic()
+            payload = request.import_payload
+            self.channel.send(IMPORT, slot, len(payload))
+            self.channel.send_bytes(payload)
+            request.kv_failures = [(r, c) for r, c in enumerate(self.channel.agree(0)) if c]
+            request.import_s = time.monotonic() - started
+            if request.kv_failures:
+                return None
+        self.model.import_kv(slot, layers)
+        return logits
 
     def _decode_step(self, running):
         n = max(r.slot for r in running) + 1

@@ -125,6 +125,9 @@ def parse_settings(argv):
                    "before local prefill; prefill: the longest a pull may stall")
     p.add_argument("--kv-hold-s", type=float, default=10.0,
                    help="prefill: an unpulled KV blob is freed after this long")
+    p.add_argument("--test-kv-fault", default="",
+                   help="tests only: RANK:refuse or RANK:corrupt makes the KV listener of "
+                   "process RANK of a prefill group refuse or damage every pull")
     p.add_argument("--disagg-threshold", type=int, default=8,
                    help="decode: prompts longer than this many uncached tokens are prefilled "
                    "remotely")
@@ -166,10 +169,13 @@ def parse_settings(argv):
         fail(f"--disagg-threshold {s.disagg_threshold} must be 0 or more")
     if not 0 <= s.kv_port <= 65535:
         fail(f"--kv-port {s.kv_port} must be 0 to 65535")
-    if s.mode != "colocated" and s.group_size > 1:
-        fail(f"--mode {s.mode} needs a group of one (TESSERA_GROUP_SIZE=1): the KV handoff "
-             "exports and imports the leader's cache, and a tensor-parallel group's heads live "
-             "on every process")
+    s.kv_fault = None
+    if s.test_kv_fault:
+        rank, _, kind = s.test_kv_fault.partition(":")
+        if not rank.isdigit() or kind not in ("refuse", "corrupt"):
+            fail(f"--test-kv-fault {s.test_kv_fault!r} must be RANK:refuse or RANK:corrupt")
+        if int(rank) == s.worker_index:
+            s.kv_fault = kind
     return s
 
 
@@ -187,6 +193,7 @@ class State:
         self.store = None
         self.kv_server = None
         self.kv_fields = None
+        self.kv_ranks = None  # prefill: every rank's KV listener, "host:port", rank order
         self.counters = None
 
 
@@ -311,21 +318,32 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     f"{len(tokens)} (its UTF-8 bytes + 1) and max_tokens is {req.max_tokens}: "
                     "shorten the prompt or lower max_tokens", param,
                     code="context_length_exceeded")
-            export = _wants_remote_decode(raw, st.settings.mode, req)
+            export = _wants_remote_decode(raw, st.settings.mode, req, st.settings.group_size)
         except completions.RequestError as e:
             self._send_error(e, [("Retry-After", "1")] if e.status == 503 else [])
             return
 
         request = Request(tokens, req.max_tokens, req.temperature, req.seed)
         request.export = export
-        source = self._maybe_remote_prefill(request, req.prompt)
+        if export:
+            import disagg
+
+            request.export_handle = disagg.new_handle()
+        handoff = self._maybe_remote_prefill(request, req.prompt)
         if not st.engine.submit(request):
             self._send_error(completions.RequestError(
                 503, f"the server is full ({st.settings.max_queue} requests waiting); retry",
                 kind="server_error", code="overloaded"), [("Retry-After", "1")])
             return
         completion = completions.Completion(st.settings.model_name, len(tokens) - 1)
-        headers = [("X-Tessera-Prefilled", source)] if source else []
+        settled = []
+
+        def headers():
+            """Called once the engine admitted the request (it may have fallen back)."""
+            if not settled:
+                settled.append(self._settle_handoff(request, handoff))
+            return [("X-Tessera-Prefilled", settled[0])] if settled[0] else []
+
         try:
             if req.stream:
                 self._stream(request, req, completion, headers)
@@ -344,35 +362,63 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _maybe_remote_prefill(self, request, prompt):
         """Decode mode: a long prompt is prefilled by the prefill replica the router named,
-        falling back to local prefill on any failure. Returns what the X-Tessera-Prefilled
-        header says (remote, local, or fallback:<reason>), None outside decode mode."""
+        falling back to local prefill on any failure. Returns (source, seconds, bytes) for
+        _settle_handoff; source is remote, local or fallback:<reason>, None outside decode
+        mode. In a group of N > 1 this pulls rank 0's shard; the followers pull theirs when the
+        engine admits the request."""
         import disagg
 
         st = self.state
         s = st.settings
         if s.mode != "decode":
-            return None
+            return None, None, 0
         address = self.headers.get(disagg.HEADER)
         if not address or len(request.tokens) <= s.disagg_threshold:
             st.counters.add("localPrefills")
-            return "local"
+            return "local", None, 0
         started = time.monotonic()
         try:
-            _, layers, logits, size = disagg.remote_prefill(
+            h = disagg.remote_prefill(
                 address, prompt, s.model_name, s.kv_timeout_s, st.kv_fields, request.tokens,
-                ca_file=os.environ.get("TESSERA_CA_FILE") or None)
+                ca_file=os.environ.get("TESSERA_CA_FILE") or None, group_size=s.group_size)
         except disagg.HandoffFailed as e:
             st.counters.add("fallbacks")
             st.counters.add(f"fallback_{e.reason}")
-            log("handoff_fallback", prefill=address, reason=e.reason, error=str(e))
-            return f"fallback:{e.reason}"
-        request.imported = (layers, logits)
+            log("handoff_fallback", prefill=address, rank=0, reason=e.reason, error=str(e))
+            return f"fallback:{e.reason}", None, 0
+        request.imported = (h.layers, h.logits)
+        if s.group_size > 1:
+            request.import_payload = json.dumps({"handle": h.handle, "ranks": h.ranks,
+                                                 "tokens": request.tokens}).encode()
+        return "remote", time.monotonic() - started, h.size
+
+    def _settle_handoff(self, request, handoff):
+        """The X-Tessera-Prefilled value once the engine admitted the request, counting the
+        handoff or the fallback a follower's failed pull caused."""
+        import disagg
+
+        source, seconds, size = handoff
+        st = self.state
+        if source != "remote":
+            return source
+        if request.kv_failures:
+            rank, code = request.kv_failures[0]
+            reason = disagg.REASONS[code] if 0 < code < len(disagg.REASONS) else "transfer"
+            st.counters.add("fallbacks")
+            st.counters.add(f"fallback_{reason}")
+            st.counters.add("followerFallbacks")
+            log("handoff_fallback", prefill=self.headers.get(disagg.HEADER), rank=rank,
+                reason=reason, failed_ranks=[r for r, _ in request.kv_failures],
+                error=f"process {rank} of the decode group could not pull its KV shard")
+            return f"fallback:{reason}"
         st.counters.add("handoffs")
         st.counters.add("kvBytesIn", size)
-        st.counters.add("handoffMsSum", round(1000 * (time.monotonic() - started), 3))
+        # The prefill call and rank 0's pull, plus the followers' pulls and the group's
+        # agreement (engine IMPORT) in a group of more than one.
+        st.counters.add("handoffMsSum", round(1000 * (seconds + request.import_s), 3))
         return "remote"
 
-    def _whole(self, request, completion, headers=()):
+    def _whole(self, request, completion, headers=lambda: []):
         text = []
         while True:
             kind, value = request.events.get()
@@ -380,9 +426,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 text.append(value)
             elif kind == "done":
                 body = completion.whole("".join(text), value, len(text))
+                if request.export and request.kv_failures:
+                    self._send_error(completions.RequestError(
+                        500, "processes %s of this prefill group could not keep their KV "
+                        "shard" % [r for r, _ in request.kv_failures], kind="server_error"))
+                    return
                 if request.export:
                     body["kv_transfer_params"] = self._hold_exported(request)
-                self._send_json(200, body, headers)
+                self._send_json(200, body, headers())
                 return
             else:
                 if self._group_failed_before_answering():
@@ -399,12 +450,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         layers, logits = request.exported
         request.exported = None
         blob = kvwire.encode(st.kv_fields, request.tokens, layers, logits)
-        handle = st.store.put(blob)
+        handle = st.store.put(blob, request.export_handle)
         st.counters.add("exports")
         return {"handle": handle, "port": st.kv_server.port, "bytes": len(blob),
-                "tokens": len(request.tokens), "hold_s": st.store.hold_s}
+                "tokens": len(request.tokens), "hold_s": st.store.hold_s,
+                "ranks": st.kv_ranks}
 
-    def _stream(self, request, req, completion, headers=()):
+    def _stream(self, request, req, completion, headers=lambda: []):
         # The status line waits for the first event (the first token comes with it), so a
         # request the group failed before its first token can still be retried elsewhere.
         first = request.events.get()
@@ -414,7 +466,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
-        for k, v in headers:
+        for k, v in headers():
             self.send_header(k, v)
         self.end_headers()
         self.wfile.flush()
@@ -452,7 +504,7 @@ class Server(tls_serving.TlsServerMixin, http.server.ThreadingHTTPServer):
         log("http_error", client=f"{client_address[0]}:{client_address[1]}", error=repr(error))
 
 
-def _wants_remote_decode(raw, mode, req):
+def _wants_remote_decode(raw, mode, req, group_size):
     """Whether a request asks for its KV to be kept for a decode replica
     ("kv_transfer_params": {"do_remote_decode": true}); refuses it where it cannot be."""
     try:
@@ -475,6 +527,17 @@ def _wants_remote_decode(raw, mode, req):
         raise completions.RequestError(
             400, "max_tokens: a remote-decode prefill makes exactly 1 token, unstreamed "
             f"(got max_tokens {req.max_tokens}, stream {req.stream})", "max_tokens")
+    decode_size = params.get("group_size", 1)
+    if not isinstance(decode_size, int) or isinstance(decode_size, bool) or decode_size < 1:
+        raise completions.RequestError(
+            400, "kv_transfer_params.group_size: must be a whole number of at least 1, the "
+            "decode group's process count", "kv_transfer_params.group_size")
+    if decode_size != group_size:
+        raise completions.RequestError(
+            400, f"kv_transfer_params.group_size: this prefill group has {group_size} "
+            f"processes and the decode group {decode_size}; rank r of a decode group pulls "
+            "rank r's KV shard, so pair prefill and decode roles of the same group size "
+            "(the decode group prefills locally meanwhile)", "kv_transfer_params.group_size")
     return True
 
 
@@ -545,6 +608,7 @@ def main(argv=None):
             dist.all_reduce(t)
 
     net = model.ShardedTransformer(config, s.worker_index, s.group_size, s.max_batch, all_reduce)
+    follower_kv = _start_disagg(s, state, net, channel) if s.mode != "colocated" else None
     if not leader:
         # A follower spends its life inside gloo calls, where Python runs no signal handler. It
         # ignores SIGTERM: the leader drains its requests, then its STOP ends the follower
@@ -553,7 +617,7 @@ def main(argv=None):
         log("ready", role="follower", worker=s.worker_index,
             seconds=round(time.monotonic() - started, 2))
         try:
-            engine.follow(net, channel)
+            engine.follow(net, channel, follower_kv)
         except Exception as e:
             log("group_failed", worker=s.worker_index, error=str(e))
             return 1
@@ -561,18 +625,6 @@ def main(argv=None):
 
     eng = engine.Engine(net, channel, s.max_queue)
     state.engine = eng
-    if s.mode != "colocated":
-        import disagg
-        import kvwire
-
-        state.counters = disagg.Counters()
-        state.kv_fields = kvwire.model_fields(net)
-        if s.mode == "prefill":
-            state.store = disagg.HandleStore(s.kv_hold_s)
-            state.kv_server = disagg.KvServer(state.store, state.counters, s.host, s.kv_port,
-                                              s.kv_timeout_s)
-            state.kv_server.start()
-            log("kv_listening", host=s.host, port=state.kv_server.port)
     loop = threading.Thread(target=_run_engine, args=(eng, state), name="engine")
     loop.start()
     state.ready.set()
@@ -592,6 +644,34 @@ def main(argv=None):
     eng.stop()
     loop.join()
     return 1 if state.failed else 0
+
+
+def _start_disagg(s, state, net, channel):
+    """Prefill or decode mode, on every process of the group: the handoff's counters and model
+    fields; in prefill mode a KV listener per process (the leader's on --kv-port, a follower's
+    on --kv-port + its index, or each on a free port when --kv-port is 0), whose addresses the
+    group gathers to the leader (one all-gather, at start, on every process in the same order).
+    Returns a follower's disagg.FollowerKv (None on the leader)."""
+    import disagg
+    import kvwire
+
+    state.counters = disagg.Counters()
+    state.kv_fields = kvwire.model_fields(net)
+    if s.mode == "prefill":
+        state.store = disagg.HandleStore(s.kv_hold_s)
+        port = s.kv_port + s.worker_index if s.kv_port else 0
+        state.kv_server = disagg.KvServer(state.store, state.counters, s.host, port,
+                                          s.kv_timeout_s, fault=s.kv_fault)
+        state.kv_server.start()
+        host = disagg.advertised_host(s.host, getattr(s, "master_addr", "127.0.0.1"),
+                                      getattr(s, "master_port", 1))
+        address = disagg.join_address(host, state.kv_server.port)
+        state.kv_ranks = channel.gather_addresses(address) if channel else [address]
+        log("kv_listening", host=s.host, port=state.kv_server.port, worker=s.worker_index,
+            advertised=address, fault=s.kv_fault)
+    if s.worker_index == 0:
+        return None
+    return disagg.FollowerKv(net, state.kv_fields, s.kv_timeout_s, state.store, log)
 
 
 def _run_engine(eng, state):

@@ -98,6 +98,52 @@ class WireTest(unittest.TestCase):
             kvwire.decode(blob, kvwire.model_fields(self.net), model.encode("other prompt"))
 
 
+class ShardTest(unittest.TestCase):
+    """A tensor-parallel group's shards, built in one process: rank r of a group of N holds
+    heads/N heads, so its blob is rank r's alone and only rank r of another group of N may
+    import it."""
+
+    def test_a_shard_carries_its_rank_and_is_imported_only_by_the_same_rank(self):
+        tokens = model.encode("one shard per rank")
+        shards = [model.ShardedTransformer(SMALL, rank, 2, max_batch=2) for rank in range(2)]
+        blobs = []
+        for net in shards:
+            net.prefill(0, tokens, want_logits=False)  # no all-reduce: the KV is per rank
+            blobs.append(kvwire.encode(kvwire.model_fields(net), tokens,
+                                       net.export_kv(0, len(tokens)), torch.zeros(0)))
+        # Half the heads: half the layer bytes of a group of one's blob.
+        whole = blob_for(model.ShardedTransformer(SMALL, max_batch=2), "one shard per rank")[1]
+        layer_bytes = (len(whole) - kvwire.HEADER.size - 4 * len(tokens) -
+                       4 * len(model.GENERATABLE) - 4)
+        self.assertEqual(len(blobs[0]), kvwire.HEADER.size + 4 * len(tokens) +
+                         layer_bytes // 2 + 4)
+        for rank, blob in enumerate(blobs):
+            fields = kvwire.model_fields(shards[rank])
+            _, layers, logits = kvwire.decode(blob, fields, tokens)
+            self.assertEqual(tuple(layers[0][0].shape), (2, len(tokens), SMALL.d_model // 4))
+            self.assertEqual(logits.numel(), 0)
+            self.assertTrue(torch.equal(layers[1][1],
+                                        shards[rank].export_kv(0, len(tokens))[1][1]))
+        with self.assertRaisesRegex(kvwire.WireError, "rank 1 of a group of 2; this process "
+                                    "is rank 0 of 2"):
+            kvwire.decode(blobs[1], kvwire.model_fields(shards[0]), tokens)
+        with self.assertRaisesRegex(kvwire.WireError, "rank 0 of a group of 2; this process "
+                                    "is rank 0 of 1"):
+            kvwire.decode(blobs[0], kvwire.model_fields(model.ShardedTransformer(SMALL)), tokens)
+
+    def test_another_wire_version_or_an_impossible_rank_is_refused_clearly(self):
+        _, blob = blob_for(model.ShardedTransformer(SMALL, max_batch=2), "version")
+        v1 = bytearray(blob)
+        v1[4:6] = (1).to_bytes(2, "little")
+        with self.assertRaisesRegex(kvwire.WireError, "version 1; this server reads version 2 "
+                                    r"\(run the same examples/serve/server.py"):
+            kvwire.decode(bytes(v1))
+        bad_rank = bytearray(blob)
+        bad_rank[44:46] = (3).to_bytes(2, "little")  # the rank field: rank 3 of a group of 1
+        with self.assertRaisesRegex(kvwire.WireError, "rank 3 of a group of 1"):
+            kvwire.decode(bytes(bad_rank))
+
+
 class HandleStoreTest(unittest.TestCase):
     def test_a_blob_is_taken_once_and_an_unpulled_one_expires(self):
         now = [100.0]
