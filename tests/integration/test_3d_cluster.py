@@ -10,14 +10,14 @@ import json
 import os
 import unittest
 
-from test_cluster import ENV_DUMP, LEASE_MS, PYTHON, REPO, Cluster, wait_for
+from test_cluster import ENV_DUMP, LEASE_MS, PYTHON, REPO, Cluster, heartbeat_ms, wait_for
 
 
 class Cluster3D(Cluster):
     """The Cluster helper on two 7x cubes; `extra` goes to `tessera up`."""
 
     def up(self, extra=()):
-        self.cli("up", "--generation", "7x", "--cubes", "2", "--heartbeat-ms", "200",
+        self.cli("up", "--generation", "7x", "--cubes", "2", "--heartbeat-ms", heartbeat_ms(),
                  "--lease-ms", str(LEASE_MS), "--timeout", "120", *extra)
         with open(os.path.join(self.state, "admin.token")) as f:
             self.token = f.read().strip()

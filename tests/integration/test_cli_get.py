@@ -20,7 +20,7 @@ import unittest
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "python"))
 from tessera.client import Client  # noqa: E402
-from test_cluster import LEASE_MS  # noqa: E402
+from test_cluster import LEASE_MS, heartbeat_ms  # noqa: E402
 
 TESSERA = os.environ.get("TESSERA_BIN", os.path.join(REPO, "build", "dev", "bin", "tessera"))
 ETCD = os.environ.get("TESSERA_ETCD") or shutil.which("etcd")
@@ -230,7 +230,7 @@ class CliUpTest(unittest.TestCase):
         cls.dir = tempfile.mkdtemp(prefix="tessera-up-")
         cls.state = os.path.join(cls.dir, "state")
         p = cls.cli("up", "--generation", "v6e", "--topology", "2x2", "--slices", "1",
-                    "--heartbeat-ms", "200", "--lease-ms", str(LEASE_MS), "--timeout", "120",
+                    "--heartbeat-ms", heartbeat_ms(), "--lease-ms", str(LEASE_MS), "--timeout", "120",
                     "--fair-sharing")
         cls.up = p
         if p.returncode != 0:

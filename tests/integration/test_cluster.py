@@ -79,6 +79,14 @@ def mode_of(path):
 LEASE_MS = 6000
 
 
+def heartbeat_ms(lease_ms=LEASE_MS):
+    """The test clusters' heartbeat: a tenth of the lease, from 100 to 500 ms. Each heartbeat
+    is a TLS round trip of an ASan build on both sides: an idle cluster of 8 agents took 16% of
+    a core at 200 ms and 9% at 500 ms (docs/testing.md), and the integration stage is bound by
+    the CPU. Ten beats a lease keep a loaded agent from being declared lost."""
+    return str(max(100, min(500, lease_ms // 10)))
+
+
 def netns_unavailable():
     """Why `tessera up --netns` cannot run here (docs/netns.md), or None when it can.
     TESSERA_IT_NETNS=0 turns it off for a run."""
@@ -203,7 +211,7 @@ class Cluster:
     def up(self, extra=(), lease_ms=None):
         lease_ms = lease_ms or LEASE_MS
         self.cli("up", "--generation", "v6e", "--topology", "4x4", "--slices", "2",
-                 "--heartbeat-ms", "200", "--lease-ms", str(lease_ms), "--timeout", "120",
+                 "--heartbeat-ms", heartbeat_ms(lease_ms), "--lease-ms", str(lease_ms), "--timeout", "120",
                  *self.up_flags(), *extra)
         with open(os.path.join(self.state, "admin.token")) as f:
             self.token = f.read().strip()
@@ -471,7 +479,7 @@ class RestartTest(unittest.TestCase):
         log = open(os.path.join(c.state, "logs", "head-restart.log"), "w")
         self.addCleanup(log.close)
         head = subprocess.Popen([TESSERA, "head", "--state-dir", c.state, "--port", str(c.port),
-                                 "--heartbeat-ms", "200", "--lease-ms", str(LEASE_MS)],
+                                 "--heartbeat-ms", heartbeat_ms(), "--lease-ms", str(LEASE_MS)],
                                 stdout=log, stderr=log, start_new_session=True)
         self.addCleanup(lambda: (c.down(), head.wait(timeout=30)))  # stop, then reap
         cluster["head"] = head.pid

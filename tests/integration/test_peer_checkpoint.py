@@ -17,7 +17,7 @@ import sys
 import tempfile
 import unittest
 
-from test_cluster import LEASE_MS, PYTHON, REPO, Cluster, alive, wait_for
+from test_cluster import LEASE_MS, PYTHON, REPO, Cluster, alive, heartbeat_ms, wait_for
 
 sys_path = os.path.join(REPO, "python")
 
@@ -43,7 +43,7 @@ class PeerCheckpointTest(unittest.TestCase):
         self.c = Cluster(netns=True)
         self.addCleanup(self.c.down)
         self.c.cli("up", "--generation", "v6e", "--topology", "2x4", "--slices", "2",
-                   "--heartbeat-ms", "200", "--lease-ms", str(LEASE_MS), "--timeout", "120",
+                   "--heartbeat-ms", heartbeat_ms(), "--lease-ms", str(LEASE_MS), "--timeout", "120",
                    *self.c.up_flags())
         with open(os.path.join(self.c.state, "admin.token")) as f:
             self.c.token = f.read().strip()

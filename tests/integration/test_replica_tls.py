@@ -26,7 +26,7 @@ import unittest
 import urllib.error
 import urllib.request
 
-from test_cluster import wait_for
+from test_cluster import heartbeat_ms, wait_for
 from test_serving_e2e import ServingCluster, completion, router_call, service
 
 
@@ -47,7 +47,7 @@ def plain_http(port, path="/healthz", timeout=30):
 class ReplicaTlsCluster(ServingCluster):
     def up(self, extra=()):
         self.cli("up", "--generation", "v6e", "--topology", "2x4", "--slices", "2",
-                 "--heartbeat-ms", "200", "--lease-ms", "6000", "--timeout", "120", *extra)
+                 "--heartbeat-ms", heartbeat_ms(6000), "--lease-ms", "6000", "--timeout", "120", *extra)
         with open(os.path.join(self.state, "admin.token")) as f:
             self.token = f.read().strip()
         self.reload_port()
