@@ -104,8 +104,8 @@ Result<AutoscalerConfig> ParseAutoscaling(const Json& as, const std::string& pat
                              "of maxOngoingRequests)");
     c.target_ongoing_requests = t.get<double>();
   }
-  // The optional SLO signal: the router's mean TTFT and time per output token over the
-  // look-back, in milliseconds.
+  // The SLO signal's targets: the router's mean TTFT and time per output token over the
+  // look-back, in milliseconds (omitted: the autoscaler's defaults, 2000 and 50).
   for (const auto& [field, target] :
        {std::pair<const char*, double*>{"targetTTFTMs", &c.target_ttft_ms},
         std::pair<const char*, double*>{"targetTPOTMs", &c.target_tpot_ms}}) {
@@ -114,7 +114,7 @@ Result<AutoscalerConfig> ParseAutoscaling(const Json& as, const std::string& pat
     if (!t.is_number() || !(t.get<double>() > 0))
       return InvalidArgument(path + "." + field +
                              ": must be a positive number of milliseconds, e.g. 2000 (omit it "
-                             "to scale without this SLO signal)");
+                             "for the default: 2000 for TTFT, 50 for TPOT)");
     *target = t.get<double>();
   }
   auto up = GetDuration(as, "upscaleDelay", path, c.upscale_delay_ms);

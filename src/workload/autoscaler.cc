@@ -23,9 +23,10 @@ std::string Replicas(int n) { return std::to_string(n) + (n == 1 ? " replica" : 
 // What the samples of one window say.
 struct WindowLoad {
   int samples = 0;
-  double demand = 0;       // requests the replicas would hold if they kept up (or queued tokens)
-  double in_system = 0;    // mean requests in flight at the replicas
-  bool saturated = false;  // the router queued
+  double demand = 0;        // requests the replicas would hold if they kept up (or queued tokens)
+  double in_system = 0;     // mean requests in flight at the replicas
+  bool saturated = false;   // the router queued
+  double queued_share = 0;  // of the samples, those with requests queued at the router
   bool piling_up = false;  // its queue is as long at the end of the window as at the start, or more
   // What the in-flight mean is scaled by while the router queues: arrivals / completions over
   // the window from the counters, within [1/2, 2]; without counters 1 + queued / in flight,
@@ -42,6 +43,7 @@ WindowLoad Measure(const AutoscalerConfig& config, const std::vector<LoadSample>
                    int64_t from_ms, int64_t to_ms) {
   WindowLoad w;
   double ongoing = 0, queued = 0, tokens = 0;
+  int queueing = 0;
   const LoadSample* oldest = nullptr;
   const LoadSample* newest = nullptr;
   for (const LoadSample& s : samples) {
@@ -50,11 +52,13 @@ WindowLoad Measure(const AutoscalerConfig& config, const std::vector<LoadSample>
     ongoing += s.ongoing_requests;
     queued += std::min(s.queued_requests, s.ongoing_requests);
     tokens += s.queued_prompt_tokens;
+    queueing += s.queued_requests > 0 ? 1 : 0;
     if (oldest == nullptr || s.time_ms < oldest->time_ms) oldest = &s;
     if (newest == nullptr || s.time_ms >= newest->time_ms) newest = &s;
   }
   if (w.samples == 0) return w;
   const double n = w.samples;
+  w.queued_share = queueing / n;
   w.newest_signal = config.signal == AutoscaleSignal::kQueuedPromptTokens
                         ? newest->queued_prompt_tokens
                         : newest->ongoing_requests;
@@ -92,10 +96,8 @@ WindowLoad Measure(const AutoscalerConfig& config, const std::vector<LoadSample>
 // The worst measure over its target, or -1 with no target or nothing measured.
 double SloRatio(const AutoscalerConfig& config, const WindowLoad& w) {
   double ratio = -1;
-  if (config.target_ttft_ms > 0 && w.ttft_ms >= 0)
-    ratio = std::max(ratio, w.ttft_ms / config.target_ttft_ms);
-  if (config.target_tpot_ms > 0 && w.tpot_ms >= 0)
-    ratio = std::max(ratio, w.tpot_ms / config.target_tpot_ms);
+  if (w.ttft_ms >= 0) ratio = std::max(ratio, w.ttft_ms / AutoscaleTtftTarget(config));
+  if (w.tpot_ms >= 0) ratio = std::max(ratio, w.tpot_ms / AutoscaleTpotTarget(config));
   return ratio;
 }
 
@@ -106,6 +108,14 @@ double AutoscaleTarget(const AutoscalerConfig& config, int max_ongoing_requests)
     return config.target_queued_prompt_tokens;
   if (config.target_ongoing_requests > 0) return config.target_ongoing_requests;
   return max_ongoing_requests > 0 ? max_ongoing_requests / 2.0 : 2.0;
+}
+
+double AutoscaleTtftTarget(const AutoscalerConfig& config) {
+  return config.target_ttft_ms > 0 ? config.target_ttft_ms : kAutoscalerDefaultTtftMs;
+}
+
+double AutoscaleTpotTarget(const AutoscalerConfig& config) {
+  return config.target_tpot_ms > 0 ? config.target_tpot_ms : kAutoscalerDefaultTpotMs;
 }
 
 AutoscalerDecision Autoscale(const AutoscalerConfig& config, const std::vector<LoadSample>& samples,
@@ -143,11 +153,22 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
   const bool tokens = config.signal == AutoscaleSignal::kQueuedPromptTokens;
   const double target = AutoscaleTarget(config, in.max_ongoing_requests);
   const int ready = in.ready_replicas >= 0 ? in.ready_replicas : current;
+  // A saturated window whose queue drains: the replicas held what they take and catch up, so
+  // size them on the throughput they showed there (maxOngoingRequests in flight), at
+  // kAutoscalerSaturatedUtilization of it; a backlog flowing into new groups is no new demand.
+  // While the queue piles up, the load is past that throughput by an amount the window cannot
+  // see (a full queue rejects what it does not hold): the target stands (up to 2x a step).
+  const bool router_queues = !tokens && stable.queued_share >= 0.5;
+  const bool saturated_window = router_queues && in.max_ongoing_requests > 0 && !stable.piling_up;
+  const double per_replica =
+      saturated_window ? std::max(target, in.max_ongoing_requests * kAutoscalerSaturatedUtilization)
+                       : target;
   std::string head =
       "demand " + Number(stable.demand) + (tokens ? " queued prompt tokens" : " in flight") +
       (stable.saturated ? " (router queueing)" : "") + " over " + Replicas(current) +
       (in.starting_replicas > 0 ? " (" + std::to_string(in.starting_replicas) + " starting)" : "") +
-      ", target " + Number(target);
+      ", target " + Number(target) +
+      (per_replica != target ? " (saturated: " + Number(per_replica) + " a replica)" : "");
   if (current == 0) {
     if (stable.newest_signal > 0 && config.max_replicas > 0 && in.free_slices != 0) {
       d.desired_replicas = 1;
@@ -176,7 +197,12 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
   // and finished none): while the stable window saw the router queue, its factor is the one.
   if (!tokens && stable.saturated && burst.in_system > 0)
     burst.demand = burst.in_system * stable.factor;
-  const int panic_want = burst.samples > 0 ? clamp_want(burst.demand / target) : 0;
+  // The panic window sizes a saturated router on the throughput shown, as the stable one does.
+  const double burst_per_replica =
+      !tokens && burst.queued_share >= 0.5 && in.max_ongoing_requests > 0 && !burst.piling_up
+          ? std::max(target, in.max_ongoing_requests * kAutoscalerSaturatedUtilization)
+          : target;
+  const int panic_want = burst.samples > 0 ? clamp_want(burst.demand / burst_per_replica) : 0;
   // Against the desired size, starting groups included: a burst already answered by groups on
   // the way is no new burst (no cascade while they start).
   // A burst piles requests up at the router; a backlog draining into new groups is none.
@@ -192,8 +218,8 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
       d.desired_replicas = to;
       d.state.last_up_ms = now;
       d.reason = "burst: demand " + Number(burst.demand) + " in flight in the last " +
-                 Secs(panic_ms) + " over " + Replicas(ready) + " ready, target " + Number(target) +
-                 " -> " + std::to_string(to) + " at once" + cap_note;
+                 Secs(panic_ms) + " over " + Replicas(ready) + " ready, target " +
+                 Number(burst_per_replica) + " -> " + std::to_string(to) + " at once" + cap_note;
     } else {
       d.reason = "burst: want " + std::to_string(panic_want) + " but no free slice: keep " +
                  Replicas(current);
@@ -201,7 +227,7 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
     return d;
   }
 
-  const int want = clamp_want(stable.demand / target);
+  const int want = clamp_want(stable.demand / per_replica);
   const double slo = SloRatio(config, stable);
   // The SLO measures the capacity that served the window: groups on the way are not in it.
   // Nor a window that began before the ready count last changed.
@@ -216,7 +242,7 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
   const int slo_want = slo_up ? clamp_want(std::max<double>(
                                     current + 1, current * std::min(slo, kAutoscalerMaxUpFactor)))
                               : 0;
-  const double capacity = current * target;
+  const double capacity = current * per_replica;
   const bool demand_up = want > current && stable.demand > capacity * (1 + kAutoscalerTolerance);
   const bool up = (demand_up || slo_up) && up_cap > current;
   const int up_want = std::max(demand_up ? want : 0, slo_want);
@@ -238,6 +264,8 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
     }
     if (down_to == current)
       down_block = "the SLO measure at a smaller size would pass its target";
+    else if (router_queues)  // a backlog draining: arrivals below completions, not demand
+      down_block = "the router queues";
     else if (in.starting_replicas > 0)
       down_block = std::to_string(in.starting_replicas) + " starting";
     else if (in_panic)
@@ -259,17 +287,27 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
   }
   int64_t& since = up ? d.state.up_since_ms : d.state.down_since_ms;
   if (since < 0) since = now;
-  const int64_t delay = up ? config.upscale_delay_ms : config.downscale_delay_ms;
+  // A descent under way (the last step was down, none up since) and demand still lower: each
+  // further step waits a third of the delay, at least a look-back. The first step down waits the
+  // whole delay (it proves the fall lasts), and so does a step to zero.
+  const bool fast_down =
+      !up && down_to >= 1 && d.state.last_down_ms >= 0 && d.state.last_down_ms > d.state.last_up_ms;
+  const int64_t delay =
+      up ? config.upscale_delay_ms
+      : fast_down
+          ? std::max(config.lookback_ms, config.downscale_delay_ms / kAutoscalerFastDownDivisor)
+          : config.downscale_delay_ms;
   const int64_t held = now - since;
   const int to = up ? std::min(up_want, up_cap) : down_to;
   d.reason = head + " -> want " + std::to_string(up ? up_want : want) +
              (slo_up && !demand_up ? " (SLO)" : "") + ", step to " + std::to_string(to) + cap_note +
              " for " + Secs(held) + (held >= delay ? " >= " : " < ") +
-             (up ? "upscale" : "downscale") + " delay " + Secs(delay);
+             (up ? "upscale" : "downscale") + " delay " + Secs(delay) +
+             (fast_down ? " (a descent under way)" : "");
   if (held >= delay) {
     d.desired_replicas = to;
     d.state.up_since_ms = d.state.down_since_ms = -1;
-    if (up) d.state.last_up_ms = now;
+    (up ? d.state.last_up_ms : d.state.last_down_ms) = now;
   }
   return d;
 }

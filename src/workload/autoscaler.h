@@ -16,12 +16,23 @@
 //              counters, by at most 2.
 //   want     = ceil(demand / target), clamped to [min, max]; target = targetOngoingRequests,
 //              by default half the role's maxOngoingRequests.
-//   SLO      = optional: with targetTTFTMs / targetTPOTMs, the window's mean TTFT and TPOT as
-//              the router measured them. Above a target, want at least current x (measure /
-//              target), at most 2x, once no group starts and the ready count has not changed
-//              for a look-back (the window measured the capacity there is); a scale-down must
-//              leave the predicted measure at the new size (measure x current / new) below the
-//              target less the tolerance.
+//   saturated = while the router queues in most of the window and the role's
+//              maxOngoingRequests is known, the replicas hold as much as they take: their
+//              in-flight mean is their capacity, not what the load needs. The reference per
+//              replica is then the measured saturation point: want = ceil(in flight x factor /
+//              (maxOngoingRequests x 0.8)) (Little's law over the window: arrivals / completions
+//              x the replicas that served them, at 80 % of the throughput they showed), not
+//              in flight / target, which read a full replica as 2x demand (max = 2 x target)
+//              and doubled the size on every saturated window (the scale-up cascade).
+//   SLO      = on by default: the window's mean TTFT and TPOT as the router measured them,
+//              against targetTTFTMs / targetTPOTMs (when 0: kAutoscalerDefaultTtftMs 2000 and
+//              kAutoscalerDefaultTpotMs 50). Above a target, want at least current x
+//              (measure / target), at most 2x, once no group starts and the ready count has
+//              not changed for a look-back (the window measured the capacity there is); a
+//              scale-down must leave the predicted measure at the new size (measure x current
+//              / new) below the target less the tolerance. This is the queueing signal for a
+//              prefill-bound role, whose TTFT passes its target long before its in-flight
+//              count reaches the target.
 //   up       = want > current, outside the tolerance band, held for the upscale delay; the
 //              step is at most 2x (AIBrix) and at most current + free slices of the role's
 //              shape (the caller passes them). Groups still starting count as capacity: the
@@ -36,8 +47,10 @@
 //   down     = want < current, outside the band, no group starting, no panic, held for the
 //              downscale delay, and at least the downscale delay since the last scale-up (a
 //              cooldown); the step is at most half the current size (AIBrix), and each further
-//              step waits its own delay. llm-d's rule holds: the new size keeps demand under
-//              target x (1 - tolerance) per replica.
+//              step waits its own delay: the whole one for the first step of a descent (it
+//              proves the fall lasts) and a step to zero, a third of it (at least a look-back)
+//              for each further step while no scale-up intervenes. llm-d's rule
+//              holds: the new size keeps demand under target x (1 - tolerance) per replica.
 //   Scale from zero: with 0 replicas, any ongoing request in the newest sample gives 1 at once.
 //   No samples in the look-back window (the router is down or silent): keep the current size.
 //
@@ -67,8 +80,9 @@ struct AutoscalerConfig {
   int64_t upscale_delay_ms = 15'000;
   int64_t downscale_delay_ms = 300'000;  // also the cooldown after a scale-up
   int64_t lookback_ms = 60'000;          // the stable window; the panic window is a tenth
-  // Optional SLO signal, 0: off. The window's mean TTFT (router arrival to first token) and
-  // time per output token after the first, as the router measures them.
+  // The SLO signal's targets; 0: the defaults (kAutoscalerDefaultTtftMs, kAutoscalerDefaultTpotMs).
+  // The window's mean TTFT (router arrival to first token) and time per output token after the
+  // first, as the router measures them.
   double target_ttft_ms = 0;
   double target_tpot_ms = 0;
   friend bool operator==(const AutoscalerConfig&, const AutoscalerConfig&) = default;
@@ -93,8 +107,9 @@ struct AutoscalerState {
   int64_t up_since_ms = -1;    // since when a higher size is wanted without a break
   int64_t down_since_ms = -1;  // the same for a lower size
   int64_t panic_until_ms = -1;
-  int64_t last_up_ms = -1;  // the last scale-up (the scale-down cooldown counts from it)
-  int ready_seen = -1;      // the ready replicas at the last call, and since when
+  int64_t last_up_ms = -1;    // the last scale-up (the scale-down cooldown counts from it)
+  int64_t last_down_ms = -1;  // the last scale-down (a later one continues a descent)
+  int ready_seen = -1;        // the ready replicas at the last call, and since when
   int64_t ready_changed_ms = -1;
   friend bool operator==(const AutoscalerState&, const AutoscalerState&) = default;
 };
@@ -126,6 +141,15 @@ inline constexpr double kAutoscalerPanicThreshold = 2.0;
 // The most one step changes the size: x2 up, half down.
 inline constexpr double kAutoscalerMaxUpFactor = 2.0;
 inline constexpr double kAutoscalerMaxDownFraction = 0.5;
+// Each step down after the first of a descent waits the downscale delay divided by this (at
+// least a look-back).
+inline constexpr int64_t kAutoscalerFastDownDivisor = 3;
+// The SLO signal's targets when the spec does not set them (the simulator's default SLO).
+inline constexpr double kAutoscalerDefaultTtftMs = 2000;
+inline constexpr double kAutoscalerDefaultTpotMs = 50;
+// A saturated replica is sized at this fraction of the throughput it showed at
+// maxOngoingRequests in flight.
+inline constexpr double kAutoscalerSaturatedUtilization = 0.8;
 
 AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInput& input);
 
@@ -136,5 +160,9 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const std::vector<L
 
 // The target per replica in force: the configured one, or the default from maxOngoingRequests.
 double AutoscaleTarget(const AutoscalerConfig& config, int max_ongoing_requests);
+
+// The SLO targets in force (ms): the configured ones, or the defaults.
+double AutoscaleTtftTarget(const AutoscalerConfig& config);
+double AutoscaleTpotTarget(const AutoscalerConfig& config);
 
 }  // namespace tessera

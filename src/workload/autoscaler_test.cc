@@ -105,8 +105,10 @@ TEST(AutoscalerTest, MaxReplicasAloneGivesTheDefaults) {
   EXPECT_EQ(c.upscale_delay_ms, 15'000);
   EXPECT_EQ(c.downscale_delay_ms, 300'000);
   EXPECT_EQ(c.lookback_ms, 60'000);
-  EXPECT_EQ(c.target_ttft_ms, 0);  // the SLO signal is off
+  EXPECT_EQ(c.target_ttft_ms, 0);  // the SLO signal's default targets
   EXPECT_EQ(c.target_tpot_ms, 0);
+  EXPECT_EQ(AutoscaleTtftTarget(c), 2000);
+  EXPECT_EQ(AutoscaleTpotTarget(c), 50);
   // The target: half the role's maxOngoingRequests, 2 when it is not known.
   EXPECT_EQ(AutoscaleTarget(c, 16), 8);
   EXPECT_EQ(AutoscaleTarget(c, 0), 2);
@@ -157,18 +159,39 @@ TEST(AutoscalerTest, ReasonNamesDemandReplicasTargetWantAndDelay) {
 }
 
 TEST(AutoscalerTest, StepDownWaitsForTheDelayAndTakesAtMostHalfEachStep) {
+  // Demand falls from 8 replicas' worth to 5 (not under half): the whole 300 s delay.
+  Series r{Config(1, 16)};
+  r.replicas = r.ready = 8;
+  r.Ongoing(0, 1000, [](int64_t t) { return t < 100 ? 16.0 : 10.0; });
+  EXPECT_EQ(r.replicas, 5);
+  const int64_t five = r.FirstAt(5);
+  EXPECT_GE(five, 100 + 300);
+  EXPECT_LE(five, 100 + 300 + 60);
+  EXPECT_EQ(r.Changes(), 1);
+}
+
+TEST(AutoscalerTest, ADescentUnderWayStepsFasterButAtMostHalfEachStep) {
   Series r{Config(1, 16)};
   r.replicas = r.ready = 8;
   r.Ongoing(0, 3000, [](int64_t t) { return t < 100 ? 16.0 : 1.0; });
   EXPECT_EQ(r.replicas, 1);
-  // 8 -> 4 -> 2 -> 1, each step after its own 300 s: never straight to the latest want.
+  // 8 -> 4 -> 2 -> 1, never straight to the latest want: the first step after the whole 300 s
+  // delay, each further one after a third of it (100 s, at least the 60 s look-back).
   const int64_t four = r.FirstAt(4), two = r.FirstAt(2), one = r.FirstAt(1);
   EXPECT_GE(four, 100 + 300);
   EXPECT_LE(four, 100 + 300 + 60);
   EXPECT_EQ(r.history[static_cast<size_t>(four) - 1], 8);
-  EXPECT_GE(two - four, 300);
-  EXPECT_GE(one - two, 300);
+  EXPECT_GE(two - four, 100);
+  EXPECT_LT(two - four, 300) << r.last_reason;
+  EXPECT_GE(one - two, 100);
+  EXPECT_LT(one - two, 300);
   EXPECT_EQ(r.Changes(), 3);
+  // A scale-up ends the descent: the next step down waits the whole delay again.
+  r.Ongoing(3000, 3200, [](int64_t) { return 8.0; });  // want 4: 1 -> 2 -> 4
+  ASSERT_EQ(r.replicas, 4);
+  const int64_t up_at = r.FirstAt(4, 3000);
+  r.Ongoing(3200, 5000, [](int64_t) { return 1.0; });
+  EXPECT_GE(r.FirstAt(2, static_cast<size_t>(up_at)), up_at + 300 + 300);
 }
 
 TEST(AutoscalerTest, NoiseAroundASteadyLoadDoesNotFlap) {
@@ -330,6 +353,93 @@ TEST(AutoscalerTest, SloSignalScalesUpOnMeasuredLatencyAndBlocksAScaleDownThatWo
   in.samples = samples;
   d = Autoscale(c, in);
   EXPECT_EQ(d.desired_replicas, 2) << d.reason;
+}
+
+TEST(AutoscalerTest, TheSloSignalIsOnByDefaultForAPrefillBoundRole) {
+  // No SLO target in the spec. 4 replicas hold 12 in flight (under the target of 8 each: the
+  // in-flight count says 2 would do), but long prompts keep the router's mean TTFT at 3 s,
+  // 1.5x the default 2 s target: the default SLO signal scales up.
+  AutoscalerConfig c = Config(1, 16);
+  c.target_ongoing_requests = 8;
+  c.upscale_delay_ms = 0;
+  c.downscale_delay_ms = 0;
+  std::vector<LoadSample> samples;
+  for (int t = 0; t <= 60; ++t) {
+    LoadSample s = At(t, 12);
+    s.ttft_count = 4 * t;
+    s.ttft_sum_ms = 12'000.0 * t;
+    samples.push_back(s);
+  }
+  AutoscaleInput in;
+  in.samples = samples;
+  in.current_replicas = 4;
+  in.now_ms = 60'000;
+  in.state.ready_seen = 4;
+  in.state.ready_changed_ms = 0;
+  AutoscalerDecision d = Autoscale(c, in);
+  EXPECT_EQ(d.desired_replicas, 6) << d.reason;  // ceil(4 x 1.5)
+  EXPECT_NE(d.reason.find("SLO at 150% of target"), std::string::npos) << d.reason;
+  // At 1.2 s (60 %), the in-flight demand (2) is not enough to go down: 2 replicas would
+  // measure about 2.4 s, past the target.
+  for (int t = 0; t <= 60; ++t) samples[t].ttft_sum_ms = 4'800.0 * t;
+  in.samples = samples;
+  d = Autoscale(c, in);
+  EXPECT_EQ(d.desired_replicas, 3) << d.reason;  // 1.2 s x 4 / 3 = 1.6 s < 1.8 s
+  // A target in the spec replaces the default: 4 s, so 3 s is inside it.
+  c.target_ttft_ms = 4000;
+  for (int t = 0; t <= 60; ++t) samples[t].ttft_sum_ms = 12'000.0 * t;
+  in.samples = samples;
+  d = Autoscale(c, in);
+  EXPECT_EQ(d.desired_replicas, 4) << d.reason;
+}
+
+TEST(AutoscalerTest, ASaturatedWindowIsSizedOnTheThroughputTheReplicasShowed) {
+  // 4 replicas of maxOngoingRequests 16 hold 16 each; the router's queue drains slowly (50 ->
+  // 30), arrivals about equal completions. A full replica is no demand of 2x the target
+  // (16 / 8): the replicas serve what arrives at their saturation point, so 80 % of it needs
+  // ceil(63.3 / 12.8) = 5, not 8 (and no burst: the panic window's want is 5, not 2x 4).
+  AutoscalerConfig c = Config(1, 32);
+  c.target_ongoing_requests = 0;  // half of maxOngoingRequests: 8
+  c.upscale_delay_ms = 0;
+  c.downscale_delay_ms = 0;
+  std::vector<LoadSample> samples;
+  for (int t = 0; t <= 60; ++t) {
+    LoadSample s = At(t, 64 + 50 - t / 3.0, 50 - t / 3.0);
+    s.completed = 30 * t;
+    samples.push_back(s);
+  }
+  AutoscaleInput in;
+  in.samples = samples;
+  in.current_replicas = 4;
+  in.max_ongoing_requests = 16;
+  in.now_ms = 60'000;
+  AutoscalerDecision d = Autoscale(c, in);
+  EXPECT_EQ(d.desired_replicas, 5) << d.reason;
+  EXPECT_NE(d.reason.find("saturated: 12.8 a replica"), std::string::npos) << d.reason;
+  EXPECT_EQ(d.reason.find("burst"), std::string::npos) << d.reason;
+  // A queue piling up (a full one rejects what it does not hold: the excess is unseen) keeps
+  // the target: 2x a step.
+  std::vector<LoadSample> piling = samples;
+  for (int t = 0; t <= 60; ++t) piling[t] = At(t, 64 + 20, 20), piling[t].completed = 30 * t;
+  in.samples = piling;
+  d = Autoscale(c, in);
+  EXPECT_EQ(d.desired_replicas, 8) << d.reason;
+  // The router queued in under half the window (a passing spike): sized on the target.
+  for (int t = 0; t <= 60; ++t)
+    if (t < 40) samples[t] = At(t, 32), samples[t].completed = 30 * t;
+  in.samples = samples;
+  d = Autoscale(c, in);
+  EXPECT_EQ(d.desired_replicas, 6) << d.reason;  // 43 in flight x 1.03 / 8
+  // A backlog draining (half as many arrivals as completions) is no reason to go down while
+  // the router still queues.
+  for (int t = 0; t <= 60; ++t) {
+    samples[t] = At(t, 64 + 100 - t, 100 - t);
+    samples[t].completed = 2 * t;
+  }
+  in.samples = samples;
+  d = Autoscale(c, in);
+  EXPECT_EQ(d.desired_replicas, 4) << d.reason;
+  EXPECT_NE(d.reason.find("the router queues"), std::string::npos) << d.reason;
 }
 
 TEST(AutoscalerTest, ScaleFromZeroIsImmediateAndScaleToZeroAfterTheDelay) {
