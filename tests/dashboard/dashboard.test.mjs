@@ -65,7 +65,7 @@ test('a wrong token is refused and the page asks again', async () => {
   const page = await newPage();
   await login(page, cluster.url, 'not-the-admin-token-0123456789');
   const error = page.locator('[data-role=login-error]');
-  await error.filter({hasText: 'refused'}).waitFor({timeout: 15_000});
+  await error.filter({hasText: 'refused'}).waitFor({timeout: 60_000});
   assert.equal(await page.locator('[data-role=main]').isHidden(), true);
   assert.equal(await page.evaluate(() => sessionStorage.getItem('tessera.token')), null,
                'a refused token is not kept');
@@ -74,7 +74,7 @@ test('a wrong token is refused and the page asks again', async () => {
   const join = (await import('node:fs')).readFileSync(`${cluster.state}/join.token`, 'utf8').trim();
   await page.fill('#token', join);
   await page.click('[data-role=login-form] button[type=submit]');
-  await error.filter({hasText: 'admin token'}).waitFor({timeout: 15_000});
+  await error.filter({hasText: 'admin token'}).waitFor({timeout: 60_000});
   await page.done();
 });
 
@@ -96,15 +96,15 @@ test('a user sees who it is, and what its role hides and why', async () => {
     assert.equal(made.status, 201, made.text);
     const page = await newPage();
     await login(page, cluster.url, made.json.token);
-    await page.locator('[data-role=who]', {hasText: 'dash-viewer (view in team-a)'}).waitFor({timeout: 15_000});
+    await page.locator('[data-role=who]', {hasText: 'dash-viewer (view in team-a)'}).waitFor({timeout: 60_000});
     const hidden = page.locator('[data-role=hidden]');
-    await hidden.filter({hasText: 'Hidden: hosts'}).waitFor({timeout: 15_000});
+    await hidden.filter({hasText: 'Hidden: hosts'}).waitFor({timeout: 60_000});
     assert.match(await hidden.textContent(), /needs role cluster-admin/);
     assert.equal(await page.locator('tr[data-host]').count(), 0);
     await screenshot(page, 'user-hidden');
     // Its namespace's job is listed; no job of the namespace default is.
     await page.goto(`${cluster.url}/#/jobs`);
-    await page.locator('tr[data-job="team-a.dash-team-job"]').waitFor({timeout: 15_000});
+    await page.locator('tr[data-job="team-a.dash-team-job"]').waitFor({timeout: 60_000});
     assert.equal(await page.locator('tr[data-job="dash-default-job"]').count(), 0);
     await page.done();
   } finally {
@@ -124,7 +124,7 @@ test('the cluster grid shows the running job on its chips', async () => {
 
   const page = await newPage();
   await login(page, cluster.url, cluster.token);
-  await page.locator('[data-role=conn]', {hasText: 'live'}).waitFor({timeout: 15_000});
+  await page.locator('[data-role=conn]', {hasText: 'live'}).waitFor({timeout: 60_000});
   // The legend names the job with its 16 chips; the host table lists its hosts.
   await page.locator('.legend li[data-job="dash-train"]', {hasText: '16 chips'}).waitFor();
   for (const h of hosts)
@@ -194,7 +194,7 @@ test('a job page shows each worker\'s log tail, live', async () => {
 test('a worker failure shows up in the recovery timeline', async () => {
   const page = await newPage();
   await login(page, cluster.url, cluster.token);
-  await page.locator('[data-role=conn]', {hasText: 'live'}).waitFor({timeout: 15_000});
+  await page.locator('[data-role=conn]', {hasText: 'live'}).waitFor({timeout: 60_000});
   const r = await cluster.api('POST', '/api/v1/jobs', trainJob('dash-fail', [PY, '-c', FAIL]));
   assert.equal(r.status, 201, r.text);
   await page.goto(`${cluster.url}/#/jobs/dash-fail`);
@@ -231,9 +231,9 @@ test('queues, utilization and events views render live data', async () => {
   const page = await newPage();
   await login(page, cluster.url, cluster.token);
   await page.goto(`${cluster.url}/#/events`);
-  await page.locator('tbody tr', {hasText: 'Placed'}).first().waitFor({timeout: 15_000});
+  await page.locator('tbody tr', {hasText: 'Placed'}).first().waitFor({timeout: 60_000});
   await page.goto(`${cluster.url}/#/utilization`);
-  await page.locator('[data-role=util-legend] li', {hasText: 'v6e'}).waitFor({timeout: 15_000});
+  await page.locator('[data-role=util-legend] li', {hasText: 'v6e'}).waitFor({timeout: 60_000});
   await screenshot(page, 'utilization');
   await page.goto(`${cluster.url}/#/queues`);
   await page.locator('h1', {hasText: 'Queues'}).waitFor();
@@ -243,10 +243,10 @@ test('queues, utilization and events views render live data', async () => {
 test('deleting the jobs frees their chips on the grid, live', async () => {
   const page = await newPage();
   await login(page, cluster.url, cluster.token);
-  await page.locator('.legend li[data-job="dash-train"]').waitFor({timeout: 15_000});
+  await page.locator('.legend li[data-job="dash-train"]').waitFor({timeout: 60_000});
   for (const name of ['dash-train', 'dash-fail']) await cluster.api('DELETE', `/api/v1/jobs/${name}`);
   await waitFor('jobs gone', async () => (await cluster.api('GET', '/api/v1/jobs')).json.items.length === 0, 60_000);
-  await page.locator('.legend li[data-job="dash-train"]').waitFor({state: 'detached', timeout: 15_000});
+  await page.locator('.legend li[data-job="dash-train"]').waitFor({state: 'detached', timeout: 60_000});
   await page.locator('.legend li', {hasText: 'free 32 chips'}).waitFor();
   await page.done();
 });
@@ -254,7 +254,7 @@ test('deleting the jobs frees their chips on the grid, live', async () => {
 test('a 9,216-chip Ironwood pod draws in one canvas, fast', async () => {
   const page = await newPage();
   await login(page, cluster.url, cluster.token);
-  await page.locator('[data-role=conn]', {hasText: 'live'}).waitFor({timeout: 15_000});
+  await page.locator('[data-role=conn]', {hasText: 'live'}).waitFor({timeout: 60_000});
   const result = await page.evaluate(async () => {
     const {ClusterView} = await import('/web/cluster.js');
     const hosts = [], jobs = [];

@@ -111,10 +111,10 @@ test('the Services list shows the Service, its replicas, autoscaler and groups o
   await login(page, cluster.url, cluster.token);
   await page.goto(`${cluster.url}/#/services`);
   const row = page.locator(`tr[data-service="${NAME}"]`);
-  await row.filter({hasText: 'Ready'}).filter({hasText: '2 / 2'}).waitFor({timeout: 15_000});
+  await row.filter({hasText: 'Ready'}).filter({hasText: '2 / 2'}).waitFor({timeout: 60_000});
   assert.match(await row.innerText(), /v6e 4x4/);
   // The autoscaler's decision and its reason, once the head has run it (every tick).
-  await row.filter({hasText: /2 replicas: demand/}).waitFor({timeout: 15_000});
+  await row.filter({hasText: /2 replicas: demand/}).waitFor({timeout: 60_000});
   // Each group in the legend, ready, with its slice; the third slice free.
   const reps = await groups();
   for (const r of reps) {
@@ -154,9 +154,9 @@ test('a Service page shows readiness per group live, and request rate and latenc
   const reps = await groups();
   for (const r of reps) {
     const tr = page.locator(`tr[data-group="${NAME}/server/${r.replica}"][data-phase="Ready"]`);
-    await tr.filter({hasText: r.slice}).filter({hasText: r.hosts[0]}).waitFor({timeout: 15_000});
+    await tr.filter({hasText: r.slice}).filter({hasText: r.hosts[0]}).waitFor({timeout: 60_000});
   }
-  await page.locator('[data-role=autoscaler]', {hasText: /2 replicas: demand .* target 4/}).waitFor({timeout: 15_000});
+  await page.locator('[data-role=autoscaler]', {hasText: /2 replicas: demand .* target 4/}).waitFor({timeout: 60_000});
 
   // Traffic through the router: the charts' legends get a request rate and a latency.
   const load = sendLoad();
@@ -216,7 +216,7 @@ test('deleting the Service empties the list and frees its chips, live', async ()
   const page = await newPage();
   await login(page, cluster.url, cluster.token);
   await page.goto(`${cluster.url}/#/services`);
-  await page.locator(`tr[data-service="${NAME}"]`).waitFor({timeout: 15_000});
+  await page.locator(`tr[data-service="${NAME}"]`).waitFor({timeout: 60_000});
   const r = await cluster.api('DELETE', `/api/v1/services/${NAME}`);
   assert.equal(r.status, 200, r.text);
   await page.locator('tbody', {hasText: 'No services'}).waitFor({timeout: 60_000});
@@ -263,7 +263,7 @@ test('a disaggregated Service page shows prefill and decode side by side with ha
   await login(page, cluster.url, cluster.token);
   await page.goto(`${cluster.url}/#/services/${PD}`);
   const table = page.locator('[data-role=disagg] table.disagg');
-  await table.waitFor({timeout: 15_000});
+  await table.waitFor({timeout: 60_000});
   assert.deepEqual(await table.locator('thead th[data-role-name]').evaluateAll((ths) => ths.map((t) => t.dataset.roleName)),
                    ['prefill', 'decode'], 'prefill, then decode');
   const row = (label) => table.locator('tbody tr', {hasText: label});
@@ -273,7 +273,7 @@ test('a disaggregated Service page shows prefill and decode side by side with ha
   assert.match(tpot[1], /^[\d.]+ (µs|ms|s)$/);
   assert.match((await row('Time to first token').locator('td').allInnerTexts())[0], /^[\d.]+ (µs|ms|s)$/,
                'the prefill role prefilled the handed-off streams');
-  await page.locator('[data-role=handoffs]', {hasText: /^[1-9]\d* prefilled remotely/}).waitFor({timeout: 15_000});
+  await page.locator('[data-role=handoffs]', {hasText: /^[1-9]\d* prefilled remotely/}).waitFor({timeout: 60_000});
   assert.match(await page.locator('[data-role=fallbacks]').innerText(), /^0 to local prefill/);
   // One slice per role: never the same slice, so 0% on the decode replica's slice.
   assert.match(await page.locator('[data-role=pairing]').innerText(), /^0% on the decode replica's slice \(0 same slice, [1-9]\d* other slice/);
