@@ -16,7 +16,7 @@ Writes files of the same format (TIMESTAMP,ContextTokens,GeneratedTokens) into O
 Every variant is a function of the source file and --seed. Standard library only.
 
   bench/serving/trace_variants.py --source ../shared/traces/azure-llm-inference-2023/conv.csv \
-      --out /tmp/variants --seed 1
+      --out variants --seed 1
 """
 
 import argparse

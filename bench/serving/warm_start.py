@@ -26,7 +26,7 @@ A benchmark: a table of medians and JSON (--json); bounded (--budget-s, every wa
 deadline). Run it under the build lock:
 
   flock /tmp/tessera-build.lock /usr/bin/python3 bench/serving/warm_start.py \\
-      --binary build/dev/bin/tessera --runs 3 --json /tmp/warm_start.json
+      --binary build/dev/bin/tessera --runs 3 --json warm_start.json
 """
 
 import argparse
