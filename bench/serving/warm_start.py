@@ -144,6 +144,27 @@ class Bench:
         self.wait("%s: the router on %d groups" % (name, replicas),
                   lambda: self.router(name)[0] == replicas, 60)
 
+    def until_taking_traffic(self, name, t0, ready_group, endpoints):
+        """Polls until ready_group() names the group Ready at the head, then until the router
+        routes to `endpoints` groups and the group has requests in flight (or the recovery
+        timeout). (head, routed, traffic, group): monotonic times, None where not reached."""
+        head = routed = traffic = group = None
+        while time.monotonic() < t0 + self.args.recover_timeout_s:
+            now = time.monotonic()
+            if head is None:
+                group = ready_group()
+                if group is not None:
+                    head = now
+            if head is not None:
+                ready, in_flight = self.router(name, group["replica"])
+                if routed is None and ready == endpoints:
+                    routed = now
+                if routed is not None and in_flight > 0:
+                    traffic = now
+                    break
+            time.sleep(0.05)
+        return head, routed, traffic, group
+
     # --- scenarios -----------------------------------------------------------------------
 
     def kill(self, name):
@@ -157,21 +178,14 @@ class Bench:
         time.sleep(self.args.warmup_s)
         t0 = time.monotonic()
         os.kill(victim["processes"][1]["pid"], signal.SIGKILL)
-        head = routed = traffic = None
-        while time.monotonic() < t0 + self.args.recover_timeout_s:
-            now = time.monotonic()
-            if head is None:
-                r = self.replicas(name) or []
-                if r and r[0]["incarnation"] > victim["incarnation"] and r[0]["phase"] == "Ready":
-                    head, again = now, r[0]
-            if head is not None:
-                ready, in_flight = self.router(name, victim["replica"])
-                if routed is None and ready == 1:
-                    routed = now
-                if routed is not None and in_flight > 0:
-                    traffic = now
-                    break
-            time.sleep(0.05)
+
+        def recreated():
+            r = self.replicas(name) or []
+            if r and r[0]["incarnation"] > victim["incarnation"] and r[0]["phase"] == "Ready":
+                return r[0]
+            return None
+
+        head, routed, traffic, again = self.until_taking_traffic(name, t0, recreated, 1)
         load.stop()
         if head is None:
             raise SystemExit("%s: the killed group was not Ready again in %.0f s" %
@@ -193,21 +207,12 @@ class Bench:
                                             {"role": "server", "replicas": 2})
         if status != 200:
             raise SystemExit("scale of %s failed: %s %s" % (name, status, body))
-        head = routed = traffic = new = None
-        while time.monotonic() < t0 + self.args.recover_timeout_s:
-            now = time.monotonic()
-            if head is None:
-                added = [r for r in self.replicas(name) or [] if r["replica"] not in old]
-                if added and added[0]["phase"] == "Ready":
-                    head, new = now, added[0]
-            if head is not None:
-                ready, in_flight = self.router(name, new["replica"])
-                if routed is None and ready == 2:
-                    routed = now
-                if routed is not None and in_flight > 0:
-                    traffic = now
-                    break
-            time.sleep(0.05)
+
+        def added():
+            new = [r for r in self.replicas(name) or [] if r["replica"] not in old]
+            return new[0] if new and new[0]["phase"] == "Ready" else None
+
+        head, routed, traffic, new = self.until_taking_traffic(name, t0, added, 2)
         load.stop()
         if head is None:
             raise SystemExit("%s: the new group was not Ready in %.0f s" %

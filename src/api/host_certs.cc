@@ -62,16 +62,9 @@ HostCertIssuer::HostCertIssuer(store::Store& store, HostCertOptions options)
     : store_(store), options_(std::move(options)) {}
 
 Status HostCertIssuer::Load() {
-  Result<std::string> cert = pki::ReadPemFile(options_.ca_cert_file);
-  if (!cert.ok()) return cert.status();
-  Result<std::string> key = pki::ReadPemFile(options_.ca_key_file);
-  if (!key.ok()) return key.status();
-  Status matches = pki::CheckKeyMatchesCert(*cert, *key);
-  if (!matches.ok()) {
-    return InvalidArgument(options_.ca_key_file + ": not the key of " + options_.ca_cert_file +
-                           " (" + matches.message() + ")");
-  }
-  ca_ = {std::move(*cert), std::move(*key)};
+  Result<pki::CertAndKey> ca = pki::ReadCa(options_.ca_cert_file, options_.ca_key_file);
+  if (!ca.ok()) return ca.status();
+  ca_ = std::move(*ca);
   auto objects = store_.List(kHostRevocationKind);
   if (!objects.ok()) return objects.status();
   std::lock_guard lock(mu_);

@@ -38,16 +38,9 @@ pki::ServerCertOptions ReplicaServerCertOptions(const controller::ReplicaCertReq
 }
 
 Status ReplicaCertIssuer::Load() {
-  Result<std::string> cert = pki::ReadPemFile(options_.ca_cert_file);
-  if (!cert.ok()) return cert.status();
-  Result<std::string> key = pki::ReadPemFile(options_.ca_key_file);
-  if (!key.ok()) return key.status();
-  Status matches = pki::CheckKeyMatchesCert(*cert, *key);
-  if (!matches.ok()) {
-    return InvalidArgument(options_.ca_key_file + ": not the key of " + options_.ca_cert_file +
-                           " (" + matches.message() + ")");
-  }
-  ca_ = {std::move(*cert), std::move(*key)};
+  Result<pki::CertAndKey> ca = pki::ReadCa(options_.ca_cert_file, options_.ca_key_file);
+  if (!ca.ok()) return ca.status();
+  ca_ = std::move(*ca);
   return Status::Ok();
 }
 

@@ -443,6 +443,18 @@ Status CheckKeyMatchesCert(std::string_view cert_pem, std::string_view key_pem) 
   return Status::Ok();
 }
 
+Result<CertAndKey> ReadCa(const std::string& cert_file, const std::string& key_file) {
+  Result<std::string> cert = ReadPemFile(cert_file);
+  if (!cert.ok()) return cert.status();
+  Result<std::string> key = ReadPemFile(key_file);
+  if (!key.ok()) return key.status();
+  Status matches = CheckKeyMatchesCert(*cert, *key);
+  if (!matches.ok())
+    return InvalidArgument(key_file + ": not the key of " + cert_file + " (" + matches.message() +
+                           ")");
+  return CertAndKey{std::move(*cert), std::move(*key)};
+}
+
 Result<std::string> ReadPemFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {

@@ -128,4 +128,8 @@ Result<std::string> ReadPemFile(const std::string& path);
 Status WriteFile(const std::string& path, std::string_view contents, uint32_t mode = 0644);
 Status WriteKeyFile(const std::string& path, std::string_view key_pem);
 
+// The CA a head signs with: both files read, and InvalidArgument when the key is not the
+// certificate's ("KEY_FILE: not the key of CERT_FILE (...)").
+Result<CertAndKey> ReadCa(const std::string& cert_file, const std::string& key_file);
+
 }  // namespace tessera::pki
