@@ -1,10 +1,12 @@
 """A disaggregated Service of tensor-parallel groups through a real head (issue 34): `tessera up`
-of one v5p cube (16 emulated hosts, the router), a Service whose prefill and decode roles are
-groups of 2 processes each (v5p 2x2x2 slices, 2 hosts), applied through the head. Both groups
-come up Ready, requests through the router are handed off prefill -> decode rank to rank (each
-decode rank pulls its own shard from the matching prefill rank), and the text equals the decode
-group's own local prefill, greedy (examples/serve/test_disagg_tp.py shows that a local prefill
-is a colocated group's text). Then, what docs/serving.md promises when a process dies:
+of one v5p cube (16 emulated hosts, each in a network namespace at its own address where they
+can be made; the router), a Service whose prefill and decode roles are groups of 2 processes
+each (v5p 2x2x2 slices, 2 hosts), applied through the head. Both groups come up Ready, requests
+through the router are handed off prefill -> decode rank to rank (each decode rank pulls its own
+shard from the matching prefill rank, whose KV listener is at its own host's address), and the
+text equals the decode group's own local prefill, greedy (examples/serve/test_disagg_tp.py shows
+that a local prefill is a colocated group's text).
+Then, what docs/serving.md promises when a process dies:
 
 - a killed prefill follower: every request still succeeds with the same text (decode prefills
   locally, "no request fails because a prefill replica did"), the head recreates the prefill
