@@ -68,8 +68,7 @@ std::vector<int> GpuTesseraSpread(const std::vector<int>& units, int need, bool 
   if (one_only) return {};
   std::vector<int> order(domains);
   for (int d = 0; d < domains; ++d) order[d] = d;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return units[a] > units[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return units[a] > units[b]; });
   int sum = 0, k = 0;
   while (k < domains && sum + units[order[k]] < need) sum += units[order[k++]];
   if (k == domains) return {};
@@ -80,8 +79,8 @@ std::vector<int> GpuTesseraSpread(const std::vector<int>& units, int need, bool 
   int last = -1;
   for (int i = k; i < domains; ++i) {
     const int d = order[i];
-    if (units[d] >= rest && (last < 0 || units[d] < units[last] ||
-                             (units[d] == units[last] && d < last))) {
+    if (units[d] >= rest &&
+        (last < 0 || units[d] < units[last] || (units[d] == units[last] && d < last))) {
       last = d;
     }
   }
@@ -192,9 +191,12 @@ GpuPlacement GpuPlanSmall(const GpuPlanContext& c, int gpus, GpuPolicy policy) {
 
 std::string_view DomainRuleName(DomainRule r) {
   switch (r) {
-    case DomainRule::kRequired: return "required";
-    case DomainRule::kPreferred: return "preferred";
-    case DomainRule::kSegment: return "segment";
+    case DomainRule::kRequired:
+      return "required";
+    case DomainRule::kPreferred:
+      return "preferred";
+    case DomainRule::kSegment:
+      return "segment";
   }
   return "?";
 }
@@ -224,9 +226,12 @@ Result<DomainRuleSpec> ParseDomainRule(std::string_view text) {
 
 std::string_view GpuPolicyName(GpuPolicy p) {
   switch (p) {
-    case GpuPolicy::kTessera: return "tessera";
-    case GpuPolicy::kSlurmBlock: return "slurm-block";
-    case GpuPolicy::kFirstFit: return "first-fit";
+    case GpuPolicy::kTessera:
+      return "tessera";
+    case GpuPolicy::kSlurmBlock:
+      return "slurm-block";
+    case GpuPolicy::kFirstFit:
+      return "first-fit";
   }
   return "?";
 }
@@ -241,11 +246,16 @@ Result<GpuPolicy> ParseGpuPolicy(std::string_view text) {
 
 std::string_view GpuNoFitName(GpuNoFit r) {
   switch (r) {
-    case GpuNoFit::kNone: return "none";
-    case GpuNoFit::kInvalidRequest: return "invalid-request";
-    case GpuNoFit::kNeverFits: return "never-fits";
-    case GpuNoFit::kNotEnoughHosts: return "not-enough-hosts";
-    case GpuNoFit::kNoDomainFits: return "no-domain-fits";
+    case GpuNoFit::kNone:
+      return "none";
+    case GpuNoFit::kInvalidRequest:
+      return "invalid-request";
+    case GpuNoFit::kNeverFits:
+      return "never-fits";
+    case GpuNoFit::kNotEnoughHosts:
+      return "not-enough-hosts";
+    case GpuNoFit::kNoDomainFits:
+      return "no-domain-fits";
   }
   return "?";
 }
@@ -301,9 +311,9 @@ GpuPlacement PlanGpu(const GpuFleet& fleet, const GpuRequest& request, GpuPolicy
                       ? (unit > hpd ? 1 : (n / unit + hpd / unit - 1) / (hpd / unit))
                       : (n + hpd - 1) / hpd;
   if (n > static_cast<int>(fleet.hosts.size())) {
-    return GpuNoPlace(p, GpuNoFit::kNeverFits,
-                      std::to_string(n) + " hosts asked, the fleet has " +
-                          std::to_string(fleet.hosts.size()));
+    return GpuNoPlace(
+        p, GpuNoFit::kNeverFits,
+        std::to_string(n) + " hosts asked, the fleet has " + std::to_string(fleet.hosts.size()));
   }
   if (policy != GpuPolicy::kFirstFit) {
     if (rule.rule == DomainRule::kRequired && n > hpd) {
@@ -315,14 +325,13 @@ GpuPlacement PlanGpu(const GpuFleet& fleet, const GpuRequest& request, GpuPolicy
     if (rule.rule == DomainRule::kSegment && unit > hpd) {
       return GpuNoPlace(p, GpuNoFit::kNeverFits,
                         "segment:" + std::to_string(unit) + " is larger than a " +
-                            std::string(info.name) + " domain (" + std::to_string(hpd) +
-                            " hosts)");
+                            std::string(info.name) + " domain (" + std::to_string(hpd) + " hosts)");
     }
   }
 
   if (policy == GpuPolicy::kFirstFit) {
-    for (int h = 0; h < static_cast<int>(fleet.hosts.size()) && static_cast<int>(p.hosts.size()) < n;
-         ++h) {
+    for (int h = 0;
+         h < static_cast<int>(fleet.hosts.size()) && static_cast<int>(p.hosts.size()) < n; ++h) {
       if (GpuHostWhollyFree(c, h)) p.hosts.push_back(h);
     }
     if (static_cast<int>(p.hosts.size()) < n) {
@@ -381,7 +390,8 @@ void ReleaseGpuPlacement(GpuFleet& fleet, const GpuPlacement& placement) {
   const int per_host = Info(fleet.system).gpus_per_host;
   for (int h : placement.hosts) {
     if (h < 0 || h >= static_cast<int>(fleet.hosts.size())) continue;
-    fleet.hosts[h].free_gpus = std::min(per_host, fleet.hosts[h].free_gpus + placement.gpus_per_host);
+    fleet.hosts[h].free_gpus =
+        std::min(per_host, fleet.hosts[h].free_gpus + placement.gpus_per_host);
   }
 }
 

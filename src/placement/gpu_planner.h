@@ -51,9 +51,9 @@ std::string_view GpuPolicyName(GpuPolicy p);  // "tessera", "slurm-block", "firs
 Result<GpuPolicy> ParseGpuPolicy(std::string_view text);
 
 struct GpuHostState {
-  int domain = 0;          // index of its NVLink domain, 0 .. domains-1
-  int free_gpus = 0;       // 0 .. gpus_per_host; a whole-host job needs them all
-  bool usable = true;      // healthy and not held back (false: never chosen)
+  int domain = 0;            // index of its NVLink domain, 0 .. domains-1
+  int free_gpus = 0;         // 0 .. gpus_per_host; a whole-host job needs them all
+  bool usable = true;        // healthy and not held back (false: never chosen)
   bool nvlink_ready = true;  // every GPU's fabric Completed/Success (discovery)
 };
 
@@ -75,22 +75,22 @@ struct GpuRequest {
 
 enum class GpuNoFit {
   kNone,
-  kInvalidRequest,   // gpus < 1, segment not dividing the hosts, bad host state
-  kNeverFits,        // the fleet is too small (or no domain is big enough) even when empty
-  kNotEnoughHosts,   // not enough free hosts (or GPUs on one host) anywhere
-  kNoDomainFits,     // enough free hosts, but no domain (or segment layout) holds them
+  kInvalidRequest,  // gpus < 1, segment not dividing the hosts, bad host state
+  kNeverFits,       // the fleet is too small (or no domain is big enough) even when empty
+  kNotEnoughHosts,  // not enough free hosts (or GPUs on one host) anywhere
+  kNoDomainFits,    // enough free hosts, but no domain (or segment layout) holds them
 };
 std::string_view GpuNoFitName(GpuNoFit r);
 
 struct GpuPlacement {
   bool placed = false;
   GpuNoFit reason = GpuNoFit::kNone;
-  std::string message;           // the numbers behind the reason; empty when placed
-  std::vector<int> hosts;        // ordered by domain, then id: rank order (segments consecutive)
-  int gpus_per_host = 0;         // GPUs taken on each host (all of them for whole hosts)
-  std::vector<int> domains;      // distinct domains used, ascending
-  int min_domains = 1;           // the fewest domains this size could use in an empty fleet
-  int not_ready_skipped = 0;     // free hosts left out because their fabric is not ready
+  std::string message;        // the numbers behind the reason; empty when placed
+  std::vector<int> hosts;     // ordered by domain, then id: rank order (segments consecutive)
+  int gpus_per_host = 0;      // GPUs taken on each host (all of them for whole hosts)
+  std::vector<int> domains;   // distinct domains used, ascending
+  int min_domains = 1;        // the fewest domains this size could use in an empty fleet
+  int not_ready_skipped = 0;  // free hosts left out because their fabric is not ready
   bool spans() const { return static_cast<int>(domains.size()) > min_domains; }
 };
 

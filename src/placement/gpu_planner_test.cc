@@ -35,8 +35,8 @@ TEST(DomainRule, ParsesAndNamesTheField) {
   EXPECT_EQ(seg->rule, DomainRule::kSegment);
   EXPECT_EQ(seg->segment_hosts, 4);
   EXPECT_EQ(seg->ToString(), "segment:4");
-  for (std::string_view bad : {"", "Required", "segment", "segment:", "segment:0", "segment:x",
-                               "segment:4x", "block"}) {
+  for (std::string_view bad :
+       {"", "Required", "segment", "segment:", "segment:0", "segment:x", "segment:4x", "block"}) {
     auto r = ParseDomainRule(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().message().rfind("domain: ", 0), 0u) << r.status().message();
@@ -66,7 +66,7 @@ TEST(GpuPlanner, SmallJobsGoOnTheFullestHost) {
 
 TEST(GpuPlanner, RequiredTakesTheBestFitDomainAndKeepsWholeDomainsFree) {
   GpuFleet f = GpuFleet::Make(GpuSystem::kGb200Nvl72, 3);
-  GpuTakeHosts(f, 1, 10);  // domain 1 has 8 free trays
+  GpuTakeHosts(f, 1, 10);                                // domain 1 has 8 free trays
   auto p = PlanGpu(f, GpuReq(32), GpuPolicy::kTessera);  // 8 trays
   ASSERT_TRUE(p.placed) << p.message;
   EXPECT_EQ(p.domains, std::vector<int>{1});
@@ -245,8 +245,8 @@ void GpuCheckPlan(const GpuFleet& f, const GpuRequest& r, GpuPolicy policy,
 // Random fleets under random take/release/health steps; every plan of every policy checked
 // against the rules and the exhaustive model.
 TEST(GpuPlannerProperty, AgreesWithTheNaiveModel) {
-  const std::vector<std::string_view> rules = {"required", "preferred", "segment:1", "segment:2",
-                                               "segment:3", "segment:4"};
+  const std::vector<std::string_view> rules = {"required",  "preferred", "segment:1",
+                                               "segment:2", "segment:3", "segment:4"};
   for (uint64_t seed = 1; seed <= 60; ++seed) {
     Rng rng(seed);
     const GpuSystem sys = seed % 3 == 0 ? GpuSystem::kH100 : GpuSystem::kGb200Nvl72;
@@ -259,11 +259,21 @@ TEST(GpuPlannerProperty, AgreesWithTheNaiveModel) {
       for (int k = 0; k < 3; ++k) {
         GpuHostState& h = f.hosts[rng.Uniform(f.hosts.size())];
         switch (rng.Uniform(5)) {
-          case 0: h.free_gpus = 0; break;
-          case 1: h.free_gpus = g; break;
-          case 2: h.free_gpus = static_cast<int>(rng.Uniform(g + 1)); break;
-          case 3: h.usable = rng.Uniform(8) != 0; break;
-          default: h.nvlink_ready = rng.Uniform(6) != 0; break;
+          case 0:
+            h.free_gpus = 0;
+            break;
+          case 1:
+            h.free_gpus = g;
+            break;
+          case 2:
+            h.free_gpus = static_cast<int>(rng.Uniform(g + 1));
+            break;
+          case 3:
+            h.usable = rng.Uniform(8) != 0;
+            break;
+          default:
+            h.nvlink_ready = rng.Uniform(6) != 0;
+            break;
         }
       }
       std::vector<bool> avoid;

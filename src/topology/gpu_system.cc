@@ -56,7 +56,8 @@ Result<GpuSystem> ParseGpuSystem(std::string_view text) {
   for (const GpuSystemInfo& info : GpuCatalog()) {
     if (lower == info.name) return info.system;
   }
-  if (text.empty()) return InvalidArgument("gpu: empty; valid GPU systems: " + ValidGpuSystemsText());
+  if (text.empty())
+    return InvalidArgument("gpu: empty; valid GPU systems: " + ValidGpuSystemsText());
   return InvalidArgument("gpu: unknown GPU system '" + std::string(text) +
                          "'; valid GPU systems: " + ValidGpuSystemsText());
 }

@@ -23,10 +23,10 @@ enum class GpuSystem { kH100, kH200, kGb200Nvl72 };
 
 struct GpuSystemInfo {
   GpuSystem system;
-  std::string_view name;          // as users write it: "h100", "gb200-nvl72"
-  std::string_view description;   // "HGX H100, 8 GPUs per host"
-  int gpus_per_host;              // GPUs one host (tray) holds
-  int hosts_per_domain;           // hosts that share one NVLink domain (clique)
+  std::string_view name;         // as users write it: "h100", "gb200-nvl72"
+  std::string_view description;  // "HGX H100, 8 GPUs per host"
+  int gpus_per_host;             // GPUs one host (tray) holds
+  int hosts_per_domain;          // hosts that share one NVLink domain (clique)
   int gpus_per_domain() const { return gpus_per_host * hosts_per_domain; }
 };
 
