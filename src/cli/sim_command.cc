@@ -146,7 +146,11 @@ void WriteFile(const std::string& path, const std::string& what,
 // NVLink domains, once per GPU placement policy.
 void RunGpu(const SimFlags& f) {
   auto system = ParseGpuSystem(f.gpu);
-  if (!system.ok()) throw CommandError("--gpu: " + system.status().message());
+  if (!system.ok()) {  // the catalog names the manifest's field, `gpu: ...`: name the flag
+    std::string why = system.status().message();
+    if (why.starts_with("gpu: ")) why.erase(0, 5);
+    throw CommandError("--gpu: " + why);
+  }
   const GpuSystemInfo& info = Info(*system);
   int domains = 0;
   if (info.hosts_per_domain == 1) {
