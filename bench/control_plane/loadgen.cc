@@ -192,7 +192,12 @@ class Link : public std::enable_shared_from_this<Link> {
   bool closed_ = false;
 };
 
+// Counts heartbeats sent in [since, until) and their fates, so a window's figures are of its
+// own heartbeats only (not answers to ones sent before it, nor ones sent after its end).
 struct Stats {
+  SteadyClock::time_point since = SteadyClock::time_point::max();
+  SteadyClock::time_point until = SteadyClock::time_point::max();
+  bool Counts(SteadyClock::time_point sent) const { return sent >= since && sent < until; }
   uint64_t sent = 0, ok = 0, in_time = 0, late = 0, errors = 0, send_lag = 0;
   std::map<std::string, uint64_t> error_kinds;
   std::vector<uint32_t> latency_us;
@@ -204,6 +209,7 @@ struct Stats {
 
 struct Counters {
   uint64_t snapshots = 0, reconnects = 0, connected = 0, first_snapshot = 0;
+  uint64_t stream_refusals = 0;  // a channel or watch answered with another status than 200
   uint64_t assigned_workers = 0;  // now, over all agents
 };
 
@@ -281,7 +287,7 @@ class Fleet {
       beat->on_closed = [this, &a](const std::string& why) {
         if (a.beat_busy) {
           a.beat_busy = false;
-          stats.Error(why);
+          if (stats.Counts(a.beat_sent)) stats.Error(why);
         }
       };
       a.beat_link = beat;
@@ -295,7 +301,10 @@ class Fleet {
       raw->Send(Head("GET", target, a, 0, false));
     };
     link->reader.on_header = [this, &a](int status) {
-      if (status != 200) stats.Error("stream http " + std::to_string(status));
+      if (status != 200) {
+        ++counters.stream_refusals;
+        return;
+      }
       ++counters.connected;
     };
     link->reader.on_data = [this, &a](std::string_view data) {
@@ -308,7 +317,8 @@ class Fleet {
     link->on_closed = [this, &a](const std::string& why) {
       if (stopping) return;
       ++counters.reconnects;
-      for (size_t i = 0; i < a.in_flight.size(); ++i) stats.Error(why);
+      for (const auto& beat : a.in_flight)
+        if (stats.Counts(beat.second)) stats.Error(why);
       a.in_flight.clear();
       a.line_buf.clear();
       if (counters.connected > 0) --counters.connected;
@@ -355,6 +365,7 @@ class Fleet {
   }
 
   void Answered(SteadyClock::time_point sent, int status) {
+    if (!stats.Counts(sent)) return;
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() -
                                                                           sent)
                         .count();
@@ -377,7 +388,7 @@ class Fleet {
     a.timer->async_wait([this, &a, due](boost::system::error_code ec) {
       if (ec || stopping) return;
       const auto now = SteadyClock::now();
-      if (now - due > std::chrono::milliseconds(100)) ++stats.send_lag;
+      if (now - due > std::chrono::milliseconds(100) && stats.Counts(now)) ++stats.send_lag;
       // A beat more than one period behind skips the missed periods (as loadgen.py).
       const int64_t behind =
           std::chrono::duration_cast<std::chrono::milliseconds>(now - a.t0).count() -
@@ -409,20 +420,24 @@ class Fleet {
     if (o_.one_connection) {
       if (!a.channel || a.channel->closed() || !a.seen_snapshot) return;
       const uint64_t seq = ++a.seq;
-      ++stats.sent;
-      a.in_flight[seq] = SteadyClock::now();
+      const auto now = SteadyClock::now();
+      if (stats.Counts(now)) ++stats.sent;
+      a.in_flight[seq] = now;
       a.channel->Send(std::to_string(seq) + " " + Body(a) + "\n");
       return;
     }
-    if (a.beat_busy) return stats.Error("previous heartbeat unanswered");
+    if (a.beat_busy) {
+      if (stats.Counts(SteadyClock::now())) stats.Error("previous heartbeat unanswered");
+      return;
+    }
     if (!a.beat_link || a.beat_link->closed()) {
       ConnectBeat(a);  // the watch reconnects by itself
       return;
     }
     const std::string body = Body(a);
-    ++stats.sent;
     a.beat_busy = true;
     a.beat_sent = SteadyClock::now();
+    if (stats.Counts(a.beat_sent)) ++stats.sent;
     a.beat_link->Send(Head("POST", "/api/v1/agents/" + a.name + "/heartbeat", a, body.size(),
                            true) +
                       body);
@@ -523,6 +538,26 @@ int Run(const Options& o) {
   const char* dir = mkdtemp(dir_template);
   if (dir == nullptr) return std::perror("mkdtemp"), 2;
 
+  // ---- the emulated agents' io thread, started first: an agent heartbeats as soon as it is
+  // registered, as `tessera agent` does (a fleet that registers for longer than the lease
+  // would otherwise lose its first hosts) ----
+  asio::io_context io;
+  auto guard = asio::make_work_guard(io);
+  Fleet fleet(o, io);
+  std::mt19937_64 offsets(o.seed);
+  std::uniform_real_distribution<double> offset(0, 1);
+  for (int index : mine) {
+    auto a = std::make_unique<EmulatedAgent>();
+    a->index = index;
+    char name[32];
+    std::snprintf(name, sizeof name, "%s%05d", o.name_prefix.c_str(), index);
+    a->name = name;
+    a->offset_s = offset(offsets);
+    fleet.agents.push_back(std::move(a));
+  }
+  const double cpu_start = CpuSeconds();
+  std::thread io_thread([&] { io.run(); });
+
   // ---- registration: --register-threads synchronous clients ----
   const auto t0 = SteadyClock::now();
   const auto deadline = t0 + std::chrono::milliseconds(static_cast<int64_t>(o.setup_timeout_s * 1e3));
@@ -532,54 +567,30 @@ int Run(const Options& o) {
   for (int t = 0; t < o.register_threads; ++t)
     threads.emplace_back([&, t] {
       std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(o.shard) * 7919 + t);
-      for (size_t i; (i = next.fetch_add(1)) < mine.size();)
+      for (size_t i; (i = next.fetch_add(1)) < mine.size();) {
         regs[i] = RegisterOne(o, dir, mine[i], rng, deadline);
+        if (!regs[i].error.empty()) continue;
+        EmulatedAgent* agent = fleet.agents[i].get();
+        agent->credential = regs[i].credential;
+        agent->tls = regs[i].tls;
+        asio::post(io, [&fleet, agent] { fleet.Start(*agent); });
+      }
     });
   for (auto& t : threads) t.join();
   const double register_s = std::chrono::duration<double>(SteadyClock::now() - t0).count();
   std::vector<uint32_t> reg_lat;
   int reg_errors = 0;
+  size_t registered = 0;
   for (const auto& r : regs) {
     if (!r.error.empty()) {
       if (reg_errors++ < 5) std::fprintf(stderr, "loadgen: %s\n", r.error.c_str());
       continue;
     }
+    ++registered;
     reg_lat.push_back(static_cast<uint32_t>(r.latency_s * 1e6));
   }
   std::fprintf(stderr, "[loadgen %d/%d] %zu of %zu registered in %.2f s\n", o.shard, o.shards,
                reg_lat.size(), mine.size(), register_s);
-
-  // ---- the emulated agents, on one io thread ----
-  asio::io_context io;
-  auto guard = asio::make_work_guard(io);
-  Fleet fleet(o, io);
-  std::mt19937_64 rng(o.seed);
-  std::uniform_real_distribution<double> offset(0, 1);
-  for (size_t i = 0; i < mine.size(); ++i) {
-    if (!regs[i].error.empty()) continue;
-    auto a = std::make_unique<EmulatedAgent>();
-    a->index = mine[i];
-    char name[32];
-    std::snprintf(name, sizeof name, "%s%05d", o.name_prefix.c_str(), mine[i]);
-    a->name = name;
-    a->credential = regs[i].credential;
-    a->tls = regs[i].tls;
-    a->offset_s = offset(rng);
-    fleet.agents.push_back(std::move(a));
-  }
-  const double cpu_start = CpuSeconds();
-  std::thread io_thread([&] { io.run(); });
-  // Connections open at most 500 at a time a tick, so TLS handshakes do not all land at once.
-  for (size_t i = 0; i < fleet.agents.size(); i += 500) {
-    std::promise<void> done;
-    asio::post(io, [&, i] {
-      for (size_t j = i; j < std::min(i + 500, fleet.agents.size()); ++j)
-        fleet.Start(*fleet.agents[j]);
-      done.set_value();
-    });
-    done.get_future().wait();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
   // Every agent's first snapshot (bounded by the setup deadline).
   auto on_io = [&](auto fn) {
     std::promise<decltype(fn())> p;
@@ -587,7 +598,7 @@ int Run(const Options& o) {
     return p.get_future().get();
   };
   while (SteadyClock::now() < deadline &&
-         on_io([&] { return fleet.counters.first_snapshot; }) < fleet.agents.size())
+         on_io([&] { return fleet.counters.first_snapshot; }) < registered)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const double setup_s = std::chrono::duration<double>(SteadyClock::now() - t0).count();
   if (o.wait_go) {
@@ -600,21 +611,23 @@ int Run(const Options& o) {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(o.warmup_s * 1e3)));
   }
   // ---- the window ----
+  const auto w0 = SteadyClock::now();
+  const auto w1 = w0 + std::chrono::milliseconds(static_cast<int64_t>(o.window_s * 1e3));
   on_io([&] {
     fleet.stats = Stats{};
+    fleet.stats.since = w0;
+    fleet.stats.until = w1;
     return 0;
   });
   const double cpu0 = CpuSeconds();
-  const auto w0 = SteadyClock::now();
-  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(o.window_s * 1e3)));
-  Stats s = on_io([&] { return fleet.stats; });
-  const Counters c = on_io([&] { return fleet.counters; });
-  const double window = std::chrono::duration<double>(SteadyClock::now() - w0).count();
+  std::this_thread::sleep_until(w1);
   const double cpu1 = CpuSeconds();
-  // Answers to beats sent just before the end: a second more to arrive, then counted.
+  const double window = std::chrono::duration<double>(w1 - w0).count();
+  const Counters c = on_io([&] { return fleet.counters; });
+  // The window's last heartbeats get the deadline to be answered, then everything is counted.
   std::this_thread::sleep_for(std::chrono::milliseconds(o.deadline_ms));
-  const Stats tail = on_io([&] { return fleet.stats; });
-  const uint64_t unanswered = tail.sent - tail.ok - tail.errors;
+  Stats s = on_io([&] { return fleet.stats; });
+  const uint64_t unanswered = s.sent - std::min(s.sent, s.ok + s.errors);
   on_io([&] {
     fleet.stopping = true;
     for (auto& a : fleet.agents) {
@@ -658,6 +671,7 @@ int Run(const Options& o) {
                          : *std::max_element(s.latency_us.begin(), s.latency_us.end()) / 1000.0;
   out["snapshots"] = c.snapshots;
   out["reconnects"] = c.reconnects;
+  out["stream_refusals"] = c.stream_refusals;
   out["assigned_workers"] = c.assigned_workers;
   out["loadgen_cpu_pct"] = 100.0 * (cpu1 - cpu0) / window;
   out["loadgen_setup_cpu_s"] = cpu0 - cpu_start;

@@ -261,7 +261,7 @@ def one_run(a, n, rep, tls):
 
 
 CC_COLUMNS = [
-    ("binary", "head"), ("agents", "agents"), ("connection", "connections per agent"),
+    ("head", "head"), ("agents", "agents"), ("connection", "connections per agent"),
     ("registerS", "register all (s)"), ("heartbeatsPerS", "heartbeats/s"),
     ("answeredUnder1sPct", "answered < 1 s (%)"), ("heartbeatP50Ms", "heartbeat p50 (ms)"),
     ("heartbeatP99Ms", "heartbeat p99 (ms)"), ("lostHosts", "lost hosts"),
@@ -274,7 +274,7 @@ def cc_table(runs):
     lines = ["| " + " | ".join(c[1] for c in CC_COLUMNS) + " |", "|" + "---|" * len(CC_COLUMNS)]
     groups = {}
     for r in runs:
-        groups.setdefault((r["binary"], r["agents"], r["tls"]), []).append(r)
+        groups.setdefault((r["head"], r["agents"], r["tls"]), []).append(r)
     for (binary, n, tls), rs in groups.items():
         ok = [r for r in rs if "failed" not in r]
         if not ok:
@@ -282,8 +282,8 @@ def cc_table(runs):
             continue
         row = []
         for key, _ in CC_COLUMNS:
-            if key == "binary":
-                row.append(binary)
+            if key == "head":
+                row.append(binary + ("" if tls else ", plain HTTP"))
             elif key == "agents":
                 row.append(f"{n:,}" + (f" (x{len(ok)})" if len(ok) > 1 else ""))
             elif key == "connection":
@@ -410,6 +410,7 @@ def main():
                         heads = ([(a.baseline, a.baseline_connection)] if a.baseline else [])
                         for binary, connection in heads + [(a.tessera, a.connection)]:
                             r = one_run_cc(a, binary, n, rep, tls, connection)
+                            r["head"] = "baseline" if binary == a.baseline else "this"
                             r["load_avg_1m"] = round(os.getloadavg()[0], 1)
                             print(json.dumps(r), file=sys.stderr, flush=True)
                             if a.json:

@@ -107,6 +107,10 @@ TEST_F(DuplexTest, LinesGoBothWaysInOrderOnOneConnection) {
       });
   EXPECT_TRUE(done.ok()) << done.ToString();
   EXPECT_EQ(lines, (std::vector<std::string>{"hello", "echo:a", "echo:b"}));
+  // The server ended the stream ("bye") and closes the connection.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server_->connection_count() != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a poll, not a wait for an event
   EXPECT_EQ(server_->connection_count(), 0u);
   EXPECT_FALSE(client.Send("late"));  // no stream open
 }
