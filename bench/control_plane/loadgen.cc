@@ -159,8 +159,7 @@ class Link : public std::enable_shared_from_this<Link> {
     auto self = shared_from_this();
     stream_->async_read_some(asio::buffer(in_), [self](boost::system::error_code ec, size_t n) {
       if (ec) return self->Fail(ec == asio::error::eof ? "closed by the head" : ec.message());
-      if (!self->reader.Feed(std::string_view(self->in_.data(), n)))
-        return self->Fail("not HTTP");
+      if (!self->reader.Feed(std::string_view(self->in_.data(), n))) return self->Fail("not HTTP");
       if (!self->closed_) self->Read();
     });
   }
@@ -209,7 +208,7 @@ struct Stats {
 
 struct Counters {
   uint64_t snapshots = 0, reconnects = 0, connected = 0, first_snapshot = 0;
-  uint64_t stream_refusals = 0;  // a channel or watch answered with another status than 200
+  uint64_t stream_refusals = 0;   // a channel or watch answered with another status than 200
   uint64_t assigned_workers = 0;  // now, over all agents
 };
 
@@ -222,8 +221,8 @@ struct EmulatedAgent {
   bool seen_snapshot = false;
   std::map<protocol::WorkerKey, int64_t> workers;  // assigned worker -> its step
   int64_t started_at_ms = 0;
-  std::shared_ptr<Link> channel;                 // --connection one
-  std::shared_ptr<Link> beat_link, watch_link;   // --connection two
+  std::shared_ptr<Link> channel;                // --connection one
+  std::shared_ptr<Link> beat_link, watch_link;  // --connection two
   std::unique_ptr<asio::steady_timer> timer;
   SteadyClock::time_point t0;
   double offset_s = 0;
@@ -260,8 +259,7 @@ class Fleet {
                     std::to_string(o_.port) + "\r\nAuthorization: Bearer " + o_.join_token +
                     "\r\n" + protocol::kHostCredentialHeader + ": " + a.credential + "\r\n";
     if (has_body)
-      h += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body_len) +
-           "\r\n";
+      h += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body_len) + "\r\n";
     return h + "\r\n";
   }
 
@@ -366,9 +364,8 @@ class Fleet {
 
   void Answered(SteadyClock::time_point sent, int status) {
     if (!stats.Counts(sent)) return;
-    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() -
-                                                                          sent)
-                        .count();
+    const auto us =
+        std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - sent).count();
     if (status != 200) return stats.Error("http " + std::to_string(status));
     ++stats.ok;
     stats.latency_us.push_back(static_cast<uint32_t>(std::min<int64_t>(us, UINT32_MAX)));
@@ -381,9 +378,9 @@ class Fleet {
 
   void Schedule(EmulatedAgent& a) {
     if (stopping) return;
-    const auto due = a.t0 + std::chrono::microseconds(static_cast<int64_t>(
-                                (a.offset_s + static_cast<double>(a.k) * o_.interval_ms / 1000.0) *
-                                1e6));
+    const auto due =
+        a.t0 + std::chrono::microseconds(static_cast<int64_t>(
+                   (a.offset_s + static_cast<double>(a.k) * o_.interval_ms / 1000.0) * 1e6));
     a.timer->expires_at(due);
     a.timer->async_wait([this, &a, due](boost::system::error_code ec) {
       if (ec || stopping) return;
@@ -438,9 +435,8 @@ class Fleet {
     a.beat_busy = true;
     a.beat_sent = SteadyClock::now();
     if (stats.Counts(a.beat_sent)) ++stats.sent;
-    a.beat_link->Send(Head("POST", "/api/v1/agents/" + a.name + "/heartbeat", a, body.size(),
-                           true) +
-                      body);
+    a.beat_link->Send(
+        Head("POST", "/api/v1/agents/" + a.name + "/heartbeat", a, body.size(), true) + body);
   }
 
   const Options& o_;
@@ -501,8 +497,8 @@ Registered RegisterOne(const Options& o, const std::string& dir, int index, std:
   while (true) {
     auto r = client.Request(net::Method::kPost, "/api/v1/agents/register", body);
     if (r.ok() && r->status == 200) break;
-    const std::string why = r.ok() ? std::to_string(r->status) + " " + r->body.substr(0, 200)
-                                   : r.status().message();
+    const std::string why =
+        r.ok() ? std::to_string(r->status) + " " + r->body.substr(0, 200) : r.status().message();
     if ((r.ok() && r->status >= 400 && r->status < 500) || SteadyClock::now() > deadline)
       return out.error = "register " + std::string(name) + ": " + why, out;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -560,7 +556,8 @@ int Run(const Options& o) {
 
   // ---- registration: --register-threads synchronous clients ----
   const auto t0 = SteadyClock::now();
-  const auto deadline = t0 + std::chrono::milliseconds(static_cast<int64_t>(o.setup_timeout_s * 1e3));
+  const auto deadline =
+      t0 + std::chrono::milliseconds(static_cast<int64_t>(o.setup_timeout_s * 1e3));
   std::vector<Registered> regs(mine.size());
   std::atomic<size_t> next{0};
   std::vector<std::thread> threads;

@@ -648,8 +648,8 @@ Result<net::Response> Agent::DeliverHeartbeat(const std::string& json) {
     }
   }
   if (seq == 0) {
-    return HeadClient().Request(net::Method::kPost, "/api/v1/agents/" + name_ + "/heartbeat",
-                                json, credential_header_);
+    return HeadClient().Request(net::Method::kPost, "/api/v1/agents/" + name_ + "/heartbeat", json,
+                                credential_header_);
   }
   // The channel carries it: the keep-alive connection of registration is not needed.
   HeadClient().Disconnect();
@@ -661,9 +661,9 @@ Result<net::Response> Agent::DeliverHeartbeat(const std::string& json) {
   channel_acks_.erase(seq);
   if (ack) return *std::move(ack);
   if (!answered && channel_ != nullptr && channel_run_ == run) channel_->Cancel();  // hung
-  return Unavailable(heads_[follower_.current()] + ": channel: " +
-                     (answered ? "closed" : "no acknowledgement") + " of heartbeat " +
-                     std::to_string(seq));
+  return Unavailable(heads_[follower_.current()] +
+                     ": channel: " + (answered ? "closed" : "no acknowledgement") +
+                     " of heartbeat " + std::to_string(seq));
 }
 
 void Agent::OnChannelLine(std::string_view line, bool& first, milliseconds& backoff) {
@@ -753,8 +753,8 @@ void Agent::WatchLoop() {
       // A head older than the channel answers 404 "no route": the watch and POSTs instead.
       if (status.code() == StatusCode::kNotFound &&
           status.message().find("no route") != std::string::npos) {
-        Log("agent.channel_unsupported", "head=" + LogfmtValue(heads_[head]) +
-                                             " action=watch_and_post");
+        Log("agent.channel_unsupported",
+            "head=" + LogfmtValue(heads_[head]) + " action=watch_and_post");
         std::lock_guard<std::mutex> lock(mu_);
         channel_unsupported_ = true;
         continue;

@@ -39,8 +39,8 @@
 #include "agent/warm_pool.h"
 #include "common/status.h"
 #include "ha/head_follower.h"
-#include "net/http.h"
 #include "net/duplex_client.h"
+#include "net/http.h"
 #include "net/http_client.h"
 #include "protocol/wire.h"
 

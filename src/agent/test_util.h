@@ -141,42 +141,43 @@ class FakeHead {
                              })
                     .ok());
     if (channel) {
-      EXPECT_TRUE(
-          server_
-              ->Handle(net::Method::kGet, "/api/v1/agents/{name}/channel",
-                       [this](const net::Request& r) {
-                         {
-                           std::lock_guard<std::mutex> lock(mu_);
-                           names_.insert(r.params.at("name"));
-                           credentials_.insert(r.Header(protocol::kHostCredentialHeader));
-                         }
-                         auto writer = std::make_shared<std::shared_ptr<net::StreamWriter>>();
-                         net::Response out =
-                             net::Response::Stream([this, writer](std::shared_ptr<net::StreamWriter> w) {
-                               std::lock_guard<std::mutex> lock(mu_);
-                               ++channel_connects_;
-                               w->Write(SnapshotLocked() + "\n");
-                               writers_.push_back(w);
-                               *writer = std::move(w);
-                             });
-                         out.on_client_line = [this, writer](std::string_view line) {
-                           const size_t space = line.find(' ');
-                           const std::string seq(line.substr(0, space));
-                           std::lock_guard<std::mutex> lock(mu_);
-                           int status = 200;
-                           std::string body = SnapshotLocked();
-                           if (!known_ || heartbeat_failure_ != 0) {
-                             status = known_ ? heartbeat_failure_ : 404;
-                             body = R"({"error":"failing"})";
-                           } else {
-                             heartbeats_.push_back(json::parse(line.substr(space + 1)));
-                           }
-                           (*writer)->Write("{\"ack\":" + seq + ",\"status\":" +
-                                            std::to_string(status) + ",\"body\":" + body + "}\n");
-                         };
-                         return out;
-                       })
-              .ok());
+      EXPECT_TRUE(server_
+                      ->Handle(net::Method::kGet, "/api/v1/agents/{name}/channel",
+                               [this](const net::Request& r) {
+                                 {
+                                   std::lock_guard<std::mutex> lock(mu_);
+                                   names_.insert(r.params.at("name"));
+                                   credentials_.insert(r.Header(protocol::kHostCredentialHeader));
+                                 }
+                                 auto writer =
+                                     std::make_shared<std::shared_ptr<net::StreamWriter>>();
+                                 net::Response out = net::Response::Stream(
+                                     [this, writer](std::shared_ptr<net::StreamWriter> w) {
+                                       std::lock_guard<std::mutex> lock(mu_);
+                                       ++channel_connects_;
+                                       w->Write(SnapshotLocked() + "\n");
+                                       writers_.push_back(w);
+                                       *writer = std::move(w);
+                                     });
+                                 out.on_client_line = [this, writer](std::string_view line) {
+                                   const size_t space = line.find(' ');
+                                   const std::string seq(line.substr(0, space));
+                                   std::lock_guard<std::mutex> lock(mu_);
+                                   int status = 200;
+                                   std::string body = SnapshotLocked();
+                                   if (!known_ || heartbeat_failure_ != 0) {
+                                     status = known_ ? heartbeat_failure_ : 404;
+                                     body = R"({"error":"failing"})";
+                                   } else {
+                                     heartbeats_.push_back(json::parse(line.substr(space + 1)));
+                                   }
+                                   (*writer)->Write("{\"ack\":" + seq +
+                                                    ",\"status\":" + std::to_string(status) +
+                                                    ",\"body\":" + body + "}\n");
+                                 };
+                                 return out;
+                               })
+                      .ok());
     }
     EXPECT_TRUE(server_->Start().ok());
   }

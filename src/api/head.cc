@@ -244,14 +244,18 @@ struct Head::Impl {
                           std::string_view line) {
     const size_t space = line.find(' ');
     uint64_t seq = 0;
-    const auto [end, ec] = std::from_chars(line.data(), line.data() + std::min(space, line.size()), seq);
+    const auto [end, ec] =
+        std::from_chars(line.data(), line.data() + std::min(space, line.size()), seq);
     Response answer;
     if (space == std::string_view::npos || ec != std::errc() || end != line.data() + space) {
-      answer = Response::Error(400, "channel: a line is \"SEQ HEARTBEAT-JSON\", SEQ an unsigned integer", "channel");
+      answer = Response::Error(
+          400, "channel: a line is \"SEQ HEARTBEAT-JSON\", SEQ an unsigned integer", "channel");
     } else if (auto matches = ctl->HostCredentialMatches(host, credential); !matches.ok()) {
       answer = ErrorReply(matches.status());
     } else if (!*matches) {
-      answer = Response::Error(403, "credential: host '" + host + "' was registered again with another credential", "credential");
+      answer = Response::Error(
+          403, "credential: host '" + host + "' was registered again with another credential",
+          "credential");
     } else if (auto beat = protocol::ParseHeartbeat(line.substr(space + 1)); !beat.ok()) {
       answer = ErrorReply(beat.status(), InputFrom::kRequest);
     } else {
@@ -779,27 +783,27 @@ Status Head::Start() {
   // both directions. Down: assignment snapshots, as the watch stream sends them, and one
   // acknowledgement per heartbeat; up: "SEQ HEARTBEAT-JSON" lines, each handled as a heartbeat
   // POST would be (the credential checked again, so a channel outlives no host deletion).
-  TESSERA_RETURN_IF_ERROR(
-      s.Handle(Method::kGet, "/api/v1/agents/{name}/channel", own_host([&m](const Request& r) {
-                 const std::string host = r.params.at("name");
-                 const std::string credential = r.Header(protocol::kHostCredentialHeader);
-                 // Set by on_stream, which the server runs before it passes any client line.
-                 auto writer = std::make_shared<std::shared_ptr<net::StreamWriter>>();
-                 Response out = Response::Stream([&m, host, writer](std::shared_ptr<net::StreamWriter> w) {
-                   *writer = w;
-                   {
-                     std::lock_guard lock(m.watch_mu);
-                     m.agent_streams[host].push_back(w);
-                     m.dirty_hosts.insert(host);  // the loop sends the current snapshot
-                   }
-                   m.Kick();
-                 });
-                 out.on_client_line = [&m, host, credential, writer](std::string_view line) {
-                   if (line.empty() || !*writer) return;
-                   (*writer)->Write(m.ChannelBeat(host, credential, line));
-                 };
-                 return out;
-               })));
+  TESSERA_RETURN_IF_ERROR(s.Handle(
+      Method::kGet, "/api/v1/agents/{name}/channel", own_host([&m](const Request& r) {
+        const std::string host = r.params.at("name");
+        const std::string credential = r.Header(protocol::kHostCredentialHeader);
+        // Set by on_stream, which the server runs before it passes any client line.
+        auto writer = std::make_shared<std::shared_ptr<net::StreamWriter>>();
+        Response out = Response::Stream([&m, host, writer](std::shared_ptr<net::StreamWriter> w) {
+          *writer = w;
+          {
+            std::lock_guard lock(m.watch_mu);
+            m.agent_streams[host].push_back(w);
+            m.dirty_hosts.insert(host);  // the loop sends the current snapshot
+          }
+          m.Kick();
+        });
+        out.on_client_line = [&m, host, credential, writer](std::string_view line) {
+          if (line.empty() || !*writer) return;
+          (*writer)->Write(m.ChannelBeat(host, credential, line));
+        };
+        return out;
+      })));
   TESSERA_RETURN_IF_ERROR(
       s.Handle(Method::kGet, "/api/v1/agents/{name}/assignments", own_host([&m](const Request& r) {
                  const std::string host = r.params.at("name");

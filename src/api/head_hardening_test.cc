@@ -426,19 +426,17 @@ TEST_F(HeadHardeningTest, AgentChannelCarriesHeartbeatsAndAssignmentsOnOneConnec
 
   // Another host's credential: refused before the stream opens.
   net::DuplexClient impostor(ClientOptions(head_->join_token()));
-  const Status refused = impostor.Run(
-      Method::kGet, "/api/v1/agents/" + host + "/channel",
-      {{"X-Tessera-Host-Credential", protocol::Sha256Hex(HostName(0, 1))}}, {},
-      [](std::string_view) { return true; });
+  const Status refused =
+      impostor.Run(Method::kGet, "/api/v1/agents/" + host + "/channel",
+                   {{"X-Tessera-Host-Credential", protocol::Sha256Hex(HostName(0, 1))}}, {},
+                   [](std::string_view) { return true; });
   EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition) << refused.ToString();
 
   net::DuplexClient channel(ClientOptions(head_->join_token()));
   std::map<uint64_t, Json> acks;
   std::vector<Json> snapshots;
   std::thread job_maker;
-  auto assigned = [&] {
-    return !snapshots.empty() && !snapshots.back()["assignments"].empty();
-  };
+  auto assigned = [&] { return !snapshots.empty() && !snapshots.back()["assignments"].empty(); };
   const Status ended = channel.Run(
       Method::kGet, "/api/v1/agents/" + host + "/channel", credential,
       [&] {

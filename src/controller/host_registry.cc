@@ -160,7 +160,8 @@ std::vector<ClaimHolder> Controller::ClaimHoldersLocked(const std::string& slice
 
 namespace {
 // The host_groups_ keys of a host (Controller::host_groups_).
-std::vector<std::string> HostGroupKeys(const HostSpec& spec, const std::optional<SliceClaim>& claim) {
+std::vector<std::string> HostGroupKeys(const HostSpec& spec,
+                                       const std::optional<SliceClaim>& claim) {
   std::vector<std::string> keys;
   if (claim) keys.push_back("claim:" + claim->slice);
   if (spec.slice) keys.push_back("slice:" + spec.slice->name);
@@ -172,7 +173,8 @@ std::vector<std::string> HostGroupKeys(const HostSpec& spec, const std::optional
 void Controller::PutHostLocked(RegisteredHost host) {
   const std::string name = host.spec.name;
   EraseHostLocked(name);
-  for (const std::string& key : HostGroupKeys(host.spec, host.claim)) host_groups_[key].insert(name);
+  for (const std::string& key : HostGroupKeys(host.spec, host.claim))
+    host_groups_[key].insert(name);
   hosts_[name] = std::move(host);
 }
 

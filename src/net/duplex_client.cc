@@ -1,11 +1,11 @@
 #include "net/duplex_client.h"
 
+#include <array>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
-#include <array>
 #include <deque>
 #include <optional>
 
@@ -193,8 +193,7 @@ Status DuplexImpl::Run(Method method, std::string_view target, const Headers& he
       options_.host, std::to_string(options_.port),
       [&](error_code ec, const tcp::resolver::results_type& endpoints) {
         if (ec || done_) return Finish(Unavailable(where_ + ": resolve: " + ec.message()));
-        stream_->tcp_layer().async_connect(endpoints, [&](error_code ec2,
-                                                          const tcp::endpoint&) {
+        stream_->tcp_layer().async_connect(endpoints, [&](error_code ec2, const tcp::endpoint&) {
           if (ec2 || done_) return Finish(Unavailable(where_ + ": connect: " + ec2.message()));
           auto send = [&] {
             out_.push_back(request);

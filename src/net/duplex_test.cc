@@ -64,8 +64,8 @@ class DuplexTest : public ::testing::Test {
                     ->Handle(Method::kGet, "/echo",
                              [](const Request&) {
                                auto writer = std::make_shared<std::shared_ptr<StreamWriter>>();
-                               Response out = Response::Stream(
-                                   [writer](std::shared_ptr<StreamWriter> w) {
+                               Response out =
+                                   Response::Stream([writer](std::shared_ptr<StreamWriter> w) {
                                      w->Write("hello\n");
                                      *writer = std::move(w);
                                    });
@@ -123,11 +123,12 @@ TEST_F(DuplexTest, AnotherThreadSendsWhileTheReaderWaits) {
     opened.get_future().wait();
     for (int i = 0; i < 100; ++i) ASSERT_TRUE(client.Send("n" + std::to_string(i)));
   });
-  const Status done = client.Run(Method::kGet, "/echo", {}, [&] { opened.set_value(); },
-                                 [&](std::string_view line) {
-                                   lines.emplace_back(line);
-                                   return lines.size() < 101;  // hello + 100 echoes
-                                 });
+  const Status done = client.Run(
+      Method::kGet, "/echo", {}, [&] { opened.set_value(); },
+      [&](std::string_view line) {
+        lines.emplace_back(line);
+        return lines.size() < 101;  // hello + 100 echoes
+      });
   sender.join();
   EXPECT_TRUE(done.ok()) << done.ToString();
   ASSERT_EQ(lines.size(), 101u);
@@ -138,14 +139,13 @@ TEST_F(DuplexTest, RefusalsAndCancel) {
   ClientOptions wrong = Client();
   wrong.bearer_token = "nope";
   DuplexClient refused(wrong);
-  const Status auth = refused.Run(Method::kGet, "/echo", {}, {}, [](std::string_view) {
-    return true;
-  });
+  const Status auth =
+      refused.Run(Method::kGet, "/echo", {}, {}, [](std::string_view) { return true; });
   EXPECT_EQ(auth.code(), StatusCode::kFailedPrecondition) << auth.ToString();
   DuplexClient missing(Client());
-  EXPECT_EQ(missing.Run(Method::kGet, "/nothing", {}, {}, [](std::string_view) { return true; })
-                .code(),
-            StatusCode::kNotFound);
+  EXPECT_EQ(
+      missing.Run(Method::kGet, "/nothing", {}, {}, [](std::string_view) { return true; }).code(),
+      StatusCode::kNotFound);
   DuplexClient cancelled(Client());
   std::thread canceller;
   const Status ended = cancelled.Run(

@@ -56,13 +56,13 @@ void Session::StartStream(Response response) {
 }
 
 void Session::WatchForDisconnect() {
-  stream_.async_read_some(asio::buffer(drain_), [self = shared_from_this()](error_code ec,
-                                                                            size_t n) {
-    if (ec) return self->Finish();
-    if (self->client_line_ && !self->TakeClientBytes(std::string_view(self->drain_.data(), n)))
-      return self->Finish();
-    self->WatchForDisconnect();
-  });
+  stream_.async_read_some(
+      asio::buffer(drain_), [self = shared_from_this()](error_code ec, size_t n) {
+        if (ec) return self->Finish();
+        if (self->client_line_ && !self->TakeClientBytes(std::string_view(self->drain_.data(), n)))
+          return self->Finish();
+        self->WatchForDisconnect();
+      });
 }
 
 bool Session::TakeClientBytes(std::string_view data) {

@@ -16,8 +16,9 @@ std::string_view ResponseHeaderValue(std::string_view head, std::string_view nam
     const std::string_view line = head.substr(start, end - start);
     const size_t colon = line.find(':');
     if (colon == name.size() &&
-        std::equal(name.begin(), name.end(), line.begin(),
-                   [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); })) {
+        std::equal(name.begin(), name.end(), line.begin(), [](char a, char b) {
+          return a == std::tolower(static_cast<unsigned char>(b));
+        })) {
       std::string_view value = line.substr(colon + 1);
       while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
         value.remove_prefix(1);
