@@ -61,6 +61,12 @@ std::string HeadError(const std::string& body) {
   return body.substr(0, 200);
 }
 
+// A 403 that says the host is revoked (the head's words for it, docs/security.md "Host
+// certificates"), rather than a join token or certificate the head will never take.
+bool RegistrationRefusedAsRevoked(const std::string& body) {
+  return HeadError(body).find("' is revoked (") != std::string::npos;
+}
+
 // The name the head will register the host under; `name` itself when the rule refuses it
 // (Start() then fails with the rule's error).
 std::string NormalizedOrAsGiven(const std::string& name) {
@@ -380,6 +386,9 @@ bool Agent::RegisterWithRetry() {
     r.credential = credential_;
     r.fence_ms = options_.fence_ms;
     r.discovered = options_.discovered;
+    // A registration refused while the host is revoked waits here for an admin to readmit
+    // it, its certificate expiring meanwhile: renewed with the join token once readmitted.
+    RenewHostCertIfDue();
     const int64_t sent_ms = MonotonicNowMs();
     const size_t head = follower_.current();
     auto response = HeadClient().Request(net::Method::kPost, "/api/v1/agents/register",
@@ -397,6 +406,12 @@ bool Agent::RegisterWithRetry() {
         return true;
       }
       Log("agent.register_failed", "error=" + LogfmtValue(reply.status().message()));
+    } else if (response.ok() && response->status == 403 &&
+               RegistrationRefusedAsRevoked(response->body)) {
+      // Not fatal: the host was deleted (so the head answered a heartbeat 404) and revoked; an
+      // admin may readmit it (tessera delete hostrevocation), as the heartbeats' 403 waits for.
+      Log("agent.register_revoked", "error=" + LogfmtValue(HeadError(response->body)) +
+                                        " retryInMs=" + std::to_string(backoff.count()));
     } else if (response.ok() && (response->status == 401 || response->status == 403)) {
       std::lock_guard<std::mutex> lock(mu_);
       fatal_ = FailedPrecondition("the head refused the join token or the host certificate (HTTP " +

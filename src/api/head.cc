@@ -239,17 +239,28 @@ struct Head::Impl {
   }
 
   // One heartbeat line of an agent channel, "SEQ HEARTBEAT-JSON", answered with the line
-  // {"ack": SEQ, "status": S, "body": B}: S and B what POST .../heartbeat would answer.
-  std::string ChannelBeat(const std::string& host, const std::string& credential,
-                          std::string_view line) {
+  // {"ack": SEQ, "status": S, "body": B}: S and B what POST .../heartbeat would answer. The
+  // host's certificate (`peer_identity`, verified when the channel opened) is checked again,
+  // as each POST is: a host revoked since is answered 403 naming the revocation, as a POST
+  // is, and `close` is set, so no channel outlives its host's revocation (the agent then
+  // waits for an admin to readmit the host, docs/security.md "Host certificates"). Without
+  // this the deleted host's beats were answered 404, the agent registered again, and that
+  // registration's 403 ended it.
+  std::string ChannelBeat(const std::string& host, const std::string& peer_identity,
+                          const std::string& credential, std::string_view line, bool& close) {
     const size_t space = line.find(' ');
     uint64_t seq = 0;
     const auto [end, ec] =
         std::from_chars(line.data(), line.data() + std::min(space, line.size()), seq);
     Response answer;
+    net::Request as_posted;
+    as_posted.peer_identity = peer_identity;
     if (space == std::string_view::npos || ec != std::errc() || end != line.data() + space) {
       answer = Response::Error(
           400, "channel: a line is \"SEQ HEARTBEAT-JSON\", SEQ an unsigned integer", "channel");
+    } else if (auto refused = RefuseHostCall(host_certs.get(), as_posted, host)) {
+      answer = *std::move(refused);
+      close = true;
     } else if (auto matches = ctl->HostCredentialMatches(host, credential); !matches.ok()) {
       answer = ErrorReply(matches.status());
     } else if (!*matches) {
@@ -798,9 +809,12 @@ Status Head::Start() {
           }
           m.Kick();
         });
-        out.on_client_line = [&m, host, credential, writer](std::string_view line) {
+        out.on_client_line = [&m, host, peer = r.peer_identity, credential,
+                              writer](std::string_view line) {
           if (line.empty() || !*writer) return;
-          (*writer)->Write(m.ChannelBeat(host, credential, line));
+          bool close = false;
+          (*writer)->Write(m.ChannelBeat(host, peer, credential, line, close));
+          if (close) (*writer)->Close();  // after the acknowledgement that says why
         };
         return out;
       })));
