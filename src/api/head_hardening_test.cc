@@ -26,9 +26,12 @@
 #include <vector>
 
 #include "api/head.h"
+#include "api/head_tls.h"
+#include "api/host_certs.h"
 #include "net/duplex_client.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
+#include "pki/pki.h"
 #include "protocol/credential.h"
 
 namespace tessera::api {
@@ -497,6 +500,63 @@ TEST_F(HeadHardeningTest, AgentChannelCarriesHeartbeatsAndAssignmentsOnOneConnec
   ASSERT_TRUE(after.ok()) << after.ToString();
   ASSERT_TRUE(late_ack.has_value());
   EXPECT_EQ((*late_ack)["status"], 404) << late_ack->dump();
+}
+
+// With host certificates: a channel opened before `tessera delete host` answers its next
+// heartbeat 403 naming the revocation, as a POST with that certificate is answered, and the
+// head then closes it, so a revoked certificate keeps no connection. (A 404 here sent the agent
+// to register again, whose 403 ended it: test_host_certs.py's revoked host never came back.)
+TEST_F(HeadHardeningTest, AChannelOfARevokedHostIsAnsweredWithTheRevocationAndClosed) {
+  StartHead();  // TLS, host certificates
+  const std::string host = HostName(0, 0);
+  const std::string state = dir_.path() + "/state/";
+  auto ca = pki::ReadCa(state + kCaCertFile, state + kCaKeyFile);
+  ASSERT_TRUE(ca.ok()) << ca.status().ToString();
+  auto cert = pki::MakeClientCert(*ca, {HostIdentity(host), "host"});
+  ASSERT_TRUE(cert.ok()) << cert.status().ToString();
+  const std::string pem = dir_.path() + "/host.pem";
+  ASSERT_TRUE(pki::WriteKeyFile(pem, cert->cert_pem + cert->key_pem).ok());
+  net::ClientOptions as_host = ClientOptions(head_->join_token());
+  as_host.tls->cert_file = pem;
+  as_host.tls->key_file = pem;
+  const Json registration = {{"name", host},
+                             {"generation", "v6e"},
+                             {"chips", 4},
+                             {"slice", {{"name", "slice-0"}, {"topology", "4x4"}, {"worker", 0}}},
+                             {"credential", protocol::Sha256Hex(host)}};
+  {
+    net::HttpClient client(as_host);
+    auto registered = client.Request(Method::kPost, "/api/v1/agents/register", registration.dump());
+    ASSERT_TRUE(registered.ok()) << registered.status().ToString();
+    ASSERT_EQ(registered->status, 200) << registered->body;
+  }
+  // A channel the head left open would end idle, failing Run, rather than hang the test.
+  net::ClientOptions channel_options = as_host;
+  channel_options.stream_idle_timeout = 10s;
+  net::DuplexClient channel(channel_options);
+  std::vector<Json> acks;
+  const Status ended = channel.Run(
+      Method::kGet, "/api/v1/agents/" + host + "/channel",
+      {{"X-Tessera-Host-Credential", protocol::Sha256Hex(host)}},
+      [&] {
+        EXPECT_TRUE(channel.Send("1 {}"));  // answered 200 before the deletion
+      },
+      [&](std::string_view line) {
+        Json j = Json::parse(line, nullptr, false);
+        if (!j.contains("ack")) return true;
+        acks.push_back(j);
+        if (acks.size() == 1) {
+          EXPECT_EQ(Call(Method::kDelete, "/api/v1/hosts/" + host).status, 200);
+          EXPECT_TRUE(channel.Send("2 {}"));
+        }
+        return true;  // until the head ends the response
+      });
+  ASSERT_TRUE(ended.ok()) << ended.ToString();  // the head ended the response
+  ASSERT_EQ(acks.size(), 2u);
+  EXPECT_EQ(acks[0]["status"], 200) << acks[0].dump();
+  EXPECT_EQ(acks[1]["status"], 403) << acks[1].dump();
+  EXPECT_NE(acks[1]["body"].value("error", "").find("is revoked"), std::string::npos)
+      << acks[1].dump();
 }
 
 // Reads a watch stream on its own thread until `until` holds for a line.
