@@ -26,11 +26,11 @@ by window: before the step, the step up until the last new group takes traffic, 
 the high load, after the step down. Timestamps are the monitor's poll times (resolution
 --poll-s plus the time of one poll).
 
-A benchmark, not a timed test: it prints a table and writes JSON (--json). Run it under
-flock /tmp/tessera-heavy.lock:
+A benchmark, not a timed test: it prints a table and writes JSON (--json). Run it on a quiet
+machine:
 
-  flock /tmp/tessera-heavy.lock /usr/bin/python3 bench/serving/autoscale_step.py \
-      --binary build/dev/bin/tessera --json /tmp/autoscale.json
+  /usr/bin/python3 bench/serving/autoscale_step.py \
+      --binary build/dev/bin/tessera --json autoscale.json
 """
 
 import argparse

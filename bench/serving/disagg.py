@@ -19,7 +19,7 @@ disaggregated one the handoff time and KV bytes moved per request (the decode re
 with its prefill replica killed (SIGKILL) part-way through; decode falls back to local prefill
 and no request may fail.
 
-  flock /tmp/tessera-heavy.lock bench/serving/disagg.py --windows 4 --window-s 40 \\
+  bench/serving/disagg.py --windows 4 --window-s 40 \\
       --time-scale 1 --kill-prefill
 """
 

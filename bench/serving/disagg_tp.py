@@ -11,7 +11,7 @@ A request of one token is answered when its first token is made, so its latency 
 is the time to first token. Reported per size: the medians of both, their ratio, the KV bytes
 each rank pulls and the decode leader's handoff counters (a fallback would show there).
 
-  flock /tmp/tessera-build.lock /usr/bin/python3 bench/serving/disagg_tp.py --requests 40
+  /usr/bin/python3 bench/serving/disagg_tp.py --requests 40
 """
 
 import argparse

@@ -20,10 +20,10 @@ The replicas run examples/serve/server.py (--server example, the default) or the
 tests/integration/serving_backend.py (--server fake). Cluster: `tessera up` with replicas + 1
 v6e slices of --topology (default 4x4, four hosts: a group is four processes, worker 0 the
 leader; 2x4 is one host, a group of one), so a rolling update has room for its surge group.
-Run it under flock /tmp/tessera-heavy.lock:
+Run it on a quiet machine:
 
-  flock /tmp/tessera-heavy.lock /usr/bin/python3 bench/serving/failures.py \
-      --binary build/dev/bin/tessera --json /tmp/failures.json
+  /usr/bin/python3 bench/serving/failures.py \
+      --binary build/dev/bin/tessera --json failures.json
 """
 
 import argparse

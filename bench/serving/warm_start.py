@@ -25,7 +25,7 @@ scaled-down leader's log for "drained".
 A benchmark: a table of medians and JSON (--json); bounded (--budget-s, every wait has a
 deadline). Run it under the build lock:
 
-  flock /tmp/tessera-build.lock /usr/bin/python3 bench/serving/warm_start.py \\
+  /usr/bin/python3 bench/serving/warm_start.py \\
       --binary build/dev/bin/tessera --runs 3 --json warm_start.json
 """
 

@@ -294,10 +294,29 @@ class Client:
         return self.request("GET", "/api/v1/%s/%s%s" % (
             kind_path(kind), urllib.parse.quote(name), self._in_namespace(kind)))
 
-    def list(self, kind):
+    def list(self, kind, chunk_size=500):
         """The items of `kind` (the list's metadata.resourceVersion is dropped: watch() takes
-        care of versions)."""
-        return self.request("GET", "/api/v1/" + kind_path(kind) + self._in_namespace(kind))["items"]
+        care of versions), asked for in pages of `chunk_size` (?limit=, following
+        metadata.continue as kubectl's --chunk-size does; 0 asks for the whole list at once)."""
+        return self._list_pages(kind, chunk_size)["items"]
+
+    def _list_pages(self, kind, chunk_size=500):
+        """The whole list of `kind`, page after page: every page's items, and the first page's
+        metadata (its resourceVersion is the one every page answers, the one to watch from). A
+        head without pages answers the whole list to the first request."""
+        path = "/api/v1/" + kind_path(kind) + self._in_namespace(kind)
+        if not chunk_size:
+            return self.request("GET", path)
+        first = path + ("&" if "?" in path else "?") + "limit=%d" % chunk_size
+        listed = self.request("GET", first)
+        token = listed.get("metadata", {}).get("continue")
+        while token:
+            page = self.request("GET", first + "&continue=" + urllib.parse.quote(token))
+            listed["items"].extend(page.get("items", []))
+            token = page.get("metadata", {}).get("continue")
+        listed.get("metadata", {}).pop("continue", None)
+        listed.get("metadata", {}).pop("remainingItemCount", None)
+        return listed
 
     def delete(self, kind, name, force=False):
         path = "/api/v1/%s/%s" % (kind_path(kind), urllib.parse.quote(name))
@@ -378,7 +397,7 @@ class Client:
     def _resync(self, kind, known):
         """After a 410: the list, compared with what was yielded; the changes between, and the
         list's revision, from which the watch goes on."""
-        listed = self.request("GET", "/api/v1/" + kind_path(kind) + self._in_namespace(kind))
+        listed = self._list_pages(kind)
         version = listed.get("metadata", {}).get("resourceVersion")
         if not version:
             raise ApiError(500, "the head's list of %s has no metadata.resourceVersion to watch "

@@ -31,6 +31,7 @@ class FakeHead:
         self.in_use = {}  # name -> ["job/a", ...]
         self.cut_next_watch = None  # (whole lines, then this many bytes of the next line)
         self.watch_paths = []
+        self.list_paths = []
         self.refuse_next_watch_410 = False
         self.streams_epoch = 0  # bumped to end every open watch stream
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -133,9 +134,24 @@ class FakeHead:
                     return self.reply(200, obj)
                 if query.get("watch") != ["true"]:
                     with head.lock:
-                        return self.reply(200, {"items": list(head.objects.values()),
-                                                "metadata": {"resourceVersion":
-                                                             str(head.version)}})
+                        head.list_paths.append(self.path)
+                        if "limit" not in query:
+                            return self.reply(200, {"items": list(head.objects.values()),
+                                                    "metadata": {"resourceVersion":
+                                                                 str(head.version)}})
+                        # Pages as the head cuts them: by name, after the token's position,
+                        # every page at the first page's version.
+                        after, version = "", str(head.version)
+                        if "continue" in query:
+                            version, after = query["continue"][0].split(":", 1)
+                        names = sorted(n for n in head.objects if n > after)
+                        limit = int(query["limit"][0])
+                        meta = {"resourceVersion": version}
+                        if len(names) > limit:
+                            meta["continue"] = "%s:%s" % (version, names[limit - 1])
+                            meta["remainingItemCount"] = len(names) - limit
+                        return self.reply(200, {"items": [head.objects[n] for n in names[:limit]],
+                                                "metadata": meta})
                 try:
                     self.watch(int(query["resourceVersion"][0]))
                 except (BrokenPipeError, ConnectionResetError):
@@ -303,6 +319,34 @@ class CallTest(unittest.TestCase):
         tc.Client(self.head.url, None).call("GET", "/api/v1/slicereservations")
         c.call("GET", "/api/v1/slicereservations")
         self.assertEqual(seen, [None, "Bearer token"])
+
+
+class ListPagesTest(unittest.TestCase):
+    def setUp(self):
+        self.head = FakeHead()
+        self.c = tc.Client(self.head.url, "token", timeout=5)
+
+    def tearDown(self):
+        self.head.stop()
+
+    def test_list_follows_continue_until_the_last_page(self):
+        for name in ["e", "a", "d", "c", "b"]:
+            self.head.add(name)
+        items = self.c.list("reservations", chunk_size=2)
+        self.assertEqual([i["metadata"]["name"] for i in items], ["a", "b", "c", "d", "e"])
+        self.assertEqual(len(self.head.list_paths), 3)
+        self.assertTrue(all("limit=2" in p for p in self.head.list_paths))
+        self.assertNotIn("continue=", self.head.list_paths[0])
+        version = str(self.head.version)
+        self.assertIn("continue=" + urllib.parse.quote("%s:b" % version), self.head.list_paths[1])
+        self.assertIn("continue=" + urllib.parse.quote("%s:d" % version), self.head.list_paths[2])
+
+    def test_chunk_size_zero_asks_once_for_the_whole_list(self):
+        for name in ["a", "b", "c"]:
+            self.head.add(name)
+        self.assertEqual(len(self.c.list("reservations", chunk_size=0)), 3)
+        self.assertEqual(len(self.head.list_paths), 1)
+        self.assertNotIn("limit=", self.head.list_paths[0])
 
 
 class WatchProtocolTest(unittest.TestCase):

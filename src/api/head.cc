@@ -23,6 +23,7 @@
 #include "api/authz.h"
 #include "api/head_tls.h"
 #include "api/host_certs.h"
+#include "api/list_pages.h"
 #include "api/log_proxy.h"
 #include "api/metrics.h"
 #include "api/namespaces.h"
@@ -39,6 +40,7 @@
 #include "net/http_server.h"
 #include "net/port_probe.h"
 #include "protocol/credential.h"
+#include "store/counting_store.h"
 #include "store/sqlite_store.h"
 
 namespace tessera::api {
@@ -160,7 +162,7 @@ Result<std::string> LoadOrCreateToken(const std::string& path) {
 
 struct Head::Impl {
   SystemClock clock;
-  std::unique_ptr<store::Store> store;
+  std::unique_ptr<store::CountingStore> store;  // counts writes for /metrics
   std::unique_ptr<controller::Controller> ctl;
   std::unique_ptr<net::HttpServer> server;
   std::unique_ptr<HeadMetrics> metrics;
@@ -402,6 +404,7 @@ struct Head::Impl {
             hub->Attach(kind, v, in_namespace, {}, std::move(w));
           });
     }
+    if (!watch && (r.Query("limit") || r.Query("continue"))) return ListPage(r, target);
     auto listed = ctl->ListWithVersion(kind);
     if (!listed) return Response::Error(500, "no list of kind " + kind);
     const uint64_t version = hub->VersionAfter(listed->changes);
@@ -415,6 +418,42 @@ struct Head::Impl {
                              added = std::move(added)](std::shared_ptr<net::StreamWriter> w) {
       hub->Attach(kind, version, in_namespace, added, std::move(w));
     });
+  }
+
+  // A list in pages (list_pages.h): ?limit=N and ?continue=TOKEN from the previous page's
+  // metadata.continue. Every page carries the first page's resourceVersion.
+  Response ListPage(const Request& r, const authz::Target& target) {
+    const std::string& kind = target.kind;
+    auto limit = ParseLimit(r.Query("limit"));
+    if (!limit.ok()) return ErrorReply(limit.status(), InputFrom::kRequest);
+    controller::Controller::PageRequest request;
+    request.limit = *limit;
+    request.namespace_name = target.namespace_name;
+    std::optional<uint64_t> first_version;
+    if (auto text = r.Query("continue"); text && !text->empty()) {
+      auto token = DecodeContinue(*text, kind, target.namespace_name);
+      if (!token.ok()) return ErrorReply(token.status(), InputFrom::kRequest);
+      if (!hub->FromThisRun(token->resource_version))
+        return Response::Error(410,
+                               "continue: the token is from an earlier run of the head (its list "
+                               "was at resourceVersion " +
+                                   std::to_string(token->resource_version) +
+                                   "); list again without continue",
+                               "continue");
+      request.after = token->after;
+      first_version = token->resource_version;
+    }
+    auto page = ctl->ListPage(kind, request);
+    if (!page.ok()) return ErrorReply(page.status(), InputFrom::kRequest);
+    const uint64_t version = first_version.value_or(hub->VersionAfter(page->changes));
+    Json list = std::move(page->list);
+    list["metadata"] = {{"resourceVersion", std::to_string(version)}};
+    if (!page->last.empty()) {
+      list["metadata"]["continue"] =
+          EncodeContinue({kind, target.namespace_name, version, page->last});
+      list["metadata"]["remainingItemCount"] = page->remaining;
+    }
+    return Response::Json(200, list.dump());
   }
 
   // The dashboard's files: embedded at build time, or read from web_dir when it is set.
@@ -454,6 +493,9 @@ struct Head::Impl {
     in.hosts = ctl->ListHosts();
     in.cluster_queues = ctl->ListClusterQueues();
     in.open_connections = static_cast<double>(server->connection_count());
+    const store::CountingStore::Counts writes = store->counts();
+    in.store_writes_by_kind = writes.writes_by_kind;
+    in.store_commits = writes.commits;
     auto text = metrics->Render(in);
     if (!text.ok()) return Response::Error(500, text.status().message());
     Response out = Response::Text(200, std::move(text).value());
@@ -511,7 +553,7 @@ Status Head::Start() {
   auto store = options_.open_store ? options_.open_store()
                                    : store::SqliteStore::Open(options_.state_dir + "/tessera.db");
   if (!store.ok()) return store.status();
-  m.store = std::move(store).value();
+  m.store = std::make_unique<store::CountingStore>(std::move(store).value());
   controller::ControllerOptions controller_options = options_.controller;
   if (controller_options.term == 0) {  // no election fed one: this start takes the next term
     auto term = controller::TakeNextHeadTerm(*m.store);

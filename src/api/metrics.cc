@@ -268,6 +268,14 @@ Result<std::string> HeadMetrics::Render(const Inputs& in) const {
   w.Family("tessera_http_open_connections", "HTTP connections open to the head.",
            MetricType::kGauge);
   w.Sample("tessera_http_open_connections", {}, in.open_connections);
+  w.Family("tessera_store_writes_total",
+           "Objects the head wrote to its store (puts and deletes of successful commits), by kind.",
+           MetricType::kCounter);
+  for (const auto& [kind, n] : in.store_writes_by_kind)
+    w.Sample("tessera_store_writes_total", {{"kind", kind}}, static_cast<double>(n));
+  w.Family("tessera_store_commits_total",
+           "Successful commits (atomic batches) to the head's store.", MetricType::kCounter);
+  w.Sample("tessera_store_commits_total", {}, static_cast<double>(in.store_commits));
   return w.Finish();
 }
 

@@ -54,6 +54,9 @@ class HeadMetrics {
     nlohmann::json hosts;           // ListHosts()
     nlohmann::json cluster_queues;  // ListClusterQueues()
     double open_connections = 0;    // the HTTP server's
+    // The head store's object writes per kind and its commits (store/counting_store.h).
+    std::map<std::string, uint64_t> store_writes_by_kind;
+    uint64_t store_commits = 0;
   };
   // The whole exposition. Internal only if a metric is malformed (a bug, never input).
   Result<std::string> Render(const Inputs& inputs) const;

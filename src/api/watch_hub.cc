@@ -46,6 +46,11 @@ bool WatchHub::CanResumeLocked(const std::string& kind, uint64_t version) const 
   return it == kinds_.end() || version >= it->second.evicted_through;
 }
 
+bool WatchHub::FromThisRun(uint64_t version) const {
+  std::lock_guard lock(mu_);
+  return version >= options_.first_version && version <= latest_;
+}
+
 bool WatchHub::CanResume(const std::string& kind, uint64_t version) const {
   std::lock_guard lock(mu_);
   return CanResumeLocked(kind, version);

@@ -53,6 +53,11 @@ class WatchHub {
   // first_version, or newer than the latest change). The caller answers 410 Gone.
   bool CanResume(const std::string& kind, uint64_t version) const;
 
+  // Whether `version` is one this hub handed out (not older than first_version, not newer than
+  // the latest change), however much history it still keeps: a list's continue token from an
+  // earlier run of the head is refused with 410 (api/list_pages.h).
+  bool FromThisRun(uint64_t version) const;
+
   // Starts `stream` watching `kind` after `version`: writes `initial` (e.g. the list as ADDED
   // lines), then the kept changes of `kind` after `version`, then each new one; with a
   // `namespace_name` ("" is every namespace) only the changes of objects in it. When the

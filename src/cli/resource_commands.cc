@@ -354,6 +354,29 @@ void WatchKind(net::HttpClient& client, const std::string& path, const std::stri
   if (!error.empty()) throw CommandError("watching " + path + ": " + error, 1);
 }
 
+// The whole list of `path` in pages of `chunk` items (kubectl's --chunk-size): each request
+// asks for ?limit=chunk and follows metadata.continue until the head gives none. The list
+// answered has every page's items and the first page's metadata.resourceVersion. A head without
+// pages answers the whole list to the first request. chunk 0: one request for the whole list.
+Json ListInChunks(net::HttpClient& client, const std::string& path, const std::string& in_namespace,
+                  int64_t chunk) {
+  const std::string base = "/api/v1/" + path + in_namespace;
+  if (chunk <= 0) return Call(client, net::Method::kGet, base);
+  const char sep = in_namespace.empty() ? '?' : '&';
+  const std::string first = base + sep + "limit=" + std::to_string(chunk);
+  Json list = Call(client, net::Method::kGet, first);
+  if (!list.contains("items") || !list["items"].is_array()) return list;
+  std::string token = list.value("metadata", Json::object()).value("continue", "");
+  while (!token.empty()) {
+    Json page = Call(client, net::Method::kGet, first + "&continue=" + token);
+    for (Json& item : page["items"]) list["items"].push_back(std::move(item));
+    token = page.value("metadata", Json::object()).value("continue", "");
+  }
+  list["metadata"].erase("continue");
+  list["metadata"].erase("remainingItemCount");
+  return list;
+}
+
 }  // namespace
 
 void AddResourceCommands(CLI::App& app) {
@@ -367,6 +390,7 @@ void AddResourceCommands(CLI::App& app) {
     auto output = std::make_shared<std::string>("table");
     auto watch = std::make_shared<bool>(false);
     auto object = std::make_shared<std::string>();
+    auto chunk_size = std::make_shared<int64_t>(500);
     cmd->add_option("kind", *kind, "the kind: " + KindHelp())->required();
     cmd->add_option("names", *names,
                     "only these objects (tessera get job NAME); a name not found is an error "
@@ -379,9 +403,14 @@ void AddResourceCommands(CLI::App& app) {
                   "after the list, print every change until interrupted (rows, or one JSON "
                   "change per line with -o json); with NAMEs, only their changes");
     cmd->add_option("--for", *object, "events: only those about this object, e.g. trainjob/demo");
+    cmd->add_option("--chunk-size", *chunk_size,
+                    "list in pages of this many objects (?limit= and continue, as kubectl); 0 "
+                    "asks for the whole list at once")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
     flags->Add(cmd);
     flags->AddNamespace(cmd, true);
-    cmd->callback([flags, kind, names, output, watch, object] {
+    cmd->callback([flags, kind, names, output, watch, object, chunk_size] {
       // kubectl's KIND/NAME form: `tessera get trainjob/demo`.
       if (const size_t slash = kind->find('/'); slash != std::string::npos) {
         names->insert(names->begin(), kind->substr(slash + 1));
@@ -457,7 +486,7 @@ void AddResourceCommands(CLI::App& app) {
       Json list;
       std::vector<std::string> missing;
       if (names->empty()) {
-        list = Call(*client, net::Method::kGet, "/api/v1/" + path + in_namespace);
+        list = ListInChunks(*client, path, in_namespace, *chunk_size);
       } else if (KindHasGetRoute(path)) {
         // One GET per name; a 404 is collected, any other refusal stops here.
         list = {{"kind", "List"}, {"items", Json::array()}};
@@ -474,7 +503,7 @@ void AddResourceCommands(CLI::App& app) {
           list["items"].push_back(std::move(item));
         }
       } else {
-        Json all = Call(*client, net::Method::kGet, "/api/v1/" + path + in_namespace);
+        Json all = ListInChunks(*client, path, in_namespace, *chunk_size);
         NamedItems picked = SelectNamed(all.value("items", Json::array()), *names);
         list = {{"kind", all.value("kind", "List")}, {"items", picked.found}};
         missing = picked.missing;

@@ -15,11 +15,14 @@
 #include "cli/commands.h"
 #include "common/rng.h"
 #include "sim/cluster.h"
+#include "sim/gpu_sim.h"
 #include "sim/report.h"
 #include "sim/simulator.h"
 
 namespace tessera::cli {
 namespace {
+
+constexpr const char* kSimTpuPolicies = "first-fit,tightest-fit,tessera";
 
 struct SimFlags {
   std::string preset = "ironwood";
@@ -37,7 +40,7 @@ struct SimFlags {
   double multi_slice_fraction = 0;
   double priority_fraction = 0.2;
   std::string shape_map;
-  std::string policies = "first-fit,tightest-fit,tessera";
+  std::string policies = kSimTpuPolicies;
   std::string admission = "backfill";
   bool fair_sharing = false;  // kueue admissions: the cluster-wide fair-sharing setting
   uint64_t seed = 1;
@@ -69,6 +72,13 @@ struct SimFlags {
   HelpThresholdOptions help;  // --help-factor, --help-quantile, --help-window
   std::string html;
   bool no_progress = false;
+  // GPU domains (src/sim/gpu_sim.h): --gpu switches the run to them.
+  std::string gpu;
+  int gpu_hosts = 0;
+  int gpu_domains = 0;
+  std::string domain_rule = "auto";
+  int64_t migrate_s = sim::GpuSimOptions{}.migrate_s;
+  double span_slowdown = 1.0;
 };
 
 std::vector<std::string> SplitPolicies(const std::string& s) {
@@ -132,7 +142,89 @@ void WriteFile(const std::string& path, const std::string& what,
   if (!out.flush()) throw CommandError(what + ": writing " + path + " failed", 1);
 }
 
+// `tessera sim --gpu SYSTEM --hosts N | --domains N --trace FILE`: the trace natively on GPU
+// NVLink domains, once per GPU placement policy.
+void RunGpu(const SimFlags& f) {
+  auto system = ParseGpuSystem(f.gpu);
+  if (!system.ok()) {  // the catalog names the manifest's field, `gpu: ...`: name the flag
+    std::string why = system.status().message();
+    if (why.starts_with("gpu: ")) why.erase(0, 5);
+    throw CommandError("--gpu: " + why);
+  }
+  const GpuSystemInfo& info = Info(*system);
+  int domains = 0;
+  if (info.hosts_per_domain == 1) {
+    if (f.gpu_domains > 0 && f.gpu_hosts > 0 && f.gpu_domains != f.gpu_hosts)
+      throw CommandError("--hosts and --domains: on " + std::string(info.name) +
+                         " a domain is one host; give --hosts N");
+    domains = f.gpu_hosts > 0 ? f.gpu_hosts : f.gpu_domains;
+  } else {
+    if (f.gpu_hosts > 0 && f.gpu_hosts % info.hosts_per_domain != 0)
+      throw CommandError("--hosts: " + std::to_string(f.gpu_hosts) + " is not a whole number of " +
+                         std::string(info.name) + " domains (" +
+                         std::to_string(info.hosts_per_domain) + " hosts each); use --domains N");
+    domains = f.gpu_domains > 0 ? f.gpu_domains : f.gpu_hosts / info.hosts_per_domain;
+  }
+  if (domains < 1)
+    throw CommandError("--hosts or --domains: the size of the GPU fleet, e.g. --hosts 64");
+  if (f.trace.empty())
+    throw CommandError("--trace: --gpu replays a trace (ITP csv or openb pod list)");
+  auto format = sim::ParseTraceFormat(f.trace_format);
+  if (!format.ok()) throw CommandError("--trace-format: " + format.status().message());
+  std::ifstream in(f.trace);
+  if (!in) throw CommandError("--trace: cannot open " + f.trace);
+  const size_t slash = f.trace.find_last_of('/');
+  auto w =
+      sim::ReadTrace(in, slash == std::string::npos ? f.trace : f.trace.substr(slash + 1), *format);
+  if (!w.ok()) throw CommandError("--trace: " + w.status().message());
+
+  sim::GpuSimOptions base;
+  base.system = *system;
+  base.domains = domains;
+  if (f.domain_rule != "auto") {
+    auto rule = ParseDomainRule(f.domain_rule);
+    if (!rule.ok()) throw CommandError("--domain-rule: " + rule.status().message() + ", or auto");
+    base.rule = *rule;
+  }
+  base.defrag = !f.no_defrag;
+  base.migrate_s = f.migrate_s;
+  base.span_slowdown = f.span_slowdown;
+  const std::string names =
+      f.policies == kSimTpuPolicies ? "tessera,slurm-block,first-fit" : f.policies;
+  sim::GpuComparison c;
+  std::ostringstream cluster;
+  cluster << info.name << ": " << domains << " NVLink domain(s) x " << info.hosts_per_domain
+          << " host(s) x " << info.gpus_per_host << " GPUs = " << domains * info.gpus_per_domain()
+          << " GPUs";
+  c.cluster = cluster.str();
+  c.workload = w->source + ", " + std::to_string(w->jobs.size()) + " jobs";
+  std::ostringstream cmd;
+  cmd << "domain rule " << f.domain_rule << "; tessera holds and moves "
+      << (f.no_defrag ? "off" : "on") << " (move costs " << f.migrate_s << " s); span slowdown "
+      << f.span_slowdown;
+  c.command = cmd.str();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const std::string& name : SplitPolicies(names)) {
+    auto policy = ParseGpuPolicy(name);
+    if (!policy.ok()) throw CommandError("--policies: " + policy.status().message());
+    sim::GpuSimOptions o = base;
+    o.policy = *policy;
+    auto r = sim::RunGpuSimulation(*w, o);
+    if (!r.ok()) throw CommandError(name + ": " + r.status().message());
+    c.runs.push_back(std::move(*r));
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (f.output == "json")
+    sim::WriteGpuJson(std::cout, c);
+  else
+    sim::WriteGpuText(std::cout, c);
+  std::fprintf(stderr, "simulated %zu GPU run(s) of %zu jobs in %.2f s\n", c.runs.size(),
+               w->jobs.size(), seconds);
+}
+
 void Run(const SimFlags& f) {
+  if (!f.gpu.empty()) return RunGpu(f);
   const sim::ClusterSpec spec = BuildSpec(f);
   auto inv = sim::BuildCluster(spec);
   if (!inv.ok()) throw CommandError(inv.status().message());
@@ -357,7 +449,8 @@ void AddSimCommand(CLI::App& app) {
   cmd->add_option("--default-estimate-h", f->default_estimate_h,
                   "easy: expected duration of a job that gives none")
       ->capture_default_str();
-  cmd->add_flag("--no-defrag", f->no_defrag, "easy: no defragmentation by checkpoint-and-move");
+  cmd->add_flag("--no-defrag", f->no_defrag,
+                "easy and --gpu: no defragmentation by checkpoint-and-move");
   cmd->add_option("--reserve-min-chips", f->reserve_min_chips,
                   "easy: only a blocked job of this many chips or more gets a reservation (64: "
                   "a cube's worth; 0: every blocked head, classic EASY)")
@@ -420,6 +513,24 @@ void AddSimCommand(CLI::App& app) {
                   "write waits, JCT and preemptions by size and priority class to FILE");
   cmd->add_option("--html", f->html, "write a self-contained HTML report to FILE");
   cmd->add_flag("--no-progress", f->no_progress, "no progress bar even on a terminal");
+  cmd->add_option("--gpu", f->gpu,
+                  "replay the trace on GPU NVLink domains instead: h100, h200, gb200-nvl72 "
+                  "(policies tessera, slurm-block, first-fit; docs/simulator.md)");
+  cmd->add_option("--hosts", f->gpu_hosts, "--gpu: hosts (h100/h200: each its own domain)");
+  cmd->add_option("--domains", f->gpu_domains,
+                  "--gpu: NVLink domains (gb200-nvl72: 18 trays each)");
+  cmd->add_option("--domain-rule", f->domain_rule,
+                  "--gpu: auto (required up to a domain, preferred above), required, preferred, "
+                  "segment:K")
+      ->capture_default_str();
+  cmd->add_option("--migrate-s", f->migrate_s,
+                  "--gpu: restart cost of a small job tessera moves off held hosts")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{86400}));
+  cmd->add_option("--span-slowdown", f->span_slowdown,
+                  "--gpu: run-time factor of a job spread over more NVLink domains than it needs")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 100.0));
   cmd->callback([f] { Run(*f); });
 }
 

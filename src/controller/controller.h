@@ -243,6 +243,26 @@ class Controller {
     uint64_t changes = 0;
   };
   std::optional<VersionedList> ListWithVersion(const std::string& kind) const;
+  // One page of the list of `kind` (Kubernetes' limit and continue; api/list_pages.h): at most
+  // `limit` items (0: all) of `namespace_name` ("" every one) after list position `after`
+  // (ListPosition; "" from the start), in position order, with the change count as in
+  // ListWithVersion. TrainJobs and Hosts are paged under the lock: it is held for a scan of the
+  // keys and a copy of the page's objects only, not of the whole list. Other kinds (bounded by
+  // their nature: events are a ring) are copied whole as ListWithVersion does and cut after the
+  // lock. kInvalidArgument (field "continue") for a TrainJob position that is not a uid;
+  // kNotFound for a kind with no list.
+  struct PageRequest {
+    std::string after;
+    size_t limit = 0;
+    std::string namespace_name;
+  };
+  struct VersionedPage {
+    Json list;               // the kind's list document with this page's items
+    uint64_t changes = 0;    // as VersionedList
+    std::string last;        // the position of the page's last item if more follow, else ""
+    uint64_t remaining = 0;  // the items after this page
+  };
+  Result<VersionedPage> ListPage(const std::string& kind, const PageRequest& request) const;
   // Where to read a worker's log: the agent's address and port, and the path on the agent.
   // kNotFound when the job or its host is gone, or the host's agent serves no logs;
   // kInvalidArgument (field "worker") for a rank the job does not have.
@@ -773,5 +793,12 @@ class Controller::View : public ClusterView {
  private:
   const Controller& c_;
 };
+
+// Where an item of a list of `kind` stands in the list order pages follow (Controller::ListPage):
+// a TrainJob's uid as 20 digits (creation order; a uid is never reused), an event's name
+// ("evt-" and its number), any other object's key (common/object_key.h). Positions compare as
+// strings.
+std::string ListPosition(const std::string& kind, const Json& item);
+std::string UidPosition(uint64_t uid);
 
 }  // namespace tessera::controller

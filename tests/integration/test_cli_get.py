@@ -185,6 +185,57 @@ class CliGetTest(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("kind 'pods' is unknown; valid: jobs", p.stderr)
 
+    def test_lists_come_in_pages_that_make_the_whole_list(self):
+        jobs = "".join(
+            "---\napiVersion: tessera/v1\nkind: TrainJob\nmetadata: {name: page-job-%d}\n"
+            "spec: {accelerator: v6e, topology: 4x4, template: {command: [\"true\"]}}\n" % i
+            for i in range(5))
+        p = self.cli("apply", "-f", "-", input=jobs)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        whole = self.cli("get", "jobs", "-o", "name", "--chunk-size", "0")
+        self.assertEqual(whole.returncode, 0, whole.stderr)
+        self.assertGreaterEqual(len(whole.stdout.splitlines()), 6, whole.stdout)
+        paged = self.cli("get", "jobs", "-o", "name", "--chunk-size", "2")
+        self.assertEqual(paged.returncode, 0, paged.stderr)
+        self.assertEqual(paged.stdout, whole.stdout)
+        # The API itself: limit and continue, every page at the first page's version.
+        c = Client.from_state_dir(self.state)
+        names, token, versions, pages = [], None, set(), 0
+        while True:
+            status, page = c.call("GET", "/api/v1/jobs?limit=2" +
+                                  ("&continue=" + token if token else ""))
+            self.assertEqual(status, 200, page)
+            pages += 1
+            self.assertLessEqual(len(page["items"]), 2)
+            names += ["trainjob/" + i["metadata"]["name"] for i in page["items"]]
+            versions.add(page["metadata"]["resourceVersion"])
+            token = page["metadata"].get("continue")
+            if not token:
+                self.assertNotIn("remainingItemCount", page["metadata"])
+                break
+            self.assertEqual(page["metadata"]["remainingItemCount"],
+                             len(whole.stdout.splitlines()) - len(names))
+        self.assertEqual(names, whole.stdout.splitlines())
+        self.assertEqual(len(versions), 1, versions)
+        self.assertEqual(pages, (len(names) + 1) // 2)
+        # A wrong token or limit: 400 naming the field and the fix.
+        status, answer = c.call("GET", "/api/v1/jobs?limit=2&continue=not-a-token")
+        self.assertEqual(status, 400, answer)
+        self.assertEqual(answer.get("field"), "continue", answer)
+        self.assertIn("list again without continue", str(answer))
+        status, answer = c.call("GET", "/api/v1/jobs?limit=two")
+        self.assertEqual(status, 400, answer)
+        self.assertEqual(answer.get("field"), "limit", answer)
+        # A token of another kind is refused too.
+        _, first = c.call("GET", "/api/v1/jobs?limit=1")
+        status, answer = c.call("GET", "/api/v1/hosts?limit=1&continue=" +
+                                first["metadata"]["continue"])
+        self.assertEqual(status, 400, answer)
+        self.assertEqual(answer.get("field"), "continue", answer)
+        # Python's client pages too.
+        self.assertEqual(["trainjob/" + i["metadata"]["name"]
+                          for i in c.list("jobs", chunk_size=2)], names)
+
     def test_get_help_lists_every_kind(self):
         p = subprocess.run([TESSERA, "get", "--help"], capture_output=True, text=True, timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
