@@ -196,7 +196,7 @@ class Link : public std::enable_shared_from_this<Link> {
 struct Stats {
   SteadyClock::time_point since = SteadyClock::time_point::max();
   SteadyClock::time_point until = SteadyClock::time_point::max();
-  bool Counts(SteadyClock::time_point sent) const { return sent >= since && sent < until; }
+  bool Counts(SteadyClock::time_point at) const { return at >= since && at < until; }
   uint64_t sent = 0, ok = 0, in_time = 0, late = 0, errors = 0, send_lag = 0;
   std::map<std::string, uint64_t> error_kinds;
   std::vector<uint32_t> latency_us;
