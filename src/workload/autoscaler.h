@@ -23,7 +23,8 @@
 //              size follows the output tokens streamed, in replicas' worth of it: up above 90 %
 //              of the current size, to 80 %; down only to a size at or under 70 % (hysteresis:
 //              a flat load at a capacity boundary does not flap). Requests in flight say little
-//              of how busy a replica is (a slow replica holds more of them).
+//              of how busy a replica is (a slow replica holds more of them). Only with the
+//              default target: a targetOngoingRequests set in the spec keeps the requests rule.
 //   saturated = while the router queues in most of the window and the role's
 //              maxOngoingRequests is known, the replicas hold as much as they take: their
 //              in-flight mean is their capacity, not what the load needs. The reference per
