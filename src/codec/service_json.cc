@@ -324,6 +324,13 @@ Result<RouterTraffic> RouterTrafficFromJson(const Json& report) {
       return InvalidArgument("ttftSecondsSum: a number of seconds >= 0");
     t.ttft_sum_s = sum->get<double>();
   }
+  if (auto n = report.find("refused"); n != report.end()) {
+    if (!NonNegativeInteger(*n))
+      return InvalidArgument(
+          "refused: a whole number >= 0 (requests refused or cancelled while queued since the "
+          "router started)");
+    t.refused = static_cast<int64_t>(n->get<uint64_t>());
+  }
   if (auto n = report.find("outputTokens"); n != report.end()) {
     if (!NonNegativeInteger(*n))
       return InvalidArgument(
@@ -392,6 +399,7 @@ Json RouterTrafficJson(const RouterTraffic& t) {
     j["ttftSecondsSum"] = t.ttft_sum_s;
   }
   if (t.output_tokens > 0) j["outputTokens"] = t.output_tokens;
+  if (t.refused >= 0) j["refused"] = t.refused;
   if (t.tpot_count > 0) {
     j["tpotCount"] = t.tpot_count;
     j["tpotSecondsSum"] = t.tpot_sum_s;

@@ -39,6 +39,13 @@ TEST(RouterTraffic, TheRoutersReportParsesWhole) {
   EXPECT_EQ(t->latency_bounds, (std::vector<double>{0.01, 0.1, 1}));
   EXPECT_EQ(t->latency_cumulative, (std::vector<uint64_t>{10, 30, 39, 40}));
   EXPECT_EQ(t->at_ms, 0) << "the head stamps it, not the router's timeMs";
+  EXPECT_EQ(t->refused, -1) << "not in this report";
+  Json with_refused = Report();
+  with_refused["refused"] = 7;
+  auto r = RouterTrafficFromJson(with_refused);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->refused, 7);
+  EXPECT_EQ(RouterTrafficJson(*r)["refused"], 7);
 }
 
 TEST(RouterTraffic, AReportWithoutCountersIsTaken) {
@@ -68,6 +75,7 @@ TEST(RouterTraffic, EachWrongFieldIsNamed) {
   EXPECT_EQ(with("perReplica", Json{{"0", -2}}),
             "perReplica.0: keys are replica indexes, values whole numbers >= 0");
   EXPECT_EQ(with("requests", -4).rfind("requests: a whole number >= 0", 0), 0u);
+  EXPECT_EQ(with("refused", 1.5).rfind("refused: a whole number >= 0", 0), 0u);
   EXPECT_EQ(with("latencySecondsSum", "1"), "latencySecondsSum: a number of seconds >= 0");
   EXPECT_EQ(with("latencyBuckets", 3).rfind("latencyBuckets: ", 0), 0u);
   EXPECT_EQ(

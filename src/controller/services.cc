@@ -216,6 +216,9 @@ Result<Json> Controller::ReportServiceLoad(const std::string& name, const std::s
   sample.queued_prompt_tokens = traffic.queued_prompt_tokens;
   sample.queued_requests = traffic.queued;
   sample.completed = static_cast<int64_t>(traffic.requests);
+  sample.refused = traffic.refused;
+  sample.output_tokens =
+      traffic.output_tokens > 0 ? static_cast<int64_t>(traffic.output_tokens) : -1;
   sample.ttft_count = static_cast<int64_t>(traffic.ttft_count);
   sample.ttft_sum_ms = traffic.ttft_sum_s * 1000;
   sample.tpot_count = static_cast<int64_t>(traffic.tpot_count);

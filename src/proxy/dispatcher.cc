@@ -64,6 +64,7 @@ Dispatcher::Admission Dispatcher::Admit(RequestId request, Rng& rng, const std::
     }
   }
   if (queue_.size() >= QueueBound()) {
+    ++refused_;
     out.outcome = Outcome::kRejected;
     return out;
   }
@@ -106,6 +107,7 @@ bool Dispatcher::Cancel(RequestId request) {
   auto it = std::find(queue_.begin(), queue_.end(), request);
   if (it == queue_.end()) return false;
   queue_.erase(it);
+  ++refused_;
   return true;
 }
 
@@ -113,6 +115,7 @@ DispatchLoad Dispatcher::Load() const {
   DispatchLoad load;
   for (const auto& [key, n] : in_flight_) load.in_flight += n;
   load.queued = static_cast<int>(queue_.size());
+  load.refused = refused_;
   for (size_t i = 0; i < endpoints_.size(); ++i) {
     load.per_replica[endpoints_[i].replica] += InFlight(keys_[i]);
   }

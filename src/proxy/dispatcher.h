@@ -44,6 +44,9 @@ struct DispatchLoad {
   int in_flight = 0;  // summed over replicas, including replicas that left but still finish
   int queued = 0;
   std::map<int, int> per_replica;  // replica -> in flight, ready replicas only
+  // Since the dispatcher was made: requests that left unserved, rejected with the queue full or
+  // cancelled while queued (queue timeout, client gone). The autoscaler counts them as arrivals.
+  uint64_t refused = 0;
 };
 
 class Dispatcher {
@@ -101,6 +104,7 @@ class Dispatcher {
   std::map<std::string, int> in_flight_;  // by key; keys of departed replicas stay until 0
   mutable std::vector<size_t> free_;      // Choose()'s scratch list, kept to save allocations
   std::deque<RequestId> queue_;
+  uint64_t refused_ = 0;  // DispatchLoad::refused
 };
 
 }  // namespace tessera::proxy

@@ -125,6 +125,7 @@ TEST(DispatcherTest, FullReplicasQueueInFifoOrderUpToTheBoundThenReject) {
   EXPECT_EQ(d.Admit(4, rng).outcome, Dispatcher::Outcome::kRejected);
   EXPECT_EQ(d.Load().queued, 2);
   EXPECT_EQ(d.Load().in_flight, 1);
+  EXPECT_EQ(d.Load().refused, 1u) << "the rejected request 4";
 
   auto g = d.Release(first.endpoint.Key(), rng);
   ASSERT_EQ(g.size(), 1u);
@@ -136,6 +137,7 @@ TEST(DispatcherTest, FullReplicasQueueInFifoOrderUpToTheBoundThenReject) {
   EXPECT_EQ(g[0].request, 3u);
   EXPECT_TRUE(d.Cancel(5));
   EXPECT_FALSE(d.Cancel(5));
+  EXPECT_EQ(d.Load().refused, 2u) << "request 4 rejected, request 5 cancelled while queued";
   EXPECT_TRUE(d.Release(first.endpoint.Key(), rng).empty());
   EXPECT_EQ(d.Load().in_flight, 0);
 }

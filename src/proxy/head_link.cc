@@ -73,7 +73,8 @@ std::string LoadReportJson(const ServiceLoad& load, int64_t time_ms) {
                  {"queued", load.load.queued},
                  {"perReplica", per_replica},
                  {"requests", load.requests},
-                 {"latencySecondsSum", load.latency_sum_s}};
+                 {"latencySecondsSum", load.latency_sum_s},
+                 {"refused", load.load.refused}};
   if (!load.latency_bounds.empty())
     report["latencyBuckets"] = {{"upperBounds", load.latency_bounds},
                                 {"cumulative", load.latency_cumulative}};

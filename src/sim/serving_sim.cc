@@ -198,6 +198,8 @@ class Engine {
           sample.ongoing_requests = static_cast<double>(load.in_flight + load.queued);
           sample.queued_requests = static_cast<double>(load.queued);
           sample.completed = completed_;
+          sample.refused = static_cast<int64_t>(load.refused);
+          sample.output_tokens = output_tokens_;
           sample.ttft_count = ttft_count_;
           sample.ttft_sum_ms = ttft_sum_ms_;
           sample.tpot_count = tpot_count_;
@@ -472,6 +474,7 @@ class Engine {
       // What the router measures of a finished stream (the autoscaler's SLO signal).
       const RequestRun& q = requests_[id];
       ++completed_;
+      output_tokens_ += q.output_tokens;
       ++ttft_count_;
       ttft_sum_ms_ += static_cast<double>(q.first_token_us - q.arrival_us) / 1e3;
       if (q.output_tokens >= 2) {
@@ -667,6 +670,7 @@ class Engine {
   int64_t drain_limit_us_ = 0;
   size_t resolved_ = 0;
   int64_t completed_ = 0;  // the router's cumulative stream counters
+  int64_t output_tokens_ = 0;
   int64_t ttft_count_ = 0;
   double ttft_sum_ms_ = 0;
   int64_t tpot_count_ = 0;

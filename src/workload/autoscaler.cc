@@ -32,8 +32,10 @@ struct WindowLoad {
   // the window from the counters, within [1/2, 2]; without counters 1 + queued / in flight,
   // at most 2.
   double factor = 1;
-  double newest_signal = 0;  // the newest sample's ongoing requests (or queued tokens)
-  double ttft_ms = -1;       // window means; -1: nothing measured
+  bool arrivals_known = false;  // the factor counts the requests refused (refused counters)
+  double tokens_per_s = -1;     // output tokens streamed per second; -1: not reported
+  double newest_signal = 0;     // the newest sample's ongoing requests (or queued tokens)
+  double ttft_ms = -1;          // window means; -1: nothing measured
   double tpot_ms = -1;
 };
 
@@ -75,14 +77,23 @@ WindowLoad Measure(const AutoscalerConfig& config, const std::vector<LoadSample>
       const double dt_s = static_cast<double>(newest->time_ms - oldest->time_ms) / 1000.0;
       if (oldest->completed >= 0 && newest->completed >= oldest->completed && dt_s > 0) {
         const double done = static_cast<double>(newest->completed - oldest->completed);
-        const double arrived = done + newest->ongoing_requests - oldest->ongoing_requests;
+        double arrived = done + newest->ongoing_requests - oldest->ongoing_requests;
+        // A full queue refuses what it does not hold: without the refused count the arrivals
+        // are those the router kept, and the factor is held to 2x.
+        w.arrivals_known = oldest->refused >= 0 && newest->refused >= oldest->refused;
+        if (w.arrivals_known) arrived += static_cast<double>(newest->refused - oldest->refused);
         // Fewer arrivals than completions: a backlog draining, not demand.
         if (done > 0)
-          w.factor = std::clamp(arrived / done, 1 / kAutoscalerMaxUpFactor, kAutoscalerMaxUpFactor);
+          w.factor =
+              std::clamp(arrived / done, 1 / kAutoscalerMaxUpFactor,
+                         w.arrivals_known ? kAutoscalerMaxArrivalFactor : kAutoscalerMaxUpFactor);
       }
     }
     w.demand = in_system > 0 ? in_system * w.factor : waiting;
   }
+  const double span_s = static_cast<double>(newest->time_ms - oldest->time_ms) / 1000.0;
+  if (oldest->output_tokens >= 0 && newest->output_tokens >= oldest->output_tokens && span_s > 0)
+    w.tokens_per_s = static_cast<double>(newest->output_tokens - oldest->output_tokens) / span_s;
   auto mean = [&](int64_t c0, double s0, int64_t c1, double s1) {
     return c0 >= 0 && c1 > c0 ? (s1 - s0) / static_cast<double>(c1 - c0) : -1.0;
   };
@@ -139,6 +150,7 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
   if (bounded != current) {
     d.desired_replicas = bounded;
     d.state = {};
+    d.state.capacity_tokens_per_s = in.state.capacity_tokens_per_s;
     d.reason = Replicas(current) + " is outside [" + std::to_string(config.min_replicas) + ", " +
                std::to_string(config.max_replicas) + "] -> " + std::to_string(bounded);
     return d;
@@ -153,13 +165,33 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
   const bool tokens = config.signal == AutoscaleSignal::kQueuedPromptTokens;
   const double target = AutoscaleTarget(config, in.max_ongoing_requests);
   const int ready = in.ready_replicas >= 0 ? in.ready_replicas : current;
-  // A saturated window whose queue drains: the replicas held what they take and catch up, so
-  // size them on the throughput they showed there (maxOngoingRequests in flight), at
-  // kAutoscalerSaturatedUtilization of it; a backlog flowing into new groups is no new demand.
-  // While the queue piles up, the load is past that throughput by an amount the window cannot
-  // see (a full queue rejects what it does not hold): the target stands (up to 2x a step).
+  // The SLO and the measured capacity are of the replicas that served the window: not of a
+  // window that began before the ready count last changed.
+  if (ready != d.state.ready_seen) {
+    d.state.ready_seen = ready;
+    d.state.ready_changed_ms = now;
+  }
+  const bool settled =
+      d.state.ready_changed_ms < 0 || now - d.state.ready_changed_ms >= config.lookback_ms;
+  // A replica's capacity in output tokens per second: what the ready replicas streamed while
+  // the router queued throughout the window (every replica full), the latest such window; a
+  // window that showed more raises it (the mix of requests changed).
+  if (!tokens && settled && ready > 0 && stable.tokens_per_s >= 0) {
+    const double per = stable.tokens_per_s / ready;
+    if (stable.queued_share >= kAutoscalerFullShare && per > 0)
+      d.state.capacity_tokens_per_s = per;
+    else if (d.state.capacity_tokens_per_s > 0 && per > d.state.capacity_tokens_per_s)
+      d.state.capacity_tokens_per_s = per;
+  }
+  // A saturated window: the replicas held what they take, so size them on the throughput they
+  // showed there (maxOngoingRequests in flight), at kAutoscalerSaturatedUtilization of it,
+  // times arrivals / completions; a backlog flowing into new groups is no new demand. While
+  // the queue piles up and the router does not count what it refused, the load is past that
+  // throughput by an amount the window cannot see (a full queue rejects what it does not
+  // hold): the target stands (up to 2x a step).
   const bool router_queues = !tokens && stable.queued_share >= 0.5;
-  const bool saturated_window = router_queues && in.max_ongoing_requests > 0 && !stable.piling_up;
+  const bool saturated_window =
+      router_queues && in.max_ongoing_requests > 0 && (!stable.piling_up || stable.arrivals_known);
   const double per_replica =
       saturated_window ? std::max(target, in.max_ongoing_requests * kAutoscalerSaturatedUtilization)
                        : target;
@@ -173,6 +205,7 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
     if (stable.newest_signal > 0 && config.max_replicas > 0 && in.free_slices != 0) {
       d.desired_replicas = 1;
       d.state = {};
+      d.state.capacity_tokens_per_s = in.state.capacity_tokens_per_s;
       d.state.last_up_ms = now;
       d.reason = head + " -> a request waits with no replica: 1 at once";
       return d;
@@ -199,7 +232,8 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
     burst.demand = burst.in_system * stable.factor;
   // The panic window sizes a saturated router on the throughput shown, as the stable one does.
   const double burst_per_replica =
-      !tokens && burst.queued_share >= 0.5 && in.max_ongoing_requests > 0 && !burst.piling_up
+      !tokens && burst.queued_share >= 0.5 && in.max_ongoing_requests > 0 &&
+              (!burst.piling_up || stable.arrivals_known)
           ? std::max(target, in.max_ongoing_requests * kAutoscalerSaturatedUtilization)
           : target;
   const int panic_want = burst.samples > 0 ? clamp_want(burst.demand / burst_per_replica) : 0;
@@ -227,23 +261,39 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
     return d;
   }
 
-  const int want = clamp_want(stable.demand / per_replica);
   const double slo = SloRatio(config, stable);
-  // The SLO measures the capacity that served the window: groups on the way are not in it.
-  // Nor a window that began before the ready count last changed.
-  if (ready != d.state.ready_seen) {
-    d.state.ready_seen = ready;
-    d.state.ready_changed_ms = now;
+  const double capacity = current * per_replica;
+  // With a measured capacity and a router that does not queue, the size follows the output
+  // tokens the load asks for, in replicas' worth of that capacity: up above the high-water
+  // mark, to the target utilization; down only to a size that would stay at or below the
+  // low-water mark (llm-d: the smaller size keeps the margin), so a flat load at a capacity
+  // boundary does not flap. Otherwise requests in flight over the target.
+  const double cap_tps = d.state.capacity_tokens_per_s;
+  // A targetOngoingRequests the user set is theirs to keep: the token rule sizes only the
+  // default target (unset, half of maxOngoingRequests).
+  const bool token_rule = !tokens && !router_queues && cap_tps > 0 && stable.tokens_per_s >= 0 &&
+                          config.target_ongoing_requests <= 0;
+  const double worth = token_rule ? stable.tokens_per_s / cap_tps : 0;
+  int want, down_want;
+  bool demand_up, down_wish;
+  if (token_rule) {
+    want = clamp_want(worth / kAutoscalerTargetUtilization);
+    demand_up = want > current && worth > current * kAutoscalerHighWater;
+    down_want = clamp_want(worth / kAutoscalerLowWater);
+    down_wish = down_want < current;
+    head += "; " + Number(stable.tokens_per_s) + " output tokens/s, " + Number(cap_tps) +
+            " a replica at capacity: " + Number(std::round(worth * 100) / 100) + " replicas' worth";
+  } else {
+    want = clamp_want(stable.demand / per_replica);
+    demand_up = want > current && stable.demand > capacity * (1 + kAutoscalerTolerance);
+    down_want = want;
+    down_wish = want < current && stable.demand < capacity * (1 - kAutoscalerTolerance);
   }
-  const bool slo_settled =
-      d.state.ready_changed_ms < 0 || now - d.state.ready_changed_ms >= config.lookback_ms;
   const bool slo_up =
-      slo > 1 && in.starting_replicas == 0 && slo_settled && current < config.max_replicas;
+      slo > 1 && in.starting_replicas == 0 && settled && current < config.max_replicas;
   const int slo_want = slo_up ? clamp_want(std::max<double>(
                                     current + 1, current * std::min(slo, kAutoscalerMaxUpFactor)))
                               : 0;
-  const double capacity = current * per_replica;
-  const bool demand_up = want > current && stable.demand > capacity * (1 + kAutoscalerTolerance);
   const bool up = (demand_up || slo_up) && up_cap > current;
   const int up_want = std::max(demand_up ? want : 0, slo_want);
   if (slo >= 0) head += "; SLO at " + Number(std::round(slo * 100)) + "% of target";
@@ -251,10 +301,10 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
   // Down: the size that still keeps the margins, at most half off, none starting, no burst.
   int down_to = current;
   std::string down_block;
-  if (want < current && stable.demand < capacity * (1 - kAutoscalerTolerance)) {
+  if (down_wish) {
     // At most half off a step, at least one.
     const int floor_step = std::max(
-        want, current - std::max(1, static_cast<int>(current * kAutoscalerMaxDownFraction)));
+        down_want, current - std::max(1, static_cast<int>(current * kAutoscalerMaxDownFraction)));
     for (int m = std::max(floor_step, config.min_replicas); m < current; ++m) {
       const bool slo_ok = slo < 0 || slo * current / std::max(m, 1) < 1 - kAutoscalerTolerance;
       if (slo_ok) {
@@ -299,7 +349,7 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
           : config.downscale_delay_ms;
   const int64_t held = now - since;
   const int to = up ? std::min(up_want, up_cap) : down_to;
-  d.reason = head + " -> want " + std::to_string(up ? up_want : want) +
+  d.reason = head + " -> want " + std::to_string(up ? up_want : down_want) +
              (slo_up && !demand_up ? " (SLO)" : "") + ", step to " + std::to_string(to) + cap_note +
              " for " + Secs(held) + (held >= delay ? " >= " : " < ") +
              (up ? "upscale" : "downscale") + " delay " + Secs(delay) +

@@ -12,10 +12,19 @@
 //              not take, so its queue says how long the saturation lasted, not how many
 //              replicas would end it (the 1 -> 14 -> 1 flapping of issue 34). When the router
 //              queues, the in-flight mean is scaled by arrival rate / completion rate (from its
-//              cumulative counters: the excess the replicas do not serve), or, without
+//              cumulative counters, the refused requests among the arrivals: the excess the
+//              replicas do not serve; at most 4, or 2 without a refused count), or, without
 //              counters, by at most 2.
 //   want     = ceil(demand / target), clamped to [min, max]; target = targetOngoingRequests,
 //              by default half the role's maxOngoingRequests.
+//   capacity = a replica's output tokens per second when full: measured over a window in which
+//              the router queued in 90 % of the reports and the ready count held (the latest;
+//              raised by any window that shows more). Known, and the router not queueing, the
+//              size follows the output tokens streamed, in replicas' worth of it: up above 90 %
+//              of the current size, to 80 %; down only to a size at or under 70 % (hysteresis:
+//              a flat load at a capacity boundary does not flap). Requests in flight say little
+//              of how busy a replica is (a slow replica holds more of them). Only with the
+//              default target: a targetOngoingRequests set in the spec keeps the requests rule.
 //   saturated = while the router queues in most of the window and the role's
 //              maxOngoingRequests is known, the replicas hold as much as they take: their
 //              in-flight mean is their capacity, not what the load needs. The reference per
@@ -96,6 +105,9 @@ struct LoadSample {
   double queued_prompt_tokens = 0;  // prompt tokens sent to prefill, not yet prefilled
   double queued_requests = 0;       // of ongoing_requests, waiting at the router for a slot
   int64_t completed = -1;           // requests a replica finished
+  int64_t refused = -1;             // requests that left unserved: rejected (queue full), or
+                                    // cancelled while queued (queue timeout, client gone)
+  int64_t output_tokens = -1;       // output tokens the replicas streamed
   int64_t ttft_count = -1;          // streams' time to first token: count and sum
   double ttft_sum_ms = 0;
   int64_t tpot_count = -1;  // streams of 2+ tokens: time per output token, count and sum
@@ -111,6 +123,10 @@ struct AutoscalerState {
   int64_t last_down_ms = -1;  // the last scale-down (a later one continues a descent)
   int ready_seen = -1;        // the ready replicas at the last call, and since when
   int64_t ready_changed_ms = -1;
+  // What one ready replica streams at most, in output tokens per second: measured over a
+  // window in which the router queued throughout (every replica held maxOngoingRequests) and
+  // the ready count did not change, raised by any window that showed more. -1: not measured.
+  double capacity_tokens_per_s = -1;
   friend bool operator==(const AutoscalerState&, const AutoscalerState&) = default;
 };
 
@@ -150,6 +166,16 @@ inline constexpr double kAutoscalerDefaultTpotMs = 50;
 // A saturated replica is sized at this fraction of the throughput it showed at
 // maxOngoingRequests in flight.
 inline constexpr double kAutoscalerSaturatedUtilization = 0.8;
+// With a measured capacity (AutoscalerState::capacity_tokens_per_s), the share of it the size
+// aims at, the share above which it scales up, and the share at or below which a smaller
+// size must land to scale down (the hysteresis band: no flapping at a capacity boundary).
+inline constexpr double kAutoscalerTargetUtilization = 0.8;
+inline constexpr double kAutoscalerHighWater = 0.9;
+inline constexpr double kAutoscalerLowWater = 0.7;
+// The router queued in at least this share of a window's reports: every replica was full.
+inline constexpr double kAutoscalerFullShare = 0.9;
+// The most the arrival rate / completion rate factor may say (a saturated window).
+inline constexpr double kAutoscalerMaxArrivalFactor = 4.0;
 
 AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInput& input);
 

@@ -214,6 +214,7 @@ struct RouterTraffic {
   int queued = 0;
   std::map<int, int> in_flight;     // replica -> requests in flight
   uint64_t requests = 0;            // requests relayed to the end by a replica
+  int64_t refused = -1;             // left unserved (queue full, cancelled queued); -1: not said
   double latency_sum_s = 0;         // their summed duration, request header to last byte
   double queued_prompt_tokens = 0;  // a prefill role's signal: prompt tokens not yet prefilled
   uint64_t ttft_count = 0;          // streams' time to first token at the router: count, sum

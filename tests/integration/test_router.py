@@ -474,7 +474,7 @@ class RouterHeadLinkTest(unittest.TestCase):
         report = wait_for("a load report", lambda: head.loads and head.loads[-1])
         self.assertEqual(report[0], "llm")
         self.assertEqual(set(report[1]), {"timeMs", "role", "ongoingRequests", "queued",
-                                          "perReplica", "requests", "latencySecondsSum",
+                                          "perReplica", "requests", "latencySecondsSum", "refused",
                                           "latencyBuckets"})
         self.assertEqual(report[1]["role"], "server")
         self.assertEqual(report[1]["perReplica"], {"0": 0})
