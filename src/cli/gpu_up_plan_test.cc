@@ -17,7 +17,8 @@ std::vector<GpuHostDomain> Domains(const std::vector<GpuUpHost>& hosts) {
     auto gpus = agent::ParseNvidiaSmiXml(h.nvidia_smi);
     EXPECT_TRUE(gpus.ok()) << h.name << ": " << gpus.status().ToString();
     GpuHostFacts f{h.name, {}, ""};
-    for (const auto& g : gpus.ok() ? *gpus : std::vector<protocol::DiscoveredGpu>{}) {
+    if (!gpus.ok()) continue;
+    for (const protocol::DiscoveredGpu& g : *gpus) {
       GpuFacts gf{g.uuid, g.memory_mib, g.fabric.has_value(), "", "", "", ""};
       if (g.fabric) {
         gf.cluster_uuid = g.fabric->cluster_uuid;
@@ -49,8 +50,11 @@ TEST(GpuUp, Gb200DomainsAreCliquesOfTrays) {
   EXPECT_NE(d[0].domain, d[3].domain);
   // Every GPU uuid is distinct across the cluster.
   std::set<std::string> uuids;
-  for (const auto& h : *hosts)
-    for (const auto& g : *agent::ParseNvidiaSmiXml(h.nvidia_smi)) uuids.insert(g.uuid);
+  for (const auto& h : *hosts) {
+    auto gpus = agent::ParseNvidiaSmiXml(h.nvidia_smi);
+    ASSERT_TRUE(gpus.ok()) << gpus.status().ToString();
+    for (const protocol::DiscoveredGpu& g : *gpus) uuids.insert(g.uuid);
+  }
   EXPECT_EQ(uuids.size(), 24u);
   EXPECT_EQ(GpuUpHosts({"gb200-nvl72", 1, 0, 0})->size(), 18u);  // a whole rack by default
 }
