@@ -136,6 +136,9 @@ TEST_F(ControllerGpuTest, RefusalsNameTheField) {
   Status big = Err(c_->Apply(GpuJobDoc("big", {{"system", "gb200-nvl72"}, {"hosts", 19}})));
   EXPECT_EQ(big.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(FieldOf(big), "spec.gpu.hosts") << big.message();
+  // Four trays in one clique: the cliques have three and two.
+  Status clique = Err(c_->Apply(GpuJobDoc("four", {{"system", "gb200-nvl72"}, {"hosts", 4}})));
+  EXPECT_EQ(FieldOf(clique), "spec.gpu.hosts") << clique.message();
   Status system = Err(c_->Apply(GpuJobDoc("x", {{"system", "a100"}, {"hosts", 1}})));
   EXPECT_EQ(FieldOf(system), "spec.gpu.system") << system.message();
   // No h100 host has registered: the job waits, and says why.

@@ -113,8 +113,10 @@ Status Controller::GpuJobRefusalLocked(const TrainJobSpec& spec) const {
   // with none registered yet the job waits for them.
   GpuFleetView v = GpuFleetLocked(spec.gpu->system, /*empty=*/true);
   if (v.fleet.hosts.empty()) return Status::Ok();
+  // Empty, every host is free: a plan that fails now (too many hosts, or no domain that holds
+  // them) fails until other hosts register.
   GpuPlacement p = PlanGpu(v.fleet, {spec.gpu->gpus(), spec.gpu->rule}, GpuPolicy::kTessera);
-  if (p.reason == GpuNoFit::kNeverFits || p.reason == GpuNoFit::kInvalidRequest)
+  if (!p.placed)
     return InvalidArgument("spec.gpu.hosts: " + std::to_string(spec.gpu->hosts) + " " +
                            std::string(GpuSystemName(spec.gpu->system)) +
                            " hosts (domain: " + spec.gpu->rule.ToString() +
@@ -160,7 +162,12 @@ Status Controller::ScheduleGpuJobs() {
       if (p.not_ready_skipped > 0)
         message += "; " + std::to_string(p.not_ready_skipped) +
                    " free hosts are not NVLink-attached (get hosts -o wide says why)";
-      if (p.reason != GpuNoFit::kNeverFits && p.reason != GpuNoFit::kInvalidRequest)
+      // A job that does not fit even the empty fleet (its hosts went, or never came) does not
+      // hold up the line.
+      if (p.reason != GpuNoFit::kNeverFits && p.reason != GpuNoFit::kInvalidRequest &&
+          PlanGpu(GpuFleetLocked(want.system, /*empty=*/true).fleet, {want.gpus(), want.rule},
+                  GpuPolicy::kTessera)
+              .placed)
         blocked_by = job->name();
     }
     TESSERA_RETURN_IF_ERROR(RunStep(job->name(), [&](TrainJob& j) {

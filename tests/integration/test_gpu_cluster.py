@@ -114,13 +114,16 @@ class GpuClusterTest(unittest.TestCase):
                          "Succeeded", c.cli("describe", "job", "gpu-train").stdout)
 
     def test_a_wrong_gpu_spec_is_refused_naming_the_field(self):
+        # A job accepted by mistake would hold up the GPU jobs of the other tests: delete it.
+        for name in ("gpu-bad", "gpu-big"):
+            self.addCleanup(self.c.cli, "delete", "job", name, check=False)
         code, body = self.c.request("POST", "/api/v1/jobs",
                                     gpu_job("gpu-bad", [PYTHON, "-c", "pass"], domain="block"))
         self.assertEqual(code, 422, body)
         self.assertIn("spec.gpu.domain", json.dumps(body))
         code, body = self.c.request("POST", "/api/v1/jobs",
                                     gpu_job("gpu-big", [PYTHON, "-c", "pass"], hosts=3))
-        self.assertEqual(code, 422, body)  # 3 trays in one clique: the domains have 2
+        self.assertEqual(code, 422, body)  # 3 trays in one clique: the domains have 2 (never fits)
         self.assertIn("spec.gpu.hosts", json.dumps(body))
 
 
