@@ -61,6 +61,12 @@ std::string HeadError(const std::string& body) {
   return body.substr(0, 200);
 }
 
+// A 403 that says the host is revoked (the head's words for it, docs/security.md "Host
+// certificates"), rather than a join token or certificate the head will never take.
+bool RegistrationRefusedAsRevoked(const std::string& body) {
+  return HeadError(body).find("' is revoked (") != std::string::npos;
+}
+
 // The name the head will register the host under; `name` itself when the rule refuses it
 // (Start() then fails with the rule's error).
 std::string NormalizedOrAsGiven(const std::string& name) {
@@ -274,7 +280,9 @@ void Agent::Shutdown() {
     if (stopping_) return;
     stopping_ = true;
     if (watch_client_ != nullptr) watch_client_->Cancel();
+    if (channel_ != nullptr) channel_->Cancel();
   }
+  ack_cv_.notify_all();
   cv_.notify_all();
   {
     std::lock_guard<std::mutex> lock(clients_mu_);
@@ -378,6 +386,9 @@ bool Agent::RegisterWithRetry() {
     r.credential = credential_;
     r.fence_ms = options_.fence_ms;
     r.discovered = options_.discovered;
+    // A registration refused while the host is revoked waits here for an admin to readmit
+    // it, its certificate expiring meanwhile: renewed with the join token once readmitted.
+    RenewHostCertIfDue();
     const int64_t sent_ms = MonotonicNowMs();
     const size_t head = follower_.current();
     auto response = HeadClient().Request(net::Method::kPost, "/api/v1/agents/register",
@@ -395,6 +406,12 @@ bool Agent::RegisterWithRetry() {
         return true;
       }
       Log("agent.register_failed", "error=" + LogfmtValue(reply.status().message()));
+    } else if (response.ok() && response->status == 403 &&
+               RegistrationRefusedAsRevoked(response->body)) {
+      // Not fatal: the host was deleted (so the head answered a heartbeat 404) and revoked; an
+      // admin may readmit it (tessera delete hostrevocation), as the heartbeats' 403 waits for.
+      Log("agent.register_revoked", "error=" + LogfmtValue(HeadError(response->body)) +
+                                        " retryInMs=" + std::to_string(backoff.count()));
     } else if (response.ok() && (response->status == 401 || response->status == 403)) {
       std::lock_guard<std::mutex> lock(mu_);
       fatal_ = FailedPrecondition("the head refused the join token or the host certificate (HTTP " +
@@ -576,11 +593,9 @@ void Agent::SendHeartbeat() {
     }
   }
   heartbeat.usage = usage_.Sample(groups);
-  const std::string target = "/api/v1/agents/" + name_ + "/heartbeat";
   const int64_t sent_ms = MonotonicNowMs();
   const size_t head = follower_.current();
-  auto response = HeadClient().Request(net::Method::kPost, target,
-                                       protocol::HeartbeatJson(heartbeat), credential_header_);
+  auto response = DeliverHeartbeat(protocol::HeartbeatJson(heartbeat));
   if (!response.ok() || response->status != 200) {
     std::lock_guard<std::mutex> lock(mu_);
     fence_.Restore(std::move(heartbeat.refused));  // not delivered: in the next heartbeat
@@ -633,11 +648,140 @@ void Agent::SendHeartbeat() {
   Reconcile(*snapshot, false, /*wait=*/false);
 }
 
+Result<net::Response> Agent::DeliverHeartbeat(const std::string& json) {
+  uint64_t seq = 0, run = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (channel_ != nullptr) {
+      seq = ++channel_seq_;
+      run = channel_run_;
+      channel_acks_[seq] = std::nullopt;
+      if (!channel_->Send(std::to_string(seq) + " " + json)) {
+        channel_acks_.erase(seq);
+        seq = 0;
+      }
+    }
+  }
+  if (seq == 0) {
+    return HeadClient().Request(net::Method::kPost, "/api/v1/agents/" + name_ + "/heartbeat", json,
+                                credential_header_);
+  }
+  // The channel carries it: the keep-alive connection of registration is not needed.
+  HeadClient().Disconnect();
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool answered = ack_cv_.wait_for(lock, request_timeout_, [&] {
+    return stopping_ || channel_run_ != run || channel_acks_[seq].has_value();
+  });
+  std::optional<net::Response> ack = std::move(channel_acks_[seq]);
+  channel_acks_.erase(seq);
+  if (ack) return *std::move(ack);
+  if (!answered && channel_ != nullptr && channel_run_ == run) channel_->Cancel();  // hung
+  return Unavailable(heads_[follower_.current()] +
+                     ": channel: " + (answered ? "closed" : "no acknowledgement") +
+                     " of heartbeat " + std::to_string(seq));
+}
+
+void Agent::OnChannelLine(std::string_view line, bool& first, milliseconds& backoff) {
+  if (line.empty()) return;
+  if (line.starts_with("{\"ack\"")) {
+    const nlohmann::json ack = nlohmann::json::parse(line, nullptr, false);
+    if (!ack.is_object() || !ack.contains("ack") || !ack["ack"].is_number_unsigned() ||
+        !ack.contains("status") || !ack["status"].is_number_integer()) {
+      Log("agent.channel_bad_ack", "line=" + LogfmtValue(std::string(line.substr(0, 200))));
+      return;
+    }
+    net::Response answer;
+    answer.status = ack["status"].get<int>();
+    if (ack.contains("body") && !ack["body"].is_null()) answer.body = ack["body"].dump();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = channel_acks_.find(ack["ack"].get<uint64_t>());
+      if (it == channel_acks_.end()) return;  // its heartbeat gave up waiting
+      it->second = std::move(answer);
+    }
+    ack_cv_.notify_all();
+    return;
+  }
+  auto snapshot = protocol::ParseAssignmentSnapshot(line);
+  if (!snapshot.ok()) {
+    Log("agent.watch_bad_snapshot", "error=" + LogfmtValue(snapshot.status().message()));
+    return;
+  }
+  if (first) Log("agent.channel_connected", "revision=" + std::to_string(snapshot->revision));
+  Reconcile(*snapshot, first);
+  if (first) {
+    std::lock_guard<std::mutex> lock(mu_);
+    watch_live_ = true;
+  }
+  first = false;
+  backoff = options_.backoff_initial;
+}
+
+Status Agent::RunChannel(size_t head, milliseconds& backoff) {
+  net::ClientOptions client_options;
+  client_options.host = options_.head_host;
+  client_options.port = options_.head_port;
+  if (head > 0) std::tie(client_options.host, client_options.port) = options_.more_heads[head - 1];
+  client_options.tls = HeadTls(true);
+  client_options.bearer_token = options_.join_token;
+  client_options.connect_timeout = options_.request_timeout;
+  net::DuplexClient client(client_options);
+  bool first = true;
+  const Status status = client.Run(
+      net::Method::kGet, "/api/v1/agents/" + name_ + "/channel", credential_header_,
+      [&] {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) return client.Cancel();
+        channel_ = &client;
+      },
+      [&](std::string_view line) {
+        OnChannelLine(line, first, backoff);
+        return true;
+      });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    channel_ = nullptr;
+    ++channel_run_;
+    watch_live_ = false;
+  }
+  ack_cv_.notify_all();
+  return status;
+}
+
 void Agent::WatchLoop() {
   milliseconds backoff = options_.backoff_initial;
   const std::string target = "/api/v1/agents/" + name_ + "/assignments?watch=true";
   while (true) {
     const size_t head = follower_.current();
+    bool use_channel;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      use_channel = !channel_unsupported_;
+    }
+    if (use_channel) {
+      const Status status = RunChannel(head, backoff);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) return;
+      }
+      // A head older than the channel answers 404 "no route": the watch and POSTs instead.
+      if (status.code() == StatusCode::kNotFound &&
+          status.message().find("no route") != std::string::npos) {
+        Log("agent.channel_unsupported",
+            "head=" + LogfmtValue(heads_[head]) + " action=watch_and_post");
+        std::lock_guard<std::mutex> lock(mu_);
+        channel_unsupported_ = true;
+        continue;
+      }
+      Log("agent.channel_ended", "status=" + LogfmtValue(status.ToString()) +
+                                     " retryInMs=" + std::to_string(backoff.count()));
+      if (status.code() == StatusCode::kUnavailable && HeadFailed(head, status.message()))
+        backoff = options_.backoff_initial;
+      if (!SleepUntil(Clock::now() + backoff, false)) return;
+      backoff = std::min(backoff * 2, options_.backoff_max);
+      continue;
+    }
     net::ClientOptions client_options;
     client_options.host = options_.head_host;
     client_options.port = options_.head_port;

@@ -39,6 +39,7 @@
 #include "agent/warm_pool.h"
 #include "common/status.h"
 #include "ha/head_follower.h"
+#include "net/duplex_client.h"
 #include "net/http.h"
 #include "net/http_client.h"
 #include "protocol/wire.h"
@@ -190,7 +191,17 @@ class Agent {
   // options_.credential, or the one in <state_dir>/credential (created when missing).
   Result<std::string> LoadOrCreateCredential() const;
   void MainLoop();
+  // The assignments thread: holds the channel (docs/agent-protocol.md "Channel": snapshots and
+  // heartbeat acknowledgements down, heartbeats up, one connection), or against a head without
+  // it the watch stream beside the heartbeat POSTs.
   void WatchLoop();
+  // One channel connection to head `head`, until it ends; what ended it.
+  Status RunChannel(size_t head, std::chrono::milliseconds& backoff);
+  // One line of the channel: an acknowledgement for the heartbeat waiting on it, or a snapshot.
+  void OnChannelLine(std::string_view line, bool& first, std::chrono::milliseconds& backoff);
+  // Sends a heartbeat: up the channel when one is open (and waits for its acknowledgement),
+  // else as POST .../heartbeat. The answer as the POST's would be.
+  Result<net::Response> DeliverHeartbeat(const std::string& json);
   // Fencing: fences when no head has answered for the fence time (FenceLoop polls it; the
   // heartbeat and Reconcile check it first, so an agent resumed from a freeze fences before it
   // acts on anything). FenceLocked stops the training workers.
@@ -308,6 +319,16 @@ class Agent {
   std::vector<WorkerKey> remembered_order_;
   std::vector<ProgressReport> pending_progress_;  // read but not yet acknowledged by the head
   net::HttpClient* watch_client_ = nullptr;       // the stream in progress, for Cancel()
+  // The channel (under mu_): the open one (for Send and Cancel), nullptr while none is; whether
+  // the head lacks it (a head older than the channel: the watch and POSTs are used instead);
+  // the acknowledgements waited for, by sequence number (nullopt until answered); channel_run_
+  // counts channel connections, so a waiter sees its channel end.
+  net::DuplexClient* channel_ = nullptr;
+  bool channel_unsupported_ = false;
+  uint64_t channel_seq_ = 0;
+  uint64_t channel_run_ = 0;
+  std::map<uint64_t, std::optional<net::Response>> channel_acks_;
+  std::condition_variable ack_cv_;
   // The watch has applied a snapshot of its stream and the stream is still open: every revision
   // comes that way, and a heartbeat's reply (which carries the snapshot too) is applied only
   // when its revision was already in the previous reply (the watch had a beat to apply it).

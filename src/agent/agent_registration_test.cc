@@ -66,6 +66,28 @@ TEST(AgentTest, AnUnknownHostReregisters) {
   ASSERT_TRUE(WaitUntil([&] { return head.heartbeat_count() > seen; }));
 }
 
+// A deleted host (its channel's heartbeats answered 404) whose registration is then refused
+// as revoked waits for an admin to readmit it, as its refused heartbeats would: not fatal
+// (test_host_certs.py, the revoked host registering again, found the agent ended here).
+TEST(AgentTest, ARegistrationRefusedAsRevokedIsRetriedUntilTheHostIsReadmitted) {
+  TempDir dir;
+  FakeHead head(0, 50, /*channel=*/true);
+  Agent agent(Options(dir, head.port()), SliceDevices());
+  ASSERT_TRUE(agent.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return head.channel_connects() == 1; }));
+  head.RefuseRegistrations(403,
+                           "host 'host-1' is revoked (tessera delete host); its certificate is "
+                           "refused until a cluster admin lifts the revocation");
+  head.ForgetHost();
+  ASSERT_TRUE(WaitUntil([&] { return head.registrations().size() >= 3; }))
+      << "the agent did not retry a registration refused as revoked";
+  EXPECT_TRUE(agent.fatal_error().ok()) << agent.fatal_error().ToString();
+  head.RefuseRegistrations(0);  // readmitted
+  const size_t seen = head.heartbeat_count();
+  ASSERT_TRUE(WaitUntil([&] { return head.heartbeat_count() > seen + 2; }));
+  EXPECT_TRUE(agent.fatal_error().ok()) << agent.fatal_error().ToString();
+}
+
 TEST(AgentTest, TheHostCredentialIsKeptOwnerOnlyAndSentWithEveryCallAndAfterARestart) {
   TempDir dir;
   FakeHead head;

@@ -116,6 +116,44 @@ TEST(AgentTest, WorkersRunExitAndReportProgressThenAreNeverRestarted) {
   EXPECT_EQ(head.AllProgress().size(), 4u);  // each line relayed once
 }
 
+// With a head that serves the channel, the agent's heartbeats go up it and its assignments
+// come down it: after the channel opens, no POST and no watch stream, one connection.
+TEST(AgentTest, HeartbeatsAndAssignmentsTravelOnOneChannel) {
+  TempDir dir;
+  FakeHead head(0, 50, /*channel=*/true);
+  Agent agent(Options(dir, head.port()), SliceDevices());
+  ASSERT_TRUE(agent.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return head.channel_connects() == 1; }));
+  const size_t posted = head.posted_heartbeats();  // the ones before the channel opened
+  ASSERT_TRUE(WaitUntil([&] { return head.heartbeat_count() >= posted + 5; }));
+
+  head.SetAssignments({Shell("train", 0, "exit 3")});
+  ASSERT_TRUE(WaitUntil([&] {
+    json w = FindWorker(head.LastWorkers(), "train", 0);
+    return !w.is_null() && w["state"] == "Exited";
+  }));
+  EXPECT_EQ(FindWorker(head.LastWorkers(), "train", 0)["exitCode"], 3);
+  EXPECT_EQ(head.posted_heartbeats(), posted);
+  EXPECT_EQ(head.watch_connects(), 0);
+  EXPECT_EQ(head.channel_connects(), 1);
+  EXPECT_EQ(head.credentials().size(), 1u);  // the host's own, on the channel too
+}
+
+// Against a head without the channel (404 "no route"), the agent uses the watch and POSTs.
+TEST(AgentTest, AHeadWithoutTheChannelGetsTheWatchAndPosts) {
+  TempDir dir;
+  FakeHead head;  // no channel route
+  Agent agent(Options(dir, head.port()), SliceDevices());
+  ASSERT_TRUE(agent.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return head.watch_connects() == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return head.posted_heartbeats() >= 3; }));
+  head.SetAssignments({Shell("train", 0, "exit 4")});
+  ASSERT_TRUE(WaitUntil([&] {
+    json w = FindWorker(head.LastWorkers(), "train", 0);
+    return !w.is_null() && w["state"] == "Exited";
+  }));
+}
+
 TEST(AgentTest, RemovingAnAssignmentStopsTheWholeWorker) {
   TempDir dir;
   FakeHead head;

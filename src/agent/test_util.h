@@ -84,7 +84,9 @@ class FakeHead {
  public:
   using json = nlohmann::json;
 
-  explicit FakeHead(uint16_t port = 0, int64_t heartbeat_interval_ms = 50)
+  // `channel`: it also serves the agent channel (docs/agent-protocol.md "Channel"), as a head
+  // of this version does; without it the agent falls back to the watch and POSTs.
+  explicit FakeHead(uint16_t port = 0, int64_t heartbeat_interval_ms = 50, bool channel = false)
       : heartbeat_interval_ms_(heartbeat_interval_ms) {
     net::ServerOptions options;
     options.port = port;
@@ -117,6 +119,7 @@ class FakeHead {
                                if (heartbeat_failure_ != 0)
                                  return net::Response::Error(heartbeat_failure_, "failing");
                                heartbeats_.push_back(json::parse(r.body));
+                               ++posted_heartbeats_;
                                return net::Response::Json(200, SnapshotLocked());
                              })
                     .ok());
@@ -137,9 +140,57 @@ class FakeHead {
                                    });
                              })
                     .ok());
+    if (channel) {
+      EXPECT_TRUE(server_
+                      ->Handle(net::Method::kGet, "/api/v1/agents/{name}/channel",
+                               [this](const net::Request& r) {
+                                 {
+                                   std::lock_guard<std::mutex> lock(mu_);
+                                   names_.insert(r.params.at("name"));
+                                   credentials_.insert(r.Header(protocol::kHostCredentialHeader));
+                                 }
+                                 auto writer =
+                                     std::make_shared<std::shared_ptr<net::StreamWriter>>();
+                                 net::Response out = net::Response::Stream(
+                                     [this, writer](std::shared_ptr<net::StreamWriter> w) {
+                                       std::lock_guard<std::mutex> lock(mu_);
+                                       ++channel_connects_;
+                                       w->Write(SnapshotLocked() + "\n");
+                                       writers_.push_back(w);
+                                       *writer = std::move(w);
+                                     });
+                                 out.on_client_line = [this, writer](std::string_view line) {
+                                   const size_t space = line.find(' ');
+                                   const std::string seq(line.substr(0, space));
+                                   std::lock_guard<std::mutex> lock(mu_);
+                                   int status = 200;
+                                   std::string body = SnapshotLocked();
+                                   if (!known_ || heartbeat_failure_ != 0) {
+                                     status = known_ ? heartbeat_failure_ : 404;
+                                     body = R"({"error":"failing"})";
+                                   } else {
+                                     heartbeats_.push_back(json::parse(line.substr(space + 1)));
+                                   }
+                                   (*writer)->Write("{\"ack\":" + seq +
+                                                    ",\"status\":" + std::to_string(status) +
+                                                    ",\"body\":" + body + "}\n");
+                                 };
+                                 return out;
+                               })
+                      .ok());
+    }
     EXPECT_TRUE(server_->Start().ok());
   }
   ~FakeHead() { server_->Stop(); }
+  // Channel connections opened, and heartbeats that came as POSTs (the rest came up a channel).
+  int channel_connects() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return channel_connects_;
+  }
+  size_t posted_heartbeats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return posted_heartbeats_;
+  }
 
   uint16_t port() const { return server_->port(); }
 
@@ -240,6 +291,8 @@ class FakeHead {
   std::vector<json> registrations_;
   std::vector<json> heartbeats_;
   int watch_connects_ = 0;
+  int channel_connects_ = 0;
+  size_t posted_heartbeats_ = 0;
   uint64_t term_ = 0;
   int heartbeat_failure_ = 0;
 };

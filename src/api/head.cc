@@ -240,6 +240,44 @@ struct Head::Impl {
     }
   }
 
+  // One heartbeat line of an agent channel, "SEQ HEARTBEAT-JSON", answered with the line
+  // {"ack": SEQ, "status": S, "body": B}: S and B what POST .../heartbeat would answer. The
+  // host's certificate (`peer_identity`, verified when the channel opened) is checked again,
+  // as each POST is: a host revoked since is answered 403 naming the revocation, as a POST
+  // is, and `close` is set, so no channel outlives its host's revocation (the agent then
+  // waits for an admin to readmit the host, docs/security.md "Host certificates"). Without
+  // this the deleted host's beats were answered 404, the agent registered again, and that
+  // registration's 403 ended it.
+  std::string ChannelBeat(const std::string& host, const std::string& peer_identity,
+                          const std::string& credential, std::string_view line, bool& close) {
+    const size_t space = line.find(' ');
+    uint64_t seq = 0;
+    const auto [end, ec] =
+        std::from_chars(line.data(), line.data() + std::min(space, line.size()), seq);
+    Response answer;
+    net::Request as_posted;
+    as_posted.peer_identity = peer_identity;
+    if (space == std::string_view::npos || ec != std::errc() || end != line.data() + space) {
+      answer = Response::Error(
+          400, "channel: a line is \"SEQ HEARTBEAT-JSON\", SEQ an unsigned integer", "channel");
+    } else if (auto refused = RefuseHostCall(host_certs.get(), as_posted, host)) {
+      answer = *std::move(refused);
+      close = true;
+    } else if (auto matches = ctl->HostCredentialMatches(host, credential); !matches.ok()) {
+      answer = ErrorReply(matches.status());
+    } else if (!*matches) {
+      answer = Response::Error(
+          403, "credential: host '" + host + "' was registered again with another credential",
+          "credential");
+    } else if (auto beat = protocol::ParseHeartbeat(line.substr(space + 1)); !beat.ok()) {
+      answer = ErrorReply(beat.status(), InputFrom::kRequest);
+    } else {
+      answer = Reply(ctl->Heartbeat(host, *beat));
+    }
+    return "{\"ack\":" + std::to_string(seq) + ",\"status\":" + std::to_string(answer.status) +
+           ",\"body\":" + (answer.body.empty() ? std::string("null") : answer.body) + "}\n";
+  }
+
   // The same check the server's auth makes (scheme in any case), so a request it let in as
   // holding a token is seen here as holding that same token.
   bool IsUser(const Request& r) const { return net::HasBearerToken(r, admin_token); }
@@ -794,6 +832,34 @@ Status Head::Start() {
                                      // second at 1,000 agents.
                                      return Reply(m.ctl->Heartbeat(r.params.at("name"), *beat));
                                    })));
+  // The agent channel (docs/agent-protocol.md "Channel"): one connection per agent carrying
+  // both directions. Down: assignment snapshots, as the watch stream sends them, and one
+  // acknowledgement per heartbeat; up: "SEQ HEARTBEAT-JSON" lines, each handled as a heartbeat
+  // POST would be (the credential checked again, so a channel outlives no host deletion).
+  TESSERA_RETURN_IF_ERROR(s.Handle(
+      Method::kGet, "/api/v1/agents/{name}/channel", own_host([&m](const Request& r) {
+        const std::string host = r.params.at("name");
+        const std::string credential = r.Header(protocol::kHostCredentialHeader);
+        // Set by on_stream, which the server runs before it passes any client line.
+        auto writer = std::make_shared<std::shared_ptr<net::StreamWriter>>();
+        Response out = Response::Stream([&m, host, writer](std::shared_ptr<net::StreamWriter> w) {
+          *writer = w;
+          {
+            std::lock_guard lock(m.watch_mu);
+            m.agent_streams[host].push_back(w);
+            m.dirty_hosts.insert(host);  // the loop sends the current snapshot
+          }
+          m.Kick();
+        });
+        out.on_client_line = [&m, host, peer = r.peer_identity, credential,
+                              writer](std::string_view line) {
+          if (line.empty() || !*writer) return;
+          bool close = false;
+          (*writer)->Write(m.ChannelBeat(host, peer, credential, line, close));
+          if (close) (*writer)->Close();  // after the acknowledgement that says why
+        };
+        return out;
+      })));
   TESSERA_RETURN_IF_ERROR(
       s.Handle(Method::kGet, "/api/v1/agents/{name}/assignments", own_host([&m](const Request& r) {
                  const std::string host = r.params.at("name");

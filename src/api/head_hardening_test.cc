@@ -19,14 +19,19 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "api/head.h"
+#include "api/head_tls.h"
+#include "api/host_certs.h"
+#include "net/duplex_client.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
+#include "pki/pki.h"
 #include "protocol/credential.h"
 
 namespace tessera::api {
@@ -402,6 +407,156 @@ TEST_F(HeadHardeningTest, WorkerMustBeAWholeNumber) {
   }
   // A good rank gets past the check (and finds no job).
   EXPECT_EQ(Call(Method::kGet, "/api/v1/jobs/j/logs?worker=0").status, 404);
+}
+
+// The agent channel (docs/agent-protocol.md "Channel"): heartbeats up, one acknowledgement
+// each (the answer POST .../heartbeat would give, refusals included), and the host's
+// assignment snapshots down, a new assignment at once, all on one connection.
+TEST_F(HeadHardeningTest, AgentChannelCarriesHeartbeatsAndAssignmentsOnOneConnection) {
+  HeadOptions options;
+  options.plain_http = true;  // fake agents without certificates (plain_)
+  StartHead(options);
+  for (int w = 0; w < 4; ++w) {
+    const Json registration = {{"name", HostName(0, w)},
+                               {"generation", "v6e"},
+                               {"chips", 4},
+                               {"slice", {{"name", "slice-0"}, {"topology", "4x4"}, {"worker", w}}},
+                               {"credential", protocol::Sha256Hex(HostName(0, w))}};
+    ASSERT_EQ(Call(Method::kPost, "/api/v1/agents/register", registration, true).status, 200);
+  }
+  const std::string host = HostName(0, 0);
+  const net::Headers credential = {{"X-Tessera-Host-Credential", protocol::Sha256Hex(host)}};
+
+  // Another host's credential: refused before the stream opens.
+  net::DuplexClient impostor(ClientOptions(head_->join_token()));
+  const Status refused =
+      impostor.Run(Method::kGet, "/api/v1/agents/" + host + "/channel",
+                   {{"X-Tessera-Host-Credential", protocol::Sha256Hex(HostName(0, 1))}}, {},
+                   [](std::string_view) { return true; });
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition) << refused.ToString();
+
+  net::DuplexClient channel(ClientOptions(head_->join_token()));
+  std::map<uint64_t, Json> acks;
+  std::vector<Json> snapshots;
+  std::thread job_maker;
+  auto assigned = [&] { return !snapshots.empty() && !snapshots.back()["assignments"].empty(); };
+  const Status ended = channel.Run(
+      Method::kGet, "/api/v1/agents/" + host + "/channel", credential,
+      [&] {
+        EXPECT_TRUE(channel.Send(R"(1 {"revision": -1})"));
+        EXPECT_TRUE(channel.Send(R"(2 {"workers": 5})"));  // refused, naming the field
+        EXPECT_TRUE(channel.Send("not-a-number {}"));
+      },
+      [&](std::string_view line) {
+        Json j = Json::parse(line, nullptr, false);
+        EXPECT_TRUE(j.is_object()) << line;
+        if (j.contains("ack")) {
+          acks[j["ack"].get<uint64_t>()] = j;
+        } else {
+          snapshots.push_back(j);
+        }
+        // Once the three acknowledgements are in, a job is placed on the slice: its
+        // assignment must come down the open channel without another heartbeat.
+        if (acks.size() == 3 && !job_maker.joinable())
+          job_maker = std::thread([this] { PlaceJob("chan"); });
+        return !assigned();
+      });
+  if (job_maker.joinable()) job_maker.join();
+  ASSERT_TRUE(ended.ok()) << ended.ToString();
+  ASSERT_EQ(acks.size(), 3u);
+  EXPECT_EQ(acks[1]["status"], 200);
+  EXPECT_TRUE(acks[1]["body"].contains("revision")) << acks[1].dump();
+  EXPECT_EQ(acks[2]["status"], 400);
+  EXPECT_EQ(acks[2]["body"]["field"], "workers") << acks[2].dump();
+  EXPECT_EQ(acks[0]["status"], 400);
+  EXPECT_EQ(acks[0]["body"]["field"], "channel") << acks[0].dump();
+  ASSERT_GE(snapshots.size(), 2u);  // the current one on connecting, then the assignment
+  EXPECT_TRUE(snapshots.front()["assignments"].empty());
+  ASSERT_TRUE(assigned());
+  EXPECT_EQ(snapshots.back()["assignments"][0]["job"], "chan");
+
+  // After the host is deleted, a heartbeat up a channel opened before is refused (404).
+  const std::string idle = HostName(1, 0);
+  const Json registration = {{"name", idle},
+                             {"generation", "v6e"},
+                             {"chips", 4},
+                             {"slice", {{"name", "slice-1"}, {"topology", "4x4"}, {"worker", 0}}},
+                             {"credential", protocol::Sha256Hex(idle)}};
+  ASSERT_EQ(Call(Method::kPost, "/api/v1/agents/register", registration, true).status, 200);
+  net::DuplexClient second(ClientOptions(head_->join_token()));
+  std::optional<Json> late_ack;
+  const Status after = second.Run(
+      Method::kGet, "/api/v1/agents/" + idle + "/channel",
+      {{"X-Tessera-Host-Credential", protocol::Sha256Hex(idle)}},
+      [&] {
+        EXPECT_EQ(Call(Method::kDelete, "/api/v1/hosts/" + idle).status, 200);
+        EXPECT_TRUE(second.Send("7 {}"));
+      },
+      [&](std::string_view line) {
+        Json j = Json::parse(line, nullptr, false);
+        if (j.contains("ack")) late_ack = j;
+        return !late_ack.has_value();
+      });
+  ASSERT_TRUE(after.ok()) << after.ToString();
+  ASSERT_TRUE(late_ack.has_value());
+  EXPECT_EQ((*late_ack)["status"], 404) << late_ack->dump();
+}
+
+// With host certificates: a channel opened before `tessera delete host` answers its next
+// heartbeat 403 naming the revocation, as a POST with that certificate is answered, and the
+// head then closes it, so a revoked certificate keeps no connection. (A 404 here sent the agent
+// to register again, whose 403 ended it: test_host_certs.py's revoked host never came back.)
+TEST_F(HeadHardeningTest, AChannelOfARevokedHostIsAnsweredWithTheRevocationAndClosed) {
+  StartHead();  // TLS, host certificates
+  const std::string host = HostName(0, 0);
+  const std::string state = dir_.path() + "/state/";
+  auto ca = pki::ReadCa(state + kCaCertFile, state + kCaKeyFile);
+  ASSERT_TRUE(ca.ok()) << ca.status().ToString();
+  auto cert = pki::MakeClientCert(*ca, {HostIdentity(host), "host"});
+  ASSERT_TRUE(cert.ok()) << cert.status().ToString();
+  const std::string pem = dir_.path() + "/host.pem";
+  ASSERT_TRUE(pki::WriteKeyFile(pem, cert->cert_pem + cert->key_pem).ok());
+  net::ClientOptions as_host = ClientOptions(head_->join_token());
+  as_host.tls->cert_file = pem;
+  as_host.tls->key_file = pem;
+  const Json registration = {{"name", host},
+                             {"generation", "v6e"},
+                             {"chips", 4},
+                             {"slice", {{"name", "slice-0"}, {"topology", "4x4"}, {"worker", 0}}},
+                             {"credential", protocol::Sha256Hex(host)}};
+  {
+    net::HttpClient client(as_host);
+    auto registered = client.Request(Method::kPost, "/api/v1/agents/register", registration.dump());
+    ASSERT_TRUE(registered.ok()) << registered.status().ToString();
+    ASSERT_EQ(registered->status, 200) << registered->body;
+  }
+  // A channel the head left open would end idle, failing Run, rather than hang the test.
+  net::ClientOptions channel_options = as_host;
+  channel_options.stream_idle_timeout = 10s;
+  net::DuplexClient channel(channel_options);
+  std::vector<Json> acks;
+  const Status ended = channel.Run(
+      Method::kGet, "/api/v1/agents/" + host + "/channel",
+      {{"X-Tessera-Host-Credential", protocol::Sha256Hex(host)}},
+      [&] {
+        EXPECT_TRUE(channel.Send("1 {}"));  // answered 200 before the deletion
+      },
+      [&](std::string_view line) {
+        Json j = Json::parse(line, nullptr, false);
+        if (!j.contains("ack")) return true;
+        acks.push_back(j);
+        if (acks.size() == 1) {
+          EXPECT_EQ(Call(Method::kDelete, "/api/v1/hosts/" + host).status, 200);
+          EXPECT_TRUE(channel.Send("2 {}"));
+        }
+        return true;  // until the head ends the response
+      });
+  ASSERT_TRUE(ended.ok()) << ended.ToString();  // the head ended the response
+  ASSERT_EQ(acks.size(), 2u);
+  EXPECT_EQ(acks[0]["status"], 200) << acks[0].dump();
+  EXPECT_EQ(acks[1]["status"], 403) << acks[1].dump();
+  EXPECT_NE(acks[1]["body"].value("error", "").find("is revoked"), std::string::npos)
+      << acks[1].dump();
 }
 
 // Reads a watch stream on its own thread until `until` holds for a line.

@@ -203,7 +203,7 @@ Status Controller::Load() {
     h.status.lost = false;
     RenewLease(h, now);  // a fresh lease: agents reconnect, workers are adopted
     if (h.status.registered_ms == 0) h.status.registered_ms = now;
-    hosts_[obj.name] = std::move(h);
+    PutHostLocked(std::move(h));
   }
   auto counter = store_.Get(kUidCounterKind, kUidCounterName);
   if (counter.ok()) {

@@ -511,6 +511,9 @@ class Controller {
   static std::optional<SliceClaim> ClaimOf(const HostSpec& spec);
   // Registered claims of one slice, or of every slice when `slice` is empty.
   std::vector<ClaimHolder> ClaimHoldersLocked(const std::string& slice) const;
+  // hosts_[host.spec.name] = host, and host_groups_ with it; EraseHostLocked removes both.
+  void PutHostLocked(RegisteredHost host);
+  void EraseHostLocked(const std::string& name);
   std::map<std::string, SliceRoster> SliceRostersLocked() const;
   // For a job that waits: the incomplete fixed slices of its shape, which would fit it once
   // their workers are all registered and live ("; slice tpu-a (v5p-16 2x2x2) would fit but is
@@ -747,6 +750,10 @@ class Controller {
   mutable std::mutex mu_;
   Rng rng_;
   std::map<std::string, RegisteredHost> hosts_;
+  // The hosts of each slice and cube, so a registration checks the hosts it could conflict
+  // with rather than every host: "claim:SLICE" (ClaimOf's slice), "slice:NAME" (a declared 2D
+  // slice), "cube:NAME" -> host names. Kept with hosts_ by PutHostLocked and EraseHostLocked.
+  std::map<std::string, std::set<std::string>> host_groups_;
   // Leases (leases.cc): when they were last checked, and the head's own stalls in total.
   int64_t last_lease_check_ms_ = -1;
   int64_t stalled_ms_ = 0;

@@ -146,10 +146,50 @@ std::optional<SliceClaim> Controller::ClaimOf(const HostSpec& spec) {
 
 std::vector<ClaimHolder> Controller::ClaimHoldersLocked(const std::string& slice) const {
   std::vector<ClaimHolder> out;
-  for (const auto& [name, h] : hosts_)
-    if (h.claim && (slice.empty() || h.claim->slice == slice))
-      out.push_back({name, *h.claim, h.status.lost});
+  if (slice.empty()) {
+    for (const auto& [name, h] : hosts_)
+      if (h.claim) out.push_back({name, *h.claim, h.status.lost});
+    return out;
+  }
+  auto group = host_groups_.find("claim:" + slice);
+  if (group == host_groups_.end()) return out;
+  for (const std::string& name : group->second) {
+    const RegisteredHost& h = hosts_.at(name);
+    if (h.claim && h.claim->slice == slice) out.push_back({name, *h.claim, h.status.lost});
+  }
   return out;
+}
+
+namespace {
+// The host_groups_ keys of a host (Controller::host_groups_).
+std::vector<std::string> HostGroupKeys(const HostSpec& spec,
+                                       const std::optional<SliceClaim>& claim) {
+  std::vector<std::string> keys;
+  if (claim) keys.push_back("claim:" + claim->slice);
+  if (spec.slice) keys.push_back("slice:" + spec.slice->name);
+  if (spec.cube) keys.push_back("cube:" + spec.cube->name);
+  return keys;
+}
+}  // namespace
+
+void Controller::PutHostLocked(RegisteredHost host) {
+  const std::string name = host.spec.name;
+  EraseHostLocked(name);
+  for (const std::string& key : HostGroupKeys(host.spec, host.claim))
+    host_groups_[key].insert(name);
+  hosts_[name] = std::move(host);
+}
+
+void Controller::EraseHostLocked(const std::string& name) {
+  auto it = hosts_.find(name);
+  if (it == hosts_.end()) return;
+  for (const std::string& key : HostGroupKeys(it->second.spec, it->second.claim)) {
+    auto group = host_groups_.find(key);
+    if (group == host_groups_.end()) continue;
+    group->second.erase(name);
+    if (group->second.empty()) host_groups_.erase(group);
+  }
+  hosts_.erase(it);
 }
 
 std::map<std::string, SliceRoster> Controller::SliceRostersLocked() const {
@@ -233,9 +273,21 @@ Result<Json> Controller::RegisterHost(const protocol::Registration& registration
     if (!verdict.ok()) return verdict.status();
     replaces = verdict->replaces;
   }
+  // Only hosts of the same slice or cube can conflict, and every host has the cluster's
+  // generation (each was checked against the others): one of them stands for all in that
+  // check. Scanning every host here made registering N hosts cost O(N^2).
+  std::set<std::string> neighbours;
+  for (const std::string& key : HostGroupKeys(spec, std::nullopt))
+    if (auto group = host_groups_.find(key); group != host_groups_.end())
+      neighbours.insert(group->second.begin(), group->second.end());
   for (const auto& [name, other] : hosts_)
+    if (name != spec.name && name != replaces) {
+      neighbours.insert(name);
+      break;
+    }
+  for (const std::string& name : neighbours)
     if (name != spec.name && name != replaces)
-      if (Status conflict = Conflicts(spec, other.spec); !conflict.ok()) return conflict;
+      if (Status conflict = Conflicts(spec, hosts_.at(name).spec); !conflict.ok()) return conflict;
   const bool recovered = known && existing->second.status.lost;
   const bool membership_changed =
       !known || !existing->second.spec.SameMembership(spec) || recovered || !replaces.empty();
@@ -259,10 +311,10 @@ Result<Json> Controller::RegisterHost(const protocol::Registration& registration
                                   ", which is deleted"});
   Status persisted = PersistHost(h, events, replaces);
   if (!persisted.ok()) return persisted;
-  hosts_[spec.name] = std::move(h);
+  PutHostLocked(std::move(h));
   if (auto gone = hosts_.find(replaces); gone != hosts_.end()) {
     const Json doc = HostJsonLocked(gone->second);
-    hosts_.erase(gone);
+    EraseHostLocked(replaces);
     Emit(codec::kHostKind, "DELETED", doc);
     schedule_requested_ = true;
   }
@@ -307,7 +359,7 @@ Result<Json> Controller::DeleteHost(const std::string& name) {
                                  "an admin deleted the host; its name may be registered again"}});
   if (!committed.ok()) return Unavailable(committed.status().message());
   Json gone = HostJsonLocked(it->second);
-  hosts_.erase(it);
+  EraseHostLocked(name);
   inventory_dirty_ = true;
   Emit(codec::kHostKind, "DELETED", gone);
   AnnounceEvents();

@@ -98,6 +98,12 @@ struct Response {
   // with chunked transfer encoding (body is ignored), then calls on_stream once, on an io
   // thread, with the writer. Keep the writer to push chunks later from any thread.
   std::function<void(std::shared_ptr<StreamWriter>)> on_stream;
+  // Optional, with on_stream: a duplex stream. The client may go on sending after its request
+  // (it should wait for the response header); each line it sends is passed here without its
+  // "\n" (and "\r"), in order, on the connection's io thread, after on_stream has run. A line
+  // longer than ServerOptions::max_body_bytes ends the stream. Without it, whatever the client
+  // sends while the stream is open is ignored.
+  std::function<void(std::string_view line)> on_client_line;
 
   // A response with `body` as JSON text.
   static Response Json(int status, std::string body);

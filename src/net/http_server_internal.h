@@ -185,6 +185,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // A streaming response (http_stream.cc).
   void StartStream(Response response);
   void WatchForDisconnect();
+  // Passes the complete lines of `data` (and of what came before) to client_line_; false when a
+  // line exceeds the body limit.
+  bool TakeClientBytes(std::string_view data);
 
   template <class Message>
   void SetCommonFields(Message& res, const Response& response, bool keep_alive) {
@@ -217,6 +220,10 @@ class Session : public std::enable_shared_from_this<Session> {
   size_t drained_ = 0;
 
   std::shared_ptr<StreamState> writer_;
+  // A duplex stream's reader of the client's lines (Response::on_client_line) and the
+  // unterminated line so far.
+  std::function<void(std::string_view)> client_line_;
+  std::string client_partial_;
   std::optional<http::response<http::empty_body>> stream_header_;
   std::optional<http::response_serializer<http::empty_body>> stream_serializer_;
   bool header_sent_ = false;

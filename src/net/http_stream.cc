@@ -39,18 +39,50 @@ void Session::StartStream(Response response) {
                              self->header_sent_ = true;
                              self->PumpStream();
                            });
+  client_line_ = std::move(response.on_client_line);
   try {
     response.on_stream(writer_);
   } catch (...) {
     writer_->Close();
   }
+  // Lines a duplex client sent right behind its request are already in the request buffer.
+  if (client_line_ && buffer_.size() > 0) {
+    const auto data = buffer_.data();
+    const std::string_view early(static_cast<const char*>(data.data()), data.size());
+    const bool fits = TakeClientBytes(early);
+    buffer_.consume(buffer_.size());
+    if (!fits) return Finish();
+  }
 }
 
 void Session::WatchForDisconnect() {
-  stream_.async_read_some(asio::buffer(drain_), [self = shared_from_this()](error_code ec, size_t) {
-    if (ec) return self->Finish();
-    self->WatchForDisconnect();
-  });
+  stream_.async_read_some(
+      asio::buffer(drain_), [self = shared_from_this()](error_code ec, size_t n) {
+        if (ec) return self->Finish();
+        if (self->client_line_ && !self->TakeClientBytes(std::string_view(self->drain_.data(), n)))
+          return self->Finish();
+        self->WatchForDisconnect();
+      });
+}
+
+bool Session::TakeClientBytes(std::string_view data) {
+  size_t start = 0;
+  for (size_t nl; (nl = data.find('\n', start)) != std::string_view::npos; start = nl + 1) {
+    std::string_view line = data.substr(start, nl - start);
+    if (!client_partial_.empty()) {
+      client_partial_.append(line);
+      line = client_partial_;
+    }
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    try {
+      client_line_(line);
+    } catch (...) {
+      writer_->Close();
+    }
+    client_partial_.clear();
+  }
+  client_partial_.append(data.substr(start));
+  return client_partial_.size() <= server_.options_.max_body_bytes;
 }
 
 void Session::PumpStream() {
