@@ -18,10 +18,12 @@
 
 #include "api/head_tls.h"
 #include "cli/client.h"
+#include "cli/gpu_up_plan.h"
 #include "cli/ha_cluster.h"
 #include "cli/netns.h"
 #include "cli/up_plan.h"
 #include "pki/pki.h"
+#include "placement/gpu_domains.h"
 #include "topology/topology.h"
 
 namespace tessera::cli {
@@ -74,6 +76,10 @@ bool WaitGone(pid_t pid, std::chrono::milliseconds timeout) {
 }
 
 struct UpFlags {
+  // --gpu: emulated GPU hosts (gpu_up_plan.h) instead of TPU slices, sized by --domains and
+  // --trays (gb200-nvl72) or --hosts (h100, h200).
+  std::string gpu;
+  int domains = 0, trays = 0, hosts = 0;
   std::string generation = "v6e";
   std::string topology = "4x4";
   int slices = 2;
@@ -160,11 +166,21 @@ void Up(const UpFlags& f) {
   if (f.netns) {
     if (const std::string why = NetnsUnsupportedReason(); !why.empty()) throw CommandError(why);
   }
-  auto gen = ParseGeneration(f.generation);
+  std::vector<GpuUpHost> gpu_hosts;
+  if (!f.gpu.empty()) {
+    auto hosts = GpuUpHosts({f.gpu, f.domains, f.trays, f.hosts});
+    if (!hosts.ok()) throw CommandError(hosts.status().message());
+    gpu_hosts = std::move(*hosts);
+  }
+  // GPU hosts register as one-host v6e slices of their GPU count (gpu_up_plan.h).
+  const std::string generation = gpu_hosts.empty() ? f.generation : "v6e";
+  auto gen = ParseGeneration(generation);
   if (!gen.ok()) throw CommandError("--generation: " + gen.status().message());
   const bool three_d = Info(*gen).rank == 3;
   int hosts_per_slice = 0;
-  if (three_d) {
+  if (!gpu_hosts.empty()) {
+    // sized by GpuUpHosts
+  } else if (three_d) {
     if (f.cubes < 1 || f.cubes > 16)
       throw CommandError("--cubes: a " + f.generation +
                          " cluster needs 1 to 16 cubes, e.g. --cubes 2");
@@ -185,7 +201,26 @@ void Up(const UpFlags& f) {
   fs::create_directories(dir + "/logs");
   fs::remove(dir + "/head.json");
   const std::string exe = SelfExe();
-  const std::vector<std::vector<std::string>> agents = AgentLayouts(f, three_d, hosts_per_slice);
+  std::vector<std::vector<std::string>> agents = AgentLayouts(f, three_d, hosts_per_slice);
+  if (!gpu_hosts.empty()) {
+    agents.clear();
+    // Each host's nvidia-smi: a script that prints the output GpuUpHosts wrote for it.
+    fs::create_directories(dir + "/gpus");
+    for (const GpuUpHost& h : gpu_hosts) {
+      const std::string xml = dir + "/gpus/" + h.name + ".xml";
+      const std::string script = dir + "/gpus/" + h.name + ".sh";
+      std::ofstream(xml, std::ios::trunc) << h.nvidia_smi;
+      std::ofstream(script, std::ios::trunc) << "#!/bin/sh\nexec cat '" << xml << "'\n";
+      std::error_code ec;
+      fs::permissions(script, fs::perms::owner_all | fs::perms::group_read | fs::perms::others_read,
+                      ec);
+      if (ec || !fs::exists(xml))
+        throw CommandError("cannot write " + script + ": " + ec.message());
+      agents.push_back({h.name, "--slice", h.name, "--topology", h.topology, "--worker", "0",
+                        "--devices", "nvidia", "--nvidia-smi", script, "--label",
+                        std::string(kGpuSystemLabel) + "=" + f.gpu});
+    }
+  }
   // Leftovers of a cluster that crashed from this directory go first (netns.h proves them ours).
   RemoveNetns(dir, true);
   std::optional<NetnsPlan> netns;
@@ -212,7 +247,8 @@ void Up(const UpFlags& f) {
   auto address_of = [&](const std::string& name) -> std::string {
     return netns ? netns->Find(name)->address : "127.0.0.1";
   };
-  Json cluster = {{"head", 0}, {"agents", Json::array()}, {"generation", f.generation}};
+  Json cluster = {{"head", 0}, {"agents", Json::array()}, {"generation", generation}};
+  if (!gpu_hosts.empty()) cluster["gpu"] = f.gpu;
   std::vector<std::string> head_args = {"head", "--state-dir", dir, "--port", "0"};
   if (netns && !f.ha.ha) head_args.insert(head_args.end(), {"--bind", address_of("head")});
   head_args.insert(head_args.end(), {"--lease-ms", std::to_string(f.lease_ms), "--heartbeat-ms",
@@ -321,13 +357,14 @@ void Up(const UpFlags& f) {
     std::error_code forget;
     fs::remove(dir + "/agents/" + a[0] + "/fence/seen", forget);
     std::vector<std::string> args = {
-        "agent",      "--head",    head_url,        "--join-token-file",     dir + "/join.token",
-        "--name",     a[0],        "--state-dir",   dir + "/agents/" + a[0], "--generation",
-        f.generation, "--address", address_of(a[0])};
+        "agent",    "--head",    head_url,        "--join-token-file",     dir + "/join.token",
+        "--name",   a[0],        "--state-dir",   dir + "/agents/" + a[0], "--generation",
+        generation, "--address", address_of(a[0])};
     args.insert(args.end(), {"--bind", address_of(a[0]), "--ca-file", ca_file});
     args.insert(args.end(), a.begin() + 1, a.end());
-    // The layout above is the host, whatever this machine is (no discovery: docs/discovery.md).
-    args.insert(args.end(), {"--devices", "emulated"});
+    // The layout above is the host, whatever this machine is (no discovery: docs/discovery.md);
+    // a GPU host discovers its emulated GPUs through its nvidia-smi script.
+    if (gpu_hosts.empty()) args.insert(args.end(), {"--devices", "emulated"});
     if (!fence_ms.empty()) args.insert(args.end(), {"--fence-ms", fence_ms});
     if (!f.warm_python.empty() || !f.warm_preload.empty()) {
       const std::string python = f.warm_python.empty() ? "/usr/bin/python3" : f.warm_python;
@@ -362,15 +399,20 @@ void Up(const UpFlags& f) {
     }
     if (ready < agents.size()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  const UpCluster summary{std::string(GenerationName(*gen)), three_d, f.topology, f.slices, f.cubes,
-                          static_cast<int>(agents.size())};
+  UpCluster summary{std::string(GenerationName(*gen)), three_d, f.topology, f.slices, f.cubes,
+                    static_cast<int>(agents.size()),   "",      0};
+  if (!gpu_hosts.empty()) {
+    summary.gpu_system = f.gpu;
+    summary.gpu_domains = f.domains > 0 ? f.domains : static_cast<int>(gpu_hosts.size());
+  }
   // A job the user can apply at once: the example when it fits this cluster, else one written
   // for it (a 7x cluster cannot run the example's v6e slices).
   std::string demo_job = "examples/train/job.yaml";
   if (!ExampleJobFits(summary)) {
     demo_job = dir + "/demo-job.yaml";
     std::ofstream out(demo_job, std::ios::trunc);
-    out << DemoJobYaml(summary);
+    out << (gpu_hosts.empty() ? DemoJobYaml(summary)
+                              : GpuDemoJobYaml({f.gpu, f.domains, f.trays, f.hosts}));
     out.close();
     if (!out) {
       std::cerr << "warning: " << demo_job << ": cannot write the demo job\n";
@@ -435,6 +477,13 @@ void AddClusterCommands(CLI::App& app) {
         app.add_subcommand("up", "Start a local emulated cluster: a head and one agent per host");
     auto f = std::make_shared<UpFlags>();
     cmd->add_option("--generation", f->generation, "accelerator generation")->capture_default_str();
+    cmd->add_option("--gpu", f->gpu,
+                    "emulated GPU hosts of this system instead of TPU slices: gb200-nvl72 "
+                    "(with --domains, --trays), h100 or h200 (with --hosts)");
+    cmd->add_option("--domains", f->domains, "--gpu gb200-nvl72: NVLink domains (racks), 1 to 8");
+    cmd->add_option("--trays", f->trays,
+                    "--gpu gb200-nvl72: trays (hosts) per domain, 1 to 18 (default 18)");
+    cmd->add_option("--hosts", f->hosts, "--gpu h100 or h200: hosts, 1 to 64");
     cmd->add_option("--topology", f->topology, "2D: shape of each slice")->capture_default_str();
     cmd->add_option("--slices", f->slices, "2D: number of slices")->capture_default_str();
     cmd->add_option("--cubes", f->cubes, "3D: number of 4x4x4 cubes (16 hosts each)");

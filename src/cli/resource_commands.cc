@@ -84,12 +84,18 @@ void PrintJobs(const Json& items, bool wide, bool header = true) {
     const Json& st = j["status"];
     std::string reason = st.value("reason", "");
     if (wide) reason += ": " + st.value("message", "");
-    std::printf("%-24s %-11s %-7s %-9s %-7s %-8d %-6s %s\n",
-                j["metadata"]["name"].get<std::string>().c_str(), st.value("phase", "").c_str(),
-                j["spec"].value("accelerator", "").c_str(), j["spec"].value("topology", "").c_str(),
-                SlicesOf(j["spec"]).c_str(), st.value("attempt", -1),
-                Age(j["metadata"].value("creationTimestampMs", int64_t{0}), now).c_str(),
-                reason.c_str());
+    // A GPU job (spec.gpu): its system, and its hosts where a TPU job's shape goes.
+    std::string accel = j["spec"].value("accelerator", "");
+    std::string topology = j["spec"].value("topology", "");
+    if (const Json& gpu = j["spec"].value("gpu", Json()); gpu.is_object()) {
+      accel = gpu.value("system", "");
+      topology = std::to_string(gpu.value("hosts", 0)) + " hosts";
+    }
+    std::printf(
+        "%-24s %-11s %-7s %-9s %-7s %-8d %-6s %s\n",
+        j["metadata"]["name"].get<std::string>().c_str(), st.value("phase", "").c_str(),
+        accel.c_str(), topology.c_str(), SlicesOf(j["spec"]).c_str(), st.value("attempt", -1),
+        Age(j["metadata"].value("creationTimestampMs", int64_t{0}), now).c_str(), reason.c_str());
   }
 }
 
@@ -97,7 +103,8 @@ void PrintHosts(const Json& items, bool wide, bool header = true) {
   const int64_t now = NowMs();
   if (header)
     std::printf("%-22s %-6s %-5s %-12s %-6s %-10s %-16s%s\n", "NAME", "STATE", "GEN", "SLICE/CUBE",
-                "WORKER", "HEARTBEAT", "JOB", wide ? " ADDRESS" : "");
+                "WORKER", "HEARTBEAT", "JOB",
+                wide ? " ADDRESS  GPUS (NVLINK DOMAIN; WHY ALONE)" : "");
   for (const Json& h : items) {
     const Json& sp = h["spec"];
     std::string where, worker;
@@ -115,6 +122,14 @@ void PrintHosts(const Json& items, bool wide, bool header = true) {
     }
     std::string addr;
     if (wide) addr = " " + sp.value("address", "") + ":" + std::to_string(sp.value("agentPort", 0));
+    // A GPU host: its system, GPUs and NVLink domain, and why it is a domain of its own.
+    if (const Json& gpu = h["status"].value("gpu", Json()); wide && gpu.is_object()) {
+      const Json& system = gpu.value("system", Json());
+      addr += "  " + (system.is_string() ? system.get<std::string>() : std::string("?")) + " x" +
+              std::to_string(gpu.value("gpus", 0)) + " (" + gpu.value("domain", "");
+      if (!gpu.value("reason", "").empty()) addr += "; " + gpu.value("reason", "");
+      addr += ")";
+    }
     std::printf("%-22s %-6s %-5s %-12s %-6s %-10s %-16s%s\n",
                 h["metadata"]["name"].get<std::string>().c_str(),
                 h["status"].value("state", "").c_str(), sp.value("generation", "").c_str(),

@@ -10,7 +10,8 @@ std::string AgentFenceMs(bool ha, int64_t election_lease_ms, const std::string& 
 }
 
 bool ExampleJobFits(const UpCluster& c) {
-  return !c.three_d && c.generation == "v6e" && c.topology == "4x4" && c.slices >= 2;
+  return c.gpu_system.empty() && !c.three_d && c.generation == "v6e" && c.topology == "4x4" &&
+         c.slices >= 2;
 }
 
 std::string DemoJobYaml(const UpCluster& c) {
@@ -44,11 +45,15 @@ std::string DemoJobYaml(const UpCluster& c) {
 std::string UpSummary(const UpCluster& c, const std::vector<std::string>& head_urls,
                       const std::string& leader_url, const std::string& router_url,
                       const std::string& dir, const std::string& demo_job) {
-  std::string out = "tessera cluster up: " + std::to_string(c.hosts) + " emulated " + c.generation +
-                    " hosts (" +
-                    (c.three_d ? std::to_string(c.cubes) + " cube(s)"
-                               : std::to_string(c.slices) + " x " + c.topology + " slices") +
-                    ")\n";
+  std::string out =
+      c.gpu_system.empty()
+          ? "tessera cluster up: " + std::to_string(c.hosts) + " emulated " + c.generation +
+                " hosts (" +
+                (c.three_d ? std::to_string(c.cubes) + " cube(s)"
+                           : std::to_string(c.slices) + " x " + c.topology + " slices") +
+                ")\n"
+          : "tessera cluster up: " + std::to_string(c.hosts) + " emulated " + c.gpu_system +
+                " hosts (" + std::to_string(c.gpu_domains) + " NVLink domain(s))\n";
   if (head_urls.size() > 1) {
     out += "  heads:  ";
     for (size_t i = 0; i < head_urls.size(); ++i)

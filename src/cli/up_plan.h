@@ -21,6 +21,8 @@ struct UpCluster {
   int slices = 0;        // 2D
   int cubes = 0;         // 3D
   int hosts = 0;
+  std::string gpu_system;  // `up --gpu`: the GPU system its hosts emulate; "" for TPU hosts
+  int gpu_domains = 0;     // `up --gpu`: NVLink domains
 };
 
 // A TrainJob that can run on `c`: examples/train/job.yaml when it fits (v6e, 4x4, two slices or

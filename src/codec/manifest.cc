@@ -14,6 +14,56 @@ namespace tessera::codec {
 namespace {
 
 constexpr int kMaxSlices = 4096;
+constexpr int kMaxGpuHosts = 4096;
+
+// spec.gpu: {system, hosts, domain: required | preferred | segment, segment: K}.
+Result<GpuJobSpec> ParseGpuJobSpec(const Json& g) {
+  TESSERA_RETURN_IF_ERROR(RequireObject(g, "spec.gpu"));
+  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(g, "spec.gpu", {"system", "hosts", "domain", "segment"}));
+  GpuJobSpec gpu;
+  auto system = GetString(g, "system", "spec.gpu", false);
+  if (!system.ok()) return system.status();
+  if (system->empty())
+    return InvalidArgument("spec.gpu.system: required; valid: " + ValidGpuSystemsText());
+  auto parsed = ParseGpuSystem(*system);
+  if (!parsed.ok()) return InvalidArgument("spec.gpu.system: " + parsed.status().message());
+  gpu.system = *parsed;
+  if (!Has(g, "hosts"))
+    return InvalidArgument("spec.gpu.hosts: required: how many whole hosts (one worker each)");
+  auto hosts = GetInt(g, "hosts", "spec.gpu", 1, 1, kMaxGpuHosts);
+  if (!hosts.ok()) return hosts.status();
+  gpu.hosts = static_cast<int>(*hosts);
+  auto domain_field = GetString(g, "domain", "spec.gpu", false);
+  if (!domain_field.ok()) return domain_field.status();
+  const bool has_segment = Has(g, "segment");
+  const std::string domain = domain_field->empty() && !has_segment ? "required" : *domain_field;
+  if (domain.empty() || domain == "segment") {
+    if (!has_segment)
+      return InvalidArgument("spec.gpu.segment: required with domain: segment (hosts per segment)");
+    auto k = GetInt(g, "segment", "spec.gpu", 1, 1, kMaxGpuHosts);
+    if (!k.ok()) return k.status();
+    if (gpu.hosts % *k != 0)
+      return InvalidArgument("spec.gpu.segment: " + std::to_string(*k) + " does not divide " +
+                             "spec.gpu.hosts " + std::to_string(gpu.hosts) +
+                             "; use a segment size that divides it");
+    gpu.rule = {DomainRule::kSegment, static_cast<int>(*k)};
+    return gpu;
+  }
+  if (has_segment)
+    return InvalidArgument(
+        "spec.gpu.segment: only with domain: segment (or without domain); "
+        "domain is '" +
+        domain + "'");
+  if (domain == "required") {
+    gpu.rule = {DomainRule::kRequired, 0};
+  } else if (domain == "preferred") {
+    gpu.rule = {DomainRule::kPreferred, 0};
+  } else {
+    return InvalidArgument("spec.gpu.domain: '" + domain +
+                           "' is unknown; valid: required, preferred, segment (with segment: K)");
+  }
+  return gpu;
+}
 
 }  // namespace
 
@@ -45,14 +95,24 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
   if (!doc.contains("spec")) return InvalidArgument("spec: required");
   const Json& s = doc["spec"];
   TESSERA_RETURN_IF_ERROR(RequireObject(s, "spec"));
-  TESSERA_RETURN_IF_ERROR(
-      OnlyKnownFields(s, "spec",
-                      {"accelerator", "topology", "slices", "priority", "failurePolicy", "progress",
-                       "checkpoint", "template", "warmStart", "expectedDuration", "reservation"}));
-  auto topo = GetSliceTopology(s, "spec");
-  if (!topo.ok()) return topo.status();
-  spec.accelerator = topo->generation();
-  spec.topology = topo->shape();
+  TESSERA_RETURN_IF_ERROR(OnlyKnownFields(
+      s, "spec",
+      {"accelerator", "topology", "slices", "priority", "failurePolicy", "progress", "checkpoint",
+       "template", "warmStart", "expectedDuration", "reservation", "gpu"}));
+  if (Has(s, "gpu")) {
+    for (const char* tpu : {"accelerator", "topology", "slices", "reservation"})
+      if (Has(s, tpu))
+        return InvalidArgument(std::string("spec.") + tpu + ": a GPU job (spec.gpu) takes no " +
+                               tpu + "; remove it");
+    auto gpu = ParseGpuJobSpec(s["gpu"]);
+    if (!gpu.ok()) return gpu.status();
+    spec.gpu = *gpu;
+  } else {
+    auto topo = GetSliceTopology(s, "spec");
+    if (!topo.ok()) return topo.status();
+    spec.accelerator = topo->generation();
+    spec.topology = topo->shape();
+  }
 
   if (s.contains("slices")) {
     const Json& sl = s["slices"];
@@ -159,7 +219,8 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc) {
   for (const std::string& k : env->Names()) {
     if (k.rfind("TPU_", 0) == 0 || k.rfind("MEGASCALE_", 0) == 0 || k == "RANK" ||
         k == "WORLD_SIZE" || k == "MASTER_ADDR" || k == "MASTER_PORT" ||
-        k.rfind("TESSERA_", 0) == 0)
+        k.rfind("TESSERA_", 0) == 0 ||
+        (spec.gpu && (k == "CUDA_VISIBLE_DEVICES" || k == "LOCAL_RANK" || k == "NODE_RANK")))
       return InvalidArgument("spec.template.env." + k +
                              ": set by tessera for every attempt; remove it from the spec");
   }

@@ -360,5 +360,66 @@ TEST(Manifest, ExpectedDurationIsADurationNamedWhenWrong) {
   }
 }
 
+std::string GpuJob(const std::string& gpu, const std::string& extra = "") {
+  return "apiVersion: tessera/v1\nkind: TrainJob\nmetadata: {name: g}\nspec:\n  gpu: " + gpu +
+         "\n" + extra + "  template: {command: [python3, train.py]}\n";
+}
+
+TEST(GpuJobSpec, DecodesSystemHostsAndTheDomainRule) {
+  auto parse = [](const std::string& yaml) -> Result<TrainJobSpec> {
+    auto doc = ParseDocument(yaml);
+    if (!doc.ok()) return doc.status();
+    return ParseTrainJob(*doc);
+  };
+  auto required = parse(GpuJob("{system: GB200-NVL72, hosts: 4}"));
+  ASSERT_TRUE(required.ok()) << required.status().ToString();
+  ASSERT_TRUE(required->gpu.has_value());
+  EXPECT_EQ(required->gpu->system, GpuSystem::kGb200Nvl72);
+  EXPECT_EQ(required->gpu->hosts, 4);
+  EXPECT_EQ(required->gpu->gpus(), 16);
+  EXPECT_EQ(required->gpu->rule.rule, DomainRule::kRequired);
+  auto preferred = parse(GpuJob("{system: h100, hosts: 3, domain: preferred}"));
+  ASSERT_TRUE(preferred.ok()) << preferred.status().ToString();
+  EXPECT_EQ(preferred->gpu->rule.rule, DomainRule::kPreferred);
+  for (const char* seg : {"{system: gb200-nvl72, hosts: 8, segment: 4}",
+                          "{system: gb200-nvl72, hosts: 8, domain: segment, segment: 4}"}) {
+    auto segment = parse(GpuJob(seg));
+    ASSERT_TRUE(segment.ok()) << segment.status().ToString();
+    EXPECT_EQ(segment->gpu->rule.rule, DomainRule::kSegment);
+    EXPECT_EQ(segment->gpu->rule.segment_hosts, 4);
+  }
+  auto tpu = parse(kGood);
+  ASSERT_TRUE(tpu.ok());
+  EXPECT_FALSE(tpu->gpu.has_value());
+}
+
+TEST(GpuJobSpec, EveryWrongFieldIsNamed) {
+  const std::pair<std::string, std::string> bad[] = {
+      {GpuJob("{hosts: 2}"), "spec.gpu.system: required; valid: h100, h200, gb200-nvl72"},
+      {GpuJob("{system: a100, hosts: 2}"), "spec.gpu.system: "},
+      {GpuJob("{system: h100}"), "spec.gpu.hosts: required"},
+      {GpuJob("{system: h100, hosts: 0}"), "spec.gpu.hosts: "},
+      {GpuJob("{system: h100, hosts: two}"), "spec.gpu.hosts: "},
+      {GpuJob("{system: h100, hosts: 2, domain: block}"), "spec.gpu.domain: 'block' is unknown"},
+      {GpuJob("{system: h100, hosts: 2, domain: segment}"), "spec.gpu.segment: required"},
+      {GpuJob("{system: h100, hosts: 6, segment: 4}"), "spec.gpu.segment: 4 does not divide"},
+      {GpuJob("{system: h100, hosts: 4, domain: preferred, segment: 2}"),
+       "spec.gpu.segment: only with domain: segment"},
+      {GpuJob("{system: h100, hosts: 2, gpus: 16}"), "spec.gpu.gpus: unknown field"},
+      {GpuJob("[h100]"), "spec.gpu: "},
+      {GpuJob("{system: h100, hosts: 2}", "  accelerator: v6e\n"),
+       "spec.accelerator: a GPU job (spec.gpu) takes no accelerator"},
+      {GpuJob("{system: h100, hosts: 2}", "  slices: 2\n"), "spec.slices: "},
+      {"apiVersion: tessera/v1\nkind: TrainJob\nmetadata: {name: g}\nspec:\n"
+       "  gpu: {system: h100, hosts: 2}\n"
+       "  template: {command: [python3], env: {CUDA_VISIBLE_DEVICES: '0'}}\n",
+       "spec.template.env.CUDA_VISIBLE_DEVICES: set by tessera"},
+  };
+  for (const auto& [yaml, want] : bad) {
+    const std::string got = ErrorOf(yaml);
+    EXPECT_EQ(got.rfind(want, 0), 0u) << "got: " << got << "\nwant: " << want;
+  }
+}
+
 }  // namespace
 }  // namespace tessera::codec

@@ -155,6 +155,8 @@ Json TrainJobJson(const TrainJob& job, int64_t now_ms) {
        {{"retries", st.start_guard.retries},
         {"backoffUntilMs", st.start_guard.backoff_until_ms},
         {"lastEviction", st.start_guard.last_eviction}}}};
+  if (job.spec.gpu)
+    status["gpu"] = {{"domains", st.gpu.domains}, {"imexChannel", st.gpu.imex_channel}};
   Json spec = Json::parse(job.spec_document, nullptr, /*allow_exceptions=*/false);
   return {{"apiVersion", kApiVersion},
           {"kind", kTrainJobKind},
@@ -227,6 +229,9 @@ Result<TrainJob> TrainJobFromJson(const Json& j) {
   st.start_guard.retries = GetOr(guard, "retries", 0);
   st.start_guard.backoff_until_ms = GetOr(guard, "backoffUntilMs", int64_t{0});
   st.start_guard.last_eviction = GetOr(guard, "lastEviction", std::string());
+  const Json& gpu = Child(s, "gpu");
+  st.gpu.domains = GetOr(gpu, "domains", std::vector<std::string>{});
+  st.gpu.imex_channel = GetOr(gpu, "imexChannel", -1);
   for (const Json& p : GetOr(s, "placement", Json::array())) {
     st.slice_names.push_back(GetOr(p, "slice", std::string()));
     st.placement.push_back(GetOr(p, "hosts", std::vector<std::string>{}));

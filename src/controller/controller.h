@@ -76,6 +76,7 @@
 #include "inventory/host_spec.h"
 #include "inventory/inventory.h"
 #include "inventory/slice_claims.h"
+#include "placement/gpu_domains.h"
 #include "placement/planner.h"
 #include "protocol/wire.h"
 #include "store/store.h"
@@ -83,6 +84,7 @@
 #include "workload/reservation.h"
 #include "workload/service_lifecycle.h"
 #include "workload/train_lifecycle.h"
+#include "workload/worker_env.h"
 
 namespace tessera::controller {
 
@@ -459,6 +461,8 @@ class Controller {
                       int64_t now);
   void AppendJobAssignments(const std::string& host, std::vector<protocol::Assignment>& out,
                             std::vector<protocol::StopRequest>& stop) const;
+  // The slices and hosts of a placed TPU job's attempt, for its workers' environment.
+  Result<AttemptLayout> TpuLayoutLocked(const TrainJob& job) const;
   std::string JobOwnerOf(uint64_t owner) const;  // "" when no job is `owner`
   void AddJobPorts(std::set<int>& held) const;
 
@@ -545,6 +549,21 @@ class Controller {
   Status ScheduleFirstComeFirstServed();
   Status ScheduleThroughQueues();
   Status ScheduleEasy();  // easy_scheduling.cc
+
+  // --- GPU jobs (gpu_jobs.cc) ---
+  // The NVLink domains of the hosts that registered GPUs, by host name.
+  std::vector<GpuHostDomain> GpuDomainsLocked() const;
+  // A host's status.gpu (system, domain, nvlinkReady, reason); null for a host without GPUs.
+  Json HostGpuJsonLocked(const HostSpec& spec) const;
+  // The fleet of `system`'s hosts: free GPUs from the inventory, or all free when `empty`.
+  GpuFleetView GpuFleetLocked(GpuSystem system, bool empty) const;
+  // Why a GPU job is refused at creation (ClusterQueues, never fits); OK for other jobs.
+  Status GpuJobRefusalLocked(const TrainJobSpec& spec) const;
+  // Pending GPU jobs, first come first served, through the GPU domain planner.
+  Status ScheduleGpuJobs();
+  Result<bool> AdmitGpu(TrainJob& job, const GpuFleetView& view, const GpuPlacement& plan);
+  // The workers' environment of a placed GPU job, in rank order.
+  std::vector<WorkerEnv> GpuWorkerEnvLocked(const TrainJob& job) const;
   // Reserves the plan's hosts and places the job's next attempt. False when the plan no
   // longer applies (nothing changed).
   Result<bool> Admit(TrainJob& job, const PlanResult& plan);

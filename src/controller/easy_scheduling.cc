@@ -136,6 +136,7 @@ Status Controller::ScheduleEasy() {
     // A job inside a SliceReservation is placed on its reservation's hosts (reservations.cc),
     // never by this pass, and is never moved by defragmentation: the reservation holds them.
     if (!job.spec.reservation.empty()) continue;
+    if (job.spec.gpu) continue;  // GPU jobs wait in their own line (gpu_jobs.cc)
     if (Waiting(job)) {
       if (!st.holds.count(job.uid) && !jobs_missing_secrets_.count(job.name()))
         pending.push_back(&job);

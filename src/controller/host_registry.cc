@@ -96,6 +96,8 @@ std::string Controller::OwnerOf(const std::string& host) const {
 Json Controller::HostJsonLocked(const RegisteredHost& h,
                                 const std::map<std::string, SliceRoster>* rosters) const {
   Json doc = codec::HostJson(h.spec, h.status, h.version, OwnerOf(h.spec.name));
+  // Its NVLink domain, and why it is a domain of its own when it is (gpu_jobs.cc).
+  if (Json gpu = HostGpuJsonLocked(h.spec); !gpu.is_null()) doc["status"]["gpu"] = gpu;
   if (!h.claim) return doc;
   // The roster of the host's slice: which workers have no live host yet (the slice is not
   // placeable until none is missing or lost). `h` may not be in hosts_ yet (registering).

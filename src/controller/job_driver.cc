@@ -187,6 +187,34 @@ Status Controller::JobsHostLost(const std::string& host, int64_t last_heard_ms,
   return Status::Ok();
 }
 
+Result<AttemptLayout> Controller::TpuLayoutLocked(const TrainJob& job) const {
+  const TrainJobStatus& st = job.status;
+  AttemptLayout layout;
+  layout.job = job.name();
+  layout.attempt = st.attempt;
+  auto topology = SliceTopology::Make(job.spec.accelerator, job.spec.topology);
+  if (!topology.ok()) return topology.status();
+  layout.topology = *topology;
+  for (const auto& slice : st.placement) {
+    layout.slices.emplace_back();
+    for (const auto& hn : slice) {
+      auto h = hosts_.find(hn);
+      if (h == hosts_.end()) {
+        layout.slices.back().push_back({hn, "127.0.0.1", false});
+        continue;
+      }
+      // Worker ids follow the placement, whose fixed slices list hosts by discovered worker id.
+      layout.slices.back().push_back(
+          {hn, h->second.spec.address, h->second.claim && !h->second.spec.discovered.empty()});
+    }
+  }
+  layout.slice_names = st.slice_names;
+  layout.master_port = st.master_port;
+  layout.jax_port = st.jax_port;
+  layout.checkpoint_dir = job.spec.checkpoint_dir;
+  return layout;
+}
+
 void Controller::AppendJobAssignments(const std::string& host,
                                       std::vector<protocol::Assignment>& out,
                                       std::vector<protocol::StopRequest>& stop) const {
@@ -197,30 +225,15 @@ void Controller::AppendJobAssignments(const std::string& host,
             [](const TrainJob* a, const TrainJob* b) { return a->uid < b->uid; });
   for (const TrainJob* job : jobs) {
     const TrainJobStatus& st = job->status;
-    AttemptLayout layout;
-    layout.job = job->name();
-    layout.attempt = st.attempt;
-    auto topology = SliceTopology::Make(job->spec.accelerator, job->spec.topology);
-    if (!topology.ok()) continue;  // validated at creation: cannot happen
-    layout.topology = *topology;
-    for (const auto& slice : st.placement) {
-      layout.slices.emplace_back();
-      for (const auto& hn : slice) {
-        auto h = hosts_.find(hn);
-        if (h == hosts_.end()) {
-          layout.slices.back().push_back({hn, "127.0.0.1", false});
-          continue;
-        }
-        // Worker ids follow the placement, whose fixed slices list hosts by discovered worker id.
-        layout.slices.back().push_back(
-            {hn, h->second.spec.address, h->second.claim && !h->second.spec.discovered.empty()});
-      }
+    std::vector<WorkerEnv> envs;
+    if (job->spec.gpu) {
+      envs = GpuWorkerEnvLocked(*job);  // gpu_jobs.cc
+    } else {
+      auto layout = TpuLayoutLocked(*job);
+      if (!layout.ok()) continue;  // validated at creation: cannot happen
+      envs = ComputeWorkerEnv(*layout);
     }
-    layout.slice_names = st.slice_names;
-    layout.master_port = st.master_port;
-    layout.jax_port = st.jax_port;
-    layout.checkpoint_dir = job->spec.checkpoint_dir;
-    for (const WorkerEnv& e : ComputeWorkerEnv(layout)) {
+    for (const WorkerEnv& e : envs) {
       if (e.host != host) continue;
       std::map<std::string, std::string> env = job->spec.env;
       AddSecretValues(job->name(), job->spec.secret_env, env);  // secrets.cc

@@ -11,14 +11,17 @@
 namespace tessera::controller {
 namespace {
 
+// GPU jobs wait in their own line (gpu_jobs.cc).
 bool Waiting(const TrainJob& job) {
-  return job.status.phase == JobPhase::kPending && !job.status.deleting && !job.status.stopping;
+  return !job.spec.gpu && job.status.phase == JobPhase::kPending && !job.status.deleting &&
+         !job.status.stopping;
 }
 
 }  // namespace
 
 Status Controller::ScheduleJobs() {
   TESSERA_RETURN_IF_ERROR(HoldJobsMissingSecrets());  // secrets.cc
+  TESSERA_RETURN_IF_ERROR(ScheduleGpuJobs());         // gpu_jobs.cc
   if (!cluster_queues_.empty()) return Status::Ok();  // the admission cycle places them
   return options_.backfill_easy ? ScheduleEasy() : ScheduleFirstComeFirstServed();
 }
@@ -104,6 +107,7 @@ std::map<uint64_t, std::string> Controller::AddJobWorkloads(
   for (auto& [name, job] : jobs_) {
     const TrainJobStatus& st = job.status;
     if (st.deleting || !job.spec.reservation.empty()) continue;
+    if (job.spec.gpu) continue;                       // not through ClusterQueues yet (gpu_jobs.cc)
     if (jobs_missing_secrets_.count(name)) continue;  // waits with SecretNotFound (secrets.cc)
     // Workers being stopped still hold their chips until the agents confirm; for planning the
     // chips count as free, and an admission placed on them waits (AdmitJob).

@@ -18,7 +18,7 @@ namespace {
 // could never hold even empty, a PriorityClass that does not exist. OK when none applies.
 Status JobRefusal(const TrainJobSpec& spec, const Inventory& inventory, bool inventory_ready,
                   const SlicePlanner& planner, const std::set<std::string>& priority_classes) {
-  if (inventory_ready) {
+  if (inventory_ready && !spec.gpu) {  // a GPU job's refusal is GpuJobRefusalLocked's
     if (spec.accelerator != inventory.generation())
       return InvalidArgument("spec.accelerator: this cluster has " +
                              std::string(GenerationName(inventory.generation())) + " hosts; a " +
@@ -52,7 +52,8 @@ Status Controller::NewJobRefusalLocked(const TrainJobSpec& spec) {
     return AlreadyExists("metadata.name: a TrainJob named '" + spec.name +
                          "' already exists; delete it first or choose another name");
   if (Status refused = JobInReservationRefusalLocked(spec); !refused.ok())
-    return refused;  // reservations.cc
+    return refused;                                    // reservations.cc
+  TESSERA_RETURN_IF_ERROR(GpuJobRefusalLocked(spec));  // gpu_jobs.cc
   std::set<std::string> classes;
   for (const auto& [n, pc] : priority_classes_) classes.insert(n);
   return JobRefusal(spec, inventory_, inventory_ready_, planner_, classes);
@@ -65,8 +66,12 @@ Result<Json> Controller::CreateJobLocked(const Json& doc) {
   const std::string name = spec->name;
   // Stored and printed in the canonical spelling: "TPU-V6E-16" becomes v6e and 4x4.
   Json spec_doc = doc["spec"];
-  spec_doc["accelerator"] = std::string(GenerationName(spec->accelerator));
-  spec_doc["topology"] = spec->topology.ToString();
+  if (spec->gpu) {
+    spec_doc["gpu"]["system"] = std::string(GpuSystemName(spec->gpu->system));
+  } else {
+    spec_doc["accelerator"] = std::string(GenerationName(spec->accelerator));
+    spec_doc["topology"] = spec->topology.ToString();
+  }
   TrainJob job = TrainLifecycle::Create(std::move(*spec), spec_doc.dump(), next_uid_, NowMs());
   store::WriteBatch batch;
   batch.Create(codec::kTrainJobKind, name, JobJson(job).dump());

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -17,11 +18,23 @@
 
 #include "admission/admission.h"
 #include "common/status.h"
+#include "placement/gpu_planner.h"
+#include "topology/gpu_system.h"
 #include "topology/topology.h"
 #include "workload/recovery.h"
 #include "workload/secret_ref.h"
 
 namespace tessera {
+
+// What a GPU job asks for (spec.gpu; docs/runtime.md "GPU jobs"): `hosts` whole hosts of
+// `system`, one worker each, placed among NVLink domains under `rule` by the GPU domain planner
+// (placement/gpu_planner.h).
+struct GpuJobSpec {
+  GpuSystem system = GpuSystem::kH100;
+  int hosts = 1;
+  DomainRuleSpec rule;
+  int gpus() const { return hosts * Info(system).gpus_per_host; }
+};
 
 // What a TrainJob asked for (metadata and spec of its document).
 struct TrainJobSpec {
@@ -52,6 +65,9 @@ struct TrainJobSpec {
   // reservations (admission/backfill.h); 0: none given (the head's default applies). A job that
   // runs past it is neither stopped nor preempted: a reservation waiting for it starts later.
   int64_t expected_duration_ms = 0;
+  // spec.gpu: a GPU job. Its placement is one group of `gpu->hosts` hosts in rank order
+  // (status.placement[0]); accelerator and topology then say nothing.
+  std::optional<GpuJobSpec> gpu;
 };
 
 // Where a job is in its life. Pending -> Starting -> Running -> Succeeded | Failed, with
@@ -100,6 +116,16 @@ struct WouldHelp {
   friend bool operator==(const WouldHelp&, const WouldHelp&) = default;
 };
 
+// Where a GPU job's current attempt sits among NVLink domains (status.gpu), recorded with its
+// placement: the domain of each host of status.placement[0], and the IMEX channel the job's
+// workers share when it spans hosts of one NVLink clique (multi-node NVLink needs one; -1:
+// none).
+struct GpuAttemptRecord {
+  std::vector<std::string> domains;
+  int imex_channel = -1;
+  friend bool operator==(const GpuAttemptRecord&, const GpuAttemptRecord&) = default;
+};
+
 // What the head reports about a job (the document's status), plus the recovery state that
 // must survive a head restart. Every field is persisted.
 struct TrainJobStatus {
@@ -109,6 +135,7 @@ struct TrainJobStatus {
   int attempt = -1;                                 // current or last attempt; -1: never placed
   std::vector<std::vector<std::string>> placement;  // [slice][worker] host name
   std::vector<std::string> slice_names;
+  GpuAttemptRecord gpu;  // GPU jobs (spec.gpu) only
   int master_port = 0, jax_port = 0;
   std::map<int, WorkerStatus> workers;  // by rank
   bool stopping = false;  // workers are being stopped; chips held until every host confirms
