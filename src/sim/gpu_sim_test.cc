@@ -132,7 +132,7 @@ void ExpectHoldsKept(const Workload& w, const GpuSimOptions& o) {
 }
 
 TEST(GpuSim, BackfillNeverDelaysAHeldJobPastItsReservation) {
-  for (uint64_t seed : {3u, 5u, 8u}) {
+  for (uint64_t seed : {3u, 8u}) {
     GeneratorOptions g;
     g.jobs = 300;
     g.seed = seed;
@@ -143,7 +143,7 @@ TEST(GpuSim, BackfillNeverDelaysAHeldJobPastItsReservation) {
       GpuSimOptions o;
       o.system = sys;
       o.domains = sys == GpuSystem::kH100 ? 20 : 3;
-      for (int holds : {1, 2, 4}) {
+      for (int holds : {1, 4}) {
         for (GpuHoldFor h :
              {GpuHoldFor::kWholeHost, GpuHoldFor::kLarge, GpuHoldFor::kDomainClass}) {
           for (bool defrag : {true, false}) {
