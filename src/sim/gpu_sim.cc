@@ -617,8 +617,7 @@ void WriteGpuText(std::ostream& out, const GpuComparison& c) {
     std::snprintf(line, sizeof line,
                   "\ngoal: domain-class p95 wait tessera/slurm-block = %.2fx (goal <= 0.5x, %s); "
                   "overall p95 %.2fx (goal <= 1x, %s)\n",
-                  dom, dom <= 0.5 || s->classes[1].p95_wait_h == 0 ? "met" : "missed", all,
-                  all <= 1.0 ? "met" : "missed");
+                  dom, dom <= 0.5 ? "met" : "missed", all, all <= 1.0 ? "met" : "missed");
     out << line;
   }
 }

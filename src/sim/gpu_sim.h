@@ -51,7 +51,9 @@ struct GpuSimOptions {
   GpuPolicy policy = GpuPolicy::kTessera;
   std::optional<DomainRuleSpec> rule;  // empty: auto (required up to a domain, else preferred)
   int holds = 1;                       // tessera: reservations at a time (0: none; at most 64)
-  GpuHoldFor hold_for = GpuHoldFor::kWholeHost;
+  // kDomainClass: the default chosen over the ITP and openb traces (bench/README.md, "GPU
+  // domains"); holding for larger jobs too drains hosts the small jobs need.
+  GpuHoldFor hold_for = GpuHoldFor::kDomainClass;
   // slurm-block and first-fit hold too, with the same EASY backfill (Slurm's backfill scheduler
   // given exact time limits); moves stay tessera's. false: they start what fits, nothing held.
   bool baseline_holds = false;

@@ -104,6 +104,12 @@ TEST(GpuSim, HoldForPicksTheJobsThatGetReservations) {
     EXPECT_EQ(r.holds, h == GpuHoldFor::kDomainClass ? 0 : 1);
     EXPECT_EQ(r.start_s[2], 2000);
   }
+  // The default holds for the domain class only.
+  GpuSimOptions d;
+  d.system = GpuSystem::kH100;
+  d.domains = 2;
+  d.defrag = false;
+  EXPECT_EQ(GpuRunWith(w, d).holds, 0);
   EXPECT_EQ(*ParseGpuHoldFor("large"), GpuHoldFor::kLarge);
   auto bad = ParseGpuHoldFor("big");
   ASSERT_FALSE(bad.ok());
