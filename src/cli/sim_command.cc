@@ -78,6 +78,9 @@ struct SimFlags {
   int gpu_domains = 0;
   std::string domain_rule = "auto";
   int64_t migrate_s = sim::GpuSimOptions{}.migrate_s;
+  int gpu_holds = sim::GpuSimOptions{}.holds;
+  bool baseline_holds = false;
+  std::string hold_for = std::string(sim::GpuHoldForName(sim::GpuSimOptions{}.hold_for));
   double span_slowdown = 1.0;
 };
 
@@ -187,6 +190,15 @@ void RunGpu(const SimFlags& f) {
     base.rule = *rule;
   }
   base.defrag = !f.no_defrag;
+  base.holds = f.gpu_holds;
+  base.baseline_holds = f.baseline_holds;
+  auto hold_for = sim::ParseGpuHoldFor(f.hold_for);
+  if (!hold_for.ok()) {
+    std::string why = hold_for.status().message();
+    if (why.starts_with("hold_for: ")) why.erase(0, 10);
+    throw CommandError("--hold-for: " + why);
+  }
+  base.hold_for = *hold_for;
   base.migrate_s = f.migrate_s;
   base.span_slowdown = f.span_slowdown;
   const std::string names =
@@ -199,7 +211,9 @@ void RunGpu(const SimFlags& f) {
   c.cluster = cluster.str();
   c.workload = w->source + ", " + std::to_string(w->jobs.size()) + " jobs";
   std::ostringstream cmd;
-  cmd << "domain rule " << f.domain_rule << "; tessera holds and moves "
+  cmd << "domain rule " << f.domain_rule << "; tessera holds " << f.gpu_holds << " at a time for "
+      << f.hold_for << " jobs (EASY backfill on held hosts"
+      << (f.baseline_holds ? "; the baselines hold too" : "") << "), moves "
       << (f.no_defrag ? "off" : "on") << " (move costs " << f.migrate_s << " s); span slowdown "
       << f.span_slowdown;
   c.command = cmd.str();
@@ -450,7 +464,7 @@ void AddSimCommand(CLI::App& app) {
                   "easy: expected duration of a job that gives none")
       ->capture_default_str();
   cmd->add_flag("--no-defrag", f->no_defrag,
-                "easy and --gpu: no defragmentation by checkpoint-and-move");
+                "easy and --gpu: no defragmentation by checkpoint-and-move (--gpu: holds stay)");
   cmd->add_option("--reserve-min-chips", f->reserve_min_chips,
                   "easy: only a blocked job of this many chips or more gets a reservation (64: "
                   "a cube's worth; 0: every blocked head, classic EASY)")
@@ -523,6 +537,18 @@ void AddSimCommand(CLI::App& app) {
                   "--gpu: auto (required up to a domain, preferred above), required, preferred, "
                   "segment:K")
       ->capture_default_str();
+  cmd->add_option("--holds", f->gpu_holds,
+                  "--gpu: tessera's reservations at a time, for the oldest waiting --hold-for "
+                  "jobs (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
+  cmd->add_option("--hold-for", f->hold_for,
+                  "--gpu: which jobs tessera holds hosts for: whole-host, large (more than half a "
+                  "domain), domain (more than half a domain and at most one)")
+      ->capture_default_str();
+  cmd->add_flag("--baseline-holds", f->baseline_holds,
+                "--gpu: slurm-block and first-fit hold hosts too, with the same backfill (Slurm's "
+                "backfill scheduler given exact time limits)");
   cmd->add_option("--migrate-s", f->migrate_s,
                   "--gpu: restart cost of a small job tessera moves off held hosts")
       ->capture_default_str()

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <queue>
 #include <set>
 #include <sstream>
@@ -54,13 +55,22 @@ GpuClassStats GpuSimStats(std::string name, std::string sizes, const std::vector
   return s;
 }
 
+// A reservation: `hosts` are all free by `until_s` (every job on them ends by then), and only a
+// job that ends by then may start on them, besides the one they are held for.
+struct GpuHold {
+  int job = -1;
+  int64_t until_s = 0;
+  std::vector<int> hosts;
+};
+
 class GpuSimRun {
  public:
   GpuSimRun(const GpuSimOptions& o, std::vector<GpuSimJob> jobs)
       : o_(o),
         jobs_(std::move(jobs)),
         fleet_(GpuFleet::Make(o.system, o.domains)),
-        held_by_(fleet_.hosts.size()) {}
+        held_by_(fleet_.hosts.size()),
+        hold_of_host_(fleet_.hosts.size(), -1) {}
 
   GpuSimResult Run();
   // Empty, or what broke the simulator's own accounting (a bug, never input).
@@ -68,12 +78,27 @@ class GpuSimRun {
 
  private:
   using Finish = std::tuple<int64_t, int, int>;  // end, job, version
+  // Plans that failed this pass: (gpus, rule, segment, held hosts avoided as a bit per hold).
+  using FailedPlans = std::set<std::tuple<int, int, int, uint64_t>>;
 
+  int64_t RunTime(const GpuSimJob& job, const GpuPlacement& p) const;
   void Start(int j, const GpuPlacement& p, int64_t now);
   void Schedule(int64_t now);
-  // tessera: the hosts held for the oldest blocked whole-host job, and moves off them.
-  void HoldAndMove();
-  std::vector<int> ChooseHeld(const GpuSimJob& job) const;
+  bool Holdable(const GpuSimJob& job) const;
+  int HoldOf(int j) const;
+  void HoldsChanged();
+  // Hosts of the holds in `mask` (bit i: holds_[i]).
+  std::vector<bool> HeldHosts(uint64_t mask) const;
+  // Job j's plan off every other job's held hosts, else on those whose hold it ends before.
+  GpuPlacement TryPlace(int j, int64_t now, int own, FailedPlans& failed);
+  // Gives waiting job j (holding holds_[own], or -1) a reservation, or moves small jobs away
+  // so that it starts now. True when it started.
+  bool Hold(int j, int64_t now, int own);
+  std::optional<GpuHold> ChooseDrain(int j, int64_t now, const std::vector<bool>& excluded) const;
+  std::vector<int> ChooseMovable(const GpuSimJob& job, int64_t now,
+                                 const std::vector<bool>& excluded) const;
+  // Moves every job off `hosts` (onto hosts neither in `hosts` nor `excluded`), or none.
+  bool MoveOff(const std::vector<int>& hosts, const std::vector<bool>& excluded);
 
   const GpuSimOptions& o_;
   std::vector<GpuSimJob> jobs_;
@@ -81,15 +106,24 @@ class GpuSimRun {
   std::vector<std::set<int>> held_by_;  // per host: running jobs on it
   std::deque<int> queue_;               // waiting jobs, submission order
   std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishes_;
-  std::vector<bool> held_;  // tessera: hosts held for held_for_
-  int held_for_ = -1;
+  std::vector<GpuHold> holds_;     // tessera: oldest held job first
+  std::vector<int> hold_of_host_;  // index into holds_, or -1
   GpuSimResult r_;
   double held_gpu_s_ = 0;
   std::string broken_;
 };
 
+int64_t GpuSimRun::RunTime(const GpuSimJob& job, const GpuPlacement& p) const {
+  const double factor = p.spans() ? o_.span_slowdown : 1.0;
+  return std::max<int64_t>(1, static_cast<int64_t>(std::llround(job.duration_s * factor)));
+}
+
 void GpuSimRun::Start(int j, const GpuPlacement& p, int64_t now) {
   GpuSimJob& job = jobs_[j];
+  if (job.start_s >= 0) {
+    broken_ = "job " + std::to_string(j) + " started twice";
+    return;
+  }
   // The plan came from this fleet a moment ago: applying it cannot fail unless the simulator
   // lost count of its GPUs, which the run reports as an internal error.
   if (Status s = ApplyGpuPlacement(fleet_, p); !s.ok()) {
@@ -98,9 +132,9 @@ void GpuSimRun::Start(int j, const GpuPlacement& p, int64_t now) {
   }
   job.placement = p;
   job.start_s = now;
-  const double factor = p.spans() ? o_.span_slowdown : 1.0;
-  job.end_s =
-      now + std::max<int64_t>(1, static_cast<int64_t>(std::llround(job.duration_s * factor)));
+  job.end_s = now + RunTime(job, p);
+  r_.start_s[j] = now;
+  if (r_.reserved_s[j] >= 0 && now > r_.reserved_s[j]) ++r_.late_holds;
   for (int h : p.hosts) held_by_[h].insert(j);
   finishes_.emplace(job.end_s, j, job.version);
   if (p.spans()) ++r_.spanned;
@@ -111,38 +145,170 @@ void GpuSimRun::Start(int j, const GpuPlacement& p, int64_t now) {
   for (int h : p.hosts) r_.hash = GpuSimMix(r_.hash, static_cast<uint64_t>(h));
 }
 
-void GpuSimRun::Schedule(int64_t now) {
-  // A failure stays a failure for the rest of a pass (starts only take GPUs), so each
-  // (size, rule) is planned at most once per pass until something fits.
-  std::set<std::tuple<int, int, int>> failed;
-  const bool holding = held_for_ >= 0;
+bool GpuSimRun::Holdable(const GpuSimJob& job) const {
+  const int gpd = Info(o_.system).gpus_per_domain();
+  switch (o_.hold_for) {
+    case GpuHoldFor::kWholeHost:
+      return job.whole_host;
+    case GpuHoldFor::kLarge:
+      return job.gpus > gpd / 2;
+    case GpuHoldFor::kDomainClass:
+      return job.gpus > gpd / 2 && job.gpus <= gpd;
+  }
+  return false;
+}
+
+int GpuSimRun::HoldOf(int j) const {
+  for (size_t i = 0; i < holds_.size(); ++i) {
+    if (holds_[i].job == j) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void GpuSimRun::HoldsChanged() {
+  std::fill(hold_of_host_.begin(), hold_of_host_.end(), -1);
+  for (size_t i = 0; i < holds_.size(); ++i) {
+    for (int h : holds_[i].hosts) hold_of_host_[h] = static_cast<int>(i);
+  }
+}
+
+std::vector<bool> GpuSimRun::HeldHosts(uint64_t mask) const {
+  std::vector<bool> avoid(fleet_.hosts.size(), false);
+  for (size_t i = 0; i < holds_.size(); ++i) {
+    if ((mask >> i) & 1) {
+      for (int h : holds_[i].hosts) avoid[h] = true;
+    }
+  }
+  return avoid;
+}
+
+GpuPlacement GpuSimRun::TryPlace(int j, int64_t now, int own, FailedPlans& failed) {
+  const GpuSimJob& job = jobs_[j];
   static const std::vector<bool> kNone;
-  for (auto it = queue_.begin(); it != queue_.end();) {
-    const int j = *it;
-    const GpuSimJob& job = jobs_[j];
-    const bool owner = j == held_for_;
+  // Every other hold avoided; then only those the job cannot end before (its shortest run).
+  uint64_t all = 0, late = 0;
+  for (size_t i = 0; i < holds_.size(); ++i) {
+    if (static_cast<int>(i) == own) continue;
+    all |= uint64_t{1} << i;
+    if (now + job.duration_s > holds_[i].until_s) late |= uint64_t{1} << i;
+  }
+  GpuPlacement none;
+  for (const uint64_t mask : {all, late}) {
     const auto key = std::make_tuple(job.gpus, static_cast<int>(job.request.rule.rule),
-                                     job.request.rule.segment_hosts);
-    if (!owner && failed.count(key)) {
-      ++it;
+                                     job.request.rule.segment_hosts, mask);
+    if (failed.count(key)) continue;
+    GpuPlacement p = PlanGpu(fleet_, job.request, o_.policy, mask == 0 ? kNone : HeldHosts(mask));
+    if (!p.placed) {
+      failed.insert(key);
       continue;
     }
-    const GpuPlacement p =
-        PlanGpu(fleet_, job.request, o_.policy, holding && !owner ? held_ : kNone);
+    // On another job's held hosts, it must end by their time as placed (a span runs longer).
+    bool in_time = true, on_held = false;
+    for (int h : p.hosts) {
+      const int i = hold_of_host_[h];
+      if (i < 0 || i == own) continue;
+      on_held = true;
+      in_time = in_time && now + RunTime(job, p) <= holds_[i].until_s;
+    }
+    if (!in_time) continue;
+    if (on_held) ++r_.backfilled;
+    return p;
+  }
+  return none;
+}
+
+void GpuSimRun::Schedule(int64_t now) {
+  // A failure stays a failure for the rest of a pass while the holds stay (starts only take
+  // GPUs), so each (size, rule, holds avoided) is planned at most once until something fits.
+  FailedPlans failed;
+  const bool holding = (o_.policy == GpuPolicy::kTessera || o_.baseline_holds) && o_.holds > 0;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    const int j = *it;
+    const int own = HoldOf(j);
+    const GpuPlacement p = TryPlace(j, now, own, failed);
     if (p.placed) {
       Start(j, p, now);
-      if (owner) held_for_ = -1;
+      if (own >= 0) {
+        holds_.erase(holds_.begin() + own);
+        HoldsChanged();
+        failed.clear();
+      }
       it = queue_.erase(it);
       continue;
     }
-    if (!owner) failed.insert(key);
+    if (holding &&
+        (own >= 0 || (Holdable(jobs_[j]) && static_cast<int>(holds_.size()) < o_.holds))) {
+      const bool started = Hold(j, now, own);
+      failed.clear();  // the holds changed, or jobs moved
+      if (started) {
+        it = queue_.erase(it);
+        continue;
+      }
+    }
     ++it;
   }
 }
 
-std::vector<int> GpuSimRun::ChooseHeld(const GpuSimJob& job) const {
-  // Hosts the job could have if small jobs moved away: usable, holding no whole-host job,
-  // NVLink-ready unless the rule is preferred. Cheapest = fewest GPUs in use.
+std::optional<GpuHold> GpuSimRun::ChooseDrain(int j, int64_t now,
+                                              const std::vector<bool>& excluded) const {
+  // The hosts the job can have soonest: per host, when its last job ends. Groups as the rule
+  // asks (the whole job in one domain when required, else segments, else hosts), the groups
+  // that drain soonest first; fewest GPUs in use breaks ties.
+  const GpuSimJob& job = jobs_[j];
+  const int g = fleet_.gpus_per_host();
+  const int n = (job.gpus + g - 1) / g;
+  const DomainRuleSpec& rule = job.request.rule;
+  const int unit = rule.rule == DomainRule::kSegment ? rule.segment_hosts : 1;
+  std::vector<std::vector<std::tuple<int64_t, int, int>>> per_domain(fleet_.domains);
+  for (int h = 0; h < static_cast<int>(fleet_.hosts.size()); ++h) {
+    const GpuHostState& s = fleet_.hosts[h];
+    if (!s.usable || excluded[h]) continue;
+    if (rule.rule != DomainRule::kPreferred && !s.nvlink_ready) continue;
+    int64_t free_at = now;
+    for (int other : held_by_[h]) free_at = std::max(free_at, jobs_[other].end_s);
+    per_domain[s.domain].emplace_back(free_at, g - s.free_gpus, h);
+  }
+  for (auto& d : per_domain) std::sort(d.begin(), d.end());
+  struct Group {
+    int64_t free_at = 0;
+    int used = 0;
+    std::vector<int> hosts;
+  };
+  std::vector<Group> groups;
+  const int group = rule.rule == DomainRule::kRequired ? n : unit;
+  for (const auto& d : per_domain) {
+    for (size_t s = 0; s + group <= d.size(); s += group) {
+      Group gr;
+      for (size_t i = s; i < s + group; ++i) {
+        gr.free_at = std::max(gr.free_at, std::get<0>(d[i]));
+        gr.used += std::get<1>(d[i]);
+        gr.hosts.push_back(std::get<2>(d[i]));
+      }
+      groups.push_back(std::move(gr));
+      if (rule.rule == DomainRule::kRequired) break;  // one group per domain
+    }
+  }
+  std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
+    return a.free_at != b.free_at ? a.free_at < b.free_at : a.used < b.used;
+  });
+  GpuHold hold;
+  hold.job = j;
+  hold.until_s = now;
+  for (const Group& gr : groups) {
+    if (static_cast<int>(hold.hosts.size()) >= n) break;
+    hold.hosts.insert(hold.hosts.end(), gr.hosts.begin(), gr.hosts.end());
+    hold.until_s = std::max(hold.until_s, gr.free_at);
+  }
+  if (static_cast<int>(hold.hosts.size()) < n) return std::nullopt;
+  std::sort(hold.hosts.begin(), hold.hosts.end());
+  return hold;
+}
+
+std::vector<int> GpuSimRun::ChooseMovable(const GpuSimJob& job, int64_t now,
+                                          const std::vector<bool>& excluded) const {
+  // Hosts the job could have if small jobs moved away: usable, not held for another job, holding
+  // no whole-host job nor one started this instant (it could have gone elsewhere), NVLink-ready
+  // unless the rule is preferred. Cheapest = fewest GPUs in use.
   const int g = fleet_.gpus_per_host();
   const int n = (job.gpus + g - 1) / g;
   const DomainRuleSpec& rule = job.request.rule;
@@ -150,10 +316,12 @@ std::vector<int> GpuSimRun::ChooseHeld(const GpuSimJob& job) const {
   std::vector<std::vector<std::pair<int, int>>> per_domain(fleet_.domains);  // (used, host)
   for (int h = 0; h < static_cast<int>(fleet_.hosts.size()); ++h) {
     const GpuHostState& s = fleet_.hosts[h];
-    if (!s.usable) continue;
+    if (!s.usable || excluded[h]) continue;
     if (rule.rule != DomainRule::kPreferred && !s.nvlink_ready) continue;
     bool movable = true;
-    for (int other : held_by_[h]) movable = movable && !jobs_[other].whole_host;
+    for (int other : held_by_[h]) {
+      movable = movable && !jobs_[other].whole_host && jobs_[other].start_s < now;
+    }
     if (!movable) continue;
     per_domain[s.domain].emplace_back(g - s.free_gpus, h);
   }
@@ -182,41 +350,27 @@ std::vector<int> GpuSimRun::ChooseHeld(const GpuSimJob& job) const {
   return chosen;
 }
 
-void GpuSimRun::HoldAndMove() {
-  held_for_ = -1;
-  int owner = -1;
-  for (int j : queue_) {
-    if (jobs_[j].whole_host) {
-      owner = j;
-      break;
-    }
-  }
-  if (owner < 0) return;
-  const std::vector<int> chosen = ChooseHeld(jobs_[owner]);
-  if (chosen.empty()) return;
-  held_.assign(fleet_.hosts.size(), false);
-  for (int h : chosen) held_[h] = true;
-  held_for_ = owner;
-  // Move every small job off the held hosts, or none.
+bool GpuSimRun::MoveOff(const std::vector<int>& hosts, const std::vector<bool>& excluded) {
+  std::vector<bool> avoid = excluded;
+  for (int h : hosts) avoid[h] = true;
   std::vector<int> movers;
-  for (int h : chosen) {
+  for (int h : hosts) {
     for (int j : held_by_[h]) movers.push_back(j);
   }
   std::sort(movers.begin(), movers.end());
   movers.erase(std::unique(movers.begin(), movers.end()), movers.end());
-  if (movers.empty()) return;
   std::vector<std::pair<int, GpuPlacement>> moved;  // job, old placement
   bool all = true;
   for (int j : movers) {
     GpuSimJob& job = jobs_[j];
     ReleaseGpuPlacement(fleet_, job.placement);
-    const GpuPlacement p = PlanGpu(fleet_, job.request, GpuPolicy::kTessera, held_);
+    const GpuPlacement p = PlanGpu(fleet_, job.request, GpuPolicy::kTessera, avoid);
     if (!p.placed || !ApplyGpuPlacement(fleet_, p).ok()) {
       all = false;
       // Back where it was: its GPUs were just released, so this cannot fail.
       if (Status s = ApplyGpuPlacement(fleet_, job.placement); !s.ok()) {
         broken_ = "moving job " + std::to_string(j) + ": " + s.message();
-        return;
+        return false;
       }
       break;
     }
@@ -231,10 +385,10 @@ void GpuSimRun::HoldAndMove() {
       // Its old GPUs were free until the move took them: restoring cannot fail.
       if (Status s = ApplyGpuPlacement(fleet_, job.placement); !s.ok()) {
         broken_ = "restoring job " + std::to_string(it->first) + ": " + s.message();
-        return;
+        return false;
       }
     }
-    return;
+    return false;
   }
   for (auto& [j, old] : moved) {
     GpuSimJob& job = jobs_[j];
@@ -249,11 +403,55 @@ void GpuSimRun::HoldAndMove() {
     held_gpu_s_ += gpus * static_cast<double>(o_.migrate_s);
     r_.hash = GpuSimMix(r_.hash, 0xABCDull ^ static_cast<uint64_t>(j));
   }
+  return true;
+}
+
+bool GpuSimRun::Hold(int j, int64_t now, int own) {
+  const GpuSimJob& job = jobs_[j];
+  // Hosts held for other jobs are not this job's to take or to clear.
+  uint64_t others = 0;
+  for (size_t i = 0; i < holds_.size(); ++i) {
+    if (static_cast<int>(i) != own) others |= uint64_t{1} << i;
+  }
+  const std::vector<bool> excluded = HeldHosts(others);
+  const std::optional<GpuHold> drain = ChooseDrain(j, now, excluded);
+  // Moving costs each moved job migrate_s; waiting for the drain costs the held job its wait.
+  if (o_.policy == GpuPolicy::kTessera && o_.defrag &&
+      (!drain || drain->until_s - now > o_.migrate_s)) {
+    const std::vector<int> movable = ChooseMovable(job, now, excluded);
+    if (!movable.empty() && MoveOff(movable, excluded)) {
+      std::vector<bool> elsewhere(fleet_.hosts.size(), true);
+      for (int h : movable) elsewhere[h] = false;
+      const GpuPlacement p = PlanGpu(fleet_, job.request, o_.policy, elsewhere);
+      if (!p.placed) {
+        broken_ =
+            "job " + std::to_string(j) + " does not fit the hosts cleared for it: " + p.message;
+        return false;
+      }
+      Start(j, p, now);
+      if (own >= 0) holds_.erase(holds_.begin() + own);
+      HoldsChanged();
+      return true;
+    }
+  }
+  if (!drain) return false;
+  if (own >= 0) {
+    // The hosts held so far still drain by their time: a new choice is never later.
+    if (drain->until_s <= holds_[own].until_s) holds_[own] = *drain;
+  } else {
+    holds_.push_back(*drain);
+    ++r_.holds;
+    if (r_.reserved_s[j] < 0) r_.reserved_s[j] = drain->until_s;
+  }
+  HoldsChanged();
+  return false;
 }
 
 GpuSimResult GpuSimRun::Run() {
   r_.policy = std::string(GpuPolicyName(o_.policy));
   r_.jobs = static_cast<int64_t>(jobs_.size());
+  r_.start_s.assign(jobs_.size(), -1);
+  r_.reserved_s.assign(jobs_.size(), -1);
   const int g = fleet_.gpus_per_host();
   const int gpd = Info(o_.system).gpus_per_domain();
   size_t next = 0;
@@ -281,10 +479,7 @@ GpuSimResult GpuSimRun::Run() {
       queue_.push_back(j);
     }
     Schedule(now);
-    if (o_.policy == GpuPolicy::kTessera && o_.defrag) {
-      HoldAndMove();
-      if (held_for_ >= 0) Schedule(now);
-    }
+    if (!broken_.empty()) break;
   }
   for (const GpuHostState& h : fleet_.hosts) {
     if (h.free_gpus != g && broken_.empty()) broken_ = "GPUs still held after the last job";
@@ -310,6 +505,27 @@ GpuSimResult GpuSimRun::Run() {
 
 }  // namespace
 
+std::string_view GpuHoldForName(GpuHoldFor h) {
+  switch (h) {
+    case GpuHoldFor::kWholeHost:
+      return "whole-host";
+    case GpuHoldFor::kLarge:
+      return "large";
+    case GpuHoldFor::kDomainClass:
+      return "domain";
+  }
+  return "?";
+}
+
+Result<GpuHoldFor> ParseGpuHoldFor(std::string_view text) {
+  for (GpuHoldFor h : {GpuHoldFor::kWholeHost, GpuHoldFor::kLarge, GpuHoldFor::kDomainClass}) {
+    if (text == GpuHoldForName(h)) return h;
+  }
+  return InvalidArgument("hold_for: unknown '" + std::string(text) +
+                         "'; valid: whole-host (jobs of a host or more), large (more than half a "
+                         "domain), domain (more than half a domain and at most one)");
+}
+
 Result<GpuSimResult> RunGpuSimulation(const Workload& workload, const GpuSimOptions& options) {
   if (options.domains < 1) {
     return InvalidArgument(
@@ -317,6 +533,10 @@ Result<GpuSimResult> RunGpuSimulation(const Workload& workload, const GpuSimOpti
         " must be at least 1 (--hosts for h100/h200, --domains for gb200-nvl72)");
   }
   if (options.migrate_s < 0) return InvalidArgument("migrate_s: must be >= 0");
+  if (options.holds < 0 || options.holds > 64) {
+    return InvalidArgument("holds: " + std::to_string(options.holds) +
+                           " must be between 0 (no reservations) and 64");
+  }
   if (!(options.span_slowdown >= 1.0)) {
     return InvalidArgument("span_slowdown: must be >= 1 (1: spanning cliques costs nothing)");
   }
@@ -370,13 +590,15 @@ void WriteGpuText(std::ostream& out, const GpuComparison& c) {
     }
   }
   out << "\n";
-  std::snprintf(line, sizeof line, "%-12s %8s %8s %10s %12s %8s %12s\n", "policy", "spanned",
-                "never", "moves", "moved GPU-h", "util %", "makespan d");
+  std::snprintf(line, sizeof line, "%-12s %8s %8s %8s %10s %8s %12s %8s %12s\n", "policy",
+                "spanned", "never", "holds", "backfilled", "moves", "moved GPU-h", "util %",
+                "makespan d");
   out << line;
   for (const GpuSimResult& r : c.runs) {
-    std::snprintf(line, sizeof line, "%-12s %8lld %8lld %10lld %12.1f %8.1f %12.1f\n",
+    std::snprintf(line, sizeof line, "%-12s %8lld %8lld %8lld %10lld %8lld %12.1f %8.1f %12.1f\n",
                   r.policy.c_str(), static_cast<long long>(r.spanned),
-                  static_cast<long long>(r.never_placed), static_cast<long long>(r.migrations),
+                  static_cast<long long>(r.never_placed), static_cast<long long>(r.holds),
+                  static_cast<long long>(r.backfilled), static_cast<long long>(r.migrations),
                   r.migrated_gpu_h, 100 * r.utilisation, static_cast<double>(r.makespan_s) / 86400);
     out << line;
   }
@@ -395,8 +617,7 @@ void WriteGpuText(std::ostream& out, const GpuComparison& c) {
     std::snprintf(line, sizeof line,
                   "\ngoal: domain-class p95 wait tessera/slurm-block = %.2fx (goal <= 0.5x, %s); "
                   "overall p95 %.2fx (goal <= 1x, %s)\n",
-                  dom, dom <= 0.5 || s->classes[1].p95_wait_h == 0 ? "met" : "missed", all,
-                  all <= 1.0 ? "met" : "missed");
+                  dom, dom <= 0.5 ? "met" : "missed", all, all <= 1.0 ? "met" : "missed");
     out << line;
   }
 }
@@ -419,6 +640,9 @@ void WriteGpuJson(std::ostream& out, const GpuComparison& c) {
                        {"jobs", r.jobs},
                        {"never_placed", r.never_placed},
                        {"spanned", r.spanned},
+                       {"holds", r.holds},
+                       {"backfilled", r.backfilled},
+                       {"late_holds", r.late_holds},
                        {"migrations", r.migrations},
                        {"migrated_gpu_h", r.migrated_gpu_h},
                        {"utilisation", r.utilisation},

@@ -5,10 +5,14 @@
 // fit inside domains), slurm-block (Slurm topology/block's rule: the smallest block level that
 // fits, then best fit), first-fit (topology-blind). The queue is the same for all: jobs in
 // submission order, each pass starting every job that fits now (backfill without
-// reservations). tessera adds what the head does for a blocked gang: it holds the hosts the
-// oldest waiting whole-host job would take (the ones with the fewest GPUs in use by small
-// jobs), lets no other job onto them, and moves the small jobs off them when they all fit
-// elsewhere (checkpoint and restart, `migrate_s` each), so the big job starts at once.
+// reservations). tessera adds what the head does for a blocked gang, EASY backfill on held
+// hosts: the oldest waiting jobs the hold applies to (`hold_for`, up to `holds` of them) each
+// get a reservation, the hosts that drain soonest (the least of their jobs' latest end) and
+// the time they will all be free. Another job may start on held hosts only if it ends by that
+// time (the trace's durations are the estimates), so a held job never starts later than its
+// first reservation time. When the small jobs on some hosts all fit elsewhere and the
+// reservation is more than `migrate_s` away, tessera moves them off instead (checkpoint and
+// restart, `migrate_s` each) and the held job starts at once.
 //
 // A job's rule: `auto` is required (one clique) for jobs of at most one domain and preferred
 // for larger ones; or one rule for every whole-host job. first-fit ignores rules, so its
@@ -23,6 +27,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -31,15 +36,30 @@
 
 namespace tessera::sim {
 
+// Which waiting jobs tessera holds hosts for.
+enum class GpuHoldFor {
+  kWholeHost,    // every job of a whole host or more
+  kLarge,        // more than half a domain: the domain class and larger
+  kDomainClass,  // more than half a domain and at most one
+};
+std::string_view GpuHoldForName(GpuHoldFor h);  // "whole-host", "large", "domain"
+Result<GpuHoldFor> ParseGpuHoldFor(std::string_view text);
+
 struct GpuSimOptions {
   GpuSystem system = GpuSystem::kH100;
   int domains = 1;  // h100/h200: hosts (each its own domain)
   GpuPolicy policy = GpuPolicy::kTessera;
   std::optional<DomainRuleSpec> rule;  // empty: auto (required up to a domain, else preferred)
-  bool defrag = true;                  // tessera: hold hosts for the oldest blocked big job
-                                       // and move small jobs off them
-  int64_t migrate_s = 300;             // a moved job's restart cost (checkpoint, start, restore)
-  double span_slowdown = 1.0;          // run-time factor of a job over more domains than needed
+  int holds = 1;                       // tessera: reservations at a time (0: none; at most 64)
+  // kDomainClass: the default chosen over the ITP and openb traces (bench/README.md, "GPU
+  // domains"); holding for larger jobs too drains hosts the small jobs need.
+  GpuHoldFor hold_for = GpuHoldFor::kDomainClass;
+  // slurm-block and first-fit hold too, with the same EASY backfill (Slurm's backfill scheduler
+  // given exact time limits); moves stay tessera's. false: they start what fits, nothing held.
+  bool baseline_holds = false;
+  bool defrag = true;          // tessera: move small jobs off hosts a held job can then take
+  int64_t migrate_s = 300;     // a moved job's restart cost (checkpoint, start, restore)
+  double span_slowdown = 1.0;  // run-time factor of a job over more domains than needed
 };
 
 struct GpuClassStats {
@@ -57,10 +77,17 @@ struct GpuSimResult {
   GpuClassStats overall;
   int64_t spanned = 0;        // jobs over more domains than their size needs
   int64_t migrations = 0;     // small jobs moved (tessera)
+  int64_t holds = 0;          // reservations made (tessera)
+  int64_t backfilled = 0;     // jobs started on another job's held hosts, ending in time
+  int64_t late_holds = 0;     // held jobs started after their first reservation time (0)
   double migrated_gpu_h = 0;  // GPU-hours lost to moves
   double utilisation = 0;     // GPU-seconds held by jobs / (GPUs x first submit .. last end)
   int64_t makespan_s = 0;
   uint64_t hash = 0;  // over every start (job, time, hosts): same input, same hash
+  // Per job of the workload, in its order (not written by the writers): when it started (-1:
+  // never placed) and its first reservation time (-1: none).
+  std::vector<int64_t> start_s;
+  std::vector<int64_t> reserved_s;
 };
 
 Result<GpuSimResult> RunGpuSimulation(const Workload& workload, const GpuSimOptions& options);

@@ -29,6 +29,156 @@ GpuSimResult GpuRun(const Workload& w, GpuSystem sys, int domains, GpuPolicy pol
   return r.ok() ? *r : GpuSimResult{};
 }
 
+GpuSimResult GpuRunWith(const Workload& w, const GpuSimOptions& o) {
+  auto r = RunGpuSimulation(w, o);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : GpuSimResult{};
+}
+
+// Two 8-GPU hosts: A (8 GPUs) holds host 0 until 1000, B (4) half of host 1 until 500. C (8,
+// t=10) fits nowhere, and B cannot move (host 0 is full): tessera holds host 1 for C until 500.
+// D (4 GPUs, 100 s, t=20) ends before then, so it backfills onto the held host; E (4 GPUs,
+// 1000 s, t=200) would not, so it waits for C. Without holds E takes host 1 at 200 and C waits
+// for host 0 at 1000.
+TEST(GpuSim, SmallJobsBackfillOntoHeldHostsOnlyWhenTheyEndInTime) {
+  Workload w;
+  w.jobs = {GpuJob(8, 0, 1000), GpuJob(4, 0, 500), GpuJob(8, 10, 10), GpuJob(4, 20, 100),
+            GpuJob(4, 200, 1000)};
+  GpuSimOptions o;
+  o.system = GpuSystem::kH100;
+  o.domains = 2;
+  const GpuSimResult t = GpuRunWith(w, o);
+  ASSERT_EQ(t.start_s.size(), 5u);
+  EXPECT_EQ(t.reserved_s[2], 500);
+  EXPECT_EQ(t.start_s[2], 500);
+  EXPECT_EQ(t.start_s[3], 20);
+  EXPECT_EQ(t.start_s[4], 510);
+  EXPECT_EQ(t.holds, 1);
+  EXPECT_EQ(t.backfilled, 1);
+  EXPECT_EQ(t.late_holds, 0);
+  EXPECT_EQ(t.migrations, 0);
+  o.holds = 0;
+  const GpuSimResult none = GpuRunWith(w, o);
+  EXPECT_EQ(none.start_s[4], 200);
+  EXPECT_EQ(none.start_s[2], 1000);
+  EXPECT_EQ(none.holds, 0);
+  EXPECT_EQ(none.reserved_s[2], -1);
+  // slurm-block holds nothing unless asked to, and then holds as tessera does.
+  o.holds = 1;
+  o.policy = GpuPolicy::kSlurmBlock;
+  EXPECT_EQ(GpuRunWith(w, o).start_s[4], 200);
+  o.baseline_holds = true;
+  const GpuSimResult s = GpuRunWith(w, o);
+  EXPECT_EQ(s.start_s[2], 500);
+  EXPECT_EQ(s.start_s[4], 510);
+}
+
+// Three hosts: A (8 GPUs) on host 0 until 2000, C (6) on host 1 until 300, B (4) on host 2
+// until 900. D (8 GPUs) is held the host that drains soonest, host 1 (not host 2, which has
+// fewer GPUs in use), and starts when C ends.
+TEST(GpuSim, TesseraHoldsTheHostsThatDrainSoonest) {
+  Workload w;
+  w.jobs = {GpuJob(8, 0, 2000), GpuJob(6, 0, 300), GpuJob(4, 0, 900), GpuJob(8, 10, 10)};
+  GpuSimOptions o;
+  o.system = GpuSystem::kH100;
+  o.domains = 3;
+  const GpuSimResult t = GpuRunWith(w, o);
+  EXPECT_EQ(t.reserved_s[3], 300);
+  EXPECT_EQ(t.start_s[3], 300);
+  EXPECT_EQ(t.late_holds, 0);
+}
+
+// Which jobs get holds: on h100 a 16-GPU job is whole-host and large but not domain class.
+TEST(GpuSim, HoldForPicksTheJobsThatGetReservations) {
+  Workload w;
+  // Host 0 and 1 half full until 1000 and 2000; the 16-GPU job waits for both.
+  w.jobs = {GpuJob(4, 0, 1000), GpuJob(4, 0, 2000), GpuJob(16, 10, 10)};
+  GpuSimOptions o;
+  o.system = GpuSystem::kH100;
+  o.domains = 2;
+  o.defrag = false;
+  for (GpuHoldFor h : {GpuHoldFor::kWholeHost, GpuHoldFor::kLarge, GpuHoldFor::kDomainClass}) {
+    SCOPED_TRACE(std::string(GpuHoldForName(h)));
+    o.hold_for = h;
+    const GpuSimResult r = GpuRunWith(w, o);
+    EXPECT_EQ(r.holds, h == GpuHoldFor::kDomainClass ? 0 : 1);
+    EXPECT_EQ(r.start_s[2], 2000);
+  }
+  // The default holds for the domain class only.
+  GpuSimOptions d;
+  d.system = GpuSystem::kH100;
+  d.domains = 2;
+  d.defrag = false;
+  EXPECT_EQ(GpuRunWith(w, d).holds, 0);
+  EXPECT_EQ(*ParseGpuHoldFor("large"), GpuHoldFor::kLarge);
+  auto bad = ParseGpuHoldFor("big");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("hold_for: unknown 'big'; valid: whole-host"),
+            std::string::npos);
+}
+
+// Invariants over random workloads, for every hold setting: every job starts exactly once (a
+// second start is an internal error), never before its submission, and a held job never
+// later than its first reservation time, whatever was backfilled onto its hosts meanwhile.
+void ExpectHoldsKept(const Workload& w, const GpuSimOptions& o) {
+  auto r = RunGpuSimulation(w, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->late_holds, 0);
+  EXPECT_EQ(r->never_placed, 0);
+  int64_t reserved = 0;
+  for (size_t j = 0; j < w.jobs.size(); ++j) {
+    ASSERT_GE(r->start_s[j], w.jobs[j].submit_s) << "job " << j;
+    if (r->reserved_s[j] >= 0) {
+      ++reserved;
+      EXPECT_LE(r->start_s[j], r->reserved_s[j]) << "job " << j;
+    }
+  }
+  EXPECT_GT(reserved, 0);
+  EXPECT_LE(reserved, r->holds);
+}
+
+TEST(GpuSim, BackfillNeverDelaysAHeldJobPastItsReservation) {
+  for (uint64_t seed : {3u, 8u}) {
+    GeneratorOptions g;
+    g.jobs = 300;
+    g.seed = seed;
+    g.mean_interarrival_s = 200;
+    g.sizes = {{1, 8}, {2, 4}, {4, 4}, {6, 2}, {8, 4}, {16, 2}, {40, 2}, {72, 1}, {144, 1}};
+    const Workload w = Generate(g);
+    for (GpuSystem sys : {GpuSystem::kH100, GpuSystem::kGb200Nvl72}) {
+      GpuSimOptions o;
+      o.system = sys;
+      o.domains = sys == GpuSystem::kH100 ? 20 : 3;
+      for (int holds : {1, 4}) {
+        for (GpuHoldFor h :
+             {GpuHoldFor::kWholeHost, GpuHoldFor::kLarge, GpuHoldFor::kDomainClass}) {
+          for (bool defrag : {true, false}) {
+            SCOPED_TRACE("seed " + std::to_string(seed) + " " + std::string(GpuSystemName(sys)) +
+                         " holds " + std::to_string(holds) + " for " +
+                         std::string(GpuHoldForName(h)) + (defrag ? " moves" : ""));
+            o.holds = holds;
+            o.hold_for = h;
+            o.defrag = defrag;
+            ExpectHoldsKept(w, o);
+          }
+        }
+      }
+      // The baselines given the same holds (Slurm's backfill with exact time limits).
+      o.baseline_holds = true;
+      o.hold_for = GpuHoldFor::kWholeHost;
+      for (GpuPolicy p : {GpuPolicy::kSlurmBlock, GpuPolicy::kFirstFit}) {
+        for (int holds : {1, 3}) {
+          SCOPED_TRACE("seed " + std::to_string(seed) + " " + std::string(GpuSystemName(sys)) +
+                       " " + std::string(GpuPolicyName(p)) + " holds " + std::to_string(holds));
+          o.policy = p;
+          o.holds = holds;
+          ExpectHoldsKept(w, o);
+        }
+      }
+    }
+  }
+}
+
 // Two 8-GPU hosts. A (4 GPUs, short) and B (4, long) share host 0 by best fit, C (4, long) takes
 // host 1. When A ends, each host has 4 GPUs free: the 8-GPU job D fits nowhere. slurm-block
 // waits until B and C end (t=1000); tessera holds host 0, moves B to host 1, starts D at 200.
@@ -98,6 +248,11 @@ TEST(GpuSim, BadOptionsNameTheField) {
   r = RunGpuSimulation(w, o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("span_slowdown"), std::string::npos);
+  o.span_slowdown = 1;
+  o.holds = 65;
+  r = RunGpuSimulation(w, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("holds: 65 must be between 0"), std::string::npos);
 }
 
 // A job larger than the fleet is counted, not queued forever.
