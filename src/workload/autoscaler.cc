@@ -33,9 +33,14 @@ struct WindowLoad {
   // at most 2.
   double factor = 1;
   bool arrivals_known = false;  // the factor counts the requests refused (refused counters)
-  double tokens_per_s = -1;     // output tokens streamed per second; -1: not reported
-  double newest_signal = 0;     // the newest sample's ongoing requests (or queued tokens)
-  double ttft_ms = -1;          // window means; -1: nothing measured
+  // Arrivals / completions over the window from the counters, whether the router queued or
+  // not; -1: no counters or nothing completed. Below 1 a backlog drained: some of what the
+  // replicas finished (and streamed) was work left from before the window, done once, not a
+  // rate that lasts.
+  double arrival_ratio = -1;
+  double tokens_per_s = -1;  // output tokens streamed per second; -1: not reported
+  double newest_signal = 0;  // the newest sample's ongoing requests (or queued tokens)
+  double ttft_ms = -1;       // window means; -1: nothing measured
   double tpot_ms = -1;
 };
 
@@ -72,22 +77,23 @@ WindowLoad Measure(const AutoscalerConfig& config, const std::vector<LoadSample>
     w.in_system = in_system;
     w.saturated = waiting > 0;
     w.piling_up = newest->queued_requests > 0 && newest->queued_requests >= oldest->queued_requests;
+    const double dt_s = static_cast<double>(newest->time_ms - oldest->time_ms) / 1000.0;
+    if (oldest->completed >= 0 && newest->completed >= oldest->completed && dt_s > 0) {
+      const double done = static_cast<double>(newest->completed - oldest->completed);
+      double arrived = done + newest->ongoing_requests - oldest->ongoing_requests;
+      // A full queue refuses what it does not hold: without the refused count the arrivals
+      // are those the router kept, and the factor is held to 2x.
+      w.arrivals_known = oldest->refused >= 0 && newest->refused >= oldest->refused;
+      if (w.arrivals_known) arrived += static_cast<double>(newest->refused - oldest->refused);
+      if (done > 0) w.arrival_ratio = std::max(0.0, arrived / done);
+    }
     if (w.saturated) {
       w.factor = in_system > 0 ? std::min(kAutoscalerMaxUpFactor, 1 + waiting / in_system) : 1;
-      const double dt_s = static_cast<double>(newest->time_ms - oldest->time_ms) / 1000.0;
-      if (oldest->completed >= 0 && newest->completed >= oldest->completed && dt_s > 0) {
-        const double done = static_cast<double>(newest->completed - oldest->completed);
-        double arrived = done + newest->ongoing_requests - oldest->ongoing_requests;
-        // A full queue refuses what it does not hold: without the refused count the arrivals
-        // are those the router kept, and the factor is held to 2x.
-        w.arrivals_known = oldest->refused >= 0 && newest->refused >= oldest->refused;
-        if (w.arrivals_known) arrived += static_cast<double>(newest->refused - oldest->refused);
-        // Fewer arrivals than completions: a backlog draining, not demand.
-        if (done > 0)
-          w.factor =
-              std::clamp(arrived / done, 1 / kAutoscalerMaxUpFactor,
-                         w.arrivals_known ? kAutoscalerMaxArrivalFactor : kAutoscalerMaxUpFactor);
-      }
+      // Fewer arrivals than completions: a backlog draining, not demand.
+      if (w.arrival_ratio >= 0)
+        w.factor =
+            std::clamp(w.arrival_ratio, 1 / kAutoscalerMaxUpFactor,
+                       w.arrivals_known ? kAutoscalerMaxArrivalFactor : kAutoscalerMaxUpFactor);
     }
     w.demand = in_system > 0 ? in_system * w.factor : waiting;
   }
@@ -168,6 +174,7 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
   // The SLO and the measured capacity are of the replicas that served the window: not of a
   // window that began before the ready count last changed.
   if (ready != d.state.ready_seen) {
+    if (d.state.ready_seen >= 0 && ready > d.state.ready_seen) d.state.ready_rose_ms = now;
     d.state.ready_seen = ready;
     d.state.ready_changed_ms = now;
   }
@@ -228,8 +235,15 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
   WindowLoad burst = Measure(config, in.samples, now - panic_ms, now);
   // The panic window is too short for rates (groups that just became ready have taken requests
   // and finished none): while the stable window saw the router queue, its factor is the one.
+  // The factor is arrivals over the completions of the replicas that served the stable window;
+  // when more became ready within it, they filled from the router's queue, and the panic
+  // window's in-flight (the new replicas full) x that factor counts the backlog twice (on
+  // conv.csv 1 -> 2 ready read 117 in flight where the load needed 5 replicas: 5 -> 10). The
+  // stable window's own in-flight goes with its factor (Little's law over the same window).
+  const bool ready_rose =
+      d.state.ready_rose_ms >= 0 && now - d.state.ready_rose_ms < config.lookback_ms;
   if (!tokens && stable.saturated && burst.in_system > 0)
-    burst.demand = burst.in_system * stable.factor;
+    burst.demand = ready_rose ? stable.demand : burst.in_system * stable.factor;
   // The panic window sizes a saturated router on the throughput shown, as the stable one does.
   const double burst_per_replica =
       !tokens && burst.queued_share >= 0.5 && in.max_ongoing_requests > 0 &&
@@ -273,7 +287,14 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
   // default target (unset, half of maxOngoingRequests).
   const bool token_rule = !tokens && !router_queues && cap_tps > 0 && stable.tokens_per_s >= 0 &&
                           config.target_ongoing_requests <= 0;
-  const double worth = token_rule ? stable.tokens_per_s / cap_tps : 0;
+  // A backlog draining (fewer arrivals than completions over the window) is work done once:
+  // the tokens it streamed are no rate that lasts, so only the arrivals' share of them counts
+  // (new replicas emptying the router's queue read as a load above what arrives, and the rule
+  // scaled up past it: 8 -> 10 on a 1.5x plateau).
+  const bool draining =
+      stable.arrival_ratio >= 0 && stable.arrival_ratio < 1 - kAutoscalerTolerance;
+  const double load_share = draining ? stable.arrival_ratio : 1.0;
+  const double worth = token_rule ? stable.tokens_per_s * load_share / cap_tps : 0;
   int want, down_want;
   bool demand_up, down_wish;
   if (token_rule) {
@@ -281,7 +302,11 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
     demand_up = want > current && worth > current * kAutoscalerHighWater;
     down_want = clamp_want(worth / kAutoscalerLowWater);
     down_wish = down_want < current;
-    head += "; " + Number(stable.tokens_per_s) + " output tokens/s, " + Number(cap_tps) +
+    head += "; " + Number(stable.tokens_per_s) + " output tokens/s" +
+            (draining ? " (a backlog draining: " + Number(std::round(load_share * 100)) +
+                            "% of it arrivals)"
+                      : "") +
+            ", " + Number(cap_tps) +
             " a replica at capacity: " + Number(std::round(worth * 100) / 100) + " replicas' worth";
   } else {
     want = clamp_want(stable.demand / per_replica);
@@ -289,8 +314,9 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
     down_want = want;
     down_wish = want < current && stable.demand < capacity * (1 - kAutoscalerTolerance);
   }
+  // While a backlog drains, the latency measured is that of the queueing before it: no push up.
   const bool slo_up =
-      slo > 1 && in.starting_replicas == 0 && settled && current < config.max_replicas;
+      slo > 1 && in.starting_replicas == 0 && settled && !draining && current < config.max_replicas;
   const int slo_want = slo_up ? clamp_want(std::max<double>(
                                     current + 1, current * std::min(slo, kAutoscalerMaxUpFactor)))
                               : 0;

@@ -123,6 +123,7 @@ struct AutoscalerState {
   int64_t last_down_ms = -1;  // the last scale-down (a later one continues a descent)
   int ready_seen = -1;        // the ready replicas at the last call, and since when
   int64_t ready_changed_ms = -1;
+  int64_t ready_rose_ms = -1;  // the last call at which more replicas were ready than before
   // What one ready replica streams at most, in output tokens per second: measured over a
   // window in which the router queued throughout (every replica held maxOngoingRequests) and
   // the ready count did not change, raised by any window that showed more. -1: not measured.

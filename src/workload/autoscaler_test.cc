@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <random>
 
@@ -552,6 +554,118 @@ TEST(AutoscalerTest, ABurstPastFullReplicasScalesUpAtOnceOnTheArrivalsRefusedInc
     return s;
   });
   EXPECT_LE(h.replicas, 4) << h.last_reason;
+}
+
+// A router in front of `ready` full replicas, second by second: `arrive_per_s` requests come,
+// each ready replica completes `serve_per_s` while it holds maxOngoingRequests (16), the queue
+// holds 100 and refuses the rest. A replica that becomes ready fills from the queue at once.
+// Each request streams 200 output tokens: a full replica 300 a second.
+struct QueueingRouter {
+  double arrive_per_s = 0;
+  double serve_per_s = 1.5;
+  double in_system = 0;  // in flight + queued
+  double completed = 0;
+  double refused = 0;
+  LoadSample Next(int64_t t, int ready) {
+    const double full = 16.0 * ready;
+    const double done = std::min(in_system, full) >= full
+                            ? serve_per_s * ready
+                            : std::min(in_system, full) / 16.0 * serve_per_s;
+    completed += done;
+    in_system += arrive_per_s - done;
+    if (in_system > full + 100) {
+      refused += in_system - (full + 100);
+      in_system = full + 100;
+    }
+    LoadSample s = At(t, in_system, std::max(0.0, in_system - full));
+    s.completed = std::llround(completed);
+    s.refused = std::llround(refused);
+    s.output_tokens = std::llround(completed * 200);  // 200 output tokens a request
+    return s;
+  }
+};
+
+TEST(AutoscalerTest, ReplicasThatBecomeReadyFillFromTheQueueAndAreNoBurst) {
+  // 6 requests a second arrive; a full replica completes 1.5: the load needs 4 full replicas,
+  // 5 at 80 % of their throughput. From 1 replica with 2-minute start-ups the backlog at the
+  // router is work done once: when a new group becomes ready it fills from the queue, and the
+  // panic window's in-flight (2 full replicas) must not be taken with the arrivals / completions
+  // of the 1 that served the window (that read 10 replicas on conv.csv). Never more than 5.
+  Series r{Config(1, 16)};
+  r.config.target_ongoing_requests = 0;
+  r.max_ongoing = 16;
+  r.startup_s = 120;
+  QueueingRouter router;
+  router.arrive_per_s = 6;
+  for (int64_t t = 0; t < 900; ++t) {
+    r.Seconds(t, t + 1, [&](int64_t now) { return router.Next(now, r.ready); });
+    ASSERT_LE(r.replicas, 5) << "at " << t << ": " << r.last_reason;
+  }
+  EXPECT_EQ(r.replicas, 5) << r.last_reason;
+  EXPECT_LE(r.Changes(), 4);
+}
+
+TEST(AutoscalerTest, ABacklogDrainingIsWorkDoneOnceNotALoadThatLasts) {
+  // A replica streams at most 300 output tokens a second; the load asks for 1,200 (4 replicas'
+  // worth, 5 at 80 %; 4 requests a second of 300 tokens). 5 replicas run it; then for a
+  // minute they also drain a backlog: 1,500 tokens a second streamed, 5 completions a second for
+  // 4 arrivals (in flight falls by 1 a second). Streamed tokens say 5 replicas' worth, past the
+  // 90 % mark of 5; the arrivals say 4: no scale-up, and the reason says why.
+  Series r{Config(1, 16)};
+  r.config.target_ongoing_requests = 0;
+  r.max_ongoing = 16;
+  r.replicas = r.ready = 5;
+  r.state.capacity_tokens_per_s = 300;
+  double tokens = 0, completed = 0, in_flight = 70;
+  auto report = [&](int64_t t, double tokens_per_s, double done_per_s, double arrive_per_s) {
+    tokens += tokens_per_s;
+    completed += done_per_s;
+    in_flight += arrive_per_s - done_per_s;
+    LoadSample s = At(t, in_flight);
+    s.completed = std::llround(completed);
+    s.refused = 0;
+    s.output_tokens = std::llround(tokens);
+    return s;
+  };
+  r.Seconds(0, 300, [&](int64_t t) { return report(t, 1200, 4, 4); });
+  ASSERT_EQ(r.replicas, 5) << r.last_reason;
+  r.Seconds(300, 360, [&](int64_t t) { return report(t, 1500, 5, 4); });
+  for (int n : r.history) ASSERT_EQ(n, 5) << r.last_reason;
+  EXPECT_NE(r.last_reason.find("a backlog draining"), std::string::npos) << r.last_reason;
+  // The same 1,500 tokens a second as a load that lasts (arrivals = completions): up.
+  r.Seconds(360, 480, [&](int64_t t) { return report(t, 1500, 5, 5); });
+  EXPECT_GT(r.replicas, 5) << r.last_reason;
+}
+
+TEST(AutoscalerTest, TheSloSignalDoesNotPushUpWhileABacklogDrains) {
+  // 4 replicas; the router's mean TTFT is 6 s (3x the default 2 s), but the window's arrivals
+  // are half its completions: the latency is that of a queue now draining, which the replicas
+  // there are emptying. No push up; with arrivals = completions, up.
+  AutoscalerConfig c = Config(1, 16);
+  c.target_ongoing_requests = 32;  // the in-flight count alone asks for no more
+  c.upscale_delay_ms = 0;
+  std::vector<LoadSample> samples;
+  for (int t = 0; t <= 60; ++t) {
+    LoadSample s = At(t, 100 - 1.5 * t);  // 3 done, 1.5 arriving a second
+    s.completed = 3 * t;
+    s.refused = 0;
+    s.ttft_count = 3 * t;
+    s.ttft_sum_ms = 18'000.0 * t;
+    samples.push_back(s);
+  }
+  AutoscaleInput in;
+  in.samples = samples;
+  in.current_replicas = 4;
+  in.now_ms = 60'000;
+  in.state.ready_seen = 4;
+  in.state.ready_changed_ms = 0;
+  AutoscalerDecision d = Autoscale(c, in);
+  EXPECT_EQ(d.desired_replicas, 4) << d.reason;
+  for (LoadSample& s : samples) s.ongoing_requests = 30;
+  in.samples = samples;
+  d = Autoscale(c, in);
+  EXPECT_EQ(d.desired_replicas, 8) << d.reason;  // 4 x min(3, 2)
+  EXPECT_NE(d.reason.find("(SLO)"), std::string::npos) << d.reason;
 }
 
 TEST(AutoscalerTest, ScaleFromZeroIsImmediateAndScaleToZeroAfterTheDelay) {
