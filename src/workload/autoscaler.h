@@ -25,6 +25,8 @@
 //              a flat load at a capacity boundary does not flap). Requests in flight say little
 //              of how busy a replica is (a slow replica holds more of them). Only with the
 //              default target: a targetOngoingRequests set in the spec keeps the requests rule.
+//              A backlog draining (arrivals < 0.9 x completions) is work done once: only the
+//              arrivals' share of the streamed tokens counts, and the SLO does not push up.
 //   saturated = while the router queues in most of the window and the role's
 //              maxOngoingRequests is known, the replicas hold as much as they take: their
 //              in-flight mean is their capacity, not what the load needs. The reference per
@@ -52,7 +54,9 @@
 //              window's want is 2x the desired size or more (starting groups included, so a burst
 //              already answered does not cascade): scale up at once to it (2x cap, free slices) and
 //              do not scale down until a whole look-back passes without panic (Knative). The panic
-//              window's in-flight mean takes the stable window's factor (too short for rates).
+//              window's in-flight mean takes the stable window's factor (too short for rates),
+//              unless more replicas became ready within the look-back: they filled from the
+//              queue, so the stable window's own in-flight goes with its factor.
 //   down     = want < current, outside the band, no group starting, no panic, held for the
 //              downscale delay, and at least the downscale delay since the last scale-up (a
 //              cooldown); the step is at most half the current size (AIBrix), and each further
