@@ -81,8 +81,8 @@ GpuVictimSet FindGpuVictims(const GpuFleet& fleet, const std::vector<WorkloadId>
       plan = std::move(p);
     }
   }
-  // Every victim must hold a host of the placement: try the plan on the victims' hosts and
-  // the free hosts of their domains first, then put back the victims it leaves unused.
+  // Every victim must hold a host of the placement: when the planner's choice leaves one
+  // unused, plan again on the victims' hosts and the free hosts of their domains only.
   auto unused = [&](const GpuPlacement& p) {
     std::vector<int> u;
     for (size_t i = 0; i < chosen.size(); ++i)
@@ -90,10 +90,20 @@ GpuVictimSet FindGpuVictims(const GpuFleet& fleet, const std::vector<WorkloadId>
     return u;
   };
   if (!unused(plan).empty()) {
-    std::vector<bool> avoid(fleet.hosts.size(), true);
-    for (size_t h = 0; h < holders.size() && h < avoid.size(); ++h)
+    std::vector<bool> victim_host(fleet.hosts.size(), false);
+    std::vector<bool> victim_domain(static_cast<size_t>(std::max(fleet.domains, 0)), false);
+    for (size_t h = 0; h < holders.size() && h < fleet.hosts.size(); ++h)
       for (int c : chosen)
-        if (candidates[c].workload == holders[h]) avoid[h] = false;
+        if (candidates[c].workload == holders[h]) {
+          victim_host[h] = true;
+          const int d = fleet.hosts[h].domain;
+          if (d >= 0 && d < fleet.domains) victim_domain[d] = true;
+        }
+    std::vector<bool> avoid(fleet.hosts.size(), true);
+    for (size_t h = 0; h < fleet.hosts.size(); ++h) {
+      const int d = fleet.hosts[h].domain;
+      avoid[h] = !victim_host[h] && !(d >= 0 && d < fleet.domains && victim_domain[d]);
+    }
     GpuPlacement p = PlanGpu(Freed(fleet, holders, candidates, chosen), request, policy, avoid);
     if (p.placed && unused(p).empty()) plan = std::move(p);
   }

@@ -8,10 +8,10 @@
 // work, then id, as the TPU search orders costs) until the planner places the request on the
 // hosts that are free or held by them and the check accepts the set, then puts back each
 // victim, most expensive first, that the set does without. Like the TPU search it never evicts
-// a workload only to free quota: every victim holds a host of the final placement (the plan is
-// retried on the victims' hosts first when a free host would leave one unused), or nothing is
-// found. Greedy, not exhaustive: it can miss a cheaper set that only a different combination
-// of domains gives.
+// a workload only to free quota: every victim holds a host of the final placement (when the
+// planner's choice leaves one unused, it plans again on the victims' hosts and the free hosts
+// of their domains only), or nothing is found. Greedy, not exhaustive: it can miss a cheaper set
+// that only a different combination of domains gives.
 //
 // Pure: no I/O, clocks or threads. Thread-safety: a function of its arguments.
 #pragma once
