@@ -183,7 +183,8 @@ TEST_F(ControllerGpuTest, GpuJobsGoThroughClusterQueuesWithQuotaInGpus) {
       << b["status"].dump();
   ASSERT_EQ(b["status"]["wouldHelp"].size(), 1u) << b["status"].dump();
   EXPECT_EQ(b["status"]["wouldHelp"][0]["name"], "a");
-  Json cq = Ok(c_->Get("ClusterQueue", "gpus"));
+  Json cq = c_->ListClusterQueues()["items"][0];
+  ASSERT_EQ(cq["metadata"]["name"], "gpus");
   ASSERT_EQ(cq["status"]["gpus"].size(), 1u) << cq["status"].dump();
   EXPECT_EQ(cq["status"]["gpus"][0]["gpuSystem"], "gb200-nvl72");
   EXPECT_EQ(cq["status"]["gpus"][0]["usedGpus"], 8);
