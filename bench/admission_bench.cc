@@ -41,7 +41,7 @@ Snapshot LoadedCycle(int pending, double load, uint64_t seed, CycleScale scale =
     ClusterQueueSpec spec;
     spec.name = "q" + std::to_string(q);
     spec.cohort = "cohort" + std::to_string(q / 10);
-    spec.quotas = {{Generation::k7x, 192, std::nullopt, std::nullopt}};
+    spec.quotas = {{Generation::k7x, 192, std::nullopt, std::nullopt, std::nullopt}};
     spec.queueing_strategy =
         q % 5 == 0 ? QueueingStrategy::kStrictFIFO : QueueingStrategy::kBestEffortFIFO;
     spec.preemption.within_cluster_queue = WithinClusterQueue::kLowerPriority;

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,7 @@ enum class Explain {
 
 struct AdmissionOptions {
   PlannerOptions planner = PlannerOptions::Tessera();
+  GpuPolicy gpu_policy = GpuPolicy::kTessera;  // the GPU domain planner's policy (GPU cycles)
   StartGuardOptions start_guard;
   FairSharing fair_sharing = FairSharing::kDisabled;
   int64_t preemption_grace_ms = 30 * 1000;  // SIGTERM to SIGKILL: time to checkpoint
@@ -70,20 +72,37 @@ struct AdmissionOptions {
 
 Status Validate(const AdmissionOptions& options);
 
-// Everything a cycle reads. Admitted and running workloads hold their hosts in `inventory`
-// under OwnerOf(id). Finished workloads are not listed.
+// The hosts of one GPU system for a GPU cycle, and who holds each.
+struct GpuSnapshot {
+  // Hosts held by a workload of the cycle have free_gpus 0; hosts no workload of the cycle can
+  // give back (held by something else, unhealthy) are not usable.
+  GpuFleet fleet;
+  // Per fleet host: the workload of the cycle holding it; invalid when nobody of the cycle does.
+  std::vector<WorkloadId> holders;
+};
+
+// Everything a cycle reads. Finished workloads are not listed.
+//
+// A TPU cycle (`gpu` unset): admitted and running workloads hold their hosts in `inventory`
+// under OwnerOf(id); quotas count chips of the inventory's generation.
+// A GPU cycle (`gpu` set): the same queues, quota rules, order, preemption policies and
+// reasons, for the GPU workloads of gpu->fleet.system: quotas count that system's GPUs
+// (nvidia.com/gpu), placements come from the GPU domain planner (placement/gpu_planner.h) and
+// `inventory` is not used. A workload that is not of that system is kInvalidRequest.
 struct Snapshot {
   Inventory inventory;
   std::vector<ClusterQueueSpec> cluster_queues;
   std::vector<LocalQueueSpec> local_queues;
   std::vector<Workload> workloads;
+  std::optional<GpuSnapshot> gpu;
 };
 
 // Reserve `placement` for the workload (owner OwnerOf(workload)) and charge its queue.
 struct Admission {
   WorkloadId workload;
   std::string cluster_queue;
-  PlanResult placement;
+  PlanResult placement;        // TPU cycle
+  GpuPlacement gpu_placement;  // GPU cycle: fleet host indices in rank order
   // Workloads evicted in this cycle that hold hosts of `placement`: start the workload only
   // after they have stopped.
   std::vector<WorkloadId> waits_for;
@@ -128,7 +147,8 @@ enum class PendingReason {
   kInvalidRequest,      // the request does not match this cluster (generation, shape)
   kNeverFits,           // this cluster cannot hold the shape even when empty
   kOverQuota,           // the queue (with what it may borrow) has not enough quota now
-  kNoFreeBox,           // quota fits, but there is no free room of the shape now
+  kNoFreeBox,           // quota fits, but there is no free room of the shape (GPU: no domain
+                        // placement under the job's rule) now
   kWaitingBehind,       // StrictFIFO: behind a head that cannot be admitted
   kBackoff,             // evicted by the start guard; may not be admitted before a time
   kDeactivated,         // the start guard gave up after its retry limit
@@ -155,7 +175,7 @@ struct PendingStatus {
   std::string message;     // for people, with the numbers
   int position = 0;        // 1-based place among the waiting workloads of its queue; 0: not in line
   int waiting_behind = 0;  // kWaitingBehind: workloads ahead of it that are waiting
-  int64_t over_quota_chips = 0;  // kOverQuota: by how much
+  int64_t over_quota_chips = 0;  // kOverQuota: by how much (GPUs in a GPU cycle)
   std::string largest_free;      // kNoFreeBox: the largest free room now
   int64_t backoff_until_ms = 0;  // kBackoff
   int retries = 0;               // start guard evictions so far
@@ -164,7 +184,8 @@ struct PendingStatus {
   std::vector<Blocker> would_help;
 };
 
-// Per ClusterQueue, for the inventory's generation, after this cycle's decisions.
+// Per ClusterQueue, for the inventory's generation (a GPU cycle: the fleet's GPU system, the
+// *_chips fields counting GPUs), after this cycle's decisions.
 struct ClusterQueueUsage {
   std::string name;
   std::string cohort;

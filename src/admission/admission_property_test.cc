@@ -26,7 +26,8 @@ ClusterQueueSpec RandomQueue(Rng& rng, const std::string& name, const std::strin
   ClusterQueueSpec q;
   q.name = name;
   q.cohort = cohort;
-  ResourceQuota rq{Generation::k7x, int64_t(rng.Uniform(5)) * 64, std::nullopt, std::nullopt};
+  ResourceQuota rq{Generation::k7x, int64_t(rng.Uniform(5)) * 64, std::nullopt, std::nullopt,
+                   std::nullopt};
   if (!cohort.empty() && rng.Uniform(3) == 0) rq.borrowing_limit_chips = rng.Uniform(4) * 32;
   if (!cohort.empty() && rng.Uniform(3) == 0)
     rq.lending_limit_chips = std::min<int64_t>(rq.nominal_chips, rng.Uniform(4) * 32);

@@ -16,6 +16,13 @@ namespace tessera::admission_internal {
 Status Cycle::Build() {
   TESSERA_RETURN_IF_ERROR(Validate(options_));
   const Generation gen = inv_.generation();
+  if (Gpu()) {
+    quota_.unit = "GPUs";
+    if (holders_.size() != snap_.gpu->holders.size() && !snap_.gpu->holders.empty())
+      return InvalidArgument("gpu.holders: one entry per fleet host expected, got " +
+                             std::to_string(snap_.gpu->holders.size()) + " for " +
+                             std::to_string(fleet_.hosts.size()) + " hosts");
+  }
   std::map<std::string, int> cohort_index;
   // Queues by name, so every tie is broken by name.
   std::vector<const ClusterQueueSpec*> specs;
@@ -37,7 +44,8 @@ Status Cycle::Build() {
     q.spec = s;
     q.weight = s->fair_sharing_weight;
     for (const ResourceQuota& rq : s->quotas) {
-      if (rq.generation != gen) continue;
+      // A TPU cycle counts its generation's chips; a GPU cycle its system's GPUs.
+      if (Gpu() ? rq.gpu_system != fleet_.system : rq.gpu_system || rq.generation != gen) continue;
       q.nominal = rq.nominal_chips;
       q.borrow_limit = rq.borrowing_limit_chips;
       if (!s->cohort.empty()) q.lendable = rq.lending_limit_chips.value_or(rq.nominal_chips);
@@ -76,7 +84,7 @@ Status Cycle::Build() {
   std::vector<WorkloadId> ids;
   queue_of_.assign(snap_.workloads.size(), -1);
   admitted_.assign(snap_.workloads.size(), 0);
-  evicted_host_owner_.assign(inv_.hosts().size(), WorkloadId());
+  evicted_host_owner_.assign(Gpu() ? fleet_.hosts.size() : inv_.hosts().size(), WorkloadId());
   for (size_t i = 0; i < snap_.workloads.size(); ++i) {
     const Workload& w = snap_.workloads[i];
     Status st = Validate(w);
@@ -87,7 +95,7 @@ Status Cycle::Build() {
     auto it = local_to_queue_.find(w.local_queue);
     if (it != local_to_queue_.end()) queue_of_[i] = it->second;
     if (w.state == WorkloadState::kAdmitted || w.state == WorkloadState::kRunning) {
-      if (!inv_.Holds(OwnerOf(w.id)))
+      if (!HoldsHosts(w.id))
         return InvalidArgument("workloads[" + std::to_string(i) + "] (" + w.name + "): state " +
                                WorkloadStateName(w.state) + " but it holds no hosts");
       Running r;
@@ -112,11 +120,35 @@ Status Cycle::Build() {
   return Status::Ok();
 }
 
+bool Cycle::HoldsHosts(WorkloadId id) const {
+  if (!Gpu()) return inv_.Holds(OwnerOf(id));
+  return std::find(holders_.begin(), holders_.end(), id) != holders_.end();
+}
+
+std::string Cycle::RequestText(const Workload& w) const {
+  if (w.gpu) {
+    const GpuSystemInfo& info = Info(w.gpu->system);
+    return std::to_string(w.gpu->request.gpus / info.gpus_per_host) + " " + std::string(info.name) +
+           " hosts (domain: " + w.gpu->request.rule.ToString() + ")";
+  }
+  return w.request.shape.ToString() +
+         (w.request.num_slices > 1 ? " x" + std::to_string(w.request.num_slices) : "");
+}
+
 void Cycle::Release(Running& r) {
   r.evicted = true;
   const Workload& w = W(r.workload);
-  for (HostId h : inv_.HostsOf(OwnerOf(w.id))) evicted_host_owner_[h.value()] = w.id;
-  inv_.Release(OwnerOf(w.id));
+  if (Gpu()) {
+    for (size_t h = 0; h < holders_.size(); ++h) {
+      if (holders_[h] != w.id) continue;
+      evicted_host_owner_[h] = w.id;
+      holders_[h] = WorkloadId();
+      fleet_.hosts[h].free_gpus = fleet_.gpus_per_host();
+    }
+  } else {
+    for (HostId h : inv_.HostsOf(OwnerOf(w.id))) evicted_host_owner_[h.value()] = w.id;
+    inv_.Release(OwnerOf(w.id));
+  }
   if (r.queue >= 0) quota_.Add(r.queue, -r.chips);
   plan_failures_.clear();
   ++release_epoch_;
@@ -151,10 +183,41 @@ void Cycle::StartGuard() {
   }
 }
 
-const Cycle::StaticFit& Cycle::StaticCheck(const SliceRequest& req) {
-  auto [it, inserted] = static_fit_.try_emplace(KeyOf(req));
+const Cycle::StaticFit& Cycle::StaticCheck(const Workload& w) {
+  auto [it, inserted] = static_fit_.try_emplace(KeyOf(w));
   if (!inserted) return it->second;
   StaticFit& f = it->second;
+  if (Gpu() || w.gpu) {
+    if (!Gpu() || !w.gpu || w.gpu->system != fleet_.system) {
+      f.possible = false;
+      f.reason = PendingReason::kInvalidRequest;
+      const std::string here = Gpu() ? std::string(GpuSystemName(fleet_.system)) + " GPUs"
+                                     : std::string(GenerationName(inv_.generation())) + " chips";
+      const std::string asked = w.gpu
+                                    ? std::string(GpuSystemName(w.gpu->system)) + " GPUs"
+                                    : std::string(GenerationName(w.request.generation)) + " chips";
+      f.message = "this cycle places " + here + "; the workload asks for " + asked;
+      return f;
+    }
+    // Empty, every host is free and usable: what fails then fails until the fleet grows.
+    GpuFleet empty = fleet_;
+    for (GpuHostState& h : empty.hosts) {
+      h.free_gpus = empty.gpus_per_host();
+      h.usable = true;
+    }
+    const GpuPlacement r = PlanGpu(empty, w.gpu->request, options_.gpu_policy);
+    if (r.reason == GpuNoFit::kNeverFits || r.reason == GpuNoFit::kInvalidRequest ||
+        fleet_.hosts.empty()) {
+      f.possible = false;
+      f.reason = r.reason == GpuNoFit::kInvalidRequest ? PendingReason::kInvalidRequest
+                                                       : PendingReason::kNeverFits;
+      f.message = fleet_.hosts.empty()
+                      ? "no " + std::string(GpuSystemName(fleet_.system)) + " host is registered"
+                      : "domain: " + w.gpu->request.rule.ToString() + ": " + r.message;
+    }
+    return f;
+  }
+  const SliceRequest& req = w.request;
   if (req.generation != inv_.generation()) {
     f.possible = false;
     f.reason = PendingReason::kInvalidRequest;
@@ -162,7 +225,7 @@ const Cycle::StaticFit& Cycle::StaticCheck(const SliceRequest& req) {
                 " chips; the workload asks for " + std::string(GenerationName(req.generation));
     return f;
   }
-  const PlanResult r = PlanNow(req);
+  const PlanResult r = PlanNow(w).tpu;
   if (r.reason == NoFit::kInvalidRequest || r.reason == NoFit::kNeverFits) {
     f.possible = false;
     f.reason =
@@ -176,12 +239,20 @@ const Cycle::StaticFit& Cycle::StaticCheck(const SliceRequest& req) {
   return f;
 }
 
-PlanResult Cycle::PlanNow(const SliceRequest& req) {
-  auto it = plan_failures_.find(KeyOf(req));
+CyclePlan Cycle::PlanNow(const Workload& w) {
+  auto it = plan_failures_.find(KeyOf(w));
   if (it != plan_failures_.end()) return it->second;
-  PlanResult r = planner_.Plan(inv_, req);
+  CyclePlan r;
+  r.gpu = Gpu();
+  if (Gpu()) {
+    r.gpus = PlanGpu(fleet_, w.gpu->request, options_.gpu_policy);
+    if (!r.gpus.placed)
+      r.gpus.message = "no placement for " + RequestText(w) + " now: " + r.gpus.message;
+  } else {
+    r.tpu = planner_.Plan(inv_, w.request);
+  }
   // Admissions only take room, so a failure stays a failure until something is released.
-  if (!r.placed()) plan_failures_.emplace(KeyOf(req), r);
+  if (!r.placed()) plan_failures_.emplace(KeyOf(w), r);
   return r;
 }
 
@@ -226,7 +297,7 @@ void Cycle::Admit() {
     const int wi = q.line[q.next];
     const bool ok = TryAdmit(best, wi);
     if (!ok && q.spec->queueing_strategy == QueueingStrategy::kStrictFIFO &&
-        StaticCheck(W(wi).request).possible && W(wi).chips() <= quota_.Ceiling(best))
+        StaticCheck(W(wi)).possible && W(wi).chips() <= quota_.Ceiling(best))
       q.blocked_at = static_cast<int>(q.next);
     ++q.next;
     keys_[best].reset();
@@ -235,9 +306,9 @@ void Cycle::Admit() {
 
 bool Cycle::TryAdmit(int qi, int wi) {
   const Workload& w = W(wi);
-  if (!StaticCheck(w.request).possible || w.chips() > quota_.Ceiling(qi)) return false;
+  if (!StaticCheck(w).possible || w.chips() > quota_.Ceiling(qi)) return false;
   if (quota_.Over(qi, w.chips()) <= 0) {
-    PlanResult plan = PlanNow(w.request);
+    CyclePlan plan = PlanNow(w);
     if (plan.placed() && Reserve(qi, wi, std::move(plan))) return true;
   }
   return PolicyMayPreempt(qi) && TryPreempt(qi, wi);
@@ -307,7 +378,7 @@ bool Cycle::MayPreempt(int qi, const Workload& w, bool within_nominal, const Run
 
 bool Cycle::TryPreempt(int qi, int wi) {
   const Workload& w = W(wi);
-  const auto memo_key = std::make_tuple(qi, w.priority, KeyOf(w.request));
+  const auto memo_key = std::make_tuple(qi, w.priority, KeyOf(w));
   if (auto it = preempt_failures_.find(memo_key);
       it != preempt_failures_.end() && it->second == MemoStamp(qi))
     return false;
@@ -402,7 +473,20 @@ bool Cycle::TryPreempt(int qi, int wi) {
   };
   std::vector<char> dirty_before = quota_.dirty;
   std::vector<uint64_t> epochs_before = quota_.cohort_epoch;
-  VictimSet found = FindVictims(inv_, planner_, w.request, cands, check);
+  VictimSet found;
+  CyclePlan plan;
+  plan.gpu = Gpu();
+  if (Gpu()) {
+    GpuVictimSet g =
+        FindGpuVictims(fleet_, holders_, w.gpu->request, options_.gpu_policy, cands, check);
+    found.found = g.found;
+    found.victims = std::move(g.victims);
+    found.cost = g.cost;
+    plan.gpus = std::move(g.plan);
+  } else {
+    found = FindVictims(inv_, planner_, w.request, cands, check);
+    plan.tpu = std::move(found.plan);
+  }
   quota_.dirty = std::move(dirty_before);
   quota_.cohort_epoch = std::move(epochs_before);
   if (!found.found || found.victims.empty()) {
@@ -437,26 +521,31 @@ bool Cycle::TryPreempt(int qi, int wi) {
                             : PreemptionKind::kBorrowWithinCohort;
   p.message = std::string(PreemptionKindName(p.kind)) + ": " + std::to_string(p.victims.size()) +
               " workload(s), " + Chips(p.cost.chips) + ", highest priority " +
-              std::to_string(p.cost.max_priority) + ", to place " + w.request.shape.ToString() +
-              (w.request.num_slices > 1 ? " x" + std::to_string(w.request.num_slices) : "");
-  if (!Reserve(qi, wi, std::move(found.plan))) return false;
+              std::to_string(p.cost.max_priority) + ", to place " + RequestText(w);
+  if (!Reserve(qi, wi, std::move(plan))) return false;
   out_.preemptions.push_back(std::move(p));
   return true;
 }
 
-std::vector<WorkloadId> Cycle::EvictedOn(const PlanResult& plan) const {
+std::vector<WorkloadId> Cycle::EvictedOn(const CyclePlan& plan) const {
   std::vector<WorkloadId> out;
-  for (HostId h : plan.AllHosts()) {
-    const WorkloadId id = evicted_host_owner_[h.value()];
+  std::vector<size_t> hosts;
+  if (plan.gpu)
+    for (int h : plan.gpus.hosts) hosts.push_back(static_cast<size_t>(h));
+  else
+    for (HostId h : plan.tpu.AllHosts()) hosts.push_back(h.value());
+  for (size_t h : hosts) {
+    const WorkloadId id = evicted_host_owner_[h];
     if (id.valid() && std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
-bool Cycle::Reserve(int qi, int wi, PlanResult plan) {
+bool Cycle::Reserve(int qi, int wi, CyclePlan plan) {
   const Workload& w = W(wi);
-  Status st = ApplyPlan(inv_, OwnerOf(w.id), plan);
+  Status st =
+      plan.gpu ? ApplyGpuPlacement(fleet_, plan.gpus) : ApplyPlan(inv_, OwnerOf(w.id), plan.tpu);
   // The plan was made on inv_ a moment ago; a failure here is a broken invariant. Without
   // asserts, the workload is then simply not admitted this cycle.
   assert(st.ok());
@@ -477,7 +566,10 @@ bool Cycle::Reserve(int qi, int wi, PlanResult plan) {
   a.cluster_queue = quota_.queues[qi].spec->name;
   a.waits_for = EvictedOn(plan);
   a.borrowed_chips = std::max<int64_t>(0, quota_.queues[qi].used - quota_.queues[qi].nominal);
-  a.placement = std::move(plan);
+  if (plan.gpu)
+    for (int h : plan.gpus.hosts) holders_[h] = w.id;
+  a.placement = std::move(plan.tpu);
+  a.gpu_placement = std::move(plan.gpus);
   out_.admissions.push_back(std::move(a));
   return true;
 }

@@ -23,19 +23,32 @@
 #include <vector>
 
 #include "admission/admission.h"
+#include "admission/gpu_preemption.h"
 #include "admission/preemption.h"
 
 namespace tessera::admission_internal {
 
 inline constexpr double kInfiniteShare = 1e18;
 
-// A request's identity for memoising plans within a cycle.
+// A request's identity for memoising plans within a cycle. A GPU request's first element is
+// negative (a TPU shape's dimensions are positive).
 using RequestKey = std::tuple<int, int, int, int>;
-inline RequestKey KeyOf(const SliceRequest& r) {
+inline RequestKey KeyOf(const Workload& w) {
+  if (w.gpu)
+    return {-1 - static_cast<int>(w.gpu->request.rule.rule), w.gpu->request.rule.segment_hosts,
+            w.gpu->request.gpus, static_cast<int>(w.gpu->system)};
+  const SliceRequest& r = w.request;
   return {r.shape.dims[0], r.shape.dims[1], r.shape.dims[2], r.num_slices};
 }
 
-inline std::string Chips(int64_t n) { return std::to_string(n) + " chips"; }
+// A plan of either cycle: the SlicePlanner's (TPU) or the GPU domain planner's.
+struct CyclePlan {
+  bool gpu = false;
+  PlanResult tpu;
+  GpuPlacement gpus;
+  bool placed() const { return gpu ? gpus.placed : tpu.placed(); }
+  const std::string& message() const { return gpu ? gpus.message : tpu.message; }
+};
 
 // Quota of one ClusterQueue for the inventory's generation, and its usage during the cycle.
 struct QueueState {
@@ -116,15 +129,19 @@ class QuotaBook {
     return static_cast<double>(borrowed) / static_cast<double>(pool) / q.weight;
   }
 
+  // What quota counts in this cycle: "chips" (TPU) or "GPUs" (nvidia.com/gpu of a system).
+  std::string unit = "chips";
+  std::string Amount(int64_t n) const { return std::to_string(n) + " " + unit; }
+
   std::string Describe(int qi) const {
     const QueueState& q = queues[qi];
     std::string s = "queue " + q.spec->name + " uses " + std::to_string(q.used) + " of nominal " +
-                    std::to_string(q.nominal);
+                    Amount(q.nominal);
     if (q.cohort >= 0) {
       const CohortState& c = cohorts[q.cohort];
       s += "; cohort " + c.name + " has " +
            std::to_string(std::max<int64_t>(0, c.pool_cap - c.pool_used)) + " of " +
-           std::to_string(c.pool_cap) + " lendable chips unused";
+           std::to_string(c.pool_cap) + " lendable " + unit + " unused";
       if (q.borrow_limit) s += "; borrowing limit " + std::to_string(*q.borrow_limit);
     }
     return s;
@@ -151,7 +168,13 @@ class Cycle {
         planner_(admitter.planner()),
         snap_(snap),
         now_(now_ms),
-        inv_(snap.inventory) {}
+        inv_(snap.inventory) {
+    if (snap.gpu) {
+      fleet_ = snap.gpu->fleet;
+      holders_ = snap.gpu->holders;
+      holders_.resize(fleet_.hosts.size());
+    }
+  }
 
   Status Build();
   void StartGuard();
@@ -167,12 +190,24 @@ class Cycle {
   };
 
   const Workload& W(int wi) const { return snap_.workloads[wi]; }
-  const StaticFit& StaticCheck(const SliceRequest& req);
-  PlanResult PlanNow(const SliceRequest& req);
+  bool Gpu() const { return snap_.gpu.has_value(); }
+  std::string Chips(int64_t n) const { return quota_.Amount(n); }
+  // A GPU cycle's fix for a queue without quota for the fleet's system.
+  std::string NoGpuQuotaHint() const {
+    return " (it has no nvidia.com/gpu quota for " + std::string(GpuSystemName(fleet_.system)) +
+           "; add {resource: nvidia.com/gpu, gpuSystem: " +
+           std::string(GpuSystemName(fleet_.system)) + ", nominalQuota: GPUS} to its spec.quotas)";
+  }
+  // Whether workload `id` holds hosts: in the inventory (TPU) or the fleet (GPU).
+  bool HoldsHosts(WorkloadId id) const;
+  // "4x4x4 x2" or "2 gb200-nvl72 hosts (domain: required)": for messages.
+  std::string RequestText(const Workload& w) const;
+  const StaticFit& StaticCheck(const Workload& w);
+  CyclePlan PlanNow(const Workload& w);
   bool TryAdmit(int qi, int wi);
   bool TryPreempt(int qi, int wi);
   // False (nothing changed) only if the plan no longer applies, a broken invariant.
-  bool Reserve(int qi, int wi, PlanResult plan);
+  bool Reserve(int qi, int wi, CyclePlan plan);
   // On what grounds policy lets workload `w` of queue qi preempt running workload `r`, judged
   // on the candidate alone (the whole victim set is checked again before preempting).
   enum class Grounds {
@@ -185,7 +220,7 @@ class Cycle {
   Grounds PreemptGrounds(int qi, const Workload& w, const Running& r) const;
   bool MayPreempt(int qi, const Workload& w, bool within_nominal, const Running& r) const;
   bool PolicyMayPreempt(int qi) const;
-  std::vector<WorkloadId> EvictedOn(const PlanResult& plan) const;
+  std::vector<WorkloadId> EvictedOn(const CyclePlan& plan) const;
   void Release(Running& r);
   PendingStatus& AddPending(int wi, int qi, PendingReason reason, std::string message);
   void WhatHelps(int qi, int wi, PendingStatus& st);
@@ -197,6 +232,9 @@ class Cycle {
   const Snapshot& snap_;
   const int64_t now_;
   Inventory inv_;
+  // A GPU cycle's working fleet and who holds each of its hosts (Snapshot::gpu).
+  GpuFleet fleet_;
+  std::vector<WorkloadId> holders_;
   QuotaBook quota_;
   std::map<std::string, int> queue_index_;  // ClusterQueue name -> index (lookup only)
   std::map<std::string, int> local_to_queue_;
@@ -210,10 +248,11 @@ class Cycle {
     const int c = quota_.queues[qi].cohort;
     return c >= 0 ? c : static_cast<int>(quota_.cohorts.size()) + qi;
   }
-  std::vector<char> admitted_;                  // per workload: admitted in this cycle
-  std::vector<WorkloadId> evicted_host_owner_;  // per host: workload evicted from it this cycle
+  std::vector<char> admitted_;  // per workload: admitted in this cycle
+  // per host (inventory host, or fleet host in a GPU cycle): workload evicted from it this cycle
+  std::vector<WorkloadId> evicted_host_owner_;
   std::map<RequestKey, StaticFit> static_fit_;
-  std::map<RequestKey, PlanResult> plan_failures_;  // valid while no capacity is released
+  std::map<RequestKey, CyclePlan> plan_failures_;  // valid while no capacity is released
   // Failed preemption searches, valid while nothing was released and the usage of the
   // queue's cohort did not change: (release epoch, cohort epoch) when it failed. Later
   // workloads of the same queue, priority and shape come after it in line (older first), so

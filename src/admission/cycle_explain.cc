@@ -75,7 +75,7 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
   const Workload& w = W(wi);
   // Within quota only room matters, and that is the same for every queue: share the answer.
   const bool over = quota_.Over(qi, w.chips()) > 0;
-  auto [it, inserted] = help_memo_.try_emplace({over ? qi : -1, KeyOf(w.request)});
+  auto [it, inserted] = help_memo_.try_emplace({over ? qi : -1, KeyOf(w)});
   std::vector<int>& helpers = it->second;
   if (inserted) {
     // Nothing changes while reasons are given, so every workload of this shape searches the
@@ -88,8 +88,6 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
         help_candidates_.push_back(static_cast<int>(i));
       }
     }
-    auto [f, created] = help_finders_.try_emplace(KeyOf(w.request));
-    if (created) f->second = std::make_unique<VictimFinder>(inv_, planner_, w.request, help_cands_);
     const std::vector<int>& cand_running = help_candidates_;
     auto check = [&](const std::vector<int>& victims) {
       for (int v : victims)
@@ -101,8 +99,19 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
           quota_.Add(running_[cand_running[v]].queue, running_[cand_running[v]].chips);
       return ok;
     };
-    VictimSet found =
-        f->second->Find(over ? VictimSetCheck(check) : VictimSetCheck(), VictimPlan::kVictimsOnly);
+    VictimSet found;
+    if (Gpu()) {
+      GpuVictimSet g = FindGpuVictims(fleet_, holders_, w.gpu->request, options_.gpu_policy,
+                                      help_cands_, over ? VictimSetCheck(check) : VictimSetCheck());
+      found.found = g.found;
+      found.victims = std::move(g.victims);
+    } else {
+      auto [f, created] = help_finders_.try_emplace(KeyOf(w));
+      if (created)
+        f->second = std::make_unique<VictimFinder>(inv_, planner_, w.request, help_cands_);
+      found = f->second->Find(over ? VictimSetCheck(check) : VictimSetCheck(),
+                              VictimPlan::kVictimsOnly);
+    }
     if (found.found)
       for (size_t i = 0; i < cand_running.size(); ++i)
         if (std::binary_search(found.victims.begin(), found.victims.end(),
@@ -146,12 +155,12 @@ void Cycle::Explain() {
       if (admitted_[wi]) continue;
       ++position;
       const Workload& w = W(wi);
-      const StaticFit& fit = StaticCheck(w.request);
+      const StaticFit& fit = StaticCheck(w);
       if (fits_only) {
         // The same tests as below, in the same order, without the messages of those that fail.
         if (fit.possible && w.chips() <= quota_.Ceiling(qi) &&
             !(q.blocked_at >= 0 && static_cast<int>(pos) > q.blocked_at) &&
-            quota_.Over(qi, w.chips()) <= 0 && PlanNow(w.request).placed())
+            quota_.Over(qi, w.chips()) <= 0 && PlanNow(w).placed())
           AddPending(wi, qi, PendingReason::kFitsNextCycle, kFitsNextCycleMessage).position =
               position;
         continue;
@@ -162,7 +171,8 @@ void Cycle::Explain() {
       } else if (w.chips() > quota_.Ceiling(qi)) {
         st = &AddPending(wi, qi, PendingReason::kOverQuota,
                          "needs " + Chips(w.chips()) + "; queue " + q.spec->name +
-                             " can never hold more than " + Chips(quota_.Ceiling(qi)));
+                             " can never hold more than " + Chips(quota_.Ceiling(qi)) +
+                             (Gpu() && q.nominal == 0 ? NoGpuQuotaHint() : std::string()));
         st->over_quota_chips = w.chips() - quota_.Ceiling(qi);
       } else if (q.blocked_at >= 0 && static_cast<int>(pos) > q.blocked_at) {
         st = &AddPending(wi, qi, PendingReason::kWaitingBehind,
@@ -175,10 +185,11 @@ void Cycle::Explain() {
                          "needs " + Chips(w.chips()) + "; " + quota_.Describe(qi) +
                              ": over quota by " + Chips(over));
         st->over_quota_chips = over;
-      } else if (PlanResult plan = PlanNow(w.request); !plan.placed()) {
-        st = &AddPending(wi, qi, PendingReason::kNoFreeBox, plan.message);
-        st->largest_free =
-            plan.largest_free.empty() ? planner_.LargestFree(inv_) : plan.largest_free;
+      } else if (CyclePlan plan = PlanNow(w); !plan.placed()) {
+        st = &AddPending(wi, qi, PendingReason::kNoFreeBox, plan.message());
+        if (!plan.gpu)
+          st->largest_free =
+              plan.tpu.largest_free.empty() ? planner_.LargestFree(inv_) : plan.tpu.largest_free;
       } else {
         st = &AddPending(wi, qi, PendingReason::kFitsNextCycle, kFitsNextCycleMessage);
       }

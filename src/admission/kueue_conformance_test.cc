@@ -71,7 +71,7 @@ ClusterQueueSpec Spec(const QueueDef& d) {
   ClusterQueueSpec q;
   q.name = d.name;
   q.cohort = d.cohort;
-  q.quotas = {ResourceQuota{kGen, d.nominal, d.borrowing_limit, d.lending_limit}};
+  q.quotas = {ResourceQuota{kGen, d.nominal, d.borrowing_limit, d.lending_limit, std::nullopt}};
   q.preemption.within_cluster_queue = d.within;
   q.preemption.reclaim_within_cohort = d.reclaim;
   q.preemption.borrow_within_cohort = {d.borrow, d.threshold};
@@ -91,7 +91,7 @@ Outcome Replay(const Case& c) {
   auto inv = Inventory::MakeFleet({kGen, std::vector<Shape>(c.fleet_units, Shape::Of(1, 1))});
   EXPECT_TRUE(inv.ok()) << inv.status().ToString();
   if (!inv.ok()) return out;
-  Snapshot s{*inv, {}, {}, {}};
+  Snapshot s{*inv, {}, {}, {}, std::nullopt};
   for (const QueueDef& d : c.queues) {
     s.cluster_queues.push_back(Spec(d));
     s.local_queues.push_back({d.name, d.name});
@@ -507,7 +507,7 @@ TEST(KueueConformance, WithinNominalHeadsBeforeBorrowingOnes) {
     SCOPED_TRACE(fair == FairSharing::kEnabled ? "fair sharing" : "classical");
     auto inv = Inventory::MakeFleet({kGen, std::vector<Shape>(4, Shape::Of(1, 1))});
     ASSERT_TRUE(inv.ok());
-    Snapshot s{*inv, {}, {}, {}};
+    Snapshot s{*inv, {}, {}, {}, std::nullopt};
     for (const char* name : {"borrower", "owner"}) {
       s.cluster_queues.push_back(Spec(QueueDef{name, 2, "co"}));
       s.local_queues.push_back({name, name});

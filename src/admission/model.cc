@@ -82,10 +82,14 @@ Status Validate(const ClusterQueueSpec& spec) {
   TESSERA_RETURN_IF_ERROR(ValidateName("name", spec.name));
   if (!spec.cohort.empty()) TESSERA_RETURN_IF_ERROR(ValidateName("cohort", spec.cohort));
   std::set<Generation> seen;
+  std::set<GpuSystem> seen_gpu;
   for (size_t i = 0; i < spec.quotas.size(); ++i) {
     const ResourceQuota& q = spec.quotas[i];
     const std::string f = "quotas[" + std::to_string(i) + "]";
-    if (!seen.insert(q.generation).second)
+    if (q.gpu_system && !seen_gpu.insert(*q.gpu_system).second)
+      return InvalidArgument(f + ".gpuSystem: " + std::string(GpuSystemName(*q.gpu_system)) +
+                             " is listed twice; give one nvidia.com/gpu quota per GPU system");
+    if (!q.gpu_system && !seen.insert(q.generation).second)
       return InvalidArgument(f + ".generation: " + std::string(GenerationName(q.generation)) +
                              " is listed twice; give one quota per generation");
     if (q.nominal_chips < 0)
@@ -136,11 +140,20 @@ Status Validate(const Workload& w) {
   if (!w.id.valid()) return InvalidArgument("id: must be set");
   if (w.name.empty()) return InvalidArgument("name: must not be empty");
   TESSERA_RETURN_IF_ERROR(ValidateKey("queue", w.local_queue));
-  if (w.request.num_slices < 1)
+  if (w.gpu) {
+    const int per_host = Info(w.gpu->system).gpus_per_host;
+    if (w.gpu->request.gpus < per_host || w.gpu->request.gpus % per_host != 0)
+      return InvalidArgument("gpu.gpus: " + std::to_string(w.gpu->request.gpus) +
+                             " is not a whole number of " +
+                             std::string(GpuSystemName(w.gpu->system)) + " hosts (" +
+                             std::to_string(per_host) + " GPUs each); ask for whole hosts");
+  } else if (w.request.num_slices < 1)
     return InvalidArgument("slices: must be at least 1, got " +
                            std::to_string(w.request.num_slices));
-  Status shape = ValidateShape(w.request.generation, w.request.shape);
-  if (!shape.ok()) return InvalidArgument("topology: " + shape.message());
+  if (!w.gpu) {
+    Status shape = ValidateShape(w.request.generation, w.request.shape);
+    if (!shape.ok()) return InvalidArgument("topology: " + shape.message());
+  }
   if (w.creation_order < 0)
     return InvalidArgument("creationOrder: must be >= 0, got " + std::to_string(w.creation_order));
   if (w.start_guard.retries < 0)

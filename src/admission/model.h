@@ -17,7 +17,9 @@
 #include "common/ids.h"
 #include "common/object_key.h"
 #include "common/status.h"
+#include "placement/gpu_planner.h"
 #include "placement/planner.h"
+#include "topology/gpu_system.h"
 #include "topology/topology.h"
 
 namespace tessera {
@@ -61,7 +63,14 @@ struct PreemptionPolicy {
   BorrowWithinCohort borrow_within_cohort;
 };
 
-// Quota for one accelerator generation, in chips.
+// The resources a quota counts, by the names Kubernetes device plugins give them (a
+// ClusterQueue document's `spec.quotas[].resource`): TPU chips of a generation, and GPUs of a
+// GPU system. The generation or the GPU system plays the part of Kueue's ResourceFlavor.
+inline constexpr char kTpuResource[] = "google.com/tpu";
+inline constexpr char kGpuResource[] = "nvidia.com/gpu";
+
+// Quota for one accelerator generation, in chips, or for one GPU system, in GPUs. The fields
+// named *_chips then count GPUs.
 struct ResourceQuota {
   Generation generation = Generation::k7x;
   int64_t nominal_chips = 0;
@@ -71,6 +80,8 @@ struct ResourceQuota {
   // How much of its unused nominal quota the cohort may borrow. Unset: all of it. The rest
   // (nominal - lending limit) is kept for this queue alone. Needs a cohort; <= nominal.
   std::optional<int64_t> lending_limit_chips;
+  // Set: the quota counts GPUs (nvidia.com/gpu) of this system; `generation` is not used.
+  std::optional<GpuSystem> gpu_system;
 };
 
 struct ClusterQueueSpec {
@@ -120,12 +131,20 @@ struct StartGuardState {
   std::string last_eviction;     // why it was last evicted, for people
 };
 
+// A GPU workload's request: GPUs of one system, in whole hosts, under a domain rule
+// (placement/gpu_planner.h).
+struct GpuWorkloadRequest {
+  GpuSystem system = GpuSystem::kH100;
+  GpuRequest request;  // gpus: a multiple of the system's GPUs per host
+};
+
 struct Workload {
   WorkloadId id;
   std::string name;
   std::string local_queue;
-  int32_t priority = 0;  // the resolved PriorityClass value
-  SliceRequest request;
+  int32_t priority = 0;                   // the resolved PriorityClass value
+  SliceRequest request;                   // a TPU workload's request; not used when `gpu` is set
+  std::optional<GpuWorkloadRequest> gpu;  // set: a GPU workload, admitted by a GPU cycle
   // Place in line, assigned once at creation and kept across requeues (a preempted workload
   // does not go to the back of the queue). Smaller is older.
   int64_t creation_order = 0;
@@ -137,7 +156,10 @@ struct Workload {
   std::optional<int64_t> last_checkpoint_ms;
   StartGuardState start_guard;
 
-  int64_t chips() const { return request.shape.chips() * request.num_slices; }
+  // What it is charged: chips of its generation, or GPUs of its system.
+  int64_t chips() const {
+    return gpu ? gpu->request.gpus : request.shape.chips() * request.num_slices;
+  }
 };
 
 const char* QueueingStrategyName(QueueingStrategy s);

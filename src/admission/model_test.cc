@@ -9,7 +9,7 @@ ClusterQueueSpec Valid() {
   ClusterQueueSpec q;
   q.name = "research";
   q.cohort = "all";
-  q.quotas = {{Generation::k7x, 256, 64, 128}};
+  q.quotas = {{Generation::k7x, 256, 64, 128, std::nullopt}};
   return q;
 }
 

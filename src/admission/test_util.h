@@ -19,7 +19,7 @@ inline ClusterQueueSpec Queue(std::string name, int64_t nominal, std::string coh
   ClusterQueueSpec q;
   q.name = std::move(name);
   q.cohort = std::move(cohort);
-  q.quotas = {ResourceQuota{Generation::k7x, nominal, std::nullopt, std::nullopt}};
+  q.quotas = {ResourceQuota{Generation::k7x, nominal, std::nullopt, std::nullopt, std::nullopt}};
   return q;
 }
 
@@ -37,7 +37,7 @@ inline Workload Job(uint64_t id, std::string queue, Shape shape, int32_t priorit
 
 // A snapshot whose LocalQueues are named after their ClusterQueues.
 inline Snapshot MakeSnapshot(Inventory inv, std::vector<ClusterQueueSpec> queues) {
-  Snapshot s{std::move(inv), std::move(queues), {}, {}};
+  Snapshot s{std::move(inv), std::move(queues), {}, {}, std::nullopt};
   for (const auto& q : s.cluster_queues) s.local_queues.push_back({q.name, q.name});
   return s;
 }

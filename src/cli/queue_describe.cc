@@ -37,7 +37,9 @@ std::string DescribeClusterQueue(const Json& queue) {
   out += line;
   const Json quotas = spec.value("quotas", Json::array());
   for (const Json& q : quotas) {
-    std::snprintf(line, sizeof line, "  %-11s %-9s %-16s %s\n", Str(q, "generation", "").c_str(),
+    // A GPU quota's flavor is its GPU system; its figures are GPUs.
+    const std::string flavor = Str(q, "generation", Str(q, "gpuSystem", ""));
+    std::snprintf(line, sizeof line, "  %-11s %-9s %-16s %s\n", flavor.c_str(),
                   Str(q, "nominalQuota", "0").c_str(), Str(q, "borrowingLimit", "-").c_str(),
                   Str(q, "lendingLimit", "-").c_str());
     out += line;
@@ -61,6 +63,17 @@ std::string DescribeClusterQueue(const Json& queue) {
   out += line;
   out += "Workloads:   " + std::to_string(Int(st, "pendingWorkloads")) + " pending, " +
          std::to_string(Int(st, "admittedWorkloads")) + " admitted\n";
+  // GPU jobs are admitted by a cycle per GPU system: its usage, in GPUs.
+  const Json gpus = st.is_object() ? st.value("gpus", Json::array()) : Json::array();
+  for (const Json& g : gpus) {
+    std::snprintf(line, sizeof line,
+                  "GPU usage:   %s: %lld of %lld nominal GPUs used, %lld borrowed, %lld lendable; "
+                  "%lld pending, %lld admitted\n",
+                  Str(g, "gpuSystem", "").c_str(), Int(g, "usedGpus"), Int(g, "nominalGpus"),
+                  Int(g, "borrowedGpus"), Int(g, "lendableGpus"), Int(g, "pendingWorkloads"),
+                  Int(g, "admittedWorkloads"));
+    out += line;
+  }
   const Json warnings = st.is_object() ? st.value("warnings", Json::array()) : Json::array();
   if (warnings.empty()) {
     out += "Warnings:    none (every setting takes effect)\n";

@@ -52,8 +52,9 @@ Result<TrainJobSpec> ParseTrainJob(const Json& doc);
 // The admission resources (docs/admission.md "Resources" and "In the head"). Each decodes the
 // document into the admission model's struct and runs its Validate; errors name the document
 // field ("spec.quotas[0].lendingLimit: ...", "metadata.name: ...").
-//   ClusterQueue: metadata.name; spec: cohort, quotas[] {generation, nominalQuota,
-//     borrowingLimit, lendingLimit}, queueingStrategy, preemption {withinClusterQueue,
+//   ClusterQueue: metadata.name; spec: cohort, quotas[] {resource (google.com/tpu, the
+//     default, with generation; nvidia.com/gpu with gpuSystem), nominalQuota, borrowingLimit,
+//     lendingLimit}, queueingStrategy, preemption {withinClusterQueue,
 //     reclaimWithinCohort, borrowWithinCohort {policy, maxPriorityThreshold}},
 //     fairSharing {weight}.
 //   LocalQueue: metadata.name; spec.clusterQueue.

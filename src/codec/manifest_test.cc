@@ -421,5 +421,52 @@ TEST(GpuJobSpec, EveryWrongFieldIsNamed) {
   }
 }
 
+// GPU quotas: resource nvidia.com/gpu with a gpuSystem; every wrong spelling names the field and
+// the fix.
+TEST(Manifest, ClusterQueueGpuQuotas) {
+  const std::string head = "apiVersion: tessera/v1\nkind: ClusterQueue\nmetadata: {name: q}\n";
+  auto doc = ParseDocument(head +
+                           "spec: {cohort: org, quotas: [{generation: v6e, nominalQuota: 32}, "
+                           "{resource: nvidia.com/gpu, gpuSystem: GB200-NVL72, nominalQuota: 16, "
+                           "lendingLimit: 8}, {gpuSystem: h100, nominalQuota: 8}]}\n");
+  ASSERT_TRUE(doc.ok()) << doc.status().ToString();
+  auto cq = ParseClusterQueue(*doc);
+  ASSERT_TRUE(cq.ok()) << cq.status().ToString();
+  ASSERT_EQ(cq->quotas.size(), 3u);
+  EXPECT_FALSE(cq->quotas[0].gpu_system.has_value());
+  EXPECT_EQ(cq->quotas[0].generation, Generation::kV6e);
+  EXPECT_EQ(cq->quotas[1].gpu_system, GpuSystem::kGb200Nvl72);
+  EXPECT_EQ(cq->quotas[1].nominal_chips, 16);
+  EXPECT_EQ(cq->quotas[1].lending_limit_chips, 8);
+  EXPECT_EQ(cq->quotas[2].gpu_system, GpuSystem::kH100);
+
+  auto refusal = [&](const std::string& quota) {
+    return Refusal(head + "spec: {quotas: [" + quota + "]}\n", "ClusterQueue");
+  };
+  // A GPU quota on a TPU flavor.
+  EXPECT_HAS(refusal("{resource: nvidia.com/gpu, generation: v6e, nominalQuota: 8}"),
+             "spec.quotas[0].generation: v6e is a TPU generation, and an nvidia.com/gpu quota "
+             "counts GPUs of a GPU system; write gpuSystem: h100, h200, gb200-nvl72");
+  EXPECT_HAS(refusal("{resource: nvidia.com/gpu, gpuSystem: v6e, nominalQuota: 8}"),
+             "spec.quotas[0].gpuSystem: ");
+  EXPECT_HAS(refusal("{resource: google.com/tpu, gpuSystem: h100, nominalQuota: 8}"),
+             "spec.quotas[0].gpuSystem: only with resource: nvidia.com/gpu");
+  EXPECT_HAS(refusal("{generation: gb200-nvl72, nominalQuota: 8}"),
+             "spec.quotas[0].generation: gb200-nvl72 is a GPU system, not a TPU generation; "
+             "count its GPUs with resource: nvidia.com/gpu, gpuSystem: gb200-nvl72");
+  EXPECT_HAS(refusal("{resource: nvidia.com/gpu, generation: h100, nominalQuota: 8}"),
+             "write gpuSystem: h100 instead of generation: h100");
+  // An unknown resource name.
+  EXPECT_HAS(refusal("{resource: nvidia.com/gpus, gpuSystem: h100, nominalQuota: 8}"),
+             "spec.quotas[0].resource: 'nvidia.com/gpus' is unknown; valid: google.com/tpu "
+             "(TPU chips of a generation: generation: v6e) and nvidia.com/gpu");
+  EXPECT_HAS(refusal("{resource: nvidia.com/gpu, nominalQuota: 8}"),
+             "spec.quotas[0].gpuSystem: required with resource: nvidia.com/gpu");
+  EXPECT_HAS(refusal("{resource: nvidia.com/gpu, gpuSystem: h100}"),
+             "spec.quotas[0].nominalQuota: required (GPUs)");
+  EXPECT_HAS(refusal("{gpuSystem: h100, nominalQuota: 8}, {gpuSystem: H100, nominalQuota: 8}"),
+             "spec.quotas[1].gpuSystem: h100 is listed twice");
+}
+
 }  // namespace
 }  // namespace tessera::codec

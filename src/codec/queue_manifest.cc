@@ -9,6 +9,7 @@
 
 #include "codec/manifest.h"
 #include "codec/manifest_fields.h"
+#include "topology/gpu_system.h"
 
 namespace tessera::codec {
 
@@ -78,6 +79,60 @@ Result<std::optional<int64_t>> GetOptionalInt(const Json& obj, const std::string
   return std::optional<int64_t>(*v);
 }
 
+// A quota's resource and flavor (docs/admission.md "Resources"): `resource: google.com/tpu`
+// (the default) counts chips of `generation`; `resource: nvidia.com/gpu` counts GPUs of
+// `gpuSystem` (a gpuSystem alone implies it). Errors name the field and the fix.
+Result<ResourceQuota> ParseQuotaFlavor(const Json& q, const std::string& path) {
+  auto resource = GetString(q, "resource", path, false);
+  if (!resource.ok()) return resource.status();
+  auto system_name = GetString(q, "gpuSystem", path, false);
+  if (!system_name.ok()) return system_name.status();
+  auto gen_name = GetString(q, "generation", path, false);
+  if (!gen_name.ok()) return gen_name.status();
+  const std::string valid_resources =
+      std::string("valid: ") + kTpuResource + " (TPU chips of a generation: generation: v6e) and " +
+      kGpuResource + " (GPUs of a system: gpuSystem: " + ValidGpuSystemsText() + ")";
+  const bool gpu = *resource == kGpuResource || (resource->empty() && !system_name->empty());
+  if (!resource->empty() && *resource != kGpuResource && *resource != kTpuResource)
+    return InvalidArgument(path + ".resource: '" + *resource + "' is unknown; " + valid_resources);
+  ResourceQuota rq;
+  if (gpu) {
+    if (!gen_name->empty() && ParseGpuSystem(*gen_name).ok())
+      return InvalidArgument(path + ".generation: an " + kGpuResource +
+                             " quota names its GPU system in gpuSystem; write gpuSystem: " +
+                             *gen_name + " instead of generation: " + *gen_name);
+    if (!gen_name->empty())
+      return InvalidArgument(
+          path + ".generation: " + *gen_name + " is a TPU generation, and an " + kGpuResource +
+          " quota counts GPUs of a GPU system; write gpuSystem: " + ValidGpuSystemsText() +
+          " instead of generation (or resource: " + kTpuResource + " for " + *gen_name + " chips)");
+    if (system_name->empty())
+      return InvalidArgument(path + ".gpuSystem: required with resource: " + kGpuResource +
+                             "; one of " + ValidGpuSystemsText());
+    auto system = ParseGpuSystem(*system_name);
+    if (!system.ok()) return InvalidArgument(path + ".gpuSystem: " + system.status().message());
+    rq.gpu_system = *system;
+    return rq;
+  }
+  if (!system_name->empty())
+    return InvalidArgument(path + ".gpuSystem: only with resource: " + kGpuResource + "; a " +
+                           kTpuResource + " quota names a generation (generation: v6e)");
+  if (gen_name->empty())
+    return InvalidArgument(path + ".generation: required (the TPU generation whose chips it " +
+                           "counts), or resource: " + kGpuResource +
+                           " with gpuSystem: " + ValidGpuSystemsText() + " for GPUs");
+  auto gen = ParseGeneration(*gen_name);
+  if (!gen.ok()) {
+    if (ParseGpuSystem(*gen_name).ok())
+      return InvalidArgument(path + ".generation: " + *gen_name + " is a GPU system, not a " +
+                             "TPU generation; count its GPUs with resource: " + kGpuResource +
+                             ", gpuSystem: " + *gen_name);
+    return InvalidArgument(path + ".generation: " + gen.status().message());
+  }
+  rq.generation = *gen;
+  return rq;
+}
+
 constexpr int64_t kMaxChips = int64_t{1} << 40;
 constexpr double kMinWeight = 0.001;
 constexpr double kMaxWeight = 1'000'000;
@@ -102,21 +157,21 @@ Result<ClusterQueueSpec> ParseClusterQueue(const Json& doc) {
     const Json& qs = s["quotas"];
     if (!qs.is_array())
       return InvalidArgument(
-          "spec.quotas: must be a list such as [{generation: v6e, nominalQuota: 32}]");
+          "spec.quotas: must be a list such as [{generation: v6e, nominalQuota: 32}] or "
+          "[{resource: nvidia.com/gpu, gpuSystem: gb200-nvl72, nominalQuota: 16}]");
     for (size_t i = 0; i < qs.size(); ++i) {
       const std::string path = "spec.quotas[" + std::to_string(i) + "]";
       const Json& q = qs[i];
       TESSERA_RETURN_IF_ERROR(RequireObject(q, path));
-      TESSERA_RETURN_IF_ERROR(OnlyKnownFields(
-          q, path, {"generation", "nominalQuota", "borrowingLimit", "lendingLimit"}));
-      ResourceQuota rq;
-      auto gen_name = GetString(q, "generation", path, true);
-      if (!gen_name.ok()) return gen_name.status();
-      auto gen = ParseGeneration(*gen_name);
-      if (!gen.ok()) return InvalidArgument(path + ".generation: " + gen.status().message());
-      rq.generation = *gen;
+      TESSERA_RETURN_IF_ERROR(OnlyKnownFields(q, path,
+                                              {"resource", "generation", "gpuSystem",
+                                               "nominalQuota", "borrowingLimit", "lendingLimit"}));
+      auto rq_or = ParseQuotaFlavor(q, path);
+      if (!rq_or.ok()) return rq_or.status();
+      ResourceQuota rq = *rq_or;
       if (!q.contains("nominalQuota"))
-        return InvalidArgument(path + ".nominalQuota: required (chips)");
+        return InvalidArgument(path + ".nominalQuota: required (" +
+                               (rq.gpu_system ? "GPUs" : "chips") + ")");
       auto nominal = GetInt(q, "nominalQuota", path, 0, 0, kMaxChips);
       if (!nominal.ok()) return nominal.status();
       rq.nominal_chips = *nominal;

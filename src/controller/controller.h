@@ -547,6 +547,18 @@ class Controller {
   // schedule_requested_ or the inventory changed; the flags stay set for that pass.
   void RequestPass();
   Status ScheduleFirstComeFirstServed();
+  // What trying to place one job of a first-come, first-served line gave.
+  struct LineTry {
+    bool placed = false;
+    std::string reason, message;  // when not placed
+    bool holds_line = true;       // false: it can never fit, so it does not hold up the line
+  };
+  // The line both first-come, first-served paths share (TPU jobs here, GPU jobs in
+  // gpu_jobs.cc): the jobs `waiting` picks, in uid order; each is tried with `try_place` until
+  // one does not fit and holds the line, and the rest wait behind it ("Queued"). Every job
+  // left waiting gets its reason and place in line.
+  Status ServeInArrivalOrder(const std::function<bool(const TrainJob&)>& waiting,
+                             const std::function<Result<LineTry>(TrainJob&)>& try_place);
   Status ScheduleThroughQueues();
   Status ScheduleEasy();  // easy_scheduling.cc
 
@@ -559,8 +571,15 @@ class Controller {
   GpuFleetView GpuFleetLocked(GpuSystem system, bool empty) const;
   // Why a GPU job is refused at creation (ClusterQueues, never fits); OK for other jobs.
   Status GpuJobRefusalLocked(const TrainJobSpec& spec) const;
-  // Pending GPU jobs, first come first served, through the GPU domain planner.
+  // Without ClusterQueues: pending GPU jobs, first come first served, through the GPU domain
+  // planner. With them: nothing (ScheduleGpuThroughQueues admits them).
   Status ScheduleGpuJobs();
+  // With ClusterQueues: one admission cycle per GPU system with GPU jobs (admission.h,
+  // Snapshot::gpu): quotas in GPUs, cohorts, preemption, reasons; usage into gpu_usage_.
+  Status ScheduleGpuThroughQueues();
+  // One system's cycle: its fleet with each host's holder, and the GPU jobs as workloads.
+  Status ScheduleGpuSystemThroughQueues(GpuSystem system, const std::vector<PriorityClass>& classes,
+                                        int64_t now);
   Result<bool> AdmitGpu(TrainJob& job, const GpuFleetView& view, const GpuPlacement& plan);
   // The workers' environment of a placed GPU job, in rank order.
   std::vector<WorkerEnv> GpuWorkerEnvLocked(const TrainJob& job) const;
@@ -768,8 +787,10 @@ class Controller {
   std::set<std::string> jobs_missing_secrets_;      // this pass's (HoldJobsMissingSecrets)
   std::set<std::string> roles_missing_secrets_;     // "SERVICE/ROLE", this pass's
   std::map<std::string, ClusterQueueUsage> usage_;  // from the latest admission cycle
-  bool schedule_requested_ = false;                 // a step released chips or requeued a job
-  Status deferred_error_;  // a request's scheduling pass failed; Tick reports it
+  // From the latest GPU admission cycles: per GPU system, per ClusterQueue (in GPUs).
+  std::map<GpuSystem, std::map<std::string, ClusterQueueUsage>> gpu_usage_;
+  bool schedule_requested_ = false;  // a step released chips or requeued a job
+  Status deferred_error_;            // a request's scheduling pass failed; Tick reports it
   int64_t assignment_revision_ = 1;
   uint64_t term_ = 0;               // options_.term, then SetTerm
   uint64_t newest_agent_term_ = 0;  // the highest term an agent reported

@@ -148,5 +148,75 @@ TEST_F(ControllerGpuTest, RefusalsNameTheField) {
   EXPECT_EQ(h["status"]["reason"], "NoGpuHosts") << h["status"].dump();
 }
 
+Json QueueDoc(const std::string& kind, const std::string& name, Json spec) {
+  return {{"apiVersion", "tessera/v1"},
+          {"kind", kind},
+          {"metadata", {{"name", name}}},
+          {"spec", std::move(spec)}};
+}
+
+// With ClusterQueues, GPU jobs are admitted through them: quota in GPUs, reasons, preemption.
+TEST_F(ControllerGpuTest, GpuJobsGoThroughClusterQueuesWithQuotaInGpus) {
+  RegisterTrays();
+  Ok(c_->Apply(QueueDoc(
+      "ClusterQueue", "gpus",
+      {{"quotas",
+        {{{"resource", "nvidia.com/gpu"}, {"gpuSystem", "gb200-nvl72"}, {"nominalQuota", 8}}}},
+       {"preemption", {{"withinClusterQueue", "LowerPriority"}}}})));
+  Ok(c_->Apply(QueueDoc("LocalQueue", "default", {{"clusterQueue", "gpus"}})));
+  Ok(c_->Apply({{"apiVersion", "tessera/v1"},
+                {"kind", "PriorityClass"},
+                {"metadata", {{"name", "high"}}},
+                {"value", 100}}));
+  Ok(c_->Apply(GpuJobDoc("a", {{"system", "gb200-nvl72"}, {"hosts", 2}})));
+  Ok(c_->Apply(GpuJobDoc("b", {{"system", "gb200-nvl72"}, {"hosts", 1}})));
+  ASSERT_TRUE(c_->RunPass().ok());
+  Json a = Ok(c_->GetJob("a"));
+  ASSERT_EQ(a["status"]["phase"], "Starting") << a["status"].dump();
+  EXPECT_EQ(a["status"]["gpu"]["domains"], (Json{"cluster-a/2", "cluster-a/2"}));
+  Json b = Ok(c_->GetJob("b"));
+  EXPECT_EQ(b["status"]["phase"], "Pending");
+  EXPECT_EQ(b["status"]["reason"], "OverQuota") << b["status"].dump();
+  EXPECT_NE(b["status"]["message"].get<std::string>().find(
+                "needs 4 GPUs; queue gpus uses 8 of nominal 8 GPUs"),
+            std::string::npos)
+      << b["status"].dump();
+  ASSERT_EQ(b["status"]["wouldHelp"].size(), 1u) << b["status"].dump();
+  EXPECT_EQ(b["status"]["wouldHelp"][0]["name"], "a");
+  Json cq = c_->ListClusterQueues()["items"][0];
+  ASSERT_EQ(cq["metadata"]["name"], "gpus");
+  ASSERT_EQ(cq["status"]["gpus"].size(), 1u) << cq["status"].dump();
+  EXPECT_EQ(cq["status"]["gpus"][0]["gpuSystem"], "gb200-nvl72");
+  EXPECT_EQ(cq["status"]["gpus"][0]["usedGpus"], 8);
+  EXPECT_EQ(cq["status"]["gpus"][0]["pendingWorkloads"], 1);
+
+  // A high-priority job preempts a (same queue, lower priority) and starts on its hosts once
+  // a's workers have stopped.
+  Json high = GpuJobDoc("high", {{"system", "gb200-nvl72"}, {"hosts", 2}});
+  high["spec"]["priority"] = "high";
+  Ok(c_->Apply(high));
+  ASSERT_TRUE(c_->RunPass().ok());
+  a = Ok(c_->GetJob("a"));
+  EXPECT_EQ(a["status"]["phase"], "Pending") << a["status"].dump();
+  EXPECT_EQ(a["status"]["preemptions"], 1);
+  Json h = Ok(c_->GetJob("high"));
+  EXPECT_EQ(h["status"]["reason"], "WaitingForPreemption") << h["status"].dump();
+}
+
+TEST_F(ControllerGpuTest, AQueueWithoutGpuQuotaSaysHowToAddOne) {
+  RegisterTrays();
+  Ok(c_->Apply(QueueDoc("ClusterQueue", "tpu",
+                        {{"quotas", {{{"generation", "v6e"}, {"nominalQuota", 64}}}}})));
+  Ok(c_->Apply(QueueDoc("LocalQueue", "default", {{"clusterQueue", "tpu"}})));
+  Ok(c_->Apply(GpuJobDoc("a", {{"system", "gb200-nvl72"}, {"hosts", 1}})));
+  ASSERT_TRUE(c_->RunPass().ok());
+  Json a = Ok(c_->GetJob("a"));
+  EXPECT_EQ(a["status"]["reason"], "OverQuota") << a["status"].dump();
+  EXPECT_NE(a["status"]["message"].get<std::string>().find(
+                "add {resource: nvidia.com/gpu, gpuSystem: gb200-nvl72, nominalQuota: GPUS}"),
+            std::string::npos)
+      << a["status"].dump();
+}
+
 }  // namespace
 }  // namespace tessera::controller

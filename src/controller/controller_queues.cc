@@ -135,8 +135,11 @@ Json Controller::QueueObjectJson(const std::string& kind, const QueueObject& o) 
     int64_t nominal = u.nominal_chips;
     if (!usage_.count(name)) {
       // No cycle yet (no hosts): the nominal quota of the first listed generation.
-      const auto& quotas = std::get<ClusterQueueSpec>(o.spec).quotas;
-      if (!quotas.empty()) nominal = quotas[0].nominal_chips;
+      for (const ResourceQuota& q : std::get<ClusterQueueSpec>(o.spec).quotas)
+        if (!q.gpu_system) {
+          nominal = q.nominal_chips;
+          break;
+        }
     }
     out["status"] = {{"nominalChips", nominal},
                      {"usedChips", u.used_chips},
@@ -145,6 +148,21 @@ Json Controller::QueueObjectJson(const std::string& kind, const QueueObject& o) 
                      {"pendingWorkloads", u.pending_workloads},
                      {"admittedWorkloads", u.admitted_workloads},
                      {"share", u.share}};
+    // GPU quotas: per GPU system with GPU jobs, from its latest cycle (gpu_jobs.cc).
+    Json gpus = Json::array();
+    for (const auto& [system, rows] : gpu_usage_) {
+      auto row = rows.find(name);
+      if (row == rows.end()) continue;
+      const ClusterQueueUsage& g = row->second;
+      gpus.push_back({{"gpuSystem", std::string(GpuSystemName(system))},
+                      {"nominalGpus", g.nominal_chips},
+                      {"usedGpus", g.used_chips},
+                      {"borrowedGpus", g.borrowed_chips},
+                      {"lendableGpus", g.lendable_chips},
+                      {"pendingWorkloads", g.pending_workloads},
+                      {"admittedWorkloads", g.admitted_workloads}});
+    }
+    out["status"]["gpus"] = gpus;
     std::vector<ClusterQueueSpec> all;
     for (const auto& [n, other] : cluster_queues_)
       all.push_back(std::get<ClusterQueueSpec>(other.spec));

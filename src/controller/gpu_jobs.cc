@@ -4,8 +4,11 @@
 // (placement/gpu_planner.h), first come first served among GPU jobs, its hosts reserved in the
 // inventory as a TPU job's are; its workers get the GPU environment (workload/
 // gpu_worker_env.h), with an IMEX channel recorded on the placement when it spans hosts of one
-// clique. Not through ClusterQueues yet: a head with ClusterQueues refuses GPU jobs.
+// clique. With ClusterQueues, GPU jobs are admitted by an admission cycle per GPU system (quotas
+// in GPUs of the system, cohorts, preemption, reasons: admission.h, Snapshot::gpu) instead.
 #include <algorithm>
+#include <iterator>
+#include <set>
 
 #include "controller/controller.h"
 #include "placement/gpu_domains.h"
@@ -105,10 +108,6 @@ GpuFleetView Controller::GpuFleetLocked(GpuSystem system, bool empty) const {
 
 Status Controller::GpuJobRefusalLocked(const TrainJobSpec& spec) const {
   if (!spec.gpu) return Status::Ok();
-  if (!cluster_queues_.empty())
-    return InvalidArgument(
-        "spec.gpu: this head admits jobs through ClusterQueues, and GPU jobs do not go through "
-        "them yet (quotas in GPUs are not built); run GPU jobs on a head without ClusterQueues");
   // A request the GPU hosts of its system could never hold, even empty, is refused up front;
   // with none registered yet the job waits for them.
   GpuFleetView v = GpuFleetLocked(spec.gpu->system, /*empty=*/true);
@@ -125,54 +124,174 @@ Status Controller::GpuJobRefusalLocked(const TrainJobSpec& spec) const {
 }
 
 Status Controller::ScheduleGpuJobs() {
-  std::vector<TrainJob*> pending;
-  for (auto& [name, job] : jobs_)
-    if (WaitingGpu(job) && !jobs_missing_secrets_.count(name)) pending.push_back(&job);
-  std::sort(pending.begin(), pending.end(),
-            [](TrainJob* a, TrainJob* b) { return a->uid < b->uid; });
-  std::string blocked_by;
-  int position = 0;
-  for (TrainJob* job : pending) {
-    ++position;
-    const GpuJobSpec& want = *job->spec.gpu;
-    std::string reason, message;
-    if (!cluster_queues_.empty()) {
-      reason = "GpuQueuesUnsupported";
-      message =
-          "GPU jobs are not admitted through ClusterQueues yet; delete the ClusterQueues or run "
-          "it on a head without them";
-    } else if (!blocked_by.empty()) {
-      reason = "Queued";
-      message = "waiting behind trainjob " + blocked_by + " (first come, first served)";
-    } else {
-      GpuFleetView v = GpuFleetLocked(want.system, /*empty=*/false);
-      GpuPlacement p = PlanGpu(v.fleet, {want.gpus(), want.rule}, GpuPolicy::kTessera);
-      if (p.placed) {
-        auto admitted = AdmitGpu(*job, v, p);
-        if (!admitted.ok()) return admitted.status();
-        if (*admitted) {
-          --position;
-          continue;
-        }
+  if (!cluster_queues_.empty()) return Status::Ok();  // ScheduleGpuThroughQueues admits them
+  return ServeInArrivalOrder(WaitingGpu, [&](TrainJob& job) -> Result<LineTry> {
+    const GpuJobSpec& want = *job.spec.gpu;
+    LineTry t;
+    GpuFleetView v = GpuFleetLocked(want.system, /*empty=*/false);
+    GpuPlacement p = PlanGpu(v.fleet, {want.gpus(), want.rule}, GpuPolicy::kTessera);
+    if (p.placed) {
+      auto admitted = AdmitGpu(job, v, p);
+      if (!admitted.ok()) return admitted.status();
+      if (*admitted) {
+        t.placed = true;
+        return t;
       }
-      reason = v.fleet.hosts.empty() ? "NoGpuHosts" : GpuPendingReason(p.reason);
-      message = v.fleet.hosts.empty() ? "no host with " + std::string(GpuSystemName(want.system)) +
+    }
+    t.reason = v.fleet.hosts.empty() ? "NoGpuHosts" : GpuPendingReason(p.reason);
+    t.message = v.fleet.hosts.empty() ? "no host with " + std::string(GpuSystemName(want.system)) +
                                             " GPUs has registered"
                                       : p.message;
-      if (p.not_ready_skipped > 0)
-        message += "; " + std::to_string(p.not_ready_skipped) +
+    if (p.not_ready_skipped > 0)
+      t.message += "; " + std::to_string(p.not_ready_skipped) +
                    " free hosts are not NVLink-attached (get hosts -o wide says why)";
-      // A job that does not fit even the empty fleet (its hosts went, or never came) does not
-      // hold up the line.
-      if (p.reason != GpuNoFit::kNeverFits && p.reason != GpuNoFit::kInvalidRequest &&
-          PlanGpu(GpuFleetLocked(want.system, /*empty=*/true).fleet, {want.gpus(), want.rule},
-                  GpuPolicy::kTessera)
-              .placed)
-        blocked_by = job->name();
+    // A job that does not fit even the empty fleet (its hosts went, or never came) does not
+    // hold up the line.
+    t.holds_line = p.reason != GpuNoFit::kNeverFits && p.reason != GpuNoFit::kInvalidRequest &&
+                   PlanGpu(GpuFleetLocked(want.system, /*empty=*/true).fleet,
+                           {want.gpus(), want.rule}, GpuPolicy::kTessera)
+                       .placed;
+    return t;
+  });
+}
+
+Status Controller::ScheduleGpuThroughQueues() {
+  std::set<GpuSystem> systems;
+  for (const auto& [name, job] : jobs_)
+    if (job.spec.gpu && !job.status.deleting &&
+        (job.status.phase == JobPhase::kPending || job.HoldsChips()))
+      systems.insert(job.spec.gpu->system);
+  // A system without GPU jobs keeps no usage rows.
+  for (auto it = gpu_usage_.begin(); it != gpu_usage_.end();)
+    it = systems.count(it->first) ? std::next(it) : gpu_usage_.erase(it);
+  if (systems.empty()) return Status::Ok();
+  std::vector<PriorityClass> classes;
+  for (const auto& [name, o] : priority_classes_)
+    classes.push_back(std::get<PriorityClass>(o.spec));
+  const int64_t now = NowMs();
+  for (GpuSystem system : systems)
+    TESSERA_RETURN_IF_ERROR(ScheduleGpuSystemThroughQueues(system, classes, now));
+  return Status::Ok();
+}
+
+Status Controller::ScheduleGpuSystemThroughQueues(GpuSystem system,
+                                                  const std::vector<PriorityClass>& classes,
+                                                  int64_t now) {
+  Snapshot snap;
+  for (const auto& [name, o] : cluster_queues_)
+    snap.cluster_queues.push_back(std::get<ClusterQueueSpec>(o.spec));
+  for (const auto& [name, o] : local_queues_)
+    snap.local_queues.push_back(std::get<LocalQueueSpec>(o.spec));
+  // The system's GPU jobs as workloads, as AddJobWorkloads offers TPU jobs: a job whose workers
+  // are being stopped holds its hosts until the agents confirm, but they count as free here
+  // (an admission placed on them waits); a restarting job keeps its hosts and is no workload.
+  std::map<uint64_t, std::string> by_uid;
+  std::set<uint64_t> stopping;
+  for (const auto& [name, job] : jobs_) {
+    const TrainJobStatus& st = job.status;
+    if (!job.spec.gpu || job.spec.gpu->system != system || st.deleting) continue;
+    if (jobs_missing_secrets_.count(name)) continue;  // waits with SecretNotFound (secrets.cc)
+    if (st.stopping && st.phase != JobPhase::kRestarting) stopping.insert(job.uid);
+    WorkloadState state;
+    if (st.phase == JobPhase::kPending)
+      state = st.deactivated ? WorkloadState::kDeactivated : WorkloadState::kPending;
+    else if (st.phase == JobPhase::kStarting && !st.stopping)
+      state = WorkloadState::kAdmitted;
+    else if (st.phase == JobPhase::kRunning && !st.stopping)
+      state = WorkloadState::kRunning;
+    else
+      continue;
+    Workload w;
+    w.id = WorkloadId(job.uid);
+    w.name = job.name();
+    w.local_queue = LocalQueueKeyOf(job.name(), job.spec.queue);
+    if (!job.spec.priority.empty()) {
+      auto priority = ResolvePriority(classes, job.spec.priority);
+      if (priority.ok()) w.priority = *priority;
     }
-    TESSERA_RETURN_IF_ERROR(RunStep(job->name(), [&](TrainJob& j) {
-      return train_.SetPending(j, reason, message, position, {});
+    w.gpu = GpuWorkloadRequest{system, GpuRequest{job.spec.gpu->gpus(), job.spec.gpu->rule}};
+    w.creation_order = static_cast<int64_t>(job.uid);
+    w.state = state;
+    w.admitted_at_ms = st.start_ms;
+    if (st.last_checkpoint_ms > 0 && st.last_checkpoint_ms >= st.start_ms)
+      w.last_checkpoint_ms = st.last_checkpoint_ms;
+    w.start_guard = st.start_guard;
+    snap.workloads.push_back(std::move(w));
+    by_uid[job.uid] = name;
+  }
+  // The fleet: free hosts from the inventory; a host held by one of these workloads is theirs
+  // (so preemption may free it); a host a stopping GPU job holds counts as free; anything else
+  // (a TPU job, a reservation, a restarting job) is taken.
+  const GpuFleetView view = GpuFleetLocked(system, /*empty=*/false);
+  GpuSnapshot g;
+  g.fleet = view.fleet;
+  g.holders.assign(g.fleet.hosts.size(), WorkloadId());
+  for (size_t h = 0; h < g.fleet.hosts.size(); ++h) {
+    auto id = host_ids_.find(view.host_names[h]);
+    if (id == host_ids_.end()) continue;
+    const Host& ih = inventory_.host(id->second);
+    if (!ih.owner.valid()) continue;
+    const uint64_t owner = ih.owner.value();
+    if (stopping.count(owner)) {
+      if (ih.health == Health::kHealthy) g.fleet.hosts[h].free_gpus = g.fleet.gpus_per_host();
+    } else if (by_uid.count(owner)) {
+      g.holders[h] = WorkloadId(owner);
+    }
+  }
+  snap.gpu = std::move(g);
+  auto cycle = admitter_.Run(snap, now);
+  if (!cycle.ok()) {
+    for (const auto& [uid, name] : by_uid)
+      if (jobs_.at(name).status.phase == JobPhase::kPending)
+        TESSERA_RETURN_IF_ERROR(RunStep(name, [&](TrainJob& j) {
+          return train_.SetPending(j, "AdmissionError", cycle.status().message(), 0, {});
+        }));
+    return Status::Ok();
+  }
+  std::map<std::string, ClusterQueueUsage>& usage = gpu_usage_[system];
+  usage.clear();
+  for (const ClusterQueueUsage& u : cycle->usage) usage[u.name] = u;
+  derived_stale_ = true;  // ClusterQueue status shows these rows
+  auto name_of = [&](WorkloadId id) -> const std::string* {
+    auto it = by_uid.find(id.value());
+    return it == by_uid.end() ? nullptr : &it->second;
+  };
+  for (const Eviction& e : cycle->evictions)
+    if (const std::string* name = name_of(e.workload)) TESSERA_RETURN_IF_ERROR(EvictJob(*name, e));
+  std::set<uint64_t> admitted;
+  for (const Admission& a : cycle->admissions) {
+    const std::string* name = name_of(a.workload);
+    if (name == nullptr || !jobs_.count(*name)) continue;
+    admitted.insert(a.workload.value());
+    TrainJob& job = jobs_.at(*name);
+    // Hosts still held (by workers being stopped): start once they are released.
+    std::set<std::string> holders;
+    for (int h : a.gpu_placement.hosts) {
+      auto id = host_ids_.find(view.host_names[h]);
+      if (id == host_ids_.end()) continue;
+      const OwnerId o = inventory_.host(id->second).owner;
+      if (!o.valid()) continue;
+      for (const auto& [other_name, other] : jobs_)
+        if (other.uid == o.value()) holders.insert(other_name);
+    }
+    if (holders.empty()) {
+      auto placed = AdmitGpu(job, view, a.gpu_placement);
+      if (!placed.ok()) return placed.status();
+      if (*placed) continue;
+    }
+    std::string names;
+    for (const auto& n : holders) names += (names.empty() ? "" : ", ") + n;
+    const std::string message = "admitted to " + a.cluster_queue + "; starts once the workers of " +
+                                (names.empty() ? std::string("the preempted jobs") : names) +
+                                " have stopped";
+    TESSERA_RETURN_IF_ERROR(RunStep(*name, [&](TrainJob& j) {
+      return train_.SetPending(j, "WaitingForPreemption", message, 0, {});
     }));
+  }
+  for (const PendingStatus& p : cycle->pending) {
+    if (admitted.count(p.workload.value())) continue;
+    if (const std::string* name = name_of(p.workload))
+      TESSERA_RETURN_IF_ERROR(SetJobPending(*name, p));
   }
   return Status::Ok();
 }

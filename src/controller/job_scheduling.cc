@@ -62,43 +62,59 @@ Result<bool> Controller::Admit(TrainJob& job, const PlanResult& plan) {
   return true;
 }
 
-Status Controller::ScheduleFirstComeFirstServed() {
+Status Controller::ServeInArrivalOrder(const std::function<bool(const TrainJob&)>& waiting,
+                                       const std::function<Result<LineTry>(TrainJob&)>& try_place) {
   std::vector<TrainJob*> pending;
   for (auto& [name, job] : jobs_)
-    if (Waiting(job) && job.spec.reservation.empty() && !jobs_missing_secrets_.count(name))
-      pending.push_back(&job);
+    if (waiting(job) && !jobs_missing_secrets_.count(name)) pending.push_back(&job);
   std::sort(pending.begin(), pending.end(),
             [](TrainJob* a, TrainJob* b) { return a->uid < b->uid; });
   std::string blocked_by;
   int position = 0;
   for (TrainJob* job : pending) {
     ++position;
-    std::string reason, message;
+    LineTry t;
     if (!blocked_by.empty()) {
-      reason = "Queued";
-      message = "waiting behind trainjob " + blocked_by + " (first come, first served)";
+      t.reason = "Queued";
+      t.message = "waiting behind trainjob " + blocked_by + " (first come, first served)";
     } else {
-      const auto [lo, hi] = job->SizeRange();
-      PlanResult plan = PlanLargest(inventory_, *job, lo, hi);
-      if (plan.placed()) {
-        auto admitted = Admit(*job, plan);
-        if (!admitted.ok()) return admitted.status();
-        if (*admitted) {
-          --position;
-          continue;
-        }
+      auto tried = try_place(*job);
+      if (!tried.ok()) return tried.status();
+      t = std::move(*tried);
+      if (t.placed) {
+        --position;
+        continue;
       }
-      reason = NoFitName(plan.reason);
-      message = WithPartialSlices(*job, plan.message);
-      // A job that can never fit waits with its reason but does not hold up the line.
-      if (plan.reason != NoFit::kNeverFits && plan.reason != NoFit::kInvalidRequest)
-        blocked_by = job->name();
+      if (t.holds_line) blocked_by = job->name();
     }
     TESSERA_RETURN_IF_ERROR(RunStep(job->name(), [&](TrainJob& j) {
-      return train_.SetPending(j, reason, message, position, {});
+      return train_.SetPending(j, t.reason, t.message, position, {});
     }));
   }
   return Status::Ok();
+}
+
+Status Controller::ScheduleFirstComeFirstServed() {
+  return ServeInArrivalOrder(
+      [](const TrainJob& job) { return Waiting(job) && job.spec.reservation.empty(); },
+      [&](TrainJob& job) -> Result<LineTry> {
+        LineTry t;
+        const auto [lo, hi] = job.SizeRange();
+        PlanResult plan = PlanLargest(inventory_, job, lo, hi);
+        if (plan.placed()) {
+          auto admitted = Admit(job, plan);
+          if (!admitted.ok()) return admitted.status();
+          if (*admitted) {
+            t.placed = true;
+            return t;
+          }
+        }
+        t.reason = NoFitName(plan.reason);
+        t.message = WithPartialSlices(job, plan.message);
+        // A job that can never fit waits with its reason but does not hold up the line.
+        t.holds_line = plan.reason != NoFit::kNeverFits && plan.reason != NoFit::kInvalidRequest;
+        return t;
+      });
 }
 
 std::map<uint64_t, std::string> Controller::AddJobWorkloads(

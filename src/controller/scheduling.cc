@@ -5,8 +5,9 @@
 // Admitter cycle (admission/admission.h) over a snapshot of every kind's workloads
 // (WorkloadKind::Offer) and hands each decision to the kind that offered the workload:
 // admissions are placed, preemption victims and start-guard evictions are stopped and requeued,
-// and every waiting workload says why. Chips of workers being stopped stay held until the
-// agents confirm; an admission placed on them starts after that. docs/admission.md "In the
+// and every waiting workload says why; GPU jobs then go through one cycle per GPU system, with
+// the same queues and quotas in GPUs (gpu_jobs.cc). Chips of workers being stopped stay held until
+// the agents confirm; an admission placed on them starts after that. docs/admission.md "In the
 // head".
 #include <set>
 
@@ -38,7 +39,10 @@ Status Controller::Schedule() {
   for (int pass = 0; pass < 4; ++pass) {
     schedule_requested_ = false;
     for (WorkloadKind* kind : pass_order_) TESSERA_RETURN_IF_ERROR(kind->Schedule());
-    if (!cluster_queues_.empty()) TESSERA_RETURN_IF_ERROR(ScheduleThroughQueues());
+    if (!cluster_queues_.empty()) {
+      TESSERA_RETURN_IF_ERROR(ScheduleThroughQueues());
+      TESSERA_RETURN_IF_ERROR(ScheduleGpuThroughQueues());  // gpu_jobs.cc
+    }
     if (!schedule_requested_) break;
   }
   return Status::Ok();

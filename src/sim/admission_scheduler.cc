@@ -243,7 +243,8 @@ KueueConfig DefaultKueueConfig(AdmissionKind kind, Generation generation, int64_
   KueueConfig c;
   ClusterQueueSpec q;
   q.name = "default";
-  q.quotas.push_back(ResourceQuota{generation, total_chips, std::nullopt, std::nullopt});
+  q.quotas.push_back(
+      ResourceQuota{generation, total_chips, std::nullopt, std::nullopt, std::nullopt});
   q.queueing_strategy = kind == AdmissionKind::kKueueStrict ? QueueingStrategy::kStrictFIFO
                                                             : QueueingStrategy::kBestEffortFIFO;
   q.preemption.within_cluster_queue = WithinClusterQueue::kLowerPriority;

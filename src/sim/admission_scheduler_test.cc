@@ -151,7 +151,8 @@ TEST(AdmissionScheduler, QuotaIsNeverExceeded) {
   for (const char* team : {"team-a", "team-b"}) {
     ClusterQueueSpec q;
     q.name = team;
-    q.quotas.push_back(ResourceQuota{Generation::k7x, 128, std::nullopt, std::nullopt});
+    q.quotas.push_back(
+        ResourceQuota{Generation::k7x, 128, std::nullopt, std::nullopt, std::nullopt});
     q.preemption.within_cluster_queue = WithinClusterQueue::kLowerPriority;
     k.cluster_queues.push_back(q);
     k.local_queues.push_back(LocalQueueSpec{team, team});
@@ -219,7 +220,8 @@ TEST(AdmissionScheduler, KueueReclaimTakesTheBorrowersJobWithOrWithoutFairSharin
       ClusterQueueSpec q;
       q.name = name;
       q.cohort = "lab";
-      q.quotas.push_back(ResourceQuota{Generation::k7x, 64, std::nullopt, std::nullopt});
+      q.quotas.push_back(
+          ResourceQuota{Generation::k7x, 64, std::nullopt, std::nullopt, std::nullopt});
       q.preemption.within_cluster_queue = WithinClusterQueue::kLowerPriority;
       q.preemption.reclaim_within_cohort = ReclaimWithinCohort::kLowerPriority;
       o.kueue.cluster_queues.push_back(q);
