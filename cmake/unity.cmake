@@ -9,8 +9,7 @@
 # batch's own folder: the text of a batch is the same in every clone.
 #
 # tessera_unity_build(BATCH_SIZE) runs once, after every target is defined: it walks the
-# folders, and for each library and executable puts its C++ sources (in the order the target
-# lists them) into batches of BATCH_SIZE, or of the target's TESSERA_UNITY_BATCH property,
+# folders, and for each library and executable puts its C++ sources into batches
 # <build folder>/unity/<target>_<n>.cc (a target of one source gets a batch of one, so its
 # object too is the same in every clone).
 
@@ -28,12 +27,6 @@ function(tessera_unity_batch_target target batch_size)
   get_target_property(type ${target} TYPE)
   if(NOT type MATCHES "^(EXECUTABLE|STATIC_LIBRARY|SHARED_LIBRARY|OBJECT_LIBRARY)$")
     return()
-  endif()
-  # A target may set its own batch size (the target property TESSERA_UNITY_BATCH, as CMake's
-  # UNITY_BUILD_BATCH_SIZE): smaller batches where a few files are each long to compile.
-  get_target_property(own_size ${target} TESSERA_UNITY_BATCH)
-  if(own_size)
-    set(batch_size ${own_size})
   endif()
   get_target_property(source_dir ${target} SOURCE_DIR)
   get_target_property(binary_dir ${target} BINARY_DIR)
