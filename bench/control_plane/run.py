@@ -87,14 +87,14 @@ def proc_rss_mib(pid):
     return 0.0
 
 
-def start_head(tessera, tls):
+def start_head(tessera, tls, extra_args=()):
     """A head on a fresh state directory; (process, state dir, port, log file)."""
     d = tempfile.mkdtemp(prefix="tessera-cp-bench-")
     current["dir"] = d
     log = open(os.path.join(d, "head.log"), "w")
     head = subprocess.Popen(
         [tessera, "head", "--state-dir", d, "--port", "0", "--heartbeat-ms", "1000",
-         "--lease-ms", "5000"] + ([] if tls else ["--plain-http"]),
+         "--lease-ms", "5000"] + ([] if tls else ["--plain-http"]) + list(extra_args),
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     current["head"] = head
     deadline = time.monotonic() + 30
@@ -138,7 +138,7 @@ def job_doc(i):
 
 def one_run_cc(a, tessera, n, rep, tls, connection):
     """One head and --shards tessera_loadgen processes (bench/control_plane/loadgen.cc)."""
-    head, d, port, log = start_head(tessera, tls)
+    head, d, port, log = start_head(tessera, tls, a.head_arg)
     per_agent = 1 if connection == "one" else 2
     shards = a.shards or max(1, math.ceil(n * per_agent / 8000))
     t0 = time.monotonic()
@@ -225,7 +225,7 @@ def one_run_cc(a, tessera, n, rep, tls, connection):
 def one_run(a, n, rep, tls):
     """One head and one loadgen.py: over TLS (verified against the head's CA) when `tls`, else
     plain HTTP to a head started with --plain-http."""
-    head, d, port, log = start_head(a.tessera, tls)
+    head, d, port, log = start_head(a.tessera, tls, a.head_arg)
     cmd = [sys.executable, os.path.join(HERE, "loadgen.py"), "--port", str(port),
            "--join-token", read_file(os.path.join(d, "join.token")),
            "--admin-token", read_file(os.path.join(d, "admin.token")),
@@ -372,6 +372,9 @@ def main():
     p.add_argument("--shards", type=int, default=0,
                    help="loadgen processes (0: one per 8,000 connections)")
     p.add_argument("--warmup", type=float, default=3.0)
+    p.add_argument("--head-arg", action="append", default=[],
+                   help="one more argument for every head started (repeat it), e.g. "
+                        "--head-arg=--io-threads=2")
     p.add_argument("--register-threads", type=int, default=8)
     p.add_argument("--setup-timeout", type=float, default=120.0,
                    help="C++ generator: s for registration and every agent's first snapshot")

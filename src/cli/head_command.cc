@@ -54,6 +54,12 @@ void AddHeadCommand(CLI::App& app) {
                   "how often agents heartbeat")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{50}, int64_t{60'000}));
+  cmd->add_option("--io-threads", o->io_threads,
+                  "threads serving HTTP; a request waiting for the controller's lock holds one, "
+                  "so a few more than cores keep /healthz and streams answered during a long "
+                  "pass")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   cmd->add_option_function<uint64_t>(
       "--port-seed", [o](const uint64_t& seed) { o->port_seed = seed; },
       "the seed of the ports handed to workers (MASTER_PORT, ...); default: a random one per "

@@ -77,13 +77,17 @@ void Controller::EmitDerivedChangesLocked(bool announce) {
   if (!on_change_ || (announce && !derived_stale_)) return;
   derived_stale_ = false;
   std::vector<std::string> moved;
-  for (const auto& [name, h] : hosts_) {
-    const std::string owner = OwnerOf(name);
-    auto shown = shown_host_owner_.find(name);
-    if (!announce || shown == shown_host_owner_.end()) {
-      shown_host_owner_[name] = owner;
-    } else if (shown->second != owner) {
-      moved.push_back(name);
+  const std::pair ownership{inventory_builds_, inventory_.ownership_changes()};
+  if (!announce || ownership != shown_ownership_) {
+    shown_ownership_ = ownership;
+    for (const auto& [name, h] : hosts_) {
+      const std::string owner = OwnerOf(name);
+      auto shown = shown_host_owner_.find(name);
+      if (!announce || shown == shown_host_owner_.end()) {
+        shown_host_owner_[name] = owner;
+      } else if (shown->second != owner) {
+        moved.push_back(name);
+      }
     }
   }
   for (const std::string& name : moved)

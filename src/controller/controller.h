@@ -459,6 +459,7 @@ class Controller {
                   Status& failed);
   Status JobsHostLost(const std::string& host, int64_t last_heard_ms, const std::string& why,
                       int64_t now);
+  void IndexJobHostsLocked(const TrainJob& job);
   void AppendJobAssignments(const std::string& host, std::vector<protocol::Assignment>& out,
                             std::vector<protocol::StopRequest>& stop) const;
   // The slices and hosts of a placed TPU job's attempt, for its workers' environment.
@@ -777,6 +778,13 @@ class Controller {
   int64_t last_lease_check_ms_ = -1;
   int64_t stalled_ms_ = 0;
   std::map<std::string, TrainJob> jobs_;
+  // Host -> names of the jobs whose workers were placed on it, so a host's assignments read
+  // its own jobs, not every job (one heartbeat each second per host). A superset: RunStep and
+  // LoadJobs add a job's hosts (IndexJobHostsLocked); names of jobs gone or placed elsewhere
+  // are dropped when read (AppendJobAssignments).
+  mutable std::map<std::string, std::set<std::string>> jobs_by_host_;
+  // uid -> name of every job in jobs_ (an inventory owner is a job's uid: JobOwnerOf).
+  std::map<uint64_t, std::string> job_names_by_uid_;
   std::map<std::string, Service> services_;
   std::map<std::string, SliceReservation> reservations_;
   uint64_t next_uid_ = 1;  // never reused: persisted as kUidCounterKind (Load)
@@ -808,6 +816,11 @@ class Controller {
   // (its owner) and a ClusterQueue's status (usage and counts from the admission cycle). The
   // values last emitted, by name; EmitDerivedChangesLocked emits MODIFIED for those that moved.
   std::map<std::string, std::string> shown_host_owner_;
+  // Hosts' owners move only with the inventory: a rebuild (inventory_builds_) or a Reserve or
+  // Release (Inventory::ownership_changes). The pair the owners were last compared at, so a
+  // change that moved no chips (a worker's progress) costs no walk over every host.
+  uint64_t inventory_builds_ = 0;
+  std::pair<uint64_t, uint64_t> shown_ownership_{~uint64_t{0}, ~uint64_t{0}};
   std::map<std::string, Json> shown_queue_status_;
   // A change was emitted, or an admission cycle set usage_, since the last
   // EmitDerivedChangesLocked: the derived fields may have moved.

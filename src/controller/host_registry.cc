@@ -424,6 +424,7 @@ Status Controller::ReportInventoryConflicts() {
 }
 
 void Controller::RebuildInventory() {
+  ++inventory_builds_;  // every host's owner is derived again (EmitDerivedChangesLocked)
   inventory_ready_ = false;
   host_ids_.clear();
   host_names_.clear();
@@ -436,19 +437,19 @@ void Controller::RebuildInventory() {
     for (const auto& [name, h] : hosts_)
       if (h.spec.slice) topology[h.spec.slice->name] = h.spec.slice->topology;
     FleetSpec spec{gen, {}};
+    std::map<std::string, uint32_t> slice_index;  // name -> SliceId, as MakeFleet numbers them
     for (const auto& [slice, shape] : topology) {
       auto parsed = ParseShape(shape);
       if (!parsed.ok()) return;
       spec.slices.push_back(*parsed);
+      slice_index[slice] = static_cast<uint32_t>(slice_names_.size());
       slice_names_.push_back(slice);
     }
     inv = Inventory::MakeFleet(spec);
     if (!inv.ok()) return;
     for (const auto& [name, h] : hosts_) {
       if (!h.spec.slice) continue;
-      const size_t s = std::find(slice_names_.begin(), slice_names_.end(), h.spec.slice->name) -
-                       slice_names_.begin();
-      const auto& slice_hosts = inv->slice(SliceId(static_cast<uint32_t>(s))).hosts;
+      const auto& slice_hosts = inv->slice(SliceId(slice_index.at(h.spec.slice->name))).hosts;
       const int w = h.spec.slice->worker;
       if (w < 0 || w >= static_cast<int>(slice_hosts.size())) continue;
       host_ids_[name] = slice_hosts[w];
@@ -479,17 +480,17 @@ void Controller::RebuildInventory() {
       for (const auto& c : cubes) cube_index[c] = next++;
     }
     std::vector<Shape> shapes;
+    std::map<std::string, uint32_t> slice_index;  // name -> SliceId, as MakePod numbers them
     for (const auto& [slice, shape] : fixed) {
       shapes.push_back(shape);
+      slice_index[slice] = static_cast<uint32_t>(slice_names_.size());
       slice_names_.push_back(slice);
     }
     inv = Inventory::MakePod(gen, sizes, shapes);
     if (!inv.ok()) return;
     for (const auto& [name, h] : hosts_) {
       if (auto topo = fixed_slice_of(h)) {
-        const size_t s = std::find(slice_names_.begin(), slice_names_.end(), h.claim->slice) -
-                         slice_names_.begin();
-        const FixedSlice& slice = inv->slice(SliceId(static_cast<uint32_t>(s)));
+        const FixedSlice& slice = inv->slice(SliceId(slice_index.at(h.claim->slice)));
         const int w = h.claim->worker;
         if (slice.topology.shape() == topo->shape() && w >= 0 &&
             w < static_cast<int>(slice.hosts.size()))

@@ -59,6 +59,7 @@ Status Controller::RunStep(std::string name, const Step& step) {
       applied_ = true;
       if (e.remove) {
         c_.Emit(codec::kTrainJobKind, "DELETED", c_.JobJson(job));
+        c_.job_names_by_uid_.erase(job.uid);
         c_.jobs_.erase(name_);
       } else if (e.persist) {
         doc_["metadata"]["resourceVersion"] = job.runtime.version;
@@ -75,9 +76,19 @@ Status Controller::RunStep(std::string name, const Step& step) {
   };
   const std::string reservation = job->spec.reservation;
   HeadSink sink(*this, name);
-  TESSERA_RETURN_IF_ERROR(ApplyStep(*job, step, sink, NowMs()));
+  const int attempt = job->status.attempt;
+  const Status applied = ApplyStep(*job, step, sink, NowMs());
+  // Only a Place moves the job's workers, and it starts an attempt (indexed even if the commit
+  // failed: the index is a superset).
+  if (const TrainJob* stepped = FindJob(name); stepped && stepped->status.attempt != attempt)
+    IndexJobHostsLocked(*stepped);
+  TESSERA_RETURN_IF_ERROR(applied);
   if (sink.applied()) NoteReservationUsers(reservation);  // reservation_health.cc: status.users
   return Status::Ok();
+}
+
+void Controller::IndexJobHostsLocked(const TrainJob& job) {
+  for (const auto& [rank, w] : job.status.workers) jobs_by_host_[w.host].insert(job.name());
 }
 
 Status Controller::LoadJobs() {
@@ -95,6 +106,8 @@ Status Controller::LoadJobs() {
       for (const auto& [rank, w] : job->status.workers)
         if (MayRun(w.phase)) job->runtime.unconfirmed.insert(w.host);
     next_uid_ = std::max(next_uid_, job->uid + 1);
+    IndexJobHostsLocked(*job);
+    job_names_by_uid_[job->uid] = obj.name;
     jobs_[obj.name] = std::move(*job);
   }
   return Status::Ok();
@@ -219,8 +232,20 @@ void Controller::AppendJobAssignments(const std::string& host,
                                       std::vector<protocol::Assignment>& out,
                                       std::vector<protocol::StopRequest>& stop) const {
   std::vector<const TrainJob*> jobs;
-  for (const auto& [name, job] : jobs_)
-    if (job.Assigned() && job.OnHost(host)) jobs.push_back(&job);
+  if (auto indexed = jobs_by_host_.find(host); indexed != jobs_by_host_.end()) {
+    std::set<std::string>& names = indexed->second;
+    for (auto it = names.begin(); it != names.end();) {
+      const auto found = jobs_.find(*it);
+      const TrainJob* job = found == jobs_.end() ? nullptr : &found->second;
+      if (job == nullptr || !job->OnHost(host)) {
+        it = names.erase(it);  // gone, or placed elsewhere since
+        continue;
+      }
+      if (job->Assigned()) jobs.push_back(job);
+      ++it;
+    }
+    if (names.empty()) jobs_by_host_.erase(indexed);
+  }
   std::sort(jobs.begin(), jobs.end(),
             [](const TrainJob* a, const TrainJob* b) { return a->uid < b->uid; });
   for (const TrainJob* job : jobs) {
@@ -274,9 +299,8 @@ void Controller::ReserveJob(const TrainJob& job) {
 }
 
 std::string Controller::JobOwnerOf(uint64_t owner) const {
-  for (const auto& [name, job] : jobs_)
-    if (job.uid == owner) return name;
-  return "";
+  auto it = job_names_by_uid_.find(owner);
+  return it == job_names_by_uid_.end() ? "" : it->second;
 }
 
 }  // namespace tessera::controller

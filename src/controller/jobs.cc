@@ -91,6 +91,7 @@ Result<Json> Controller::CreateJobLocked(const Json& doc) {
   Json out = JobJson(job);
   Emit(codec::kTrainJobKind, "ADDED", out);
   AnnounceEvents();
+  job_names_by_uid_[job.uid] = name;
   jobs_[name] = std::move(job);
   schedule_requested_ = true;
   ScheduleAfterRequest();

@@ -204,6 +204,7 @@ Status Inventory::Reserve(OwnerId owner, const std::vector<HostId>& hosts) {
     next_[merged[i].value()] = i + 1 < merged.size() ? merged[i + 1] : HostId();
   it->first = merged.front();
   it->hosts = static_cast<int>(merged.size());
+  ++ownership_changes_;
   return Status::Ok();
 }
 
@@ -227,6 +228,7 @@ int Inventory::Release(OwnerId owner) {
   }
   const int freed = it->hosts;
   owned_.erase(it);
+  ++ownership_changes_;
   return freed;
 }
 

@@ -109,6 +109,10 @@ class Inventory {
   int64_t total_chips() const;
   int64_t usable_chips() const { return usable_chips_; }  // free and healthy
   int64_t owned_chips() const { return owned_chips_; }
+  // How many times a Reserve or a Release has changed who holds a host since this inventory was
+  // made (copies carry it on). Equal counts of one inventory mean the same owner on every host,
+  // so a reader that derives something from ownership can skip the walk when it has not moved.
+  uint64_t ownership_changes() const { return ownership_changes_; }
 
   const std::vector<Host>& hosts() const { return hosts_; }
   const std::vector<Cube>& cubes() const { return cubes_; }
@@ -166,6 +170,7 @@ class Inventory {
   std::vector<HostId> next_;  // by host: the next host of the same owner; invalid at the end
   int64_t usable_chips_ = 0;
   int64_t owned_chips_ = 0;
+  uint64_t ownership_changes_ = 0;
 };
 
 }  // namespace tessera
