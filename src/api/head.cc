@@ -221,14 +221,23 @@ struct Head::Impl {
       std::erase_if(list, [&](const auto& w) { return !w->Write(line); });
     }
   }
+  // The controller's loop: a tick every tick_ms, and at once after a kick (a change that asks
+  // for a pass, snapshots to send). A kicked tick waits, after the last one, as long as that
+  // one took: under a storm of kicks (thousands of agents registering, each registration and
+  // heartbeat asking for a pass over a fleet whose inventory is rebuilt) the loop holds the
+  // controller at most half the time, and one tick does what every kick since asked for.
   void Loop(int64_t tick_ms) {
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point earliest = Clock::now();  // the next kicked tick, not before
     std::unique_lock lock(loop_mu);
     while (!stopping) {
       loop_cv.wait_for(lock, std::chrono::milliseconds(tick_ms),
                        [&] { return stopping || kicked; });
+      if (kicked) loop_cv.wait_until(lock, earliest, [&] { return stopping; });
       if (stopping) break;
       kicked = false;
       lock.unlock();
+      const Clock::time_point start = Clock::now();
       // A store error in a tick is retried on the next one; say so once per distinct error.
       const Status ticked = ctl->Tick();
       if (!ticked.ok() && ticked.message() != last_tick_error)
@@ -236,6 +245,8 @@ struct Head::Impl {
                      ticked.ToString().c_str());
       last_tick_error = ticked.ok() ? "" : ticked.message();
       FlushAssignments();
+      const Clock::time_point end = Clock::now();
+      earliest = end + (end - start);
       lock.lock();
     }
   }
