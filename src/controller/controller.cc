@@ -77,8 +77,10 @@ void Controller::EmitDerivedChangesLocked(bool announce) {
   if (!on_change_ || (announce && !derived_stale_)) return;
   derived_stale_ = false;
   std::vector<std::string> moved;
+  // Inside a SliceReservation the inventory's owner stays the reservation while the host's
+  // shown owner is the workload running there (ReservationOwnerOf): walk every time then.
   const std::pair ownership{inventory_builds_, inventory_.ownership_changes()};
-  if (!announce || ownership != shown_ownership_) {
+  if (!announce || ownership != shown_ownership_ || !reservations_.empty()) {
     shown_ownership_ = ownership;
     for (const auto& [name, h] : hosts_) {
       const std::string owner = OwnerOf(name);

@@ -816,9 +816,10 @@ class Controller {
   // (its owner) and a ClusterQueue's status (usage and counts from the admission cycle). The
   // values last emitted, by name; EmitDerivedChangesLocked emits MODIFIED for those that moved.
   std::map<std::string, std::string> shown_host_owner_;
-  // Hosts' owners move only with the inventory: a rebuild (inventory_builds_) or a Reserve or
-  // Release (Inventory::ownership_changes). The pair the owners were last compared at, so a
-  // change that moved no chips (a worker's progress) costs no walk over every host.
+  // Outside SliceReservations, hosts' owners move only with the inventory: a rebuild
+  // (inventory_builds_) or a Reserve or Release (Inventory::ownership_changes). The pair the
+  // owners were last compared at, so a change that moved no chips (a worker's progress) costs
+  // no walk over every host.
   uint64_t inventory_builds_ = 0;
   std::pair<uint64_t, uint64_t> shown_ownership_{~uint64_t{0}, ~uint64_t{0}};
   std::map<std::string, Json> shown_queue_status_;

@@ -586,6 +586,42 @@ TEST_F(ReservationTest, WatchersSeeUsersComeAndGo) {
   EXPECT_EQ(Get("pool")["status"]["users"], Json({"trainjob/b"}));
 }
 
+// A reserved host's owner (status.job) is the workload running inside the reservation, else the
+// reservation: it moves with no change of the inventory's owner, and watchers of hosts still
+// see every move (EmitDerivedChangesLocked walks the hosts whenever a reservation exists).
+TEST_F(ReservationTest, HostWatchersSeeTheWorkloadInsideAReservation) {
+  std::map<std::string, std::string> shown;  // host -> status.job of its last change
+  c_->SetChangeListener([&](const std::string& kind, const std::string& type, const Json& obj) {
+    if (kind == codec::kHostKind && type != "DELETED")
+      shown[obj["metadata"]["name"].get<std::string>()] = obj["status"].value("job", "");
+  });
+  auto listed = [&] {
+    std::map<std::string, std::string> out;
+    const Json hosts = c_->ListHosts();
+    for (const Json& h : hosts["items"])
+      out[h["metadata"]["name"].get<std::string>()] = h["status"].value("job", "");
+    return out;
+  };
+  auto holding = [](const std::map<std::string, std::string>& owners, const std::string& what) {
+    return std::count_if(owners.begin(), owners.end(),
+                         [&](const auto& kv) { return kv.second == what; });
+  };
+  Ok(c_->Apply(ReservationDoc("pool", 2)));
+  ASSERT_TRUE(c_->Tick().ok());
+  Ok(c_->Apply(InsideDoc("a", "pool")));
+  ASSERT_EQ(Phase("a"), "Starting");
+  ASSERT_TRUE(c_->Tick().ok());
+  for (const auto& [host, owner] : listed()) EXPECT_EQ(shown[host], owner) << host;
+  EXPECT_EQ(holding(listed(), "a"), 4);  // one 4x4 slice: 4 hosts
+  HeartbeatAll("Running");
+  ReportExited("a");
+  ASSERT_EQ(Phase("a"), "Succeeded");
+  ASSERT_TRUE(c_->Tick().ok());
+  for (const auto& [host, owner] : listed()) EXPECT_EQ(shown[host], owner) << host;
+  EXPECT_EQ(holding(listed(), "a"), 0);
+  EXPECT_EQ(holding(listed(), "slicereservation/pool"), 8);  // both slices held again
+}
+
 // A reserved host that is lost (docs/reservations.md "A lost host"), on the two slices of the
 // fixture, both reserved: the reservation is Rescheduling and names the host, keeps the other
 // slice and its job, holds the broken slice's hosts until its job's workers have stopped, then
