@@ -483,7 +483,9 @@ TEST_F(EtcdStoreTest, ATxnLostBeforeEtcdSawItFailsAndCanNeverApplyLater) {
 
 TEST_F(EtcdStoreTest, AnOutcomeEtcdCannotTellStopsTheStoreFromWriting) {
   LossyRelay relay(etcd_->endpoint());
-  auto store = OpenOrDie({relay.endpoint()}, std::chrono::milliseconds(200));
+  // The lost answer costs one request timeout: short enough to keep the test quick, long
+  // enough for Open's own calls under ThreadSanitizer on a loaded machine (200 ms was not).
+  auto store = OpenOrDie({relay.endpoint()}, std::chrono::milliseconds(2000));
   ASSERT_NE(store, nullptr);
   EtcdStore& s = *store;
   relay.set_mode(LossyRelay::Mode::kLoseNextTxnAnswerThenDown);
