@@ -130,8 +130,22 @@ export async function screenshot(page, name) {
   return file;
 }
 
+// page.goto, again when Chromium reports net::ERR_NETWORK_CHANGED: it aborts a navigation when
+// the machine's interfaces change, which other tests of the pool do while they run (network
+// namespaces and their bridge for the partition tests). At most 5 tries, a moment apart.
+export async function gotoPage(page, url) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await page.goto(url);
+    } catch (e) {
+      if (attempt >= 5 || !String(e.message).includes('ERR_NETWORK_CHANGED')) throw e;
+      await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
+    }
+  }
+}
+
 export async function login(page, url, token) {
-  await page.goto(`${url}/`);
+  await gotoPage(page, `${url}/`);
   await page.fill('#token', token);
   await page.click('[data-role=login-form] button[type=submit]');
 }

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import {after, before, test} from 'node:test';
 
-import {Cluster, launchBrowser, login, screenshot, trainJob, waitFor} from './cluster.mjs';
+import {Cluster, gotoPage, launchBrowser, login, screenshot, trainJob, waitFor} from './cluster.mjs';
 
 const PY = '/usr/bin/python3';
 // Runs for up to 10 minutes (deleted at the end) and prints a marker per step; each step spins
@@ -103,7 +103,7 @@ test('a user sees who it is, and what its role hides and why', async () => {
     assert.equal(await page.locator('tr[data-host]').count(), 0);
     await screenshot(page, 'user-hidden');
     // Its namespace's job is listed; no job of the namespace default is.
-    await page.goto(`${cluster.url}/#/jobs`);
+    await gotoPage(page, `${cluster.url}/#/jobs`);
     await page.locator('tr[data-job="team-a.dash-team-job"]').waitFor({timeout: 60_000});
     assert.equal(await page.locator('tr[data-job="dash-default-job"]').count(), 0);
     await page.done();
@@ -176,7 +176,7 @@ test('a job page shows each worker\'s log tail, live', async () => {
   await waitFor('dash-train Running', async () => (await cluster.phase('dash-train')) === 'Running');
   const page = await newPage();
   await login(page, cluster.url, cluster.token);
-  await page.goto(`${cluster.url}/#/jobs/dash-train`);
+  await gotoPage(page, `${cluster.url}/#/jobs/dash-train`);
   const pre = page.locator('details[data-rank="0"] pre');
   await pre.filter({hasText: 'dash-train rank 0 step'}).waitFor({timeout: 30_000});
   const first = await pre.innerText();
@@ -197,7 +197,7 @@ test('a worker failure shows up in the recovery timeline', async () => {
   await page.locator('[data-role=conn]', {hasText: 'live'}).waitFor({timeout: 60_000});
   const r = await cluster.api('POST', '/api/v1/jobs', trainJob('dash-fail', [PY, '-c', FAIL]));
   assert.equal(r.status, 201, r.text);
-  await page.goto(`${cluster.url}/#/jobs/dash-fail`);
+  await gotoPage(page, `${cluster.url}/#/jobs/dash-fail`);
   const failure = page.locator('ol.timeline li[data-kind="failure"]');
   await failure.first().waitFor({timeout: 60_000});
   const text = await failure.first().innerText();
@@ -206,9 +206,9 @@ test('a worker failure shows up in the recovery timeline', async () => {
   const kinds = await page.locator('ol.timeline li').evaluateAll((els) => els.map((e) => e.dataset.kind));
   assert.ok(kinds.indexOf('schedule') >= 0 && kinds.indexOf('schedule') < kinds.indexOf('failure'), kinds.join(','));
   // The job table says so too, in words.
-  await page.goto(`${cluster.url}/#/jobs`);
+  await gotoPage(page, `${cluster.url}/#/jobs`);
   await page.locator('tr[data-job="dash-fail"]', {hasText: 'Failed'}).waitFor();
-  await page.goto(`${cluster.url}/#/jobs/dash-fail`);
+  await gotoPage(page, `${cluster.url}/#/jobs/dash-fail`);
   await failure.first().waitFor();
   // It failed before its first step: where the API says -1 (lastStep, resumedFromStep,
   // goodput), the page shows a dash or nothing, never "-1" or "goodput -100.0%".
@@ -230,12 +230,12 @@ test('a worker failure shows up in the recovery timeline', async () => {
 test('queues, utilization and events views render live data', async () => {
   const page = await newPage();
   await login(page, cluster.url, cluster.token);
-  await page.goto(`${cluster.url}/#/events`);
+  await gotoPage(page, `${cluster.url}/#/events`);
   await page.locator('tbody tr', {hasText: 'Placed'}).first().waitFor({timeout: 60_000});
-  await page.goto(`${cluster.url}/#/utilization`);
+  await gotoPage(page, `${cluster.url}/#/utilization`);
   await page.locator('[data-role=util-legend] li', {hasText: 'v6e'}).waitFor({timeout: 60_000});
   await screenshot(page, 'utilization');
-  await page.goto(`${cluster.url}/#/queues`);
+  await gotoPage(page, `${cluster.url}/#/queues`);
   await page.locator('h1', {hasText: 'Queues'}).waitFor();
   await page.done();
 });

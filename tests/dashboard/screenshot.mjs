@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
-import {Cluster, REPO, launchBrowser, login, trainJob, waitFor} from './cluster.mjs';
+import {Cluster, gotoPage, REPO, launchBrowser, login, trainJob, waitFor} from './cluster.mjs';
 
 const out = path.join(REPO, 'docs', 'images');
 fs.mkdirSync(out, {recursive: true});
@@ -39,7 +39,7 @@ try {
   await page.locator(`tr[data-host="slice-000-w1"]`).focus();
   await page.evaluate(() => window.scrollTo(0, 0));
   await page.screenshot({path: path.join(out, 'dashboard.png')});
-  await page.goto(`${cluster.url}/#/jobs/train-demo`);
+  await gotoPage(page, `${cluster.url}/#/jobs/train-demo`);
   await page.locator('details[data-rank="0"] pre').filter({hasText: /\S/}).waitFor({timeout: 30_000});
   await page.screenshot({path: path.join(out, 'dashboard-job.png')});
   console.log(`wrote ${path.relative(REPO, out)}/dashboard.png and dashboard-job.png`);

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {after, before, test} from 'node:test';
 
-import {Cluster, REPO, launchBrowser, login, screenshot, waitFor} from './cluster.mjs';
+import {Cluster, gotoPage, REPO, launchBrowser, login, screenshot, waitFor} from './cluster.mjs';
 
 const NAME = 'dash-svc';
 // Every process of a group serves HTTP on its $PORT; the leader's /healthz answers 200.
@@ -109,7 +109,7 @@ async function pixels(page, hosts, key) {
 test('the Services list shows the Service, its replicas, autoscaler and groups on the grid', async () => {
   const page = await newPage();
   await login(page, cluster.url, cluster.token);
-  await page.goto(`${cluster.url}/#/services`);
+  await gotoPage(page, `${cluster.url}/#/services`);
   const row = page.locator(`tr[data-service="${NAME}"]`);
   await row.filter({hasText: 'Ready'}).filter({hasText: '2 / 2'}).waitFor({timeout: 60_000});
   assert.match(await row.innerText(), /v6e 4x4/);
@@ -150,7 +150,7 @@ test('the Services list shows the Service, its replicas, autoscaler and groups o
 test('a Service page shows readiness per group live, and request rate and latency', async () => {
   const page = await newPage();
   await login(page, cluster.url, cluster.token);
-  await page.goto(`${cluster.url}/#/services/${NAME}`);
+  await gotoPage(page, `${cluster.url}/#/services/${NAME}`);
   const reps = await groups();
   for (const r of reps) {
     const tr = page.locator(`tr[data-group="${NAME}/server/${r.replica}"][data-phase="Ready"]`);
@@ -215,7 +215,7 @@ test('a Service page shows readiness per group live, and request rate and latenc
 test('deleting the Service empties the list and frees its chips, live', async () => {
   const page = await newPage();
   await login(page, cluster.url, cluster.token);
-  await page.goto(`${cluster.url}/#/services`);
+  await gotoPage(page, `${cluster.url}/#/services`);
   await page.locator(`tr[data-service="${NAME}"]`).waitFor({timeout: 60_000});
   const r = await cluster.api('DELETE', `/api/v1/services/${NAME}`);
   assert.equal(r.status, 200, r.text);
@@ -261,7 +261,7 @@ test('a disaggregated Service page shows prefill and decode side by side with ha
   }, 60_000, 200);
   const page = await newPage();
   await login(page, cluster.url, cluster.token);
-  await page.goto(`${cluster.url}/#/services/${PD}`);
+  await gotoPage(page, `${cluster.url}/#/services/${PD}`);
   const table = page.locator('[data-role=disagg] table.disagg');
   await table.waitFor({timeout: 60_000});
   assert.deepEqual(await table.locator('thead th[data-role-name]').evaluateAll((ths) => ths.map((t) => t.dataset.roleName)),
