@@ -460,6 +460,10 @@ class Controller {
   Status JobsHostLost(const std::string& host, int64_t last_heard_ms, const std::string& why,
                       int64_t now);
   void IndexJobHostsLocked(const TrainJob& job);
+  // What a job is to the admission cycle (pending, deactivated, admitted, running), or nullopt
+  // for one it does not see (finished, or stopping after it finished). Shared by the TPU cycle
+  // (job_scheduling.cc) and the GPU cycles (gpu_jobs.cc).
+  static std::optional<WorkloadState> AdmissionStateOf(const TrainJobStatus& st);
   void AppendJobAssignments(const std::string& host, std::vector<protocol::Assignment>& out,
                             std::vector<protocol::StopRequest>& stop) const;
   // The slices and hosts of a placed TPU job's attempt, for its workers' environment.

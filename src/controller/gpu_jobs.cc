@@ -192,15 +192,8 @@ Status Controller::ScheduleGpuSystemThroughQueues(GpuSystem system,
     if (!job.spec.gpu || job.spec.gpu->system != system || st.deleting) continue;
     if (jobs_missing_secrets_.count(name)) continue;  // waits with SecretNotFound (secrets.cc)
     if (st.stopping && st.phase != JobPhase::kRestarting) stopping.insert(job.uid);
-    WorkloadState state;
-    if (st.phase == JobPhase::kPending)
-      state = st.deactivated ? WorkloadState::kDeactivated : WorkloadState::kPending;
-    else if (st.phase == JobPhase::kStarting && !st.stopping)
-      state = WorkloadState::kAdmitted;
-    else if (st.phase == JobPhase::kRunning && !st.stopping)
-      state = WorkloadState::kRunning;
-    else
-      continue;
+    const std::optional<WorkloadState> state = AdmissionStateOf(st);
+    if (!state) continue;
     Workload w;
     w.id = WorkloadId(job.uid);
     w.name = job.name();
@@ -211,7 +204,7 @@ Status Controller::ScheduleGpuSystemThroughQueues(GpuSystem system,
     }
     w.gpu = GpuWorkloadRequest{system, GpuRequest{job.spec.gpu->gpus(), job.spec.gpu->rule}};
     w.creation_order = static_cast<int64_t>(job.uid);
-    w.state = state;
+    w.state = *state;
     w.admitted_at_ms = st.start_ms;
     if (st.last_checkpoint_ms > 0 && st.last_checkpoint_ms >= st.start_ms)
       w.last_checkpoint_ms = st.last_checkpoint_ms;

@@ -123,21 +123,14 @@ std::map<uint64_t, std::string> Controller::AddJobWorkloads(
   for (auto& [name, job] : jobs_) {
     const TrainJobStatus& st = job.status;
     if (st.deleting || !job.spec.reservation.empty()) continue;
-    if (job.spec.gpu) continue;                       // not through ClusterQueues yet (gpu_jobs.cc)
+    if (job.spec.gpu) continue;  // a cycle of its own per GPU system (gpu_jobs.cc)
     if (jobs_missing_secrets_.count(name)) continue;  // waits with SecretNotFound (secrets.cc)
     // Workers being stopped still hold their chips until the agents confirm; for planning the
     // chips count as free, and an admission placed on them waits (AdmitJob).
     // A restarting job keeps its chips for its next attempt.
     if (st.stopping && st.phase != JobPhase::kRestarting) snap.inventory.Release(OwnerId(job.uid));
-    WorkloadState state;
-    if (st.phase == JobPhase::kPending)
-      state = st.deactivated ? WorkloadState::kDeactivated : WorkloadState::kPending;
-    else if (st.phase == JobPhase::kStarting && !st.stopping)
-      state = WorkloadState::kAdmitted;
-    else if (st.phase == JobPhase::kRunning && !st.stopping)
-      state = WorkloadState::kRunning;
-    else
-      continue;  // finished, or stopping after it finished
+    const std::optional<WorkloadState> state = AdmissionStateOf(st);
+    if (!state) continue;  // finished, or stopping after it finished
     Workload w;
     w.id = WorkloadId(job.uid);
     w.name = job.name();
@@ -149,14 +142,14 @@ std::map<uint64_t, std::string> Controller::AddJobWorkloads(
     // An elastic job asks for the largest size in its range that physically fits now, so it
     // starts as soon as its minimum fits; it grows back later (TrainLifecycle::Tick).
     const auto [lo, hi] = job.SizeRange();
-    int slices = state == WorkloadState::kPending ? lo : job.slices();
-    if (state == WorkloadState::kPending && lo < hi) {
+    int slices = *state == WorkloadState::kPending ? lo : job.slices();
+    if (*state == WorkloadState::kPending && lo < hi) {
       PlanResult fit = PlanLargest(snap.inventory, job, lo, hi);
       if (fit.placed()) slices = static_cast<int>(fit.slices.size());
     }
     w.request = {job.spec.accelerator, job.spec.topology, slices};
     w.creation_order = static_cast<int64_t>(job.uid);
-    w.state = state;
+    w.state = *state;
     w.admitted_at_ms = st.start_ms;
     if (st.last_checkpoint_ms > 0 && st.last_checkpoint_ms >= st.start_ms)
       w.last_checkpoint_ms = st.last_checkpoint_ms;
@@ -203,6 +196,14 @@ Status Controller::SetJobPending(const std::string& name, const PendingStatus& p
   return RunStep(name, [&](TrainJob& j) {
     return train_.SetPending(j, PendingReasonName(p.reason), message, p.position, std::move(help));
   });
+}
+
+std::optional<WorkloadState> Controller::AdmissionStateOf(const TrainJobStatus& st) {
+  if (st.phase == JobPhase::kPending)
+    return st.deactivated ? WorkloadState::kDeactivated : WorkloadState::kPending;
+  if (st.phase == JobPhase::kStarting && !st.stopping) return WorkloadState::kAdmitted;
+  if (st.phase == JobPhase::kRunning && !st.stopping) return WorkloadState::kRunning;
+  return std::nullopt;
 }
 
 }  // namespace tessera::controller
