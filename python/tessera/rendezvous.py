@@ -32,9 +32,13 @@ def wait_for_master(ctx: Optional[worker.WorkerContext] = None, *, timeout_s: fl
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            socket.create_connection((ctx.master_addr, ctx.master_port), timeout=1.0).close()
-            return True
+            with socket.create_connection((ctx.master_addr, ctx.master_port), timeout=1.0) as probe:
+                # A probe whose own ephemeral port is the master port connects to itself
+                # (TCP simultaneous open) while nothing listens: that is not the store.
+                if probe.getsockname() != probe.getpeername():
+                    return True
         except OSError:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(poll_s)
+            pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)

@@ -25,17 +25,17 @@ class WaitForMasterTest(unittest.TestCase):
         server = socket.socket()
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.addCleanup(server.close)
-        listening = threading.Event()
+        about_to_listen = threading.Event()
 
         def listen_later():
             time.sleep(0.2)  # the store comes up after this rank started waiting
             server.bind(("127.0.0.1", port))
+            about_to_listen.set()  # before listen(): the waiter may return the moment it listens
             server.listen(8)
-            listening.set()
 
         threading.Thread(target=listen_later, daemon=True).start()
         self.assertTrue(rendezvous.wait_for_master(ctx(1, port), timeout_s=30, poll_s=0.005))
-        self.assertTrue(listening.is_set())
+        self.assertTrue(about_to_listen.is_set(), "returned before the store listened")
 
     def test_rank_0_and_a_world_of_one_do_not_wait(self):
         port = free_port()  # nothing listens
