@@ -7,91 +7,15 @@
 #include <string>
 
 #include "admission/admission.h"
+#include "admission_inputs.h"
 #include "common/rng.h"
 
 namespace tessera {
 namespace {
 
-const std::vector<Shape> kSubShapes = {Shape::Of(2, 2, 1), Shape::Of(2, 2, 2), Shape::Of(2, 2, 4),
-                                       Shape::Of(2, 4, 4)};
-
-Shape RandomShape(Rng& rng) {
-  const uint64_t r = rng.Uniform(100);
-  if (r < 85) return kSubShapes[rng.Uniform(kSubShapes.size())];
-  if (r < 97) return Shape::Of(4, 4, 4);
-  return Shape::Of(4, 4, 8);
-}
+using bench::LoadedCycle;
 
 Inventory PodOf7x() { return *Inventory::MakePod({Generation::k7x, 9, 16}); }
-
-// The shape of one benchmark cycle: the pod's blocks (16 cubes of 64 chips each) and the
-// number of ClusterQueues (cohorts of 10, nominal 192 chips each).
-struct CycleScale {
-  int blocks = 9;
-  int queues = 50;
-};
-
-// `queues` queues in cohorts of 10, each with nominal 192 chips (9,600 in all for 50 queues).
-Snapshot LoadedCycle(int pending, double load, uint64_t seed, CycleScale scale = {}) {
-  Rng rng(seed);
-  Snapshot s;
-  s.inventory = *Inventory::MakePod({Generation::k7x, scale.blocks, 16});
-  const int queues = scale.queues;
-  for (int q = 0; q < queues; ++q) {
-    ClusterQueueSpec spec;
-    spec.name = "q" + std::to_string(q);
-    spec.cohort = "cohort" + std::to_string(q / 10);
-    spec.quotas = {{Generation::k7x, 192, std::nullopt, std::nullopt, std::nullopt}};
-    spec.queueing_strategy =
-        q % 5 == 0 ? QueueingStrategy::kStrictFIFO : QueueingStrategy::kBestEffortFIFO;
-    spec.preemption.within_cluster_queue = WithinClusterQueue::kLowerPriority;
-    spec.preemption.reclaim_within_cohort = ReclaimWithinCohort::kLowerPriority;
-    s.cluster_queues.push_back(spec);
-    s.local_queues.push_back({spec.name, spec.name});
-  }
-  SlicePlanner planner;
-  uint64_t id = 1;
-  std::vector<int64_t> used(size_t(queues), 0);
-  const int64_t target = static_cast<int64_t>(load * double(s.inventory.total_chips()));
-  int misses = 0;
-  while (s.inventory.owned_chips() < target && misses < 200) {
-    Workload w;
-    w.id = WorkloadId(id);
-    w.name = "run-" + std::to_string(id);
-    w.creation_order = int64_t(id);
-    w.priority = int32_t(rng.Uniform(4));
-    w.request = {Generation::k7x, RandomShape(rng), 1};
-    const int q = int(id % uint64_t(queues));
-    if (used[q] + w.chips() > 192) {
-      ++misses;
-      ++id;
-      continue;
-    }
-    PlanResult plan = planner.Plan(s.inventory, w.request);
-    ++id;
-    if (!plan.placed() || !ApplyPlan(s.inventory, OwnerOf(w.id), plan).ok()) {
-      ++misses;
-      continue;
-    }
-    used[q] += w.chips();
-    w.local_queue = "q" + std::to_string(q);
-    w.state = WorkloadState::kRunning;
-    w.admitted_at_ms = 0;
-    w.last_checkpoint_ms = int64_t(rng.Uniform(600'000));
-    s.workloads.push_back(w);
-  }
-  for (int i = 0; i < pending; ++i, ++id) {
-    Workload w;
-    w.id = WorkloadId(id);
-    w.name = "job-" + std::to_string(id);
-    w.creation_order = int64_t(id);
-    w.priority = int32_t(rng.Uniform(4));
-    w.local_queue = "q" + std::to_string(rng.Uniform(uint64_t(queues)));
-    w.request = {Generation::k7x, RandomShape(rng), rng.Uniform(20) == 0 ? 2 : 1};
-    s.workloads.push_back(w);
-  }
-  return s;
-}
 
 void RunCycleBenchmark(benchmark::State& state, const Snapshot& s) {
   AdmissionOptions o;
