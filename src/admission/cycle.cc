@@ -63,6 +63,7 @@ Status Cycle::Build() {
   quota_.dirty.assign(quota_.queues.size(), 1);
   quota_.cohort_epoch.assign(quota_.cohorts.size(), 0);
   keys_.assign(quota_.queues.size(), std::nullopt);
+  pending_of_queue_.assign(quota_.queues.size(), 0);
 
   for (size_t i = 0; i < snap_.local_queues.size(); ++i) {
     const LocalQueueSpec& l = snap_.local_queues[i];
@@ -84,6 +85,7 @@ Status Cycle::Build() {
   std::vector<WorkloadId> ids;
   queue_of_.assign(snap_.workloads.size(), -1);
   admitted_.assign(snap_.workloads.size(), 0);
+  static_fit_of_.assign(snap_.workloads.size(), nullptr);
   evicted_host_owner_.assign(Gpu() ? fleet_.hosts.size() : inv_.hosts().size(), WorkloadId());
   for (size_t i = 0; i < snap_.workloads.size(); ++i) {
     const Workload& w = snap_.workloads[i];
@@ -149,7 +151,12 @@ void Cycle::Release(Running& r) {
     for (HostId h : inv_.HostsOf(OwnerOf(w.id))) evicted_host_owner_[h.value()] = w.id;
     inv_.Release(OwnerOf(w.id));
   }
-  if (r.queue >= 0) quota_.Add(r.queue, -r.chips);
+  if (r.queue >= 0) {
+    quota_.Add(r.queue, -r.chips);
+    // No longer a candidate of anyone (PreemptGrounds): out of its pool.
+    std::vector<int>& pool = running_of_pool_[PoolOf(r.queue)];
+    pool.erase(std::find(pool.begin(), pool.end(), static_cast<int>(&r - running_.data())));
+  }
   plan_failures_.clear();
   ++release_epoch_;
 }
@@ -183,7 +190,13 @@ void Cycle::StartGuard() {
   }
 }
 
-const Cycle::StaticFit& Cycle::StaticCheck(const Workload& w) {
+const Cycle::StaticFit& Cycle::StaticCheck(int wi) {
+  const StaticFit*& known = static_fit_of_[wi];
+  if (!known) known = &StaticCheckOf(W(wi));
+  return *known;
+}
+
+const Cycle::StaticFit& Cycle::StaticCheckOf(const Workload& w) {
   auto [it, inserted] = static_fit_.try_emplace(KeyOf(w));
   if (!inserted) return it->second;
   StaticFit& f = it->second;
@@ -280,33 +293,42 @@ void Cycle::Admit() {
       return std::make_tuple(-int64_t{W(a).priority}, W(a).creation_order, W(a).id) <
              std::make_tuple(-int64_t{W(b).priority}, W(b).creation_order, W(b).id);
     });
-  const int nq = static_cast<int>(quota_.queues.size());
-  while (true) {
-    int best = -1;
-    for (int qi = 0; qi < nq; ++qi) {
-      QueueState& q = quota_.queues[qi];
-      if (q.blocked_at >= 0 || q.next >= q.line.size()) continue;
-      if (quota_.dirty[qi] || !keys_[qi]) {
-        keys_[qi] = OrderKey(qi);
-        quota_.dirty[qi] = 0;
-      }
-      if (best < 0 || *keys_[qi] < *keys_[best]) best = qi;
+  // Every queue's key, then at each step only those of the queues whose usage changed (the
+  // one admitted into, its victims' queues) and of the queue whose head moved: the same pick
+  // as comparing every queue's key at every step, without the scan of every queue.
+  quota_.dirty.assign(quota_.queues.size(), 0);
+  quota_.dirty_list.clear();
+  for (int qi = 0; qi < static_cast<int>(quota_.queues.size()); ++qi) RefreshHead(qi);
+  while (!heads_.empty()) {
+    for (int qi : quota_.dirty_list) {
+      quota_.dirty[qi] = 0;
+      RefreshHead(qi);
     }
-    if (best < 0) break;
+    quota_.dirty_list.clear();
+    const int best = std::get<4>(*heads_.begin());
     QueueState& q = quota_.queues[best];
     const int wi = q.line[q.next];
     const bool ok = TryAdmit(best, wi);
     if (!ok && q.spec->queueing_strategy == QueueingStrategy::kStrictFIFO &&
-        StaticCheck(W(wi)).possible && W(wi).chips() <= quota_.Ceiling(best))
+        StaticCheck(wi).possible && W(wi).chips() <= quota_.Ceiling(best))
       q.blocked_at = static_cast<int>(q.next);
     ++q.next;
-    keys_[best].reset();
+    RefreshHead(best);
   }
+}
+
+void Cycle::RefreshHead(int qi) {
+  if (keys_[qi]) heads_.erase(*keys_[qi]);
+  keys_[qi].reset();
+  const QueueState& q = quota_.queues[qi];
+  if (q.blocked_at >= 0 || q.next >= q.line.size()) return;
+  keys_[qi] = OrderKey(qi);
+  heads_.insert(*keys_[qi]);
 }
 
 bool Cycle::TryAdmit(int qi, int wi) {
   const Workload& w = W(wi);
-  if (!StaticCheck(w).possible || w.chips() > quota_.Ceiling(qi)) return false;
+  if (!StaticCheck(wi).possible || w.chips() > quota_.Ceiling(qi)) return false;
   if (quota_.Over(qi, w.chips()) <= 0) {
     CyclePlan plan = PlanNow(w);
     if (plan.placed() && Reserve(qi, wi, std::move(plan))) return true;
@@ -380,7 +402,7 @@ bool Cycle::TryPreempt(int qi, int wi) {
   const Workload& w = W(wi);
   const auto memo_key = std::make_tuple(qi, w.priority, KeyOf(w));
   if (auto it = preempt_failures_.find(memo_key);
-      it != preempt_failures_.end() && it->second == MemoStamp(qi))
+      it != preempt_failures_.end() && MemoHolds(it->second, qi))
     return false;
   const QueueState& q = quota_.queues[qi];
   const bool fair = options_.fair_sharing == FairSharing::kEnabled;
@@ -388,29 +410,35 @@ bool Cycle::TryPreempt(int qi, int wi) {
   const std::vector<int>& pool = running_of_pool_[PoolOf(qi)];
   // The least the preemptor's queue can use after admission: all its candidates evicted.
   int64_t own_low = q.used + w.chips();
-  std::vector<Grounds> grounds_of(running_.size(), Grounds::kNone);
-  for (int i : pool) {
-    grounds_of[i] = PreemptGrounds(qi, w, running_[i]);
-    if (grounds_of[i] == Grounds::kOwnQueue) own_low -= running_[i].chips;
+  std::vector<Grounds> pool_grounds(pool.size(), Grounds::kNone);  // per pool entry
+  for (size_t p = 0; p < pool.size(); ++p) {
+    pool_grounds[p] = PreemptGrounds(qi, w, running_[pool[p]]);
+    if (pool_grounds[p] == Grounds::kOwnQueue) own_low -= running_[pool[p]].chips;
   }
   const bool may_end_within = own_low <= q.nominal;
   const double my_share = quota_.Share(qi, w.chips());
   const double my_low_share = quota_.Share(qi, own_low - q.used);  // own candidates all gone
   std::vector<PreemptionCandidate> cands;
   std::vector<int> cand_running;
-  for (int i : pool) {
-    const Running& r = running_[i];
-    const Grounds g = grounds_of[i];
+  std::vector<Grounds> cand_grounds;
+  for (size_t p = 0; p < pool.size(); ++p) {
+    const Running& r = running_[pool[p]];
+    const Grounds g = pool_grounds[p];
     // Candidates that no victim set can make acceptable are left out of the search.
     if (g == Grounds::kNone || (g == Grounds::kReclaim && !may_end_within) ||
         (g == Grounds::kFairShare && !may_end_within &&
          !(my_low_share < quota_.Share(r.queue, -r.chips))))
       continue;
     cands.push_back({W(r.workload).id, r.priority, r.lost_work});
-    cand_running.push_back(static_cast<int>(i));
+    cand_running.push_back(pool[p]);
+    cand_grounds.push_back(g);
   }
   if (cands.empty()) {
-    preempt_failures_[memo_key] = MemoStamp(qi);
+    // Who is a candidate depends on the cohort's usage and running workloads alone (a release
+    // elsewhere changes neither): valid until the cohort's usage changes.
+    std::pair<uint64_t, uint64_t> stamp = MemoStamp(qi);
+    if (q.cohort >= 0) stamp.first = kAnyRelease;
+    preempt_failures_[memo_key] = stamp;
     return false;
   }
   // Kueue's candidate order, as ranks (lower is evicted first; the victim search minimises the
@@ -457,7 +485,7 @@ bool Cycle::TryPreempt(int qi, int wi) {
       if (!ok) break;
       const Running& r = running_[cand_running[v]];
       if (r.queue == qi) continue;
-      const Grounds g = grounds_of[cand_running[v]];
+      const Grounds g = cand_grounds[v];
       if (g == Grounds::kReclaim && !ends_within) ok = false;
       if (g == Grounds::kFairShare && !ends_within && !(mine < quota_.Share(r.queue, 0)))
         ok = false;
@@ -471,7 +499,8 @@ bool Cycle::TryPreempt(int qi, int wi) {
     }
     return ok;
   };
-  std::vector<char> dirty_before = quota_.dirty;
+  // The check changes usage and puts it back: it changes no key and no memo's stamp.
+  const size_t dirty_before = quota_.dirty_list.size();
   std::vector<uint64_t> epochs_before = quota_.cohort_epoch;
   VictimSet found;
   CyclePlan plan;
@@ -487,7 +516,7 @@ bool Cycle::TryPreempt(int qi, int wi) {
     found = FindVictims(inv_, planner_, w.request, cands, check);
     plan.tpu = std::move(found.plan);
   }
-  quota_.dirty = std::move(dirty_before);
+  quota_.ForgetDirtySince(dirty_before);
   quota_.cohort_epoch = std::move(epochs_before);
   if (!found.found || found.victims.empty()) {
     preempt_failures_[memo_key] = MemoStamp(qi);
@@ -558,8 +587,7 @@ bool Cycle::Reserve(int qi, int wi, CyclePlan plan) {
   r.priority = w.priority;
   r.creation = w.creation_order;
   r.chips = w.chips();
-  r.admitted_this_cycle = true;
-  running_of_pool_[PoolOf(qi)].push_back(static_cast<int>(running_.size()));
+  r.admitted_this_cycle = true;  // never a candidate in this cycle: not in a pool
   running_.push_back(r);
   Admission a;
   a.workload = w.id;

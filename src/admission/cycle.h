@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -77,7 +78,8 @@ class QuotaBook {
  public:
   std::vector<QueueState> queues;
   std::vector<CohortState> cohorts;
-  std::vector<char> dirty;  // per queue: usage changed since its ordering key was computed
+  std::vector<char> dirty;      // per queue: usage changed since its ordering key was computed
+  std::vector<int> dirty_list;  // the queues whose `dirty` was set, in the order it was set
   std::vector<uint64_t> cohort_epoch;  // per cohort: bumped by every usage change
 
   static int64_t Above(int64_t used, int64_t guaranteed) {
@@ -90,7 +92,16 @@ class QuotaBook {
     q.used += chips;
     if (q.cohort >= 0) cohorts[q.cohort].pool_used += Above(q.used, q.guaranteed);
     if (q.cohort >= 0) ++cohort_epoch[q.cohort];
-    dirty[qi] = 1;
+    if (!dirty[qi]) {
+      dirty[qi] = 1;
+      dirty_list.push_back(qi);
+    }
+  }
+
+  // Clears the marks set since dirty_list had `size` entries (a trial change undone).
+  void ForgetDirtySince(size_t size) {
+    for (size_t i = size; i < dirty_list.size(); ++i) dirty[dirty_list[i]] = 0;
+    dirty_list.resize(size);
   }
 
   // By how many chips queue qi would exceed what it may use if it took `chips` more; <= 0 fits.
@@ -202,7 +213,11 @@ class Cycle {
   bool HoldsHosts(WorkloadId id) const;
   // "4x4x4 x2" or "2 gb200-nvl72 hosts (domain: required)": for messages.
   std::string RequestText(const Workload& w) const;
-  const StaticFit& StaticCheck(const Workload& w);
+  // What no admission or release changes: whether the request could ever be placed here.
+  // StaticCheckOf is computed once per request key, StaticCheck(wi) looks it up once per
+  // workload.
+  const StaticFit& StaticCheck(int wi);
+  const StaticFit& StaticCheckOf(const Workload& w);
   CyclePlan PlanNow(const Workload& w);
   bool TryAdmit(int qi, int wi);
   bool TryPreempt(int qi, int wi);
@@ -241,8 +256,9 @@ class Cycle {
   std::vector<int> queue_of_;  // per workload: ClusterQueue index or -1
   std::vector<Running> running_;
   // The running workloads a preemptor of queue qi may take are those of its cohort (or of qi
-  // alone, without a cohort): pools, indexed by PoolOf(qi), of running_ indices, ascending
-  // (appended as running_ grows).
+  // alone, without a cohort): pools, indexed by PoolOf(qi), of running_ indices, ascending.
+  // Only those that were running before the cycle and are not evicted: no other can be a
+  // candidate (PreemptGrounds).
   std::vector<std::vector<int>> running_of_pool_;
   int PoolOf(int qi) const {
     const int c = quota_.queues[qi].cohort;
@@ -251,17 +267,25 @@ class Cycle {
   std::vector<char> admitted_;  // per workload: admitted in this cycle
   // per host (inventory host, or fleet host in a GPU cycle): workload evicted from it this cycle
   std::vector<WorkloadId> evicted_host_owner_;
-  std::map<RequestKey, StaticFit> static_fit_;
+  std::map<RequestKey, StaticFit> static_fit_;     // nodes stay put: static_fit_of_ points in
+  std::vector<const StaticFit*> static_fit_of_;    // per workload, once looked up
   std::map<RequestKey, CyclePlan> plan_failures_;  // valid while no capacity is released
   // Failed preemption searches, valid while nothing was released and the usage of the
-  // queue's cohort did not change: (release epoch, cohort epoch) when it failed. Later
-  // workloads of the same queue, priority and shape come after it in line (older first), so
-  // they have no more candidates.
+  // queue's cohort did not change: (release epoch, cohort epoch) when it failed; the release
+  // epoch kAnyRelease when the queue has a cohort and there was no candidate at all (any
+  // release but the cohort's own, which changes its usage, leaves that so). Later workloads
+  // of the same queue, priority and shape come after it in line (older first), so they have no
+  // more candidates.
+  static constexpr uint64_t kAnyRelease = std::numeric_limits<uint64_t>::max();
   std::map<std::tuple<int, int32_t, RequestKey>, std::pair<uint64_t, uint64_t>> preempt_failures_;
   uint64_t release_epoch_ = 0;
   std::pair<uint64_t, uint64_t> MemoStamp(int qi) const {
     const int c = quota_.queues[qi].cohort;
     return {release_epoch_, c >= 0 ? quota_.cohort_epoch[c] : 0};
+  }
+  bool MemoHolds(const std::pair<uint64_t, uint64_t>& memo, int qi) const {
+    const std::pair<uint64_t, uint64_t> now = MemoStamp(qi);
+    return memo.second == now.second && (memo.first == kAnyRelease || memo.first == now.first);
   }
   // What would help, per (queue if over quota else -1, shape): running workload indices.
   std::map<std::tuple<int, RequestKey>, std::vector<int>> help_memo_;
@@ -270,7 +294,14 @@ class Cycle {
   std::map<RequestKey, std::unique_ptr<VictimFinder>> help_finders_;
   std::vector<PreemptionCandidate> help_cands_;
   std::vector<int> help_candidates_;
+  // The queues that have a workload to try (not blocked, line not done), by OrderKey (which
+  // ends with the queue index, so the first is the one to try); keys_[qi] is qi's key in it.
+  // A key changes only when the queue's usage or head does (QuotaBook::dirty, Admit).
+  std::set<std::tuple<int, double, int64_t, int64_t, int>> heads_;
   std::vector<std::optional<std::tuple<int, double, int64_t, int64_t, int>>> keys_;
+  void RefreshHead(int qi);
+  // Per queue: the statuses given (AddPending), those of deactivated workloads left out.
+  std::vector<int> pending_of_queue_;
   AdmissionCycle out_;
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,6 +66,7 @@ PendingStatus& Cycle::AddPending(int wi, int qi, PendingReason reason, std::stri
   st.reason = reason;
   st.message = std::move(message);
   st.retries = W(wi).start_guard.retries;
+  if (qi >= 0 && reason != PendingReason::kDeactivated) ++pending_of_queue_[qi];
   out_.pending.push_back(std::move(st));
   return out_.pending.back();
 }
@@ -145,6 +147,12 @@ void Cycle::Explain() {
   for (const QueueState& q : quota_.queues)
     for (int wi : q.line) in_line[wi] = 1;
 
+  // Usage does not change while reasons are given (WhatHelps puts back what it tries), so a
+  // queue's description is the same for each of its workloads over quota: built once.
+  std::vector<std::optional<std::string>> described(quota_.queues.size());
+  // At most one status per workload: reserved once, so the statuses are not moved as they
+  // grow.
+  out_.pending.reserve(snap_.workloads.size());
   const bool help = options_.explain == Explain::kReasonsAndWhatHelps;
   const bool fits_only = options_.explain == Explain::kFitsNextCycleOnly;
   for (int qi = 0; qi < static_cast<int>(quota_.queues.size()); ++qi) {
@@ -155,7 +163,7 @@ void Cycle::Explain() {
       if (admitted_[wi]) continue;
       ++position;
       const Workload& w = W(wi);
-      const StaticFit& fit = StaticCheck(w);
+      const StaticFit& fit = StaticCheck(wi);
       if (fits_only) {
         // The same tests as below, in the same order, without the messages of those that fail.
         if (fit.possible && w.chips() <= quota_.Ceiling(qi) &&
@@ -181,9 +189,13 @@ void Cycle::Explain() {
                              W(q.line[q.blocked_at]).name);
         st->waiting_behind = position - 1;
       } else if (const int64_t over = quota_.Over(qi, w.chips()); over > 0) {
-        st = &AddPending(wi, qi, PendingReason::kOverQuota,
-                         "needs " + Chips(w.chips()) + "; " + quota_.Describe(qi) +
-                             ": over quota by " + Chips(over));
+        if (!described[qi]) described[qi] = quota_.Describe(qi);
+        // "needs N chips; <description>: over quota by M chips", in one allocation.
+        std::string m;
+        m.reserve(described[qi]->size() + 64);
+        m.append("needs ").append(Chips(w.chips())).append("; ").append(*described[qi]);
+        m.append(": over quota by ").append(Chips(over));
+        st = &AddPending(wi, qi, PendingReason::kOverQuota, std::move(m));
         st->over_quota_chips = over;
       } else if (CyclePlan plan = PlanNow(w); !plan.placed()) {
         st = &AddPending(wi, qi, PendingReason::kNoFreeBox, plan.message());
@@ -242,11 +254,7 @@ void Cycle::Explain() {
 AdmissionCycle Cycle::Finish() {
   for (const Running& r : running_)
     if (!r.evicted && r.queue >= 0) ++quota_.queues[r.queue].admitted;
-  std::vector<int> pending(quota_.queues.size(), 0);
-  for (const PendingStatus& st : out_.pending) {
-    if (st.cluster_queue.empty() || st.reason == PendingReason::kDeactivated) continue;
-    ++pending[queue_index_.at(st.cluster_queue)];
-  }
+  const std::vector<int>& pending = pending_of_queue_;
   for (int qi = 0; qi < static_cast<int>(quota_.queues.size()); ++qi) {
     const QueueState& q = quota_.queues[qi];
     ClusterQueueUsage u;

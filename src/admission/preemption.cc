@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -63,17 +64,28 @@ class Searcher {
   Searcher(const Inventory& inv, const SlicePlanner& planner, const SliceRequest& req,
            const std::vector<PreemptionCandidate>& cands)
       : inv_(inv), planner_(planner), req_(req), cands_(cands) {
-    base_state_.assign(inv.hosts().size(), kBlockedHost);
-    for (const Host& h : inv.hosts())
-      if (h.usable()) base_state_[h.id.value()] = kFreeHost;
+    // A pod's hosts get their state cube by cube, for the cubes a room can touch (those of the
+    // candidates and their blocks): a search then costs what the candidates hold, not the
+    // size of the pod. A 2D fleet's hosts all get theirs now.
+    base_state_.reset(new int[inv.hosts().size()]);
+    if (inv.is_3d()) {
+      cube_ready_.assign(inv.cubes().size(), 0);
+    } else {
+      for (const Host& h : inv.hosts())
+        base_state_[h.id.value()] = h.usable() ? kFreeHost : kBlockedHost;
+    }
+    taken_.assign(inv.hosts().size(), 0);
     chips_.assign(cands.size(), 0);
     touched_.assign(inv.cubes().size(), 0);
     for (size_t c = 0; c < cands.size(); ++c) {
       for (HostId h : inv.HostsOf(OwnerOf(cands[c].workload))) {
         const Host& host = inv.host(h);
         chips_[c] += host.chips;
+        if (host.cube.valid()) {
+          ReadyCube(host.cube);
+          touched_[host.cube.value()] = 1;
+        }
         if (host.health == Health::kHealthy) base_state_[h.value()] = static_cast<int>(c);
-        if (host.cube.valid()) touched_[host.cube.value()] = 1;
       }
     }
     sub_shape_ = inv.is_3d() ? SubCubeShapeIndex(req.shape) : -1;
@@ -89,7 +101,8 @@ class Searcher {
   std::optional<Solution> Search(const std::vector<char>& allowed, const VictimSetCheck& check,
                                  bool all) {
     allowed_ = &allowed;
-    taken_.assign(inv_.hosts().size(), 0);
+    for (HostId h : taken_hosts_) taken_[h.value()] = 0;
+    taken_hosts_.clear();
     in_set_.assign(cands_.size(), 0);
     if (req_.num_slices == 1) {
       if (!all) return SearchOne(check);
@@ -132,6 +145,17 @@ class Searcher {
     std::vector<CubeId> cubes;
   };
 
+  // Gives the hosts of `cube` their state before any candidate's (3D; once per cube).
+  void ReadyCube(CubeId id) {
+    if (cube_ready_[id.value()]) return;
+    cube_ready_[id.value()] = 1;
+    const Cube& cube = inv_.cube(id);
+    const HostMask usable = cube.usable_mask();
+    for (int b = 0; b < kHostsPerCube; ++b)
+      base_state_[cube.hosts[b].value()] = usable & (1u << b) ? kFreeHost : kBlockedHost;
+  }
+
+  // Only hosts of ready cubes (3D) are asked about.
   int StateOf(HostId h) const {
     if (taken_[h.value()]) return kBlockedHost;
     const int s = base_state_[h.value()];
@@ -236,6 +260,7 @@ class Searcher {
         bool any_touched = false;
         for (CubeId id : block.cubes) any_touched = any_touched || touched_[id.value()];
         if (!any_touched) continue;
+        for (CubeId id : block.cubes) ReadyCube(id);
         info.resize(n);
         int usable = 0;
         for (int i = 0; i < n; ++i) usable += ListVictims(inv_.cube(block.cubes[i]), info[i]);
@@ -304,6 +329,7 @@ class Searcher {
         s.victims.push_back(st);
         AddCost(s.cost, st);
       }
+      if (!taken_[h.value()]) taken_hosts_.push_back(h);
       taken_[h.value()] = 1;
     }
     std::sort(s.victims.begin(), s.victims.end());
@@ -373,14 +399,17 @@ class Searcher {
   const SlicePlanner& planner_;
   const SliceRequest& req_;
   const std::vector<PreemptionCandidate>& cands_;
-  std::vector<int> base_state_;  // per host: candidate index, kFreeHost or kBlockedHost
-  std::vector<int64_t> chips_;   // per candidate
+  // Per host: candidate index, kFreeHost or kBlockedHost; on a pod, set only in ready cubes.
+  std::unique_ptr<int[]> base_state_;
+  std::vector<char> cube_ready_;  // 3D, per cube: its hosts' base_state_ is set
+  std::vector<int64_t> chips_;    // per candidate
   int sub_shape_ = -1;
   std::vector<HostMask> masks_;
   int cubes_per_slice_ = 0;
   const std::vector<char>* allowed_ = nullptr;
-  std::vector<char> taken_;   // per host: inside a room already chosen
-  std::vector<char> in_set_;  // per candidate: already a victim
+  std::vector<char> taken_;          // per host: inside a room already chosen
+  std::vector<HostId> taken_hosts_;  // the hosts taken_ marks, to clear them
+  std::vector<char> in_set_;         // per candidate: already a victim
   int rejected_by_check_ = 0;
   // Per cube: some candidate holds a host in it. Rooms in other cubes have no victims; the
   // caller tries the free room first, so the search skips them.
