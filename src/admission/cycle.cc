@@ -273,11 +273,11 @@ CyclePlan Cycle::PlanNow(const Workload& w) {
 // must borrow, then (with fair sharing) the lower share after admission, then priority, then age.
 std::tuple<int, double, int64_t, int64_t, int> Cycle::OrderKey(int qi) const {
   const QueueState& q = quota_.queues[qi];
-  const Workload& head = W(q.line[q.next]);
-  const int borrows = q.used + head.chips() > q.nominal ? 1 : 0;
+  const LineEntry& head = q.entries[q.next];
+  const int borrows = q.used + head.chips > q.nominal ? 1 : 0;
   const double share =
-      options_.fair_sharing == FairSharing::kEnabled ? quota_.Share(qi, head.chips()) : 0.0;
-  return {borrows, share, -int64_t{head.priority}, head.creation_order, qi};
+      options_.fair_sharing == FairSharing::kEnabled ? quota_.Share(qi, head.chips) : 0.0;
+  return {borrows, share, head.neg_priority, head.creation, qi};
 }
 
 void Cycle::Admit() {
@@ -286,13 +286,18 @@ void Cycle::Admit() {
     const Workload& w = W(static_cast<int>(i));
     if (w.state != WorkloadState::kPending || queue_of_[i] < 0) continue;
     if (w.start_guard.backoff_until_ms > now_) continue;
-    quota_.queues[queue_of_[i]].line.push_back(static_cast<int>(i));
+    quota_.queues[queue_of_[i]].entries.push_back(
+        {-int64_t{w.priority}, w.creation_order, w.id, w.chips(), static_cast<int>(i)});
   }
-  for (QueueState& q : quota_.queues)
-    std::sort(q.line.begin(), q.line.end(), [&](int a, int b) {
-      return std::make_tuple(-int64_t{W(a).priority}, W(a).creation_order, W(a).id) <
-             std::make_tuple(-int64_t{W(b).priority}, W(b).creation_order, W(b).id);
+  // Sorted by what the entries carry (ids are unique: a total order), not through W().
+  for (QueueState& q : quota_.queues) {
+    std::sort(q.entries.begin(), q.entries.end(), [](const LineEntry& a, const LineEntry& b) {
+      return std::tie(a.neg_priority, a.creation, a.id) <
+             std::tie(b.neg_priority, b.creation, b.id);
     });
+    q.line.reserve(q.entries.size());
+    for (const LineEntry& e : q.entries) q.line.push_back(e.workload);
+  }
   // Every queue's key, then at each step only those of the queues whose usage changed (the
   // one admitted into, its victims' queues) and of the queue whose head moved: the same pick
   // as comparing every queue's key at every step, without the scan of every queue.

@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -51,6 +52,15 @@ struct CyclePlan {
   const std::string& message() const { return gpu ? gpus.message : tpu.message; }
 };
 
+// A pending workload in its queue's line: what ordering needs, without reading the workload.
+struct LineEntry {
+  int64_t neg_priority = 0;  // -priority: higher priority first
+  int64_t creation = 0;
+  WorkloadId id;
+  int64_t chips = 0;
+  int workload = -1;  // index into the snapshot's workloads
+};
+
 // Quota of one ClusterQueue for the inventory's generation, and its usage during the cycle.
 struct QueueState {
   const ClusterQueueSpec* spec = nullptr;
@@ -61,10 +71,11 @@ struct QueueState {
   std::optional<int64_t> borrow_limit;
   int64_t used = 0;
   double weight = 1;
-  std::vector<int> line;  // pending workloads (indices) in queue order
-  size_t next = 0;        // next position of `line` to try
-  int blocked_at = -1;    // StrictFIFO: position of the head that could not be admitted
-  int admitted = 0;       // admitted or running after the cycle
+  std::vector<int> line;           // pending workloads (indices) in queue order
+  std::vector<LineEntry> entries;  // the same, with their order keys
+  size_t next = 0;                 // next position of `line` to try
+  int blocked_at = -1;             // StrictFIFO: position of the head that could not be admitted
+  int admitted = 0;                // admitted or running after the cycle
 };
 
 struct CohortState {
@@ -251,9 +262,9 @@ class Cycle {
   GpuFleet fleet_;
   std::vector<WorkloadId> holders_;
   QuotaBook quota_;
-  std::map<std::string, int> queue_index_;  // ClusterQueue name -> index (lookup only)
-  std::map<std::string, int> local_to_queue_;
-  std::vector<int> queue_of_;  // per workload: ClusterQueue index or -1
+  std::map<std::string, int> queue_index_;               // ClusterQueue name -> index (lookup only)
+  std::unordered_map<std::string, int> local_to_queue_;  // lookup only: one per workload
+  std::vector<int> queue_of_;                            // per workload: ClusterQueue index or -1
   std::vector<Running> running_;
   // The running workloads a preemptor of queue qi may take are those of its cohort (or of qi
   // alone, without a cohort): pools, indexed by PoolOf(qi), of running_ indices, ascending.

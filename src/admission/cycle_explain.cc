@@ -150,6 +150,7 @@ void Cycle::Explain() {
   // Usage does not change while reasons are given (WhatHelps puts back what it tries), so a
   // queue's description is the same for each of its workloads over quota: built once.
   std::vector<std::optional<std::string>> described(quota_.queues.size());
+  std::optional<std::string> largest_free;
   // At most one status per workload: reserved once, so the statuses are not moved as they
   // grow.
   out_.pending.reserve(snap_.workloads.size());
@@ -199,9 +200,10 @@ void Cycle::Explain() {
         st->over_quota_chips = over;
       } else if (CyclePlan plan = PlanNow(w); !plan.placed()) {
         st = &AddPending(wi, qi, PendingReason::kNoFreeBox, plan.message());
+        if (!plan.gpu && plan.tpu.largest_free.empty() && !largest_free)
+          largest_free = planner_.LargestFree(inv_);  // inv_ does not change here: once
         if (!plan.gpu)
-          st->largest_free =
-              plan.tpu.largest_free.empty() ? planner_.LargestFree(inv_) : plan.tpu.largest_free;
+          st->largest_free = plan.tpu.largest_free.empty() ? *largest_free : plan.tpu.largest_free;
       } else {
         st = &AddPending(wi, qi, PendingReason::kFitsNextCycle, kFitsNextCycleMessage);
       }
