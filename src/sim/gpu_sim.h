@@ -45,6 +45,19 @@ enum class GpuHoldFor {
 std::string_view GpuHoldForName(GpuHoldFor h);  // "whole-host", "large", "domain"
 Result<GpuHoldFor> ParseGpuHoldFor(std::string_view text);
 
+// When a waiting job that `hold_for` names may get (or keep refreshing) its hold. A hold takes
+// hosts the smaller jobs queued before it could start on, so it makes them wait longer.
+enum class GpuHoldWhen {
+  kAlways,  // whenever it does not fit: the held job goes before every older waiting job
+  kFifo,    // only when no older waiting job is smaller: it goes before none
+  // only when its wait in GPU-hours (wait x GPUs) is at least that of every older, smaller
+  // waiting job: aging weighted by size (the default, chosen over the ITP and openb runs of
+  // bench/README.md, "GPU domains")
+  kGpuWait,
+};
+std::string_view GpuHoldWhenName(GpuHoldWhen h);  // "always", "fifo", "gpu-wait"
+Result<GpuHoldWhen> ParseGpuHoldWhen(std::string_view text);
+
 struct GpuSimOptions {
   GpuSystem system = GpuSystem::kH100;
   int domains = 1;  // h100/h200: hosts (each its own domain)
@@ -54,6 +67,7 @@ struct GpuSimOptions {
   // kDomainClass: the default chosen over the ITP and openb traces (bench/README.md, "GPU
   // domains"); holding for larger jobs too drains hosts the small jobs need.
   GpuHoldFor hold_for = GpuHoldFor::kDomainClass;
+  GpuHoldWhen hold_when = GpuHoldWhen::kGpuWait;
   // slurm-block and first-fit hold too, with the same EASY backfill (Slurm's backfill scheduler
   // given exact time limits); moves stay tessera's. false: they start what fits, nothing held.
   bool baseline_holds = false;
