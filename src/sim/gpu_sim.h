@@ -7,12 +7,13 @@
 // submission order, each pass starting every job that fits now (backfill without
 // reservations). tessera adds what the head does for a blocked gang, EASY backfill on held
 // hosts: the oldest waiting jobs the hold applies to (`hold_for`, up to `holds` of them) each
-// get a reservation, the hosts that drain soonest (the least of their jobs' latest end) and
-// the time they will all be free. Another job may start on held hosts only if it ends by that
-// time (the trace's durations are the estimates), so a held job never starts later than its
-// first reservation time. When the small jobs on some hosts all fit elsewhere and the
-// reservation is more than `migrate_s` away, tessera moves them off instead (checkpoint and
-// restart, `migrate_s` each) and the held job starts at once.
+// get a reservation, once `hold_when` lets them go before the smaller jobs queued earlier: the
+// hosts that drain soonest (the least of their jobs' latest end) and the time they will all
+// be free. Another job may start on held hosts only if it ends by that time (the trace's
+// durations are the estimates), so a held job never starts later than its first reservation
+// time. When the small jobs on some hosts all fit elsewhere and the reservation is more than
+// `migrate_s` away, tessera moves them off instead (checkpoint and restart, `migrate_s` each)
+// and the held job starts at once.
 //
 // A job's rule: `auto` is required (one clique) for jobs of at most one domain and preferred
 // for larger ones; or one rule for every whole-host job. first-fit ignores rules, so its
