@@ -81,6 +81,7 @@ struct SimFlags {
   int gpu_holds = sim::GpuSimOptions{}.holds;
   bool baseline_holds = false;
   std::string hold_for = std::string(sim::GpuHoldForName(sim::GpuSimOptions{}.hold_for));
+  std::string hold_when = std::string(sim::GpuHoldWhenName(sim::GpuSimOptions{}.hold_when));
   double span_slowdown = 1.0;
 };
 
@@ -199,6 +200,13 @@ void RunGpu(const SimFlags& f) {
     throw CommandError("--hold-for: " + why);
   }
   base.hold_for = *hold_for;
+  auto hold_when = sim::ParseGpuHoldWhen(f.hold_when);
+  if (!hold_when.ok()) {
+    std::string why = hold_when.status().message();
+    if (why.starts_with("hold_when: ")) why.erase(0, 11);
+    throw CommandError("--hold-when: " + why);
+  }
+  base.hold_when = *hold_when;
   base.migrate_s = f.migrate_s;
   base.span_slowdown = f.span_slowdown;
   const std::string names =
@@ -212,7 +220,7 @@ void RunGpu(const SimFlags& f) {
   c.workload = w->source + ", " + std::to_string(w->jobs.size()) + " jobs";
   std::ostringstream cmd;
   cmd << "domain rule " << f.domain_rule << "; tessera holds " << f.gpu_holds << " at a time for "
-      << f.hold_for << " jobs (EASY backfill on held hosts"
+      << f.hold_for << " jobs when " << f.hold_when << " (EASY backfill on held hosts"
       << (f.baseline_holds ? "; the baselines hold too" : "") << "), moves "
       << (f.no_defrag ? "off" : "on") << " (move costs " << f.migrate_s << " s); span slowdown "
       << f.span_slowdown;
@@ -545,6 +553,12 @@ void AddSimCommand(CLI::App& app) {
   cmd->add_option("--hold-for", f->hold_for,
                   "--gpu: which jobs tessera holds hosts for: whole-host, large (more than half a "
                   "domain), domain (more than half a domain and at most one)")
+      ->capture_default_str();
+  cmd->add_option(
+         "--hold-when", f->hold_when,
+         "--gpu: when a job gets its hold: gpu-wait (only when its wait x GPUs is at least "
+         "that of every older smaller waiting job), fifo (only when no older waiting job "
+         "is smaller), always")
       ->capture_default_str();
   cmd->add_flag("--baseline-holds", f->baseline_holds,
                 "--gpu: slurm-block and first-fit hold hosts too, with the same backfill (Slurm's "

@@ -222,6 +222,9 @@ void GpuSimRun::Schedule(int64_t now) {
   // GPUs), so each (size, rule, holds avoided) is planned at most once until something fits.
   FailedPlans failed;
   const bool holding = (o_.policy == GpuPolicy::kTessera || o_.baseline_holds) && o_.holds > 0;
+  // Per size of the jobs passed over (waiting, older than the one at hand): the most
+  // GPU-seconds one of them has waited. A hold takes hosts those jobs could start on.
+  std::map<int, int64_t> most_waited;
   for (auto it = queue_.begin(); it != queue_.end();) {
     const int j = *it;
     const int own = HoldOf(j);
@@ -236,7 +239,13 @@ void GpuSimRun::Schedule(int64_t now) {
       it = queue_.erase(it);
       continue;
     }
-    if (holding &&
+    const int64_t area = (now - jobs_[j].submit_s) * jobs_[j].gpus;
+    bool jumps = false;  // a hold now would go before an older, smaller job that has a claim
+    for (auto w = most_waited.begin(); w != most_waited.end() && w->first < jobs_[j].gpus; ++w) {
+      jumps = jumps || o_.hold_when == GpuHoldWhen::kFifo ||
+              (o_.hold_when == GpuHoldWhen::kGpuWait && w->second > area);
+    }
+    if (holding && !jumps &&
         (own >= 0 || (Holdable(jobs_[j]) && static_cast<int>(holds_.size()) < o_.holds))) {
       const bool started = Hold(j, now, own);
       failed.clear();  // the holds changed, or jobs moved
@@ -245,6 +254,8 @@ void GpuSimRun::Schedule(int64_t now) {
         continue;
       }
     }
+    int64_t& most = most_waited[jobs_[j].gpus];
+    most = std::max(most, area);
     ++it;
   }
 }
@@ -524,6 +535,28 @@ Result<GpuHoldFor> ParseGpuHoldFor(std::string_view text) {
   return InvalidArgument("hold_for: unknown '" + std::string(text) +
                          "'; valid: whole-host (jobs of a host or more), large (more than half a "
                          "domain), domain (more than half a domain and at most one)");
+}
+
+std::string_view GpuHoldWhenName(GpuHoldWhen h) {
+  switch (h) {
+    case GpuHoldWhen::kAlways:
+      return "always";
+    case GpuHoldWhen::kFifo:
+      return "fifo";
+    case GpuHoldWhen::kGpuWait:
+      return "gpu-wait";
+  }
+  return "?";
+}
+
+Result<GpuHoldWhen> ParseGpuHoldWhen(std::string_view text) {
+  for (GpuHoldWhen h : {GpuHoldWhen::kAlways, GpuHoldWhen::kFifo, GpuHoldWhen::kGpuWait}) {
+    if (text == GpuHoldWhenName(h)) return h;
+  }
+  return InvalidArgument("hold_when: unknown '" + std::string(text) +
+                         "'; valid: gpu-wait (only when it has waited at least the GPU-hours of "
+                         "every older smaller waiting job), fifo (only when no older waiting job "
+                         "is smaller), always");
 }
 
 Result<GpuSimResult> RunGpuSimulation(const Workload& workload, const GpuSimOptions& options) {

@@ -7,12 +7,13 @@
 // submission order, each pass starting every job that fits now (backfill without
 // reservations). tessera adds what the head does for a blocked gang, EASY backfill on held
 // hosts: the oldest waiting jobs the hold applies to (`hold_for`, up to `holds` of them) each
-// get a reservation, the hosts that drain soonest (the least of their jobs' latest end) and
-// the time they will all be free. Another job may start on held hosts only if it ends by that
-// time (the trace's durations are the estimates), so a held job never starts later than its
-// first reservation time. When the small jobs on some hosts all fit elsewhere and the
-// reservation is more than `migrate_s` away, tessera moves them off instead (checkpoint and
-// restart, `migrate_s` each) and the held job starts at once.
+// get a reservation, once `hold_when` lets them go before the smaller jobs queued earlier: the
+// hosts that drain soonest (the least of their jobs' latest end) and the time they will all
+// be free. Another job may start on held hosts only if it ends by that time (the trace's
+// durations are the estimates), so a held job never starts later than its first reservation
+// time. When the small jobs on some hosts all fit elsewhere and the reservation is more than
+// `migrate_s` away, tessera moves them off instead (checkpoint and restart, `migrate_s` each)
+// and the held job starts at once.
 //
 // A job's rule: `auto` is required (one clique) for jobs of at most one domain and preferred
 // for larger ones; or one rule for every whole-host job. first-fit ignores rules, so its
@@ -45,6 +46,19 @@ enum class GpuHoldFor {
 std::string_view GpuHoldForName(GpuHoldFor h);  // "whole-host", "large", "domain"
 Result<GpuHoldFor> ParseGpuHoldFor(std::string_view text);
 
+// When a waiting job that `hold_for` names may get (or keep refreshing) its hold. A hold takes
+// hosts the smaller jobs queued before it could start on, so it makes them wait longer.
+enum class GpuHoldWhen {
+  kAlways,  // whenever it does not fit: the held job goes before every older waiting job
+  kFifo,    // only when no older waiting job is smaller: it goes before none
+  // only when its wait in GPU-hours (wait x GPUs) is at least that of every older, smaller
+  // waiting job: aging weighted by size (the default, chosen over the ITP and openb runs of
+  // bench/README.md, "GPU domains")
+  kGpuWait,
+};
+std::string_view GpuHoldWhenName(GpuHoldWhen h);  // "always", "fifo", "gpu-wait"
+Result<GpuHoldWhen> ParseGpuHoldWhen(std::string_view text);
+
 struct GpuSimOptions {
   GpuSystem system = GpuSystem::kH100;
   int domains = 1;  // h100/h200: hosts (each its own domain)
@@ -54,6 +68,7 @@ struct GpuSimOptions {
   // kDomainClass: the default chosen over the ITP and openb traces (bench/README.md, "GPU
   // domains"); holding for larger jobs too drains hosts the small jobs need.
   GpuHoldFor hold_for = GpuHoldFor::kDomainClass;
+  GpuHoldWhen hold_when = GpuHoldWhen::kGpuWait;
   // slurm-block and first-fit hold too, with the same EASY backfill (Slurm's backfill scheduler
   // given exact time limits); moves stay tessera's. false: they start what fits, nothing held.
   bool baseline_holds = false;

@@ -117,6 +117,52 @@ TEST(GpuSim, HoldForPicksTheJobsThatGetReservations) {
             std::string::npos);
 }
 
+// Two 8-GPU hosts: A (8 GPUs) on host 0 until 1000, B (6) on host 1 until 500. S (4 GPUs, t=0)
+// and the domain-class D (8, t=20) fit nowhere; S was first. `always` holds host 1 for D at
+// t=20, so S, which would not end by 500, waits for D: D at 500, S at 600. `fifo` never lets D
+// go before the older, smaller S: S takes host 1 at 500, D waits for host 0 until 1000.
+// `gpu-wait` holds once D has waited the GPU-hours S has: not at t=20 (0 against 80 GPU-s);
+// with E (1 GPU, t=100, 50 s) a pass at t=100 finds 640 against 400 and holds (E backfills),
+// as `always` would; with E at t=25 for 1000 s no pass comes until 500, as under `fifo`.
+TEST(GpuSim, HoldWhenKeepsAHoldFromJumpingOlderSmallerJobs) {
+  GpuSimOptions o;
+  o.system = GpuSystem::kH100;
+  o.domains = 2;
+  Workload late_e, early_e;
+  late_e.jobs = {GpuJob(8, 0, 1000), GpuJob(6, 0, 500), GpuJob(4, 0, 1000), GpuJob(8, 20, 100),
+                 GpuJob(1, 100, 50)};
+  early_e.jobs = late_e.jobs;
+  early_e.jobs[4] = GpuJob(1, 25, 1000);
+  struct Case {
+    GpuHoldWhen when;
+    const Workload* w;
+    int64_t s_start, d_start;
+  };
+  for (const Case& c :
+       {Case{GpuHoldWhen::kAlways, &late_e, 600, 500},
+        Case{GpuHoldWhen::kAlways, &early_e, 600, 500},
+        Case{GpuHoldWhen::kFifo, &late_e, 500, 1000}, Case{GpuHoldWhen::kFifo, &early_e, 500, 1000},
+        Case{GpuHoldWhen::kGpuWait, &late_e, 600, 500},
+        Case{GpuHoldWhen::kGpuWait, &early_e, 500, 1000}}) {
+    SCOPED_TRACE(std::string(GpuHoldWhenName(c.when)) +
+                 (c.w == &late_e ? " E at 100" : " E at 25"));
+    o.hold_when = c.when;
+    const GpuSimResult r = GpuRunWith(*c.w, o);
+    ASSERT_EQ(r.start_s.size(), 5u);
+    EXPECT_EQ(r.start_s[2], c.s_start);
+    EXPECT_EQ(r.start_s[3], c.d_start);
+    EXPECT_EQ(r.late_holds, 0);
+    EXPECT_EQ(r.migrations, 0);
+  }
+  // The default is gpu-wait.
+  EXPECT_EQ(GpuSimOptions{}.hold_when, GpuHoldWhen::kGpuWait);
+  EXPECT_EQ(*ParseGpuHoldWhen("fifo"), GpuHoldWhen::kFifo);
+  auto bad = ParseGpuHoldWhen("never");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("hold_when: unknown 'never'; valid: gpu-wait"),
+            std::string::npos);
+}
+
 // Invariants over random workloads, for every hold setting: every job starts exactly once (a
 // second start is an internal error), never before its submission, and a held job never
 // later than its first reservation time, whatever was backfilled onto its hosts meanwhile.
@@ -153,13 +199,18 @@ TEST(GpuSim, BackfillNeverDelaysAHeldJobPastItsReservation) {
         for (GpuHoldFor h :
              {GpuHoldFor::kWholeHost, GpuHoldFor::kLarge, GpuHoldFor::kDomainClass}) {
           for (bool defrag : {true, false}) {
-            SCOPED_TRACE("seed " + std::to_string(seed) + " " + std::string(GpuSystemName(sys)) +
-                         " holds " + std::to_string(holds) + " for " +
-                         std::string(GpuHoldForName(h)) + (defrag ? " moves" : ""));
-            o.holds = holds;
-            o.hold_for = h;
-            o.defrag = defrag;
-            ExpectHoldsKept(w, o);
+            for (GpuHoldWhen when :
+                 {GpuHoldWhen::kGpuWait, GpuHoldWhen::kFifo, GpuHoldWhen::kAlways}) {
+              SCOPED_TRACE("seed " + std::to_string(seed) + " " + std::string(GpuSystemName(sys)) +
+                           " holds " + std::to_string(holds) + " for " +
+                           std::string(GpuHoldForName(h)) + " when " +
+                           std::string(GpuHoldWhenName(when)) + (defrag ? " moves" : ""));
+              o.holds = holds;
+              o.hold_for = h;
+              o.hold_when = when;
+              o.defrag = defrag;
+              ExpectHoldsKept(w, o);
+            }
           }
         }
       }
