@@ -182,6 +182,34 @@ double WritesPerSecond(Controller& c, FakeClock& clock, const store::CountingSto
   return double(counting.counts().writes() - before) / double(seconds);
 }
 
+// A fleet starting: hosts register in batches of 100 and the head ticks after each batch (as
+// its loop does while registrations keep the inventory stale). The per-host cost stays flat
+// only if a tick does not grow with the hosts already there.
+void StormFigures(int hosts) {
+  FakeClock clock;
+  auto memory = Take(store::MemoryStore::Open(), "store");
+  Controller c(*memory, clock, ControllerOptions{});
+  Check(c.Load(), "load");
+  c.SetChangeListener([](const std::string&, const std::string&, const Json&) {});
+  constexpr int kBatch = 100;
+  double tick_ms = 0;
+  const auto start = Clock::now();
+  for (int i = 0; i < hosts; ++i) {
+    Take(c.RegisterHost(Take(protocol::ParseRegistration(ScaleRegistration(i).dump()), "reg")),
+         "register");
+    if ((i + 1) % kBatch == 0 || i + 1 == hosts) {
+      const auto tick_start = Clock::now();
+      Check(c.Tick(), "tick");
+      tick_ms += MsSince(tick_start);
+    }
+  }
+  const double total = MsSince(start);
+  std::printf(
+      "fleet start, %d hosts in batches of %d with a tick after each: %.0f ms (%.1f us a host; "
+      "ticks %.0f ms of it)\n",
+      hosts, kBatch, total, 1000.0 * total / hosts, tick_ms);
+}
+
 void HeartbeatFigures(int hosts, int running, int seconds) {
   FakeClock clock;
   auto counting = std::make_unique<store::CountingStore>(Take(store::MemoryStore::Open(), "store"));
@@ -200,6 +228,10 @@ void HeartbeatFigures(int hosts, int running, int seconds) {
   const double reg_ms = MsSince(reg_start);
   std::printf("hosts registered: %d (%.0f ms, %.1f us a host)\n", hosts, reg_ms,
               1000.0 * reg_ms / hosts);
+  const auto tick_start = Clock::now();
+  Check(c.Tick(), "tick");
+  std::printf("first tick after that (the inventory built for %d hosts): %.1f ms\n", hosts,
+              MsSince(tick_start));
   double wall = 0;
   // One round first: hosts' first heartbeats after registration.
   WritesPerSecond(c, clock, counts, hosts, 1, false, wall);
@@ -248,6 +280,7 @@ int main(int argc, char** argv) {
     }
   }
   if (jobs > 0) tessera::controller::ListFigures(jobs);
+  if (hosts > 0) tessera::controller::StormFigures(hosts);
   if (hosts > 0) tessera::controller::HeartbeatFigures(hosts, running, seconds);
   return 0;
 }

@@ -16,6 +16,10 @@ of /proc/PID/stat) over the window, its RSS (VmRSS) at the end and the hosts Rea
 (GET /api/v1/hosts) after it. `--loadgen py` runs the Python generator (loadgen.py) as before.
 `--baseline BIN` runs each agent count against BIN first (the commit before, with the two
 connections per agent it speaks: --baseline-connection), then against --tessera, in one run.
+`--etcd BIN` gives every head a fresh local 3-member etcd cluster (`--store etcd://...`, each
+member's data in the run's temp directory) and reports the cluster's committed writes per second
+over the window (`etcdWritesPerS`: the raft leader's etcd_server_proposals_committed_total) and
+its database size at the end.
 
   bench/control_plane/run.py --tessera build/release/bin/tessera --agents 1000,10000 --json out.json
 """
@@ -29,6 +33,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -36,7 +41,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-current = {"head": None, "loadgen": None, "dir": None, "shards": []}
+current = {"head": None, "loadgen": None, "dir": None, "shards": [], "etcd": []}
 
 
 def cleanup():
@@ -55,6 +60,11 @@ def cleanup():
                 p.kill()
                 p.wait(5)
         current[key] = None
+    for p in current["etcd"]:  # after the head, which writes to it until it stops
+        if p.poll() is None:
+            p.kill()
+            p.wait(5)
+    current["etcd"] = []
     if current["dir"]:
         shutil.rmtree(current["dir"], ignore_errors=True)
         current["dir"] = None
@@ -87,21 +97,86 @@ def proc_rss_mib(pid):
     return 0.0
 
 
-def start_head(tessera, tls, extra_args=()):
-    """A head on a fresh state directory; (process, state dir, port, log file)."""
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def etcd_call(port, path, body=None, timeout=2):
+    """(status, text) of one request to an etcd member's client port; (0, "") if it fails."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                 data=None if body is None else json.dumps(body).encode())
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except (OSError, urllib.error.HTTPError):
+        return 0, ""
+
+
+def start_etcd(etcd, d):
+    """A fresh 3-member etcd cluster with its data under `d`; the client ports, once every
+    member answers /health."""
+    peers = [(free_port(), free_port()) for _ in range(3)]
+    initial = ",".join(f"e{i}=http://127.0.0.1:{p}" for i, (_, p) in enumerate(peers))
+    for i, (c, p) in enumerate(peers):
+        log = open(os.path.join(d, f"etcd-e{i}.log"), "w")
+        current["etcd"].append(subprocess.Popen(
+            [etcd, "--name", f"e{i}", "--data-dir", os.path.join(d, f"etcd-e{i}"),
+             "--listen-client-urls", f"http://127.0.0.1:{c}",
+             "--advertise-client-urls", f"http://127.0.0.1:{c}",
+             "--listen-peer-urls", f"http://127.0.0.1:{p}",
+             "--initial-advertise-peer-urls", f"http://127.0.0.1:{p}",
+             "--initial-cluster", initial, "--initial-cluster-state", "new",
+             "--max-txn-ops", "10000"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+    clients = [c for c, _ in peers]
+    deadline = time.monotonic() + 60
+    for c in clients:
+        while '"health":"true"' not in etcd_call(c, "/health")[1].replace(" ", ""):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"etcd member on port {c} not healthy in 60 s; see {d}")
+            time.sleep(0.1)
+    return clients
+
+
+def etcd_figures(clients):
+    """The raft leader's committed proposals (one per write) and the database size in bytes."""
+    committed, size = 0.0, 0.0
+    for c in clients:
+        for line in etcd_call(c, "/metrics", timeout=5)[1].splitlines():
+            if line.startswith("etcd_server_proposals_committed_total "):
+                committed = max(committed, float(line.split()[1]))
+            elif line.startswith("etcd_mvcc_db_total_size_in_bytes "):
+                size = max(size, float(line.split()[1]))
+    return committed, size
+
+
+def start_head(tessera, tls, extra_args=(), etcd=None):
+    """A head on a fresh state directory (its store on a fresh local etcd cluster when `etcd`
+    is that binary); (process, state dir, port, log file)."""
     d = tempfile.mkdtemp(prefix="tessera-cp-bench-")
     current["dir"] = d
+    store = []
+    if etcd:
+        clients = start_etcd(etcd, d)
+        store = ["--store", "etcd://" + ",".join(f"127.0.0.1:{c}" for c in clients)]
+        current["etcd_clients"] = clients
     log = open(os.path.join(d, "head.log"), "w")
     head = subprocess.Popen(
-        [tessera, "head", "--state-dir", d, "--port", "0", "--heartbeat-ms", "1000",
-         "--lease-ms", "5000"] + ([] if tls else ["--plain-http"]) + list(extra_args),
+        # An HA head (etcd) is told its port: its address is what standbys and agents learn.
+        [tessera, "head", "--state-dir", d, "--port", str(free_port() if etcd else 0),
+         "--heartbeat-ms", "1000",
+         "--lease-ms", "5000"] + store + ([] if tls else ["--plain-http"]) + list(extra_args),
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     current["head"] = head
     deadline = time.monotonic() + 30
     port = 0
     while port == 0:
         if time.monotonic() > deadline or head.poll() is not None:
-            raise RuntimeError("the head did not start; see " + log.name)
+            log.flush()
+            raise RuntimeError("the head did not start; it printed:\n" +
+                               read_file(os.path.join(d, "head.log"))[-2000:])
         try:
             h = json.loads(read_file(os.path.join(d, "head.json")))
             if h.get("pid") == head.pid:
@@ -138,7 +213,7 @@ def job_doc(i):
 
 def one_run_cc(a, tessera, n, rep, tls, connection):
     """One head and --shards tessera_loadgen processes (bench/control_plane/loadgen.cc)."""
-    head, d, port, log = start_head(tessera, tls, a.head_arg)
+    head, d, port, log = start_head(tessera, tls, a.head_arg, a.etcd)
     per_agent = 1 if connection == "one" else 2
     shards = a.shards or max(1, math.ceil(n * per_agent / 8000))
     t0 = time.monotonic()
@@ -168,12 +243,17 @@ def one_run_cc(a, tessera, n, rep, tls, connection):
         st, _ = admin_call(d, port, tls, "POST", "/api/v1/jobs", job_doc(i))
         job_errors += st != 201
     time.sleep(a.warmup)
+    etcd0 = etcd_figures(current["etcd_clients"]) if a.etcd else None
     cpu0, w0 = proc_cpu_s(head.pid), time.monotonic()
     for p in procs:
         p.stdin.write("GO\n")
         p.stdin.flush()
     time.sleep(a.window)
     cpu1, w1 = proc_cpu_s(head.pid), time.monotonic()
+    if a.etcd:
+        etcd1 = etcd_figures(current["etcd_clients"])
+        result["etcdWritesPerS"] = round((etcd1[0] - etcd0[0]) / (w1 - w0), 1)
+        result["etcdDbMiB"] = round(etcd1[1] / 2**20, 1)
     rss = proc_rss_mib(head.pid)
     shard_results = []
     for p in procs:
@@ -266,7 +346,7 @@ CC_COLUMNS = [
     ("answeredUnder1sPct", "answered < 1 s (%)"), ("heartbeatP50Ms", "heartbeat p50 (ms)"),
     ("heartbeatP99Ms", "heartbeat p99 (ms)"), ("lostHosts", "lost hosts"),
     ("headCpuPct", "head CPU (% of 1 core)"), ("headRssMiB", "head RSS (MiB)"),
-    ("loadgenCpuPct", "loadgen CPU (%)"),
+    ("loadgenCpuPct", "loadgen CPU (%)"), ("etcdWritesPerS", "etcd writes/s"),
 ]
 
 
@@ -382,8 +462,17 @@ def main():
                    help="the agents speak TLS to the head (on, the default as for real agents), "
                    "plain HTTP to a --plain-http head (off), or each in turn, side by side "
                    "(both: the TLS cost, bench/README.md)")
+    p.add_argument("--etcd", help="etcd binary: every head stores on a fresh local 3-member "
+                   "etcd cluster (--store etcd://...), its write rate reported")
     a = p.parse_args()
     a.tessera = os.path.abspath(a.tessera)
+    if a.etcd:
+        a.etcd = shutil.which(a.etcd) or a.etcd
+        if not os.access(a.etcd, os.X_OK):
+            sys.exit(f"run.py: --etcd {a.etcd} is not executable (Debian: apt install "
+                     "etcd-server)")
+        if a.loadgen != "cc":
+            sys.exit("run.py: --etcd needs the C++ generator (--loadgen cc)")
     if a.loadgen == "cc":
         a.loadgen_bin = os.path.abspath(a.loadgen_bin or os.path.join(
             os.path.dirname(os.path.dirname(a.tessera)), "bench", "tessera_loadgen"))

@@ -27,6 +27,7 @@
 #include "api/log_proxy.h"
 #include "api/metrics.h"
 #include "api/namespaces.h"
+#include "api/registration_batcher.h"
 #include "api/replica_certs.h"
 #include "api/service_prober.h"
 #include "api/status_http.h"
@@ -175,6 +176,7 @@ struct Head::Impl {
   bool stopping = false;
   bool kicked = false;
 
+  std::unique_ptr<RegistrationBatcher> registrations;  // agents' registrations, batched
   std::unique_ptr<WatchHub> hub;  // users' watch streams (created before the controller loads)
   std::unique_ptr<LogProxy> logs;
   std::unique_ptr<ServiceProber> prober;       // Service readiness (service_prober.h)
@@ -595,6 +597,11 @@ Status Head::Start() {
     controller_options.lease_stall_ms =
         std::max(controller_options.lease_ms / 4, 4 * options_.tick_ms);
   m.ctl = std::make_unique<controller::Controller>(*m.store, m.clock, controller_options);
+  m.registrations = std::make_unique<RegistrationBatcher>(
+      [&m](const std::vector<protocol::Registration>& batch) {
+        return m.ctl->RegisterHosts(batch);
+      },
+      [&m] { m.Kick(); });
   m.metrics = std::make_unique<HeadMetrics>(m.clock);
   // Resource versions start at this run's start time in microseconds: above any an earlier
   // run handed out (one per change), so a client's stale version gets 410, not wrong data.
@@ -820,18 +827,20 @@ Status Head::Start() {
                                       });
                })));
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kGet, "/api/v1/events", list(kEventKind)));
-  TESSERA_RETURN_IF_ERROR(
-      s.Handle(Method::kPost, "/api/v1/agents/register", agent([&m, bad_message](const Request& r) {
-                 // One decoder for the agent's messages, the one the agent's encoder is
-                 // tested against (protocol/wire.h).
-                 auto registration = protocol::ParseRegistration(r.body);
-                 if (!registration.ok()) return bad_message(registration.status());
-                 if (auto refused = RefuseHostCall(m.host_certs.get(), r, registration->name))
-                   return *refused;
-                 Response out = Reply(m.ctl->RegisterHost(*registration));
-                 m.Kick();
-                 return out;
-               })));
+  TESSERA_RETURN_IF_ERROR(s.Handle(
+      Method::kPost, "/api/v1/agents/register", agent([&m, bad_message](const Request& r) {
+        // One decoder for the agent's messages, the one the agent's encoder is
+        // tested against (protocol/wire.h).
+        auto registration = protocol::ParseRegistration(r.body);
+        if (!registration.ok()) return bad_message(registration.status());
+        if (auto refused = RefuseHostCall(m.host_certs.get(), r, registration->name))
+          return *refused;
+        // Committed with the registrations that arrive meanwhile (registration_batcher.h).
+        return Response::Deferred([&m, reg = *std::move(registration)](auto answer) mutable {
+          m.registrations->Submit(std::move(reg),
+                                  [answer](Result<Json> reply) { answer(Reply(reply)); });
+        });
+      })));
   TESSERA_RETURN_IF_ERROR(s.Handle(Method::kPost, "/api/v1/agents/{name}/heartbeat",
                                    own_host([&m, bad_message](const Request& r) {
                                      auto beat = protocol::ParseHeartbeat(r.body);
@@ -1067,6 +1076,7 @@ Status Head::Start() {
   TESSERA_RETURN_IF_ERROR(
       WriteFileAtomic(options_.state_dir + "/head.json", head.dump() + "\n", 0600));
   m.loop = std::thread([&m, tick = options_.tick_ms] { m.Loop(tick); });
+  m.registrations->Start();
   m.prober = std::make_unique<ServiceProber>(*m.ctl, replica_tls ? ca_file : "");
   m.prober->Start();
   return Status::Ok();
@@ -1081,6 +1091,7 @@ void Head::Stop() {
     m.loop_cv.notify_one();
   }
   if (m.prober) m.prober->Stop();
+  if (m.registrations) m.registrations->Stop();  // answers what is queued: 503
   if (m.loop.joinable()) m.loop.join();
   if (m.logs) m.logs->Stop();  // log streams end with an error line, then the server stops
   if (m.server) m.server->Stop();

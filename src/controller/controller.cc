@@ -159,8 +159,15 @@ std::optional<Controller::VersionedList> Controller::ListWithVersion(
 
 Result<int64_t> Controller::CommitWithEvents(store::WriteBatch& batch, const std::string& object,
                                              const std::vector<JobEvent>& events) {
+  std::vector<std::pair<std::string, JobEvent>> of_object;
+  for (const JobEvent& e : events) of_object.emplace_back(object, e);
+  return CommitWithEvents(batch, of_object);
+}
+
+Result<int64_t> Controller::CommitWithEvents(
+    store::WriteBatch& batch, const std::vector<std::pair<std::string, JobEvent>>& events) {
   std::vector<Event> staged;
-  for (const JobEvent& e : events)
+  for (const auto& [object, e] : events)
     staged.push_back(Event{"", e.warning, e.reason, object, e.message, NowMs()});
   staged = events_.Stage(std::move(staged), batch);
   if (batch.empty()) return store_.Revision();

@@ -334,6 +334,11 @@ class Controller {
   // credential: only the agent that registered a host name may register it again, until an
   // admin deletes the host (DeleteHost).
   Result<Json> RegisterHost(const protocol::Registration& registration);
+  // RegisterHost for several at once, in order (a later one is checked against the earlier
+  // ones it follows), with one store commit for all that are accepted: the answers, one per
+  // registration, in the same order. When the commit fails every accepted one is kUnavailable
+  // and nothing of the batch stays.
+  std::vector<Result<Json>> RegisterHosts(const std::vector<protocol::Registration>& registrations);
   // Whether `credential` is the one `host` registered with (heartbeats, assignment reads):
   // kNotFound when the host is not registered or was stored without a credential (the agent
   // registers again, docs/agent-protocol.md). The HTTP layer refuses a mismatch (403).
@@ -480,6 +485,9 @@ class Controller {
   // watchers hear of them at the next AnnounceEvents, after the change they record.
   Result<int64_t> CommitWithEvents(store::WriteBatch& batch, const std::string& object,
                                    const std::vector<JobEvent>& events);
+  // The same for events of several objects (object, event).
+  Result<int64_t> CommitWithEvents(store::WriteBatch& batch,
+                                   const std::vector<std::pair<std::string, JobEvent>>& events);
   void AnnounceEvents();
   Status RecordEvent(const std::string& object, bool warning, const std::string& reason,
                      const std::string& message);
@@ -509,6 +517,8 @@ class Controller {
   // Writes the host (and deletes `replaced`, a Lost host whose worker id it takes) atomically.
   Status PersistHost(RegisteredHost& host, const std::vector<JobEvent>& events,
                      const std::string& replaced = "");
+  // The host's stored document: what HostJsonLocked shows plus its credential's hash and fence.
+  std::string StoredHostJsonLocked(const RegisteredHost& host) const;
   // --- fixed slices (host_registry.cc, inventory/slice_claims.h) ---
   // The host's claim: the discovered accelerator type, topology and worker id (slice: the
   // discovered slice name, else its membership's name) when its agent discovered a TPU slice;

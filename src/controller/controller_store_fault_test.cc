@@ -65,6 +65,71 @@ TEST_F(StoreFaultTest, AFailedCreateStoresNothingAndCanBeRetried) {
   EXPECT_EQ(Phase("train"), "Starting");
 }
 
+// A registration of host `name` in slice `slice` at worker `w` (2D v6e 4x4), as decoded.
+protocol::Registration SliceHost(const std::string& name, const std::string& slice, int w,
+                                 const std::string& credential_of = "") {
+  Json body = {{"name", name},
+               {"generation", "v6e"},
+               {"chips", 4},
+               {"address", "127.0.0.1"},
+               {"agentPort", 9000 + w},
+               {"credential", CredentialOf(credential_of.empty() ? name : credential_of)},
+               {"slice", {{"name", slice}, {"topology", "4x4"}, {"worker", w}}}};
+  auto r = protocol::ParseRegistration(body.dump());
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : protocol::Registration{};
+}
+
+// The registered host's name, or the error that refused it.
+std::string NameOrError(const Result<Json>& r) {
+  return r.ok() ? r->value("host", "") : r.status().ToString();
+}
+
+TEST_F(StoreFaultTest, ABatchOfRegistrationsIsOneCommitAndEachIsCheckedAgainstTheOnesBefore) {
+  const int64_t revision = inner_->Revision();
+  auto answers = c_->RegisterHosts({
+      SliceHost("a0", "slice-a", 0),
+      SliceHost("a1", "slice-a", 1),
+      SliceHost("a0", "slice-a", 0, "another agent"),  // a0 again, with another credential
+      SliceHost("b0", "slice-b", 0),
+  });
+  ASSERT_EQ(answers.size(), 4u);
+  EXPECT_EQ(NameOrError(answers[0]), "a0");
+  EXPECT_EQ(NameOrError(answers[1]), "a1");
+  EXPECT_EQ(Err(answers[2]).code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(Err(answers[2]).message().find("credential"), std::string::npos);
+  EXPECT_EQ(NameOrError(answers[3]), "b0");
+  EXPECT_EQ(inner_->Revision(), revision + 1) << "three hosts, one commit";
+  EXPECT_EQ(c_->ListHosts()["items"].size(), 3u);
+  // What was committed is what a restarted controller loads.
+  Controller reloaded(*inner_, clock_, ControllerOptions{});
+  ASSERT_TRUE(reloaded.Load().ok());
+  EXPECT_EQ(reloaded.ListHosts()["items"].size(), 3u);
+}
+
+TEST_F(StoreFaultTest, AFailedBatchOfRegistrationsLeavesNoHostAndEachIsAnsweredUnavailable) {
+  Ok(c_->RegisterHost(SliceHost("a0", "slice-a", 0)));
+  const Json before = c_->ListHosts();
+  protocol::Registration bad_credential = SliceHost("a2", "slice-a", 2);
+  bad_credential.credential = "not hex";
+  Break();
+  auto answers = c_->RegisterHosts({
+      SliceHost("a0", "slice-a", 0),  // the same agent again: its entry must come back as it was
+      SliceHost("a1", "slice-a", 1),
+      bad_credential,  // refused before the commit
+  });
+  ASSERT_EQ(answers.size(), 3u);
+  ExpectUnavailable(Err(answers[0]));
+  ExpectUnavailable(Err(answers[1]));
+  EXPECT_EQ(Err(answers[2]).code(), StatusCode::kInvalidArgument);
+  ExpectNothingHappened();
+  EXPECT_EQ(c_->ListHosts(), before);
+  faulty_->Heal();
+  auto again = c_->RegisterHosts({SliceHost("a1", "slice-a", 1)});
+  EXPECT_EQ(NameOrError(again[0]), "a1");
+  EXPECT_EQ(c_->ListHosts()["items"].size(), 2u);
+}
+
 TEST_F(StoreFaultTest, AFailedUpdateLeavesTheJobAsItWasUntilTheAgentReportsAgain) {
   RegisterTwoSlices();
   Ok(c_->CreateJob(JobDoc("train", 2)));

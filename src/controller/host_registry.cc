@@ -213,15 +213,19 @@ std::string Controller::WithPartialSlices(const TrainJob& job, std::string messa
   return message;
 }
 
-Status Controller::PersistHost(RegisteredHost& h, const std::vector<JobEvent>& events,
-                               const std::string& replaced) {
-  store::WriteBatch batch;
-  if (!replaced.empty()) batch.Delete(codec::kHostKind, replaced);
+std::string Controller::StoredHostJsonLocked(const RegisteredHost& h) const {
   // The credential's hash is stored with the host (so it survives a restart), never shown.
   Json stored = HostJsonLocked(h);
   if (!h.credential_hash.empty()) stored[kCredentialHashField] = h.credential_hash;
   if (h.fence_ms > 0) stored[kAgentFenceField] = h.fence_ms;
-  batch.Put(codec::kHostKind, h.spec.name, stored.dump());
+  return stored.dump();
+}
+
+Status Controller::PersistHost(RegisteredHost& h, const std::vector<JobEvent>& events,
+                               const std::string& replaced) {
+  store::WriteBatch batch;
+  if (!replaced.empty()) batch.Delete(codec::kHostKind, replaced);
+  batch.Put(codec::kHostKind, h.spec.name, StoredHostJsonLocked(h));
   auto r = CommitWithEvents(batch, "host/" + h.spec.name, events);
   if (!r.ok()) return Unavailable(r.status().message());
   h.version = *r;
@@ -238,92 +242,185 @@ Json Controller::ListHostsLocked() const {
 }
 
 Result<Json> Controller::RegisterHost(const protocol::Registration& registration) {
-  auto normalised = protocol::NormalizeHostName(registration.name);
-  if (!normalised.ok()) return normalised.status();
-  HostSpec spec = FromRegistration(registration);
-  spec.name = *normalised;
-  if (Status valid = ValidateMembership(spec); !valid.ok()) return valid;
-  const std::optional<SliceClaim> claim = ClaimOf(spec);
-  // A discovered slice's claim is checked on its own and against the membership it came with;
-  // a declared 2D slice's membership was checked above.
-  const bool discovered_claim = claim && !spec.discovered.empty();
-  if (discovered_claim)
-    if (Status valid = ValidateClaim(spec, *claim); !valid.ok()) return valid;
-  if (!protocol::IsValidCredential(registration.credential))
-    return InvalidArgument("credential: must be 32..128 lower-case hex digits");
-  const std::string credential_hash = protocol::CredentialHash(registration.credential);
+  return std::move(RegisterHosts({registration}).front());
+}
+
+std::vector<Result<Json>> Controller::RegisterHosts(
+    const std::vector<protocol::Registration>& registrations) {
+  // What can be checked without the lock: each registration on its own.
+  struct Candidate {
+    HostSpec spec;
+    std::optional<SliceClaim> claim;
+    bool discovered_claim = false;
+    std::string credential_hash;
+    int64_t fence_ms = 0;
+  };
+  std::vector<Result<Json>> out;
+  std::vector<std::optional<Candidate>> candidates;
+  for (const protocol::Registration& registration : registrations) {
+    candidates.emplace_back();
+    out.push_back(Json());
+    auto normalised = protocol::NormalizeHostName(registration.name);
+    if (!normalised.ok()) {
+      out.back() = normalised.status();
+      continue;
+    }
+    Candidate c;
+    c.spec = FromRegistration(registration);
+    c.spec.name = *normalised;
+    if (Status valid = ValidateMembership(c.spec); !valid.ok()) {
+      out.back() = valid;
+      continue;
+    }
+    c.claim = ClaimOf(c.spec);
+    // A discovered slice's claim is checked on its own and against the membership it came
+    // with; a declared 2D slice's membership was checked above.
+    c.discovered_claim = c.claim && !c.spec.discovered.empty();
+    if (c.discovered_claim)
+      if (Status valid = ValidateClaim(c.spec, *c.claim); !valid.ok()) {
+        out.back() = valid;
+        continue;
+      }
+    if (!protocol::IsValidCredential(registration.credential)) {
+      out.back() = InvalidArgument("credential: must be 32..128 lower-case hex digits");
+      continue;
+    }
+    c.credential_hash = protocol::CredentialHash(registration.credential);
+    c.fence_ms = registration.fence_ms;
+    candidates.back() = std::move(c);
+  }
+
   std::lock_guard lock(mu_);
   const int64_t now = NowMs();
-  auto existing = hosts_.find(spec.name);
-  const bool known = existing != hosts_.end();
-  // Only the agent that registered this name may register it again (an agent restarting on
-  // its machine keeps its credential); another one needs an admin's `tessera delete host`.
-  if (known && !existing->second.credential_hash.empty() &&
-      !protocol::ConstantTimeEquals(existing->second.credential_hash, credential_hash))
-    return AlreadyExists("credential: host '" + spec.name +
-                         "' is registered by another agent; only that agent (its credential is "
-                         "in its state directory) may register it again. If the machine was "
-                         "replaced, an admin runs `tessera delete host " +
-                         spec.name + "` first");
-  // The hosts of a discovered slice agree on its type and topology, and no two live ones hold
-  // one worker id; a host that claims a Lost host's worker id replaces it.
-  std::string replaces;
-  if (discovered_claim) {
-    auto verdict = CheckSliceClaim(spec.name, *claim, ClaimHoldersLocked(claim->slice));
-    if (!verdict.ok()) return verdict.status();
-    replaces = verdict->replaces;
-  }
-  // Only hosts of the same slice or cube can conflict, and every host has the cluster's
-  // generation (each was checked against the others): one of them stands for all in that
-  // check. Scanning every host here made registering N hosts cost O(N^2).
-  std::set<std::string> neighbours;
-  for (const std::string& key : HostGroupKeys(spec, std::nullopt))
-    if (auto group = host_groups_.find(key); group != host_groups_.end())
-      neighbours.insert(group->second.begin(), group->second.end());
-  for (const auto& [name, other] : hosts_)
-    if (name != spec.name && name != replaces) {
-      neighbours.insert(name);
-      break;
+  // Each accepted host goes into hosts_ at once, so the registrations after it in this batch
+  // are checked against it, and is taken out again if the one commit fails.
+  struct Accepted {
+    size_t index;
+    std::string name;
+    std::optional<RegisteredHost> previous;  // the entry it overwrote
+    std::string replaces;                    // a Lost host whose worker id it takes
+    std::optional<RegisteredHost> replaced;
+    bool membership_changed = false;
+  };
+  std::vector<Accepted> accepted;
+  store::WriteBatch batch;
+  std::vector<std::pair<std::string, JobEvent>> events;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (!candidates[i]) continue;
+    Candidate& c = *candidates[i];
+    const HostSpec& spec = c.spec;
+    auto existing = hosts_.find(spec.name);
+    const bool known = existing != hosts_.end();
+    // Only the agent that registered this name may register it again (an agent restarting on
+    // its machine keeps its credential); another one needs an admin's `tessera delete host`.
+    if (known && !existing->second.credential_hash.empty() &&
+        !protocol::ConstantTimeEquals(existing->second.credential_hash, c.credential_hash)) {
+      out[i] = AlreadyExists("credential: host '" + spec.name +
+                             "' is registered by another agent; only that agent (its credential "
+                             "is in its state directory) may register it again. If the machine "
+                             "was replaced, an admin runs `tessera delete host " +
+                             spec.name + "` first");
+      continue;
     }
-  for (const std::string& name : neighbours)
-    if (name != spec.name && name != replaces)
-      if (Status conflict = Conflicts(spec, hosts_.at(name).spec); !conflict.ok()) return conflict;
-  const bool recovered = known && existing->second.status.lost;
-  const bool membership_changed =
-      !known || !existing->second.spec.SameMembership(spec) || recovered || !replaces.empty();
-  RegisteredHost h;
-  h.spec = spec;
-  h.claim = claim;
-  h.credential_hash = credential_hash;
-  h.fence_ms = registration.fence_ms;
-  h.status.registered_ms = now;
-  RenewLease(h, now);
-  if (known) {
-    h.version = existing->second.version;
-    h.status.usage = existing->second.status.usage;
+    // The hosts of a discovered slice agree on its type and topology, and no two live ones
+    // hold one worker id; a host that claims a Lost host's worker id replaces it.
+    std::string replaces;
+    if (c.discovered_claim) {
+      auto verdict = CheckSliceClaim(spec.name, *c.claim, ClaimHoldersLocked(c.claim->slice));
+      if (!verdict.ok()) {
+        out[i] = verdict.status();
+        continue;
+      }
+      replaces = verdict->replaces;
+    }
+    // Only hosts of the same slice or cube can conflict, and every host has the cluster's
+    // generation (each was checked against the others): one of them stands for all in that
+    // check. Scanning every host here made registering N hosts cost O(N^2).
+    std::set<std::string> neighbours;
+    for (const std::string& key : HostGroupKeys(spec, std::nullopt))
+      if (auto group = host_groups_.find(key); group != host_groups_.end())
+        neighbours.insert(group->second.begin(), group->second.end());
+    for (const auto& [name, other] : hosts_)
+      if (name != spec.name && name != replaces) {
+        neighbours.insert(name);
+        break;
+      }
+    Status conflict = Status::Ok();
+    for (const std::string& name : neighbours)
+      if (name != spec.name && name != replaces)
+        if (conflict = Conflicts(spec, hosts_.at(name).spec); !conflict.ok()) break;
+    if (!conflict.ok()) {
+      out[i] = conflict;
+      continue;
+    }
+    const bool recovered = known && existing->second.status.lost;
+    RegisteredHost h;
+    h.spec = spec;
+    h.claim = c.claim;
+    h.credential_hash = c.credential_hash;
+    h.fence_ms = c.fence_ms;
+    h.status.registered_ms = now;
+    RenewLease(h, now);
+    if (known) {
+      h.version = existing->second.version;
+      h.status.usage = existing->second.status.usage;
+    }
+    const std::string object = "host/" + spec.name;
+    events.emplace_back(object,
+                        JobEvent{false, recovered ? "HostRecovered" : "Registered", Where(spec)});
+    if (!replaces.empty()) {
+      events.emplace_back(object, JobEvent{false, "WorkerReplaced",
+                                           "takes worker " + std::to_string(c.claim->worker) +
+                                               " of slice " + c.claim->slice + " from lost host " +
+                                               replaces + ", which is deleted"});
+      batch.Delete(codec::kHostKind, replaces);
+    }
+    batch.Put(codec::kHostKind, spec.name, StoredHostJsonLocked(h));
+    Accepted a{
+        i,
+        spec.name,
+        std::nullopt,
+        replaces,
+        std::nullopt,
+        !known || !existing->second.spec.SameMembership(spec) || recovered || !replaces.empty()};
+    if (known) a.previous = existing->second;
+    if (auto gone = hosts_.find(replaces); gone != hosts_.end()) {
+      a.replaced = gone->second;
+      EraseHostLocked(replaces);
+    }
+    PutHostLocked(std::move(h));
+    accepted.push_back(std::move(a));
   }
-  std::vector<JobEvent> events = {
-      JobEvent{false, recovered ? "HostRecovered" : "Registered", Where(spec)}};
-  if (!replaces.empty())
-    events.push_back(JobEvent{false, "WorkerReplaced",
-                              "takes worker " + std::to_string(claim->worker) + " of slice " +
-                                  claim->slice + " from lost host " + replaces +
-                                  ", which is deleted"});
-  Status persisted = PersistHost(h, events, replaces);
-  if (!persisted.ok()) return persisted;
-  PutHostLocked(std::move(h));
-  if (auto gone = hosts_.find(replaces); gone != hosts_.end()) {
-    const Json doc = HostJsonLocked(gone->second);
-    EraseHostLocked(replaces);
-    Emit(codec::kHostKind, "DELETED", doc);
-    schedule_requested_ = true;
+  if (accepted.empty()) return out;
+  // One commit for every host of the batch: a fleet registering at once pays one fsync (or
+  // one etcd round) per batch, not per host.
+  auto committed = CommitWithEvents(batch, events);
+  if (!committed.ok()) {
+    for (auto a = accepted.rbegin(); a != accepted.rend(); ++a) {
+      EraseHostLocked(a->name);
+      if (a->previous) PutHostLocked(*std::move(a->previous));
+      if (a->replaced) PutHostLocked(*std::move(a->replaced));
+      out[a->index] = Unavailable(committed.status().message());
+    }
+    return out;
   }
-  // Rebuilding the inventory costs O(hosts); a fleet of N agents joining at once would pay it N
-  // times. Mark it stale instead: the next scheduling pass (the head's loop runs one within a
-  // tick) rebuilds it once.
-  if (membership_changed) inventory_dirty_ = true;
-  return Json::parse(
-      protocol::RegisterReplyJson({spec.name, options_.heartbeat_interval_ms, options_.lease_ms}));
+  for (const Accepted& a : accepted) {
+    RegisteredHost& h = hosts_.at(a.name);
+    h.version = *committed;
+    Emit(codec::kHostKind, "MODIFIED", HostJsonLocked(h));
+    if (a.replaced) {
+      Emit(codec::kHostKind, "DELETED", HostJsonLocked(*a.replaced));
+      schedule_requested_ = true;
+    }
+    // Rebuilding the inventory costs O(hosts); a fleet of N agents joining at once would pay
+    // it N times. Mark it stale instead: the next scheduling pass (the head's loop runs one
+    // within a tick) rebuilds it once.
+    if (a.membership_changed) inventory_dirty_ = true;
+    out[a.index] = Json::parse(
+        protocol::RegisterReplyJson({a.name, options_.heartbeat_interval_ms, options_.lease_ms}));
+  }
+  AnnounceEvents();
+  return out;
 }
 
 Result<bool> Controller::HostCredentialMatches(const std::string& host,

@@ -110,6 +110,12 @@ Response Response::Stream(std::function<void(std::shared_ptr<StreamWriter>)> on_
   return r;
 }
 
+Response Response::Deferred(std::function<void(std::function<void(Response)>)> on_deferred) {
+  Response r;
+  r.on_deferred = std::move(on_deferred);
+  return r;
+}
+
 std::string_view StatusReason(int status) {
   switch (status) {
     case 100:

@@ -104,6 +104,11 @@ struct Response {
   // longer than ServerOptions::max_body_bytes ends the stream. Without it, whatever the client
   // sends while the stream is open is ignored.
   std::function<void(std::string_view line)> on_client_line;
+  // When set (and on_stream is not), the response comes later: the server calls on_deferred
+  // once, on the io thread, with `answer`, and frees that thread. Call `answer` exactly once,
+  // from any thread, with the response (not a streaming or deferred one). A connection closed
+  // meanwhile drops it.
+  std::function<void(std::function<void(Response)> answer)> on_deferred;
 
   // A response with `body` as JSON text.
   static Response Json(int status, std::string body);
@@ -113,6 +118,8 @@ struct Response {
   static Response Error(int status, std::string_view message, std::string_view field = {});
   // A streaming response of newline-delimited JSON ("application/x-ndjson").
   static Response Stream(std::function<void(std::shared_ptr<StreamWriter>)> on_stream);
+  // A response answered later (on_deferred above).
+  static Response Deferred(std::function<void(std::function<void(Response)>)> on_deferred);
 };
 
 // Handles one request. Runs on a server io thread; may block briefly (it holds that thread).

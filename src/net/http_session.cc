@@ -4,6 +4,7 @@
 // response write, and the linger that drains a refused body. Streaming responses continue
 // in http_stream.cc.
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <exception>
 #include <limits>
@@ -304,6 +305,24 @@ void Session::OnRequest() {
   }
   handler_ = nullptr;
   if (response.on_stream) return StartStream(std::move(response));
+  if (response.on_deferred) {
+    // The answer comes from another thread, back on this connection's strand; a connection
+    // that ended meanwhile (Finish) has left kHandling and drops it.
+    auto answer = [self = shared_from_this()](Response later) {
+      asio::post(self->executor(), [self, later = std::move(later)]() mutable {
+        if (self->phase_ != Phase::kHandling) return;
+        later.on_stream = nullptr;
+        later.on_deferred = nullptr;
+        self->WriteResponse(std::move(later), /*close=*/false, /*linger=*/false);
+      });
+    };
+    try {
+      response.on_deferred(std::move(answer));
+    } catch (const std::exception& e) {
+      WriteResponse(Response::Error(500, std::string("handler failed: ") + e.what()), false, false);
+    }
+    return;
+  }
   WriteResponse(std::move(response), /*close=*/false, /*linger=*/false);
 }
 

@@ -553,6 +553,50 @@ TEST(HttpTimeouts, SlowlorisAndIdleClientsAreDisconnected) {
   EXPECT_TRUE(WaitFor([&] { return server.connection_count() == 0; }));
 }
 
+TEST(HttpDeferred, TheAnswerComesFromAnotherThreadAndTheIoThreadServesMeanwhile) {
+  ServerOptions options;
+  options.io_threads = 1;  // the one thread must be free while the deferred request waits
+  HttpServer server(options);
+  std::promise<std::function<void(Response)>> waiting;
+  ASSERT_TRUE(server
+                  .Handle(Method::kPost, "/later",
+                          [&](const Request& r) {
+                            return Response::Deferred(
+                                [&waiting, body = r.body](std::function<void(Response)> answer) {
+                                  waiting.set_value([answer, body](Response) {
+                                    answer(Response::Json(202, json{{"got", body}}.dump()));
+                                  });
+                                });
+                          })
+                  .ok());
+  ASSERT_TRUE(server
+                  .Handle(Method::kGet, "/healthz",
+                          [](const Request&) { return Response::Text(200, "ok"); })
+                  .ok());
+  ASSERT_TRUE(server.Start().ok());
+  ClientOptions o;
+  o.port = server.port();
+  auto later = std::async(std::launch::async, [&] {
+    HttpClient client(o);
+    auto first = client.Request(Method::kPost, "/later", "abc");
+    auto second = client.Request(Method::kGet, "/healthz");  // the same connection, kept alive
+    return std::make_pair(first, second);
+  });
+  auto answer_fn = waiting.get_future();
+  ASSERT_EQ(answer_fn.wait_for(10s), std::future_status::ready);
+  HttpClient other(o);
+  auto meanwhile = other.Request(Method::kGet, "/healthz");
+  ASSERT_TRUE(meanwhile.ok()) << meanwhile.status().ToString();
+  EXPECT_EQ(meanwhile->status, 200);
+  std::thread([f = answer_fn.get()] { f(Response{}); }).join();
+  auto [first, second] = later.get();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->status, 202);
+  EXPECT_EQ(json::parse(first->body)["got"], "abc");
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->status, 200);
+}
+
 TEST(HttpStreams, SlowConsumerIsDroppedWhenItsQueueOverflows) {
   ServerOptions options;
   options.max_stream_queue_bytes = 64 * 1024;
