@@ -88,12 +88,14 @@ std::string NameOrError(const Result<Json>& r) {
 TEST_F(StoreFaultTest, ABatchOfRegistrationsIsOneCommitAndEachIsCheckedAgainstTheOnesBefore) {
   const int64_t revision = inner_->Revision();
   auto answers = c_->RegisterHosts({
-      SliceHost("a0", "slice-a", 0),
-      SliceHost("a1", "slice-a", 1),
+      SliceHost("a0", "slice-a", 0), SliceHost("a1", "slice-a", 1),
       SliceHost("a0", "slice-a", 0, "another agent"),  // a0 again, with another credential
       SliceHost("b0", "slice-b", 0),
+      SliceHost("a1", "slice-a", 1),  // a1's agent again: one write of a key per commit
   });
-  ASSERT_EQ(answers.size(), 4u);
+  ASSERT_EQ(answers.size(), 5u);
+  EXPECT_EQ(Err(answers[4]).code(), StatusCode::kUnavailable);
+  EXPECT_NE(Err(answers[4]).message().find("register again"), std::string::npos);
   EXPECT_EQ(NameOrError(answers[0]), "a0");
   EXPECT_EQ(NameOrError(answers[1]), "a1");
   EXPECT_EQ(Err(answers[2]).code(), StatusCode::kAlreadyExists);

@@ -305,6 +305,7 @@ std::vector<Result<Json>> Controller::RegisterHosts(
   std::vector<Accepted> accepted;
   store::WriteBatch batch;
   std::vector<std::pair<std::string, JobEvent>> events;
+  std::set<std::string> written;  // hosts this batch writes or deletes: each at most once
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (!candidates[i]) continue;
     Candidate& c = *candidates[i];
@@ -320,6 +321,14 @@ std::vector<Result<Json>> Controller::RegisterHosts(
                              "is in its state directory) may register it again. If the machine "
                              "was replaced, an admin runs `tessera delete host " +
                              spec.name + "` first");
+      continue;
+    }
+    // An agent that retried while its first request waited: one write of a key per commit
+    // (etcd refuses a transaction that names a key twice), so the retry comes again.
+    if (written.count(spec.name)) {
+      out[i] = Unavailable("host '" + spec.name +
+                           "' is being registered by another request of its agent; register "
+                           "again");
       continue;
     }
     // The hosts of a discovered slice agree on its type and topology, and no two live ones
@@ -353,6 +362,14 @@ std::vector<Result<Json>> Controller::RegisterHosts(
       out[i] = conflict;
       continue;
     }
+    if (!replaces.empty() && written.count(replaces)) {
+      out[i] = Unavailable("host '" + replaces +
+                           "', whose worker id this host takes, is being registered; register "
+                           "again");
+      continue;
+    }
+    written.insert(spec.name);
+    if (!replaces.empty()) written.insert(replaces);
     const bool recovered = known && existing->second.status.lost;
     RegisteredHost h;
     h.spec = spec;
