@@ -138,6 +138,10 @@ class PeerCheckpointTest(unittest.TestCase):
         # The group goes on from there, its state replayed and checked by the loop itself.
         wait_for("attempt 2 stepping", lambda: self.last_step(2) >= got[0]["step"] + 5,
                  timeout=60)
+        # The steps are in the trace file at once; the phase follows the agents' next heartbeat
+        # (every 500 ms here), which a loaded machine may deliver after those 5 steps.
+        wait_for("attempt 2 Running", lambda: self.c.get_job("mem")["status"]["phase"] in
+                 ("Running", "Failed", "Succeeded"), timeout=30)
         st = self.c.get_job("mem")["status"]
         self.assertEqual(st["phase"], "Running", st.get("message"))
 
