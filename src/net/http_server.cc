@@ -1,6 +1,7 @@
 // HttpServer (http_server.h) and ServerImpl, the part of its pimpl that owns the listener and
-// the io threads: Start binds and starts accepting, each accepted socket becomes a Session
-// (http_session.cc), and Stop winds the sessions down within stop_grace. The internal types
+// the event loops: Start binds and starts accepting, each accepted socket becomes a Session
+// (http_session.cc) on the next loop in turn, and Stop winds the sessions down within
+// stop_grace. The internal types
 // are declared in http_server_internal.h.
 #include <algorithm>
 #include <boost/asio/post.hpp>
@@ -10,6 +11,21 @@
 #include "net/tcp_listen.h"
 
 namespace tessera::net {
+namespace {
+
+std::vector<std::unique_ptr<asio::io_context>> MakeLoops(int io_threads) {
+  std::vector<std::unique_ptr<asio::io_context>> loops;
+  for (int i = 0; i < std::max(1, io_threads); ++i) {
+    // Run by one thread: the scheduler then wakes no other thread when work arrives.
+    loops.push_back(std::make_unique<asio::io_context>(1));
+  }
+  return loops;
+}
+
+}  // namespace
+
+ServerImpl::ServerImpl(ServerOptions options)
+    : options_(std::move(options)), loops_(MakeLoops(options_.io_threads)) {}
 
 Status ServerImpl::Start() {
   if (started_.exchange(true)) return FailedPrecondition("HttpServer already started");
@@ -31,15 +47,16 @@ Status ServerImpl::Start() {
     return port.status();
   }
   port_ = *port;
-  work_.emplace(ioc_.get_executor());
+  for (auto& loop : loops_) work_.push_back(asio::make_work_guard(*loop));
   asio::post(accept_strand_, [this] { DoAccept(); });
-  int n = std::max(1, options_.io_threads);
-  for (int i = 0; i < n; ++i) threads_.emplace_back([this] { ioc_.run(); });
+  for (auto& loop : loops_) threads_.emplace_back([l = loop.get()] { l->run(); });
   return Status::Ok();
 }
 
 void ServerImpl::DoAccept() {
-  acceptor_.async_accept(asio::make_strand(ioc_), [this](error_code ec, tcp::socket socket) {
+  asio::io_context& loop = *loops_[next_loop_];
+  next_loop_ = (next_loop_ + 1) % loops_.size();
+  acceptor_.async_accept(asio::make_strand(loop), [this](error_code ec, tcp::socket socket) {
     if (stopping_ || !acceptor_.is_open()) return;
     if (ec) {
       // Out of descriptors or a transient error: back off briefly instead of spinning.
@@ -87,8 +104,8 @@ void ServerImpl::Stop() {
   });
   wait_until_empty(std::chrono::milliseconds(1000));
 
-  work_.reset();
-  ioc_.stop();
+  work_.clear();
+  for (auto& loop : loops_) loop->stop();
   for (std::thread& t : threads_) t.join();
   threads_.clear();
   for_each_session([](const std::shared_ptr<Session>& s) { s->EndStreamAfterStop(); });

@@ -87,7 +87,7 @@ class StreamState final : public StreamWriter {
 
 class ServerImpl {
  public:
-  explicit ServerImpl(ServerOptions options) : options_(std::move(options)) {}
+  explicit ServerImpl(ServerOptions options);
   ~ServerImpl() { Stop(); }
 
   Status Start();
@@ -114,13 +114,17 @@ class ServerImpl {
   std::condition_variable sessions_cv_;
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;
 
-  // Declared after the registry: destroying the io_context destroys queued handlers, whose
-  // sessions unregister themselves.
-  asio::io_context ioc_;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
-  asio::strand<asio::io_context::executor_type> accept_strand_ = asio::make_strand(ioc_);
+  // The event loops, one thread each (options_.io_threads, at least one). Declared after the
+  // registry: destroying an io_context destroys queued handlers, whose sessions unregister
+  // themselves.
+  std::vector<std::unique_ptr<asio::io_context>> loops_;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  // The listener lives on the first loop; next_loop_ (touched on accept_strand_ only) is the
+  // loop the next connection goes to.
+  asio::strand<asio::io_context::executor_type> accept_strand_ = asio::make_strand(*loops_[0]);
   tcp::acceptor acceptor_{accept_strand_};
   asio::steady_timer accept_retry_{accept_strand_};
+  size_t next_loop_ = 0;
   std::vector<std::thread> threads_;
 };
 
