@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -29,6 +30,7 @@
 #include "api/namespaces.h"
 #include "api/registration_batcher.h"
 #include "api/replica_certs.h"
+#include "api/serial_worker.h"
 #include "api/service_prober.h"
 #include "api/status_http.h"
 #include "api/users.h"
@@ -144,6 +146,27 @@ Result<uint64_t> RandomSeed() {
   return seed;
 }
 
+// The agent channel's lines (docs/agent-protocol.md "Channel"): the agent sends
+// "SEQ HEARTBEAT-JSON", the head answers {"ack": SEQ, "status": S, "body": B}.
+std::optional<uint64_t> ChannelSeq(std::string_view line) {
+  const size_t space = line.find(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  uint64_t seq = 0;
+  const auto [end, ec] = std::from_chars(line.data(), line.data() + space, seq);
+  if (ec != std::errc() || end != line.data() + space) return std::nullopt;
+  return seq;
+}
+std::string AckLine(uint64_t seq, const Response& answer) {
+  return "{\"ack\":" + std::to_string(seq) + ",\"status\":" + std::to_string(answer.status) +
+         ",\"body\":" + (answer.body.empty() ? std::string("null") : answer.body) + "}\n";
+}
+std::string ChannelAck(std::string_view line, const Response& answer) {
+  return AckLine(ChannelSeq(line).value_or(0), answer);
+}
+// Channel heartbeats waiting for the channel worker; beyond it a beat is answered 429 at once
+// (a second of beats from 100,000 hosts).
+constexpr size_t kMaxQueuedChannelBeats = 100'000;
+
 }  // namespace
 
 Result<std::string> LoadOrCreateToken(const std::string& path) {
@@ -175,8 +198,14 @@ struct Head::Impl {
   std::condition_variable loop_cv;
   bool stopping = false;
   bool kicked = false;
+  // Ticks and registration commits under way, each holding the controller's lock for long
+  // (tens of milliseconds at 10,000 hosts; an fsync): channel heartbeats then go to
+  // channel_beats.
+  std::atomic<int> long_holds{0};
 
   std::unique_ptr<RegistrationBatcher> registrations;  // agents' registrations, batched
+  // Answers agents' channel heartbeats that come while a tick runs (serial_worker.h).
+  std::unique_ptr<SerialWorker> channel_beats;
   std::unique_ptr<WatchHub> hub;  // users' watch streams (created before the controller loads)
   std::unique_ptr<LogProxy> logs;
   std::unique_ptr<ServiceProber> prober;       // Service readiness (service_prober.h)
@@ -241,7 +270,9 @@ struct Head::Impl {
       lock.unlock();
       const Clock::time_point start = Clock::now();
       // A store error in a tick is retried on the next one; say so once per distinct error.
+      ++long_holds;
       const Status ticked = ctl->Tick();
+      --long_holds;
       if (!ticked.ok() && ticked.message() != last_tick_error)
         std::fprintf(stderr, "head: tick failed (retrying every tick): %s\n",
                      ticked.ToString().c_str());
@@ -264,13 +295,11 @@ struct Head::Impl {
   std::string ChannelBeat(const std::string& host, const std::string& peer_identity,
                           const std::string& credential, std::string_view line, bool& close) {
     const size_t space = line.find(' ');
-    uint64_t seq = 0;
-    const auto [end, ec] =
-        std::from_chars(line.data(), line.data() + std::min(space, line.size()), seq);
+    const std::optional<uint64_t> seq = ChannelSeq(line);
     Response answer;
     net::Request as_posted;
     as_posted.peer_identity = peer_identity;
-    if (space == std::string_view::npos || ec != std::errc() || end != line.data() + space) {
+    if (!seq) {
       answer = Response::Error(
           400, "channel: a line is \"SEQ HEARTBEAT-JSON\", SEQ an unsigned integer", "channel");
     } else if (auto refused = RefuseHostCall(host_certs.get(), as_posted, host)) {
@@ -287,8 +316,7 @@ struct Head::Impl {
     } else {
       answer = Reply(ctl->Heartbeat(host, *beat));
     }
-    return "{\"ack\":" + std::to_string(seq) + ",\"status\":" + std::to_string(answer.status) +
-           ",\"body\":" + (answer.body.empty() ? std::string("null") : answer.body) + "}\n";
+    return AckLine(seq.value_or(0), answer);
   }
 
   // The same check the server's auth makes (scheme in any case), so a request it let in as
@@ -599,9 +627,14 @@ Status Head::Start() {
   m.ctl = std::make_unique<controller::Controller>(*m.store, m.clock, controller_options);
   m.registrations = std::make_unique<RegistrationBatcher>(
       [&m](const std::vector<protocol::Registration>& batch) {
-        return m.ctl->RegisterHosts(batch);
+        ++m.long_holds;
+        auto answers = m.ctl->RegisterHosts(batch);
+        --m.long_holds;
+        return answers;
       },
       [&m] { m.Kick(); });
+  m.channel_beats = std::make_unique<SerialWorker>(kMaxQueuedChannelBeats);
+  m.channel_beats->Start();
   m.metrics = std::make_unique<HeadMetrics>(m.clock);
   // Resource versions start at this run's start time in microseconds: above any an earlier
   // run handed out (one per change), so a client's stale version gets 410, not wrong data.
@@ -871,12 +904,34 @@ Status Head::Start() {
           }
           m.Kick();
         });
-        out.on_client_line = [&m, host, peer = r.peer_identity, credential,
-                              writer](std::string_view line) {
+        // Beats handed to the channel worker and not yet answered: while there are any, the
+        // next beat goes there too, so acknowledgements keep their order.
+        auto queued = std::make_shared<std::atomic<int>>(0);
+        out.on_client_line = [&m, host, peer = r.peer_identity, credential, writer,
+                              queued](std::string_view line) {
           if (line.empty() || !*writer) return;
-          bool close = false;
-          (*writer)->Write(m.ChannelBeat(host, peer, credential, line, close));
-          if (close) (*writer)->Close();  // after the acknowledgement that says why
+          auto answer = [&m, host, peer, credential, writer](std::string_view beat) {
+            bool close = false;
+            (*writer)->Write(m.ChannelBeat(host, peer, credential, beat, close));
+            if (close) (*writer)->Close();  // after the acknowledgement that says why
+          };
+          // A tick holds the controller's lock for tens of milliseconds at 10,000 hosts: a
+          // beat answered here would stop this io loop that long, and with every loop stopped
+          // the head read nothing, registrations included. The worker answers it instead.
+          if (m.long_holds.load() == 0 && queued->load() == 0) return answer(line);
+          queued->fetch_add(1);
+          const bool taken = m.channel_beats->Submit([answer, queued, beat = std::string(line)] {
+            answer(beat);
+            queued->fetch_sub(1);
+          });
+          if (taken) return;
+          queued->fetch_sub(1);
+          (*writer)->Write(ChannelAck(
+              line,
+              Response::Error(429,
+                              "channel: the head has " + std::to_string(kMaxQueuedChannelBeats) +
+                                  " heartbeats waiting; beat again at the next interval",
+                              "channel")));
         };
         return out;
       })));
@@ -1095,6 +1150,7 @@ void Head::Stop() {
   if (m.loop.joinable()) m.loop.join();
   if (m.logs) m.logs->Stop();  // log streams end with an error line, then the server stops
   if (m.server) m.server->Stop();
+  if (m.channel_beats) m.channel_beats->Stop();  // after the server: no line comes in later
   if (m.store)
     if (Status closed = m.store->Close(); !closed.ok())
       std::fprintf(stderr, "head: closing the store failed: %s\n", closed.ToString().c_str());
