@@ -469,6 +469,8 @@ class Controller {
   // for one it does not see (finished, or stopping after it finished). Shared by the TPU cycle
   // (job_scheduling.cc) and the GPU cycles (gpu_jobs.cc).
   static std::optional<WorkloadState> AdmissionStateOf(const TrainJobStatus& st);
+  // The jobs with a worker on `host` (from jobs_by_host_, pruned as it is read), in name order.
+  std::vector<const TrainJob*> JobsOnHostLocked(const std::string& host) const;
   void AppendJobAssignments(const std::string& host, std::vector<protocol::Assignment>& out,
                             std::vector<protocol::StopRequest>& stop) const;
   // The slices and hosts of a placed TPU job's attempt, for its workers' environment.
