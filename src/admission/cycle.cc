@@ -63,6 +63,8 @@ Status Cycle::Build() {
   quota_.dirty.assign(quota_.queues.size(), 1);
   quota_.cohort_epoch.assign(quota_.cohorts.size(), 0);
   keys_.assign(quota_.queues.size(), std::nullopt);
+  while (head_leaves_ < quota_.queues.size()) head_leaves_ *= 2;
+  head_tree_.assign(2 * head_leaves_, -1);
   pending_of_queue_.assign(quota_.queues.size(), 0);
 
   for (size_t i = 0; i < snap_.local_queues.size(); ++i) {
@@ -85,7 +87,8 @@ Status Cycle::Build() {
   std::vector<WorkloadId> ids;
   queue_of_.assign(snap_.workloads.size(), -1);
   admitted_.assign(snap_.workloads.size(), 0);
-  static_fit_of_.assign(snap_.workloads.size(), nullptr);
+  key_of_.assign(snap_.workloads.size(), -1);
+  std::map<RequestKey, int> key_index;
   evicted_host_owner_.assign(Gpu() ? fleet_.hosts.size() : inv_.hosts().size(), WorkloadId());
   for (size_t i = 0; i < snap_.workloads.size(); ++i) {
     const Workload& w = snap_.workloads[i];
@@ -94,6 +97,7 @@ Status Cycle::Build() {
       return InvalidArgument("workloads[" + std::to_string(i) + "] (" + w.name +
                              "): " + st.message());
     ids.push_back(w.id);
+    key_of_[i] = key_index.try_emplace(KeyOf(w), static_cast<int>(key_index.size())).first->second;
     auto it = local_to_queue_.find(w.local_queue);
     if (it != local_to_queue_.end()) queue_of_[i] = it->second;
     if (w.state == WorkloadState::kAdmitted || w.state == WorkloadState::kRunning) {
@@ -102,6 +106,7 @@ Status Cycle::Build() {
                                WorkloadStateName(w.state) + " but it holds no hosts");
       Running r;
       r.workload = static_cast<int>(i);
+      r.id = w.id;
       r.queue = queue_of_[i];
       r.priority = w.priority;
       r.creation = w.creation_order;
@@ -114,6 +119,9 @@ Status Cycle::Build() {
       running_.push_back(r);
     }
   }
+  static_fit_.resize(key_index.size());
+  plan_failures_.resize(key_index.size());
+  help_finders_.resize(key_index.size());
   std::sort(ids.begin(), ids.end());
   if (std::adjacent_find(ids.begin(), ids.end()) != ids.end())
     return InvalidArgument("workloads: id " +
@@ -157,7 +165,8 @@ void Cycle::Release(Running& r) {
     std::vector<int>& pool = running_of_pool_[PoolOf(r.queue)];
     pool.erase(std::find(pool.begin(), pool.end(), static_cast<int>(&r - running_.data())));
   }
-  plan_failures_.clear();
+  for (int k : failed_keys_) plan_failures_[k].reset();
+  failed_keys_.clear();
   ++release_epoch_;
 }
 
@@ -190,16 +199,11 @@ void Cycle::StartGuard() {
   }
 }
 
-const Cycle::StaticFit& Cycle::StaticCheck(int wi) {
-  const StaticFit*& known = static_fit_of_[wi];
-  if (!known) known = &StaticCheckOf(W(wi));
-  return *known;
-}
-
-const Cycle::StaticFit& Cycle::StaticCheckOf(const Workload& w) {
-  auto [it, inserted] = static_fit_.try_emplace(KeyOf(w));
-  if (!inserted) return it->second;
-  StaticFit& f = it->second;
+const Cycle::StaticFit& Cycle::StaticCheck(int key, int wi) {
+  std::optional<StaticFit>& known = static_fit_[key];
+  if (known) return *known;
+  StaticFit& f = known.emplace();
+  const Workload& w = W(wi);
   if (Gpu() || w.gpu) {
     if (!Gpu() || !w.gpu || w.gpu->system != fleet_.system) {
       f.possible = false;
@@ -238,7 +242,7 @@ const Cycle::StaticFit& Cycle::StaticCheckOf(const Workload& w) {
                 " chips; the workload asks for " + std::string(GenerationName(req.generation));
     return f;
   }
-  const PlanResult r = PlanNow(w).tpu;
+  const PlanResult& r = PlanNow(key, wi).tpu;
   if (r.reason == NoFit::kInvalidRequest || r.reason == NoFit::kNeverFits) {
     f.possible = false;
     f.reason =
@@ -252,9 +256,9 @@ const Cycle::StaticFit& Cycle::StaticCheckOf(const Workload& w) {
   return f;
 }
 
-CyclePlan Cycle::PlanNow(const Workload& w) {
-  auto it = plan_failures_.find(KeyOf(w));
-  if (it != plan_failures_.end()) return it->second;
+const CyclePlan& Cycle::PlanNow(int key, int wi) {
+  if (plan_failures_[key]) return *plan_failures_[key];
+  const Workload& w = W(wi);
   CyclePlan r;
   r.gpu = Gpu();
   if (Gpu()) {
@@ -264,14 +268,18 @@ CyclePlan Cycle::PlanNow(const Workload& w) {
   } else {
     r.tpu = planner_.Plan(inv_, w.request);
   }
+  if (r.placed()) {
+    placed_plan_ = std::move(r);
+    return placed_plan_;
+  }
   // Admissions only take room, so a failure stays a failure until something is released.
-  if (!r.placed()) plan_failures_.emplace(KeyOf(w), r);
-  return r;
+  failed_keys_.push_back(key);
+  return plan_failures_[key].emplace(std::move(r));
 }
 
 // Kueue's order of heads: those that fit within their queue's nominal quota before those that
 // must borrow, then (with fair sharing) the lower share after admission, then priority, then age.
-std::tuple<int, double, int64_t, int64_t, int> Cycle::OrderKey(int qi) const {
+Cycle::HeadKey Cycle::OrderKey(int qi) const {
   const QueueState& q = quota_.queues[qi];
   const LineEntry& head = q.entries[q.next];
   const int borrows = q.used + head.chips > q.nominal ? 1 : 0;
@@ -287,7 +295,7 @@ void Cycle::Admit() {
     if (w.state != WorkloadState::kPending || queue_of_[i] < 0) continue;
     if (w.start_guard.backoff_until_ms > now_) continue;
     quota_.queues[queue_of_[i]].entries.push_back(
-        {-int64_t{w.priority}, w.creation_order, w.id, w.chips(), static_cast<int>(i)});
+        {-int64_t{w.priority}, w.creation_order, w.id, w.chips(), static_cast<int>(i), key_of_[i]});
   }
   // Sorted by what the entries carry (ids are unique: a total order), not through W().
   for (QueueState& q : quota_.queues) {
@@ -295,8 +303,6 @@ void Cycle::Admit() {
       return std::tie(a.neg_priority, a.creation, a.id) <
              std::tie(b.neg_priority, b.creation, b.id);
     });
-    q.line.reserve(q.entries.size());
-    for (const LineEntry& e : q.entries) q.line.push_back(e.workload);
   }
   // Every queue's key, then at each step only those of the queues whose usage changed (the
   // one admitted into, its victims' queues) and of the queue whose head moved: the same pick
@@ -304,18 +310,18 @@ void Cycle::Admit() {
   quota_.dirty.assign(quota_.queues.size(), 0);
   quota_.dirty_list.clear();
   for (int qi = 0; qi < static_cast<int>(quota_.queues.size()); ++qi) RefreshHead(qi);
-  while (!heads_.empty()) {
+  while (head_tree_[1] >= 0) {
     for (int qi : quota_.dirty_list) {
       quota_.dirty[qi] = 0;
       RefreshHead(qi);
     }
     quota_.dirty_list.clear();
-    const int best = std::get<4>(*heads_.begin());
+    const int best = head_tree_[1];
     QueueState& q = quota_.queues[best];
-    const int wi = q.line[q.next];
-    const bool ok = TryAdmit(best, wi);
+    const LineEntry& e = q.entries[q.next];
+    const bool ok = TryAdmit(best, e);
     if (!ok && q.spec->queueing_strategy == QueueingStrategy::kStrictFIFO &&
-        StaticCheck(wi).possible && W(wi).chips() <= quota_.Ceiling(best))
+        StaticCheck(e.key, e.workload).possible && e.chips <= quota_.Ceiling(best))
       q.blocked_at = static_cast<int>(q.next);
     ++q.next;
     RefreshHead(best);
@@ -323,22 +329,26 @@ void Cycle::Admit() {
 }
 
 void Cycle::RefreshHead(int qi) {
-  if (keys_[qi]) heads_.erase(*keys_[qi]);
-  keys_[qi].reset();
   const QueueState& q = quota_.queues[qi];
-  if (q.blocked_at >= 0 || q.next >= q.line.size()) return;
-  keys_[qi] = OrderKey(qi);
-  heads_.insert(*keys_[qi]);
+  if (q.blocked_at >= 0 || q.next >= q.entries.size())
+    keys_[qi].reset();
+  else
+    keys_[qi] = OrderKey(qi);
+  size_t node = head_leaves_ + static_cast<size_t>(qi);
+  head_tree_[node] = keys_[qi] ? qi : -1;
+  for (node /= 2; node >= 1; node /= 2) {
+    const int a = head_tree_[2 * node], b = head_tree_[2 * node + 1];
+    head_tree_[node] = a < 0 ? b : b < 0 ? a : *keys_[b] < *keys_[a] ? b : a;
+  }
 }
 
-bool Cycle::TryAdmit(int qi, int wi) {
-  const Workload& w = W(wi);
-  if (!StaticCheck(wi).possible || w.chips() > quota_.Ceiling(qi)) return false;
-  if (quota_.Over(qi, w.chips()) <= 0) {
-    CyclePlan plan = PlanNow(w);
-    if (plan.placed() && Reserve(qi, wi, std::move(plan))) return true;
+bool Cycle::TryAdmit(int qi, const LineEntry& e) {
+  if (!StaticCheck(e.key, e.workload).possible || e.chips > quota_.Ceiling(qi)) return false;
+  if (quota_.Over(qi, e.chips) <= 0) {
+    const CyclePlan& plan = PlanNow(e.key, e.workload);
+    if (plan.placed() && Reserve(qi, e.workload, std::move(placed_plan_))) return true;
   }
-  return PolicyMayPreempt(qi) && TryPreempt(qi, wi);
+  return PolicyMayPreempt(qi) && TryPreempt(qi, e);
 }
 
 bool Cycle::PolicyMayPreempt(int qi) const {
@@ -403,12 +413,13 @@ bool Cycle::MayPreempt(int qi, const Workload& w, bool within_nominal, const Run
   return false;
 }
 
-bool Cycle::TryPreempt(int qi, int wi) {
-  const Workload& w = W(wi);
-  const auto memo_key = std::make_tuple(qi, w.priority, KeyOf(w));
+bool Cycle::TryPreempt(int qi, const LineEntry& head) {
+  const PreemptMemoKey memo_key{qi, static_cast<int32_t>(-head.neg_priority), head.key};
   if (auto it = preempt_failures_.find(memo_key);
       it != preempt_failures_.end() && MemoHolds(it->second, qi))
     return false;
+  const int wi = head.workload;
+  const Workload& w = W(wi);
   const QueueState& q = quota_.queues[qi];
   const bool fair = options_.fair_sharing == FairSharing::kEnabled;
   // Only workloads of its own queue and of its cohort's can be candidates (PreemptGrounds).
@@ -434,7 +445,7 @@ bool Cycle::TryPreempt(int qi, int wi) {
         (g == Grounds::kFairShare && !may_end_within &&
          !(my_low_share < quota_.Share(r.queue, -r.chips))))
       continue;
-    cands.push_back({W(r.workload).id, r.priority, r.lost_work});
+    cands.push_back({r.id, r.priority, r.lost_work});
     cand_running.push_back(pool[p]);
     cand_grounds.push_back(g);
   }
@@ -588,6 +599,7 @@ bool Cycle::Reserve(int qi, int wi, CyclePlan plan) {
   admitted_[wi] = 1;
   Running r;
   r.workload = wi;
+  r.id = w.id;
   r.queue = qi;
   r.priority = w.priority;
   r.creation = w.creation_order;
