@@ -90,6 +90,7 @@ Status Cycle::Build() {
   key_of_.assign(snap_.workloads.size(), -1);
   std::map<RequestKey, int> key_index;
   evicted_host_owner_.assign(Gpu() ? fleet_.hosts.size() : inv_.hosts().size(), WorkloadId());
+  block_changed_.assign(inv_.is_3d() ? inv_.blocks().size() : 0, 0);
   for (size_t i = 0; i < snap_.workloads.size(); ++i) {
     const Workload& w = snap_.workloads[i];
     Status st = Validate(w);
@@ -156,8 +157,13 @@ void Cycle::Release(Running& r) {
       fleet_.hosts[h].free_gpus = fleet_.gpus_per_host();
     }
   } else {
-    for (HostId h : inv_.HostsOf(OwnerOf(w.id))) evicted_host_owner_[h.value()] = w.id;
+    std::vector<uint32_t> blocks;
+    for (HostId h : inv_.HostsOf(OwnerOf(w.id))) {
+      evicted_host_owner_[h.value()] = w.id;
+      if (inv_.is_3d()) blocks.push_back(inv_.cube(inv_.host(h).cube).block.value());
+    }
     inv_.Release(OwnerOf(w.id));
+    BlocksChanged(blocks);
   }
   if (r.queue >= 0) {
     quota_.Add(r.queue, -r.chips);
@@ -168,6 +174,11 @@ void Cycle::Release(Running& r) {
   for (int k : failed_keys_) plan_failures_[k].reset();
   failed_keys_.clear();
   ++release_epoch_;
+}
+
+void Cycle::BlocksChanged(const std::vector<uint32_t>& blocks) {
+  ++change_count_;
+  for (uint32_t b : blocks) block_changed_[b] = change_count_;
 }
 
 void Cycle::StartGuard() {
@@ -415,9 +426,8 @@ bool Cycle::MayPreempt(int qi, const Workload& w, bool within_nominal, const Run
 
 bool Cycle::TryPreempt(int qi, const LineEntry& head) {
   const PreemptMemoKey memo_key{qi, static_cast<int32_t>(-head.neg_priority), head.key};
-  if (auto it = preempt_failures_.find(memo_key);
-      it != preempt_failures_.end() && MemoHolds(it->second, qi))
-    return false;
+  auto memo = preempt_failures_.find(memo_key);
+  if (memo != preempt_failures_.end() && MemoHolds(memo->second.stamp, qi)) return false;
   const int wi = head.workload;
   const Workload& w = W(wi);
   const QueueState& q = quota_.queues[qi];
@@ -454,7 +464,8 @@ bool Cycle::TryPreempt(int qi, const LineEntry& head) {
     // elsewhere changes neither): valid until the cohort's usage changes.
     std::pair<uint64_t, uint64_t> stamp = MemoStamp(qi);
     if (q.cohort >= 0) stamp.first = kAnyRelease;
-    preempt_failures_[memo_key] = stamp;
+    preempt_failures_[memo_key] = PreemptMemo();
+    preempt_failures_[memo_key].stamp = stamp;
     return false;
   }
   // Kueue's candidate order, as ranks (lower is evicted first; the victim search minimises the
@@ -480,6 +491,20 @@ bool Cycle::TryPreempt(int qi, const LineEntry& head) {
   } else {
     for (size_t c = 0; c < cands.size(); ++c)
       cands[c].rank = running_[cand_running[c]].queue == qi ? 1 : 0;
+  }
+  // The same search as one that found no room, on the same rooms: no room again.
+  if (memo != preempt_failures_.end() && memo->second.searched &&
+      memo->second.stamp.second == MemoStamp(qi).second &&
+      memo->second.cand_running == cand_running && memo->second.grounds == cand_grounds) {
+    const PreemptMemo& m = memo->second;
+    bool same = true;
+    for (size_t c = 0; c < cands.size() && same; ++c) same = cands[c].rank == m.ranks[c];
+    for (size_t i = 0; i < m.blocks.size() && same; ++i)
+      same = block_changed_[m.blocks[i]] <= m.changes;
+    if (same) {
+      memo->second.stamp = MemoStamp(qi);  // as the search would have left it
+      return false;
+    }
   }
   // The whole set, with the victims gone: the preemptor fits its quota; if a victim was
   // reclaimed, it ends within its nominal quota; with fair sharing, it ends within nominal or
@@ -535,7 +560,22 @@ bool Cycle::TryPreempt(int qi, const LineEntry& head) {
   quota_.ForgetDirtySince(dirty_before);
   quota_.cohort_epoch = std::move(epochs_before);
   if (!found.found || found.victims.empty()) {
-    preempt_failures_[memo_key] = MemoStamp(qi);
+    PreemptMemo m;
+    m.stamp = MemoStamp(qi);
+    if (!found.found && !Gpu() && inv_.is_3d() && q.cohort >= 0) {
+      m.searched = true;
+      m.changes = change_count_;
+      m.cand_running = cand_running;
+      m.grounds = cand_grounds;
+      for (const PreemptionCandidate& c : cands) {
+        m.ranks.push_back(c.rank);
+        for (HostId h : inv_.HostsOf(OwnerOf(c.workload)))
+          m.blocks.push_back(inv_.cube(inv_.host(h).cube).block.value());
+      }
+      std::sort(m.blocks.begin(), m.blocks.end());
+      m.blocks.erase(std::unique(m.blocks.begin(), m.blocks.end()), m.blocks.end());
+    }
+    preempt_failures_[memo_key] = std::move(m);
     return false;
   }
   Preemption p;
@@ -595,6 +635,12 @@ bool Cycle::Reserve(int qi, int wi, CyclePlan plan) {
   // asserts, the workload is then simply not admitted this cycle.
   assert(st.ok());
   if (!st.ok()) return false;
+  if (!plan.gpu && inv_.is_3d()) {
+    std::vector<uint32_t> blocks;
+    for (HostId h : plan.tpu.AllHosts())
+      blocks.push_back(inv_.cube(inv_.host(h).cube).block.value());
+    BlocksChanged(blocks);
+  }
   quota_.Add(qi, w.chips());
   admitted_[wi] = 1;
   Running r;

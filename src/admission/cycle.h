@@ -313,9 +313,30 @@ class Cycle {
       return static_cast<size_t>(h ^ (h >> 32));
     }
   };
-  std::unordered_map<PreemptMemoKey, std::pair<uint64_t, uint64_t>, PreemptMemoHash>
-      preempt_failures_;
+  // A failed search that found no room at all (a pod, a queue in a cohort) also keeps what it
+  // searched: its candidates (running_ indices, grounds, ranks) and the blocks that hold them,
+  // with the inventory's change count then. The victim searcher looks for rooms only in those
+  // blocks (FindVictims: the candidates' cubes, for a super-slice their blocks), so while the
+  // cohort's usage is the same (the same check), the candidates are the same and none of
+  // those blocks changed (block_changed_), a new search would find no room either: a release
+  // elsewhere does not make it run again. (If the free room is tried first and found, the
+  // answer has no victims: a failure too.)
+  struct PreemptMemo {
+    std::pair<uint64_t, uint64_t> stamp;  // MemoStamp when it failed
+    bool searched = false;                // the fields below are set
+    uint64_t changes = 0;                 // change_count_ when it failed
+    std::vector<int> cand_running;
+    std::vector<Grounds> grounds;
+    std::vector<int32_t> ranks;
+    std::vector<uint32_t> blocks;  // ascending
+  };
+  std::unordered_map<PreemptMemoKey, PreemptMemo, PreemptMemoHash> preempt_failures_;
   uint64_t release_epoch_ = 0;
+  // Pod cycles: a count of the changes of the working inventory (each admission, each release)
+  // and per block the count at its last change.
+  uint64_t change_count_ = 0;
+  std::vector<uint64_t> block_changed_;
+  void BlocksChanged(const std::vector<uint32_t>& blocks);
   std::pair<uint64_t, uint64_t> MemoStamp(int qi) const {
     const int c = quota_.queues[qi].cohort;
     return {release_epoch_, c >= 0 ? quota_.cohort_epoch[c] : 0};

@@ -15,6 +15,9 @@
 namespace tessera::admission_internal {
 namespace {
 
+// How many workloads ahead of the one it explains the reasons step asks for (prefetches).
+constexpr size_t kReadAhead = 8;
+
 constexpr char kFitsNextCycleMessage[] =
     "room and quota became free after it was tried; next cycle";
 
@@ -161,6 +164,13 @@ void Cycle::Explain() {
     for (size_t pos = 0; pos < q.entries.size(); ++pos) {
       const LineEntry& e = q.entries[pos];
       const int wi = e.workload;
+      // A status reads its workload's id, name and retries: a cache miss each at fleet scale
+      // (lines are not in memory order), so they are asked for a few workloads ahead.
+      if (pos + kReadAhead < q.entries.size()) {
+        const Workload& ahead = W(q.entries[pos + kReadAhead].workload);
+        __builtin_prefetch(&ahead);
+        __builtin_prefetch(&ahead.start_guard);
+      }
       if (admitted_[wi]) continue;
       ++position;
       const StaticFit& fit = StaticCheck(e.key, wi);
