@@ -63,6 +63,8 @@ Status Cycle::Build() {
   quota_.dirty.assign(quota_.queues.size(), 1);
   quota_.cohort_epoch.assign(quota_.cohorts.size(), 0);
   keys_.assign(quota_.queues.size(), std::nullopt);
+  while (head_leaves_ < quota_.queues.size()) head_leaves_ *= 2;
+  head_tree_.assign(2 * head_leaves_, -1);
   pending_of_queue_.assign(quota_.queues.size(), 0);
 
   for (size_t i = 0; i < snap_.local_queues.size(); ++i) {
@@ -85,8 +87,10 @@ Status Cycle::Build() {
   std::vector<WorkloadId> ids;
   queue_of_.assign(snap_.workloads.size(), -1);
   admitted_.assign(snap_.workloads.size(), 0);
-  static_fit_of_.assign(snap_.workloads.size(), nullptr);
+  key_of_.assign(snap_.workloads.size(), -1);
+  std::map<RequestKey, int> key_index;
   evicted_host_owner_.assign(Gpu() ? fleet_.hosts.size() : inv_.hosts().size(), WorkloadId());
+  block_changed_.assign(inv_.is_3d() ? inv_.blocks().size() : 0, 0);
   for (size_t i = 0; i < snap_.workloads.size(); ++i) {
     const Workload& w = snap_.workloads[i];
     Status st = Validate(w);
@@ -94,6 +98,7 @@ Status Cycle::Build() {
       return InvalidArgument("workloads[" + std::to_string(i) + "] (" + w.name +
                              "): " + st.message());
     ids.push_back(w.id);
+    key_of_[i] = key_index.try_emplace(KeyOf(w), static_cast<int>(key_index.size())).first->second;
     auto it = local_to_queue_.find(w.local_queue);
     if (it != local_to_queue_.end()) queue_of_[i] = it->second;
     if (w.state == WorkloadState::kAdmitted || w.state == WorkloadState::kRunning) {
@@ -102,6 +107,7 @@ Status Cycle::Build() {
                                WorkloadStateName(w.state) + " but it holds no hosts");
       Running r;
       r.workload = static_cast<int>(i);
+      r.id = w.id;
       r.queue = queue_of_[i];
       r.priority = w.priority;
       r.creation = w.creation_order;
@@ -114,6 +120,9 @@ Status Cycle::Build() {
       running_.push_back(r);
     }
   }
+  static_fit_.resize(key_index.size());
+  plan_failures_.resize(key_index.size());
+  help_finders_.resize(key_index.size());
   std::sort(ids.begin(), ids.end());
   if (std::adjacent_find(ids.begin(), ids.end()) != ids.end())
     return InvalidArgument("workloads: id " +
@@ -148,8 +157,13 @@ void Cycle::Release(Running& r) {
       fleet_.hosts[h].free_gpus = fleet_.gpus_per_host();
     }
   } else {
-    for (HostId h : inv_.HostsOf(OwnerOf(w.id))) evicted_host_owner_[h.value()] = w.id;
+    std::vector<uint32_t> blocks;
+    for (HostId h : inv_.HostsOf(OwnerOf(w.id))) {
+      evicted_host_owner_[h.value()] = w.id;
+      if (inv_.is_3d()) blocks.push_back(inv_.cube(inv_.host(h).cube).block.value());
+    }
     inv_.Release(OwnerOf(w.id));
+    BlocksChanged(blocks);
   }
   if (r.queue >= 0) {
     quota_.Add(r.queue, -r.chips);
@@ -157,8 +171,14 @@ void Cycle::Release(Running& r) {
     std::vector<int>& pool = running_of_pool_[PoolOf(r.queue)];
     pool.erase(std::find(pool.begin(), pool.end(), static_cast<int>(&r - running_.data())));
   }
-  plan_failures_.clear();
+  for (int k : failed_keys_) plan_failures_[k].reset();
+  failed_keys_.clear();
   ++release_epoch_;
+}
+
+void Cycle::BlocksChanged(const std::vector<uint32_t>& blocks) {
+  ++change_count_;
+  for (uint32_t b : blocks) block_changed_[b] = change_count_;
 }
 
 void Cycle::StartGuard() {
@@ -190,16 +210,11 @@ void Cycle::StartGuard() {
   }
 }
 
-const Cycle::StaticFit& Cycle::StaticCheck(int wi) {
-  const StaticFit*& known = static_fit_of_[wi];
-  if (!known) known = &StaticCheckOf(W(wi));
-  return *known;
-}
-
-const Cycle::StaticFit& Cycle::StaticCheckOf(const Workload& w) {
-  auto [it, inserted] = static_fit_.try_emplace(KeyOf(w));
-  if (!inserted) return it->second;
-  StaticFit& f = it->second;
+const Cycle::StaticFit& Cycle::StaticCheck(int key, int wi) {
+  std::optional<StaticFit>& known = static_fit_[key];
+  if (known) return *known;
+  StaticFit& f = known.emplace();
+  const Workload& w = W(wi);
   if (Gpu() || w.gpu) {
     if (!Gpu() || !w.gpu || w.gpu->system != fleet_.system) {
       f.possible = false;
@@ -238,7 +253,7 @@ const Cycle::StaticFit& Cycle::StaticCheckOf(const Workload& w) {
                 " chips; the workload asks for " + std::string(GenerationName(req.generation));
     return f;
   }
-  const PlanResult r = PlanNow(w).tpu;
+  const PlanResult& r = PlanNow(key, wi).tpu;
   if (r.reason == NoFit::kInvalidRequest || r.reason == NoFit::kNeverFits) {
     f.possible = false;
     f.reason =
@@ -252,9 +267,9 @@ const Cycle::StaticFit& Cycle::StaticCheckOf(const Workload& w) {
   return f;
 }
 
-CyclePlan Cycle::PlanNow(const Workload& w) {
-  auto it = plan_failures_.find(KeyOf(w));
-  if (it != plan_failures_.end()) return it->second;
+const CyclePlan& Cycle::PlanNow(int key, int wi) {
+  if (plan_failures_[key]) return *plan_failures_[key];
+  const Workload& w = W(wi);
   CyclePlan r;
   r.gpu = Gpu();
   if (Gpu()) {
@@ -264,14 +279,18 @@ CyclePlan Cycle::PlanNow(const Workload& w) {
   } else {
     r.tpu = planner_.Plan(inv_, w.request);
   }
+  if (r.placed()) {
+    placed_plan_ = std::move(r);
+    return placed_plan_;
+  }
   // Admissions only take room, so a failure stays a failure until something is released.
-  if (!r.placed()) plan_failures_.emplace(KeyOf(w), r);
-  return r;
+  failed_keys_.push_back(key);
+  return plan_failures_[key].emplace(std::move(r));
 }
 
 // Kueue's order of heads: those that fit within their queue's nominal quota before those that
 // must borrow, then (with fair sharing) the lower share after admission, then priority, then age.
-std::tuple<int, double, int64_t, int64_t, int> Cycle::OrderKey(int qi) const {
+Cycle::HeadKey Cycle::OrderKey(int qi) const {
   const QueueState& q = quota_.queues[qi];
   const LineEntry& head = q.entries[q.next];
   const int borrows = q.used + head.chips > q.nominal ? 1 : 0;
@@ -287,7 +306,7 @@ void Cycle::Admit() {
     if (w.state != WorkloadState::kPending || queue_of_[i] < 0) continue;
     if (w.start_guard.backoff_until_ms > now_) continue;
     quota_.queues[queue_of_[i]].entries.push_back(
-        {-int64_t{w.priority}, w.creation_order, w.id, w.chips(), static_cast<int>(i)});
+        {-int64_t{w.priority}, w.creation_order, w.id, w.chips(), static_cast<int>(i), key_of_[i]});
   }
   // Sorted by what the entries carry (ids are unique: a total order), not through W().
   for (QueueState& q : quota_.queues) {
@@ -295,8 +314,6 @@ void Cycle::Admit() {
       return std::tie(a.neg_priority, a.creation, a.id) <
              std::tie(b.neg_priority, b.creation, b.id);
     });
-    q.line.reserve(q.entries.size());
-    for (const LineEntry& e : q.entries) q.line.push_back(e.workload);
   }
   // Every queue's key, then at each step only those of the queues whose usage changed (the
   // one admitted into, its victims' queues) and of the queue whose head moved: the same pick
@@ -304,18 +321,18 @@ void Cycle::Admit() {
   quota_.dirty.assign(quota_.queues.size(), 0);
   quota_.dirty_list.clear();
   for (int qi = 0; qi < static_cast<int>(quota_.queues.size()); ++qi) RefreshHead(qi);
-  while (!heads_.empty()) {
+  while (head_tree_[1] >= 0) {
     for (int qi : quota_.dirty_list) {
       quota_.dirty[qi] = 0;
       RefreshHead(qi);
     }
     quota_.dirty_list.clear();
-    const int best = std::get<4>(*heads_.begin());
+    const int best = head_tree_[1];
     QueueState& q = quota_.queues[best];
-    const int wi = q.line[q.next];
-    const bool ok = TryAdmit(best, wi);
+    const LineEntry& e = q.entries[q.next];
+    const bool ok = TryAdmit(best, e);
     if (!ok && q.spec->queueing_strategy == QueueingStrategy::kStrictFIFO &&
-        StaticCheck(wi).possible && W(wi).chips() <= quota_.Ceiling(best))
+        StaticCheck(e.key, e.workload).possible && e.chips <= quota_.Ceiling(best))
       q.blocked_at = static_cast<int>(q.next);
     ++q.next;
     RefreshHead(best);
@@ -323,22 +340,26 @@ void Cycle::Admit() {
 }
 
 void Cycle::RefreshHead(int qi) {
-  if (keys_[qi]) heads_.erase(*keys_[qi]);
-  keys_[qi].reset();
   const QueueState& q = quota_.queues[qi];
-  if (q.blocked_at >= 0 || q.next >= q.line.size()) return;
-  keys_[qi] = OrderKey(qi);
-  heads_.insert(*keys_[qi]);
+  if (q.blocked_at >= 0 || q.next >= q.entries.size())
+    keys_[qi].reset();
+  else
+    keys_[qi] = OrderKey(qi);
+  size_t node = head_leaves_ + static_cast<size_t>(qi);
+  head_tree_[node] = keys_[qi] ? qi : -1;
+  for (node /= 2; node >= 1; node /= 2) {
+    const int a = head_tree_[2 * node], b = head_tree_[2 * node + 1];
+    head_tree_[node] = a < 0 ? b : b < 0 ? a : *keys_[b] < *keys_[a] ? b : a;
+  }
 }
 
-bool Cycle::TryAdmit(int qi, int wi) {
-  const Workload& w = W(wi);
-  if (!StaticCheck(wi).possible || w.chips() > quota_.Ceiling(qi)) return false;
-  if (quota_.Over(qi, w.chips()) <= 0) {
-    CyclePlan plan = PlanNow(w);
-    if (plan.placed() && Reserve(qi, wi, std::move(plan))) return true;
+bool Cycle::TryAdmit(int qi, const LineEntry& e) {
+  if (!StaticCheck(e.key, e.workload).possible || e.chips > quota_.Ceiling(qi)) return false;
+  if (quota_.Over(qi, e.chips) <= 0) {
+    const CyclePlan& plan = PlanNow(e.key, e.workload);
+    if (plan.placed() && Reserve(qi, e.workload, std::move(placed_plan_))) return true;
   }
-  return PolicyMayPreempt(qi) && TryPreempt(qi, wi);
+  return PolicyMayPreempt(qi) && TryPreempt(qi, e);
 }
 
 bool Cycle::PolicyMayPreempt(int qi) const {
@@ -403,12 +424,12 @@ bool Cycle::MayPreempt(int qi, const Workload& w, bool within_nominal, const Run
   return false;
 }
 
-bool Cycle::TryPreempt(int qi, int wi) {
+bool Cycle::TryPreempt(int qi, const LineEntry& head) {
+  const PreemptMemoKey memo_key{qi, static_cast<int32_t>(-head.neg_priority), head.key};
+  auto memo = preempt_failures_.find(memo_key);
+  if (memo != preempt_failures_.end() && MemoHolds(memo->second.stamp, qi)) return false;
+  const int wi = head.workload;
   const Workload& w = W(wi);
-  const auto memo_key = std::make_tuple(qi, w.priority, KeyOf(w));
-  if (auto it = preempt_failures_.find(memo_key);
-      it != preempt_failures_.end() && MemoHolds(it->second, qi))
-    return false;
   const QueueState& q = quota_.queues[qi];
   const bool fair = options_.fair_sharing == FairSharing::kEnabled;
   // Only workloads of its own queue and of its cohort's can be candidates (PreemptGrounds).
@@ -434,7 +455,7 @@ bool Cycle::TryPreempt(int qi, int wi) {
         (g == Grounds::kFairShare && !may_end_within &&
          !(my_low_share < quota_.Share(r.queue, -r.chips))))
       continue;
-    cands.push_back({W(r.workload).id, r.priority, r.lost_work});
+    cands.push_back({r.id, r.priority, r.lost_work});
     cand_running.push_back(pool[p]);
     cand_grounds.push_back(g);
   }
@@ -443,7 +464,8 @@ bool Cycle::TryPreempt(int qi, int wi) {
     // elsewhere changes neither): valid until the cohort's usage changes.
     std::pair<uint64_t, uint64_t> stamp = MemoStamp(qi);
     if (q.cohort >= 0) stamp.first = kAnyRelease;
-    preempt_failures_[memo_key] = stamp;
+    preempt_failures_[memo_key] = PreemptMemo();
+    preempt_failures_[memo_key].stamp = stamp;
     return false;
   }
   // Kueue's candidate order, as ranks (lower is evicted first; the victim search minimises the
@@ -469,6 +491,20 @@ bool Cycle::TryPreempt(int qi, int wi) {
   } else {
     for (size_t c = 0; c < cands.size(); ++c)
       cands[c].rank = running_[cand_running[c]].queue == qi ? 1 : 0;
+  }
+  // The same search as one that found no room, on the same rooms: no room again.
+  if (memo != preempt_failures_.end() && memo->second.searched &&
+      memo->second.stamp.second == MemoStamp(qi).second &&
+      memo->second.cand_running == cand_running && memo->second.grounds == cand_grounds) {
+    const PreemptMemo& m = memo->second;
+    bool same = true;
+    for (size_t c = 0; c < cands.size() && same; ++c) same = cands[c].rank == m.ranks[c];
+    for (size_t i = 0; i < m.blocks.size() && same; ++i)
+      same = block_changed_[m.blocks[i]] <= m.changes;
+    if (same) {
+      memo->second.stamp = MemoStamp(qi);  // as the search would have left it
+      return false;
+    }
   }
   // The whole set, with the victims gone: the preemptor fits its quota; if a victim was
   // reclaimed, it ends within its nominal quota; with fair sharing, it ends within nominal or
@@ -524,7 +560,22 @@ bool Cycle::TryPreempt(int qi, int wi) {
   quota_.ForgetDirtySince(dirty_before);
   quota_.cohort_epoch = std::move(epochs_before);
   if (!found.found || found.victims.empty()) {
-    preempt_failures_[memo_key] = MemoStamp(qi);
+    PreemptMemo m;
+    m.stamp = MemoStamp(qi);
+    if (!found.found && !Gpu() && inv_.is_3d() && q.cohort >= 0) {
+      m.searched = true;
+      m.changes = change_count_;
+      m.cand_running = cand_running;
+      m.grounds = cand_grounds;
+      for (const PreemptionCandidate& c : cands) {
+        m.ranks.push_back(c.rank);
+        for (HostId h : inv_.HostsOf(OwnerOf(c.workload)))
+          m.blocks.push_back(inv_.cube(inv_.host(h).cube).block.value());
+      }
+      std::sort(m.blocks.begin(), m.blocks.end());
+      m.blocks.erase(std::unique(m.blocks.begin(), m.blocks.end()), m.blocks.end());
+    }
+    preempt_failures_[memo_key] = std::move(m);
     return false;
   }
   Preemption p;
@@ -584,10 +635,17 @@ bool Cycle::Reserve(int qi, int wi, CyclePlan plan) {
   // asserts, the workload is then simply not admitted this cycle.
   assert(st.ok());
   if (!st.ok()) return false;
+  if (!plan.gpu && inv_.is_3d()) {
+    std::vector<uint32_t> blocks;
+    for (HostId h : plan.tpu.AllHosts())
+      blocks.push_back(inv_.cube(inv_.host(h).cube).block.value());
+    BlocksChanged(blocks);
+  }
   quota_.Add(qi, w.chips());
   admitted_[wi] = 1;
   Running r;
   r.workload = wi;
+  r.id = w.id;
   r.queue = qi;
   r.priority = w.priority;
   r.creation = w.creation_order;

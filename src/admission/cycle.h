@@ -52,13 +52,15 @@ struct CyclePlan {
   const std::string& message() const { return gpu ? gpus.message : tpu.message; }
 };
 
-// A pending workload in its queue's line: what ordering needs, without reading the workload.
+// A pending workload in its queue's line: what ordering and the first tests need, without
+// reading the workload (100,000 workloads do not fit in a cache: each read of one is a miss).
 struct LineEntry {
   int64_t neg_priority = 0;  // -priority: higher priority first
   int64_t creation = 0;
   WorkloadId id;
   int64_t chips = 0;
   int workload = -1;  // index into the snapshot's workloads
+  int key = -1;       // its request's index among the cycle's RequestKeys (Cycle::key_of_)
 };
 
 // Quota of one ClusterQueue for the inventory's generation, and its usage during the cycle.
@@ -71,9 +73,8 @@ struct QueueState {
   std::optional<int64_t> borrow_limit;
   int64_t used = 0;
   double weight = 1;
-  std::vector<int> line;           // pending workloads (indices) in queue order
-  std::vector<LineEntry> entries;  // the same, with their order keys
-  size_t next = 0;                 // next position of `line` to try
+  std::vector<LineEntry> entries;  // pending workloads in queue order, with their order keys
+  size_t next = 0;                 // next position of `entries` to try
   int blocked_at = -1;             // StrictFIFO: position of the head that could not be admitted
   int admitted = 0;                // admitted or running after the cycle
 };
@@ -172,6 +173,7 @@ class QuotaBook {
 
 struct Running {
   int workload = -1;  // index into the snapshot's workloads
+  WorkloadId id;      // the workload's id (read here, not through the workload)
   int queue = -1;     // -1: its local queue does not resolve
   int32_t priority = 0;
   int64_t creation = 0;
@@ -225,13 +227,14 @@ class Cycle {
   // "4x4x4 x2" or "2 gb200-nvl72 hosts (domain: required)": for messages.
   std::string RequestText(const Workload& w) const;
   // What no admission or release changes: whether the request could ever be placed here.
-  // StaticCheckOf is computed once per request key, StaticCheck(wi) looks it up once per
-  // workload.
-  const StaticFit& StaticCheck(int wi);
-  const StaticFit& StaticCheckOf(const Workload& w);
-  CyclePlan PlanNow(const Workload& w);
-  bool TryAdmit(int qi, int wi);
-  bool TryPreempt(int qi, int wi);
+  // Computed once per request key (`key`, key_of_[wi]), on its first workload wi.
+  const StaticFit& StaticCheck(int key, int wi);
+  // The plan for workload wi's request (key `key`) on the working inventory now. A failure is
+  // kept per key until something is released and the reference is to it; a placed plan is
+  // left in placed_plan_ (valid until the next call) for the caller to take.
+  const CyclePlan& PlanNow(int key, int wi);
+  bool TryAdmit(int qi, const LineEntry& e);
+  bool TryPreempt(int qi, const LineEntry& head);
   // False (nothing changed) only if the plan no longer applies, a broken invariant.
   bool Reserve(int qi, int wi, CyclePlan plan);
   // On what grounds policy lets workload `w` of queue qi preempt running workload `r`, judged
@@ -250,7 +253,8 @@ class Cycle {
   void Release(Running& r);
   PendingStatus& AddPending(int wi, int qi, PendingReason reason, std::string message);
   void WhatHelps(int qi, int wi, PendingStatus& st);
-  std::tuple<int, double, int64_t, int64_t, int> OrderKey(int qi) const;
+  using HeadKey = std::tuple<int, double, int64_t, int64_t, int>;
+  HeadKey OrderKey(int qi) const;
 
   const Admitter& admitter_;
   const AdmissionOptions& options_;
@@ -278,9 +282,15 @@ class Cycle {
   std::vector<char> admitted_;  // per workload: admitted in this cycle
   // per host (inventory host, or fleet host in a GPU cycle): workload evicted from it this cycle
   std::vector<WorkloadId> evicted_host_owner_;
-  std::map<RequestKey, StaticFit> static_fit_;     // nodes stay put: static_fit_of_ points in
-  std::vector<const StaticFit*> static_fit_of_;    // per workload, once looked up
-  std::map<RequestKey, CyclePlan> plan_failures_;  // valid while no capacity is released
+  // Per workload: the index of its RequestKey among the cycle's keys (a dozen in practice),
+  // given in Build as the workloads are read in order; the memos below are indexed by it.
+  std::vector<int> key_of_;
+  std::vector<std::optional<StaticFit>> static_fit_;  // per key, once computed
+  // Per key: the failed plan, valid while no capacity is released; failed_keys_ lists the set
+  // entries (to clear them at a release).
+  std::vector<std::optional<CyclePlan>> plan_failures_;
+  std::vector<int> failed_keys_;
+  CyclePlan placed_plan_;  // PlanNow's last placed plan
   // Failed preemption searches, valid while nothing was released and the usage of the
   // queue's cohort did not change: (release epoch, cohort epoch) when it failed; the release
   // epoch kAnyRelease when the queue has a cohort and there was no candidate at all (any
@@ -288,8 +298,45 @@ class Cycle {
   // of the same queue, priority and shape come after it in line (older first), so they have no
   // more candidates.
   static constexpr uint64_t kAnyRelease = std::numeric_limits<uint64_t>::max();
-  std::map<std::tuple<int, int32_t, RequestKey>, std::pair<uint64_t, uint64_t>> preempt_failures_;
+  struct PreemptMemoKey {
+    int queue = 0;
+    int32_t priority = 0;
+    int key = 0;  // key_of_
+    bool operator==(const PreemptMemoKey&) const = default;
+  };
+  struct PreemptMemoHash {
+    size_t operator()(const PreemptMemoKey& k) const {
+      uint64_t h = static_cast<uint64_t>(static_cast<uint32_t>(k.queue)) << 32 |
+                   static_cast<uint32_t>(k.priority);
+      h = (h ^ (h >> 29) ^ static_cast<uint64_t>(k.key) * 0x9e3779b97f4a7c15ull) *
+          0xbf58476d1ce4e5b9ull;
+      return static_cast<size_t>(h ^ (h >> 32));
+    }
+  };
+  // A failed search that found no room at all (a pod, a queue in a cohort) also keeps what it
+  // searched: its candidates (running_ indices, grounds, ranks) and the blocks that hold them,
+  // with the inventory's change count then. The victim searcher looks for rooms only in those
+  // blocks (FindVictims: the candidates' cubes, for a super-slice their blocks), so while the
+  // cohort's usage is the same (the same check), the candidates are the same and none of
+  // those blocks changed (block_changed_), a new search would find no room either: a release
+  // elsewhere does not make it run again. (If the free room is tried first and found, the
+  // answer has no victims: a failure too.)
+  struct PreemptMemo {
+    std::pair<uint64_t, uint64_t> stamp;  // MemoStamp when it failed
+    bool searched = false;                // the fields below are set
+    uint64_t changes = 0;                 // change_count_ when it failed
+    std::vector<int> cand_running;
+    std::vector<Grounds> grounds;
+    std::vector<int32_t> ranks;
+    std::vector<uint32_t> blocks;  // ascending
+  };
+  std::unordered_map<PreemptMemoKey, PreemptMemo, PreemptMemoHash> preempt_failures_;
   uint64_t release_epoch_ = 0;
+  // Pod cycles: a count of the changes of the working inventory (each admission, each release)
+  // and per block the count at its last change.
+  uint64_t change_count_ = 0;
+  std::vector<uint64_t> block_changed_;
+  void BlocksChanged(const std::vector<uint32_t>& blocks);
   std::pair<uint64_t, uint64_t> MemoStamp(int qi) const {
     const int c = quota_.queues[qi].cohort;
     return {release_epoch_, c >= 0 ? quota_.cohort_epoch[c] : 0};
@@ -298,18 +345,21 @@ class Cycle {
     const std::pair<uint64_t, uint64_t> now = MemoStamp(qi);
     return memo.second == now.second && (memo.first == kAnyRelease || memo.first == now.first);
   }
-  // What would help, per (queue if over quota else -1, shape): running workload indices.
-  std::map<std::tuple<int, RequestKey>, std::vector<int>> help_memo_;
-  // One victim finder per shape for the reasons step, over the same candidates: the running
+  // What would help, per (queue if over quota else -1, key_of_): running workload indices.
+  std::map<std::pair<int, int>, std::vector<int>> help_memo_;
+  // One victim finder per key for the reasons step, over the same candidates: the running
   // workloads not evicted (help_candidates_ maps candidate index to running_ index).
-  std::map<RequestKey, std::unique_ptr<VictimFinder>> help_finders_;
+  std::vector<std::unique_ptr<VictimFinder>> help_finders_;
   std::vector<PreemptionCandidate> help_cands_;
   std::vector<int> help_candidates_;
-  // The queues that have a workload to try (not blocked, line not done), by OrderKey (which
-  // ends with the queue index, so the first is the one to try); keys_[qi] is qi's key in it.
-  // A key changes only when the queue's usage or head does (QuotaBook::dirty, Admit).
-  std::set<std::tuple<int, double, int64_t, int64_t, int>> heads_;
-  std::vector<std::optional<std::tuple<int, double, int64_t, int64_t, int>>> keys_;
+  // The queues that have a workload to try (not blocked, line not done): keys_[qi] is qi's
+  // OrderKey (empty: nothing to try), and head_tree_ a tournament tree over them (node i holds
+  // the queue with the least key below it, -1 if none; leaves from head_leaves_), so
+  // head_tree_[1] is the queue to try (keys end with the queue index: no ties). A key changes
+  // only when the queue's usage or head does (QuotaBook::dirty, Admit).
+  std::vector<std::optional<HeadKey>> keys_;
+  std::vector<int> head_tree_;
+  size_t head_leaves_ = 1;
   void RefreshHead(int qi);
   // Per queue: the statuses given (AddPending), those of deactivated workloads left out.
   std::vector<int> pending_of_queue_;

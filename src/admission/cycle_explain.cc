@@ -15,6 +15,9 @@
 namespace tessera::admission_internal {
 namespace {
 
+// How many workloads ahead of the one it explains the reasons step asks for (prefetches).
+constexpr size_t kReadAhead = 8;
+
 constexpr char kFitsNextCycleMessage[] =
     "room and quota became free after it was tried; next cycle";
 
@@ -77,7 +80,8 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
   const Workload& w = W(wi);
   // Within quota only room matters, and that is the same for every queue: share the answer.
   const bool over = quota_.Over(qi, w.chips()) > 0;
-  auto [it, inserted] = help_memo_.try_emplace({over ? qi : -1, KeyOf(w)});
+  const int key = key_of_[wi];
+  auto [it, inserted] = help_memo_.try_emplace({over ? qi : -1, key});
   std::vector<int>& helpers = it->second;
   if (inserted) {
     // Nothing changes while reasons are given, so every workload of this shape searches the
@@ -86,7 +90,7 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
       for (size_t i = 0; i < running_.size(); ++i) {
         const Running& r = running_[i];
         if (r.evicted) continue;
-        help_cands_.push_back({W(r.workload).id, r.priority, r.lost_work});
+        help_cands_.push_back({r.id, r.priority, r.lost_work});
         help_candidates_.push_back(static_cast<int>(i));
       }
     }
@@ -108,16 +112,14 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
       found.found = g.found;
       found.victims = std::move(g.victims);
     } else {
-      auto [f, created] = help_finders_.try_emplace(KeyOf(w));
-      if (created)
-        f->second = std::make_unique<VictimFinder>(inv_, planner_, w.request, help_cands_);
-      found = f->second->Find(over ? VictimSetCheck(check) : VictimSetCheck(),
-                              VictimPlan::kVictimsOnly);
+      std::unique_ptr<VictimFinder>& f = help_finders_[key];
+      if (!f) f = std::make_unique<VictimFinder>(inv_, planner_, w.request, help_cands_);
+      found = f->Find(over ? VictimSetCheck(check) : VictimSetCheck(), VictimPlan::kVictimsOnly);
     }
     if (found.found)
       for (size_t i = 0; i < cand_running.size(); ++i)
         if (std::binary_search(found.victims.begin(), found.victims.end(),
-                               W(running_[cand_running[i]].workload).id))
+                               running_[cand_running[i]].id))
           helpers.push_back(cand_running[i]);
   }
   const QueueState& q = quota_.queues[qi];
@@ -145,7 +147,7 @@ void Cycle::Explain() {
     (e.cause == EvictionCause::kStartTimeout ? guard : preempted)[e.workload] = &e;
   std::vector<char> in_line(snap_.workloads.size(), 0);
   for (const QueueState& q : quota_.queues)
-    for (int wi : q.line) in_line[wi] = 1;
+    for (const LineEntry& e : q.entries) in_line[e.workload] = 1;
 
   // Usage does not change while reasons are given (WhatHelps puts back what it tries), so a
   // queue's description is the same for each of its workloads over quota: built once.
@@ -159,17 +161,24 @@ void Cycle::Explain() {
   for (int qi = 0; qi < static_cast<int>(quota_.queues.size()); ++qi) {
     QueueState& q = quota_.queues[qi];
     int position = 0;
-    for (size_t pos = 0; pos < q.line.size(); ++pos) {
-      const int wi = q.line[pos];
+    for (size_t pos = 0; pos < q.entries.size(); ++pos) {
+      const LineEntry& e = q.entries[pos];
+      const int wi = e.workload;
+      // A status reads its workload's id, name and retries: a cache miss each at fleet scale
+      // (lines are not in memory order), so they are asked for a few workloads ahead.
+      if (pos + kReadAhead < q.entries.size()) {
+        const Workload& ahead = W(q.entries[pos + kReadAhead].workload);
+        __builtin_prefetch(&ahead);
+        __builtin_prefetch(&ahead.start_guard);
+      }
       if (admitted_[wi]) continue;
       ++position;
-      const Workload& w = W(wi);
-      const StaticFit& fit = StaticCheck(wi);
+      const StaticFit& fit = StaticCheck(e.key, wi);
       if (fits_only) {
         // The same tests as below, in the same order, without the messages of those that fail.
-        if (fit.possible && w.chips() <= quota_.Ceiling(qi) &&
+        if (fit.possible && e.chips <= quota_.Ceiling(qi) &&
             !(q.blocked_at >= 0 && static_cast<int>(pos) > q.blocked_at) &&
-            quota_.Over(qi, w.chips()) <= 0 && PlanNow(w).placed())
+            quota_.Over(qi, e.chips) <= 0 && PlanNow(e.key, wi).placed())
           AddPending(wi, qi, PendingReason::kFitsNextCycle, kFitsNextCycleMessage).position =
               position;
         continue;
@@ -177,28 +186,28 @@ void Cycle::Explain() {
       PendingStatus* st = nullptr;
       if (!fit.possible) {
         st = &AddPending(wi, qi, fit.reason, fit.message);
-      } else if (w.chips() > quota_.Ceiling(qi)) {
+      } else if (e.chips > quota_.Ceiling(qi)) {
         st = &AddPending(wi, qi, PendingReason::kOverQuota,
-                         "needs " + Chips(w.chips()) + "; queue " + q.spec->name +
+                         "needs " + Chips(e.chips) + "; queue " + q.spec->name +
                              " can never hold more than " + Chips(quota_.Ceiling(qi)) +
                              (Gpu() && q.nominal == 0 ? NoGpuQuotaHint() : std::string()));
-        st->over_quota_chips = w.chips() - quota_.Ceiling(qi);
+        st->over_quota_chips = e.chips - quota_.Ceiling(qi);
       } else if (q.blocked_at >= 0 && static_cast<int>(pos) > q.blocked_at) {
         st = &AddPending(wi, qi, PendingReason::kWaitingBehind,
                          "StrictFIFO: waiting behind " + std::to_string(position - 1) +
                              " workload(s) of queue " + q.spec->name + ", first " +
-                             W(q.line[q.blocked_at]).name);
+                             W(q.entries[q.blocked_at].workload).name);
         st->waiting_behind = position - 1;
-      } else if (const int64_t over = quota_.Over(qi, w.chips()); over > 0) {
+      } else if (const int64_t over = quota_.Over(qi, e.chips); over > 0) {
         if (!described[qi]) described[qi] = quota_.Describe(qi);
         // "needs N chips; <description>: over quota by M chips", in one allocation.
         std::string m;
         m.reserve(described[qi]->size() + 64);
-        m.append("needs ").append(Chips(w.chips())).append("; ").append(*described[qi]);
+        m.append("needs ").append(Chips(e.chips)).append("; ").append(*described[qi]);
         m.append(": over quota by ").append(Chips(over));
         st = &AddPending(wi, qi, PendingReason::kOverQuota, std::move(m));
         st->over_quota_chips = over;
-      } else if (CyclePlan plan = PlanNow(w); !plan.placed()) {
+      } else if (const CyclePlan& plan = PlanNow(e.key, wi); !plan.placed()) {
         st = &AddPending(wi, qi, PendingReason::kNoFreeBox, plan.message());
         if (!plan.gpu && plan.tpu.largest_free.empty() && !largest_free)
           largest_free = planner_.LargestFree(inv_);  // inv_ does not change here: once
@@ -211,7 +220,7 @@ void Cycle::Explain() {
       const bool helps =
           st->reason == PendingReason::kOverQuota || st->reason == PendingReason::kNoFreeBox ||
           (st->reason == PendingReason::kWaitingBehind && static_cast<int>(pos) == q.blocked_at);
-      if (help && helps && fit.possible && w.chips() <= quota_.Ceiling(qi)) WhatHelps(qi, wi, *st);
+      if (help && helps && fit.possible && e.chips <= quota_.Ceiling(qi)) WhatHelps(qi, wi, *st);
     }
   }
   if (fits_only) return;
