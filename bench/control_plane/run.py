@@ -465,6 +465,11 @@ def one_run_failover(a, n, rep, tls):
     for i in range(a.jobs):
         st = head_post(ports[0], tls, ca, "/api/v1/jobs", job_doc(i), token, timeout=60)
         job_errors += st != 201
+        if st == 0:  # no answer in 60 s: the head is saturated; the run would only wait more
+            cleanup()
+            return dict(result, failed=f"the leader did not answer POST /api/v1/jobs in 60 s "
+                        f"(job {i}); see bench/README.md \"Failover at fleet scale\"",
+                        registerS=None)
     result["jobCreateErrors"] = job_errors
     time.sleep(a.warmup)
     leader, survivor = heads[0], 1
