@@ -19,7 +19,18 @@
 // --shard I/N emulates agents I, I+N, I+2N, ... of --agents, so several processes share one
 // fleet (each process has its own file limit). --wait-go: print "READY" on stdout once set up
 // and start the measurement window when a line "GO" arrives on stdin (run.py starts the
-// window of every shard at once); otherwise the window starts after --warmup seconds.
+// window of every shard at once); otherwise the window starts after --warmup seconds. A line
+// "MARK" during the window closes its first part (reported as "before_mark") and starts the
+// second: run.py --failover sends it just before it kills the leading head.
+//
+// --heads H:P,H:P,...: the heads of an HA control plane (docs/ha.md), followed as `tessera
+// agent` follows them (src/ha/head_follower.h): each agent uses one head at a time; when its
+// channel fails (connection refused or closed) or is refused (a standby's 503 names the
+// leader), it moves to the leader named if that is one of its heads, else to the next head round
+// the list, and reconnects after 100 ms when it moved, else after its backoff (100 ms doubling to
+// 5 s, reset by a snapshot). Registration moves on the same way. Not emulated: the agent's
+// heartbeat POST while its channel is down (the emulated agent skips that beat), and its
+// re-registration when a head answers 404 (counted in "refusal_statuses").
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -50,6 +61,7 @@
 #include <thread>
 #include <vector>
 
+#include "ha/head_list.h"
 #include "net/http_client.h"
 #include "net/response_reader.h"
 #include "net/tls_stream.h"
@@ -65,9 +77,17 @@ using SteadyClock = std::chrono::steady_clock;
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
+struct HeadAddress {
+  std::string host;
+  uint16_t port = 0;
+  std::string Name() const { return host + ":" + std::to_string(port); }
+};
+
 struct Options {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
+  std::vector<HeadAddress> heads;  // --heads, else {--host:--port}
+  std::vector<std::string> head_names;
   std::string ca_file;  // "" = plain HTTP
   std::string join_token;
   int agents = 100;
@@ -210,6 +230,8 @@ struct Counters {
   uint64_t snapshots = 0, reconnects = 0, connected = 0, first_snapshot = 0;
   uint64_t stream_refusals = 0;   // a channel or watch answered with another status than 200
   uint64_t assigned_workers = 0;  // now, over all agents
+  uint64_t head_switches = 0;     // moves to another head (--heads)
+  std::map<std::string, uint64_t> refusal_statuses;  // status -> channels/watches so answered
 };
 
 // One emulated agent after registration: its connection(s), its heartbeat timer, its workers.
@@ -221,6 +243,14 @@ struct EmulatedAgent {
   bool seen_snapshot = false;
   std::map<protocol::WorkerKey, int64_t> workers;  // assigned worker -> its step
   int64_t started_at_ms = 0;
+  size_t head = 0;             // the head in use (Options::heads)
+  int64_t backoff_ms = 100;    // before the next reconnect to the same head
+  bool channel_ready = false;  // this connection has delivered its first snapshot
+  bool channel_live = false;   // this connection was accepted (200)
+  // Failover figures, from the window's start on: the first time the agent's connection went
+  // down, and its first heartbeat answered 200 after that (unix ms; 0 = none).
+  int64_t first_down_ms = 0, rejoined_ms = 0;
+  uint64_t downs = 0;
   std::shared_ptr<Link> channel;                // --connection one
   std::shared_ptr<Link> beat_link, watch_link;  // --connection two
   std::unique_ptr<asio::steady_timer> timer;
@@ -237,7 +267,8 @@ struct EmulatedAgent {
 class Fleet {
  public:
   Fleet(const Options& o, asio::io_context& io) : o_(o), io_(io) {
-    endpoint_ = tcp::endpoint(asio::ip::make_address(o_.host), o_.port);
+    for (const HeadAddress& h : o_.heads)
+      endpoints_.emplace_back(asio::ip::make_address(h.host), h.port);
   }
   std::vector<std::unique_ptr<EmulatedAgent>> agents;
   Stats stats;
@@ -255,9 +286,10 @@ class Fleet {
  private:
   std::string Head(const char* method, const std::string& target, const EmulatedAgent& a,
                    size_t body_len, bool has_body) const {
-    std::string h = std::string(method) + " " + target + " HTTP/1.1\r\nHost: " + o_.host + ":" +
-                    std::to_string(o_.port) + "\r\nAuthorization: Bearer " + o_.join_token +
-                    "\r\n" + protocol::kHostCredentialHeader + ": " + a.credential + "\r\n";
+    std::string h = std::string(method) + " " + target +
+                    " HTTP/1.1\r\nHost: " + o_.head_names[a.head] + "\r\nAuthorization: Bearer " +
+                    o_.join_token + "\r\n" + protocol::kHostCredentialHeader + ": " + a.credential +
+                    "\r\n";
     if (has_body)
       h += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body_len) + "\r\n";
     return h + "\r\n";
@@ -289,49 +321,84 @@ class Fleet {
         }
       };
       a.beat_link = beat;
-      beat->Open(endpoint_, o_.host);
+      beat->Open(endpoints_[a.head], o_.heads[a.head].host);
     }
   }
 
   std::shared_ptr<Link> OpenStream(EmulatedAgent& a, const std::string& target) {
     auto link = std::make_shared<Link>(io_, a.tls.get());
+    a.channel_ready = false;
+    a.channel_live = false;
+    // A refused stream's status and body (a standby's 503 names the leader).
+    auto refused = std::make_shared<std::pair<int, std::string>>(0, "");
     link->on_open = [this, &a, target, raw = link.get()] {
       raw->Send(Head("GET", target, a, 0, false));
     };
-    link->reader.on_header = [this, &a](int status) {
+    link->reader.on_header = [this, &a, refused](int status) {
       if (status != 200) {
         ++counters.stream_refusals;
+        ++counters.refusal_statuses[std::to_string(status)];
+        refused->first = status;
         return;
       }
+      a.channel_live = true;
       ++counters.connected;
     };
-    link->reader.on_data = [this, &a](std::string_view data) {
+    link->reader.on_data = [this, &a, refused](std::string_view data) {
+      if (refused->first != 0) {
+        if (refused->second.size() < 4096) refused->second.append(data);
+        return;
+      }
       a.line_buf.append(data);
       size_t start = 0;
       for (size_t nl; (nl = a.line_buf.find('\n', start)) != std::string::npos; start = nl + 1)
         OnLine(a, std::string_view(a.line_buf.data() + start, nl - start));
       a.line_buf.erase(0, start);
     };
-    link->on_closed = [this, &a](const std::string& why) {
-      if (stopping) return;
-      ++counters.reconnects;
-      for (const auto& beat : a.in_flight)
-        if (stats.Counts(beat.second)) stats.Error(why);
-      a.in_flight.clear();
-      a.line_buf.clear();
-      if (counters.connected > 0) --counters.connected;
-      // Reconnect after a second, as the agent's backoff would.
-      auto t = std::make_shared<asio::steady_timer>(io_, std::chrono::seconds(1));
-      t->async_wait([this, &a, t](boost::system::error_code) {
-        if (o_.one_connection) {
-          a.channel = OpenStream(a, "/api/v1/agents/" + a.name + "/channel");
-        } else {
-          a.watch_link = OpenStream(a, "/api/v1/agents/" + a.name + "/assignments?watch=true");
-        }
-      });
+    link->reader.on_end = [this, &a, target, refused, raw = link.get()] {
+      if (refused->first == 0) return;
+      raw->Close();  // no on_closed after Close: the refusal is handled here
+      Down(a, target, "http " + std::to_string(refused->first), refused->second);
     };
-    link->Open(endpoint_, o_.host);
+    link->on_closed = [this, &a, target](const std::string& why) { Down(a, target, why, why); };
+    link->Open(endpoints_[a.head], o_.heads[a.head].host);
     return link;
+  }
+
+  // The agent's stream ended (`why`; `answer`: the refusal's body or the transport error): move
+  // to another head as `tessera agent` does (HeadFollower::Failed), then reconnect.
+  void Down(EmulatedAgent& a, const std::string& target, const std::string& why,
+            const std::string& answer) {
+    if (stopping) return;
+    ++counters.reconnects;
+    for (const auto& beat : a.in_flight)
+      if (stats.Counts(beat.second)) stats.Error(why);
+    a.in_flight.clear();
+    a.line_buf.clear();
+    if (a.channel_live && counters.connected > 0) --counters.connected;
+    a.channel_live = false;
+    a.channel_ready = false;
+    if (stats.Counts(SteadyClock::now()) || marked) {
+      ++a.downs;
+      if (a.first_down_ms == 0) a.first_down_ms = UnixMs();
+    }
+    const size_t next = ha::NextHead(o_.head_names, a.head, ha::LeaderNamedIn(answer).value_or(""));
+    if (next != a.head) {
+      a.head = next;
+      a.backoff_ms = 100;
+      ++counters.head_switches;
+    }
+    const int64_t delay = a.backoff_ms;
+    a.backoff_ms = std::min<int64_t>(a.backoff_ms * 2, 5000);
+    auto t = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(delay));
+    t->async_wait([this, &a, t, target](boost::system::error_code) {
+      if (stopping) return;
+      if (o_.one_connection) {
+        a.channel = OpenStream(a, target);
+      } else {
+        a.watch_link = OpenStream(a, target);
+      }
+    });
   }
 
   void OnLine(EmulatedAgent& a, std::string_view line) {
@@ -343,7 +410,9 @@ class Fleet {
       if (it == a.in_flight.end()) return;
       const auto sent = it->second;
       a.in_flight.erase(it);
-      Answered(sent, ack.value("status", 0));
+      const int status = ack.value("status", 0);
+      if (status == 200 && a.first_down_ms != 0 && a.rejoined_ms == 0) a.rejoined_ms = UnixMs();
+      Answered(sent, status);
       return;
     }
     auto snap = protocol::ParseAssignmentSnapshot(line);
@@ -351,6 +420,8 @@ class Fleet {
     ++counters.snapshots;
     if (!a.seen_snapshot) ++counters.first_snapshot;
     a.seen_snapshot = true;
+    a.channel_ready = true;
+    a.backoff_ms = 100;
     a.revision = snap->revision;
     std::map<protocol::WorkerKey, int64_t> next;
     for (const auto& p : snap->assignments) {
@@ -415,7 +486,7 @@ class Fleet {
 
   void Beat(EmulatedAgent& a) {
     if (o_.one_connection) {
-      if (!a.channel || a.channel->closed() || !a.seen_snapshot) return;
+      if (!a.channel || a.channel->closed() || !a.channel_ready) return;
       const uint64_t seq = ++a.seq;
       const auto now = SteadyClock::now();
       if (stats.Counts(now)) ++stats.sent;
@@ -441,7 +512,10 @@ class Fleet {
 
   const Options& o_;
   asio::io_context& io_;
-  tcp::endpoint endpoint_;
+  std::vector<tcp::endpoint> endpoints_;
+
+ public:
+  bool marked = false;  // a MARK arrived: downs count from then on even after the window
 };
 
 struct Registered {
@@ -449,6 +523,7 @@ struct Registered {
   std::shared_ptr<asio::ssl::context> tls;
   double latency_s = 0;
   std::string error;
+  size_t head = 0;  // the head that registered it
 };
 
 // Bootstrap (with TLS) and registration of agent `index`, on the calling thread.
@@ -459,8 +534,8 @@ Registered RegisterOne(const Options& o, const std::string& dir, int index, std:
   std::snprintf(name, sizeof name, "%s%05d", o.name_prefix.c_str(), index);
   out.credential = RandomHex(rng, 32);
   net::ClientOptions base;
-  base.host = o.host;
-  base.port = o.port;
+  base.host = o.heads[0].host;
+  base.port = o.heads[0].port;
   base.bearer_token = o.join_token;
   base.read_timeout = std::chrono::milliseconds(30'000);
   const auto t = SteadyClock::now();
@@ -492,15 +567,26 @@ Registered RegisterOne(const Options& o, const std::string& dir, int index, std:
   reg.agent_port = 1;
   reg.slice = protocol::SliceMembership{"slice-" + std::to_string(index / 4), "4x4", index % 4};
   reg.credential = out.credential;
-  net::HttpClient client(base);
+  auto client = std::make_unique<net::HttpClient>(base);
   const std::string body = protocol::RegistrationJson(reg);
   while (true) {
-    auto r = client.Request(net::Method::kPost, "/api/v1/agents/register", body);
+    auto r = client->Request(net::Method::kPost, "/api/v1/agents/register", body);
     if (r.ok() && r->status == 200) break;
     const std::string why =
         r.ok() ? std::to_string(r->status) + " " + r->body.substr(0, 200) : r.status().message();
     if ((r.ok() && r->status >= 400 && r->status < 500) || SteadyClock::now() > deadline)
       return out.error = "register " + std::string(name) + ": " + why, out;
+    if (!r.ok() || r->status == 503) {  // another head may lead: the one named, else the next
+      const size_t next = ha::NextHead(o.head_names, out.head,
+                                       ha::LeaderNamedIn(r.ok() ? r->body : why).value_or(""));
+      if (next != out.head) {
+        out.head = next;
+        base.host = o.heads[next].host;
+        base.port = o.heads[next].port;
+        client = std::make_unique<net::HttpClient>(base);
+        continue;
+      }
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   out.latency_s = std::chrono::duration<double>(SteadyClock::now() - t).count();
@@ -513,6 +599,31 @@ double Pct(std::vector<uint32_t>& v, double p) {
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
   return v[k] / 1000.0;
 }
+
+// The heartbeat figures of one part of the window (`window_s` long).
+Json StatsJson(Stats& s, double window_s) {
+  Json out;
+  out["window_s"] = window_s;
+  out["hb_sent"] = s.sent;
+  out["hb_ok"] = s.ok;
+  out["hb_in_time"] = s.in_time;
+  out["hb_late"] = s.late;
+  out["hb_errors"] = s.errors;
+  out["hb_error_kinds"] = s.error_kinds;
+  out["hb_send_lag"] = s.send_lag;
+  out["hb_per_s"] = window_s > 0 ? static_cast<double>(s.ok) / window_s : 0.0;
+  out["hb_in_time_pct"] =
+      100.0 * static_cast<double>(s.in_time) / static_cast<double>(std::max<uint64_t>(s.sent, 1));
+  out["hb_p50_ms"] = Pct(s.latency_us, 50);
+  out["hb_p99_ms"] = Pct(s.latency_us, 99);
+  out["hb_max_ms"] = s.latency_us.empty()
+                         ? 0.0
+                         : *std::max_element(s.latency_us.begin(), s.latency_us.end()) / 1000.0;
+  return out;
+}
+
+// Set (steady clock, ns) when a line "MARK" arrives on stdin; 0 before.
+std::atomic<int64_t> g_mark_ns{0};
 
 int Run(const Options& o) {
   rlimit fds{};
@@ -570,6 +681,7 @@ int Run(const Options& o) {
         EmulatedAgent* agent = fleet.agents[i].get();
         agent->credential = regs[i].credential;
         agent->tls = regs[i].tls;
+        agent->head = regs[i].head;
         asio::post(io, [&fleet, agent] { fleet.Start(*agent); });
       }
     });
@@ -604,6 +716,14 @@ int Run(const Options& o) {
     std::string line;
     while (std::getline(std::cin, line) && line != "GO") {
     }
+    // The rest of stdin: "MARK" (run.py --failover). Detached: it may block in the read until
+    // the process exits, and touches only the atomic.
+    std::thread([] {
+      std::string command;
+      while (std::getline(std::cin, command))
+        if (command == "MARK" && g_mark_ns.load() == 0)
+          g_mark_ns = SteadyClock::now().time_since_epoch().count();
+    }).detach();
   } else {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(o.warmup_s * 1e3)));
   }
@@ -617,9 +737,27 @@ int Run(const Options& o) {
     return 0;
   });
   const double cpu0 = CpuSeconds();
-  std::this_thread::sleep_until(w1);
+  Stats before;
+  double before_s = 0;
+  bool marked = false;
+  while (SteadyClock::now() < w1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (marked || g_mark_ns.load() == 0) continue;
+    marked = true;
+    const auto at = SteadyClock::time_point(SteadyClock::duration(g_mark_ns.load()));
+    before_s = std::chrono::duration<double>(at - w0).count();
+    before = on_io([&] {
+      Stats first = fleet.stats;
+      first.until = at;
+      fleet.stats = Stats{};
+      fleet.stats.since = at;
+      fleet.stats.until = w1;
+      fleet.marked = true;
+      return first;
+    });
+  }
   const double cpu1 = CpuSeconds();
-  const double window = std::chrono::duration<double>(w1 - w0).count();
+  const double window = std::chrono::duration<double>(w1 - w0).count() - before_s;
   const Counters c = on_io([&] { return fleet.counters; });
   // The window's last heartbeats get the deadline to be answered, then everything is counted.
   std::this_thread::sleep_for(std::chrono::milliseconds(o.deadline_ms));
@@ -649,23 +787,33 @@ int Run(const Options& o) {
   out["register_p50_ms"] = Pct(reg_lat, 50);
   out["register_p99_ms"] = Pct(reg_lat, 99);
   out["setup_s"] = setup_s;
-  out["window_s"] = window;
-  out["hb_sent"] = s.sent;
-  out["hb_ok"] = s.ok;
-  out["hb_in_time"] = s.in_time;
-  out["hb_late"] = s.late;
-  out["hb_errors"] = s.errors;
+  out.update(StatsJson(s, window));
   out["hb_unanswered_at_end"] = unanswered;
-  out["hb_error_kinds"] = s.error_kinds;
-  out["hb_send_lag"] = s.send_lag;
-  out["hb_per_s"] = static_cast<double>(s.ok) / window;
-  out["hb_in_time_pct"] =
-      100.0 * static_cast<double>(s.in_time) / static_cast<double>(std::max<uint64_t>(s.sent, 1));
-  out["hb_p50_ms"] = Pct(s.latency_us, 50);
-  out["hb_p99_ms"] = Pct(s.latency_us, 99);
-  out["hb_max_ms"] = s.latency_us.empty()
-                         ? 0.0
-                         : *std::max_element(s.latency_us.begin(), s.latency_us.end()) / 1000.0;
+  if (marked) {
+    // The window's part before the MARK; the fields above are of the part after it.
+    out["before_mark"] = StatsJson(before, before_s);
+    Json rejoined = Json::array();
+    uint64_t down = 0, not_rejoined = 0;
+    int64_t first_down = 0;
+    for (const auto& a : fleet.agents) {
+      if (a->first_down_ms == 0) continue;
+      ++down;
+      if (first_down == 0 || a->first_down_ms < first_down) first_down = a->first_down_ms;
+      if (a->rejoined_ms != 0) {
+        rejoined.push_back(a->rejoined_ms);
+      } else {
+        ++not_rejoined;
+      }
+    }
+    out["failover"] = {{"agents_down", down},
+                       {"agents_rejoined", rejoined.size()},
+                       {"agents_not_rejoined", not_rejoined},
+                       {"first_down_unix_ms", first_down},
+                       {"rejoined_unix_ms", rejoined},
+                       {"head_switches", c.head_switches},
+                       {"refusal_statuses", c.refusal_statuses},
+                       {"connected_at_end", c.connected}};
+  }
   out["snapshots"] = c.snapshots;
   out["reconnects"] = c.reconnects;
   out["stream_refusals"] = c.stream_refusals;
@@ -678,8 +826,9 @@ int Run(const Options& o) {
 
 int Usage(const char* why) {
   std::fprintf(stderr,
-               "tessera_loadgen: %s\nusage: tessera_loadgen --port P --join-token-file F "
-               "[--host H] [--ca-file CA] [--agents N] [--shard I/N] [--connection one|two] "
+               "tessera_loadgen: %s\nusage: tessera_loadgen --port P | --heads H:P,H:P... "
+               "--join-token-file F [--host H] [--ca-file CA] [--agents N] [--shard I/N] "
+               "[--connection one|two] "
                "[--window S] [--warmup S] [--deadline-ms MS] [--register-threads N] "
                "[--setup-timeout S] [--wait-go] [--seed N] [--name-prefix P]\n",
                why);
@@ -704,6 +853,14 @@ int main(int argc, char** argv) {
       o.host = value();
     } else if (arg == "--port") {
       o.port = static_cast<uint16_t>(std::atoi(value().c_str()));
+    } else if (arg == "--heads") {
+      for (const std::string& item : tessera::ha::SplitHeadList(value())) {
+        const size_t colon = item.rfind(':');
+        const int port = colon == std::string::npos ? 0 : std::atoi(item.c_str() + colon + 1);
+        if (colon == 0 || colon == std::string::npos || port < 1 || port > 65535)
+          return Usage(("--heads: HOST:PORT[,HOST:PORT...], not '" + item + "'").c_str());
+        o.heads.push_back({item.substr(0, colon), static_cast<uint16_t>(port)});
+      }
     } else if (arg == "--ca-file") {
       o.ca_file = value();
     } else if (arg == "--join-token-file") {
@@ -740,7 +897,11 @@ int main(int argc, char** argv) {
       return Usage(("unknown argument " + arg).c_str());
     }
   }
-  if (o.port == 0) return Usage("--port: required");
+  if (o.heads.empty()) {
+    if (o.port == 0) return Usage("--port (one head) or --heads (several): required");
+    o.heads.push_back({o.host, o.port});
+  }
+  for (const HeadAddress& h : o.heads) o.head_names.push_back(h.Name());
   if (o.join_token.empty()) return Usage("--join-token-file: required (the head's join.token)");
   if (o.agents < 1) return Usage("--agents: at least 1");
   return Run(o);

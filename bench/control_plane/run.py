@@ -21,7 +21,20 @@ member's data in the run's temp directory) and reports the cluster's committed w
 over the window (`etcdWritesPerS`: the raft leader's etcd_server_proposals_committed_total) and
 its database size at the end.
 
+`--failover` (with `--etcd`) measures a leader kill instead (bench/README.md "Failover at fleet
+scale"): a fresh 3-member etcd, `--seed-jobs` TrainJobs put into it first (tessera_seed_store,
+built beside tessera_loadgen), two HA heads sharing one state directory (election lease
+`--election-lease-ms`, default 2000 as in the tests), the agents given both heads (the leader
+first). After `--failover-before` s of the window the leader is killed with SIGKILL and the rest
+of the window (`--failover-after` s) measures: kill -> first accepted write (a new PriorityClass
+applied every 50 ms at every head, whichever accepts it), kill -> the standby says it is elected
+and serving, its store load from its own log, every agent's first heartbeat answered after its
+channel broke (p50 / p99 / max, agents that never got one), hosts Lost and HostLost events on the
+new leader, and the etcd write rate before and after.
+
   bench/control_plane/run.py --tessera build/release/bin/tessera --agents 1000,10000 --json out.json
+  bench/control_plane/run.py --tessera build/release/bin/tessera --etcd etcd --failover \
+      --agents 1000 --seed-jobs 10000 --tls off --json failover.json
 """
 
 import argparse
@@ -41,7 +54,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-current = {"head": None, "loadgen": None, "dir": None, "shards": [], "etcd": []}
+current = {"head": None, "loadgen": None, "dir": None, "shards": [], "etcd": [], "heads": []}
 
 
 def cleanup():
@@ -50,6 +63,15 @@ def cleanup():
             p.kill()
             p.wait(5)
     current["shards"] = []
+    for p in current["heads"]:  # --failover: the HA heads
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+    current["heads"] = []
     for key in ("loadgen", "head"):
         p = current[key]
         if p is not None and p.poll() is None:
@@ -302,6 +324,287 @@ def one_run_cc(a, tessera, n, rep, tls, connection):
     return result
 
 
+def head_get(port, tls, ca, path, token=None, timeout=2.0):
+    """(status, parsed JSON or None) of one GET to a head; (0, None) when it does not answer."""
+    req = urllib.request.Request(f"{'https' if tls else 'http'}://127.0.0.1:{port}{path}",
+                                 headers={"Authorization": "Bearer " + token} if token else {})
+    ctx = ssl.create_default_context(cafile=ca) if tls else None
+    try:
+        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, None
+    except (OSError, ValueError):
+        return 0, None
+
+
+def head_post(port, tls, ca, path, body, token, timeout=2.0):
+    req = urllib.request.Request(f"{'https' if tls else 'http'}://127.0.0.1:{port}{path}",
+                                 method="POST", data=json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + token,
+                                          "Content-Type": "application/json"})
+    ctx = ssl.create_default_context(cafile=ca) if tls else None
+    try:
+        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0
+
+
+def probe_doc(i):
+    """The failover probe's write: a new PriorityClass (a small object committed to the store
+    through the controller, with no effect on placement)."""
+    return {"apiVersion": "tessera/v1", "kind": "PriorityClass",
+            "metadata": {"name": f"failover-probe-{i:05d}"}, "value": 1}
+
+
+def pctl(values, q):
+    if not values:
+        return None
+    v = sorted(values)
+    return v[min(len(v) - 1, int(round(q / 100.0 * (len(v) - 1))))]
+
+
+def one_run_failover(a, n, rep, tls):
+    """A leader kill on two HA heads over a local 3-member etcd holding --seed-jobs jobs."""
+    d = tempfile.mkdtemp(prefix="tessera-cp-failover-")
+    current["dir"] = d
+    result = {"mode": "failover", "agents": n, "tls": tls, "binary": a.tessera,
+              "connection": a.connection, "seededJobs": a.seed_jobs,
+              "seededPending": a.seed_pending,
+              "electionLeaseMs": a.election_lease_ms,
+              "electionRenewDeadlineMs": a.election_renew_deadline_ms,
+              "electionRetryMs": a.election_retry_ms}
+    clients = start_etcd(a.etcd, d)
+    current["etcd_clients"] = clients
+    store = "etcd://" + ",".join(f"127.0.0.1:{c}" for c in clients)
+    if a.seed_jobs > 0:
+        t = time.monotonic()
+        out = subprocess.run([a.seed_bin, "--store", store, "--jobs", str(a.seed_jobs),
+                              "--pending", str(a.seed_pending)],
+                             capture_output=True, text=True, timeout=3600)
+        if out.returncode != 0:
+            cleanup()
+            return dict(result, failed="seeding: " + out.stderr[-1000:])
+        seeded = json.loads(out.stdout.strip().splitlines()[-1])
+        result.update({"seedS": round(time.monotonic() - t, 2),
+                       "seedJobsPerS": round(seeded["jobs"] / max(seeded["seconds"], 1e-9), 1),
+                       "seedCommits": seeded["commits"], "seedEvents": seeded["events"],
+                       "seedJobMiB": round(seeded["jobBytes"] / 2**20, 1)})
+        result["etcdDbMiBAfterSeed"] = round(etcd_figures(clients)[1] / 2**20, 1)
+    ports = [free_port(), free_port()]
+    logs, heads = [], []
+    ca = os.path.join(d, "ca.crt")
+
+    def start(i):
+        log = open(os.path.join(d, f"head-{i}.log"), "w")
+        logs.append(log)
+        p = subprocess.Popen(
+            [a.tessera, "head", "--state-dir", d, "--port", str(ports[i]), "--heartbeat-ms",
+             "1000", "--lease-ms", "5000", "--store", store,
+             "--election-lease-ms", str(a.election_lease_ms),
+             "--election-renew-deadline-ms", str(a.election_renew_deadline_ms),
+             "--election-retry-ms", str(a.election_retry_ms)] +
+            ([] if tls else ["--plain-http"]) + list(a.head_arg),
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        current["heads"].append(p)
+        heads.append(p)
+        return p
+
+    def role(i):
+        st, body = head_get(ports[i], tls, ca, "/v1/leader", timeout=1)
+        return body if st == 200 and body else {}
+
+    def wait_for(what, fn, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if fn():
+                return True
+            if any(p.poll() is not None for p in heads):
+                raise RuntimeError(f"a head exited waiting for {what}; logs in {d}")
+            time.sleep(0.05)
+        raise RuntimeError(f"timed out after {timeout} s waiting for {what}; logs in {d}")
+
+    try:
+        t = time.monotonic()
+        start(0)  # the first makes the shared tokens and CA, and leads
+        wait_for("head 0 to lead", lambda: role(0).get("role") == "leader", a.setup_timeout)
+        result["firstLeaderServingS"] = round(time.monotonic() - t, 2)
+        start(1)
+        wait_for("head 1 to stand by", lambda: role(1).get("role") == "standby" and
+                 role(1).get("leader") == f"127.0.0.1:{ports[0]}", 120)
+    except RuntimeError as e:
+        cleanup()
+        return dict(result, failed=str(e))
+    token = read_file(os.path.join(d, "admin.token"))
+    shards = a.shards or max(1, math.ceil(n / 8000))
+    heads_arg = ",".join(f"127.0.0.1:{p}" for p in ports)  # the leader first
+    window = a.failover_before + a.failover_after
+    t0 = time.monotonic()
+    procs = []
+    for i in range(shards):
+        cmd = [a.loadgen_bin, "--heads", heads_arg, "--join-token-file",
+               os.path.join(d, "join.token"), "--agents", str(n), "--shard", f"{i}/{shards}",
+               "--connection", a.connection, "--window", str(window), "--wait-go",
+               "--seed", str(rep + 1), "--register-threads", str(a.register_threads),
+               "--setup-timeout", str(a.setup_timeout)]
+        if tls:
+            cmd += ["--ca-file", ca]
+        procs.append(subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      text=True))
+    current["shards"] = procs
+    result["shards"] = shards
+    ready = [p.stdout.readline().strip() for p in procs]
+    result["setupS"] = round(time.monotonic() - t0, 2)
+    if any(r != "READY" for r in ready):
+        cleanup()
+        return dict(result, failed=f"a loadgen shard did not get ready ({ready})")
+    job_errors = 0
+    for i in range(a.jobs):
+        st = head_post(ports[0], tls, ca, "/api/v1/jobs", job_doc(i), token, timeout=60)
+        job_errors += st != 201
+        if st == 0:  # no answer in 60 s: the head is saturated; the run would only wait more
+            cleanup()
+            return dict(result, failed=f"the leader did not answer POST /api/v1/jobs in 60 s "
+                        f"(job {i}); see bench/README.md \"Failover at fleet scale\"",
+                        registerS=None)
+    result["jobCreateErrors"] = job_errors
+    time.sleep(a.warmup)
+    leader, survivor = heads[0], 1
+    e0 = etcd_figures(clients)
+    w0 = time.monotonic()
+    for p in procs:
+        p.stdin.write("GO\n")
+        p.stdin.flush()
+    time.sleep(a.failover_before)
+    e1 = etcd_figures(clients)
+    result["etcdWritesPerSBefore"] = round((e1[0] - e0[0]) / (time.monotonic() - w0), 1)
+    for p in procs:
+        p.stdin.write("MARK\n")
+        p.stdin.flush()
+    kill_wall_ms = time.time() * 1000
+    k = time.monotonic()
+    os.kill(leader.pid, signal.SIGKILL)
+    leader.wait(10)
+    # kill -> the survivor says it was elected ("starting": loading) and serving ("leader");
+    # kill -> the first write accepted by any head, tried every 50 ms at every head.
+    elected = serving = written = None
+    probe = 0
+    while time.monotonic() - k < a.failover_after - 1 and (written is None or serving is None):
+        now = time.monotonic() - k
+        if serving is None:
+            r = role(survivor).get("role")
+            if r in ("starting", "leader") and elected is None:
+                elected = now
+            if r == "leader":
+                serving = now
+        if written is None:
+            for port in ports:
+                st = head_post(port, tls, ca, "/api/v1/apply", probe_doc(probe), token, timeout=2)
+                if st in (200, 201):
+                    written = time.monotonic() - k
+                    break
+            probe += 1
+        time.sleep(0.05)
+    remaining = a.failover_after - (time.monotonic() - k)
+    if remaining > 0:
+        time.sleep(remaining)
+    e2 = etcd_figures(clients)
+    result["etcdWritesPerSAfter"] = round((e2[0] - e1[0]) / (time.monotonic() - k), 1)
+    result["etcdDbMiB"] = round(e2[1] / 2**20, 1)
+    shard_results = []
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        lines = [l for l in out.splitlines() if l.startswith("{")]
+        if p.returncode != 0 or not lines:
+            cleanup()
+            return dict(result, failed=f"loadgen shard exit {p.returncode}")
+        shard_results.append(json.loads(lines[-1]))
+    current["shards"] = []
+    new = ports[survivor]
+    st, hosts = head_get(new, tls, ca, "/api/v1/hosts", token, timeout=60)
+    states = {}
+    for h in (hosts or {}).get("items", []):
+        s_ = h.get("status", {}).get("state", "?")
+        states[s_] = states.get(s_, 0) + 1
+    st, events = head_get(new, tls, ca, "/api/v1/events", token, timeout=60)
+    lost_events = sum(1 for e in (events or {}).get("items", [])
+                      if e.get("reason") == "HostLost" and e.get("timeMs", 0) >= kill_wall_ms)
+    rss = proc_rss_mib(heads[survivor].pid) if heads[survivor].poll() is None else None
+    alive = heads[survivor].poll() is None
+    for log in logs:
+        log.flush()
+    new_log = read_file(os.path.join(d, f"head-{survivor}.log"))
+    first_log = read_file(os.path.join(d, "head-0.log"))
+
+    def logged(text, pattern):
+        import re
+        m = re.findall(pattern, text)
+        return m[-1] if m else None
+
+    serving_ms = logged(new_log, r"serving (\d+) ms after the election")
+    caught_up = logged(new_log, r"caught up from revision (\d+) to (\d+)")
+    first_serving_ms = logged(first_log, r"serving (\d+) ms after the election")
+    cleanup()
+    for log in logs:
+        log.close()
+    rejoin = [t - kill_wall_ms for r in shard_results
+              for t in r.get("failover", {}).get("rejoined_unix_ms", [])]
+    down = sum(r.get("failover", {}).get("agents_down", 0) for r in shard_results)
+    not_rejoined = sum(r.get("failover", {}).get("agents_not_rejoined", 0) for r in shard_results)
+    before = [r["before_mark"] for r in shard_results if "before_mark" in r]
+    b_sent = sum(b["hb_sent"] for b in before)
+    result.update({
+        "registerS": round(max(r["register_s"] for r in shard_results), 2),
+        "registerErrors": sum(r["register_errors"] for r in shard_results),
+        # The part of the window before the kill: the fleet held.
+        "beforeHeartbeatsPerS": round(sum(b["hb_per_s"] for b in before), 1),
+        "beforeAnsweredUnder1sPct": round(100.0 * sum(b["hb_in_time"] for b in before) /
+                                          max(b_sent, 1), 3),
+        "beforeHeartbeatP99Ms": round(max((b["hb_p99_ms"] for b in before), default=0), 2),
+        "beforeHeartbeatErrors": sum(b["hb_errors"] for b in before),
+        # The failover.
+        "killToElectedS": None if elected is None else round(elected, 3),
+        "killToServingS": None if serving is None else round(serving, 3),
+        "killToFirstWriteS": None if written is None else round(written, 3),
+        "goalFirstWriteS": round(a.election_lease_ms / 1000 + 2, 3),
+        "firstWriteWithinGoal": written is not None and written <= a.election_lease_ms / 1000 + 2,
+        "newLeaderServingMsAfterElection": None if serving_ms is None else int(serving_ms),
+        "newLeaderCaughtUpFromTo": None if caught_up is None else [int(x) for x in caught_up],
+        "firstLeaderServingMsAfterElection":
+            None if first_serving_ms is None else int(first_serving_ms),
+        "agentsDown": down,
+        "agentsRejoined": len(rejoin),
+        "agentsNotRejoined": not_rejoined,
+        "killToAgentRejoinP50S": None if not rejoin else round(pctl(rejoin, 50) / 1000, 3),
+        "killToAgentRejoinP99S": None if not rejoin else round(pctl(rejoin, 99) / 1000, 3),
+        "killToEveryAgentRejoinedS": None if not rejoin or not_rejoined else
+            round(max(rejoin) / 1000, 3),
+        "headSwitches": sum(r.get("failover", {}).get("head_switches", 0) for r in shard_results),
+        "channelRefusals": {k_: sum(r.get("failover", {}).get("refusal_statuses", {}).get(k_, 0)
+                                    for r in shard_results)
+                            for k_ in sorted({k2 for r in shard_results for k2 in
+                                              r.get("failover", {}).get("refusal_statuses", {})})},
+        "afterHeartbeatErrors": sum(r["hb_errors"] for r in shard_results),
+        "afterHeartbeatErrorKinds": {k_: sum(r["hb_error_kinds"].get(k_, 0) for r in shard_results)
+                                     for k_ in sorted({k2 for r in shard_results
+                                                       for k2 in r["hb_error_kinds"]})},
+        "hosts": states,
+        "lostHosts": states.get("Lost", 0) + (n - sum(states.values())),
+        "hostLostEventsAfterKill": lost_events,
+        "newLeaderRssMiB": None if rss is None else round(rss, 1),
+        "newLeaderAliveAtEnd": alive,
+        "loadgenCpuPct": round(sum(r["loadgen_cpu_pct"] for r in shard_results), 1),
+        "probeWrites": probe,
+    })
+    for r in shard_results:  # the per-agent times are summarised above
+        r.get("failover", {}).pop("rejoined_unix_ms", None)
+    result["shardResults"] = shard_results
+    return result
+
+
 def one_run(a, n, rep, tls):
     """One head and one loadgen.py: over TLS (verified against the head's CA) when `tls`, else
     plain HTTP to a head started with --plain-http."""
@@ -372,6 +675,34 @@ def cc_table(runs):
                 row.append(str(max(r["lostHosts"] for r in ok)))
             else:
                 row.append(fmt(median(ok, key)))
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+FAILOVER_COLUMNS = [
+    ("agents", "agents"), ("seededJobs", "stored jobs"), ("seedS", "seeding (s)"),
+    ("electionLeaseMs", "election lease (ms)"), ("killToFirstWriteS", "kill -> first write (s)"),
+    ("killToServingS", "kill -> new leader serving (s)"),
+    ("newLeaderServingMsAfterElection", "election -> serving (ms)"),
+    ("killToAgentRejoinP99S", "kill -> agents back p99 (s)"),
+    ("killToEveryAgentRejoinedS", "kill -> every agent back (s)"),
+    ("lostHosts", "hosts lost"), ("hostLostEventsAfterKill", "HostLost events"),
+    ("beforeAnsweredUnder1sPct", "answered < 1 s before (%)"),
+    ("etcdWritesPerSBefore", "etcd writes/s before"), ("etcdWritesPerSAfter", "etcd writes/s after"),
+]
+
+
+def failover_table(runs):
+    lines = ["| " + " | ".join(c[1] for c in FAILOVER_COLUMNS) + " |",
+             "|" + "---|" * len(FAILOVER_COLUMNS)]
+    for r in runs:
+        if "failed" in r:
+            lines.append(f"| {r['agents']:,} | {r.get('seededJobs', 0):,} | failed: {r['failed']} |")
+            continue
+        row = []
+        for key, _ in FAILOVER_COLUMNS:
+            v = r.get(key)
+            row.append(f"{v:,}" if key in ("agents", "seededJobs") else fmt(v))
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -464,8 +795,35 @@ def main():
                    "(both: the TLS cost, bench/README.md)")
     p.add_argument("--etcd", help="etcd binary: every head stores on a fresh local 3-member "
                    "etcd cluster (--store etcd://...), its write rate reported")
+    p.add_argument("--failover", action="store_true",
+                   help="with --etcd: a leader kill on two HA heads instead of the steady run "
+                   "(bench/README.md \"Failover at fleet scale\")")
+    p.add_argument("--seed-jobs", type=int, default=0,
+                   help="--failover: TrainJobs put into etcd before the heads start "
+                   "(tessera_seed_store)")
+    p.add_argument("--seed-pending", type=int, default=0,
+                   help="--failover: how many of --seed-jobs are Pending (8x8, never placed); "
+                   "the rest Succeeded")
+    p.add_argument("--seed-bin", help="tessera_seed_store (default: beside tessera_loadgen)")
+    p.add_argument("--election-lease-ms", type=int, default=2000)
+    p.add_argument("--election-renew-deadline-ms", type=int, default=1200)
+    p.add_argument("--election-retry-ms", type=int, default=300)
+    p.add_argument("--failover-before", type=float, default=10.0,
+                   help="--failover: s of the window before the kill")
+    p.add_argument("--failover-after", type=float, default=30.0,
+                   help="--failover: s of the window from the kill on")
     a = p.parse_args()
     a.tessera = os.path.abspath(a.tessera)
+    if a.failover and not a.etcd:
+        sys.exit("run.py: --failover needs --etcd BIN (the heads elect their leader in etcd)")
+    if a.failover and a.connection != "one":
+        sys.exit("run.py: --failover needs --connection one (the agent channel)")
+    if a.failover and a.baseline:
+        sys.exit("run.py: --failover runs one binary: drop --baseline")
+    if a.failover and a.failover_after < 5:
+        sys.exit("run.py: --failover-after: at least 5 s")
+    if a.seed_jobs < 0 or not 0 <= a.seed_pending <= max(a.seed_jobs, 0):
+        sys.exit("run.py: --seed-jobs >= 0 and 0 <= --seed-pending <= --seed-jobs")
     if a.etcd:
         a.etcd = shutil.which(a.etcd) or a.etcd
         if not os.access(a.etcd, os.X_OK):
@@ -481,6 +839,11 @@ def main():
                      "target, or give --loadgen-bin, or use --loadgen py)")
         if a.baseline:
             a.baseline = os.path.abspath(a.baseline)
+        a.seed_bin = os.path.abspath(a.seed_bin or os.path.join(
+            os.path.dirname(a.loadgen_bin), "tessera_seed_store"))
+        if a.failover and a.seed_jobs > 0 and not os.access(a.seed_bin, os.X_OK):
+            sys.exit(f"run.py: {a.seed_bin} is not executable (build the tessera_seed_store "
+                     "target, or give --seed-bin)")
     if not os.access(a.tessera, os.X_OK):
         sys.exit(f"run.py: {a.tessera} is not executable (build it first, see bench/README.md)")
     signal.signal(signal.SIGINT, on_signal)
@@ -493,6 +856,23 @@ def main():
     print(f"fd limit {want} (hard {hard}); {os.cpu_count()} cores; "
           f"load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
     results = {}
+    if a.failover:
+        runs = []
+        try:
+            for rep in range(a.repeat):
+                for n in [int(x) for x in a.agents.split(",")]:
+                    for tls in {"on": [True], "off": [False], "both": [True, False]}[a.tls]:
+                        r = one_run_failover(a, n, rep, tls)
+                        r["load_avg_1m"] = round(os.getloadavg()[0], 1)
+                        print(json.dumps(r), file=sys.stderr, flush=True)
+                        if a.json:
+                            with open(a.json, "a") as f:
+                                f.write(json.dumps(r) + "\n")
+                        runs.append(r)
+        finally:
+            cleanup()
+        print(failover_table(runs))
+        return
     if a.loadgen == "cc":
         runs = []
         try:
