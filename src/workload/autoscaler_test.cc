@@ -482,7 +482,7 @@ TEST(AutoscalerTest, AFlatLoadAtACapacityBoundaryDoesNotFlap) {
   // A replica streams at most 300 output tokens a second; the load asks for 1,200 with 10 %
   // noise: 4 replicas' worth, 5 replicas at 80 %. In flight 32 over 5 replicas says 4 (32 / 8)
   // under the requests rule, where 4 would run at 100 % and fall behind (issue 34: 4 <-> 6).
-  // The token rule keeps 5 for two hours: 4 would pass the low-water mark (70 %).
+  // The token rule keeps 5 for two hours: 4 would pass the low-water mark (80 %).
   std::mt19937 rng(11);
   std::uniform_real_distribution<double> noise(-0.1, 0.1);
   Series r{Config(1, 16)};
@@ -514,8 +514,8 @@ TEST(AutoscalerTest, AFlatLoadAtACapacityBoundaryDoesNotFlap) {
   EXPECT_GE(f.replicas, 5);
   EXPECT_LE(f.replicas, 6);
   EXPECT_EQ(f.Changes(), 1);
-  // The load halves for good: down, to a size at or under the low-water mark (600 / 300 / 0.7
-  // -> 3), after the delay.
+  // The load halves for good: down, to a size at or under the low-water mark (600 / 300 / 0.8
+  // -> 3) whose 16 in flight stay under 90 % of the target (16 / 7.2 -> 3), after the delay.
   r.samples.clear();
   r.Seconds(7200, 7800, [](int64_t t) { return Streaming(t, 16, 0, 600); });
   EXPECT_EQ(r.replicas, 3) << r.last_reason;
