@@ -639,74 +639,65 @@ TEST(AutoscalerTest, ABacklogDrainingIsWorkDoneOnceNotALoadThatLasts) {
 
 TEST(AutoscalerTest, ReplicasAddedForABacklogGoOnceItIsDrained) {
   // 4 replicas of a measured 300 output tokens a second each run 1,000 a second (3.3 replicas'
-  // worth) with 24 in flight. For 20 s a burst piles up the router's queue: x2 at once, to 8
-  // (groups ready at once here). The burst ends; the router is calm again. The 4 replicas the
-  // backlog asked for go a look-back after the calm and the settled ready count (down to 5:
-  // 1,000 / 300 / 0.8 -> 5, half a step at most), not after the 300 s cooldown and the 300 s
-  // delay of a scale-up made on a load that lasts.
+  // worth) with 24 in flight. Then either a burst piles up the router's queue for 20 s (x2 at
+  // once, to 8; groups ready at once here), or a load that lasts asks for a fifth replica (1,150
+  // tokens a second: 3.8 replicas' worth, over the 90 % mark). After either, the load falls to
+  // 600 tokens a second with 16 in flight (3 replicas: 600 / 300 / 0.8 and 16 / 7.2). The
+  // replicas the backlog asked for go a look-back after the router is calm and the ready count
+  // has held as long; after the lasting load's scale-up, the 300 s cooldown and the 300 s delay
+  // stand.
   auto run = [](bool burst) {
     Series r{Config(1, 16)};
     r.config.target_ongoing_requests = 0;  // 8 a replica
     r.max_ongoing = 16;
     r.replicas = r.ready = 4;
     r.state.capacity_tokens_per_s = 300;
-    double tokens = 0, completed = 0;
-    auto calm = [&](int64_t t) {
-      tokens += 1000;
-      completed += 5;
-      LoadSample s = At(t, 24);
+    double tokens = 0, completed = 0, refused = 0;
+    auto load = [&](int64_t t, double tokens_per_s, double done_per_s, double ongoing,
+                    double queued, double refused_per_s) {
+      tokens += tokens_per_s;
+      completed += done_per_s;
+      refused += refused_per_s;
+      LoadSample s = At(t, ongoing, queued);
       s.completed = std::llround(completed);
-      s.refused = 0;
+      s.refused = std::llround(refused);
       s.output_tokens = std::llround(tokens);
       return s;
     };
-    r.Seconds(0, 120, calm);
+    r.Seconds(0, 120, [&](int64_t t) { return load(t, 1000, 5, 24, 0, 0); });
     EXPECT_EQ(r.replicas, 4) << r.last_reason;
+    int up_to = 0;
     if (burst) {
       // 4 replicas full (64), the router's queue full (100) and refusing 40 a second.
-      double refused = 0;
-      r.Seconds(120, 140, [&](int64_t t) {
-        tokens += 1200;
-        completed += 5;
-        refused += 40;
-        LoadSample s = At(t, 164, 100);
-        s.completed = std::llround(completed);
-        s.refused = std::llround(refused);
-        s.output_tokens = std::llround(tokens);
-        return s;
-      });
+      r.Seconds(120, 140, [&](int64_t t) { return load(t, 1200, 5, 164, 100, 40); });
+      up_to = 8;
       EXPECT_EQ(r.replicas, 8) << r.last_reason;
-      EXPECT_NE(r.last_reason.find("burst"), std::string::npos) << r.last_reason;
+      EXPECT_LE(r.FirstAt(8), 130) << "a burst does not wait for the upscale delay";
       EXPECT_TRUE(r.state.up_on_backlog);
     } else {
-      // A load that lasts, no queue: 2,000 tokens a second, 6.7 replicas' worth -> 8.
-      r.Seconds(120, 240, [&](int64_t t) {
-        tokens += 2000;
-        completed += 10;
-        LoadSample s = At(t, 48);
-        s.completed = std::llround(completed);
-        s.refused = 0;
-        s.output_tokens = std::llround(tokens);
-        return s;
-      });
-      EXPECT_EQ(r.replicas, 8) << r.last_reason;
+      r.Seconds(120, 240, [&](int64_t t) { return load(t, 1150, 6, 24, 0, 0); });
+      up_to = 5;
+      EXPECT_EQ(r.replicas, 5) << r.last_reason;
       EXPECT_FALSE(r.state.up_on_backlog);
     }
-    const int64_t up_at = r.FirstAt(8);
-    const int64_t calm_from = static_cast<int64_t>(r.history.size());
-    r.Seconds(calm_from, 1500, calm);
-    const int64_t down_at = r.FirstAt(5, static_cast<size_t>(up_at));
-    EXPECT_EQ(r.replicas, 5) << r.last_reason;
-    return std::make_pair(down_at - up_at, r);
+    const int64_t up_at = r.FirstAt(up_to);
+    const int64_t fall_from = static_cast<int64_t>(r.history.size());
+    r.Seconds(fall_from, 1500, [&](int64_t t) { return load(t, 600, 3, 16, 0, 0); });
+    int64_t down_at = -1;
+    for (size_t i = static_cast<size_t>(up_at); i < r.history.size() && down_at < 0; ++i)
+      if (r.history[i] < up_to) down_at = static_cast<int64_t>(i);
+    EXPECT_EQ(r.replicas, 3) << r.last_reason;
+    return std::make_pair(down_at - up_at, r.state.up_on_backlog);
   };
-  const auto [after_backlog, b] = run(true);
-  // Calm from 140, the ready count changed at the step up (~121): a look-back of calm (200),
-  // then the step down held a look-back (260).
-  EXPECT_GE(after_backlog, 60) << b.last_reason;
-  EXPECT_LE(after_backlog, 180) << b.last_reason;
-  EXPECT_FALSE(b.state.up_on_backlog);
-  const auto [after_load, l] = run(false);
+  const auto [after_backlog, backlog_flag] = run(true);
+  // Up at about 126; the load falls at 140: a look-back later (200) the router has been calm
+  // and the ready count held for a look-back, and the step down held a look-back (260).
+  EXPECT_GE(after_backlog, 60);
+  EXPECT_LE(after_backlog, 180);
+  EXPECT_FALSE(backlog_flag) << "a step down clears it";
+  const auto [after_load, load_flag] = run(false);
   EXPECT_GE(after_load, 300) << "a scale-up on a lasting load keeps its cooldown";
+  EXPECT_FALSE(load_flag);
 }
 
 TEST(AutoscalerTest, AStepDownKeepsTheRequestsInFlightUnderTheTarget) {
