@@ -21,12 +21,14 @@
 //              the router queued in 90 % of the reports and the ready count held (the latest;
 //              raised by any window that shows more). Known, and the router not queueing, the
 //              size follows the output tokens streamed, in replicas' worth of it: up above 90 %
-//              of the current size, to 80 %; down only to a size at or under 70 % (hysteresis:
-//              a flat load at a capacity boundary does not flap). Requests in flight say little
-//              of how busy a replica is (a slow replica holds more of them). Only with the
-//              default target: a targetOngoingRequests set in the spec keeps the requests rule.
-//              A backlog draining (arrivals < 0.9 x completions) is work done once: only the
-//              arrivals' share of the streamed tokens counts, and the SLO does not push up.
+//              of the current size, to 90 %; down only to a size at or under 80 % (hysteresis:
+//              a flat load at a capacity boundary does not flap) whose requests in flight stay
+//              at or under 90 % of the target a replica (tokens do not see prefill work). Requests
+//              in flight say little of how busy a replica is (a slow replica holds more of them).
+//              Only with the default target: a targetOngoingRequests set in the spec keeps the
+//              requests rule. A backlog draining (arrivals < 0.9 x completions) is work done once:
+//              only the arrivals' share of the streamed tokens counts, and the SLO does not push
+//              up.
 //   saturated = while the router queues in most of the window and the role's
 //              maxOngoingRequests is known, the replicas hold as much as they take: their
 //              in-flight mean is their capacity, not what the load needs. The reference per
@@ -59,7 +61,10 @@
 //              queue, so the stable window's own in-flight goes with its factor.
 //   down     = want < current, outside the band, no group starting, no panic, held for the
 //              downscale delay, and at least the downscale delay since the last scale-up (a
-//              cooldown); the step is at most half the current size (AIBrix), and each further
+//              cooldown, waived once a scale-up made on a backlog (the router queued) is
+//              drained: the router calm and the ready count held for a look-back, the token
+//              rule sizing the load; that step waits a look-back, not the delay); the step is
+//              at most half the current size (AIBrix), and each further
 //              step waits its own delay: the whole one for the first step of a descent (it
 //              proves the fall lasts) and a step to zero, a third of it (at least a look-back)
 //              for each further step while no scale-up intervenes. llm-d's rule
@@ -132,6 +137,10 @@ struct AutoscalerState {
   // window in which the router queued throughout (every replica held maxOngoingRequests) and
   // the ready count did not change, raised by any window that showed more. -1: not measured.
   double capacity_tokens_per_s = -1;
+  // The last scale-up was made while the router queued: sized on a backlog (work done once),
+  // so once the router has not queued for a look-back with the new replicas settled, the
+  // replicas the backlog asked for are released without the cooldown.
+  bool up_on_backlog = false;
   friend bool operator==(const AutoscalerState&, const AutoscalerState&) = default;
 };
 
@@ -174,9 +183,12 @@ inline constexpr double kAutoscalerSaturatedUtilization = 0.8;
 // With a measured capacity (AutoscalerState::capacity_tokens_per_s), the share of it the size
 // aims at, the share above which it scales up, and the share at or below which a smaller
 // size must land to scale down (the hysteresis band: no flapping at a capacity boundary).
-inline constexpr double kAutoscalerTargetUtilization = 0.8;
+inline constexpr double kAutoscalerTargetUtilization = 0.9;
 inline constexpr double kAutoscalerHighWater = 0.9;
-inline constexpr double kAutoscalerLowWater = 0.7;
+inline constexpr double kAutoscalerLowWater = 0.8;
+// With a measured capacity, a step down must also keep the requests in flight per replica at
+// or under this share of the target (output tokens do not count prefill work).
+inline constexpr double kAutoscalerDownRequestsShare = 0.9;
 // The router queued in at least this share of a window's reports: every replica was full.
 inline constexpr double kAutoscalerFullShare = 0.9;
 // The most the arrival rate / completion rate factor may say (a saturated window).
