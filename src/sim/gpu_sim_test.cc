@@ -252,6 +252,46 @@ TEST(GpuSim, TesseraMovesSmallJobsOffTheHostABigJobNeeds) {
   EXPECT_EQ(s.makespan_s, 1010);
 }
 
+// Why the domain class's tail waited. Two hosts: A (8 GPUs) on host 0 until 1000, B (4) on host
+// 1 until 500. C (8, t=10) is held host 1 until 500; D (8, t=20) waits for the one hold (slot
+// taken) until C starts at 500, then is held host 1 until C ends at 510. Both waited 490 s (the
+// tail is both): C 490 s held, D 480 s slot taken and 10 s held; 4 GPUs free at most meanwhile,
+// never the 8 they need (not fragmented).
+TEST(GpuSim, DomainTailWaitsSplitByWhatTheJobsWaitedFor) {
+  Workload w;
+  w.jobs = {GpuJob(8, 0, 1000), GpuJob(4, 0, 500), GpuJob(8, 10, 10), GpuJob(8, 20, 10)};
+  GpuSimOptions o;
+  o.system = GpuSystem::kH100;
+  o.domains = 2;
+  const GpuSimResult t = GpuRunWith(w, o);
+  EXPECT_EQ(t.start_s[2], 500);
+  EXPECT_EQ(t.start_s[3], 510);
+  ASSERT_EQ(t.domain_tail_waits.size(), 4u);
+  EXPECT_EQ(t.domain_tail_waits[0].state, "held");
+  EXPECT_DOUBLE_EQ(t.domain_tail_waits[0].mean_h, (490.0 + 10.0) / 2 / 3600);
+  EXPECT_EQ(t.domain_tail_waits[2].state, "slot taken");
+  EXPECT_DOUBLE_EQ(t.domain_tail_waits[2].mean_h, 480.0 / 2 / 3600);
+  EXPECT_DOUBLE_EQ(t.domain_tail_waits[1].mean_h, 0);
+  EXPECT_DOUBLE_EQ(t.domain_tail_waits[3].mean_h, 0);
+  for (const GpuWaitCause& c : t.domain_tail_waits) EXPECT_DOUBLE_EQ(c.fragmented_h, 0);
+  // Fragmented: three 4-GPU jobs on two hosts; when the first ends (t=100) 8 GPUs are free, on
+  // no whole host. Without moves or holds G (8, t=200) waits 800 s unheld, all of it fragmented;
+  // with moves it starts at once.
+  Workload f;
+  f.jobs = {GpuJob(4, 0, 100), GpuJob(4, 0, 1000), GpuJob(4, 0, 1000), GpuJob(8, 200, 10)};
+  o.holds = 0;
+  o.defrag = false;
+  const GpuSimResult stuck = GpuRunWith(f, o);
+  EXPECT_EQ(stuck.start_s[3], 1000);
+  EXPECT_DOUBLE_EQ(stuck.domain_tail_waits[3].mean_h, 800.0 / 3600);
+  EXPECT_DOUBLE_EQ(stuck.domain_tail_waits[3].fragmented_h, 800.0 / 3600);
+  o.holds = 1;
+  o.defrag = true;
+  const GpuSimResult moved = GpuRunWith(f, o);
+  EXPECT_EQ(moved.start_s[3], 200);
+  EXPECT_EQ(moved.migrations, 1);
+}
+
 // First fit ignores cliques: on two NVL72 racks, after a 10-tray job in rack 0 (8 trays free),
 // a 12-tray job spans both racks under first fit; the domain planners put it in rack 1.
 TEST(GpuSim, FirstFitSpansCliquesAndTheDomainPlannersDoNot) {
