@@ -94,6 +94,8 @@ class GpuSimRun {
   void Start(int j, const GpuPlacement& p, int64_t now);
   void Schedule(int64_t now);
   bool Holdable(const GpuSimJob& job) const;
+  // The p95 wait of the jobs started so far (0 before the first).
+  int64_t TailWait() const;
   int HoldOf(int j) const;
   void HoldsChanged();
   // Hosts of the holds in `mask` (bit i: holds_[i]).
@@ -127,6 +129,7 @@ class GpuSimRun {
   std::vector<bool> wait_fragmented_;
   std::vector<std::array<int64_t, 2 * kWaitStates>> wait_s_;
   int64_t last_pass_s_ = 0;
+  std::vector<int64_t> started_waits_;  // waits of the jobs started so far, ascending
   double held_gpu_s_ = 0;
   std::string broken_;
 };
@@ -152,6 +155,9 @@ void GpuSimRun::Start(int j, const GpuPlacement& p, int64_t now) {
   job.start_s = now;
   job.end_s = now + RunTime(job, p);
   r_.start_s[j] = now;
+  started_waits_.insert(
+      std::upper_bound(started_waits_.begin(), started_waits_.end(), now - job.submit_s),
+      now - job.submit_s);
   if (r_.reserved_s[j] >= 0 && now > r_.reserved_s[j]) ++r_.late_holds;
   for (int h : p.hosts) held_by_[h].insert(j);
   finishes_.emplace(job.end_s, j, job.version);
@@ -174,6 +180,13 @@ bool GpuSimRun::Holdable(const GpuSimJob& job) const {
       return job.gpus > gpd / 2 && job.gpus <= gpd;
   }
   return false;
+}
+
+int64_t GpuSimRun::TailWait() const {
+  if (started_waits_.empty()) return 0;
+  const size_t n = started_waits_.size();
+  const size_t rank = static_cast<size_t>(std::ceil(0.95 * static_cast<double>(n)));
+  return started_waits_[std::min(n - 1, rank == 0 ? 0 : rank - 1)];
 }
 
 int GpuSimRun::HoldOf(int j) const {
@@ -243,6 +256,7 @@ void GpuSimRun::Schedule(int64_t now) {
   // Per size of the jobs passed over (waiting, older than the one at hand): the most
   // GPU-seconds one of them has waited. A hold takes hosts those jobs could start on.
   std::map<int, int64_t> most_waited;
+  std::map<int, int64_t> longest_wait;  // per size passed over: the longest wait (seconds)
   for (int j : queue_) {
     if (wait_state_[j] >= 0) {
       wait_s_[j][2 * wait_state_[j] + (wait_fragmented_[j] ? 1 : 0)] += now - last_pass_s_;
@@ -269,6 +283,13 @@ void GpuSimRun::Schedule(int64_t now) {
       jumps = jumps || o_.hold_when == GpuHoldWhen::kFifo ||
               (o_.hold_when == GpuHoldWhen::kGpuWait && w->second > area);
     }
+    if (o_.hold_when == GpuHoldWhen::kTail) {
+      const int64_t tail = TailWait();
+      for (auto w = longest_wait.begin(); w != longest_wait.end() && w->first < jobs_[j].gpus;
+           ++w) {
+        jumps = jumps || w->second >= tail;
+      }
+    }
     if (holding && Holdable(jobs_[j])) {
       wait_state_[j] = jumps                                                      ? kWaitYielding
                        : (own < 0 && static_cast<int>(holds_.size()) >= o_.holds) ? kWaitSlotTaken
@@ -285,6 +306,8 @@ void GpuSimRun::Schedule(int64_t now) {
     }
     int64_t& most = most_waited[jobs_[j].gpus];
     most = std::max(most, area);
+    int64_t& longest = longest_wait[jobs_[j].gpus];
+    longest = std::max(longest, now - jobs_[j].submit_s);
     ++it;
   }
   NoteWaits(now);
@@ -615,18 +638,23 @@ std::string_view GpuHoldWhenName(GpuHoldWhen h) {
       return "fifo";
     case GpuHoldWhen::kGpuWait:
       return "gpu-wait";
+    case GpuHoldWhen::kTail:
+      return "tail";
   }
   return "?";
 }
 
 Result<GpuHoldWhen> ParseGpuHoldWhen(std::string_view text) {
-  for (GpuHoldWhen h : {GpuHoldWhen::kAlways, GpuHoldWhen::kFifo, GpuHoldWhen::kGpuWait}) {
+  for (GpuHoldWhen h :
+       {GpuHoldWhen::kAlways, GpuHoldWhen::kFifo, GpuHoldWhen::kGpuWait, GpuHoldWhen::kTail}) {
     if (text == GpuHoldWhenName(h)) return h;
   }
-  return InvalidArgument("hold_when: unknown '" + std::string(text) +
-                         "'; valid: gpu-wait (only when it has waited at least the GPU-hours of "
-                         "every older smaller waiting job), fifo (only when no older waiting job "
-                         "is smaller), always");
+  return InvalidArgument(
+      "hold_when: unknown '" + std::string(text) +
+      "'; valid: gpu-wait (only when it has waited at least the GPU-hours of "
+      "every older smaller waiting job), fifo (only when no older waiting job "
+      "is smaller), tail (only when no older smaller waiting job has waited the p95 "
+      "wait of the jobs started so far), always");
 }
 
 Result<GpuSimResult> RunGpuSimulation(const Workload& workload, const GpuSimOptions& options) {

@@ -55,8 +55,12 @@ enum class GpuHoldWhen {
   // waiting job: aging weighted by size (the default, chosen over the ITP and openb runs of
   // bench/README.md, "GPU domains")
   kGpuWait,
+  // only when no older, smaller waiting job has waited as long as the p95 wait of the jobs
+  // started so far: a hold never goes before a job already in the tail the overall p95 is
+  // made of (what a scheduler knows at the time: the waits it has seen)
+  kTail,
 };
-std::string_view GpuHoldWhenName(GpuHoldWhen h);  // "always", "fifo", "gpu-wait"
+std::string_view GpuHoldWhenName(GpuHoldWhen h);  // "always", "fifo", "gpu-wait", "tail"
 Result<GpuHoldWhen> ParseGpuHoldWhen(std::string_view text);
 
 struct GpuSimOptions {

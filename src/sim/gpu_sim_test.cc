@@ -143,7 +143,10 @@ TEST(GpuSim, HoldWhenKeepsAHoldFromJumpingOlderSmallerJobs) {
         Case{GpuHoldWhen::kAlways, &early_e, 600, 500},
         Case{GpuHoldWhen::kFifo, &late_e, 500, 1000}, Case{GpuHoldWhen::kFifo, &early_e, 500, 1000},
         Case{GpuHoldWhen::kGpuWait, &late_e, 600, 500},
-        Case{GpuHoldWhen::kGpuWait, &early_e, 500, 1000}}) {
+        Case{GpuHoldWhen::kGpuWait, &early_e, 500, 1000},
+        // Every job started so far waited 0 s, so S (waiting) is in the tail: never jumped.
+        Case{GpuHoldWhen::kTail, &late_e, 500, 1000},
+        Case{GpuHoldWhen::kTail, &early_e, 500, 1000}}) {
     SCOPED_TRACE(std::string(GpuHoldWhenName(c.when)) +
                  (c.w == &late_e ? " E at 100" : " E at 25"));
     o.hold_when = c.when;
@@ -161,6 +164,33 @@ TEST(GpuSim, HoldWhenKeepsAHoldFromJumpingOlderSmallerJobs) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("hold_when: unknown 'never'; valid: gpu-wait"),
             std::string::npos);
+}
+
+// `tail` lets a hold go before an older smaller job that has not yet waited the p95 wait of the
+// jobs started so far. Two hosts: P (8) on host 0 until 1000, Q (8) on host 1 until 300; R (8,
+// t=0) is held host 1 and starts at 300 (waits so far 0, 0, 300: p95 300 s). S (4 GPUs, t=305)
+// and D (8, t=306) wait for host 1 (R until 310). At 306 S has waited 1 s: `tail` holds host 1
+// for D, which starts at 310, S at 1000. `gpu-wait` (D's 0 GPU-s against S's 4) and `fifo` do
+// not hold: S takes host 1 at 310 and D waits for host 0 until 1000.
+TEST(GpuSim, HoldWhenTailJumpsOnlyJobsNotYetInTheTail) {
+  Workload w;
+  w.jobs = {GpuJob(8, 0, 1000), GpuJob(8, 0, 300), GpuJob(8, 0, 10), GpuJob(4, 305, 1000),
+            GpuJob(8, 306, 100)};
+  GpuSimOptions o;
+  o.system = GpuSystem::kH100;
+  o.domains = 2;
+  for (GpuHoldWhen when : {GpuHoldWhen::kTail, GpuHoldWhen::kGpuWait, GpuHoldWhen::kFifo}) {
+    SCOPED_TRACE(std::string(GpuHoldWhenName(when)));
+    o.hold_when = when;
+    const GpuSimResult r = GpuRunWith(w, o);
+    ASSERT_EQ(r.start_s.size(), 5u);
+    EXPECT_EQ(r.start_s[2], 300);
+    const bool tail = when == GpuHoldWhen::kTail;
+    EXPECT_EQ(r.start_s[3], tail ? 1000 : 310);
+    EXPECT_EQ(r.start_s[4], tail ? 310 : 1000);
+    EXPECT_EQ(r.late_holds, 0);
+  }
+  EXPECT_EQ(*ParseGpuHoldWhen("tail"), GpuHoldWhen::kTail);
 }
 
 // Invariants over random workloads, for every hold setting: every job starts exactly once (a
@@ -199,8 +229,8 @@ TEST(GpuSim, BackfillNeverDelaysAHeldJobPastItsReservation) {
         for (GpuHoldFor h :
              {GpuHoldFor::kWholeHost, GpuHoldFor::kLarge, GpuHoldFor::kDomainClass}) {
           for (bool defrag : {true, false}) {
-            for (GpuHoldWhen when :
-                 {GpuHoldWhen::kGpuWait, GpuHoldWhen::kFifo, GpuHoldWhen::kAlways}) {
+            for (GpuHoldWhen when : {GpuHoldWhen::kGpuWait, GpuHoldWhen::kFifo,
+                                     GpuHoldWhen::kAlways, GpuHoldWhen::kTail}) {
               SCOPED_TRACE("seed " + std::to_string(seed) + " " + std::string(GpuSystemName(sys)) +
                            " holds " + std::to_string(holds) + " for " +
                            std::string(GpuHoldForName(h)) + " when " +
