@@ -170,8 +170,8 @@ TEST(GpuSim, HoldWhenKeepsAHoldFromJumpingOlderSmallerJobs) {
 // jobs started so far. Two hosts: P (8) on host 0 until 1000, Q (8) on host 1 until 300; R (8,
 // t=0) is held host 1 and starts at 300 (waits so far 0, 0, 300: p95 300 s). S (4 GPUs, t=305)
 // and D (8, t=306) wait for host 1 (R until 310). At 306 S has waited 1 s: `tail` holds host 1
-// for D, which starts at 310, S at 1000. `gpu-wait` (D's 0 GPU-s against S's 4) and `fifo` do
-// not hold: S takes host 1 at 310 and D waits for host 0 until 1000.
+// for D, which starts at 310, S when D ends (410). `gpu-wait` (D's 0 GPU-s against S's 4) and
+// `fifo` do not hold: S takes host 1 at 310 and D waits for host 0 until 1000.
 TEST(GpuSim, HoldWhenTailJumpsOnlyJobsNotYetInTheTail) {
   Workload w;
   w.jobs = {GpuJob(8, 0, 1000), GpuJob(8, 0, 300), GpuJob(8, 0, 10), GpuJob(4, 305, 1000),
@@ -186,7 +186,7 @@ TEST(GpuSim, HoldWhenTailJumpsOnlyJobsNotYetInTheTail) {
     ASSERT_EQ(r.start_s.size(), 5u);
     EXPECT_EQ(r.start_s[2], 300);
     const bool tail = when == GpuHoldWhen::kTail;
-    EXPECT_EQ(r.start_s[3], tail ? 1000 : 310);
+    EXPECT_EQ(r.start_s[3], tail ? 410 : 310);
     EXPECT_EQ(r.start_s[4], tail ? 310 : 1000);
     EXPECT_EQ(r.late_holds, 0);
   }
