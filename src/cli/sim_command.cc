@@ -558,7 +558,8 @@ void AddSimCommand(CLI::App& app) {
          "--hold-when", f->hold_when,
          "--gpu: when a job gets its hold: gpu-wait (only when its wait x GPUs is at least "
          "that of every older smaller waiting job), fifo (only when no older waiting job "
-         "is smaller), always")
+         "is smaller), tail (only when no older smaller waiting job has waited the p95 "
+         "wait of the jobs started so far), always")
       ->capture_default_str();
   cmd->add_flag("--baseline-holds", f->baseline_holds,
                 "--gpu: slurm-block and first-fit hold hosts too, with the same backfill (Slurm's "

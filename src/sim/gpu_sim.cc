@@ -1,6 +1,7 @@
 #include "sim/gpu_sim.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -63,6 +64,11 @@ struct GpuHold {
   std::vector<int> hosts;
 };
 
+// Why a waiting job waits, from one pass to the next (GpuWaitCause).
+enum GpuWaitState { kWaitHeld, kWaitYielding, kWaitSlotTaken, kWaitUnheld, kWaitStates };
+constexpr const char* kGpuWaitStateNames[kWaitStates] = {"held", "yielding", "slot taken",
+                                                         "unheld"};
+
 class GpuSimRun {
  public:
   GpuSimRun(const GpuSimOptions& o, std::vector<GpuSimJob> jobs)
@@ -70,7 +76,10 @@ class GpuSimRun {
         jobs_(std::move(jobs)),
         fleet_(GpuFleet::Make(o.system, o.domains)),
         held_by_(fleet_.hosts.size()),
-        hold_of_host_(fleet_.hosts.size(), -1) {}
+        hold_of_host_(fleet_.hosts.size(), -1),
+        wait_state_(jobs_.size(), -1),
+        wait_fragmented_(jobs_.size(), false),
+        wait_s_(jobs_.size()) {}
 
   GpuSimResult Run();
   // Empty, or what broke the simulator's own accounting (a bug, never input).
@@ -85,6 +94,8 @@ class GpuSimRun {
   void Start(int j, const GpuPlacement& p, int64_t now);
   void Schedule(int64_t now);
   bool Holdable(const GpuSimJob& job) const;
+  // The p95 wait of the jobs started so far (0 before the first).
+  int64_t TailWait() const;
   int HoldOf(int j) const;
   void HoldsChanged();
   // Hosts of the holds in `mask` (bit i: holds_[i]).
@@ -99,6 +110,9 @@ class GpuSimRun {
                                  const std::vector<bool>& excluded) const;
   // Moves every job off `hosts` (onto hosts neither in `hosts` nor `excluded`), or none.
   bool MoveOff(const std::vector<int>& hosts, const std::vector<bool>& excluded);
+  // Records why each job still waiting after the pass at `now` waits (until the next pass).
+  void NoteWaits(int64_t now);
+  std::vector<GpuWaitCause> DomainTailWaits(int64_t p95_s) const;
 
   const GpuSimOptions& o_;
   std::vector<GpuSimJob> jobs_;
@@ -109,6 +123,13 @@ class GpuSimRun {
   std::vector<GpuHold> holds_;     // tessera: oldest held job first
   std::vector<int> hold_of_host_;  // index into holds_, or -1
   GpuSimResult r_;
+  // Per job: its state since the last pass (-1: none yet), whether some domain then had its
+  // GPUs free, and the seconds spent in each (state, fragmented) pair.
+  std::vector<int> wait_state_;
+  std::vector<bool> wait_fragmented_;
+  std::vector<std::array<int64_t, 2 * kWaitStates>> wait_s_;
+  int64_t last_pass_s_ = 0;
+  std::vector<int64_t> started_waits_;  // waits of the jobs started so far, ascending
   double held_gpu_s_ = 0;
   std::string broken_;
 };
@@ -134,6 +155,9 @@ void GpuSimRun::Start(int j, const GpuPlacement& p, int64_t now) {
   job.start_s = now;
   job.end_s = now + RunTime(job, p);
   r_.start_s[j] = now;
+  started_waits_.insert(
+      std::upper_bound(started_waits_.begin(), started_waits_.end(), now - job.submit_s),
+      now - job.submit_s);
   if (r_.reserved_s[j] >= 0 && now > r_.reserved_s[j]) ++r_.late_holds;
   for (int h : p.hosts) held_by_[h].insert(j);
   finishes_.emplace(job.end_s, j, job.version);
@@ -156,6 +180,13 @@ bool GpuSimRun::Holdable(const GpuSimJob& job) const {
       return job.gpus > gpd / 2 && job.gpus <= gpd;
   }
   return false;
+}
+
+int64_t GpuSimRun::TailWait() const {
+  if (started_waits_.empty()) return 0;
+  const size_t n = started_waits_.size();
+  const size_t rank = static_cast<size_t>(std::ceil(0.95 * static_cast<double>(n)));
+  return started_waits_[std::min(n - 1, rank == 0 ? 0 : rank - 1)];
 }
 
 int GpuSimRun::HoldOf(int j) const {
@@ -225,9 +256,16 @@ void GpuSimRun::Schedule(int64_t now) {
   // Per size of the jobs passed over (waiting, older than the one at hand): the most
   // GPU-seconds one of them has waited. A hold takes hosts those jobs could start on.
   std::map<int, int64_t> most_waited;
+  std::map<int, int64_t> longest_wait;  // per size passed over: the longest wait (seconds)
+  for (int j : queue_) {
+    if (wait_state_[j] >= 0) {
+      wait_s_[j][2 * wait_state_[j] + (wait_fragmented_[j] ? 1 : 0)] += now - last_pass_s_;
+    }
+  }
   for (auto it = queue_.begin(); it != queue_.end();) {
     const int j = *it;
     const int own = HoldOf(j);
+    wait_state_[j] = kWaitUnheld;
     const GpuPlacement p = TryPlace(j, now, own, failed);
     if (p.placed) {
       Start(j, p, now);
@@ -245,6 +283,18 @@ void GpuSimRun::Schedule(int64_t now) {
       jumps = jumps || o_.hold_when == GpuHoldWhen::kFifo ||
               (o_.hold_when == GpuHoldWhen::kGpuWait && w->second > area);
     }
+    if (o_.hold_when == GpuHoldWhen::kTail) {
+      const int64_t tail = TailWait();
+      for (auto w = longest_wait.begin(); w != longest_wait.end() && w->first < jobs_[j].gpus;
+           ++w) {
+        jumps = jumps || w->second >= tail;
+      }
+    }
+    if (holding && Holdable(jobs_[j])) {
+      wait_state_[j] = jumps                                                      ? kWaitYielding
+                       : (own < 0 && static_cast<int>(holds_.size()) >= o_.holds) ? kWaitSlotTaken
+                                                                                  : kWaitUnheld;
+    }
     if (holding && !jumps &&
         (own >= 0 || (Holdable(jobs_[j]) && static_cast<int>(holds_.size()) < o_.holds))) {
       const bool started = Hold(j, now, own);
@@ -256,8 +306,49 @@ void GpuSimRun::Schedule(int64_t now) {
     }
     int64_t& most = most_waited[jobs_[j].gpus];
     most = std::max(most, area);
+    int64_t& longest = longest_wait[jobs_[j].gpus];
+    longest = std::max(longest, now - jobs_[j].submit_s);
     ++it;
   }
+  NoteWaits(now);
+}
+
+void GpuSimRun::NoteWaits(int64_t now) {
+  last_pass_s_ = now;
+  // GPUs free in the fleet (moves can gather them on whole hosts of one domain).
+  int free_all = 0;
+  for (const GpuHostState& h : fleet_.hosts) {
+    if (h.usable) free_all += h.free_gpus;
+  }
+  for (int j : queue_) {
+    if (HoldOf(j) >= 0) wait_state_[j] = kWaitHeld;
+    wait_fragmented_[j] = free_all >= jobs_[j].gpus;
+  }
+}
+
+std::vector<GpuWaitCause> GpuSimRun::DomainTailWaits(int64_t p95_s) const {
+  const int gpd = Info(o_.system).gpus_per_domain();
+  std::array<int64_t, 2 * kWaitStates> sum{};
+  int64_t n = 0;
+  for (size_t j = 0; j < jobs_.size(); ++j) {
+    const GpuSimJob& job = jobs_[j];
+    if (job.start_s < 0 || job.gpus <= gpd / 2 || job.gpus > gpd) continue;
+    if (job.start_s - job.submit_s < p95_s) continue;
+    ++n;
+    for (size_t k = 0; k < sum.size(); ++k) sum[k] += wait_s_[j][k];
+  }
+  std::vector<GpuWaitCause> out;
+  for (int s = 0; s < kWaitStates; ++s) {
+    GpuWaitCause c;
+    c.state = kGpuWaitStateNames[s];
+    if (n > 0) {
+      const double per = 3600.0 * static_cast<double>(n);
+      c.mean_h = static_cast<double>(sum[2 * s] + sum[2 * s + 1]) / per;
+      c.fragmented_h = static_cast<double>(sum[2 * s + 1]) / per;
+    }
+    out.push_back(c);
+  }
+  return out;
 }
 
 std::optional<GpuHold> GpuSimRun::ChooseDrain(int j, int64_t now,
@@ -507,6 +598,8 @@ GpuSimResult GpuSimRun::Run() {
       "domain", std::to_string(gpd / 2 + 1) + "-" + std::to_string(gpd) + " GPUs", domain));
   r_.classes.push_back(GpuSimStats("multi-domain", std::to_string(gpd + 1) + "+ GPUs", multi));
   r_.overall = GpuSimStats("all", "", all);
+  r_.domain_tail_waits =
+      DomainTailWaits(static_cast<int64_t>(std::llround(GpuSimPercentile(domain, 0.95))));
   r_.makespan_s = last_end - first_submit;
   const double capacity = static_cast<double>(fleet_.hosts.size()) * g *
                           static_cast<double>(std::max<int64_t>(1, r_.makespan_s));
@@ -545,18 +638,23 @@ std::string_view GpuHoldWhenName(GpuHoldWhen h) {
       return "fifo";
     case GpuHoldWhen::kGpuWait:
       return "gpu-wait";
+    case GpuHoldWhen::kTail:
+      return "tail";
   }
   return "?";
 }
 
 Result<GpuHoldWhen> ParseGpuHoldWhen(std::string_view text) {
-  for (GpuHoldWhen h : {GpuHoldWhen::kAlways, GpuHoldWhen::kFifo, GpuHoldWhen::kGpuWait}) {
+  for (GpuHoldWhen h :
+       {GpuHoldWhen::kAlways, GpuHoldWhen::kFifo, GpuHoldWhen::kGpuWait, GpuHoldWhen::kTail}) {
     if (text == GpuHoldWhenName(h)) return h;
   }
-  return InvalidArgument("hold_when: unknown '" + std::string(text) +
-                         "'; valid: gpu-wait (only when it has waited at least the GPU-hours of "
-                         "every older smaller waiting job), fifo (only when no older waiting job "
-                         "is smaller), always");
+  return InvalidArgument(
+      "hold_when: unknown '" + std::string(text) +
+      "'; valid: gpu-wait (only when it has waited at least the GPU-hours of "
+      "every older smaller waiting job), fifo (only when no older waiting job "
+      "is smaller), tail (only when no older smaller waiting job has waited the p95 "
+      "wait of the jobs started so far), always");
 }
 
 Result<GpuSimResult> RunGpuSimulation(const Workload& workload, const GpuSimOptions& options) {
@@ -635,6 +733,25 @@ void WriteGpuText(std::ostream& out, const GpuComparison& c) {
                   r.migrated_gpu_h, 100 * r.utilisation, static_cast<double>(r.makespan_s) / 86400);
     out << line;
   }
+  // What the domain class's tail waited for.
+  bool any_tail = false;
+  for (const GpuSimResult& r : c.runs) {
+    for (const GpuWaitCause& w : r.domain_tail_waits) any_tail = any_tail || w.mean_h > 0;
+  }
+  if (any_tail) {
+    out << "\ndomain-class jobs waiting at or above the class p95, mean h per job by state "
+           "(of it: the fleet had the GPUs free, not on whole hosts of one domain)\n";
+    for (const GpuSimResult& r : c.runs) {
+      std::string row = r.policy;
+      row.resize(12, ' ');
+      for (const GpuWaitCause& w : r.domain_tail_waits) {
+        std::snprintf(line, sizeof line, " %s %.1f (%.1f);", w.state.c_str(), w.mean_h,
+                      w.fragmented_h);
+        row += line;
+      }
+      out << row << "\n";
+    }
+  }
   // The goal, against slurm-block when both ran.
   const GpuSimResult *t = nullptr, *s = nullptr;
   for (const GpuSimResult& r : c.runs) {
@@ -683,6 +800,10 @@ void WriteGpuJson(std::ostream& out, const GpuComparison& c) {
                        {"hash", std::to_string(r.hash)},
                        {"overall", stats(r.overall)}};
     for (const GpuClassStats& s : r.classes) run["classes"].push_back(stats(s));
+    for (const GpuWaitCause& w : r.domain_tail_waits) {
+      run["domain_tail_waits"].push_back(
+          {{"state", w.state}, {"mean_h", w.mean_h}, {"fragmented_h", w.fragmented_h}});
+    }
     j["runs"].push_back(run);
   }
   out << j.dump(2) << "\n";

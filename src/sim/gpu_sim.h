@@ -55,8 +55,12 @@ enum class GpuHoldWhen {
   // waiting job: aging weighted by size (the default, chosen over the ITP and openb runs of
   // bench/README.md, "GPU domains")
   kGpuWait,
+  // only when no older, smaller waiting job has waited as long as the p95 wait of the jobs
+  // started so far: a hold never goes before a job already in the tail the overall p95 is
+  // made of (what a scheduler knows at the time: the waits it has seen)
+  kTail,
 };
-std::string_view GpuHoldWhenName(GpuHoldWhen h);  // "always", "fifo", "gpu-wait"
+std::string_view GpuHoldWhenName(GpuHoldWhen h);  // "always", "fifo", "gpu-wait", "tail"
 Result<GpuHoldWhen> ParseGpuHoldWhen(std::string_view text);
 
 struct GpuSimOptions {
@@ -84,6 +88,16 @@ struct GpuClassStats {
   double p50_wait_h = 0, p95_wait_h = 0, mean_wait_h = 0;
 };
 
+// Why the domain-class jobs in the tail (wait at or above the class's p95) waited: mean hours
+// per job in each state, measured between scheduling passes. `fragmented` is the part of each
+// during which the fleet had the job's GPUs free, only not on whole free hosts of one domain (so
+// moving small jobs, not waiting, might have started it); the rest is waiting for GPUs.
+struct GpuWaitCause {
+  std::string state;  // "held", "yielding" (hold_when), "slot taken" (holds full), "unheld"
+  double mean_h = 0;
+  double fragmented_h = 0;
+};
+
 struct GpuSimResult {
   std::string policy;
   int64_t jobs = 0;
@@ -98,6 +112,7 @@ struct GpuSimResult {
   double migrated_gpu_h = 0;  // GPU-hours lost to moves
   double utilisation = 0;     // GPU-seconds held by jobs / (GPUs x first submit .. last end)
   int64_t makespan_s = 0;
+  std::vector<GpuWaitCause> domain_tail_waits;  // one entry per state, in the order above
   uint64_t hash = 0;  // over every start (job, time, hosts): same input, same hash
   // Per job of the workload, in its order (not written by the writers): when it started (-1:
   // never placed) and its first reservation time (-1: none).

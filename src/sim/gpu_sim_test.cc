@@ -143,7 +143,10 @@ TEST(GpuSim, HoldWhenKeepsAHoldFromJumpingOlderSmallerJobs) {
         Case{GpuHoldWhen::kAlways, &early_e, 600, 500},
         Case{GpuHoldWhen::kFifo, &late_e, 500, 1000}, Case{GpuHoldWhen::kFifo, &early_e, 500, 1000},
         Case{GpuHoldWhen::kGpuWait, &late_e, 600, 500},
-        Case{GpuHoldWhen::kGpuWait, &early_e, 500, 1000}}) {
+        Case{GpuHoldWhen::kGpuWait, &early_e, 500, 1000},
+        // Every job started so far waited 0 s, so S (waiting) is in the tail: never jumped.
+        Case{GpuHoldWhen::kTail, &late_e, 500, 1000},
+        Case{GpuHoldWhen::kTail, &early_e, 500, 1000}}) {
     SCOPED_TRACE(std::string(GpuHoldWhenName(c.when)) +
                  (c.w == &late_e ? " E at 100" : " E at 25"));
     o.hold_when = c.when;
@@ -161,6 +164,33 @@ TEST(GpuSim, HoldWhenKeepsAHoldFromJumpingOlderSmallerJobs) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("hold_when: unknown 'never'; valid: gpu-wait"),
             std::string::npos);
+}
+
+// `tail` lets a hold go before an older smaller job that has not yet waited the p95 wait of the
+// jobs started so far. Two hosts: P (8) on host 0 until 1000, Q (8) on host 1 until 300; R (8,
+// t=0) is held host 1 and starts at 300 (waits so far 0, 0, 300: p95 300 s). S (4 GPUs, t=305)
+// and D (8, t=306) wait for host 1 (R until 310). At 306 S has waited 1 s: `tail` holds host 1
+// for D, which starts at 310, S when D ends (410). `gpu-wait` (D's 0 GPU-s against S's 4) and
+// `fifo` do not hold: S takes host 1 at 310 and D waits for host 0 until 1000.
+TEST(GpuSim, HoldWhenTailJumpsOnlyJobsNotYetInTheTail) {
+  Workload w;
+  w.jobs = {GpuJob(8, 0, 1000), GpuJob(8, 0, 300), GpuJob(8, 0, 10), GpuJob(4, 305, 1000),
+            GpuJob(8, 306, 100)};
+  GpuSimOptions o;
+  o.system = GpuSystem::kH100;
+  o.domains = 2;
+  for (GpuHoldWhen when : {GpuHoldWhen::kTail, GpuHoldWhen::kGpuWait, GpuHoldWhen::kFifo}) {
+    SCOPED_TRACE(std::string(GpuHoldWhenName(when)));
+    o.hold_when = when;
+    const GpuSimResult r = GpuRunWith(w, o);
+    ASSERT_EQ(r.start_s.size(), 5u);
+    EXPECT_EQ(r.start_s[2], 300);
+    const bool tail = when == GpuHoldWhen::kTail;
+    EXPECT_EQ(r.start_s[3], tail ? 410 : 310);
+    EXPECT_EQ(r.start_s[4], tail ? 310 : 1000);
+    EXPECT_EQ(r.late_holds, 0);
+  }
+  EXPECT_EQ(*ParseGpuHoldWhen("tail"), GpuHoldWhen::kTail);
 }
 
 // Invariants over random workloads, for every hold setting: every job starts exactly once (a
@@ -199,8 +229,8 @@ TEST(GpuSim, BackfillNeverDelaysAHeldJobPastItsReservation) {
         for (GpuHoldFor h :
              {GpuHoldFor::kWholeHost, GpuHoldFor::kLarge, GpuHoldFor::kDomainClass}) {
           for (bool defrag : {true, false}) {
-            for (GpuHoldWhen when :
-                 {GpuHoldWhen::kGpuWait, GpuHoldWhen::kFifo, GpuHoldWhen::kAlways}) {
+            for (GpuHoldWhen when : {GpuHoldWhen::kGpuWait, GpuHoldWhen::kFifo,
+                                     GpuHoldWhen::kAlways, GpuHoldWhen::kTail}) {
               SCOPED_TRACE("seed " + std::to_string(seed) + " " + std::string(GpuSystemName(sys)) +
                            " holds " + std::to_string(holds) + " for " +
                            std::string(GpuHoldForName(h)) + " when " +
@@ -250,6 +280,46 @@ TEST(GpuSim, TesseraMovesSmallJobsOffTheHostABigJobNeeds) {
   // B ends 300 s late: the last end is 1300.
   EXPECT_EQ(t.makespan_s, 1300);
   EXPECT_EQ(s.makespan_s, 1010);
+}
+
+// Why the domain class's tail waited. Two hosts: A (8 GPUs) on host 0 until 1000, B (4) on host
+// 1 until 500. C (8, t=10) is held host 1 until 500; D (8, t=20) waits for the one hold (slot
+// taken) until C starts at 500, then is held host 1 until C ends at 510. Both waited 490 s (the
+// tail is both): C 490 s held, D 480 s slot taken and 10 s held; 4 GPUs free at most meanwhile,
+// never the 8 they need (not fragmented).
+TEST(GpuSim, DomainTailWaitsSplitByWhatTheJobsWaitedFor) {
+  Workload w;
+  w.jobs = {GpuJob(8, 0, 1000), GpuJob(4, 0, 500), GpuJob(8, 10, 10), GpuJob(8, 20, 10)};
+  GpuSimOptions o;
+  o.system = GpuSystem::kH100;
+  o.domains = 2;
+  const GpuSimResult t = GpuRunWith(w, o);
+  EXPECT_EQ(t.start_s[2], 500);
+  EXPECT_EQ(t.start_s[3], 510);
+  ASSERT_EQ(t.domain_tail_waits.size(), 4u);
+  EXPECT_EQ(t.domain_tail_waits[0].state, "held");
+  EXPECT_DOUBLE_EQ(t.domain_tail_waits[0].mean_h, (490.0 + 10.0) / 2 / 3600);
+  EXPECT_EQ(t.domain_tail_waits[2].state, "slot taken");
+  EXPECT_DOUBLE_EQ(t.domain_tail_waits[2].mean_h, 480.0 / 2 / 3600);
+  EXPECT_DOUBLE_EQ(t.domain_tail_waits[1].mean_h, 0);
+  EXPECT_DOUBLE_EQ(t.domain_tail_waits[3].mean_h, 0);
+  for (const GpuWaitCause& c : t.domain_tail_waits) EXPECT_DOUBLE_EQ(c.fragmented_h, 0);
+  // Fragmented: three 4-GPU jobs on two hosts; when the first ends (t=100) 8 GPUs are free, on
+  // no whole host. Without moves or holds G (8, t=200) waits 800 s unheld, all of it fragmented;
+  // with moves it starts at once.
+  Workload f;
+  f.jobs = {GpuJob(4, 0, 100), GpuJob(4, 0, 1000), GpuJob(4, 0, 1000), GpuJob(8, 200, 10)};
+  o.holds = 0;
+  o.defrag = false;
+  const GpuSimResult stuck = GpuRunWith(f, o);
+  EXPECT_EQ(stuck.start_s[3], 1000);
+  EXPECT_DOUBLE_EQ(stuck.domain_tail_waits[3].mean_h, 800.0 / 3600);
+  EXPECT_DOUBLE_EQ(stuck.domain_tail_waits[3].fragmented_h, 800.0 / 3600);
+  o.holds = 1;
+  o.defrag = true;
+  const GpuSimResult moved = GpuRunWith(f, o);
+  EXPECT_EQ(moved.start_s[3], 200);
+  EXPECT_EQ(moved.migrations, 1);
 }
 
 // First fit ignores cliques: on two NVL72 racks, after a 10-tray job in rack 0 (8 trays free),
