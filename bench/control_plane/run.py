@@ -423,9 +423,16 @@ def one_run_failover(a, n, rep, tls):
             if fn():
                 return True
             if any(p.poll() is not None for p in heads):
-                raise RuntimeError(f"a head exited waiting for {what}; logs in {d}")
+                raise RuntimeError(f"a head exited waiting for {what}; the heads' last lines:\n"
+                                   + heads_tail())
             time.sleep(0.05)
-        raise RuntimeError(f"timed out after {timeout} s waiting for {what}; logs in {d}")
+        raise RuntimeError(f"timed out after {timeout} s waiting for {what}; the heads' last "
+                           "lines:\n" + heads_tail())
+
+    def heads_tail():
+        # The state directory goes with the run: what the heads said goes into the error.
+        return "\n".join(f"head-{i}: " + read_file(os.path.join(d, f"head-{i}.log"))[-1500:]
+                         for i in range(len(heads)))
 
     try:
         t = time.monotonic()

@@ -170,10 +170,11 @@ json DeleteRange(std::string_view key, std::string_view range_end) {
   return {{"request_delete_range", del}};
 }
 
-json GetRange(std::string_view key, std::string_view range_end, int64_t limit) {
+json GetRange(std::string_view key, std::string_view range_end, int64_t limit, int64_t revision) {
   json range = {{"key", Base64Encode(key)}};
   if (!range_end.empty()) range["range_end"] = Base64Encode(range_end);
   if (limit > 0) range["limit"] = std::to_string(limit);
+  if (revision > 0) range["revision"] = std::to_string(revision);
   return {{"request_range", range}};
 }
 
@@ -286,9 +287,9 @@ Result<json> EtcdClient::Call(std::string_view path, const json& body) {
                      " (" + failures + ")");
 }
 
-Result<EtcdRange> EtcdClient::Range(std::string_view key, std::string_view range_end,
-                                    int64_t limit) {
-  json body = etcd::GetRange(key, range_end, limit)["request_range"];
+Result<EtcdRange> EtcdClient::Range(std::string_view key, std::string_view range_end, int64_t limit,
+                                    int64_t revision) {
+  json body = etcd::GetRange(key, range_end, limit, revision)["request_range"];
   auto answer = Call("/v3/kv/range", body);
   if (!answer.ok()) return answer.status();
   return etcd::DecodeRange(*answer);

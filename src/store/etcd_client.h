@@ -99,7 +99,10 @@ class EtcdClient {
 
   // The keys in [key, range_end) (just `key` when range_end is empty), sorted by key, at most
   // `limit` of them (0: no limit).
-  Result<EtcdRange> Range(std::string_view key, std::string_view range_end = {}, int64_t limit = 0);
+  // The keys in [key, range_end) (just `key` when range_end is empty), at most `limit` of them
+  // (0: all), read at etcd revision `revision` (0: the latest).
+  Result<EtcdRange> Range(std::string_view key, std::string_view range_end = {}, int64_t limit = 0,
+                          int64_t revision = 0);
 
   // A lease of `ttl_seconds`; returns its id.
   Result<int64_t> LeaseGrant(int64_t ttl_seconds);
@@ -124,7 +127,8 @@ nlohmann::json CompareCreateRevision(std::string_view key, int64_t create_revisi
 nlohmann::json CompareValue(std::string_view key, std::string_view value);
 nlohmann::json Put(std::string_view key, std::string_view value, int64_t lease = 0);
 nlohmann::json DeleteRange(std::string_view key, std::string_view range_end = {});
-nlohmann::json GetRange(std::string_view key, std::string_view range_end = {}, int64_t limit = 0);
+nlohmann::json GetRange(std::string_view key, std::string_view range_end = {}, int64_t limit = 0,
+                        int64_t revision = 0);
 // The kvs of a response_range inside a txn answer.
 Result<EtcdRange> DecodeRange(const nlohmann::json& range_response);
 // A gateway int64 (sent as a JSON string, absent when zero).

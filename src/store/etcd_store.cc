@@ -154,6 +154,9 @@ std::optional<std::vector<Change>> DecodeChanges(std::string_view text, int64_t 
 Result<std::vector<EtcdRange>> TxnRanges(EtcdClient& client, const json& ranges) {
   auto answer = client.Call("/v3/kv/txn", {{"success", ranges}});
   if (!answer.ok()) return answer.status();
+  int64_t txn_revision = 0;  // what every read of the transaction saw
+  if (auto header = answer->find("header"); header != answer->end() && header->is_object())
+    txn_revision = etcd::Int(*header, "revision");
   std::vector<EtcdRange> out;
   const json& responses = (*answer)["responses"];
   if (!responses.is_array() || responses.size() != ranges.size()) {
@@ -163,9 +166,25 @@ Result<std::vector<EtcdRange>> TxnRanges(EtcdClient& client, const json& ranges)
   for (const json& r : responses) {
     auto decoded = etcd::DecodeRange(r.value("response_range", json::object()));
     if (!decoded.ok()) return decoded.status();
+    if (decoded->revision == 0) decoded->revision = txn_revision;
     out.push_back(std::move(*decoded));
   }
   return out;
+}
+
+// Reads the rest of a range whose first page is `range` (cut short by a limit of `page_size`
+// when range.more) up to `range_end`, every page at the first page's revision, so the pages
+// together are one snapshot. Appends to range.kvs.
+Status ReadRemainingPages(EtcdClient& client, std::string_view range_end, int64_t page_size,
+                          EtcdRange& range) {
+  while (range.more) {
+    if (range.kvs.empty()) return Internal("etcd range answer: more keys follow an empty page");
+    auto page = client.Range(range.kvs.back().key + '\0', range_end, page_size, range.revision);
+    if (!page.ok()) return page.status();
+    range.more = page->more && !page->kvs.empty();
+    for (EtcdKv& kv : page->kvs) range.kvs.push_back(std::move(kv));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -300,8 +319,10 @@ Result<std::vector<Object>> EtcdStore::List(std::string_view kind) {
     }
   }
   const std::string prefix = KindPrefix(kind);
-  auto range = client_->Range(prefix, PrefixEnd(prefix));
+  auto range = client_->Range(prefix, PrefixEnd(prefix), options_.page_size);
   if (!range.ok()) return range.status();
+  TESSERA_RETURN_IF_ERROR(
+      ReadRemainingPages(*client_, PrefixEnd(prefix), options_.page_size, *range));
   std::vector<Object> out;
   for (EtcdKv& kv : range->kvs) {
     auto decoded = DecodeObject(kv.value);
@@ -576,9 +597,12 @@ Result<std::vector<Change>> EtcdStore::ChangesSince(int64_t revision, size_t lim
 Status EtcdStore::ReadSnapshot() {
   const std::string meta_key = options_.prefix + "meta";
   const std::string objects = options_.prefix + "o/";
-  auto snapshot = TxnRanges(*client_, json::array({etcd::GetRange(meta_key),
-                                                   etcd::GetRange(objects, PrefixEnd(objects))}));
+  auto snapshot = TxnRanges(
+      *client_, json::array({etcd::GetRange(meta_key),
+                             etcd::GetRange(objects, PrefixEnd(objects), options_.page_size)}));
   if (!snapshot.ok()) return snapshot.status();
+  TESSERA_RETURN_IF_ERROR(
+      ReadRemainingPages(*client_, PrefixEnd(objects), options_.page_size, (*snapshot)[1]));
   auto meta = DecodeMeta((*snapshot)[0], meta_key);
   if (!meta.ok()) return meta.status();
   Mirror copy;

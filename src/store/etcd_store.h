@@ -40,6 +40,10 @@ struct EtcdStoreOptions {
   std::chrono::milliseconds open_timeout{0};
   // Called before each Open retry with the error and the wait that follows (for logging).
   std::function<void(const Status& error, std::chrono::milliseconds wait)> on_open_retry;
+  // List and a standby's first copy of the store read this many objects per etcd request, every
+  // page at the first one's revision (one snapshot), so no answer holds the whole store: 100,000
+  // stored jobs were about 200 MB in one answer, past the client's limit of 64 MiB.
+  int64_t page_size = 1000;
 };
 
 class EtcdStore final : public Store {

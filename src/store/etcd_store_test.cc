@@ -564,6 +564,33 @@ TEST_F(EtcdStoreTest, AFollowingStandbyAnswersAsEtcdDoesAndStopsAtItsFirstWrite)
   EXPECT_EQ(standby->Follow().status().code(), StatusCode::kFailedPrecondition);
 }
 
+TEST_F(EtcdStoreTest, ListsAndAStandbysFirstCopyLongerThanAPageAreWhole) {
+  EtcdStoreOptions paged = StoreOptions();
+  paged.page_size = 2;  // five objects of a kind: three pages
+  auto writer = OpenWith(paged);
+  auto standby = OpenWith(paged);
+  auto fresh = OpenOrDie();
+  ASSERT_TRUE(writer && standby && fresh);
+  std::vector<std::string> names;
+  for (int i = 0; i < 5; ++i) {
+    names.push_back("j" + std::to_string(i));
+    ASSERT_TRUE(writer->Create("TrainJob", names.back(), "body" + std::to_string(i)).ok());
+  }
+  ASSERT_TRUE(writer->Create("Host", "h1", "1").ok());
+  auto listed = writer->List("TrainJob");
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->size(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ((*listed)[i].name, names[i]);
+    EXPECT_EQ((*listed)[i].body, "body" + std::to_string(i));
+  }
+  auto first = standby->Follow();  // the snapshot: six objects in pages of two
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(standby->following_revision(), writer->Revision());
+  names.push_back("h1");
+  ExpectSameAnswers(*standby, *fresh, {"TrainJob", "Host"}, names);
+}
+
 TEST_F(EtcdStoreTest, AFollowerBehindTheCompactedLogReadsEverythingAgain) {
   Options small;
   small.change_log_limit = 3;
