@@ -204,7 +204,7 @@ struct Head::Impl {
   std::atomic<int> long_holds{0};
 
   std::unique_ptr<RegistrationBatcher> registrations;  // agents' registrations, batched
-  // Answers agents' channel heartbeats that come while a tick runs (serial_worker.h).
+  // Answers agents' channel heartbeats that come during a long hold (serial_worker.h).
   std::unique_ptr<SerialWorker> channel_beats;
   std::unique_ptr<WatchHub> hub;  // users' watch streams (created before the controller loads)
   std::unique_ptr<LogProxy> logs;

@@ -1,8 +1,7 @@
 // HttpServer (http_server.h) and ServerImpl, the part of its pimpl that owns the listener and
 // the event loops: Start binds and starts accepting, each accepted socket becomes a Session
 // (http_session.cc) on the next loop in turn, and Stop winds the sessions down within
-// stop_grace. The internal types
-// are declared in http_server_internal.h.
+// stop_grace. The internal types are declared in http_server_internal.h.
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <utility>
