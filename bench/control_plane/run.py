@@ -768,6 +768,19 @@ def table(results):
     return "\n".join(lines)
 
 
+TLS_MODES = {"on": [True], "off": [False], "both": [True, False]}
+
+
+def record(a, r):
+    """Stamps a run's result with the load average, prints it and appends it to --json."""
+    r["load_avg_1m"] = round(os.getloadavg()[0], 1)
+    print(json.dumps(r), file=sys.stderr, flush=True)
+    if a.json:
+        with open(a.json, "a") as f:
+            f.write(json.dumps(r) + "\n")
+    return r
+
+
 def main():
     p = argparse.ArgumentParser(description="tessera control-plane benchmark")
     p.add_argument("--tessera", default="build/h-cp-rel/bin/tessera")
@@ -868,14 +881,8 @@ def main():
         try:
             for rep in range(a.repeat):
                 for n in [int(x) for x in a.agents.split(",")]:
-                    for tls in {"on": [True], "off": [False], "both": [True, False]}[a.tls]:
-                        r = one_run_failover(a, n, rep, tls)
-                        r["load_avg_1m"] = round(os.getloadavg()[0], 1)
-                        print(json.dumps(r), file=sys.stderr, flush=True)
-                        if a.json:
-                            with open(a.json, "a") as f:
-                                f.write(json.dumps(r) + "\n")
-                        runs.append(r)
+                    for tls in TLS_MODES[a.tls]:
+                        runs.append(record(a, one_run_failover(a, n, rep, tls)))
         finally:
             cleanup()
         print(failover_table(runs))
@@ -885,17 +892,12 @@ def main():
         try:
             for rep in range(a.repeat):
                 for n in [int(x) for x in a.agents.split(",")]:
-                    for tls in {"on": [True], "off": [False], "both": [True, False]}[a.tls]:
+                    for tls in TLS_MODES[a.tls]:
                         heads = ([(a.baseline, a.baseline_connection)] if a.baseline else [])
                         for binary, connection in heads + [(a.tessera, a.connection)]:
                             r = one_run_cc(a, binary, n, rep, tls, connection)
                             r["head"] = "baseline" if binary == a.baseline else "this"
-                            r["load_avg_1m"] = round(os.getloadavg()[0], 1)
-                            print(json.dumps(r), file=sys.stderr, flush=True)
-                            if a.json:
-                                with open(a.json, "a") as f:
-                                    f.write(json.dumps(r) + "\n")
-                            runs.append(r)
+                            runs.append(record(a, r))
         finally:
             cleanup()
         print(cc_table(runs))
@@ -903,14 +905,8 @@ def main():
     try:
         for rep in range(a.repeat):
             for n, tls in [(int(x), tls) for x in a.agents.split(",")
-                           for tls in {"on": [True], "off": [False], "both": [True, False]}[a.tls]]:
-                r = one_run(a, n, rep, tls)
-                r["load_avg_1m"] = round(os.getloadavg()[0], 1)
-                print(json.dumps(r), file=sys.stderr, flush=True)
-                if a.json:
-                    with open(a.json, "a") as f:
-                        f.write(json.dumps(r) + "\n")
-                results.setdefault((n, tls), []).append(r)
+                           for tls in TLS_MODES[a.tls]]:
+                results.setdefault((n, tls), []).append(record(a, one_run(a, n, rep, tls)))
     finally:
         cleanup()
     print(table(results))
