@@ -233,6 +233,21 @@ def job_doc(i):
                      "template": {"command": ["true"]}}}
 
 
+def shard_reports(procs):
+    """(each loadgen shard's last JSON line, None), or ([], why) after a cleanup when a shard
+    failed."""
+    reports = []
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        lines = [l for l in out.splitlines() if l.startswith("{")]
+        if p.returncode != 0 or not lines:
+            cleanup()
+            return [], f"loadgen shard exit {p.returncode}"
+        reports.append(json.loads(lines[-1]))
+    current["shards"] = []
+    return reports, None
+
+
 def one_run_cc(a, tessera, n, rep, tls, connection):
     """One head and --shards tessera_loadgen processes (bench/control_plane/loadgen.cc)."""
     head, d, port, log = start_head(tessera, tls, a.head_arg, a.etcd)
@@ -277,15 +292,9 @@ def one_run_cc(a, tessera, n, rep, tls, connection):
         result["etcdWritesPerS"] = round((etcd1[0] - etcd0[0]) / (w1 - w0), 1)
         result["etcdDbMiB"] = round(etcd1[1] / 2**20, 1)
     rss = proc_rss_mib(head.pid)
-    shard_results = []
-    for p in procs:
-        out, _ = p.communicate(timeout=120)
-        lines = [l for l in out.splitlines() if l.startswith("{")]
-        if p.returncode != 0 or not lines:
-            cleanup()
-            return dict(result, failed=f"loadgen shard exit {p.returncode}")
-        shard_results.append(json.loads(lines[-1]))
-    current["shards"] = []
+    shard_results, failed = shard_reports(procs)
+    if failed:
+        return dict(result, failed=failed)
     st, hosts = admin_call(d, port, tls, "GET", "/api/v1/hosts")
     states = {}
     for h in (hosts or {}).get("items", []):
@@ -521,15 +530,9 @@ def one_run_failover(a, n, rep, tls):
     e2 = etcd_figures(clients)
     result["etcdWritesPerSAfter"] = round((e2[0] - e1[0]) / (time.monotonic() - k), 1)
     result["etcdDbMiB"] = round(e2[1] / 2**20, 1)
-    shard_results = []
-    for p in procs:
-        out, _ = p.communicate(timeout=120)
-        lines = [l for l in out.splitlines() if l.startswith("{")]
-        if p.returncode != 0 or not lines:
-            cleanup()
-            return dict(result, failed=f"loadgen shard exit {p.returncode}")
-        shard_results.append(json.loads(lines[-1]))
-    current["shards"] = []
+    shard_results, failed = shard_reports(procs)
+    if failed:
+        return dict(result, failed=failed)
     new = ports[survivor]
     st, hosts = head_get(new, tls, ca, "/api/v1/hosts", token, timeout=60)
     states = {}
