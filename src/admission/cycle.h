@@ -352,6 +352,7 @@ class Cycle {
   std::vector<std::unique_ptr<VictimFinder>> help_finders_;
   std::vector<PreemptionCandidate> help_cands_;
   std::vector<int> help_candidates_;
+  std::unordered_map<WorkloadId, int> help_index_;  // candidate index by workload id
   // The queues that have a workload to try (not blocked, line not done): keys_[qi] is qi's
   // OrderKey (empty: nothing to try), and head_tree_ a tournament tree over them (node i holds
   // the queue with the least key below it, -1 if none; leaves from head_leaves_), so

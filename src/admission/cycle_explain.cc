@@ -90,6 +90,7 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
       for (size_t i = 0; i < running_.size(); ++i) {
         const Running& r = running_[i];
         if (r.evicted) continue;
+        help_index_.emplace(r.id, static_cast<int>(help_cands_.size()));
         help_cands_.push_back({r.id, r.priority, r.lost_work});
         help_candidates_.push_back(static_cast<int>(i));
       }
@@ -113,14 +114,28 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
       found.victims = std::move(g.victims);
     } else {
       std::unique_ptr<VictimFinder>& f = help_finders_[key];
-      if (!f) f = std::make_unique<VictimFinder>(inv_, planner_, w.request, help_cands_);
-      found = f->Find(over ? VictimSetCheck(check) : VictimSetCheck(), VictimPlan::kVictimsOnly);
+      if (!f) {
+        f = std::make_unique<VictimFinder>(inv_, planner_, w.request, help_cands_);
+        // Over quota, only victims of qi's pool (its cohort, or qi alone) change what the check
+        // tests (qi's usage, its cohort's pool): a room without one is refused, so the finder
+        // skips it (the same answer, fewer rooms tried).
+        std::vector<int> groups(cand_running.size(), -1);
+        for (size_t i = 0; i < cand_running.size(); ++i)
+          if (running_[cand_running[i]].queue >= 0)
+            groups[i] = PoolOf(running_[cand_running[i]].queue);
+        f->SetGroups(std::move(groups));
+      }
+      found = over ? f->Find(check, VictimPlan::kVictimsOnly, PoolOf(qi))
+                   : f->Find({}, VictimPlan::kVictimsOnly);
     }
-    if (found.found)
-      for (size_t i = 0; i < cand_running.size(); ++i)
-        if (std::binary_search(found.victims.begin(), found.victims.end(),
-                               running_[cand_running[i]].id))
-          helpers.push_back(cand_running[i]);
+    if (found.found) {
+      // In candidate order (running_ order), as the victims are found by id.
+      for (const WorkloadId id : found.victims) {
+        const auto at = help_index_.find(id);
+        if (at != help_index_.end()) helpers.push_back(cand_running[at->second]);
+      }
+      std::sort(helpers.begin(), helpers.end());
+    }
   }
   const QueueState& q = quota_.queues[qi];
   const bool within_nominal = q.used + w.chips() <= q.nominal;
