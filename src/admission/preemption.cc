@@ -6,7 +6,6 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -113,22 +112,15 @@ class Searcher {
     if (req_.num_slices == 1) {
       if (!all) return SearchOne(check);
       if (!all_options_) ListAllOptions();
-      // Every room's victims are known (all allowed, nothing taken): the check is asked on them
-      // directly and only the room it accepts is taken.
+      // With all allowed and nothing taken, a room's victims are the candidates holding its
+      // hosts: the check is asked on them and only the room it accepts is taken.
       const std::vector<Option>& options = *all_options_;
-      auto victims = [&](size_t i) {
-        return std::span<const int>(all_victims_.data() + victims_at_[i],
-                                    all_victims_.data() + victims_at_[i + 1]);
-      };
-      auto accept = [&](size_t i) {
-        if (!check) return true;
-        check_arg_.assign(victims(i).begin(), victims(i).end());
-        return check(check_arg_);
-      };
-      if (needs_group >= 0 && groups_.size() == cands_.size()) {
-        const std::vector<uint32_t>& with = OptionsWithGroup(needs_group);
-        for (uint32_t i : with) {
-          if (!accept(i)) continue;
+      if (check && needs_group >= 0 && groups_.size() == cands_.size()) {
+        ListAllVictims();
+        for (uint32_t i : OptionsWithGroup(needs_group)) {
+          check_arg_.assign(all_victims_.begin() + victims_at_[i],
+                            all_victims_.begin() + victims_at_[i + 1]);
+          if (!check(check_arg_)) continue;
           rejected_by_check_ += static_cast<int>(i);  // every room before it: refused
           Solution s;
           Take(options[i], s);
@@ -137,13 +129,16 @@ class Searcher {
         rejected_by_check_ += static_cast<int>(options.size());
         return std::nullopt;
       }
-      for (size_t i = 0; i < options.size(); ++i) {
-        if (!accept(i)) {
-          ++rejected_by_check_;
-          continue;
+      for (const Option& o : options) {
+        if (check) {
+          VictimsOf(o, check_arg_);
+          if (!check(check_arg_)) {
+            ++rejected_by_check_;
+            continue;
+          }
         }
         Solution s;
-        Take(options[i], s);
+        Take(o, s);
         return s;
       }
       return std::nullopt;
@@ -378,21 +373,30 @@ class Searcher {
     return std::tie(a.cost, a.key, a.cubes) < std::tie(b.cost, b.key, b.cubes);
   }
 
-  // One slice, every candidate allowed: every room, cheapest first, with its victims.
+  // One slice, every candidate allowed: every room, cheapest first.
   void ListAllOptions() {
     all_options_.emplace();
     ForEachOption([&](const Option& o) { all_options_->push_back(o); });
     std::sort(all_options_->begin(), all_options_->end(), Less);
-    // A room's victims with nothing taken: the candidates holding its hosts, each once,
-    // ascending (what Take gives).
+  }
+
+  // A room's victims with nothing taken: the candidates holding its hosts, each once, ascending
+  // (what Take gives).
+  void VictimsOf(const Option& o, std::vector<int>& out) const {
+    out.clear();
+    for (HostId h : HostsOf(o))
+      if (const int st = StateOf(h); st >= 0) out.push_back(st);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  }
+
+  // Every room's victims, once (all_victims_, victims_at_), for the searches by group.
+  void ListAllVictims() {
+    if (!victims_at_.empty()) return;
     victims_at_.assign(1, 0);
     std::vector<int> room;
     for (const Option& o : *all_options_) {
-      room.clear();
-      for (HostId h : HostsOf(o))
-        if (const int st = StateOf(h); st >= 0) room.push_back(st);
-      std::sort(room.begin(), room.end());
-      room.erase(std::unique(room.begin(), room.end()), room.end());
+      VictimsOf(o, room);
       all_victims_.insert(all_victims_.end(), room.begin(), room.end());
       victims_at_.push_back(static_cast<uint32_t>(all_victims_.size()));
     }
