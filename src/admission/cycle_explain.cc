@@ -81,8 +81,13 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
   // Within quota only room matters, and that is the same for every queue: share the answer.
   const bool over = quota_.Over(qi, w.chips()) > 0;
   const int key = key_of_[wi];
-  auto [it, inserted] = help_memo_.try_emplace({over ? qi : -1, key});
-  std::vector<int>& helpers = it->second;
+  // Indexed by (queue + 1, key): row 0 is the shared answer within quota.
+  if (help_memo_.empty()) help_memo_.resize((quota_.queues.size() + 1) * help_finders_.size());
+  std::optional<std::vector<int>>& memo =
+      help_memo_[static_cast<size_t>(over ? qi + 1 : 0) * help_finders_.size() + key];
+  const bool inserted = !memo;
+  if (inserted) memo.emplace();
+  std::vector<int>& helpers = *memo;
   if (inserted) {
     // Nothing changes while reasons are given, so every workload of this shape searches the
     // same rooms among the same candidates: one finder per shape, asked once per queue.
@@ -139,6 +144,7 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
   }
   const QueueState& q = quota_.queues[qi];
   const bool within_nominal = q.used + w.chips() <= q.nominal;
+  st.would_help.reserve(helpers.size());
   for (int ri : helpers) {
     const Running& r = running_[ri];
     const Workload& hw = W(r.workload);
