@@ -4,7 +4,9 @@
 // the reports.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -208,6 +210,16 @@ void RunGpu(const SimFlags& f) {
   }
   base.hold_when = *hold_when;
   base.migrate_s = f.migrate_s;
+  auto estimates = sim::ParseGpuEstimate(f.estimates);
+  if (!estimates.ok()) {
+    std::string why = estimates.status().message();
+    if (why.starts_with("estimates: ")) why.erase(0, 11);
+    throw CommandError("--estimates: " + why);
+  }
+  if (!(f.default_estimate_h > 0))
+    throw CommandError("--default-estimate-h: must be positive, e.g. 24");
+  base.estimates = *estimates;
+  base.default_estimate_s = std::max<int64_t>(1, std::llround(f.default_estimate_h * 3600));
   base.span_slowdown = f.span_slowdown;
   const std::string names =
       f.policies == kSimTpuPolicies ? "tessera,slurm-block,first-fit" : f.policies;
@@ -220,8 +232,15 @@ void RunGpu(const SimFlags& f) {
   c.workload = w->source + ", " + std::to_string(w->jobs.size()) + " jobs";
   std::ostringstream cmd;
   cmd << "domain rule " << f.domain_rule << "; tessera holds " << f.gpu_holds << " at a time for "
-      << f.hold_for << " jobs when " << f.hold_when << " (EASY backfill on held hosts"
-      << (f.baseline_holds ? "; the baselines hold too" : "") << "), moves "
+      << f.hold_for << " jobs when " << f.hold_when
+      << " (EASY backfill on held hosts, time limits ";
+  if (f.estimates == "true")
+    cmd << "the real run times (an oracle)";
+  else if (f.estimates == "history")
+    cmd << "the median run time of the finished jobs that ran as long";
+  else
+    cmd << "expected durations, else " << f.default_estimate_h << " h";
+  cmd << (f.baseline_holds ? "; the baselines hold too" : "") << "), moves "
       << (f.no_defrag ? "off" : "on") << " (move costs " << f.migrate_s << " s); span slowdown "
       << f.span_slowdown;
   c.command = cmd.str();
@@ -465,11 +484,12 @@ void AddSimCommand(CLI::App& app) {
                 "kueue admissions: fair sharing on, as `tessera head --fair-sharing` "
                 "(docs/admission.md)");
   cmd->add_option("--estimates", f->estimates,
-                  "easy: default (expected durations, else --default-estimate-h) or true "
-                  "(real durations, an oracle)")
+                  "easy and --gpu: default (expected durations, else --default-estimate-h) or "
+                  "true (real durations, an oracle); --gpu also: history (the median run time "
+                  "of the finished jobs that ran as long)")
       ->capture_default_str();
   cmd->add_option("--default-estimate-h", f->default_estimate_h,
-                  "easy: expected duration of a job that gives none")
+                  "easy and --gpu: expected duration (time limit) of a job that gives none")
       ->capture_default_str();
   cmd->add_flag("--no-defrag", f->no_defrag,
                 "easy and --gpu: no defragmentation by checkpoint-and-move (--gpu: holds stay)");
@@ -562,8 +582,8 @@ void AddSimCommand(CLI::App& app) {
          "wait of the jobs started so far), always")
       ->capture_default_str();
   cmd->add_flag("--baseline-holds", f->baseline_holds,
-                "--gpu: slurm-block and first-fit hold hosts too, with the same backfill (Slurm's "
-                "backfill scheduler given exact time limits)");
+                "--gpu: slurm-block and first-fit hold hosts too, with the same backfill and "
+                "time limits (Slurm's backfill scheduler)");
   cmd->add_option("--migrate-s", f->migrate_s,
                   "--gpu: restart cost of a small job tessera moves off held hosts")
       ->capture_default_str()

@@ -22,12 +22,17 @@ struct GpuSimJob {
   int gpus = 1;
   int64_t submit_s = 0;
   int64_t duration_s = 1;
+  // Its time limit as the scheduler knows it: the trace's expected duration, else
+  // GpuSimOptions::default_estimate_s (kLimit; kTrue: duration_s, an oracle).
+  int64_t limit_s = 1;
+  bool stated = false;  // the trace gave an expected duration (kHistory uses it when given)
   GpuRequest request;
   bool whole_host = false;
   // Run state.
   int64_t start_s = -1;
   int64_t end_s = -1;
-  int version = 0;  // bumped when a move changes end_s; stale finish events are skipped
+  int64_t moved_s = 0;  // restart costs added by moves
+  int version = 0;      // bumped when a move changes end_s; stale finish events are skipped
   GpuPlacement placement;
 };
 
@@ -91,6 +96,11 @@ class GpuSimRun {
   using FailedPlans = std::set<std::tuple<int, int, int, uint64_t>>;
 
   int64_t RunTime(const GpuSimJob& job, const GpuPlacement& p) const;
+  // Its run time as the scheduler estimates it once it has run `elapsed` s (GpuEstimate), slowed
+  // down when it spans.
+  int64_t LimitTime(const GpuSimJob& job, const GpuPlacement& p, int64_t elapsed = 0) const;
+  // When a running job is expected to end (never before `now`).
+  int64_t ExpectedEnd(const GpuSimJob& job, int64_t now) const;
   void Start(int j, const GpuPlacement& p, int64_t now);
   void Schedule(int64_t now);
   bool Holdable(const GpuSimJob& job) const;
@@ -129,7 +139,9 @@ class GpuSimRun {
   std::vector<bool> wait_fragmented_;
   std::vector<std::array<int64_t, 2 * kWaitStates>> wait_s_;
   int64_t last_pass_s_ = 0;
-  std::vector<int64_t> started_waits_;  // waits of the jobs started so far, ascending
+  std::vector<int64_t> started_waits_;
+  std::vector<int64_t> finished_runs_;  // run times of the finished jobs, ascending (kHistory)  //
+                                        // waits of the jobs started so far, ascending
   double held_gpu_s_ = 0;
   std::string broken_;
 };
@@ -137,6 +149,28 @@ class GpuSimRun {
 int64_t GpuSimRun::RunTime(const GpuSimJob& job, const GpuPlacement& p) const {
   const double factor = p.spans() ? o_.span_slowdown : 1.0;
   return std::max<int64_t>(1, static_cast<int64_t>(std::llround(job.duration_s * factor)));
+}
+
+int64_t GpuSimRun::LimitTime(const GpuSimJob& job, const GpuPlacement& p, int64_t elapsed) const {
+  const double factor = p.spans() ? o_.span_slowdown : 1.0;
+  int64_t estimate = job.limit_s;
+  if (o_.estimates == GpuEstimate::kHistory && !job.stated && !finished_runs_.empty()) {
+    // The median of the finished jobs' run times that are at least as long as this one has
+    // run; past all of them, as long again as it has run.
+    const double ran = static_cast<double>(elapsed) / factor;
+    const auto from = std::lower_bound(finished_runs_.begin(), finished_runs_.end(),
+                                       static_cast<int64_t>(std::llround(ran)));
+    const auto n = finished_runs_.end() - from;
+    estimate = n > 0 ? *(from + (n - 1) / 2) : 2 * static_cast<int64_t>(std::llround(ran));
+  }
+  return std::max<int64_t>(1, static_cast<int64_t>(std::llround(estimate * factor)));
+}
+
+int64_t GpuSimRun::ExpectedEnd(const GpuSimJob& job, int64_t now) const {
+  // A job past its estimate is expected to end now (kLimit: its limit is all the scheduler
+  // knows; kHistory never estimates before the time already run).
+  const int64_t ran = std::max<int64_t>(0, now - job.start_s - job.moved_s);
+  return std::max(now, job.start_s + job.moved_s + LimitTime(job, job.placement, ran));
 }
 
 void GpuSimRun::Start(int j, const GpuPlacement& p, int64_t now) {
@@ -221,7 +255,7 @@ GpuPlacement GpuSimRun::TryPlace(int j, int64_t now, int own, FailedPlans& faile
   for (size_t i = 0; i < holds_.size(); ++i) {
     if (static_cast<int>(i) == own) continue;
     all |= uint64_t{1} << i;
-    if (now + job.duration_s > holds_[i].until_s) late |= uint64_t{1} << i;
+    if (now + LimitTime(job, GpuPlacement{}) > holds_[i].until_s) late |= uint64_t{1} << i;
   }
   GpuPlacement none;
   for (const uint64_t mask : {all, late}) {
@@ -239,7 +273,7 @@ GpuPlacement GpuSimRun::TryPlace(int j, int64_t now, int own, FailedPlans& faile
       const int i = hold_of_host_[h];
       if (i < 0 || i == own) continue;
       on_held = true;
-      in_time = in_time && now + RunTime(job, p) <= holds_[i].until_s;
+      in_time = in_time && now + LimitTime(job, p) <= holds_[i].until_s;
     }
     if (!in_time) continue;
     if (on_held) ++r_.backfilled;
@@ -367,7 +401,7 @@ std::optional<GpuHold> GpuSimRun::ChooseDrain(int j, int64_t now,
     if (!s.usable || excluded[h]) continue;
     if (rule.rule != DomainRule::kPreferred && !s.nvlink_ready) continue;
     int64_t free_at = now;
-    for (int other : held_by_[h]) free_at = std::max(free_at, jobs_[other].end_s);
+    for (int other : held_by_[h]) free_at = std::max(free_at, ExpectedEnd(jobs_[other], now));
     per_domain[s.domain].emplace_back(free_at, g - s.free_gpus, h);
   }
   for (auto& d : per_domain) std::sort(d.begin(), d.end());
@@ -497,6 +531,7 @@ bool GpuSimRun::MoveOff(const std::vector<int>& hosts, const std::vector<bool>& 
     for (int h : old.hosts) held_by_[h].erase(j);
     for (int h : job.placement.hosts) held_by_[h].insert(j);
     job.end_s += o_.migrate_s;
+    job.moved_s += o_.migrate_s;
     ++job.version;
     finishes_.emplace(job.end_s, j, job.version);
     ++r_.migrations;
@@ -567,6 +602,11 @@ GpuSimResult GpuSimRun::Run() {
       if (version != jobs_[j].version) continue;
       ReleaseGpuPlacement(fleet_, jobs_[j].placement);
       for (int h : jobs_[j].placement.hosts) held_by_[h].erase(j);
+      if (o_.estimates == GpuEstimate::kHistory) {
+        const int64_t ran = jobs_[j].duration_s;
+        finished_runs_.insert(std::upper_bound(finished_runs_.begin(), finished_runs_.end(), ran),
+                              ran);
+      }
       last_end = std::max(last_end, end);
     }
     while (next < jobs_.size() && jobs_[next].submit_s <= now) {
@@ -657,6 +697,28 @@ Result<GpuHoldWhen> ParseGpuHoldWhen(std::string_view text) {
       "wait of the jobs started so far), always");
 }
 
+std::string_view GpuEstimateName(GpuEstimate e) {
+  switch (e) {
+    case GpuEstimate::kLimit:
+      return "default";
+    case GpuEstimate::kHistory:
+      return "history";
+    case GpuEstimate::kTrue:
+      return "true";
+  }
+  return "?";
+}
+
+Result<GpuEstimate> ParseGpuEstimate(std::string_view text) {
+  for (GpuEstimate e : {GpuEstimate::kLimit, GpuEstimate::kHistory, GpuEstimate::kTrue}) {
+    if (text == GpuEstimateName(e)) return e;
+  }
+  return InvalidArgument("estimates: unknown '" + std::string(text) +
+                         "'; valid: default (expected durations, else the default estimate), "
+                         "history (the median run time of the finished jobs that ran as long), "
+                         "true (the real run times, an oracle)");
+}
+
 Result<GpuSimResult> RunGpuSimulation(const Workload& workload, const GpuSimOptions& options) {
   if (options.domains < 1) {
     return InvalidArgument(
@@ -664,6 +726,10 @@ Result<GpuSimResult> RunGpuSimulation(const Workload& workload, const GpuSimOpti
         " must be at least 1 (--hosts for h100/h200, --domains for gb200-nvl72)");
   }
   if (options.migrate_s < 0) return InvalidArgument("migrate_s: must be >= 0");
+  if (options.default_estimate_s < 1) {
+    return InvalidArgument("default_estimate_s: " + std::to_string(options.default_estimate_s) +
+                           " must be at least 1 (the time limit of a job that states none)");
+  }
   if (options.holds < 0 || options.holds > 64) {
     return InvalidArgument("holds: " + std::to_string(options.holds) +
                            " must be between 0 (no reservations) and 64");
@@ -679,6 +745,10 @@ Result<GpuSimResult> RunGpuSimulation(const Workload& workload, const GpuSimOpti
     job.gpus = std::max(1, spec.accelerators * std::max(1, spec.num_slices));
     job.submit_s = spec.submit_s;
     job.duration_s = std::max<int64_t>(1, spec.duration_s);
+    job.stated = spec.expected_s > 0;
+    job.limit_s = options.estimates == GpuEstimate::kTrue ? job.duration_s
+                  : job.stated                            ? spec.expected_s
+                                                          : options.default_estimate_s;
     job.whole_host = job.gpus >= info.gpus_per_host;
     job.request.gpus = job.gpus;
     if (options.rule) {
