@@ -573,8 +573,12 @@ bool GpuSimRun::Hold(int j, int64_t now, int own) {
   }
   if (!drain) return false;
   if (own >= 0) {
-    // The hosts held so far still drain by their time: a new choice is never later.
-    if (drain->until_s <= holds_[own].until_s) holds_[own] = *drain;
+    // The hosts held so far still drain by their time: a new choice is never later. Once that
+    // time has passed with the hosts still busy (a job ran past its estimate), the hold is made
+    // again from the estimates of now, as EASY does each pass.
+    if (drain->until_s <= holds_[own].until_s || holds_[own].until_s <= now) {
+      holds_[own] = *drain;
+    }
   } else {
     holds_.push_back(*drain);
     ++r_.holds;
