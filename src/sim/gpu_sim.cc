@@ -31,8 +31,14 @@ struct GpuSimJob {
   // Run state.
   int64_t start_s = -1;
   int64_t end_s = -1;
-  int64_t moved_s = 0;  // restart costs added by moves
-  int version = 0;      // bumped when a move changes end_s; stale finish events are skipped
+  int64_t moved_s = 0;        // restart costs added by moves (this run)
+  int64_t run_start_s = -1;   // start of its current run (a preempted job restarts)
+  int64_t ran_before_s = 0;   // run before it was preempted
+  int64_t preempted_at = -1;  // when it was preempted and requeued (-1: not waiting to restart)
+  int64_t left_s = 0;         // its run time left when preempted
+  int64_t lost_s = 0;         // waited after its first start: requeued, and restart costs
+  bool preempted = false;     // at most once per job
+  int version = 0;            // bumped when a move changes end_s; stale finish events are skipped
   GpuPlacement placement;
 };
 
@@ -116,8 +122,11 @@ class GpuSimRun {
   // so that it starts now. True when it started.
   bool Hold(int j, int64_t now, int own);
   std::optional<GpuHold> ChooseDrain(int j, int64_t now, const std::vector<bool>& excluded) const;
+  // preempting: also none that was preempted before.
   std::vector<int> ChooseMovable(const GpuSimJob& job, int64_t now,
-                                 const std::vector<bool>& excluded) const;
+                                 const std::vector<bool>& excluded, bool preempting = false) const;
+  // Stops running job j (checkpointed, its GPUs freed) and requeues it after this pass.
+  void Preempt(int j, int64_t now);
   // Moves every job off `hosts` (onto hosts neither in `hosts` nor `excluded`), or none.
   bool MoveOff(const std::vector<int>& hosts, const std::vector<bool>& excluded);
   // Records why each job still waiting after the pass at `now` waits (until the next pass).
@@ -140,6 +149,8 @@ class GpuSimRun {
   std::vector<std::array<int64_t, 2 * kWaitStates>> wait_s_;
   int64_t last_pass_s_ = 0;
   std::vector<int64_t> started_waits_;
+  std::vector<int> requeued_;           // preempted this pass, back in the queue after it
+  bool preempting_off_ = false;         // the pass that restarts them preempts nothing
   std::vector<int64_t> finished_runs_;  // run times of the finished jobs, ascending (kHistory)  //
                                         // waits of the jobs started so far, ascending
   double held_gpu_s_ = 0;
@@ -169,13 +180,15 @@ int64_t GpuSimRun::LimitTime(const GpuSimJob& job, const GpuPlacement& p, int64_
 int64_t GpuSimRun::ExpectedEnd(const GpuSimJob& job, int64_t now) const {
   // A job past its estimate is expected to end now (kLimit: its limit is all the scheduler
   // knows; kHistory never estimates before the time already run).
-  const int64_t ran = std::max<int64_t>(0, now - job.start_s - job.moved_s);
-  return std::max(now, job.start_s + job.moved_s + LimitTime(job, job.placement, ran));
+  const int64_t ran = job.ran_before_s + std::max<int64_t>(0, now - job.run_start_s - job.moved_s);
+  // A restarted job is expected to run what its estimate leaves after what it ran before.
+  return std::max(
+      now, job.run_start_s + job.moved_s + LimitTime(job, job.placement, ran) - job.ran_before_s);
 }
 
 void GpuSimRun::Start(int j, const GpuPlacement& p, int64_t now) {
   GpuSimJob& job = jobs_[j];
-  if (job.start_s >= 0) {
+  if (job.start_s >= 0 && job.preempted_at < 0) {
     broken_ = "job " + std::to_string(j) + " started twice";
     return;
   }
@@ -186,13 +199,23 @@ void GpuSimRun::Start(int j, const GpuPlacement& p, int64_t now) {
     return;
   }
   job.placement = p;
-  job.start_s = now;
-  job.end_s = now + RunTime(job, p);
-  r_.start_s[j] = now;
-  started_waits_.insert(
-      std::upper_bound(started_waits_.begin(), started_waits_.end(), now - job.submit_s),
-      now - job.submit_s);
-  if (r_.reserved_s[j] >= 0 && now > r_.reserved_s[j]) ++r_.late_holds;
+  job.run_start_s = now;
+  job.moved_s = 0;
+  if (job.preempted_at >= 0) {
+    // A restart: the rest of its run, after the restart cost (restoring its checkpoint).
+    job.lost_s += now - job.preempted_at + o_.migrate_s;
+    job.moved_s = o_.migrate_s;
+    job.end_s = now + job.left_s + o_.migrate_s;
+    job.preempted_at = -1;
+  } else {
+    job.start_s = now;
+    job.end_s = now + RunTime(job, p);
+    r_.start_s[j] = now;
+    started_waits_.insert(
+        std::upper_bound(started_waits_.begin(), started_waits_.end(), now - job.submit_s),
+        now - job.submit_s);
+    if (r_.reserved_s[j] >= 0 && now > r_.reserved_s[j]) ++r_.late_holds;
+  }
   for (int h : p.hosts) held_by_[h].insert(j);
   finishes_.emplace(job.end_s, j, job.version);
   if (p.spans()) ++r_.spanned;
@@ -344,6 +367,16 @@ void GpuSimRun::Schedule(int64_t now) {
     longest = std::max(longest, now - jobs_[j].submit_s);
     ++it;
   }
+  if (!requeued_.empty()) {
+    // Back in submission order (older than most waiting jobs); one more pass may restart them.
+    for (int v : requeued_) queue_.insert(std::lower_bound(queue_.begin(), queue_.end(), v), v);
+    requeued_.clear();
+    preempting_off_ = true;
+    last_pass_s_ = now;  // this pass's waits are counted
+    Schedule(now);
+    preempting_off_ = false;
+    return;
+  }
   NoteWaits(now);
 }
 
@@ -367,7 +400,7 @@ std::vector<GpuWaitCause> GpuSimRun::DomainTailWaits(int64_t p95_s) const {
   for (size_t j = 0; j < jobs_.size(); ++j) {
     const GpuSimJob& job = jobs_[j];
     if (job.start_s < 0 || job.gpus <= gpd / 2 || job.gpus > gpd) continue;
-    if (job.start_s - job.submit_s < p95_s) continue;
+    if (job.start_s - job.submit_s + job.lost_s < p95_s) continue;
     ++n;
     for (size_t k = 0; k < sum.size(); ++k) sum[k] += wait_s_[j][k];
   }
@@ -441,7 +474,8 @@ std::optional<GpuHold> GpuSimRun::ChooseDrain(int j, int64_t now,
 }
 
 std::vector<int> GpuSimRun::ChooseMovable(const GpuSimJob& job, int64_t now,
-                                          const std::vector<bool>& excluded) const {
+                                          const std::vector<bool>& excluded,
+                                          bool preempting) const {
   // Hosts the job could have if small jobs moved away: usable, not held for another job, holding
   // no whole-host job nor one started this instant (it could have gone elsewhere), NVLink-ready
   // unless the rule is preferred. Cheapest = fewest GPUs in use.
@@ -456,7 +490,8 @@ std::vector<int> GpuSimRun::ChooseMovable(const GpuSimJob& job, int64_t now,
     if (rule.rule != DomainRule::kPreferred && !s.nvlink_ready) continue;
     bool movable = true;
     for (int other : held_by_[h]) {
-      movable = movable && !jobs_[other].whole_host && jobs_[other].start_s < now;
+      movable = movable && !jobs_[other].whole_host && jobs_[other].run_start_s < now &&
+                (!preempting || !jobs_[other].preempted);
     }
     if (!movable) continue;
     per_domain[s.domain].emplace_back(g - s.free_gpus, h);
@@ -543,6 +578,25 @@ bool GpuSimRun::MoveOff(const std::vector<int>& hosts, const std::vector<bool>& 
   return true;
 }
 
+void GpuSimRun::Preempt(int j, int64_t now) {
+  GpuSimJob& job = jobs_[j];
+  ReleaseGpuPlacement(fleet_, job.placement);
+  for (int h : job.placement.hosts) held_by_[h].erase(j);
+  const double gpus = static_cast<double>(job.placement.gpus_per_host) *
+                      static_cast<double>(job.placement.hosts.size());
+  held_gpu_s_ -= gpus * static_cast<double>(job.end_s - now);  // the part it will not run here
+  job.left_s = std::max<int64_t>(1, job.end_s - now);
+  job.ran_before_s += std::max<int64_t>(0, now - job.run_start_s - job.moved_s);
+  job.preempted_at = now;
+  job.preempted = true;
+  ++job.version;  // its finish event is stale
+  wait_state_[j] = -1;
+  requeued_.push_back(j);
+  ++r_.preemptions;
+  r_.preempted_gpu_h += gpus * static_cast<double>(o_.migrate_s) / 3600;
+  r_.hash = GpuSimMix(r_.hash, 0xDCBAull ^ static_cast<uint64_t>(j));
+}
+
 bool GpuSimRun::Hold(int j, int64_t now, int own) {
   const GpuSimJob& job = jobs_[j];
   // Hosts held for other jobs are not this job's to take or to clear.
@@ -563,6 +617,28 @@ bool GpuSimRun::Hold(int j, int64_t now, int own) {
       if (!p.placed) {
         broken_ =
             "job " + std::to_string(j) + " does not fit the hosts cleared for it: " + p.message;
+        return false;
+      }
+      Start(j, p, now);
+      if (own >= 0) holds_.erase(holds_.begin() + own);
+      HoldsChanged();
+      return true;
+    }
+    // Preempt instead: stop the small jobs on the hosts with the fewest GPUs in use (each job
+    // at most once), requeue them in their place in the queue, and start the held job there.
+    const std::vector<int> victims_hosts = o_.preempt && !preempting_off_
+                                               ? ChooseMovable(job, now, excluded, true)
+                                               : std::vector<int>{};
+    if (!victims_hosts.empty()) {
+      std::set<int> victims;
+      for (int h : victims_hosts) victims.insert(held_by_[h].begin(), held_by_[h].end());
+      for (int v : victims) Preempt(v, now);
+      std::vector<bool> elsewhere(fleet_.hosts.size(), true);
+      for (int h : victims_hosts) elsewhere[h] = false;
+      const GpuPlacement p = PlanGpu(fleet_, job.request, o_.policy, elsewhere);
+      if (!p.placed) {
+        broken_ =
+            "job " + std::to_string(j) + " does not fit the hosts emptied for it: " + p.message;
         return false;
       }
       Start(j, p, now);
@@ -633,7 +709,8 @@ GpuSimResult GpuSimRun::Run() {
   std::vector<double> small, domain, multi, all;
   for (const GpuSimJob& job : jobs_) {
     if (job.start_s < 0) continue;
-    const double w = static_cast<double>(job.start_s - job.submit_s);
+    // A preempted job's wait counts its time requeued and its restart cost too.
+    const double w = static_cast<double>(job.start_s - job.submit_s + job.lost_s);
     all.push_back(w);
     (job.gpus <= gpd / 2 ? small : job.gpus <= gpd ? domain : multi).push_back(w);
   }
@@ -795,16 +872,18 @@ void WriteGpuText(std::ostream& out, const GpuComparison& c) {
     }
   }
   out << "\n";
-  std::snprintf(line, sizeof line, "%-12s %8s %8s %8s %10s %8s %12s %8s %12s\n", "policy",
-                "spanned", "never", "holds", "backfilled", "moves", "moved GPU-h", "util %",
-                "makespan d");
+  std::snprintf(line, sizeof line, "%-12s %8s %8s %8s %10s %8s %12s %9s %8s %12s\n", "policy",
+                "spanned", "never", "holds", "backfilled", "moves", "moved GPU-h", "preempted",
+                "util %", "makespan d");
   out << line;
   for (const GpuSimResult& r : c.runs) {
-    std::snprintf(line, sizeof line, "%-12s %8lld %8lld %8lld %10lld %8lld %12.1f %8.1f %12.1f\n",
+    std::snprintf(line, sizeof line,
+                  "%-12s %8lld %8lld %8lld %10lld %8lld %12.1f %9lld %8.1f %12.1f\n",
                   r.policy.c_str(), static_cast<long long>(r.spanned),
                   static_cast<long long>(r.never_placed), static_cast<long long>(r.holds),
                   static_cast<long long>(r.backfilled), static_cast<long long>(r.migrations),
-                  r.migrated_gpu_h, 100 * r.utilisation, static_cast<double>(r.makespan_s) / 86400);
+                  r.migrated_gpu_h + r.preempted_gpu_h, static_cast<long long>(r.preemptions),
+                  100 * r.utilisation, static_cast<double>(r.makespan_s) / 86400);
     out << line;
   }
   // What the domain class's tail waited for.
@@ -868,6 +947,8 @@ void WriteGpuJson(std::ostream& out, const GpuComparison& c) {
                        {"backfilled", r.backfilled},
                        {"late_holds", r.late_holds},
                        {"migrations", r.migrations},
+                       {"preemptions", r.preemptions},
+                       {"preempted_gpu_h", r.preempted_gpu_h},
                        {"migrated_gpu_h", r.migrated_gpu_h},
                        {"utilisation", r.utilisation},
                        {"makespan_s", r.makespan_s},

@@ -252,6 +252,25 @@ TEST(GpuSim, BackfillNeverDelaysAHeldJobPastItsReservation) {
           }
         }
       }
+      // Preemption: every job runs to its end (the run checks its own GPU accounting), none
+      // starts before its submission, held jobs are never late, and something was preempted.
+      {
+        SCOPED_TRACE("seed " + std::to_string(seed) + " " + std::string(GpuSystemName(sys)) +
+                     " preempt");
+        o.holds = 1;
+        o.hold_for = GpuHoldFor::kDomainClass;
+        o.hold_when = GpuHoldWhen::kGpuWait;
+        o.defrag = true;
+        o.preempt = true;
+        auto r = RunGpuSimulation(w, o);
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        EXPECT_EQ(r->late_holds, 0);
+        EXPECT_GT(r->preemptions, 0);
+        for (size_t j = 0; j < w.jobs.size(); ++j) {
+          EXPECT_GE(r->start_s[j], w.jobs[j].submit_s) << "job " << j;
+        }
+        o.preempt = false;
+      }
       // The baselines given the same holds (Slurm's backfill with exact time limits).
       o.baseline_holds = true;
       o.hold_for = GpuHoldFor::kWholeHost;
@@ -288,6 +307,35 @@ TEST(GpuSim, TesseraMovesSmallJobsOffTheHostABigJobNeeds) {
   // B ends 300 s late: the last end is 1300.
   EXPECT_EQ(t.makespan_s, 1300);
   EXPECT_EQ(s.makespan_s, 1010);
+}
+
+// Preemption instead of a hold. Two 8-GPU hosts: A and B (4 GPUs, 1000 s) fill host 0, C (4)
+// half of host 1. D (8 GPUs, t=10) fits nowhere, and C cannot move (host 0 is full): without
+// preemption D holds a host until 1000. With it, C is preempted (checkpointed and requeued), D
+// starts at once and ends at 20, and C restarts then: its wait counts its 10 s requeued and its
+// 300 s restart cost, and it ends at 20 + 990 + 300. The baselines never preempt.
+TEST(GpuSim, PreemptionStartsTheHeldJobAndCountsTheVictimsWait) {
+  Workload w;
+  w.jobs = {GpuJob(4, 0, 1000), GpuJob(4, 0, 1000), GpuJob(4, 0, 1000), GpuJob(8, 10, 10)};
+  GpuSimOptions o = ExactLimits();
+  o.system = GpuSystem::kH100;
+  o.domains = 2;
+  const GpuSimResult hold = GpuRunWith(w, o);
+  EXPECT_EQ(hold.start_s[3], 1000);
+  EXPECT_EQ(hold.preemptions, 0);
+  o.preempt = true;
+  const GpuSimResult t = GpuRunWith(w, o);
+  EXPECT_EQ(t.start_s[3], 10);
+  EXPECT_EQ(t.preemptions, 1);
+  EXPECT_EQ(t.migrations, 0);
+  EXPECT_EQ(t.start_s[2], 0);  // its first start
+  EXPECT_DOUBLE_EQ(t.preempted_gpu_h, 4.0 * 300 / 3600);
+  EXPECT_DOUBLE_EQ(t.classes[1].p95_wait_h, 0);
+  EXPECT_DOUBLE_EQ(t.classes[0].p95_wait_h, 310.0 / 3600);
+  EXPECT_EQ(t.makespan_s, 1310);
+  o.policy = GpuPolicy::kSlurmBlock;
+  o.baseline_holds = true;
+  EXPECT_EQ(GpuRunWith(w, o).preemptions, 0);
 }
 
 // Why the domain class's tail waited. Two hosts: A (8 GPUs) on host 0 until 1000, B (4) on host
