@@ -62,15 +62,7 @@ TEST(InventoryPacingTest, JoiningHostsWaitForAPacedRebuildAndAHostThatLeavesDoes
   Controller c(*store, clock, ControllerOptions{});
   ASSERT_TRUE(c.Load().ok());
   const auto register_slice = [&](int s) {
-    for (int w = 0; w < 4; ++w)
-      Ok(Register(
-          c, {{"name", "s" + std::to_string(s) + "-w" + std::to_string(w)},
-              {"generation", "v6e"},
-              {"chips", 4},
-              {"address", "127.0.0.1"},
-              {"agentPort", 9000 + s * 4 + w},
-              {"slice",
-               {{"name", "slice-" + std::to_string(s)}, {"topology", "4x4"}, {"worker", w}}}}));
+    for (int w = 0; w < 4; ++w) Ok(Register(c, SliceHostDoc(s, w)));
   };
   const auto phase = [&](const std::string& job) {
     return Ok(c.GetJob(job))["status"]["phase"].get<std::string>();
@@ -119,6 +111,17 @@ TEST(InventoryPacingTest, JoiningHostsWaitForAPacedRebuildAndAHostThatLeavesDoes
   Ok(c.DeleteHost("s4-w3"));
   ASSERT_TRUE(c.RunPass().ok());
   EXPECT_EQ(HealthyHosts(c.InventorySnapshot()), 20 - 1 + 4);
+
+  // A wall clock set back (an NTP step) does not hold joining hosts off until it catches up.
+  register_slice(6);
+  ASSERT_TRUE(slow_pass().ok());
+  EXPECT_EQ(HealthyHosts(c.InventorySnapshot()), 27);
+  register_slice(7);
+  ASSERT_TRUE(c.RunPass().ok());
+  EXPECT_EQ(HealthyHosts(c.InventorySnapshot()), 27);
+  clock.AdvanceMs(-3'600'000);
+  ASSERT_TRUE(c.RunPass().ok());
+  EXPECT_EQ(HealthyHosts(c.InventorySnapshot()), 31);
 }
 
 TEST_F(ControllerTest, AJobThatDoesNotFitNowWaitsWithTheReason) {

@@ -531,14 +531,19 @@ Status Controller::RefreshInventory() {
   inventory_dirty_ = false;
   inventory_grew_only_ = true;
   RebuildInventory();
-  const int64_t end = NowMs();
-  next_paced_build_ms_ = end + kPacedBuildSpacing * (end - start);
+  last_build_end_ms_ = NowMs();
+  next_paced_build_ms_ =
+      last_build_end_ms_ +
+      std::min(kPacedBuildSpacing * (last_build_end_ms_ - start), kMaxPacedBuildWaitMs);
   return ReportInventoryConflicts();
 }
 
 bool Controller::InventoryBuildDueLocked() const {
   if (!inventory_dirty_) return false;
-  return !inventory_ready_ || !inventory_grew_only_ || NowMs() >= next_paced_build_ms_;
+  if (!inventory_ready_ || !inventory_grew_only_) return true;
+  // A wall clock set back (an NTP step) must not hold joining hosts off until it catches up.
+  const int64_t now = NowMs();
+  return now >= next_paced_build_ms_ || now < last_build_end_ms_;
 }
 
 Status Controller::RefreshInventoryPaced() {
