@@ -199,8 +199,8 @@ struct Head::Impl {
   bool stopping = false;
   bool kicked = false;
   // Ticks and registration commits under way, each holding the controller's lock for long
-  // (tens of milliseconds at 10,000 hosts; an fsync): channel heartbeats then go to
-  // channel_beats.
+  // (tens of milliseconds at 10,000 hosts; an fsync or a raft round): channel heartbeats that
+  // are not quiet (Controller::QuietHeartbeat) then go to channel_beats.
   std::atomic<int> long_holds{0};
 
   std::unique_ptr<RegistrationBatcher> registrations;  // agents' registrations, batched
@@ -317,6 +317,25 @@ struct Head::Impl {
       answer = Reply(ctl->Heartbeat(host, *beat));
     }
     return AckLine(seq.value_or(0), answer);
+  }
+
+  // ChannelBeat's acknowledgement of a quiet beat (Controller::QuietHeartbeat), taken without
+  // the controller's lock; nullopt when the beat needs ChannelBeat.
+  std::optional<std::string> QuietChannelBeat(const std::string& host,
+                                              const std::string& peer_identity,
+                                              const std::string& credential,
+                                              std::string_view line) {
+    const size_t space = line.find(' ');
+    const std::optional<uint64_t> seq = ChannelSeq(line);
+    if (!seq || space == std::string_view::npos) return std::nullopt;
+    net::Request as_posted;
+    as_posted.peer_identity = peer_identity;
+    if (RefuseHostCall(host_certs.get(), as_posted, host)) return std::nullopt;
+    auto beat = protocol::ParseHeartbeat(line.substr(space + 1));
+    if (!beat.ok()) return std::nullopt;
+    auto answer = ctl->QuietHeartbeat(host, credential, *beat);
+    if (!answer) return std::nullopt;
+    return AckLine(*seq, Reply(Result<Json>(*std::move(answer))));
   }
 
   // The same check the server's auth makes (scheme in any case), so a request it let in as
@@ -918,7 +937,15 @@ Status Head::Start() {
           // A tick holds the controller's lock for tens of milliseconds at 10,000 hosts: a
           // beat answered here would stop this io loop that long, and with every loop stopped
           // the head read nothing, registrations included. The worker answers it instead.
-          if (m.long_holds.load() == 0 && queued->load() == 0) return answer(line);
+          if (queued->load() == 0) {
+            // An idle host's beat needs none of the controller's lock (quiet_beats.cc): it is
+            // answered here whatever holds the lock.
+            if (auto quiet = m.QuietChannelBeat(host, peer, credential, line)) {
+              (*writer)->Write(*quiet);
+              return;
+            }
+            if (m.long_holds.load() == 0) return answer(line);
+          }
           queued->fetch_add(1);
           const bool taken = m.channel_beats->Submit([answer, queued, beat = std::string(line)] {
             answer(beat);

@@ -9,6 +9,7 @@
 namespace tessera::controller {
 
 void Controller::NotifyHosts(const std::set<std::string>& hosts) {
+  for (const std::string& host : hosts) ForgetQuietLocked(host);  // their answer moved
   if (on_assignments_ && !hosts.empty()) on_assignments_(hosts);
 }
 

@@ -235,6 +235,10 @@ Status Controller::Load() {
   TESSERA_RETURN_IF_ERROR(LoadSecrets());
   TESSERA_RETURN_IF_ERROR(events_.Load(store_));
   RebuildInventory();
+  // Every agent of the fleet beats again at once after a restart or a failover: the idle ones'
+  // beats need no lock (quiet_beats.cc).
+  for (const auto& [name, h] : hosts_)
+    RememberQuietLocked(name, h, protocol::Heartbeat{}, AssignmentsLocked(name));
   EmitDerivedChangesLocked(/*announce=*/false);  // what the first list shows
   return ReportInventoryConflicts();
 }

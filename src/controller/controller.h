@@ -31,6 +31,7 @@
 //   scheduling.cc         the pass: each kind's part, then one admission cycle over all kinds
 //   host_registry.cc      agents: registration, credentials, heartbeats, the inventory
 //   leases.cc             host leases: a host silent for longer than lease_ms is lost
+//   quiet_beats.cc        heartbeats of idle hosts answered without the lock
 //   assignments.cc        what each host must run (every kind's entries)
 //   fencing.cc            terms in assignments and agents' refusals (docs/ha.md)
 //   controller_queues.cc  ClusterQueue, LocalQueue, PriorityClass objects
@@ -51,10 +52,12 @@
 // persisted: heartbeats (in memory only, so 1,000 agents at 1 Hz cost no disk writes); after a
 // restart every host gets a fresh lease.
 //
-// Thread-safety: every public method locks one mutex; call from any thread. Listeners are
-// called with the lock held and must not call back into the controller.
+// Thread-safety: every public method locks one mutex (QuietHeartbeat only a small one of its
+// own); call from any thread. Listeners are called with the lock held and must not call back
+// into the controller.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -62,6 +65,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -352,6 +356,14 @@ class Controller {
   // a host not registered, kUnavailable when a store write failed). Runs no
   // scheduling pass: one that freed chips asks for one through the pass listener.
   Result<Json> Heartbeat(const std::string& host, const protocol::Heartbeat& heartbeat);
+  // A quiet heartbeat answered without the controller's lock (quiet_beats.cc): one that
+  // reports no workers, progress or refusals, from a host that is not Lost and has nothing to
+  // run, while nothing it would be answered with has changed since its last full heartbeat.
+  // Its lease and usage are taken, and the answer is the one Heartbeat would give. nullopt
+  // when the beat needs Heartbeat, or `credential` is not the one the host registered with.
+  // Most of a large fleet is idle: its beats then never wait for a tick or a store commit.
+  std::optional<Json> QuietHeartbeat(const std::string& host, std::string_view credential,
+                                     const protocol::Heartbeat& heartbeat);
   // {"revision": N, "assignments": [...]}: the workers `host` must run now.
   Result<Json> Assignments(const std::string& host) const;
 
@@ -360,6 +372,9 @@ class Controller {
   // Returns the first store error of this tick, or of a scheduling pass a request ran since
   // the last tick (the request itself had succeeded); what failed is retried next tick.
   Status Tick();
+  // Hosts whose leases expire in one tick are written this many to a commit: etcd caps a
+  // transaction's operations (--max-txn-ops, docs/ha.md) and size (--max-request-bytes).
+  static constexpr size_t kLostHostsPerCommit = 200;
   // The scheduling pass Tick ends with, without its timers, for callers that drive the
   // controller without the head's loop (tests answer the pass listener with it).
   Status RunPass();
@@ -565,6 +580,9 @@ class Controller {
   // records them (Load). Runs only after a change was emitted and only with a change listener.
   void EmitDerivedChangesLocked(bool announce);
   Status ExpireLeases(int64_t now);
+  // Marks `names` (at most kLostHostsPerCommit) Lost with one commit (their documents and
+  // HostLost events), then tells every kind.
+  Status LoseHosts(const std::vector<std::string>& names, int64_t now);
   // The host was heard from at `now`: its lease starts again.
   void RenewLease(RegisteredHost& host, int64_t now) const;
   Status HostRecovered(RegisteredHost& host);
@@ -623,6 +641,33 @@ class Controller {
   // --- fencing (fencing.cc) ---
   // A heartbeat's term and refusals: events on the host, and newest_agent_term_.
   void FenceReports(const std::string& host, const protocol::Heartbeat& beat, Status& failed);
+
+  // --- quiet heartbeats (quiet_beats.cc) ---
+  // What a quiet beat of one host is checked against and answered with, and the lease and
+  // usage quiet beats took since the last merge into hosts_. Kept under quiet_mu_.
+  struct QuietHost {
+    std::string credential_hash;
+    Json answer;           // AssignmentsLocked when it was remembered
+    int64_t revision = 0;  // assignment_revision_ then
+    uint64_t term = 0;     // term_ then
+    bool heard = false;    // a quiet beat came since the last merge
+    int64_t last_heartbeat_ms = 0;
+    int64_t stalled_ms_at_heartbeat = 0;
+    double cpu_percent = 0, memory_bytes = 0;
+  };
+  // The quiet beat without the credential check (Heartbeat's callers made it).
+  std::optional<Json> TakeQuietBeat(const std::string& host, const std::string* credential_hash,
+                                    const protocol::Heartbeat& beat);
+  // After a full heartbeat that left the host quiet: its next quiet beats need no lock.
+  void RememberQuietLocked(const std::string& host, const RegisteredHost& h,
+                           const protocol::Heartbeat& beat, const Json& answer);
+  // The host's quiet beats go through Heartbeat again (it left, was lost or replaced, or its
+  // assignments moved).
+  void ForgetQuietLocked(const std::string& host);
+  // Quiet beats' leases and usage into hosts_ (before leases are checked).
+  void MergeQuietBeatsLocked();
+  // The host with what quiet beats took since the last merge (a read: listing, watching).
+  HostStatus QuietStatusLocked(const RegisteredHost& h) const;
 
   // --- assignments (assignments.cc) ---
   Json AssignmentsLocked(const std::string& host) const;
@@ -804,9 +849,13 @@ class Controller {
   // with rather than every host: "claim:SLICE" (ClaimOf's slice), "slice:NAME" (a declared 2D
   // slice), "cube:NAME" -> host names. Kept with hosts_ by PutHostLocked and EraseHostLocked.
   std::map<std::string, std::set<std::string>> host_groups_;
+  // Quiet hosts by name (QuietHost). quiet_mu_ is taken after mu_ when both are held, and
+  // alone by QuietHeartbeat.
+  mutable std::mutex quiet_mu_;
+  std::unordered_map<std::string, QuietHost> quiet_;
   // Leases (leases.cc): when they were last checked, and the head's own stalls in total.
   int64_t last_lease_check_ms_ = -1;
-  int64_t stalled_ms_ = 0;
+  std::atomic<int64_t> stalled_ms_{0};  // read by quiet beats without mu_
   std::map<std::string, TrainJob> jobs_;
   // Host -> names of the jobs whose workers were placed on it, so a host's assignments read
   // its own jobs, not every job (one heartbeat each second per host). A superset: RunStep and
@@ -829,8 +878,9 @@ class Controller {
   std::map<GpuSystem, std::map<std::string, ClusterQueueUsage>> gpu_usage_;
   bool schedule_requested_ = false;  // a step released chips or requeued a job
   Status deferred_error_;            // a request's scheduling pass failed; Tick reports it
-  int64_t assignment_revision_ = 1;
-  uint64_t term_ = 0;               // options_.term, then SetTerm
+  // Written under mu_; read by quiet beats without it.
+  std::atomic<int64_t> assignment_revision_{1};
+  std::atomic<uint64_t> term_{0};   // options_.term, then SetTerm
   uint64_t newest_agent_term_ = 0;  // the highest term an agent reported
   // Derived from hosts_: rebuilt when membership changes.
   Inventory inventory_;

@@ -95,7 +95,7 @@ std::string Controller::OwnerOf(const std::string& host) const {
 
 Json Controller::HostJsonLocked(const RegisteredHost& h,
                                 const std::map<std::string, SliceRoster>* rosters) const {
-  Json doc = codec::HostJson(h.spec, h.status, h.version, OwnerOf(h.spec.name));
+  Json doc = codec::HostJson(h.spec, QuietStatusLocked(h), h.version, OwnerOf(h.spec.name));
   // Its NVLink domain, and why it is a domain of its own when it is (gpu_jobs.cc).
   if (Json gpu = HostGpuJsonLocked(h.spec); !gpu.is_null()) doc["status"]["gpu"] = gpu;
   if (!h.claim) return doc;
@@ -181,6 +181,7 @@ void Controller::PutHostLocked(RegisteredHost host) {
 }
 
 void Controller::EraseHostLocked(const std::string& name) {
+  ForgetQuietLocked(name);  // its credential or membership may change
   auto it = hosts_.find(name);
   if (it == hosts_.end()) return;
   for (const std::string& key : HostGroupKeys(it->second.spec, it->second.claim)) {
@@ -438,6 +439,8 @@ std::vector<Result<Json>> Controller::RegisterHosts(
     }
     out[a.index] = Json::parse(
         protocol::RegisterReplyJson({a.name, options_.heartbeat_interval_ms, options_.lease_ms}));
+    // A fleet that registers at once heartbeats at once: its first beats need no lock either.
+    RememberQuietLocked(a.name, h, protocol::Heartbeat{}, AssignmentsLocked(a.name));
   }
   AnnounceEvents();
   return out;
@@ -445,6 +448,14 @@ std::vector<Result<Json>> Controller::RegisterHosts(
 
 Result<bool> Controller::HostCredentialMatches(const std::string& host,
                                                std::string_view credential) const {
+  {
+    // A quiet host's credential is where its beats are answered (quiet_beats.cc): no lock.
+    std::lock_guard quiet(quiet_mu_);
+    if (auto it = quiet_.find(host); it != quiet_.end())
+      return protocol::IsValidCredential(credential) &&
+             protocol::ConstantTimeEquals(it->second.credential_hash,
+                                          protocol::CredentialHash(credential));
+  }
   std::lock_guard lock(mu_);
   auto it = hosts_.find(host);
   if (it == hosts_.end() || it->second.credential_hash.empty())
@@ -498,6 +509,7 @@ Status Controller::HostRecovered(RegisteredHost& h) {
 }
 
 Result<Json> Controller::Heartbeat(const std::string& name, const protocol::Heartbeat& beat) {
+  if (auto quiet = TakeQuietBeat(name, /*credential_hash=*/nullptr, beat)) return *quiet;
   std::lock_guard lock(mu_);
   auto it = hosts_.find(name);
   if (it == hosts_.end()) return NotFound("host '" + name + "' is not registered; register first");
@@ -519,7 +531,10 @@ Result<Json> Controller::Heartbeat(const std::string& name, const protocol::Hear
   // change that moved it, not at the next tick.
   EmitDerivedChangesLocked(/*announce=*/true);
   if (!failed.ok()) return failed;
-  return AssignmentsLocked(name);
+  Json answer = AssignmentsLocked(name);
+  if (auto still = hosts_.find(name); still != hosts_.end())
+    RememberQuietLocked(name, still->second, beat, answer);
+  return answer;
 }
 
 // ---------------------------------------------------------------------------------------------

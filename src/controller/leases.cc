@@ -24,6 +24,7 @@ void Controller::RenewLease(RegisteredHost& host, int64_t now) const {
 }
 
 Status Controller::ExpireLeases(int64_t now) {
+  MergeQuietBeatsLocked();
   if (options_.lease_stall_ms > 0 && last_lease_check_ms_ >= 0 &&
       now - last_lease_check_ms_ > options_.lease_stall_ms)
     stalled_ms_ += now - last_lease_check_ms_ - options_.lease_stall_ms;
@@ -34,8 +35,25 @@ Status Controller::ExpireLeases(int64_t now) {
   std::vector<std::string> expired;
   for (const auto& [name, h] : hosts_)
     if (!h.status.lost && silence(h) > options_.lease_ms) expired.push_back(name);
-  for (const auto& name : expired) {
-    RegisteredHost& h = hosts_.at(name);
+  // The hosts lost at once (a rack's switch, a partition, a failover the agents did not follow)
+  // are written a chunk to a commit: one store round (a raft round on etcd) per chunk, not per
+  // host, while every other caller waits for the lock.
+  for (size_t first = 0; first < expired.size(); first += kLostHostsPerCommit) {
+    const size_t end = std::min(expired.size(), first + kLostHostsPerCommit);
+    TESSERA_RETURN_IF_ERROR(LoseHosts({expired.begin() + static_cast<std::ptrdiff_t>(first),
+                                       expired.begin() + static_cast<std::ptrdiff_t>(end)},
+                                      now));
+  }
+  return Status::Ok();
+}
+
+Status Controller::LoseHosts(const std::vector<std::string>& names, int64_t now) {
+  store::WriteBatch batch;
+  std::vector<std::pair<std::string, JobEvent>> events;
+  std::vector<std::string> whys;
+  for (const std::string& name : names) {
+    ForgetQuietLocked(name);  // its next beat goes through Heartbeat: HostRecovered
+    const RegisteredHost& h = hosts_.at(name);
     const int64_t stalled = stalled_ms_ - h.stalled_ms_at_heartbeat;
     char uncounted[64] = "";
     if (stalled > 0)
@@ -48,15 +66,30 @@ Status Controller::ExpireLeases(int64_t now) {
                   static_cast<long long>(options_.lease_ms), uncounted);
     RegisteredHost lost = h;
     lost.status.lost = true;
-    TESSERA_RETURN_IF_ERROR(PersistHost(lost, {JobEvent{true, "HostLost", why}}));
-    h = std::move(lost);
+    batch.Put(codec::kHostKind, name, StoredHostJsonLocked(lost));
+    events.emplace_back("host/" + name, JobEvent{true, "HostLost", why});
+    whys.emplace_back(why);
+  }
+  auto committed = CommitWithEvents(batch, events);
+  if (!committed.ok()) return Unavailable(committed.status().message());
+  for (const std::string& name : names) {
+    RegisteredHost& h = hosts_.at(name);
+    h.status.lost = true;
+    h.version = *committed;
+    Emit(codec::kHostKind, "MODIFIED", HostJsonLocked(h));
+  }
+  AnnounceEvents();
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    RegisteredHost& h = hosts_.at(name);
     if (auto id = host_ids_.find(name); id != host_ids_.end())
       TESSERA_RETURN_IF_ERROR(inventory_.SetHealth(id->second, Health::kDown));
     for (const auto& kind : kinds_) {
-      if (Status told = kind->HostLost(name, h.status.last_heartbeat_ms, why, now); !told.ok()) {
-        // Not every workload heard of the loss: the next tick expires the host again and tells
-        // them (those already told take it as a no-op).
-        h.status.lost = false;
+      if (Status told = kind->HostLost(name, h.status.last_heartbeat_ms, whys[i], now);
+          !told.ok()) {
+        // Not every workload heard of these losses: the next tick expires the hosts not yet
+        // told again and tells them (those already told take it as a no-op).
+        for (size_t j = i; j < names.size(); ++j) hosts_.at(names[j]).status.lost = false;
         return told;
       }
     }

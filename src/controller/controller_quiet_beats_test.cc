@@ -1,0 +1,161 @@
+// Quiet heartbeats (quiet_beats.cc): an idle host's beat is answered without the controller's
+// lock with exactly what Heartbeat would answer, its lease counts, and any change that could
+// make the answer differ sends the host's beats through Heartbeat again. And hosts lost in one
+// tick are written a chunk to a commit (leases.cc). The store is a store::CountingStore.
+#include <gtest/gtest.h>
+
+#include "controller/controller_test_util.h"
+#include "store/counting_store.h"
+
+namespace tessera::controller {
+namespace {
+
+class QuietBeatsTest : public ControllerTest {
+ protected:
+  void SetUp() override {
+    auto counting = std::make_unique<store::CountingStore>(OpenMemoryStore());
+    counting_ = counting.get();
+    store_ = std::move(counting);
+    Start();
+  }
+  static protocol::Heartbeat Idle() { return protocol::Heartbeat{}; }
+  std::optional<Json> Quiet(const std::string& host) {
+    return c_->QuietHeartbeat(host, CredentialOf(host), Idle());
+  }
+  std::string HostField(const std::string& host, const std::string& field) {
+    Json list = c_->ListHosts();
+    for (const Json& h : list["items"])
+      if (h["metadata"]["name"] == host) return h["status"][field].dump();
+    return "";
+  }
+
+  store::CountingStore* counting_ = nullptr;
+};
+
+TEST_F(QuietBeatsTest, AnIdleHostIsAnsweredWithoutTheLockAsHeartbeatWouldAnswer) {
+  RegisterTwoSlices();
+  const std::string host = HostName(0, 0);
+  // Registered and idle: its first beat is quiet already (a fleet that starts at once).
+  auto quiet = Quiet(host);
+  ASSERT_TRUE(quiet);
+  EXPECT_EQ(*quiet, Ok(c_->Assignments(host)));
+  const Json full = Ok(Beat(*c_, host, Json::object()));
+  quiet = Quiet(host);
+  ASSERT_TRUE(quiet);
+  EXPECT_EQ(*quiet, full);
+
+  // Another agent's credential, or a beat that reports something, needs the full path.
+  EXPECT_FALSE(c_->QuietHeartbeat(host, CredentialOf("someone-else"), Idle()));
+  EXPECT_FALSE(c_->QuietHeartbeat(host, "not hex", Idle()));
+  protocol::Heartbeat refusing;
+  refusing.refused.push_back({0, "", 0, 0, "fenced"});
+  EXPECT_FALSE(c_->QuietHeartbeat(host, CredentialOf(host), refusing));
+  EXPECT_FALSE(c_->QuietHeartbeat(HostName(0, 1), CredentialOf(host), Idle()))
+      << "another host's memory is its own";
+
+  Start();  // the head restarts (or another takes over): the idle fleet's beats are quiet
+  quiet = Quiet(HostName(1, 1));
+  ASSERT_TRUE(quiet);
+  EXPECT_EQ(*quiet, Ok(c_->Assignments(HostName(1, 1))));
+}
+
+TEST_F(QuietBeatsTest, QuietBeatsHoldTheLeaseAndShowInTheHost) {
+  RegisterTwoSlices();
+  for (int s = 0; s < 2; ++s)
+    for (int w = 0; w < 4; ++w) Ok(Beat(*c_, HostName(s, w), Json::object()));
+  const std::string host = HostName(1, 2);
+  // 20 s of quiet beats from one host, none from the others (lease 5 s).
+  for (int second = 0; second < 20; ++second) {
+    clock_.AdvanceMs(1000);
+    ASSERT_TRUE(Quiet(host)) << "second " << second;
+    ASSERT_TRUE(c_->Tick().ok());
+  }
+  EXPECT_EQ(HostField(host, "state"), "\"Ready\"");
+  EXPECT_EQ(HostField(HostName(0, 0), "state"), "\"Lost\"");
+  EXPECT_EQ(HostField(host, "lastHeartbeatMs"), std::to_string(clock_.NowMs()));
+  // A quiet beat between ticks shows at once.
+  clock_.AdvanceMs(300);
+  ASSERT_TRUE(Quiet(host));
+  EXPECT_EQ(HostField(host, "lastHeartbeatMs"), std::to_string(clock_.NowMs()));
+}
+
+TEST_F(QuietBeatsTest, APlacementOrALossSendsTheBeatsThroughHeartbeatAgain) {
+  RegisterTwoSlices();
+  for (int s = 0; s < 2; ++s)
+    for (int w = 0; w < 4; ++w) Ok(Beat(*c_, HostName(s, w), Json::object()));
+  ASSERT_TRUE(Quiet(HostName(0, 0)));
+  ASSERT_TRUE(Quiet(HostName(1, 0)));
+
+  // A job placed on one slice moves the assignment revision: no host's memory holds.
+  Ok(c_->CreateJob(JobDoc("a", 1)));
+  ASSERT_TRUE(c_->RunPass().ok());
+  for (int s = 0; s < 2; ++s) EXPECT_FALSE(Quiet(HostName(s, 0))) << "slice " << s;
+  // The full path answers with the job's workers; the slice without them is quiet again.
+  int with_workers = 0, idle_slice = -1;
+  for (int s = 0; s < 2; ++s) {
+    const Json answer = Ok(Beat(*c_, HostName(s, 0), Json::object()));
+    if (!answer["assignments"].empty()) {
+      ++with_workers;
+      EXPECT_FALSE(Quiet(HostName(s, 0))) << "a host with workers to run is never quiet";
+    } else {
+      idle_slice = s;
+      EXPECT_TRUE(Quiet(HostName(s, 0)));
+    }
+  }
+  ASSERT_EQ(with_workers, 1);
+
+  // A lost host comes back through Heartbeat (HostRecovered), not a remembered answer.
+  const std::string host = HostName(idle_slice, 3);
+  Ok(Beat(*c_, host, Json::object()));
+  ASSERT_TRUE(Quiet(host));
+  clock_.AdvanceMs(6000);
+  ASSERT_TRUE(c_->Tick().ok());
+  ASSERT_EQ(HostField(host, "state"), "\"Lost\"");
+  EXPECT_FALSE(Quiet(host));
+  Ok(Beat(*c_, host, Json::object()));
+  EXPECT_EQ(HostField(host, "state"), "\"Ready\"");
+  EXPECT_TRUE(Quiet(host));
+}
+
+TEST_F(QuietBeatsTest, AHostRegisteredAgainIsRememberedAgainAndADeletedOneIsForgotten) {
+  RegisterTwoSlices();
+  const std::string host = HostName(0, 1);
+  Ok(Beat(*c_, host, Json::object()));
+  ASSERT_TRUE(Quiet(host));
+  Ok(Register(*c_, SliceHostDoc(0, 1)));  // the agent restarted
+  auto quiet = Quiet(host);
+  ASSERT_TRUE(quiet);
+  EXPECT_EQ(*quiet, Ok(c_->Assignments(host)));
+  clock_.AdvanceMs(6000);  // lost, so that an admin may delete it
+  ASSERT_TRUE(c_->Tick().ok());
+  Ok(c_->DeleteHost(host));
+  EXPECT_FALSE(Quiet(host));
+  EXPECT_EQ(Err(c_->HostCredentialMatches(host, CredentialOf(host))).code(), StatusCode::kNotFound);
+}
+
+TEST_F(QuietBeatsTest, HostsLostInOneTickAreWrittenAChunkToACommit) {
+  // 300 hosts: 75 v6e 4x4 slices of 4.
+  const int slices = 75;
+  for (int s = 0; s < slices; ++s)
+    for (int w = 0; w < 4; ++w) Ok(Register(*c_, SliceHostDoc(s, w)));
+  ASSERT_TRUE(c_->Tick().ok());
+  const uint64_t commits = counting_->counts().commits;
+  const uint64_t host_writes = counting_->counts().writes_by_kind["Host"];
+  clock_.AdvanceMs(6000);
+  ASSERT_TRUE(c_->Tick().ok());
+  const int hosts = slices * 4;
+  EXPECT_EQ(counting_->counts().writes_by_kind["Host"] - host_writes, static_cast<uint64_t>(hosts));
+  const uint64_t chunks =
+      (hosts + Controller::kLostHostsPerCommit - 1) / Controller::kLostHostsPerCommit;
+  EXPECT_EQ(counting_->counts().commits - commits, chunks)
+      << hosts << " hosts lost at once: one commit per " << Controller::kLostHostsPerCommit;
+  int lost = 0, events = 0;
+  const Json host_list = c_->ListHosts(), event_list = c_->ListEvents();
+  for (const Json& h : host_list["items"]) lost += h["status"]["state"] == "Lost";
+  for (const Json& e : event_list["items"]) events += e["reason"] == "HostLost";
+  EXPECT_EQ(lost, hosts);
+  EXPECT_EQ(events, hosts) << "one HostLost event per host";
+}
+
+}  // namespace
+}  // namespace tessera::controller
