@@ -144,6 +144,21 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
   }
   const QueueState& q = quota_.queues[qi];
   const bool within_nominal = q.used + w.chips() <= q.nominal;
+  // The list depends on the helpers (this memo entry) and on what MayPreempt reads of the
+  // waiting workload: its queue, priority and chips, whether it would end within nominal, and
+  // its creation order only under LowerOrNewerEqualPriority. Usage does not change while
+  // reasons are given, so the workloads after it in line with the same of those (the same
+  // shape, most often the same priority) get a copy of the list built last for this entry.
+  const bool by_creation =
+      q.spec->preemption.within_cluster_queue == WithinClusterQueue::kLowerOrNewerEqualPriority;
+  const HelpListKey list_key{qi, w.priority, w.chips(), within_nominal,
+                             by_creation ? w.creation_order : 0};
+  if (help_lists_.size() != help_memo_.size()) help_lists_.resize(help_memo_.size());
+  HelpList& last = help_lists_[&memo - help_memo_.data()];
+  if (last.key && *last.key == list_key) {
+    st.would_help = last.blockers;
+    return;
+  }
   st.would_help.reserve(helpers.size());
   for (int ri : helpers) {
     const Running& r = running_[ri];
@@ -159,6 +174,8 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
     b.preemptible = MayPreempt(qi, w, within_nominal, probe);
     st.would_help.push_back(std::move(b));
   }
+  last.key = list_key;
+  last.blockers = st.would_help;
 }
 
 void Cycle::Explain() {
