@@ -255,7 +255,7 @@ class Cycle {
   std::vector<WorkloadId> EvictedOn(const CyclePlan& plan) const;
   void Release(Running& r);
   PendingStatus& AddPending(int wi, int qi, PendingReason reason, std::string message);
-  void WhatHelps(int qi, int wi, PendingStatus& st);
+  void WhatHelps(int qi, const LineEntry& e, PendingStatus& st);
   using HeadKey = std::tuple<int, double, int64_t, int64_t, int>;
   HeadKey OrderKey(int qi) const;
 

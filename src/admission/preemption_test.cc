@@ -254,12 +254,15 @@ TEST(PreemptionProperty, FinderReusedAcrossChecksMatchesFreshSearches) {
 
 // A search by group (VictimFinder::SetGroups, Find's needs_group) tries only the rooms with a
 // victim of the group; given a check that refuses every set without one, it answers what the
-// full search answers, message (with its count of refused rooms) included.
+// full search answers, message (with its count of refused rooms) included. So does a search by
+// group and weight (needs_weight), given a check that refuses every set whose victims of the
+// group weigh less.
 TEST(PreemptionProperty, SearchByGroupMatchesTheFullSearch) {
   const std::vector<Shape> shapes = {Shape::Of(2, 2, 1), Shape::Of(2, 2, 2), Shape::Of(2, 4, 4),
                                      Shape::Of(4, 4, 4), Shape::Of(4, 4, 8)};
   SlicePlanner planner;
   int found_by_group = 0;
+  int skipped_by_weight = 0;  // one-slice searches where weights could skip rooms and none fit
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     Rng rng(seed);
@@ -284,6 +287,8 @@ TEST(PreemptionProperty, SearchByGroupMatchesTheFullSearch) {
                              1 + int(rng.Uniform(2))};
       VictimFinder finder(inv, planner, req, cands);
       finder.SetGroups(groups);
+      VictimFinder weighed(inv, planner, req, cands);
+      weighed.SetGroups(groups, chips_of);
       for (int q = 0; q < 6; ++q) {
         // Like a quota check: victims of the group must free `need` chips (at least one), so a
         // set without one is refused, as Find's promise asks.
@@ -302,6 +307,12 @@ TEST(PreemptionProperty, SearchByGroupMatchesTheFullSearch) {
         EXPECT_EQ(by_group.cost, full.cost);
         EXPECT_EQ(by_group.message, full.message);
         found_by_group += by_group.found && req.num_slices == 1;
+        VictimSet by_weight = weighed.Find(check, VictimPlan::kVictimsOnly, group, need);
+        ASSERT_EQ(by_weight.found, full.found) << full.message;
+        EXPECT_EQ(by_weight.victims, full.victims);
+        EXPECT_EQ(by_weight.cost, full.cost);
+        EXPECT_EQ(by_weight.message, full.message);
+        skipped_by_weight += !full.found && req.num_slices == 1 && need > 1;
       }
     }
     if (HasFailure()) {
@@ -310,6 +321,7 @@ TEST(PreemptionProperty, SearchByGroupMatchesTheFullSearch) {
     }
   }
   EXPECT_GT(found_by_group, 20) << "too few one-slice searches by group found a room";
+  EXPECT_GT(skipped_by_weight, 0) << "no search where weights could skip rooms found nothing";
 }
 
 // The room a group's check accepts comes after cheaper rooms with only other groups' victims:
