@@ -62,7 +62,8 @@ std::string MissingLocalQueueMessage(const std::string& key,
 }  // namespace
 
 PendingStatus& Cycle::AddPending(int wi, int qi, PendingReason reason, std::string message) {
-  PendingStatus st;
+  // Built in place (reserved: no status is moved).
+  PendingStatus& st = out_.pending.emplace_back();
   st.workload = W(wi).id;
   st.name = W(wi).name;
   if (qi >= 0) st.cluster_queue = quota_.queues[qi].spec->name;
@@ -70,8 +71,7 @@ PendingStatus& Cycle::AddPending(int wi, int qi, PendingReason reason, std::stri
   st.message = std::move(message);
   st.retries = W(wi).start_guard.retries;
   if (qi >= 0 && reason != PendingReason::kDeactivated) ++pending_of_queue_[qi];
-  out_.pending.push_back(std::move(st));
-  return out_.pending.back();
+  return st;
 }
 
 // The cheapest set of running workloads whose leaving would let workload wi in, ignoring
