@@ -369,6 +369,7 @@ class Cycle {
   // One victim finder per key for the reasons step, over the same candidates: the running
   // workloads not evicted (help_candidates_ maps candidate index to running_ index).
   std::vector<std::unique_ptr<VictimFinder>> help_finders_;
+  const VictimFinder* help_like_ = nullptr;  // one of help_finders_ that has searched
   std::vector<PreemptionCandidate> help_cands_;
   std::vector<int> help_candidates_;
   std::unordered_map<WorkloadId, int> help_index_;  // candidate index by workload id

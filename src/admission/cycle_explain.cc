@@ -123,7 +123,10 @@ void Cycle::WhatHelps(int qi, const LineEntry& e, PendingStatus& st) {
     } else {
       std::unique_ptr<VictimFinder>& f = help_finders_[key];
       if (!f) {
-        f = std::make_unique<VictimFinder>(inv_, planner_, W(wi).request, help_cands_);
+        // The candidates' hosts are the same for every shape: a finder that has searched
+        // already lends what it found out about them.
+        f = help_like_ ? std::make_unique<VictimFinder>(*help_like_, W(wi).request)
+                       : std::make_unique<VictimFinder>(inv_, planner_, W(wi).request, help_cands_);
         // Over quota, only victims of qi's pool (its cohort, or qi alone) change what the check
         // tests (qi's usage, its cohort's pool): a room without one is refused, so the finder
         // skips it (the same answer, fewer rooms tried).
@@ -141,6 +144,7 @@ void Cycle::WhatHelps(int qi, const LineEntry& e, PendingStatus& st) {
       }
       found = over ? f->Find(check, VictimPlan::kVictimsOnly, PoolOf(qi), over_by)
                    : f->Find({}, VictimPlan::kVictimsOnly);
+      if (over) help_like_ = f.get();  // over quota, the free room is refused: it searched
     }
     if (found.found) {
       // In candidate order (running_ order), as the victims are found by id.

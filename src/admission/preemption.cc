@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -90,9 +91,24 @@ class Searcher {
         if (host.health == Health::kHealthy) base_state_[h.value()] = static_cast<int>(c);
       }
     }
-    sub_shape_ = inv.is_3d() ? SubCubeShapeIndex(req.shape) : -1;
-    if (sub_shape_ >= 0) masks_ = SubCubeMasks(req.shape, planner.options().positions);
-    if (inv.is_3d() && sub_shape_ < 0) cubes_per_slice_ = static_cast<int>(req.shape.chips() / 64);
+    SetRequest();
+  }
+
+  // A searcher for `req` among the same candidates (`cands` equal to like's) on the same
+  // inventory: the hosts' states and the candidates' chips are copied from `like`, not found
+  // again (a walk of every candidate's hosts).
+  Searcher(const Searcher& like, const SliceRequest& req,
+           const std::vector<PreemptionCandidate>& cands)
+      : inv_(like.inv_), planner_(like.planner_), req_(req), cands_(cands) {
+    const size_t hosts = inv_.hosts().size();
+    base_state_.reset(new int[hosts]);
+    // Bytes: hosts of cubes not ready hold no state yet (never read), so no int is read here.
+    std::memcpy(base_state_.get(), like.base_state_.get(), hosts * sizeof(int));
+    cube_ready_ = like.cube_ready_;
+    taken_.assign(hosts, 0);
+    chips_ = like.chips_;
+    touched_ = like.touched_;
+    SetRequest();
   }
 
   int64_t chips(int c) const { return chips_[c]; }
@@ -190,6 +206,14 @@ class Searcher {
     int cube = -1, mask = -1, slice = -1;
     std::vector<CubeId> cubes;
   };
+
+  // What depends on the request's shape.
+  void SetRequest() {
+    sub_shape_ = inv_.is_3d() ? SubCubeShapeIndex(req_.shape) : -1;
+    if (sub_shape_ >= 0) masks_ = SubCubeMasks(req_.shape, planner_.options().positions);
+    if (inv_.is_3d() && sub_shape_ < 0)
+      cubes_per_slice_ = static_cast<int>(req_.shape.chips() / 64);
+  }
 
   // Gives the hosts of `cube` their state before any candidate's (3D; once per cube).
   void ReadyCube(CubeId id) {
@@ -640,6 +664,18 @@ struct VictimFinder::Impl {
 VictimFinder::VictimFinder(const Inventory& inv, const SlicePlanner& planner,
                            const SliceRequest& request, std::vector<PreemptionCandidate> candidates)
     : impl_(std::make_unique<Impl>(inv, planner, request, std::move(candidates))) {}
+
+VictimFinder::VictimFinder(const VictimFinder& like, const SliceRequest& request)
+    : impl_(std::make_unique<Impl>(like.impl_->inv, like.impl_->planner, request,
+                                   like.impl_->candidates)) {
+  Impl& m = *impl_;
+  m.groups = like.impl_->groups;
+  m.weights = like.impl_->weights;
+  if (like.impl_->searcher && m.valid) {
+    m.searcher.emplace(*like.impl_->searcher, m.request, m.candidates);
+    m.searcher->SetGroups(m.groups, m.weights);
+  }
+}
 
 VictimFinder::~VictimFinder() = default;
 

@@ -87,6 +87,10 @@ class VictimFinder {
  public:
   VictimFinder(const Inventory& inv, const SlicePlanner& planner, const SliceRequest& request,
                std::vector<PreemptionCandidate> candidates);
+  // A finder for another request among like's candidates (and groups) on like's inventory,
+  // answering what a finder built from them answers: what like has found out about the
+  // candidates' hosts is copied, not found again.
+  VictimFinder(const VictimFinder& like, const SliceRequest& request);
   ~VictimFinder();
   VictimFinder(const VictimFinder&) = delete;
   VictimFinder& operator=(const VictimFinder&) = delete;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <memory>
 #include <set>
 
 #include "admission/test_util.h"
@@ -169,7 +170,8 @@ TEST(Preemption, EqualRoomsAreOrderedByTheirCubes) {
   ExpectEveryVictimUsed(inv, v);
 }
 
-// A VictimFinder asked many checks, in any order, answers each exactly as a fresh FindVictims.
+// A VictimFinder asked many checks, in any order, answers each exactly as a fresh FindVictims;
+// so does a finder built from the previous one (another shape, the same candidates).
 TEST(PreemptionProperty, FinderReusedAcrossChecksMatchesFreshSearches) {
   const std::vector<Shape> shapes = {Shape::Of(2, 2, 1), Shape::Of(2, 2, 2), Shape::Of(2, 2, 4),
                                      Shape::Of(2, 4, 4), Shape::Of(4, 4, 4), Shape::Of(4, 4, 8)};
@@ -188,10 +190,13 @@ TEST(PreemptionProperty, FinderReusedAcrossChecksMatchesFreshSearches) {
       cands.push_back({WorkloadId(id), int32_t(rng.Uniform(4)),
                        int64_t(rng.Uniform(3)) * req.shape.chips() * 1000});
     }
+    std::unique_ptr<VictimFinder> previous;
     for (int r = 0; r < 4; ++r) {
       const SliceRequest req{Generation::k7x, shapes[rng.Uniform(shapes.size())],
                              1 + int(rng.Uniform(2))};
       VictimFinder finder(inv, planner, req, cands);
+      std::unique_ptr<VictimFinder> derived;
+      if (previous) derived = std::make_unique<VictimFinder>(*previous, req);
       if (req.num_slices == 1 && req.shape.chips() <= 64) {
         // One room, searched exhaustively: no set of one or two candidates whose eviction lets
         // the planner place the request costs less than the answer.
@@ -243,7 +248,17 @@ TEST(PreemptionProperty, FinderReusedAcrossChecksMatchesFreshSearches) {
             finder.Find(none ? VictimSetCheck() : check, VictimPlan::kVictimsOnly);
         EXPECT_EQ(victims_only.victims, fresh.victims);
         EXPECT_TRUE(victims_only.plan.slices.empty());
+        if (derived) {
+          VictimSet from_previous = derived->Find(none ? VictimSetCheck() : check);
+          ASSERT_EQ(from_previous.found, fresh.found) << fresh.message;
+          EXPECT_EQ(from_previous.victims, fresh.victims);
+          EXPECT_EQ(from_previous.cost, fresh.cost);
+          EXPECT_EQ(from_previous.plan.AllHosts(), fresh.plan.AllHosts());
+          EXPECT_EQ(from_previous.message, fresh.message);
+        }
       }
+      previous = std::make_unique<VictimFinder>(inv, planner, req, cands);
+      previous->Find([](const std::vector<int>&) { return false; });  // searches: prepared
     }
     if (HasFailure()) {
       std::cerr << "failing seed: " << seed << "\n";
