@@ -468,6 +468,16 @@ bool Cycle::TryPreempt(int qi, const LineEntry& head) {
     preempt_failures_[memo_key].stamp = stamp;
     return false;
   }
+  // A bound before any search: the check below accepts a set only if the preemptor fits its
+  // quota with the set's victims gone, and evicting more never makes that worse (usage and
+  // the cohort's pool only fall). If even every candidate gone leaves it over quota, no set
+  // passes and no room is worth looking for: the search would fail as well.
+  if (!QuotaFitsWithout(qi, w.chips(), cand_running)) {
+    PreemptMemo m;
+    m.stamp = MemoStamp(qi);
+    preempt_failures_[memo_key] = std::move(m);
+    return false;
+  }
   // Kueue's candidate order, as ranks (lower is evicted first; the victim search minimises the
   // highest rank before priority, chips and lost work). Without fair sharing: workloads of
   // other (borrowing) queues before the preemptor's own. With fair sharing: by queue, highest
@@ -610,6 +620,44 @@ bool Cycle::TryPreempt(int qi, const LineEntry& head) {
   if (!Reserve(qi, wi, std::move(plan))) return false;
   out_.preemptions.push_back(std::move(p));
   return true;
+}
+
+bool Cycle::QuotaFitsWithout(int qi, int64_t chips, const std::vector<int>& gone) const {
+  const QueueState& q = quota_.queues[qi];
+  int64_t own = 0;     // chips of qi's own among `gone`
+  int64_t others = 0;  // what the other queues' pool use falls by with `gone` evicted
+  // Per other queue, its usage after the evictions: accumulated over `gone` (a pool holds a
+  // few queues' workloads; small linear lists, no allocation beyond them).
+  std::vector<std::pair<int, int64_t>> freed;
+  for (int ri : gone) {
+    const Running& r = running_[ri];
+    if (r.queue == qi) {
+      own += r.chips;
+      continue;
+    }
+    auto it = std::find_if(freed.begin(), freed.end(),
+                           [&](const std::pair<int, int64_t>& f) { return f.first == r.queue; });
+    if (it == freed.end())
+      freed.push_back({r.queue, r.chips});
+    else
+      it->second += r.chips;
+  }
+  const int64_t after = q.used - own + chips;
+  if (q.cohort < 0) return after - q.nominal <= 0;
+  if (q.borrow_limit && after - (q.nominal + *q.borrow_limit) > 0) return false;
+  for (const auto& [vq, freed_chips] : freed) {
+    const QueueState& v = quota_.queues[vq];
+    // Only a queue of qi's cohort changes its pool (candidates are of qi's pool: all are).
+    if (v.cohort != q.cohort) continue;
+    others += QuotaBook::Above(v.used, v.guaranteed) -
+              QuotaBook::Above(v.used - freed_chips, v.guaranteed);
+  }
+  const CohortState& c = quota_.cohorts[q.cohort];
+  const int64_t pool_used = c.pool_used - others - QuotaBook::Above(q.used, q.guaranteed) +
+                            QuotaBook::Above(q.used - own, q.guaranteed);
+  const int64_t draw =
+      QuotaBook::Above(after, q.guaranteed) - QuotaBook::Above(q.used - own, q.guaranteed);
+  return pool_used + draw - c.pool_cap <= 0;
 }
 
 std::vector<WorkloadId> Cycle::EvictedOn(const CyclePlan& plan) const {

@@ -235,6 +235,9 @@ class Cycle {
   const CyclePlan& PlanNow(int key, int wi);
   bool TryAdmit(int qi, const LineEntry& e);
   bool TryPreempt(int qi, const LineEntry& head);
+  // Whether queue qi would fit `chips` more within its quota (QuotaBook::Over <= 0) with the
+  // running workloads `gone` (running_ indices, of qi's pool) evicted; nothing is changed.
+  bool QuotaFitsWithout(int qi, int64_t chips, const std::vector<int>& gone) const;
   // False (nothing changed) only if the plan no longer applies, a broken invariant.
   bool Reserve(int qi, int wi, CyclePlan plan);
   // On what grounds policy lets workload `w` of queue qi preempt running workload `r`, judged
@@ -252,7 +255,7 @@ class Cycle {
   std::vector<WorkloadId> EvictedOn(const CyclePlan& plan) const;
   void Release(Running& r);
   PendingStatus& AddPending(int wi, int qi, PendingReason reason, std::string message);
-  void WhatHelps(int qi, int wi, PendingStatus& st);
+  void WhatHelps(int qi, const LineEntry& e, PendingStatus& st);
   using HeadKey = std::tuple<int, double, int64_t, int64_t, int>;
   HeadKey OrderKey(int qi) const;
 
@@ -348,9 +351,25 @@ class Cycle {
   // What would help, per (queue if over quota else -1, key_of_): running workload indices.
   // Flat: index (queue + 1) * keys + key, queue -1 for the within-quota answer.
   std::vector<std::optional<std::vector<int>>> help_memo_;
+  // Per help_memo_ entry: the would_help list built last from it, and what it was built for
+  // (WhatHelps), copied to the next workload asking with the same.
+  struct HelpListKey {
+    int queue = 0;
+    int32_t priority = 0;
+    int64_t chips = 0;
+    bool within_nominal = false;
+    int64_t creation = 0;  // only under LowerOrNewerEqualPriority, else 0
+    bool operator==(const HelpListKey&) const = default;
+  };
+  struct HelpList {
+    std::optional<HelpListKey> key;
+    std::vector<Blocker> blockers;
+  };
+  std::vector<HelpList> help_lists_;
   // One victim finder per key for the reasons step, over the same candidates: the running
   // workloads not evicted (help_candidates_ maps candidate index to running_ index).
   std::vector<std::unique_ptr<VictimFinder>> help_finders_;
+  const VictimFinder* help_like_ = nullptr;  // one of help_finders_ that has searched
   std::vector<PreemptionCandidate> help_cands_;
   std::vector<int> help_candidates_;
   std::unordered_map<WorkloadId, int> help_index_;  // candidate index by workload id

@@ -62,7 +62,8 @@ std::string MissingLocalQueueMessage(const std::string& key,
 }  // namespace
 
 PendingStatus& Cycle::AddPending(int wi, int qi, PendingReason reason, std::string message) {
-  PendingStatus st;
+  // Built in place (reserved: no status is moved).
+  PendingStatus& st = out_.pending.emplace_back();
   st.workload = W(wi).id;
   st.name = W(wi).name;
   if (qi >= 0) st.cluster_queue = quota_.queues[qi].spec->name;
@@ -70,17 +71,19 @@ PendingStatus& Cycle::AddPending(int wi, int qi, PendingReason reason, std::stri
   st.message = std::move(message);
   st.retries = W(wi).start_guard.retries;
   if (qi >= 0 && reason != PendingReason::kDeactivated) ++pending_of_queue_[qi];
-  out_.pending.push_back(std::move(st));
-  return out_.pending.back();
+  return st;
 }
 
 // The cheapest set of running workloads whose leaving would let workload wi in, ignoring
 // policy: it would have to wait for them to finish, or preempt those its policy allows.
-void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
-  const Workload& w = W(wi);
+void Cycle::WhatHelps(int qi, const LineEntry& e, PendingStatus& st) {
+  // What the line entry carries (chips, key, priority, creation) is read there: the workload
+  // itself only when a search or a list is built (each read of one is a cache miss).
+  const int wi = e.workload;
   // Within quota only room matters, and that is the same for every queue: share the answer.
-  const bool over = quota_.Over(qi, w.chips()) > 0;
-  const int key = key_of_[wi];
+  const int64_t over_by = quota_.Over(qi, e.chips);
+  const bool over = over_by > 0;
+  const int key = e.key;
   // Indexed by (queue + 1, key): row 0 is the shared answer within quota.
   if (help_memo_.empty()) help_memo_.resize((quota_.queues.size() + 1) * help_finders_.size());
   std::optional<std::vector<int>>& memo =
@@ -105,7 +108,7 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
       for (int v : victims)
         if (running_[cand_running[v]].queue >= 0)
           quota_.Add(running_[cand_running[v]].queue, -running_[cand_running[v]].chips);
-      const bool ok = quota_.Over(qi, w.chips()) <= 0;
+      const bool ok = quota_.Over(qi, e.chips) <= 0;
       for (int v : victims)
         if (running_[cand_running[v]].queue >= 0)
           quota_.Add(running_[cand_running[v]].queue, running_[cand_running[v]].chips);
@@ -113,25 +116,35 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
     };
     VictimSet found;
     if (Gpu()) {
-      GpuVictimSet g = FindGpuVictims(fleet_, holders_, w.gpu->request, options_.gpu_policy,
+      GpuVictimSet g = FindGpuVictims(fleet_, holders_, W(wi).gpu->request, options_.gpu_policy,
                                       help_cands_, over ? VictimSetCheck(check) : VictimSetCheck());
       found.found = g.found;
       found.victims = std::move(g.victims);
     } else {
       std::unique_ptr<VictimFinder>& f = help_finders_[key];
       if (!f) {
-        f = std::make_unique<VictimFinder>(inv_, planner_, w.request, help_cands_);
+        // The candidates' hosts are the same for every shape: a finder that has searched
+        // already lends what it found out about them.
+        f = help_like_ ? std::make_unique<VictimFinder>(*help_like_, W(wi).request)
+                       : std::make_unique<VictimFinder>(inv_, planner_, W(wi).request, help_cands_);
         // Over quota, only victims of qi's pool (its cohort, or qi alone) change what the check
         // tests (qi's usage, its cohort's pool): a room without one is refused, so the finder
         // skips it (the same answer, fewer rooms tried).
+        // And a room whose victims of qi's pool hold fewer chips than qi is over by is refused
+        // too (with them gone, neither qi's usage nor its cohort's pool falls by more than
+        // their chips), so it is skipped without asking the check.
         std::vector<int> groups(cand_running.size(), -1);
-        for (size_t i = 0; i < cand_running.size(); ++i)
+        std::vector<int64_t> chips(cand_running.size(), 0);
+        for (size_t i = 0; i < cand_running.size(); ++i) {
           if (running_[cand_running[i]].queue >= 0)
             groups[i] = PoolOf(running_[cand_running[i]].queue);
-        f->SetGroups(std::move(groups));
+          chips[i] = running_[cand_running[i]].chips;
+        }
+        f->SetGroups(std::move(groups), std::move(chips));
       }
-      found = over ? f->Find(check, VictimPlan::kVictimsOnly, PoolOf(qi))
+      found = over ? f->Find(check, VictimPlan::kVictimsOnly, PoolOf(qi), over_by)
                    : f->Find({}, VictimPlan::kVictimsOnly);
+      if (over) help_like_ = f.get();  // over quota, the free room is refused: it searched
     }
     if (found.found) {
       // In candidate order (running_ order), as the victims are found by id.
@@ -143,7 +156,23 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
     }
   }
   const QueueState& q = quota_.queues[qi];
-  const bool within_nominal = q.used + w.chips() <= q.nominal;
+  const bool within_nominal = q.used + e.chips <= q.nominal;
+  // The list depends on the helpers (this memo entry) and on what MayPreempt reads of the
+  // waiting workload: its queue, priority and chips, whether it would end within nominal, and
+  // its creation order only under LowerOrNewerEqualPriority. Usage does not change while
+  // reasons are given, so the workloads after it in line with the same of those (the same
+  // shape, most often the same priority) get a copy of the list built last for this entry.
+  const bool by_creation =
+      q.spec->preemption.within_cluster_queue == WithinClusterQueue::kLowerOrNewerEqualPriority;
+  const HelpListKey list_key{qi, static_cast<int32_t>(-e.neg_priority), e.chips, within_nominal,
+                             by_creation ? e.creation : 0};
+  if (help_lists_.size() != help_memo_.size()) help_lists_.resize(help_memo_.size());
+  HelpList& last = help_lists_[&memo - help_memo_.data()];
+  if (last.key && *last.key == list_key) {
+    st.would_help = last.blockers;
+    return;
+  }
+  const Workload& w = W(wi);
   st.would_help.reserve(helpers.size());
   for (int ri : helpers) {
     const Running& r = running_[ri];
@@ -159,6 +188,8 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
     b.preemptible = MayPreempt(qi, w, within_nominal, probe);
     st.would_help.push_back(std::move(b));
   }
+  last.key = list_key;
+  last.blockers = st.would_help;
 }
 
 void Cycle::Explain() {
@@ -182,6 +213,7 @@ void Cycle::Explain() {
   for (int qi = 0; qi < static_cast<int>(quota_.queues.size()); ++qi) {
     QueueState& q = quota_.queues[qi];
     int position = 0;
+    std::vector<std::pair<int64_t, std::string>> over_messages;  // this queue's, by chips
     for (size_t pos = 0; pos < q.entries.size(); ++pos) {
       const LineEntry& e = q.entries[pos];
       const int wi = e.workload;
@@ -220,13 +252,21 @@ void Cycle::Explain() {
                              W(q.entries[q.blocked_at].workload).name);
         st->waiting_behind = position - 1;
       } else if (const int64_t over = quota_.Over(qi, e.chips); over > 0) {
-        if (!described[qi]) described[qi] = quota_.Describe(qi);
-        // "needs N chips; <description>: over quota by M chips", in one allocation.
-        std::string m;
-        m.reserve(described[qi]->size() + 64);
-        m.append("needs ").append(Chips(e.chips)).append("; ").append(*described[qi]);
-        m.append(": over quota by ").append(Chips(over));
-        st = &AddPending(wi, qi, PendingReason::kOverQuota, std::move(m));
+        // "needs N chips; <description>: over quota by M chips": the same for every workload
+        // of this queue asking for as many chips (`over` follows from them), so built once per
+        // size (a line holds a few sizes) and copied.
+        auto known = std::find_if(over_messages.begin(), over_messages.end(),
+                                  [&](const auto& m) { return m.first == e.chips; });
+        if (known == over_messages.end()) {
+          if (!described[qi]) described[qi] = quota_.Describe(qi);
+          std::string m;
+          m.reserve(described[qi]->size() + 64);
+          m.append("needs ").append(Chips(e.chips)).append("; ").append(*described[qi]);
+          m.append(": over quota by ").append(Chips(over));
+          over_messages.emplace_back(e.chips, std::move(m));
+          known = over_messages.end() - 1;
+        }
+        st = &AddPending(wi, qi, PendingReason::kOverQuota, known->second);
         st->over_quota_chips = over;
       } else if (const CyclePlan& plan = PlanNow(e.key, wi); !plan.placed()) {
         st = &AddPending(wi, qi, PendingReason::kNoFreeBox, plan.message());
@@ -241,7 +281,7 @@ void Cycle::Explain() {
       const bool helps =
           st->reason == PendingReason::kOverQuota || st->reason == PendingReason::kNoFreeBox ||
           (st->reason == PendingReason::kWaitingBehind && static_cast<int>(pos) == q.blocked_at);
-      if (help && helps && fit.possible && e.chips <= quota_.Ceiling(qi)) WhatHelps(qi, wi, *st);
+      if (help && helps && fit.possible && e.chips <= quota_.Ceiling(qi)) WhatHelps(qi, e, *st);
     }
   }
   if (fits_only) return;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -90,9 +91,24 @@ class Searcher {
         if (host.health == Health::kHealthy) base_state_[h.value()] = static_cast<int>(c);
       }
     }
-    sub_shape_ = inv.is_3d() ? SubCubeShapeIndex(req.shape) : -1;
-    if (sub_shape_ >= 0) masks_ = SubCubeMasks(req.shape, planner.options().positions);
-    if (inv.is_3d() && sub_shape_ < 0) cubes_per_slice_ = static_cast<int>(req.shape.chips() / 64);
+    SetRequest();
+  }
+
+  // A searcher for `req` among the same candidates (`cands` equal to like's) on the same
+  // inventory: the hosts' states and the candidates' chips are copied from `like`, not found
+  // again (a walk of every candidate's hosts).
+  Searcher(const Searcher& like, const SliceRequest& req,
+           const std::vector<PreemptionCandidate>& cands)
+      : inv_(like.inv_), planner_(like.planner_), req_(req), cands_(cands) {
+    const size_t hosts = inv_.hosts().size();
+    base_state_.reset(new int[hosts]);
+    // Bytes: hosts of cubes not ready hold no state yet (never read), so no int is read here.
+    std::memcpy(base_state_.get(), like.base_state_.get(), hosts * sizeof(int));
+    cube_ready_ = like.cube_ready_;
+    taken_.assign(hosts, 0);
+    chips_ = like.chips_;
+    touched_ = like.touched_;
+    SetRequest();
   }
 
   int64_t chips(int c) const { return chips_[c]; }
@@ -103,8 +119,11 @@ class Searcher {
   // `needs_group` >= 0 (with `all`): the caller's promise that `check` refuses every set
   // holding no candidate of that group (groups_), so rooms without one are not tried; the
   // answer is the same, and so is the count of rooms the check refused.
+  // `needs_weight` > 0 (with needs_group): the further promise that `check` refuses every set
+  // whose candidates of that group weigh (weights_) less than it in total: rooms lighter than
+  // that are not asked about either (the same answer and count).
   std::optional<Solution> Search(const std::vector<char>& allowed, const VictimSetCheck& check,
-                                 bool all, int needs_group = -1) {
+                                 bool all, int needs_group = -1, int64_t needs_weight = 0) {
     allowed_ = &allowed;
     for (HostId h : taken_hosts_) taken_[h.value()] = 0;
     taken_hosts_.clear();
@@ -117,7 +136,15 @@ class Searcher {
       const std::vector<Option>& options = *all_options_;
       if (check && needs_group >= 0 && groups_.size() == cands_.size()) {
         ListAllVictims();
-        for (uint32_t i : OptionsWithGroup(needs_group)) {
+        const GroupRooms& rooms = OptionsWithGroup(needs_group);
+        const bool by_weight = needs_weight > 0 && weights_.size() == cands_.size();
+        if (by_weight && rooms.heaviest < needs_weight) {
+          rejected_by_check_ += static_cast<int>(options.size());  // all refused
+          return std::nullopt;
+        }
+        for (size_t k = 0; k < rooms.options.size(); ++k) {
+          const uint32_t i = rooms.options[k];
+          if (by_weight && rooms.weight[k] < needs_weight) continue;
           check_arg_.assign(all_victims_.begin() + victims_at_[i],
                             all_victims_.begin() + victims_at_[i + 1]);
           if (!check(check_arg_)) continue;
@@ -156,8 +183,12 @@ class Searcher {
     return s;
   }
 
-  // Per candidate: its group, for Search's needs_group (empty: no groups).
-  void SetGroups(std::vector<int> groups) { groups_ = std::move(groups); }
+  // Per candidate: its group, for Search's needs_group (empty: no groups), and its weight, for
+  // needs_weight (empty: none).
+  void SetGroups(std::vector<int> groups, std::vector<int64_t> weights) {
+    groups_ = std::move(groups);
+    weights_ = std::move(weights);
+  }
 
   int rejected_by_check() const { return rejected_by_check_; }
   void ResetRejected() { rejected_by_check_ = 0; }
@@ -175,6 +206,14 @@ class Searcher {
     int cube = -1, mask = -1, slice = -1;
     std::vector<CubeId> cubes;
   };
+
+  // What depends on the request's shape.
+  void SetRequest() {
+    sub_shape_ = inv_.is_3d() ? SubCubeShapeIndex(req_.shape) : -1;
+    if (sub_shape_ >= 0) masks_ = SubCubeMasks(req_.shape, planner_.options().positions);
+    if (inv_.is_3d() && sub_shape_ < 0)
+      cubes_per_slice_ = static_cast<int>(req_.shape.chips() / 64);
+  }
 
   // Gives the hosts of `cube` their state before any candidate's (3D; once per cube).
   void ReadyCube(CubeId id) {
@@ -259,16 +298,28 @@ class Searcher {
   void ForEachOption(Fn&& fn) {
     std::vector<int> seen;
     if (sub_shape_ >= 0) {
-      std::vector<HostId> hosts;
+      // Each host's state once per cube, then each mask's room from it: what Evaluate gives on
+      // the mask's hosts (a blocked host rules the room out; each victim is counted once).
+      std::array<int, kHostsPerCube> state;
       for (const Cube& cube : inv_.cubes()) {
         if (!touched_[cube.id.value()]) continue;
+        HostMask blocked = 0;
+        for (int b = 0; b < kHostsPerCube; ++b) {
+          state[b] = StateOf(cube.hosts[b]);
+          if (state[b] == kBlockedHost) blocked |= HostMask(1u << b);
+        }
         for (size_t m = 0; m < masks_.size(); ++m) {
-          hosts.clear();
-          for (int b = 0; b < kHostsPerCube; ++b)
-            if (masks_[m] & (1u << b)) hosts.push_back(cube.hosts[b]);
+          if (masks_[m] & blocked) continue;
           Option o;
           seen.clear();
-          if (!Evaluate(hosts, o.cost, seen)) continue;
+          for (int b = 0; b < kHostsPerCube; ++b) {
+            if (!(masks_[m] & (1u << b))) continue;
+            const int st = state[b];
+            if (st == kFreeHost || in_set_[st]) continue;
+            if (std::find(seen.begin(), seen.end(), st) != seen.end()) continue;
+            seen.push_back(st);
+            AddCost(o.cost, st);
+          }
           o.cube = static_cast<int>(cube.id.value());
           o.mask = static_cast<int>(m);
           o.key = (uint64_t{cube.id.value()} << 16) | m;
@@ -384,8 +435,15 @@ class Searcher {
   // (what Take gives).
   void VictimsOf(const Option& o, std::vector<int>& out) const {
     out.clear();
-    for (HostId h : HostsOf(o))
-      if (const int st = StateOf(h); st >= 0) out.push_back(st);
+    if (o.cube >= 0) {  // a sub-cube room: its mask's hosts, without listing them
+      const Cube& cube = inv_.cubes()[o.cube];
+      for (int b = 0; b < kHostsPerCube; ++b)
+        if (masks_[o.mask] & (1u << b))
+          if (const int st = StateOf(cube.hosts[b]); st >= 0) out.push_back(st);
+    } else {
+      for (HostId h : HostsOf(o))
+        if (const int st = StateOf(h); st >= 0) out.push_back(st);
+    }
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
   }
@@ -402,20 +460,41 @@ class Searcher {
     }
   }
 
-  // The indices of all_options_ whose victims include a candidate of `group`, ascending.
-  const std::vector<uint32_t>& OptionsWithGroup(int group) {
+  // The rooms (indices of all_options_, ascending) whose victims include a candidate of a
+  // group, with the weight of the group's victims in each (weights_; 0 without).
+  struct GroupRooms {
+    std::vector<uint32_t> options;
+    std::vector<int64_t> weight;  // per entry of `options`
+    int64_t heaviest = 0;         // the most of `weight`
+  };
+
+  // The rooms with a victim of `group`.
+  const GroupRooms& OptionsWithGroup(int group) {
     if (group_options_.empty()) {
       int most = -1;
       for (int g : groups_) most = std::max(most, g);
       group_options_.resize(static_cast<size_t>(most) + 2);
-      std::vector<int> seen;
+      const bool weighed = weights_.size() == cands_.size();
+      std::vector<std::pair<int, int64_t>> seen;  // (group, weight of its victims in the room)
       for (size_t i = 0; i + 1 < victims_at_.size(); ++i) {
         seen.clear();
         for (uint32_t v = victims_at_[i]; v < victims_at_[i + 1]; ++v) {
-          const int g = groups_[all_victims_[v]];
-          if (g < 0 || std::find(seen.begin(), seen.end(), g) != seen.end()) continue;
-          seen.push_back(g);
-          group_options_[g].push_back(static_cast<uint32_t>(i));
+          const int c = all_victims_[v];
+          const int g = groups_[c];
+          if (g < 0) continue;
+          const int64_t w = weighed ? weights_[c] : 0;
+          auto at = std::find_if(seen.begin(), seen.end(),
+                                 [g](const std::pair<int, int64_t>& e) { return e.first == g; });
+          if (at == seen.end())
+            seen.push_back({g, w});
+          else
+            at->second += w;
+        }
+        for (const auto& [g, w] : seen) {
+          GroupRooms& rooms = group_options_[g];
+          rooms.options.push_back(static_cast<uint32_t>(i));
+          rooms.weight.push_back(w);
+          rooms.heaviest = std::max(rooms.heaviest, w);
         }
       }
     }
@@ -504,10 +583,11 @@ class Searcher {
   // The victims of all_options_[i]: all_victims_[victims_at_[i] .. victims_at_[i + 1]).
   std::vector<int> all_victims_;
   std::vector<uint32_t> victims_at_;
-  std::vector<int> check_arg_;  // the set handed to the check (reused)
-  std::vector<int> groups_;     // per candidate, SetGroups
+  std::vector<int> check_arg_;    // the set handed to the check (reused)
+  std::vector<int> groups_;       // per candidate, SetGroups
+  std::vector<int64_t> weights_;  // per candidate, SetGroups (may be empty)
   // Per group (and one empty list last): OptionsWithGroup's answers, built on first use.
-  std::vector<std::vector<uint32_t>> group_options_;
+  std::vector<GroupRooms> group_options_;
   // Keyed by the allowed set's bytes (AsKey): a string compares with memcmp, where a vector of
   // char compares element by element (thousands of candidates, many lookups).
   std::map<std::string, std::optional<Solution>, std::less<>> greedy_;
@@ -578,24 +658,40 @@ struct VictimFinder::Impl {
   std::optional<PlanResult> free_plan;  // the planner's plan with no victims, once asked for
   std::optional<Searcher> searcher;     // built on the first search that needs victims
   std::vector<int> groups;              // per candidate: SetGroups
+  std::vector<int64_t> weights;         // per candidate: SetGroups (may be empty)
 };
 
 VictimFinder::VictimFinder(const Inventory& inv, const SlicePlanner& planner,
                            const SliceRequest& request, std::vector<PreemptionCandidate> candidates)
     : impl_(std::make_unique<Impl>(inv, planner, request, std::move(candidates))) {}
 
+VictimFinder::VictimFinder(const VictimFinder& like, const SliceRequest& request)
+    : impl_(std::make_unique<Impl>(like.impl_->inv, like.impl_->planner, request,
+                                   like.impl_->candidates)) {
+  Impl& m = *impl_;
+  m.groups = like.impl_->groups;
+  m.weights = like.impl_->weights;
+  if (like.impl_->searcher && m.valid) {
+    m.searcher.emplace(*like.impl_->searcher, m.request, m.candidates);
+    m.searcher->SetGroups(m.groups, m.weights);
+  }
+}
+
 VictimFinder::~VictimFinder() = default;
 
-void VictimFinder::SetGroups(std::vector<int> group_of_candidate) {
+void VictimFinder::SetGroups(std::vector<int> group_of_candidate,
+                             std::vector<int64_t> weight_of_candidate) {
   impl_->groups = std::move(group_of_candidate);
-  if (impl_->searcher) impl_->searcher->SetGroups(impl_->groups);
+  impl_->weights = std::move(weight_of_candidate);
+  if (impl_->searcher) impl_->searcher->SetGroups(impl_->groups, impl_->weights);
 }
 
 VictimSet VictimFinder::Find(const VictimSetCheck& check, VictimPlan plan) {
   return Find(check, plan, -1);
 }
 
-VictimSet VictimFinder::Find(const VictimSetCheck& check, VictimPlan plan, int needs_group) {
+VictimSet VictimFinder::Find(const VictimSetCheck& check, VictimPlan plan, int needs_group,
+                             int64_t needs_weight) {
   Impl& m = *impl_;
   VictimSet out;
   if (!m.valid) {
@@ -613,14 +709,14 @@ VictimSet VictimFinder::Find(const VictimSetCheck& check, VictimPlan plan, int n
   }
   if (!m.searcher) {
     m.searcher.emplace(m.inv, m.planner, m.request, m.candidates);
-    m.searcher->SetGroups(m.groups);
+    m.searcher->SetGroups(m.groups, m.weights);
   }
   Searcher& searcher = *m.searcher;
   searcher.ResetRejected();
   const std::vector<PreemptionCandidate>& candidates = m.candidates;
   std::vector<char> allowed(candidates.size(), 1);
   std::optional<Solution> best =
-      searcher.Search(allowed, check, /*all=*/true, check ? needs_group : -1);
+      searcher.Search(allowed, check, /*all=*/true, check ? needs_group : -1, needs_weight);
   if (!best && check && m.request.num_slices > 1) {
     // N slices: the greedy solution failed the check. Try again without each of its victims in
     // turn, most expensive first (a few times), so a check that refuses one victim (e.g. "a

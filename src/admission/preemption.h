@@ -87,20 +87,31 @@ class VictimFinder {
  public:
   VictimFinder(const Inventory& inv, const SlicePlanner& planner, const SliceRequest& request,
                std::vector<PreemptionCandidate> candidates);
+  // A finder for another request among like's candidates (and groups) on like's inventory,
+  // answering what a finder built from them answers: what like has found out about the
+  // candidates' hosts is copied, not found again.
+  VictimFinder(const VictimFinder& like, const SliceRequest& request);
   ~VictimFinder();
   VictimFinder(const VictimFinder&) = delete;
   VictimFinder& operator=(const VictimFinder&) = delete;
 
   VictimSet Find(const VictimSetCheck& check = {}, VictimPlan plan = VictimPlan::kPlan);
 
-  // Puts each candidate (by index) in a group (>= 0; -1: none), for Find's `needs_group`.
-  void SetGroups(std::vector<int> group_of_candidate);
+  // Puts each candidate (by index) in a group (>= 0; -1: none), for Find's `needs_group`, and
+  // gives it a weight (e.g. the quota it holds), for Find's `needs_weight`; without weights
+  // (empty), needs_weight is not used.
+  void SetGroups(std::vector<int> group_of_candidate,
+                 std::vector<int64_t> weight_of_candidate = {});
 
   // The same answer as Find(check, plan), given the caller's promise that `check` refuses every
   // victim set holding no candidate of group `needs_group` (e.g. a quota check that only
   // victims of the preemptor's cohort can satisfy): a one-slice search then tries only the
-  // rooms with such a victim, found in an index built once per group.
-  VictimSet Find(const VictimSetCheck& check, VictimPlan plan, int needs_group);
+  // rooms with such a victim, found in an index built once per group. With `needs_weight` > 0,
+  // the further promise that `check` refuses every set whose candidates of that group weigh
+  // less than needs_weight in total (a quota check: victims of the cohort must free at least
+  // what the preemptor is over by): lighter rooms are skipped without asking the check.
+  VictimSet Find(const VictimSetCheck& check, VictimPlan plan, int needs_group,
+                 int64_t needs_weight = 0);
 
  private:
   struct Impl;

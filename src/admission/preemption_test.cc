@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <memory>
 #include <set>
 
 #include "admission/test_util.h"
@@ -169,7 +170,8 @@ TEST(Preemption, EqualRoomsAreOrderedByTheirCubes) {
   ExpectEveryVictimUsed(inv, v);
 }
 
-// A VictimFinder asked many checks, in any order, answers each exactly as a fresh FindVictims.
+// A VictimFinder asked many checks, in any order, answers each exactly as a fresh FindVictims;
+// so does a finder built from the previous one (another shape, the same candidates).
 TEST(PreemptionProperty, FinderReusedAcrossChecksMatchesFreshSearches) {
   const std::vector<Shape> shapes = {Shape::Of(2, 2, 1), Shape::Of(2, 2, 2), Shape::Of(2, 2, 4),
                                      Shape::Of(2, 4, 4), Shape::Of(4, 4, 4), Shape::Of(4, 4, 8)};
@@ -188,10 +190,13 @@ TEST(PreemptionProperty, FinderReusedAcrossChecksMatchesFreshSearches) {
       cands.push_back({WorkloadId(id), int32_t(rng.Uniform(4)),
                        int64_t(rng.Uniform(3)) * req.shape.chips() * 1000});
     }
+    std::unique_ptr<VictimFinder> previous;
     for (int r = 0; r < 4; ++r) {
       const SliceRequest req{Generation::k7x, shapes[rng.Uniform(shapes.size())],
                              1 + int(rng.Uniform(2))};
       VictimFinder finder(inv, planner, req, cands);
+      std::unique_ptr<VictimFinder> derived;
+      if (previous) derived = std::make_unique<VictimFinder>(*previous, req);
       if (req.num_slices == 1 && req.shape.chips() <= 64) {
         // One room, searched exhaustively: no set of one or two candidates whose eviction lets
         // the planner place the request costs less than the answer.
@@ -243,7 +248,17 @@ TEST(PreemptionProperty, FinderReusedAcrossChecksMatchesFreshSearches) {
             finder.Find(none ? VictimSetCheck() : check, VictimPlan::kVictimsOnly);
         EXPECT_EQ(victims_only.victims, fresh.victims);
         EXPECT_TRUE(victims_only.plan.slices.empty());
+        if (derived) {
+          VictimSet from_previous = derived->Find(none ? VictimSetCheck() : check);
+          ASSERT_EQ(from_previous.found, fresh.found) << fresh.message;
+          EXPECT_EQ(from_previous.victims, fresh.victims);
+          EXPECT_EQ(from_previous.cost, fresh.cost);
+          EXPECT_EQ(from_previous.plan.AllHosts(), fresh.plan.AllHosts());
+          EXPECT_EQ(from_previous.message, fresh.message);
+        }
       }
+      previous = std::make_unique<VictimFinder>(inv, planner, req, cands);
+      previous->Find([](const std::vector<int>&) { return false; });  // searches: prepared
     }
     if (HasFailure()) {
       std::cerr << "failing seed: " << seed << "\n";
@@ -254,12 +269,15 @@ TEST(PreemptionProperty, FinderReusedAcrossChecksMatchesFreshSearches) {
 
 // A search by group (VictimFinder::SetGroups, Find's needs_group) tries only the rooms with a
 // victim of the group; given a check that refuses every set without one, it answers what the
-// full search answers, message (with its count of refused rooms) included.
+// full search answers, message (with its count of refused rooms) included. So does a search by
+// group and weight (needs_weight), given a check that refuses every set whose victims of the
+// group weigh less.
 TEST(PreemptionProperty, SearchByGroupMatchesTheFullSearch) {
   const std::vector<Shape> shapes = {Shape::Of(2, 2, 1), Shape::Of(2, 2, 2), Shape::Of(2, 4, 4),
                                      Shape::Of(4, 4, 4), Shape::Of(4, 4, 8)};
   SlicePlanner planner;
   int found_by_group = 0;
+  int skipped_by_weight = 0;  // one-slice searches where weights could skip rooms and none fit
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     Rng rng(seed);
@@ -284,6 +302,8 @@ TEST(PreemptionProperty, SearchByGroupMatchesTheFullSearch) {
                              1 + int(rng.Uniform(2))};
       VictimFinder finder(inv, planner, req, cands);
       finder.SetGroups(groups);
+      VictimFinder weighed(inv, planner, req, cands);
+      weighed.SetGroups(groups, chips_of);
       for (int q = 0; q < 6; ++q) {
         // Like a quota check: victims of the group must free `need` chips (at least one), so a
         // set without one is refused, as Find's promise asks.
@@ -302,6 +322,12 @@ TEST(PreemptionProperty, SearchByGroupMatchesTheFullSearch) {
         EXPECT_EQ(by_group.cost, full.cost);
         EXPECT_EQ(by_group.message, full.message);
         found_by_group += by_group.found && req.num_slices == 1;
+        VictimSet by_weight = weighed.Find(check, VictimPlan::kVictimsOnly, group, need);
+        ASSERT_EQ(by_weight.found, full.found) << full.message;
+        EXPECT_EQ(by_weight.victims, full.victims);
+        EXPECT_EQ(by_weight.cost, full.cost);
+        EXPECT_EQ(by_weight.message, full.message);
+        skipped_by_weight += !full.found && req.num_slices == 1 && need > 1;
       }
     }
     if (HasFailure()) {
@@ -310,6 +336,7 @@ TEST(PreemptionProperty, SearchByGroupMatchesTheFullSearch) {
     }
   }
   EXPECT_GT(found_by_group, 20) << "too few one-slice searches by group found a room";
+  EXPECT_GT(skipped_by_weight, 0) << "no search where weights could skip rooms found nothing";
 }
 
 // The room a group's check accepts comes after cheaper rooms with only other groups' victims:
