@@ -252,6 +252,8 @@ Status Controller::Tick() {
   }
   Status scheduled = Schedule();
   if (first.ok()) first = scheduled;
+  Status flushed = FlushStatusWrites();  // the statuses this tick and the requests changed
+  if (first.ok()) first = flushed;
   // Hosts whose owner and ClusterQueues whose usage moved with this tick's or the requests'
   // changes (a placement, a release, an admission cycle): one MODIFIED each for watchers.
   EmitDerivedChangesLocked(/*announce=*/true);

@@ -24,7 +24,9 @@ void Controller::ScheduleAfterRequest() {
 
 Status Controller::RunPass() {
   std::lock_guard lock(mu_);
-  return Schedule();
+  Status scheduled = Schedule();
+  Status flushed = FlushStatusWrites();  // status_writes.cc
+  return scheduled.ok() ? flushed : scheduled;
 }
 
 void Controller::RequestPass() {
