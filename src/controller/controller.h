@@ -38,6 +38,7 @@
 //   builtin_kinds.cc      the three built-in kinds, routing to their parts:
 //   jobs.cc, job_driver.cc, job_scheduling.cc, easy_scheduling.cc   TrainJobs (RunStep: step,
 //                         commit, apply)
+//   status_writes.cc      the jobs' status writes of a pass, many to a commit
 //   services.cc, service_admission.cc   Services; their replica groups in the admission cycle
 //   reservations.cc, reservation_services.cc, reservation_health.cc   SliceReservations, the
 //                         workloads inside them, their lost hosts and users
