@@ -167,5 +167,30 @@ TEST_F(StoreWritesTest, APassWritesChangedReasonsManyJobsToACommit) {
     EXPECT_EQ(status_of(Ok(c_->GetJob(name(i)))), status_of(stored(i).first)) << name(i);
 }
 
+// A request's own pass (here the job's creation, whose pass gives it its reason) writes the
+// statuses it changed before the request returns, and watchers hear of them with it, as when each
+// status had a commit of its own: no tick is needed (docs/scale.md "Status writes").
+TEST_F(StoreWritesTest, ARequestsPassStoresAndAnnouncesTheStatusesItChangedBeforeItReturns) {
+  RegisterTwoSlices();
+  ASSERT_TRUE(c_->Tick().ok());
+  std::vector<std::pair<std::string, std::string>> heard;  // (type, reason) of TrainJob "big"
+  c_->SetChangeListener([&](const std::string& kind, const std::string& type, const Json& obj) {
+    if (kind == "TrainJob" && obj["metadata"]["name"] == "big")
+      heard.emplace_back(type, obj["status"].value("reason", ""));
+  });
+  Ok(c_->CreateJob(JobDoc("big", 3)));  // three slices: never placed on two
+  const Json job = Ok(c_->GetJob("big"));
+  const std::string reason = job["status"].value("reason", "");
+  ASSERT_FALSE(reason.empty()) << job.dump();
+  auto stored = store_->Get("TrainJob", "big");
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(Json::parse(stored->body)["status"].value("reason", ""), reason)
+      << "the request returned before its pass's status was stored";
+  EXPECT_EQ(job["metadata"]["resourceVersion"], stored->resource_version);
+  ASSERT_FALSE(heard.empty());
+  EXPECT_EQ(heard.back(), std::make_pair(std::string("MODIFIED"), reason))
+      << "watchers did not hear of the status with the request";
+}
+
 }  // namespace
 }  // namespace tessera::controller
