@@ -129,6 +129,11 @@ struct ControllerOptions {
   // Called with the controller's lock held, so it must answer at once.
   std::function<bool(const std::string& address, int port)> port_taken;
   size_t max_events = 2000;  // older events are deleted
+  // A TrainJob already decoded from exactly this stored document (its name and version), or
+  // nullopt: Load then parses the document. An HA standby's typed copy (ha/job_cache.h), so that
+  // a new leader over 100,000 stored jobs does not parse them all before it serves. Unset: Load
+  // parses every document.
+  std::function<std::optional<TrainJob>(const store::Object&)> decoded_job;
   // Admission (used once a ClusterQueue exists): start guard and fair sharing. The planner
   // options are the ones above.
   StartGuardOptions start_guard;
