@@ -172,13 +172,14 @@ TEST_F(StoreWritesTest, APassWritesChangedReasonsManyJobsToACommit) {
 // status had a commit of its own: no tick is needed (docs/scale.md "Status writes").
 TEST_F(StoreWritesTest, ARequestsPassStoresAndAnnouncesTheStatusesItChangedBeforeItReturns) {
   RegisterTwoSlices();
+  Ok(c_->CreateJob(JobDoc("a", 2)));  // both slices
   ASSERT_TRUE(c_->Tick().ok());
   std::vector<std::pair<std::string, std::string>> heard;  // (type, reason) of TrainJob "big"
   c_->SetChangeListener([&](const std::string& kind, const std::string& type, const Json& obj) {
     if (kind == "TrainJob" && obj["metadata"]["name"] == "big")
       heard.emplace_back(type, obj["status"].value("reason", ""));
   });
-  Ok(c_->CreateJob(JobDoc("big", 3)));  // three slices: never placed on two
+  Ok(c_->CreateJob(JobDoc("big", 1)));  // waits for a slice a holds
   const Json job = Ok(c_->GetJob("big"));
   const std::string reason = job["status"].value("reason", "");
   ASSERT_FALSE(reason.empty()) << job.dump();
