@@ -554,6 +554,17 @@ def one_run_failover(a, n, rep, tls):
         m = re.findall(pattern, text)
         return m[-1] if m else None
 
+    # The takeover's steps, timestamped in the new leader's log (ha_head.cc, head.cc): seconds
+    # from the kill to each, and the load and first tick as the head timed them.
+    import re
+    takeover = {ph: round((int(ms) - kill_wall_ms) / 1000, 3) for ph, ms in
+                re.findall(r"event=takeover phase=(\w+) term=\d+ unix_ms=(\d+)", new_log)}
+    loaded = re.findall(r"event=loaded controller_ms=(\d+) metrics_seed_ms=(\d+) total_ms=(\d+)",
+                        new_log)
+    first_tick = re.findall(r"event=first_tick took_ms=(\d+) unix_ms=(\d+)", new_log)
+    if first_tick:
+        takeover["first_tick_done"] = round((int(first_tick[-1][1]) - kill_wall_ms) / 1000, 3)
+    slow_ticks = [int(t) for t in re.findall(r"event=slow_tick took_ms=(\d+)", new_log)]
     serving_ms = logged(new_log, r"serving (\d+) ms after the election")
     caught_up = logged(new_log, r"caught up from revision (\d+) to (\d+)")
     first_serving_ms = logged(first_log, r"serving (\d+) ms after the election")
@@ -583,6 +594,11 @@ def one_run_failover(a, n, rep, tls):
         "firstWriteWithinGoal": written is not None and written <= a.election_lease_ms / 1000 + 2,
         "newLeaderServingMsAfterElection": None if serving_ms is None else int(serving_ms),
         "newLeaderCaughtUpFromTo": None if caught_up is None else [int(x) for x in caught_up],
+        "killToTakeoverPhaseS": takeover,
+        "newLeaderLoadMs": None if not loaded else
+            dict(zip(["controller", "metricsSeed", "total"], map(int, loaded[-1]))),
+        "newLeaderFirstTickMs": None if not first_tick else int(first_tick[-1][0]),
+        "newLeaderSlowTicksMs": slow_ticks[-20:],
         "firstLeaderServingMsAfterElection":
             None if first_serving_ms is None else int(first_serving_ms),
         "agentsDown": down,

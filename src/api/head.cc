@@ -219,6 +219,7 @@ struct Head::Impl {
   std::map<std::string, std::vector<std::shared_ptr<net::StreamWriter>>> agent_streams;
   std::set<std::string> dirty_hosts;
   std::string last_tick_error;  // the loop thread only
+  int64_t ticks = 0;            // the loop thread only
 
   void Kick() {
     std::lock_guard lock(loop_mu);
@@ -273,6 +274,14 @@ struct Head::Impl {
       ++long_holds;
       const Status ticked = ctl->Tick();
       --long_holds;
+      // The first tick (a new leader's first pass over every stored job) and any tick that held
+      // the controller for over a second, timed: where a takeover's or a stall's time went.
+      const int64_t took_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+      if (ticks++ == 0 || took_ms >= 1000)
+        std::fprintf(stderr, "head: event=%s took_ms=%lld unix_ms=%lld\n",
+                     ticks == 1 ? "first_tick" : "slow_tick", static_cast<long long>(took_ms),
+                     static_cast<long long>(clock.NowMs()));
       if (!ticked.ok() && ticked.message() != last_tick_error)
         std::fprintf(stderr, "head: tick failed (retrying every tick): %s\n",
                      ticked.ToString().c_str());
@@ -675,13 +684,24 @@ Status Head::Start() {
       [&m](const std::set<std::string>& hosts) { m.OnAssignments(hosts); });
   // A heartbeat that freed chips asks for a pass instead of running one (Controller::Heartbeat).
   m.ctl->SetPassListener([&m] { m.Kick(); });
+  // Each step of the load timed (a new leader over 100,000 stored jobs: docs/ha.md).
+  using StartClock = std::chrono::steady_clock;
+  auto since_ms = [](StartClock::time_point t) {
+    return static_cast<long long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(StartClock::now() - t).count());
+  };
+  const StartClock::time_point load_start = StartClock::now();
   TESSERA_RETURN_IF_ERROR(m.ctl->Load());
+  const long long controller_ms = since_ms(load_start);
   m.users = std::make_unique<UserRegistry>(*m.store);
   TESSERA_RETURN_IF_ERROR(m.users->Load());
   AuditFileOptions audit_file = options_.audit_file;
   if (audit_file.path.empty()) audit_file.path = options_.state_dir + "/audit.log";
   TESSERA_RETURN_IF_ERROR(m.audit.OpenFile(audit_file));
+  const StartClock::time_point seed_start = StartClock::now();
   m.metrics->Seed(m.ctl->CopyJobs());  // what a restarted head finds was counted before
+  std::fprintf(stderr, "head: event=loaded controller_ms=%lld metrics_seed_ms=%lld total_ms=%lld\n",
+               controller_ms, since_ms(seed_start), since_ms(load_start));
 
   net::ServerOptions so;
   so.bind_address = options_.bind_address;

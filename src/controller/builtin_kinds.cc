@@ -50,9 +50,10 @@ class Controller::TrainJobKind final : public WorkloadKind {
   Status CycleFailed(const std::string& message) override {
     for (const auto& [uid, name] : offered_)
       if (c_.jobs_.at(name).status.phase == JobPhase::kPending)
-        TESSERA_RETURN_IF_ERROR(c_.RunStep(name, [&](TrainJob& j) {
-          return c_.train_.SetPending(j, "AdmissionError", message, 0, {});
-        }));
+        TESSERA_RETURN_IF_ERROR(c_.RunStep(
+            name,
+            [&](TrainJob& j) { return c_.train_.SetPending(j, "AdmissionError", message, 0, {}); },
+            Controller::StatusWrite::kBatched));
     return Status::Ok();
   }
 

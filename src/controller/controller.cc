@@ -218,6 +218,14 @@ Status Controller::Load() {
     if (h.status.registered_ms == 0) h.status.registered_ms = now;
     PutHostLocked(std::move(h));
   }
+  // The leases just given start a lease check: until the first tick the head is loading (a new
+  // leader reads 100,000 stored jobs for seconds, longer than a lease) and then starting to
+  // serve, so no agent could have reached it; that gap counts as the head's own stall
+  // (ExpireLeases), not as the hosts' silence. Without this a new leader declared every host
+  // lost at its first tick, one commit each (issue 35, bench/README.md "Failover at fleet
+  // scale"). Declaring a host lost later than its agent's fence is safe: the agent stopped its
+  // workers on its own.
+  last_lease_check_ms_ = now;
   auto counter = store_.Get(kUidCounterKind, kUidCounterName);
   if (counter.ok()) {
     Json doc = Json::parse(counter->body, nullptr, /*allow_exceptions=*/false);
@@ -256,6 +264,8 @@ Status Controller::Tick() {
   }
   Status scheduled = Schedule();
   if (first.ok()) first = scheduled;
+  Status flushed = FlushStatusWrites();  // the statuses this tick and the requests changed
+  if (first.ok()) first = flushed;
   // Hosts whose owner and ClusterQueues whose usage moved with this tick's or the requests'
   // changes (a placement, a release, an admission cycle): one MODIFIED each for watchers.
   EmitDerivedChangesLocked(/*announce=*/true);

@@ -39,6 +39,7 @@
 //   builtin_kinds.cc      the three built-in kinds, routing to their parts:
 //   jobs.cc, job_driver.cc, job_scheduling.cc, easy_scheduling.cc   TrainJobs (RunStep: step,
 //                         commit, apply)
+//   status_writes.cc      the jobs' status writes of a pass, many to a commit
 //   services.cc, service_admission.cc   Services; their replica groups in the admission cycle
 //   reservations.cc, reservation_services.cc, reservation_health.cc   SliceReservations, the
 //                         workloads inside them, their lost hosts and users
@@ -132,6 +133,11 @@ struct ControllerOptions {
   // Called with the controller's lock held, so it must answer at once.
   std::function<bool(const std::string& address, int port)> port_taken;
   size_t max_events = 2000;  // older events are deleted
+  // A TrainJob already decoded from exactly this stored document (its name and version), or
+  // nullopt: Load then parses the document. An HA standby's typed copy (ha/job_cache.h), so that
+  // a new leader over 100,000 stored jobs does not parse them all before it serves. Unset: Load
+  // parses every document.
+  std::function<std::optional<TrainJob>(const store::Object&)> decoded_job;
   // Admission (used once a ClusterQueue exists): start guard and fair sharing. The planner
   // options are the ones above.
   StartGuardOptions start_guard;
@@ -495,9 +501,19 @@ class Controller {
 
   // --- the driver (controller.cc) ---
   using Step = std::function<Effects(TrainJob&)>;
+  // How RunStep writes a step whose one effect is the job's document (status_writes.cc):
+  // kNow, a commit of its own; kBatched (a status the pass derives: a pending reason, queue
+  // position or what would help; progress a tick flushes), with the other jobs' such writes,
+  // many to a commit, by FlushStatusWrites.
+  enum class StatusWrite { kNow, kBatched };
   // Runs `step` on the job and applies its effects. On a store failure the job is restored,
   // nothing is emitted, and the error is returned (kUnavailable with the cause).
-  Status RunStep(std::string job, const Step& step);
+  Status RunStep(std::string job, const Step& step, StatusWrite status_write = StatusWrite::kNow);
+  // Commits the statuses RunStep left unsaved (kBatched), at most kStatusWritesPerFlush
+  // (status_writes.cc) in commits of at most kStatusWritesPerCommit jobs; the rest wait for the
+  // next flush (each tick's). On a failed commit its jobs stay unsaved and the error is
+  // returned; nothing already stored is touched.
+  Status FlushStatusWrites();
   // Writes `batch` plus `events` (for `object`) atomically and adds the events to the log;
   // watchers hear of them at the next AnnounceEvents, after the change they record.
   Result<int64_t> CommitWithEvents(store::WriteBatch& batch, const std::string& object,
@@ -857,6 +873,9 @@ class Controller {
   int64_t last_lease_check_ms_ = -1;
   std::atomic<int64_t> stalled_ms_{0};  // read by quiet beats without mu_
   std::map<std::string, TrainJob> jobs_;
+  // Jobs whose status changed in memory and is not yet in the store (RunStep's kBatched):
+  // written by FlushStatusWrites, or with the job's next write of its own.
+  std::set<std::string> unsaved_status_;
   // Host -> names of the jobs whose workers were placed on it, so a host's assignments read
   // its own jobs, not every job (one heartbeat each second per host). A superset: RunStep and
   // LoadJobs add a job's hosts (IndexJobHostsLocked); names of jobs gone or placed elsewhere

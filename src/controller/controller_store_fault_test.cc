@@ -206,5 +206,40 @@ TEST_F(StoreFaultTest, ALeaseThatRunsOutWhileTheStoreIsDownIsExpiredOnceItHeals)
   EXPECT_EQ(Phase("train"), "Failed");  // onHostLoss: fail (the default)
 }
 
+// The statuses a pass changes are written by the tick's flush, many jobs to a commit
+// (status_writes.cc). With the store down the flush fails, says so, and every stored document
+// stays as it was; the statuses stay unsaved and reach the store once it heals.
+TEST_F(StoreFaultTest, AFailedStatusFlushKeepsTheStoredJobsAndWritesOnceTheStoreHeals) {
+  Ok(c_->CreateJob(JobDoc("big-a", 3)));  // three slices: never placed on two
+  Ok(c_->CreateJob(JobDoc("big-b", 3)));
+  auto stored = [&](const std::string& name) {
+    auto obj = inner_->Get("TrainJob", name);
+    EXPECT_TRUE(obj.ok()) << obj.status().ToString();
+    return obj.ok() ? *obj : store::Object{};
+  };
+  const store::Object a_before = stored("big-a"), b_before = stored("big-b");
+  RegisterTwoSlices();
+  Break();
+  const Status ticked = c_->Tick();  // its pass gives both jobs a reason, in memory
+  const std::string reason = Ok(c_->GetJob("big-a"))["status"]["reason"];
+  ASSERT_NE(Json::parse(a_before.body)["status"].value("reason", ""), reason);
+  EXPECT_EQ(ticked.code(), StatusCode::kUnavailable) << ticked.ToString();
+  EXPECT_NE(ticked.message().find("writing the status of trainjob big-a and 1 more jobs"),
+            std::string::npos)
+      << ticked.message();
+  EXPECT_EQ(stored("big-a"), a_before) << "a failed flush changed a stored job";
+  EXPECT_EQ(stored("big-b"), b_before);
+  EXPECT_EQ(Ok(c_->GetJob("big-a"))["status"]["reason"], reason) << "reads see the reason";
+  faulty_->Heal();
+  ASSERT_TRUE(c_->Tick().ok());
+  for (const std::string name : {"big-a", "big-b"}) {
+    const store::Object now = stored(name);
+    EXPECT_EQ(Json::parse(now.body)["status"]["reason"], reason) << name;
+    EXPECT_EQ(Ok(c_->GetJob(name))["metadata"]["resourceVersion"], now.resource_version) << name;
+  }
+  EXPECT_EQ(stored("big-a").resource_version, stored("big-b").resource_version)
+      << "two statuses, two commits";
+}
+
 }  // namespace
 }  // namespace tessera::controller

@@ -3,6 +3,8 @@
 // the heartbeat itself. The store is a store::CountingStore over a MemoryStore.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "controller/controller_test_util.h"
 #include "store/counting_store.h"
 
@@ -103,6 +105,92 @@ TEST_F(StoreWritesTest, ProgressIsWrittenByTheFlushAtMostOnceASecondPerJob) {
   EXPECT_GE(by_ticks, 2u) << "progress was never persisted";
   EXPECT_EQ(WritesOf("Host"), 8u) << "only the registrations wrote hosts";
   EXPECT_EQ(Ok(c_->GetJob("a"))["status"]["lastStep"], 10 * kSeconds);
+}
+
+// A pass that changes the reason of many waiting jobs (issue 35: a new leader whose first pass
+// changed 10,000 seeded reasons committed each on its own, 10,000 raft rounds on etcd while it
+// held the controller): the statuses reach the store, many jobs to a commit, by the tick's flush.
+TEST_F(StoreWritesTest, APassWritesChangedReasonsManyJobsToACommit) {
+  constexpr int kJobs = 250;  // kStatusWritesPerCommit is 100: three commits, two ticks
+  auto name = [](int i) { return "wait-" + std::to_string(1000 + i); };
+  // Three slices each: never placed on two. Created before any host, so no pass has given them
+  // a reason yet (as documents a head on another fleet wrote).
+  for (int i = 0; i < kJobs; ++i) Ok(c_->CreateJob(JobDoc(name(i), 3)));
+  RegisterTwoSlices();  // the passes of the registrations give every job its reason
+  auto stored = [&](int i) {
+    auto obj = store_->Get("TrainJob", name(i));
+    EXPECT_TRUE(obj.ok()) << obj.status().ToString();
+    return obj.ok() ? std::make_pair(Json::parse(obj->body), obj->resource_version)
+                    : std::make_pair(Json(), int64_t{0});
+  };
+  auto status_of = [](const Json& doc) {
+    const Json& st = doc["status"];
+    return st.value("reason", "") + " | " + st.value("message", "") + " | " +
+           std::to_string(st.value("queuePosition", 0));
+  };
+  auto all_stored = [&] {
+    for (int i = 0; i < kJobs; ++i)
+      if (status_of(stored(i).first) != status_of(Ok(c_->GetJob(name(i))))) return false;
+    return true;
+  };
+  const std::string created = status_of(stored(0).first);
+  const uint64_t commits_before = counting_->counts().commits;
+  int ticks = 0;
+  do {
+    ASSERT_TRUE(c_->Tick().ok());
+    ++ticks;
+  } while (ticks < 10 && !all_stored());
+  ASSERT_TRUE(all_stored()) << "the statuses did not reach the store in 10 ticks";
+  ASSERT_NE(status_of(stored(0).first), created) << "the passes changed no job's status";
+  EXPECT_LE(ticks, 2) << "200 statuses a tick";
+
+  std::set<int64_t> revisions;
+  for (int i = 0; i < kJobs; ++i) {
+    const auto [doc, version] = stored(i);
+    EXPECT_EQ(status_of(doc), status_of(Ok(c_->GetJob(name(i))))) << name(i);
+    EXPECT_EQ(Ok(c_->GetJob(name(i)))["metadata"]["resourceVersion"], version) << name(i);
+    revisions.insert(version);
+  }
+  EXPECT_LE(revisions.size(), 3u) << "the statuses of " << kJobs << " jobs took "
+                                  << revisions.size() << " commits (one each before issue 35)";
+  EXPECT_LE(counting_->counts().commits - commits_before, 3u);
+
+  // Settled: a pass that changes nothing writes nothing.
+  const uint64_t settled = Writes();
+  ASSERT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(Writes(), settled);
+
+  // A restarted head reads the reasons the flush wrote.
+  c_.reset();
+  Start();
+  for (int i = 0; i < kJobs; i += 50)
+    EXPECT_EQ(status_of(Ok(c_->GetJob(name(i)))), status_of(stored(i).first)) << name(i);
+}
+
+// A request's own pass (here the job's creation, whose pass gives it its reason) writes the
+// statuses it changed before the request returns, and watchers hear of them with it, as when each
+// status had a commit of its own: no tick is needed (docs/scale.md "Status writes").
+TEST_F(StoreWritesTest, ARequestsPassStoresAndAnnouncesTheStatusesItChangedBeforeItReturns) {
+  RegisterTwoSlices();
+  Ok(c_->CreateJob(JobDoc("a", 2)));  // both slices
+  ASSERT_TRUE(c_->Tick().ok());
+  std::vector<std::pair<std::string, std::string>> heard;  // (type, reason) of TrainJob "big"
+  c_->SetChangeListener([&](const std::string& kind, const std::string& type, const Json& obj) {
+    if (kind == "TrainJob" && obj["metadata"]["name"] == "big")
+      heard.emplace_back(type, obj["status"].value("reason", ""));
+  });
+  Ok(c_->CreateJob(JobDoc("big", 1)));  // waits for a slice a holds
+  const Json job = Ok(c_->GetJob("big"));
+  const std::string reason = job["status"].value("reason", "");
+  ASSERT_FALSE(reason.empty()) << job.dump();
+  auto stored = store_->Get("TrainJob", "big");
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(Json::parse(stored->body)["status"].value("reason", ""), reason)
+      << "the request returned before its pass's status was stored";
+  EXPECT_EQ(job["metadata"]["resourceVersion"], stored->resource_version);
+  ASSERT_FALSE(heard.empty());
+  EXPECT_EQ(heard.back(), std::make_pair(std::string("MODIFIED"), reason))
+      << "watchers did not hear of the status with the request";
 }
 
 }  // namespace

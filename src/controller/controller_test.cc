@@ -261,6 +261,55 @@ TEST_F(ControllerTest, TheHeadsOwnStallIsNotCountedAsAHostsSilence) {
       << job["status"]["message"];
 }
 
+// A new leader (or a restarted head) gives every stored host a fresh lease when it loads, then
+// spends seconds reading the rest of the store and starting to serve before its first tick: no
+// agent could reach it meanwhile, so that gap is the head's own stall (issue 35: a leader over
+// 100,000 stored jobs loaded for 7 s, past the 5 s lease, and its first tick declared all 1,000
+// hosts lost). Hosts that stay silent once it serves are still lost after their lease.
+TEST_F(ControllerTest, AHostsLeaseIsNotSpentWhileTheHeadLoadsAndStarts) {
+  ControllerOptions options;
+  options.lease_stall_ms = 500;  // lease_ms stays 5000
+  c_ = std::make_unique<Controller>(*store_, clock_, options);
+  ASSERT_TRUE(c_->Load().ok());
+  RegisterTwoSlices();
+  Ok(c_->CreateJob(JobDoc("train", 1)));
+  HeartbeatAll("Running");
+  ASSERT_TRUE(c_->Tick().ok());
+  auto lost_hosts = [&] {
+    int lost = 0;
+    const Json hosts = c_->ListHosts();
+    for (const Json& h : hosts["items"]) lost += h["status"]["state"] == "Lost";
+    return lost;
+  };
+  // The head is replaced: the next one loads, and its first tick comes 7 s later.
+  c_ = std::make_unique<Controller>(*store_, clock_, options);
+  ASSERT_TRUE(c_->Load().ok());
+  clock_.AdvanceMs(7000);
+  ASSERT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(lost_hosts(), 0) << "the load and start were counted as the hosts' silence";
+  EXPECT_EQ(Ok(c_->GetJob("train"))["status"]["phase"], "Running");
+  // Every agent but s0-w1's comes back; s0-w1 is lost once it has been silent for the lease
+  // while the head was serving (0.5 s of the start + 12 x 0.4 s = 5.3 s), not before.
+  auto beat_others = [&] {
+    for (int s = 0; s < 2; ++s)
+      for (int w = 0; w < 4; ++w)
+        if (HostName(s, w) != "s0-w1")
+          Ok(Beat(*c_, HostName(s, w),
+                  {{"workers", WorkerReports(Ok(c_->Assignments(HostName(s, w))), "Running")}}));
+  };
+  for (int step = 1; step <= 11; ++step) {
+    clock_.AdvanceMs(400);
+    beat_others();
+    ASSERT_TRUE(c_->Tick().ok());
+    ASSERT_EQ(lost_hosts(), 0) << "after " << step << " steps of 0.4 s";
+  }
+  clock_.AdvanceMs(400);
+  beat_others();
+  ASSERT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(lost_hosts(), 1);
+  EXPECT_EQ(Ok(c_->GetJob("train"))["status"]["reason"], "HostLost");
+}
+
 TEST_F(ControllerTest, DeleteStopsWorkersThenRemovesAndIsIdempotent) {
   RegisterTwoSlices();
   Ok(c_->CreateJob(JobDoc("train", 2)));

@@ -252,7 +252,8 @@ Status Controller::ScheduleEasy() {
                   (names.empty() ? std::string("the moved jobs") : names) + " have stopped";
     const std::string reason = hold.moved ? "MovedByDefragmentation" : "WaitingForDefragmentation";
     TESSERA_RETURN_IF_ERROR(RunStep(
-        job->name(), [&](TrainJob& j) { return train_.SetPending(j, reason, message, 0, {}); }));
+        job->name(), [&](TrainJob& j) { return train_.SetPending(j, reason, message, 0, {}); },
+        StatusWrite::kBatched));
   }
   int position = 0;
   for (const EasyWait& w : pass.waiting) {
@@ -265,9 +266,10 @@ Status Controller::ScheduleEasy() {
       message += " (" + Hours(help_after_s) + ", from the last " +
                  std::to_string(st.help->recent()) + " small jobs' waits; it has waited " +
                  Hours(std::max<int64_t>(0, WaitS(*job, now))) + ")";
-    TESSERA_RETURN_IF_ERROR(RunStep(job->name(), [&](TrainJob& j) {
-      return train_.SetPending(j, w.reason, message, position, {});
-    }));
+    TESSERA_RETURN_IF_ERROR(RunStep(
+        job->name(),
+        [&](TrainJob& j) { return train_.SetPending(j, w.reason, message, position, {}); },
+        StatusWrite::kBatched));
   }
   return Status::Ok();
 }

@@ -236,9 +236,12 @@ Status Controller::ScheduleGpuSystemThroughQueues(GpuSystem system,
   if (!cycle.ok()) {
     for (const auto& [uid, name] : by_uid)
       if (jobs_.at(name).status.phase == JobPhase::kPending)
-        TESSERA_RETURN_IF_ERROR(RunStep(name, [&](TrainJob& j) {
-          return train_.SetPending(j, "AdmissionError", cycle.status().message(), 0, {});
-        }));
+        TESSERA_RETURN_IF_ERROR(RunStep(
+            name,
+            [&](TrainJob& j) {
+              return train_.SetPending(j, "AdmissionError", cycle.status().message(), 0, {});
+            },
+            StatusWrite::kBatched));
     return Status::Ok();
   }
   std::map<std::string, ClusterQueueUsage>& usage = gpu_usage_[system];
@@ -277,9 +280,10 @@ Status Controller::ScheduleGpuSystemThroughQueues(GpuSystem system,
     const std::string message = "admitted to " + a.cluster_queue + "; starts once the workers of " +
                                 (names.empty() ? std::string("the preempted jobs") : names) +
                                 " have stopped";
-    TESSERA_RETURN_IF_ERROR(RunStep(*name, [&](TrainJob& j) {
-      return train_.SetPending(j, "WaitingForPreemption", message, 0, {});
-    }));
+    TESSERA_RETURN_IF_ERROR(RunStep(
+        *name,
+        [&](TrainJob& j) { return train_.SetPending(j, "WaitingForPreemption", message, 0, {}); },
+        StatusWrite::kBatched));
   }
   for (const PendingStatus& p : cycle->pending) {
     if (admitted.count(p.workload.value())) continue;

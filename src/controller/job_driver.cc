@@ -11,6 +11,15 @@
 #include "workload/worker_env.h"
 
 namespace tessera::controller {
+namespace {
+
+// A step whose one effect is a write of the job's document: nothing to release, tell or record.
+bool OnlyStatus(const Effects& e) {
+  return e.persist && !e.remove && !e.release_chips && !e.assignments_changed &&
+         e.notify_hosts.empty() && e.events.empty() && !e.schedule;
+}
+
+}  // namespace
 
 bool Controller::View::HostLost(const std::string& host) const {
   auto it = c_.hosts_.find(host);
@@ -33,7 +42,7 @@ TrainJob* Controller::FindJob(const std::string& name) {
 
 Json Controller::JobJson(const TrainJob& job) const { return codec::TrainJobJson(job, NowMs()); }
 
-Status Controller::RunStep(std::string name, const Step& step) {
+Status Controller::RunStep(std::string name, const Step& step, StatusWrite status_write) {
   TrainJob* job = FindJob(name);
   if (job == nullptr) return NotFound("trainjob '" + name + "' not found");
   // The head's side of the applier (workload/effects_applier.h): its store, inventory, agents
@@ -65,6 +74,7 @@ Status Controller::RunStep(std::string name, const Step& step) {
         doc_["metadata"]["resourceVersion"] = job.runtime.version;
         c_.Emit(codec::kTrainJobKind, "MODIFIED", doc_);
       }
+      if (e.persist || e.remove) c_.unsaved_status_.erase(name_);  // the write carried it
       c_.AnnounceEvents();
     }
     bool applied() const { return applied_; }
@@ -77,7 +87,19 @@ Status Controller::RunStep(std::string name, const Step& step) {
   const std::string reservation = job->spec.reservation;
   HeadSink sink(*this, name);
   const int attempt = job->status.attempt;
-  const Status applied = ApplyStep(*job, step, sink, NowMs());
+  Status applied = Status::Ok();
+  if (status_write == StatusWrite::kBatched) {
+    TrainJob before = *job;
+    Effects effects = step(*job);
+    if (OnlyStatus(effects)) {  // written by FlushStatusWrites with others (status_writes.cc)
+      unsaved_status_.insert(name);
+      return Status::Ok();
+    }
+    applied = ApplyEffects(*job, std::move(effects), sink, NowMs());
+    if (!applied.ok()) *job = std::move(before);
+  } else {
+    applied = ApplyStep(*job, step, sink, NowMs());
+  }
   // Only a Place moves the job's workers, and it starts an attempt (indexed even if the commit
   // failed: the index is a superset).
   if (const TrainJob* stepped = FindJob(name); stepped && stepped->status.attempt != attempt)
@@ -96,10 +118,15 @@ Status Controller::LoadJobs() {
   auto jobs = store_.List(codec::kTrainJobKind);
   if (!jobs.ok()) return jobs.status();
   for (const auto& obj : *jobs) {
-    Json doc = Json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded()) return Internal("stored TrainJob " + obj.name + " is not JSON");
-    auto job = codec::TrainJobFromJson(doc);
-    if (!job.ok()) return job.status();
+    std::optional<TrainJob> job =
+        options_.decoded_job ? options_.decoded_job(obj) : std::optional<TrainJob>();
+    if (!job) {
+      Json doc = Json::parse(obj.body, nullptr, /*allow_exceptions=*/false);
+      if (doc.is_discarded()) return Internal("stored TrainJob " + obj.name + " is not JSON");
+      auto decoded = codec::TrainJobFromJson(doc);
+      if (!decoded.ok()) return decoded.status();
+      job = std::move(*decoded);
+    }
     job->runtime.version = obj.resource_version;
     job->runtime.progress_epoch_ms = now;  // progress was not persisted: hang timers restart
     if (job->status.stopping)
@@ -116,11 +143,16 @@ Status Controller::LoadJobs() {
 Status Controller::TickJobs(int64_t now) {
   const View view(*this);
   std::vector<std::string> names;
-  for (const auto& [name, job] : jobs_) names.push_back(name);
+  // Only jobs whose timers may act: a store of 100,000 jobs, most of them finished, costs a
+  // tick a copy of each job otherwise (RunStep), on every tick.
+  for (const auto& [name, job] : jobs_)
+    if (train_.TickMayAct(job)) names.push_back(name);
   Status first = Status::Ok();
   for (const auto& name : names) {
     if (!jobs_.count(name)) continue;
-    Status s = RunStep(name, [&](TrainJob& job) { return train_.Tick(job, view, now); });
+    // A tick's flush of progress or detail alone goes with the other jobs' (status_writes.cc).
+    Status s = RunStep(
+        name, [&](TrainJob& job) { return train_.Tick(job, view, now); }, StatusWrite::kBatched);
     if (first.ok()) first = s;
   }
   return first;

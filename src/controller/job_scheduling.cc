@@ -87,9 +87,10 @@ Status Controller::ServeInArrivalOrder(const std::function<bool(const TrainJob&)
       }
       if (t.holds_line) blocked_by = job->name();
     }
-    TESSERA_RETURN_IF_ERROR(RunStep(job->name(), [&](TrainJob& j) {
-      return train_.SetPending(j, t.reason, t.message, position, {});
-    }));
+    TESSERA_RETURN_IF_ERROR(RunStep(
+        job->name(),
+        [&](TrainJob& j) { return train_.SetPending(j, t.reason, t.message, position, {}); },
+        StatusWrite::kBatched));
   }
   return Status::Ok();
 }
@@ -175,9 +176,10 @@ Status Controller::AdmitJob(const std::string& name, const Admission& a) {
   const std::string message = "admitted to " + a.cluster_queue + "; starts once the workers of " +
                               (names.empty() ? std::string("the preempted jobs") : names) +
                               " have stopped";
-  return RunStep(name, [&](TrainJob& j) {
-    return train_.SetPending(j, "WaitingForPreemption", message, 0, {});
-  });
+  return RunStep(
+      name,
+      [&](TrainJob& j) { return train_.SetPending(j, "WaitingForPreemption", message, 0, {}); },
+      StatusWrite::kBatched);
 }
 
 Status Controller::EvictJob(const std::string& name, const Eviction& eviction) {
@@ -193,9 +195,13 @@ Status Controller::SetJobPending(const std::string& name, const PendingStatus& p
   for (const Blocker& b : p.would_help)
     help.push_back({b.name, b.cluster_queue, b.priority, b.chips, b.preemptible});
   const std::string message = WithPartialSlices(jobs_.at(name), p.message);
-  return RunStep(name, [&](TrainJob& j) {
-    return train_.SetPending(j, PendingReasonName(p.reason), message, p.position, std::move(help));
-  });
+  return RunStep(
+      name,
+      [&](TrainJob& j) {
+        return train_.SetPending(j, PendingReasonName(p.reason), message, p.position,
+                                 std::move(help));
+      },
+      StatusWrite::kBatched);
 }
 
 std::optional<WorkloadState> Controller::AdmissionStateOf(const TrainJobStatus& st) {

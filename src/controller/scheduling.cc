@@ -16,6 +16,11 @@
 namespace tessera::controller {
 void Controller::ScheduleAfterRequest() {
   Status s = Schedule();
+  // The statuses the request's pass changed are stored, and watchers hear of them, with the
+  // request, as when each had its own commit (status_writes.cc: only a backlog beyond one
+  // flush waits for the next ticks).
+  Status flushed = FlushStatusWrites();
+  if (s.ok()) s = flushed;
   if (!s.ok()) deferred_error_ = s;
   // The request's placements and releases move host owners and queue usage: watchers hear of
   // them with the request, so a later tick (perhaps with the store down) emits nothing old.
@@ -24,7 +29,9 @@ void Controller::ScheduleAfterRequest() {
 
 Status Controller::RunPass() {
   std::lock_guard lock(mu_);
-  return Schedule();
+  Status scheduled = Schedule();
+  Status flushed = FlushStatusWrites();  // status_writes.cc
+  return scheduled.ok() ? flushed : scheduled;
 }
 
 void Controller::RequestPass() {

@@ -208,7 +208,8 @@ Status Controller::HoldJobsMissingSecrets() {
   for (const auto& [name, why] : held) {
     jobs_missing_secrets_.insert(name);
     TESSERA_RETURN_IF_ERROR(RunStep(
-        name, [&](TrainJob& j) { return train_.SetPending(j, kSecretNotFound, why, 0, {}); }));
+        name, [&](TrainJob& j) { return train_.SetPending(j, kSecretNotFound, why, 0, {}); },
+        StatusWrite::kBatched));
   }
   return Status::Ok();
 }

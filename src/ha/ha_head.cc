@@ -11,6 +11,7 @@
 #include "api/head_tls.h"
 #include "ha/elector.h"
 #include "ha/head_list.h"
+#include "ha/job_cache.h"
 #include "ha/standby_proxy.h"
 #include "net/http_server.h"
 #include "store/etcd_store.h"
@@ -20,6 +21,22 @@ namespace tessera::ha {
 using nlohmann::json;
 
 namespace {
+
+int64_t UnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// One step of a takeover, timestamped so that a failover's time can be split among them
+// (bench/control_plane/run.py reads these lines): the election, the warm copy's catch-up, the
+// head's start (its store load) and its serving.
+void LogTakeover(const char* phase, int64_t term, std::chrono::steady_clock::time_point elected) {
+  const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - elected);
+  std::cerr << "tessera head: event=takeover phase=" << phase << " term=" << term
+            << " unix_ms=" << UnixMs() << " since_election_ms=" << since.count() << std::endl;
+}
 
 // `serving` is false on the standby's server: an elected head says "starting" there, never
 // "leader", until its full head serves on the port (a client that waits for "leader" and then
@@ -202,10 +219,14 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
   auto next_follow = std::chrono::steady_clock::now();
   std::string follow_error;  // the last one logged: a lasting failure is said once
   std::string known_leader;  // as the elector last said, for the proxy
+  // The copy's TrainJobs, decoded as they change (job_cache.h): once elected, the controller
+  // takes them instead of parsing every stored job.
+  JobCache jobs;
   auto follow = [&]() -> bool {
     auto followed = store->Follow();
     next_follow = std::chrono::steady_clock::now() + options.election.retry;
     if (followed.ok()) {
+      jobs.Refresh(*store);
       if (!follow_error.empty())
         std::cerr << "tessera head: following etcd again (revision "
                   << store->following_revision().value_or(0) << ")" << std::endl;
@@ -266,6 +287,7 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
       break;
     }
     if (term != 0 && !head) {
+      LogTakeover("elected", term, elected);
       // Caught up after the election: from here only this head can write (the fence). When
       // that fails, the head reads the whole store instead.
       const int64_t from = store->following_revision().value_or(0);
@@ -274,7 +296,9 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
                   << store->following_revision().value_or(0) << std::endl;
       } else {
         store->StopFollowing();
+        jobs.Clear();  // the head reads the whole store: nothing cached is known to be current
       }
+      LogTakeover("caught_up", term, elected);
       proxy.Close();  // first: a forwarded request to a frozen leader would hold Stop()
       (*standby)->Stop();
       standby->reset();  // destroyed, not only stopped: its port is free for the head
@@ -284,8 +308,13 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
         return std::unique_ptr<store::Store>(std::move(etcd_store));
       };
       ho.leader_info = [&elector, self] { return InfoJson(elector.Snapshot(), self, true); };
+      ho.controller.decoded_job = [&jobs](const store::Object& object) {
+        return jobs.Take(object);
+      };
       head = std::make_unique<api::Head>(ho);
+      LogTakeover("standby_stopped", term, elected);
       Status started = head->Start();
+      jobs.Clear();  // what the controller did not take is stale: free it
       if (!started.ok()) {
         std::cerr << "tessera head: elected at term " << term
                   << " but the head failed to start: " << started.ToString() << std::endl;
@@ -296,6 +325,7 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
           std::chrono::steady_clock::now() - elected);
       std::cerr << "tessera head: " << self << " is the leader (term " << term << "; serving "
                 << serving_after.count() << " ms after the election)" << std::endl;
+      LogTakeover("serving", term, elected);
     }
   }
   if (head) head->Stop();  // stop writing before handing over

@@ -669,6 +669,16 @@ std::optional<int64_t> EtcdStore::following_revision() const {
   return mirror_->revision;
 }
 
+bool EtcdStore::VisitFollowed(std::string_view kind, int64_t after,
+                              const std::function<void(const Object&)>& visit) const {
+  std::lock_guard lock(mirror_mu_);
+  if (!mirror_) return false;
+  if (auto k = mirror_->objects.find(kind); k != mirror_->objects.end())
+    for (const auto& [name, object] : k->second)
+      if (object.resource_version > after) visit(object);
+  return true;
+}
+
 Status EtcdStore::Close() {
   closed_ = true;
   StopFollowing();

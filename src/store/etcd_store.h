@@ -80,6 +80,12 @@ class EtcdStore final : public Store {
   void StopFollowing();
   // The revision the copy is at, or nullopt when there is none.
   std::optional<int64_t> following_revision() const;
+  // Calls `visit` with each object of `kind` in the copy whose resource_version is above
+  // `after` (the copy's own objects, none copied: a standby's typed cache of what changed since
+  // it last looked, ha/ha_head.cc), by name. False when there is no copy. Not a change log:
+  // objects deleted since are simply not visited.
+  bool VisitFollowed(std::string_view kind, int64_t after,
+                     const std::function<void(const Object&)>& visit) const;
 
   // True once a commit's answer was lost and whether it was applied could not be settled:
   // the caller's view may differ from etcd's, so the store refuses writes; a head restarts.

@@ -2,16 +2,18 @@
 
 namespace tessera {
 
+void NotePersisted(TrainJob& job, int64_t version, int64_t now) {
+  job.runtime.version = version;
+  job.runtime.progress_dirty = false;
+  job.runtime.detail_dirty = false;
+  job.runtime.persisted_ms = now;
+}
+
 Status ApplyEffects(TrainJob& job, Effects effects, TrainEffectsSink& sink, int64_t now) {
   if (effects.empty()) return Status::Ok();
   auto committed = sink.Commit(job, effects);
   if (!committed.ok()) return committed.status();
-  if (effects.persist && !effects.remove) {
-    job.runtime.version = *committed;
-    job.runtime.progress_dirty = false;
-    job.runtime.detail_dirty = false;
-    job.runtime.persisted_ms = now;
-  }
+  if (effects.persist && !effects.remove) NotePersisted(job, *committed, now);
   if (effects.release_chips) sink.Release(job.uid);
   if (effects.assignments_changed) {
     const int64_t revision = sink.BumpAssignments();

@@ -63,6 +63,10 @@ class EffectsSink {
 using TrainEffectsSink = EffectsSink<TrainJob>;
 using ServiceEffectsSink = EffectsSink<Service>;
 
+// What a driver notes once the job's document is in the store at `version` (ApplyEffects' step
+// 3; a driver that writes several jobs' statuses in one commit calls it for each).
+void NotePersisted(TrainJob& job, int64_t version, int64_t now);
+
 // Applies effects a step returned (the object has already changed). On a failed commit returns
 // its error and applies nothing else; the object keeps the step's changes (drivers whose commit
 // can fail use ApplyStep).

@@ -511,6 +511,14 @@ Effects TrainLifecycle::Tick(TrainJob& job, const ClusterView& cluster, int64_t 
   return e;
 }
 
+bool TrainLifecycle::TickMayAct(const TrainJob& job) const {
+  // What Tick's parts look at: CheckHang and CheckGrowBack act on a running job only,
+  // CheckFences on a stopping job with fences, the flushes on dirty progress or detail.
+  return job.status.phase == JobPhase::kRunning ||
+         (job.status.stopping && !job.runtime.fencing.empty()) || job.runtime.progress_dirty ||
+         job.runtime.detail_dirty;
+}
+
 Effects TrainLifecycle::CheckHang(TrainJob& job, const ClusterView& cluster, int64_t now) const {
   const TrainJobStatus& st = job.status;
   // Hang timers start at the attempt's first completed step: start-up (imports, rendezvous,

@@ -143,6 +143,10 @@ class TrainLifecycle {
   // Timers, on every tick: hang detection, the grow-back search, progress persistence (at most
   // once a second).
   Effects Tick(TrainJob& job, const ClusterView& cluster, int64_t now) const;
+  // False when Tick(job, ...) would change nothing and return no effects at any time: the job
+  // is not running, no lost host's fence is pending and nothing waits to be flushed (a finished
+  // or waiting job). A driver over 100,000 stored jobs, most of them finished, skips those.
+  bool TickMayAct(const TrainJob& job) const;
 
  private:
   Effects FailAttempt(TrainJob& job, FailureKind kind, std::vector<int> ranks, int64_t failure_ms,

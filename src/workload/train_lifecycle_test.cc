@@ -211,5 +211,49 @@ TEST_F(TrainLifecycleTest, ANewDetailUnderTheSameReasonIsFlushedByTickNotWritten
   EXPECT_EQ(job.status.queue_position, 1);
 }
 
+// A driver skips the tick of a job for which TickMayAct is false (the head over 100,000 stored
+// jobs, most finished): in every such state Tick must return nothing, now and much later.
+TEST_F(TrainLifecycleTest, TickMayActIsFalseOnlyWhereTickDoesNothing) {
+  auto check = [&](TrainJob job, bool may_act, const char* state) {
+    EXPECT_EQ(life_.TickMayAct(job), may_act) << state;
+    if (may_act) return;
+    for (int64_t later : {int64_t{0}, int64_t{60'000}, int64_t{3'600'000}}) {
+      const JobPhase phase = job.status.phase;
+      EXPECT_TRUE(life_.Tick(job, cluster_, now_ + later).empty()) << state << " +" << later;
+      EXPECT_EQ(job.status.phase, phase) << state;
+    }
+  };
+  TrainJob waiting = TrainLifecycle::Create(Spec(1, 1, HostLossPolicy::kFail, 0), "{}", 1, now_);
+  life_.SetPending(waiting, "Queued", "waiting behind trainjob a", 3, {});
+  waiting.runtime.persisted_ms = now_;
+  check(waiting, false, "pending, written");
+  life_.SetPending(waiting, "Queued", "waiting behind trainjob b", 2, {});  // detail only
+  check(waiting, true, "pending, its detail not yet flushed");
+
+  TrainJob running = Running(Spec(1, 1, HostLossPolicy::kFail, 0), 1);
+  check(running, true, "running");
+  TrainJob done = running;
+  for (int rank = 0; rank < 4; ++rank)
+    life_.WorkerExited(done, rank, 0, 0, 0, now_, cluster_, now_);
+  ASSERT_EQ(done.status.phase, JobPhase::kSucceeded);
+  done.runtime.progress_dirty = false;
+  done.runtime.detail_dirty = false;
+  check(done, false, "succeeded");
+  done.runtime.progress_dirty = true;
+  check(done, true, "succeeded, its last progress not yet flushed");
+
+  TrainJob lost = Running(Spec(1, 2, HostLossPolicy::kPause, -1), 2);
+  cluster_.lost.insert("s1w2");
+  life_.HostLost(lost, "s1w2", now_ - 6000, "no heartbeat", cluster_, now_);
+  ASSERT_TRUE(lost.status.stopping);
+  if (!lost.runtime.fencing.empty()) {  // the lost host's fence: Tick ends it when it is over
+    EXPECT_TRUE(life_.TickMayAct(lost));
+    life_.Tick(lost, cluster_, now_ + 3'600'000);
+  }
+  lost.runtime.progress_dirty = false;
+  lost.runtime.detail_dirty = false;
+  check(lost, false, "after a host loss, no fence pending");
+}
+
 }  // namespace
 }  // namespace tessera
