@@ -38,9 +38,11 @@ struct WindowLoad {
   // replicas finished (and streamed) was work left from before the window, done once, not a
   // rate that lasts.
   double arrival_ratio = -1;
-  double tokens_per_s = -1;  // output tokens streamed per second; -1: not reported
-  double newest_signal = 0;  // the newest sample's ongoing requests (or queued tokens)
-  double ttft_ms = -1;       // window means; -1: nothing measured
+  double tokens_per_s = -1;        // output tokens streamed per second; -1: not reported
+  double arrivals_per_s = -1;      // requests arriving per second (refused included when counted)
+  double tokens_per_request = -1;  // output tokens streamed per request completed
+  double newest_signal = 0;        // the newest sample's ongoing requests (or queued tokens)
+  double ttft_ms = -1;             // window means; -1: nothing measured
   double tpot_ms = -1;
 };
 
@@ -86,6 +88,10 @@ WindowLoad Measure(const AutoscalerConfig& config, const std::vector<LoadSample>
       w.arrivals_known = oldest->refused >= 0 && newest->refused >= oldest->refused;
       if (w.arrivals_known) arrived += static_cast<double>(newest->refused - oldest->refused);
       if (done > 0) w.arrival_ratio = std::max(0.0, arrived / done);
+      w.arrivals_per_s = std::max(0.0, arrived) / dt_s;
+      if (done > 0 && oldest->output_tokens >= 0 && newest->output_tokens >= oldest->output_tokens)
+        w.tokens_per_request =
+            static_cast<double>(newest->output_tokens - oldest->output_tokens) / done;
     }
     if (w.saturated) {
       w.factor = in_system > 0 ? std::min(kAutoscalerMaxUpFactor, 1 + waiting / in_system) : 1;
@@ -250,7 +256,16 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
               (!burst.piling_up || stable.arrivals_known)
           ? std::max(target, in.max_ongoing_requests * kAutoscalerSaturatedUtilization)
           : target;
-  const int panic_want = burst.samples > 0 ? clamp_want(burst.demand / burst_per_replica) : 0;
+  int panic_want = burst.samples > 0 ? clamp_want(burst.demand / burst_per_replica) : 0;
+  // With a measured capacity, the panic window's arrival rate says how many replicas the burst
+  // needs: its requests x the output tokens a request streams (the stable window's) over what a
+  // replica streams at the target utilization.
+  int rate_want = 0;
+  if (!tokens && d.state.capacity_tokens_per_s > 0 && burst.arrivals_per_s >= 0 &&
+      stable.tokens_per_request > 0 && burst.piling_up)
+    rate_want = clamp_want(burst.arrivals_per_s * stable.tokens_per_request /
+                           (d.state.capacity_tokens_per_s * kAutoscalerTargetUtilization));
+  panic_want = std::max(panic_want, rate_want);
   // Against the desired size, starting groups included: a burst already answered by groups on
   // the way is no new burst (no cascade while they start).
   // A burst piles requests up at the router; a backlog draining into new groups is none.
@@ -260,7 +275,16 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
   const bool in_panic = d.state.panic_until_ms >= now;
   if (!in_panic) d.state.panic_until_ms = -1;
   if (panic_now && panic_want > current) {
-    const int to = std::min(panic_want, up_cap);
+    // A burst sized on its measured arrival rate may pass x2 (Knative's panic mode has no such
+    // cap), up to kAutoscalerMaxArrivalFactor x and the free slices.
+    int burst_cap = up_cap;
+    if (rate_want > up_cap) {
+      burst_cap = std::min(config.max_replicas,
+                           static_cast<int>(std::max(current, 1) * kAutoscalerMaxArrivalFactor));
+      if (in.free_slices >= 0) burst_cap = std::min(burst_cap, current + in.free_slices);
+      burst_cap = std::max(burst_cap, up_cap);
+    }
+    const int to = std::min(panic_want, burst_cap);
     d.state.up_since_ms = d.state.down_since_ms = -1;
     if (to > current) {
       d.desired_replicas = to;
