@@ -700,6 +700,44 @@ TEST(AutoscalerTest, ReplicasAddedForABacklogGoOnceItIsDrained) {
   EXPECT_FALSE(load_flag);
 }
 
+TEST(AutoscalerTest, ABurstIsSizedOnItsArrivalRateAtOncePastTwiceAndWithoutACascade) {
+  // 3 replicas of a measured 300 output tokens a second (a full one completes 1.5 requests of
+  // 200 tokens a second) run 3.5 requests a second. At 60 s the arrivals jump to 12 a second:
+  // 8 replicas' worth, 9 at the 90 % target. With 2-minute start-ups the burst takes the size
+  // past x2 (6) within seconds as its rate firms up, to no more than the rate asks for, and it
+  // holds there while the groups start (the rate does not grow with the size: no cascade).
+  Series r{Config(1, 16)};
+  r.config.target_ongoing_requests = 0;
+  r.max_ongoing = 16;
+  r.startup_s = 120;
+  r.replicas = r.ready = 3;
+  r.state.capacity_tokens_per_s = 300;
+  QueueingRouter q;
+  q.arrive_per_s = 3.5;
+  r.Seconds(0, 60, [&](int64_t t) { return q.Next(t, r.ready); });
+  ASSERT_EQ(r.replicas, 3) << r.last_reason;
+  q.arrive_per_s = 12;
+  r.Seconds(60, 170, [&](int64_t t) { return q.Next(t, r.ready); });
+  const int64_t past_twice = r.FirstAt(7, 60);
+  ASSERT_GE(past_twice, 0) << r.last_reason;
+  EXPECT_LE(past_twice, 90) << "the burst's rate sizes it within half a minute";
+  EXPECT_NE(r.last_reason.find("burst"), std::string::npos);
+  for (int n : r.history) EXPECT_LE(n, 9) << "at most the 9 its arrival rate asks for";
+  EXPECT_GE(r.replicas, 8) << r.last_reason;
+  // Without a measured capacity the rate says nothing: the x2 step stands.
+  Series u{Config(1, 16)};
+  u.config.target_ongoing_requests = 0;
+  u.max_ongoing = 16;
+  u.startup_s = 120;
+  u.replicas = u.ready = 3;
+  QueueingRouter v;
+  v.arrive_per_s = 3.5;
+  u.Seconds(0, 60, [&](int64_t t) { return v.Next(t, u.ready); });
+  v.arrive_per_s = 12;
+  u.Seconds(60, 100, [&](int64_t t) { return v.Next(t, u.ready); });
+  EXPECT_LE(u.replicas, 6) << u.last_reason;
+}
+
 TEST(AutoscalerTest, AStepDownKeepsTheRequestsInFlightUnderTheTarget) {
   // 5 replicas of a measured 350 tokens a second stream 966 a second: 2.8 replicas' worth, 4
   // would run at 69 % (under the 80 % low-water mark). But 34 requests are in flight (a
