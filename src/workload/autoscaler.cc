@@ -261,10 +261,10 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
   int panic_want = burst.samples > 0 ? clamp_want(burst.demand / burst_per_replica) : 0;
   // With a measured capacity, the panic window's arrival rate says how many replicas the burst
   // needs: its requests x the output tokens a request streams (the stable window's) over what a
-  // replica streams at the target utilization.
-  // The rate is taken over the burst so far (from a panic window before it was declared, at
-  // most a look-back), so the estimate firms up as the burst lasts: a few seconds of arrivals
-  // are noisy, and each step up that noise asks for would be undone.
+  // replica streams at the target utilization. The rate is taken over the burst so far (from a
+  // panic window before it was declared, at most a look-back), so the estimate firms up as the
+  // burst lasts: a few seconds of arrivals are noisy, and each step up that noise asks for would be
+  // undone.
   int rate_want = 0;
   double rate = -1;
   if (!tokens && d.state.capacity_tokens_per_s > 0 && stable.tokens_per_request > 0 &&
@@ -315,7 +315,7 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
       d.reason = "burst: demand " + Number(burst.demand) + " in flight in the last " +
                  Secs(panic_ms) + " over " + Replicas(ready) + " ready, target " +
                  Number(burst_per_replica) +
-                 (rate_want > 0 ? ", arrivals " + Number(burst.arrivals_per_s) +
+                 (rate_want > 0 ? ", arrivals " + Number(std::round(rate * 10) / 10) +
                                       "/s: " + std::to_string(rate_want) + " replicas' worth"
                                 : "") +
                  " -> " + std::to_string(to) + " at once" + cap_note;
