@@ -346,12 +346,14 @@ class Cycle {
     return memo.second == now.second && (memo.first == kAnyRelease || memo.first == now.first);
   }
   // What would help, per (queue if over quota else -1, key_of_): running workload indices.
-  std::map<std::pair<int, int>, std::vector<int>> help_memo_;
+  // Flat: index (queue + 1) * keys + key, queue -1 for the within-quota answer.
+  std::vector<std::optional<std::vector<int>>> help_memo_;
   // One victim finder per key for the reasons step, over the same candidates: the running
   // workloads not evicted (help_candidates_ maps candidate index to running_ index).
   std::vector<std::unique_ptr<VictimFinder>> help_finders_;
   std::vector<PreemptionCandidate> help_cands_;
   std::vector<int> help_candidates_;
+  std::unordered_map<WorkloadId, int> help_index_;  // candidate index by workload id
   // The queues that have a workload to try (not blocked, line not done): keys_[qi] is qi's
   // OrderKey (empty: nothing to try), and head_tree_ a tournament tree over them (node i holds
   // the queue with the least key below it, -1 if none; leaves from head_leaves_), so

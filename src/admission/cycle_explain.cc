@@ -81,8 +81,13 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
   // Within quota only room matters, and that is the same for every queue: share the answer.
   const bool over = quota_.Over(qi, w.chips()) > 0;
   const int key = key_of_[wi];
-  auto [it, inserted] = help_memo_.try_emplace({over ? qi : -1, key});
-  std::vector<int>& helpers = it->second;
+  // Indexed by (queue + 1, key): row 0 is the shared answer within quota.
+  if (help_memo_.empty()) help_memo_.resize((quota_.queues.size() + 1) * help_finders_.size());
+  std::optional<std::vector<int>>& memo =
+      help_memo_[static_cast<size_t>(over ? qi + 1 : 0) * help_finders_.size() + key];
+  const bool inserted = !memo;
+  if (inserted) memo.emplace();
+  std::vector<int>& helpers = *memo;
   if (inserted) {
     // Nothing changes while reasons are given, so every workload of this shape searches the
     // same rooms among the same candidates: one finder per shape, asked once per queue.
@@ -90,6 +95,7 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
       for (size_t i = 0; i < running_.size(); ++i) {
         const Running& r = running_[i];
         if (r.evicted) continue;
+        help_index_.emplace(r.id, static_cast<int>(help_cands_.size()));
         help_cands_.push_back({r.id, r.priority, r.lost_work});
         help_candidates_.push_back(static_cast<int>(i));
       }
@@ -113,17 +119,32 @@ void Cycle::WhatHelps(int qi, int wi, PendingStatus& st) {
       found.victims = std::move(g.victims);
     } else {
       std::unique_ptr<VictimFinder>& f = help_finders_[key];
-      if (!f) f = std::make_unique<VictimFinder>(inv_, planner_, w.request, help_cands_);
-      found = f->Find(over ? VictimSetCheck(check) : VictimSetCheck(), VictimPlan::kVictimsOnly);
+      if (!f) {
+        f = std::make_unique<VictimFinder>(inv_, planner_, w.request, help_cands_);
+        // Over quota, only victims of qi's pool (its cohort, or qi alone) change what the check
+        // tests (qi's usage, its cohort's pool): a room without one is refused, so the finder
+        // skips it (the same answer, fewer rooms tried).
+        std::vector<int> groups(cand_running.size(), -1);
+        for (size_t i = 0; i < cand_running.size(); ++i)
+          if (running_[cand_running[i]].queue >= 0)
+            groups[i] = PoolOf(running_[cand_running[i]].queue);
+        f->SetGroups(std::move(groups));
+      }
+      found = over ? f->Find(check, VictimPlan::kVictimsOnly, PoolOf(qi))
+                   : f->Find({}, VictimPlan::kVictimsOnly);
     }
-    if (found.found)
-      for (size_t i = 0; i < cand_running.size(); ++i)
-        if (std::binary_search(found.victims.begin(), found.victims.end(),
-                               running_[cand_running[i]].id))
-          helpers.push_back(cand_running[i]);
+    if (found.found) {
+      // In candidate order (running_ order), as the victims are found by id.
+      for (const WorkloadId id : found.victims) {
+        const auto at = help_index_.find(id);
+        if (at != help_index_.end()) helpers.push_back(cand_running[at->second]);
+      }
+      std::sort(helpers.begin(), helpers.end());
+    }
   }
   const QueueState& q = quota_.queues[qi];
   const bool within_nominal = q.used + w.chips() <= q.nominal;
+  st.would_help.reserve(helpers.size());
   for (int ri : helpers) {
     const Running& r = running_[ri];
     const Workload& hw = W(r.workload);

@@ -6,6 +6,8 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
+#include <string_view>
 #include <tuple>
 
 namespace tessera {
@@ -98,28 +100,54 @@ class Searcher {
   // The cheapest acceptable solution using only candidates with allowed[c] set. `all` says
   // that every candidate is allowed: the rooms (and, for N slices, the greedy solution) are
   // then computed once and kept for later calls with other checks.
+  // `needs_group` >= 0 (with `all`): the caller's promise that `check` refuses every set
+  // holding no candidate of that group (groups_), so rooms without one are not tried; the
+  // answer is the same, and so is the count of rooms the check refused.
   std::optional<Solution> Search(const std::vector<char>& allowed, const VictimSetCheck& check,
-                                 bool all) {
+                                 bool all, int needs_group = -1) {
     allowed_ = &allowed;
     for (HostId h : taken_hosts_) taken_[h.value()] = 0;
     taken_hosts_.clear();
     in_set_.assign(cands_.size(), 0);
     if (req_.num_slices == 1) {
       if (!all) return SearchOne(check);
-      if (!all_options_) {
-        all_options_.emplace();
-        ForEachOption([&](const Option& o) { all_options_->push_back(o); });
-        std::sort(all_options_->begin(), all_options_->end(), Less);
+      if (!all_options_) ListAllOptions();
+      // With all allowed and nothing taken, a room's victims are the candidates holding its
+      // hosts: the check is asked on them and only the room it accepts is taken.
+      const std::vector<Option>& options = *all_options_;
+      if (check && needs_group >= 0 && groups_.size() == cands_.size()) {
+        ListAllVictims();
+        for (uint32_t i : OptionsWithGroup(needs_group)) {
+          check_arg_.assign(all_victims_.begin() + victims_at_[i],
+                            all_victims_.begin() + victims_at_[i + 1]);
+          if (!check(check_arg_)) continue;
+          rejected_by_check_ += static_cast<int>(i);  // every room before it: refused
+          Solution s;
+          Take(options[i], s);
+          return s;
+        }
+        rejected_by_check_ += static_cast<int>(options.size());
+        return std::nullopt;
       }
-      for (const Option& o : *all_options_)
-        if (std::optional<Solution> s = TryRoom(o, check)) return s;
+      for (const Option& o : options) {
+        if (check) {
+          VictimsOf(o, check_arg_);
+          if (!check(check_arg_)) {
+            ++rejected_by_check_;
+            continue;
+          }
+        }
+        Solution s;
+        Take(o, s);
+        return s;
+      }
       return std::nullopt;
     }
     // N slices: the greedy solution depends on the allowed candidates, not on the check, so it
     // is kept per allowed set (the retries and the minimising steps of every query ask for the
     // same sets again).
-    auto [it, inserted] = greedy_.try_emplace(allowed);
-    if (inserted) it->second = Greedy();
+    auto it = greedy_.find(AsKey(allowed));
+    if (it == greedy_.end()) it = greedy_.emplace(std::string(AsKey(allowed)), Greedy()).first;
     const std::optional<Solution>& s = it->second;
     if (s && check && !check(s->victims)) {
       ++rejected_by_check_;
@@ -127,6 +155,9 @@ class Searcher {
     }
     return s;
   }
+
+  // Per candidate: its group, for Search's needs_group (empty: no groups).
+  void SetGroups(std::vector<int> groups) { groups_ = std::move(groups); }
 
   int rejected_by_check() const { return rejected_by_check_; }
   void ResetRejected() { rejected_by_check_ = 0; }
@@ -342,6 +373,56 @@ class Searcher {
     return std::tie(a.cost, a.key, a.cubes) < std::tie(b.cost, b.key, b.cubes);
   }
 
+  // One slice, every candidate allowed: every room, cheapest first.
+  void ListAllOptions() {
+    all_options_.emplace();
+    ForEachOption([&](const Option& o) { all_options_->push_back(o); });
+    std::sort(all_options_->begin(), all_options_->end(), Less);
+  }
+
+  // A room's victims with nothing taken: the candidates holding its hosts, each once, ascending
+  // (what Take gives).
+  void VictimsOf(const Option& o, std::vector<int>& out) const {
+    out.clear();
+    for (HostId h : HostsOf(o))
+      if (const int st = StateOf(h); st >= 0) out.push_back(st);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  }
+
+  // Every room's victims, once (all_victims_, victims_at_), for the searches by group.
+  void ListAllVictims() {
+    if (!victims_at_.empty()) return;
+    victims_at_.assign(1, 0);
+    std::vector<int> room;
+    for (const Option& o : *all_options_) {
+      VictimsOf(o, room);
+      all_victims_.insert(all_victims_.end(), room.begin(), room.end());
+      victims_at_.push_back(static_cast<uint32_t>(all_victims_.size()));
+    }
+  }
+
+  // The indices of all_options_ whose victims include a candidate of `group`, ascending.
+  const std::vector<uint32_t>& OptionsWithGroup(int group) {
+    if (group_options_.empty()) {
+      int most = -1;
+      for (int g : groups_) most = std::max(most, g);
+      group_options_.resize(static_cast<size_t>(most) + 2);
+      std::vector<int> seen;
+      for (size_t i = 0; i + 1 < victims_at_.size(); ++i) {
+        seen.clear();
+        for (uint32_t v = victims_at_[i]; v < victims_at_[i + 1]; ++v) {
+          const int g = groups_[all_victims_[v]];
+          if (g < 0 || std::find(seen.begin(), seen.end(), g) != seen.end()) continue;
+          seen.push_back(g);
+          group_options_[g].push_back(static_cast<uint32_t>(i));
+        }
+      }
+    }
+    if (group + 1 >= static_cast<int>(group_options_.size())) return group_options_.back();
+    return group_options_[group];
+  }
+
   // N slices: each room the cheapest given those chosen before it.
   std::optional<Solution> Greedy() {
     Solution s;
@@ -369,10 +450,13 @@ class Searcher {
 
   std::optional<Solution> SearchOne(const VictimSetCheck& check) {
     // The rooms depend on the allowed candidates, not on the check: kept per allowed set.
-    // Not a structured binding: clang 14 (the fuzz preset) cannot capture one in a lambda.
-    const auto emplaced = one_options_.try_emplace(*allowed_);
-    std::vector<Option>& kept = emplaced.first->second;
-    if (emplaced.second) ForEachOption([&](const Option& o) { kept.push_back(o); });
+    auto found = one_options_.find(AsKey(*allowed_));
+    if (found == one_options_.end()) {
+      found = one_options_.emplace(std::string(AsKey(*allowed_)), std::vector<Option>()).first;
+      std::vector<Option>& fresh = found->second;
+      ForEachOption([&](const Option& o) { fresh.push_back(o); });
+    }
+    const std::vector<Option>& kept = found->second;
     std::vector<Option> options = kept;
     // Usually the cheapest room passes: pick minima one by one, and sort only if many fail.
     size_t live = options.size();
@@ -417,8 +501,20 @@ class Searcher {
   // Valid for the Searcher's life (its inputs do not change): with every candidate allowed, the
   // rooms sorted cheapest first (one slice); per allowed set, the greedy solution (N slices).
   std::optional<std::vector<Option>> all_options_;
-  std::map<std::vector<char>, std::optional<Solution>> greedy_;
-  std::map<std::vector<char>, std::vector<Option>> one_options_;  // one slice, per allowed set
+  // The victims of all_options_[i]: all_victims_[victims_at_[i] .. victims_at_[i + 1]).
+  std::vector<int> all_victims_;
+  std::vector<uint32_t> victims_at_;
+  std::vector<int> check_arg_;  // the set handed to the check (reused)
+  std::vector<int> groups_;     // per candidate, SetGroups
+  // Per group (and one empty list last): OptionsWithGroup's answers, built on first use.
+  std::vector<std::vector<uint32_t>> group_options_;
+  // Keyed by the allowed set's bytes (AsKey): a string compares with memcmp, where a vector of
+  // char compares element by element (thousands of candidates, many lookups).
+  std::map<std::string, std::optional<Solution>, std::less<>> greedy_;
+  std::map<std::string, std::vector<Option>, std::less<>> one_options_;  // one slice
+  static std::string_view AsKey(const std::vector<char>& allowed) {
+    return std::string_view(allowed.data(), allowed.size());
+  }
 };
 
 // Plans one slice of `request` inside `room` alone: on a small inventory holding just the
@@ -481,6 +577,7 @@ struct VictimFinder::Impl {
   const bool valid;
   std::optional<PlanResult> free_plan;  // the planner's plan with no victims, once asked for
   std::optional<Searcher> searcher;     // built on the first search that needs victims
+  std::vector<int> groups;              // per candidate: SetGroups
 };
 
 VictimFinder::VictimFinder(const Inventory& inv, const SlicePlanner& planner,
@@ -489,7 +586,16 @@ VictimFinder::VictimFinder(const Inventory& inv, const SlicePlanner& planner,
 
 VictimFinder::~VictimFinder() = default;
 
+void VictimFinder::SetGroups(std::vector<int> group_of_candidate) {
+  impl_->groups = std::move(group_of_candidate);
+  if (impl_->searcher) impl_->searcher->SetGroups(impl_->groups);
+}
+
 VictimSet VictimFinder::Find(const VictimSetCheck& check, VictimPlan plan) {
+  return Find(check, plan, -1);
+}
+
+VictimSet VictimFinder::Find(const VictimSetCheck& check, VictimPlan plan, int needs_group) {
   Impl& m = *impl_;
   VictimSet out;
   if (!m.valid) {
@@ -505,12 +611,16 @@ VictimSet VictimFinder::Find(const VictimSetCheck& check, VictimPlan plan) {
       return out;
     }
   }
-  if (!m.searcher) m.searcher.emplace(m.inv, m.planner, m.request, m.candidates);
+  if (!m.searcher) {
+    m.searcher.emplace(m.inv, m.planner, m.request, m.candidates);
+    m.searcher->SetGroups(m.groups);
+  }
   Searcher& searcher = *m.searcher;
   searcher.ResetRejected();
   const std::vector<PreemptionCandidate>& candidates = m.candidates;
   std::vector<char> allowed(candidates.size(), 1);
-  std::optional<Solution> best = searcher.Search(allowed, check, /*all=*/true);
+  std::optional<Solution> best =
+      searcher.Search(allowed, check, /*all=*/true, check ? needs_group : -1);
   if (!best && check && m.request.num_slices > 1) {
     // N slices: the greedy solution failed the check. Try again without each of its victims in
     // turn, most expensive first (a few times), so a check that refuses one victim (e.g. "a

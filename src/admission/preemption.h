@@ -93,6 +93,15 @@ class VictimFinder {
 
   VictimSet Find(const VictimSetCheck& check = {}, VictimPlan plan = VictimPlan::kPlan);
 
+  // Puts each candidate (by index) in a group (>= 0; -1: none), for Find's `needs_group`.
+  void SetGroups(std::vector<int> group_of_candidate);
+
+  // The same answer as Find(check, plan), given the caller's promise that `check` refuses every
+  // victim set holding no candidate of group `needs_group` (e.g. a quota check that only
+  // victims of the preemptor's cohort can satisfy): a one-slice search then tries only the
+  // rooms with such a victim, found in an index built once per group.
+  VictimSet Find(const VictimSetCheck& check, VictimPlan plan, int needs_group);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <iostream>
 #include <set>
 
@@ -249,6 +250,90 @@ TEST(PreemptionProperty, FinderReusedAcrossChecksMatchesFreshSearches) {
       return;
     }
   }
+}
+
+// A search by group (VictimFinder::SetGroups, Find's needs_group) tries only the rooms with a
+// victim of the group; given a check that refuses every set without one, it answers what the
+// full search answers, message (with its count of refused rooms) included.
+TEST(PreemptionProperty, SearchByGroupMatchesTheFullSearch) {
+  const std::vector<Shape> shapes = {Shape::Of(2, 2, 1), Shape::Of(2, 2, 2), Shape::Of(2, 4, 4),
+                                     Shape::Of(4, 4, 4), Shape::Of(4, 4, 8)};
+  SlicePlanner planner;
+  int found_by_group = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Rng rng(seed);
+    Inventory inv = Pod(1 + int(rng.Uniform(2)), 2 + int(rng.Uniform(5)));
+    std::vector<PreemptionCandidate> cands;
+    std::vector<int> groups;
+    for (uint64_t id = 1; id < 200; ++id) {
+      const SliceRequest req{Generation::k7x, shapes[rng.Uniform(shapes.size())], 1};
+      PlanResult plan = planner.Plan(inv, req);
+      if (!plan.placed()) continue;
+      ASSERT_TRUE(ApplyPlan(inv, OwnerOf(WorkloadId(id)), plan).ok());
+      if (rng.Uniform(5) == 0) continue;  // held, but not a candidate
+      cands.push_back({WorkloadId(id), int32_t(rng.Uniform(4)),
+                       int64_t(rng.Uniform(3)) * req.shape.chips() * 1000});
+      groups.push_back(int(rng.Uniform(4)) - 1);  // -1: in no group
+    }
+    std::vector<int64_t> chips_of;
+    for (const PreemptionCandidate& c : cands)
+      chips_of.push_back(4 * int64_t(inv.HostsOf(OwnerOf(c.workload)).size()));
+    for (int r = 0; r < 4; ++r) {
+      const SliceRequest req{Generation::k7x, shapes[rng.Uniform(shapes.size())],
+                             1 + int(rng.Uniform(2))};
+      VictimFinder finder(inv, planner, req, cands);
+      finder.SetGroups(groups);
+      for (int q = 0; q < 6; ++q) {
+        // Like a quota check: victims of the group must free `need` chips (at least one), so a
+        // set without one is refused, as Find's promise asks.
+        const int group = int(rng.Uniform(3));
+        const int64_t need = 1 + int64_t(rng.Uniform(4)) * 32;
+        VictimSetCheck check = [&, group, need](const std::vector<int>& victims) {
+          int64_t freed = 0;
+          for (int v : victims)
+            if (groups[v] == group) freed += chips_of[v];
+          return freed >= need;
+        };
+        VictimSet by_group = finder.Find(check, VictimPlan::kVictimsOnly, group);
+        VictimSet full = FindVictims(inv, planner, req, cands, check);
+        ASSERT_EQ(by_group.found, full.found) << full.message;
+        EXPECT_EQ(by_group.victims, full.victims);
+        EXPECT_EQ(by_group.cost, full.cost);
+        EXPECT_EQ(by_group.message, full.message);
+        found_by_group += by_group.found && req.num_slices == 1;
+      }
+    }
+    if (HasFailure()) {
+      std::cerr << "failing seed: " << seed << "\n";
+      return;
+    }
+  }
+  EXPECT_GT(found_by_group, 20) << "too few one-slice searches by group found a room";
+}
+
+// The room a group's check accepts comes after cheaper rooms with only other groups' victims:
+// the search by group skips those and takes it.
+TEST(Preemption, SearchByGroupSkipsRoomsWithoutTheGroup) {
+  Inventory inv = Pod(1, 2);
+  Hold(inv, 1, CubeHosts(inv, 0));  // priority 0, group 0: the cheapest room
+  Hold(inv, 2, CubeHosts(inv, 1));  // priority 3, group 1
+  SlicePlanner planner;
+  VictimFinder finder(inv, planner, kCube, {{WorkloadId(1), 0, 0}, {WorkloadId(2), 3, 0}});
+  finder.SetGroups({0, 1});
+  auto needs_group_1 = [](const std::vector<int>& victims) {
+    return std::find(victims.begin(), victims.end(), 1) != victims.end();
+  };
+  VictimSet v = finder.Find(needs_group_1, VictimPlan::kVictimsOnly, 1);
+  ASSERT_TRUE(v.found) << v.message;
+  EXPECT_EQ(v.victims, Ids({2}));
+  VictimSet none =
+      finder.Find([](const std::vector<int>&) { return false; }, VictimPlan::kVictimsOnly, 1);
+  EXPECT_FALSE(none.found);
+  EXPECT_EQ(none.message,
+            FindVictims(inv, planner, kCube, {{WorkloadId(1), 0, 0}, {WorkloadId(2), 3, 0}},
+                        [](const std::vector<int>&) { return false; })
+                .message);
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 // the reports.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -63,7 +65,7 @@ struct SimFlags {
   std::string csv;
   std::string classes_csv;
   // easy admission (src/sim/easy_scheduler.h)
-  std::string estimates = "default";
+  std::string estimates;  // empty: default (easy), history (--gpu)
   double default_estimate_h = 24;
   bool no_defrag = false;
   double defrag_share = 0.01;
@@ -80,6 +82,7 @@ struct SimFlags {
   int64_t migrate_s = sim::GpuSimOptions{}.migrate_s;
   int gpu_holds = sim::GpuSimOptions{}.holds;
   bool baseline_holds = false;
+  bool gpu_preempt = false;
   std::string hold_for = std::string(sim::GpuHoldForName(sim::GpuSimOptions{}.hold_for));
   std::string hold_when = std::string(sim::GpuHoldWhenName(sim::GpuSimOptions{}.hold_when));
   double span_slowdown = 1.0;
@@ -191,6 +194,7 @@ void RunGpu(const SimFlags& f) {
     base.rule = *rule;
   }
   base.defrag = !f.no_defrag;
+  base.preempt = f.gpu_preempt;
   base.holds = f.gpu_holds;
   base.baseline_holds = f.baseline_holds;
   auto hold_for = sim::ParseGpuHoldFor(f.hold_for);
@@ -208,6 +212,17 @@ void RunGpu(const SimFlags& f) {
   }
   base.hold_when = *hold_when;
   base.migrate_s = f.migrate_s;
+  const std::string estimate_name = f.estimates.empty() ? "history" : f.estimates;
+  auto estimates = sim::ParseGpuEstimate(estimate_name);
+  if (!estimates.ok()) {
+    std::string why = estimates.status().message();
+    if (why.starts_with("estimates: ")) why.erase(0, 11);
+    throw CommandError("--estimates: " + why);
+  }
+  if (!(f.default_estimate_h > 0))
+    throw CommandError("--default-estimate-h: must be positive, e.g. 24");
+  base.estimates = *estimates;
+  base.default_estimate_s = std::max<int64_t>(1, std::llround(f.default_estimate_h * 3600));
   base.span_slowdown = f.span_slowdown;
   const std::string names =
       f.policies == kSimTpuPolicies ? "tessera,slurm-block,first-fit" : f.policies;
@@ -220,10 +235,17 @@ void RunGpu(const SimFlags& f) {
   c.workload = w->source + ", " + std::to_string(w->jobs.size()) + " jobs";
   std::ostringstream cmd;
   cmd << "domain rule " << f.domain_rule << "; tessera holds " << f.gpu_holds << " at a time for "
-      << f.hold_for << " jobs when " << f.hold_when << " (EASY backfill on held hosts"
-      << (f.baseline_holds ? "; the baselines hold too" : "") << "), moves "
-      << (f.no_defrag ? "off" : "on") << " (move costs " << f.migrate_s << " s); span slowdown "
-      << f.span_slowdown;
+      << f.hold_for << " jobs when " << f.hold_when
+      << " (EASY backfill on held hosts, time limits ";
+  if (estimate_name == "true")
+    cmd << "the real run times (an oracle)";
+  else if (estimate_name == "history")
+    cmd << "the median run time of the finished jobs that ran as long";
+  else
+    cmd << "expected durations, else " << f.default_estimate_h << " h";
+  cmd << (f.baseline_holds ? "; the baselines hold too" : "") << "), moves "
+      << (f.no_defrag ? "off" : "on") << (f.gpu_preempt ? ", preemption on" : "") << " (move costs "
+      << f.migrate_s << " s); span slowdown " << f.span_slowdown;
   c.command = cmd.str();
   const auto t0 = std::chrono::steady_clock::now();
   for (const std::string& name : SplitPolicies(names)) {
@@ -324,15 +346,16 @@ void Run(const SimFlags& f) {
     throw CommandError(
         "failure options: --max-failures >= -1, --grow-back-interval-s > 0, restart costs >= 0");
 
-  if (f.estimates != "default" && f.estimates != "true")
-    throw CommandError("--estimates: '" + f.estimates +
+  const std::string estimates = f.estimates.empty() ? "default" : f.estimates;
+  if (estimates != "default" && estimates != "true")
+    throw CommandError("--estimates: '" + estimates +
                        "' is not default (the jobs' expected durations, else "
                        "--default-estimate-h) or true (the real durations, an oracle)");
   if (!(f.default_estimate_h > 0))
     throw CommandError("--default-estimate-h: must be positive, e.g. 24");
   if (!(f.defrag_share >= 0 && f.defrag_share < 1))
     throw CommandError("--defrag-share: must be in [0, 1), e.g. 0.01");
-  base.easy.true_durations = f.estimates == "true";
+  base.easy.true_durations = estimates == "true";
   base.easy.backfill.default_duration_s = static_cast<int64_t>(f.default_estimate_h * 3600);
   base.easy.defrag = !f.no_defrag;
   base.easy.defrag_options.max_share = f.defrag_share;
@@ -371,9 +394,9 @@ void Run(const SimFlags& f) {
               std::to_string(f.checkpoint_interval_s) + " s";
   if (f.admission.find("easy") != std::string::npos) {
     std::ostringstream s;
-    s << "; easy: estimates " << f.estimates << " (default " << f.default_estimate_h
-      << " h), reservations for jobs of " << f.reserve_min_chips << "+ chips, defrag "
-      << (f.no_defrag ? "off" : "on") << " (share " << f.defrag_share << ")";
+    s << "; easy: estimates " << (f.estimates.empty() ? "default" : f.estimates) << " (default "
+      << f.default_estimate_h << " h), reservations for jobs of " << f.reserve_min_chips
+      << "+ chips, defrag " << (f.no_defrag ? "off" : "on") << " (share " << f.defrag_share << ")";
     c.command += s.str();
   }
   if (base.failures.enabled()) {
@@ -465,11 +488,11 @@ void AddSimCommand(CLI::App& app) {
                 "kueue admissions: fair sharing on, as `tessera head --fair-sharing` "
                 "(docs/admission.md)");
   cmd->add_option("--estimates", f->estimates,
-                  "easy: default (expected durations, else --default-estimate-h) or true "
-                  "(real durations, an oracle)")
-      ->capture_default_str();
+                  "easy and --gpu: default (expected durations, else --default-estimate-h; "
+                  "easy's default) or true (real durations, an oracle); --gpu also: history "
+                  "(the median run time of the finished jobs that ran as long; --gpu's default)");
   cmd->add_option("--default-estimate-h", f->default_estimate_h,
-                  "easy: expected duration of a job that gives none")
+                  "easy and --gpu: expected duration (time limit) of a job that gives none")
       ->capture_default_str();
   cmd->add_flag("--no-defrag", f->no_defrag,
                 "easy and --gpu: no defragmentation by checkpoint-and-move (--gpu: holds stay)");
@@ -562,8 +585,11 @@ void AddSimCommand(CLI::App& app) {
          "wait of the jobs started so far), always")
       ->capture_default_str();
   cmd->add_flag("--baseline-holds", f->baseline_holds,
-                "--gpu: slurm-block and first-fit hold hosts too, with the same backfill (Slurm's "
-                "backfill scheduler given exact time limits)");
+                "--gpu: slurm-block and first-fit hold hosts too, with the same backfill and "
+                "time limits (Slurm's backfill scheduler)");
+  cmd->add_flag("--preempt", f->gpu_preempt,
+                "--gpu: when moves cannot clear hosts for a held job, tessera preempts the small "
+                "jobs on them (requeued, restarted at --migrate-s; each job once) and starts it");
   cmd->add_option("--migrate-s", f->migrate_s,
                   "--gpu: restart cost of a small job tessera moves off held hosts")
       ->capture_default_str()

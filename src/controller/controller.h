@@ -537,8 +537,22 @@ class Controller {
   // not placeable: worker 1 missing"), appended to `message`.
   std::string WithPartialSlices(const TrainJob& job, std::string message) const;
   void RebuildInventory();
-  // Rebuilds when inventory_dirty_; reports stored placements that overlap as events.
+  // Rebuilds when inventory_dirty_; reports stored placements that overlap as events. What
+  // checks a new object against the cluster (NewJobRefusalLocked) calls this: it needs every
+  // registered host.
   Status RefreshInventory();
+  // The scheduling pass's refresh. While hosts only join (a fleet registering: no host deleted,
+  // replaced or moved since the last rebuild), a rebuild waits until kPacedBuildSpacing times
+  // the last one's duration has passed since it ended, so rebuilding takes at most 1/20 of the
+  // head's time however many hosts join, and a joining host waits at most that long (about
+  // 1 s at 10,000 hosts; never more than kMaxPacedBuildWaitMs) to be placeable. Any other
+  // change of membership rebuilds at once, so nothing is placed on a host that left. Under a
+  // fake clock a rebuild takes 0 ms: at once.
+  Status RefreshInventoryPaced();
+  // A pass would rebuild the inventory now (RefreshInventoryPaced).
+  bool InventoryBuildDueLocked() const;
+  static constexpr int64_t kPacedBuildSpacing = 20;
+  static constexpr int64_t kMaxPacedBuildWaitMs = 2000;
   // What an apply checks before it stores anything, and all a dry run checks (jobs.cc,
   // services.cc): the name, the fit on this cluster, the PriorityClass. OK when none fails.
   Status NewJobRefusalLocked(const TrainJobSpec& spec);
@@ -824,7 +838,10 @@ class Controller {
   std::map<uint32_t, std::string> host_names_;
   std::vector<std::string> slice_names_;  // inventory SliceId -> name
   bool inventory_ready_ = false;
-  bool inventory_dirty_ = false;                  // host membership changed since the last rebuild
+  bool inventory_dirty_ = false;     // host membership changed since the last rebuild
+  bool inventory_grew_only_ = true;  // and only by hosts joining (RefreshInventoryPaced)
+  int64_t next_paced_build_ms_ = 0;  // a paced rebuild waits until then
+  int64_t last_build_end_ms_ = 0;    // when the last rebuild ended
   std::vector<std::string> inventory_conflicts_;  // jobs whose stored hosts were taken
   ChangeListener on_change_;
   uint64_t changes_emitted_ = 0;  // calls of on_change_ so far

@@ -37,6 +37,93 @@ TEST_F(ControllerTest, TwoSliceJobGetsOneWorkerPerHostWithTheFullEnvironment) {
   EXPECT_TRUE(Ok(c_->Assignments(HostName(0, 0)))["assignments"].empty());
 }
 
+// A clock each read of which moves it on by step_ms: what a rebuild that takes that long looks
+// like to the controller, which times its inventory rebuilds with its clock.
+class SteppingClock final : public Clock {
+ public:
+  int64_t NowMs() const override { return now_ms_ += step_ms; }
+  void AdvanceMs(int64_t ms) { now_ms_ += ms; }
+  int64_t step_ms = 0;
+
+ private:
+  mutable int64_t now_ms_ = 1'000'000;
+};
+
+int HealthyHosts(const Inventory& inventory) {
+  int healthy = 0;
+  for (const Host& h : inventory.hosts()) healthy += h.health == Health::kHealthy;
+  return healthy;
+}
+
+TEST(InventoryPacingTest, JoiningHostsWaitForAPacedRebuildAndAHostThatLeavesDoesNot) {
+  auto store = OpenMemoryStore();
+  ASSERT_NE(store, nullptr);
+  SteppingClock clock;
+  Controller c(*store, clock, ControllerOptions{});
+  ASSERT_TRUE(c.Load().ok());
+  const auto register_slice = [&](int s) {
+    for (int w = 0; w < 4; ++w) Ok(Register(c, SliceHostDoc(s, w)));
+  };
+  const auto phase = [&](const std::string& job) {
+    return Ok(c.GetJob(job))["status"]["phase"].get<std::string>();
+  };
+  const auto slow_pass = [&] {  // its rebuild takes 50 ms: the next paced one waits 1 s
+    clock.step_ms = 50;
+    const Status pass = c.RunPass();
+    clock.step_ms = 0;
+    return pass;
+  };
+
+  register_slice(0);
+  ASSERT_TRUE(slow_pass().ok());
+  Ok(c.CreateJob(JobDoc("first", 1)));
+  Ok(c.CreateJob(JobDoc("second", 1)));
+  EXPECT_EQ(phase("first"), "Starting");
+  EXPECT_EQ(phase("second"), "Pending");
+
+  // A second slice joins within 20 x 50 ms of that rebuild: the pass leaves the inventory as
+  // it was, then rebuilds once the time is up.
+  register_slice(1);
+  ASSERT_TRUE(c.RunPass().ok());
+  EXPECT_EQ(HealthyHosts(c.InventorySnapshot()), 4);
+  EXPECT_EQ(phase("second"), "Pending");
+  clock.AdvanceMs(20 * 50);
+  ASSERT_TRUE(slow_pass().ok());
+  EXPECT_EQ(HealthyHosts(c.InventorySnapshot()), 8);
+  EXPECT_EQ(phase("second"), "Starting");
+
+  // A new job is checked against every registered host, paced or not: with slices 2 and 3
+  // a 4-slice job fits the cluster, so it is not refused as too big for it (it waits).
+  register_slice(2);
+  register_slice(3);
+  ASSERT_TRUE(c.RunPass().ok());
+  EXPECT_EQ(HealthyHosts(c.InventorySnapshot()), 8);
+  Ok(c.CreateJob(JobDoc("four", 4)));
+  EXPECT_EQ(phase("four"), "Pending");
+  EXPECT_EQ(HealthyHosts(c.InventorySnapshot()), 16);
+
+  // A host that leaves is out of the inventory at the next pass, however recent the last
+  // rebuild: nothing may be placed on it.
+  register_slice(4);
+  ASSERT_TRUE(slow_pass().ok());
+  EXPECT_EQ(HealthyHosts(c.InventorySnapshot()), 20);
+  register_slice(5);
+  Ok(c.DeleteHost("s4-w3"));
+  ASSERT_TRUE(c.RunPass().ok());
+  EXPECT_EQ(HealthyHosts(c.InventorySnapshot()), 20 - 1 + 4);
+
+  // A wall clock set back (an NTP step) does not hold joining hosts off until it catches up.
+  register_slice(6);
+  ASSERT_TRUE(slow_pass().ok());
+  EXPECT_EQ(HealthyHosts(c.InventorySnapshot()), 27);
+  register_slice(7);
+  ASSERT_TRUE(c.RunPass().ok());
+  EXPECT_EQ(HealthyHosts(c.InventorySnapshot()), 27);
+  clock.AdvanceMs(-3'600'000);
+  ASSERT_TRUE(c.RunPass().ok());
+  EXPECT_EQ(HealthyHosts(c.InventorySnapshot()), 31);
+}
+
 TEST_F(ControllerTest, AJobThatDoesNotFitNowWaitsWithTheReason) {
   RegisterTwoSlices();
   Ok(c_->CreateJob(JobDoc("first", 2)));

@@ -124,6 +124,17 @@ inline std::unique_ptr<store::Store> OpenMemoryStore() {
   return opened.ok() ? std::move(opened).value() : nullptr;
 }
 
+// The registration of worker `w` of the v6e 4x4 slice "slice-S" (4 hosts of 4 chips), host
+// "sS-wW".
+inline Json SliceHostDoc(int s, int w) {
+  return {{"name", "s" + std::to_string(s) + "-w" + std::to_string(w)},
+          {"generation", "v6e"},
+          {"chips", 4},
+          {"address", "127.0.0.1"},
+          {"agentPort", 9000 + s * 4 + w},
+          {"slice", {{"name", "slice-" + std::to_string(s)}, {"topology", "4x4"}, {"worker", w}}}};
+}
+
 class ControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -140,15 +151,7 @@ class ControllerTest : public ::testing::Test {
   }
   void RegisterTwoSlices() {
     for (int s = 0; s < 2; ++s)
-      for (int w = 0; w < 4; ++w)
-        Ok(Register(
-            *c_, {{"name", HostName(s, w)},
-                  {"generation", "v6e"},
-                  {"chips", 4},
-                  {"address", "127.0.0.1"},
-                  {"agentPort", 9000 + s * 4 + w},
-                  {"slice",
-                   {{"name", "slice-" + std::to_string(s)}, {"topology", "4x4"}, {"worker", w}}}}));
+      for (int w = 0; w < 4; ++w) Ok(Register(*c_, SliceHostDoc(s, w)));
   }
   // Every host heartbeats the given state for each of its assigned workers.
   void HeartbeatAll(const std::string& state, int exit_code = 0,

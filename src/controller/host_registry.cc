@@ -430,9 +430,12 @@ std::vector<Result<Json>> Controller::RegisterHosts(
       schedule_requested_ = true;
     }
     // Rebuilding the inventory costs O(hosts); a fleet of N agents joining at once would pay
-    // it N times. Mark it stale instead: the next scheduling pass (the head's loop runs one
-    // within a tick) rebuilds it once.
-    if (a.membership_changed) inventory_dirty_ = true;
+    // it N times. Mark it stale instead: a scheduling pass rebuilds it once, and while hosts
+    // only join, paced (RefreshInventoryPaced).
+    if (a.membership_changed) {
+      inventory_dirty_ = true;
+      if (a.previous || a.replaced) inventory_grew_only_ = false;
+    }
     out[a.index] = Json::parse(
         protocol::RegisterReplyJson({a.name, options_.heartbeat_interval_ms, options_.lease_ms}));
   }
@@ -475,6 +478,7 @@ Result<Json> Controller::DeleteHost(const std::string& name) {
   Json gone = HostJsonLocked(it->second);
   EraseHostLocked(name);
   inventory_dirty_ = true;
+  inventory_grew_only_ = false;
   Emit(codec::kHostKind, "DELETED", gone);
   AnnounceEvents();
   schedule_requested_ = true;
@@ -523,9 +527,27 @@ Result<Json> Controller::Heartbeat(const std::string& name, const protocol::Hear
 
 Status Controller::RefreshInventory() {
   if (!inventory_dirty_) return Status::Ok();
+  const int64_t start = NowMs();
   inventory_dirty_ = false;
+  inventory_grew_only_ = true;
   RebuildInventory();
+  last_build_end_ms_ = NowMs();
+  next_paced_build_ms_ =
+      last_build_end_ms_ +
+      std::min(kPacedBuildSpacing * (last_build_end_ms_ - start), kMaxPacedBuildWaitMs);
   return ReportInventoryConflicts();
+}
+
+bool Controller::InventoryBuildDueLocked() const {
+  if (!inventory_dirty_) return false;
+  if (!inventory_ready_ || !inventory_grew_only_) return true;
+  // A wall clock set back (an NTP step) must not hold joining hosts off until it catches up.
+  const int64_t now = NowMs();
+  return now >= next_paced_build_ms_ || now < last_build_end_ms_;
+}
+
+Status Controller::RefreshInventoryPaced() {
+  return InventoryBuildDueLocked() ? RefreshInventory() : Status::Ok();
 }
 
 Status Controller::ReportInventoryConflicts() {

@@ -28,11 +28,11 @@ Status Controller::RunPass() {
 }
 
 void Controller::RequestPass() {
-  if ((schedule_requested_ || inventory_dirty_) && on_pass_wanted_) on_pass_wanted_();
+  if ((schedule_requested_ || InventoryBuildDueLocked()) && on_pass_wanted_) on_pass_wanted_();
 }
 
 Status Controller::Schedule() {
-  TESSERA_RETURN_IF_ERROR(RefreshInventory());
+  TESSERA_RETURN_IF_ERROR(RefreshInventoryPaced());
   if (!inventory_ready_) return Status::Ok();
   // Applying a decision may finish a stop at once and ask for another pass: run it as the next
   // pass instead of re-entering.

@@ -22,12 +22,23 @@ struct GpuSimJob {
   int gpus = 1;
   int64_t submit_s = 0;
   int64_t duration_s = 1;
+  // Its time limit as the scheduler knows it: the trace's expected duration, else
+  // GpuSimOptions::default_estimate_s (kLimit; kTrue: duration_s, an oracle).
+  int64_t limit_s = 1;
+  bool stated = false;  // the trace gave an expected duration (kHistory uses it when given)
   GpuRequest request;
   bool whole_host = false;
   // Run state.
   int64_t start_s = -1;
   int64_t end_s = -1;
-  int version = 0;  // bumped when a move changes end_s; stale finish events are skipped
+  int64_t moved_s = 0;        // restart costs added by moves (this run)
+  int64_t run_start_s = -1;   // start of its current run (a preempted job restarts)
+  int64_t ran_before_s = 0;   // run before it was preempted
+  int64_t preempted_at = -1;  // when it was preempted and requeued (-1: not waiting to restart)
+  int64_t left_s = 0;         // its run time left when preempted
+  int64_t lost_s = 0;         // waited after its first start: requeued, and restart costs
+  bool preempted = false;     // at most once per job
+  int version = 0;            // bumped when a move changes end_s; stale finish events are skipped
   GpuPlacement placement;
 };
 
@@ -91,6 +102,11 @@ class GpuSimRun {
   using FailedPlans = std::set<std::tuple<int, int, int, uint64_t>>;
 
   int64_t RunTime(const GpuSimJob& job, const GpuPlacement& p) const;
+  // Its run time as the scheduler estimates it once it has run `elapsed` s (GpuEstimate), slowed
+  // down when it spans.
+  int64_t LimitTime(const GpuSimJob& job, const GpuPlacement& p, int64_t elapsed = 0) const;
+  // When a running job is expected to end (never before `now`).
+  int64_t ExpectedEnd(const GpuSimJob& job, int64_t now) const;
   void Start(int j, const GpuPlacement& p, int64_t now);
   void Schedule(int64_t now);
   bool Holdable(const GpuSimJob& job) const;
@@ -106,8 +122,11 @@ class GpuSimRun {
   // so that it starts now. True when it started.
   bool Hold(int j, int64_t now, int own);
   std::optional<GpuHold> ChooseDrain(int j, int64_t now, const std::vector<bool>& excluded) const;
+  // preempting: also none that was preempted before.
   std::vector<int> ChooseMovable(const GpuSimJob& job, int64_t now,
-                                 const std::vector<bool>& excluded) const;
+                                 const std::vector<bool>& excluded, bool preempting = false) const;
+  // Stops running job j (checkpointed, its GPUs freed) and requeues it after this pass.
+  void Preempt(int j, int64_t now);
   // Moves every job off `hosts` (onto hosts neither in `hosts` nor `excluded`), or none.
   bool MoveOff(const std::vector<int>& hosts, const std::vector<bool>& excluded);
   // Records why each job still waiting after the pass at `now` waits (until the next pass).
@@ -129,7 +148,11 @@ class GpuSimRun {
   std::vector<bool> wait_fragmented_;
   std::vector<std::array<int64_t, 2 * kWaitStates>> wait_s_;
   int64_t last_pass_s_ = 0;
-  std::vector<int64_t> started_waits_;  // waits of the jobs started so far, ascending
+  std::vector<int64_t> started_waits_;
+  std::vector<int> requeued_;           // preempted this pass, back in the queue after it
+  bool preempting_off_ = false;         // the pass that restarts them preempts nothing
+  std::vector<int64_t> finished_runs_;  // run times of the finished jobs, ascending (kHistory)  //
+                                        // waits of the jobs started so far, ascending
   double held_gpu_s_ = 0;
   std::string broken_;
 };
@@ -139,9 +162,33 @@ int64_t GpuSimRun::RunTime(const GpuSimJob& job, const GpuPlacement& p) const {
   return std::max<int64_t>(1, static_cast<int64_t>(std::llround(job.duration_s * factor)));
 }
 
+int64_t GpuSimRun::LimitTime(const GpuSimJob& job, const GpuPlacement& p, int64_t elapsed) const {
+  const double factor = p.spans() ? o_.span_slowdown : 1.0;
+  int64_t estimate = job.limit_s;
+  if (o_.estimates == GpuEstimate::kHistory && !job.stated && !finished_runs_.empty()) {
+    // The median of the finished jobs' run times that are at least as long as this one has
+    // run; past all of them, as long again as it has run.
+    const double ran = static_cast<double>(elapsed) / factor;
+    const auto from = std::lower_bound(finished_runs_.begin(), finished_runs_.end(),
+                                       static_cast<int64_t>(std::llround(ran)));
+    const auto n = finished_runs_.end() - from;
+    estimate = n > 0 ? *(from + (n - 1) / 2) : 2 * static_cast<int64_t>(std::llround(ran));
+  }
+  return std::max<int64_t>(1, static_cast<int64_t>(std::llround(estimate * factor)));
+}
+
+int64_t GpuSimRun::ExpectedEnd(const GpuSimJob& job, int64_t now) const {
+  // A job past its estimate is expected to end now (kLimit: its limit is all the scheduler
+  // knows; kHistory never estimates before the time already run).
+  const int64_t ran = job.ran_before_s + std::max<int64_t>(0, now - job.run_start_s - job.moved_s);
+  // A restarted job is expected to run what its estimate leaves after what it ran before.
+  return std::max(
+      now, job.run_start_s + job.moved_s + LimitTime(job, job.placement, ran) - job.ran_before_s);
+}
+
 void GpuSimRun::Start(int j, const GpuPlacement& p, int64_t now) {
   GpuSimJob& job = jobs_[j];
-  if (job.start_s >= 0) {
+  if (job.start_s >= 0 && job.preempted_at < 0) {
     broken_ = "job " + std::to_string(j) + " started twice";
     return;
   }
@@ -152,13 +199,23 @@ void GpuSimRun::Start(int j, const GpuPlacement& p, int64_t now) {
     return;
   }
   job.placement = p;
-  job.start_s = now;
-  job.end_s = now + RunTime(job, p);
-  r_.start_s[j] = now;
-  started_waits_.insert(
-      std::upper_bound(started_waits_.begin(), started_waits_.end(), now - job.submit_s),
-      now - job.submit_s);
-  if (r_.reserved_s[j] >= 0 && now > r_.reserved_s[j]) ++r_.late_holds;
+  job.run_start_s = now;
+  job.moved_s = 0;
+  if (job.preempted_at >= 0) {
+    // A restart: the rest of its run, after the restart cost (restoring its checkpoint).
+    job.lost_s += now - job.preempted_at + o_.migrate_s;
+    job.moved_s = o_.migrate_s;
+    job.end_s = now + job.left_s + o_.migrate_s;
+    job.preempted_at = -1;
+  } else {
+    job.start_s = now;
+    job.end_s = now + RunTime(job, p);
+    r_.start_s[j] = now;
+    started_waits_.insert(
+        std::upper_bound(started_waits_.begin(), started_waits_.end(), now - job.submit_s),
+        now - job.submit_s);
+    if (r_.reserved_s[j] >= 0 && now > r_.reserved_s[j]) ++r_.late_holds;
+  }
   for (int h : p.hosts) held_by_[h].insert(j);
   finishes_.emplace(job.end_s, j, job.version);
   if (p.spans()) ++r_.spanned;
@@ -221,7 +278,7 @@ GpuPlacement GpuSimRun::TryPlace(int j, int64_t now, int own, FailedPlans& faile
   for (size_t i = 0; i < holds_.size(); ++i) {
     if (static_cast<int>(i) == own) continue;
     all |= uint64_t{1} << i;
-    if (now + job.duration_s > holds_[i].until_s) late |= uint64_t{1} << i;
+    if (now + LimitTime(job, GpuPlacement{}) > holds_[i].until_s) late |= uint64_t{1} << i;
   }
   GpuPlacement none;
   for (const uint64_t mask : {all, late}) {
@@ -239,7 +296,7 @@ GpuPlacement GpuSimRun::TryPlace(int j, int64_t now, int own, FailedPlans& faile
       const int i = hold_of_host_[h];
       if (i < 0 || i == own) continue;
       on_held = true;
-      in_time = in_time && now + RunTime(job, p) <= holds_[i].until_s;
+      in_time = in_time && now + LimitTime(job, p) <= holds_[i].until_s;
     }
     if (!in_time) continue;
     if (on_held) ++r_.backfilled;
@@ -310,6 +367,16 @@ void GpuSimRun::Schedule(int64_t now) {
     longest = std::max(longest, now - jobs_[j].submit_s);
     ++it;
   }
+  if (!requeued_.empty()) {
+    // Back in submission order (older than most waiting jobs); one more pass may restart them.
+    for (int v : requeued_) queue_.insert(std::lower_bound(queue_.begin(), queue_.end(), v), v);
+    requeued_.clear();
+    preempting_off_ = true;
+    last_pass_s_ = now;  // this pass's waits are counted
+    Schedule(now);
+    preempting_off_ = false;
+    return;
+  }
   NoteWaits(now);
 }
 
@@ -333,7 +400,7 @@ std::vector<GpuWaitCause> GpuSimRun::DomainTailWaits(int64_t p95_s) const {
   for (size_t j = 0; j < jobs_.size(); ++j) {
     const GpuSimJob& job = jobs_[j];
     if (job.start_s < 0 || job.gpus <= gpd / 2 || job.gpus > gpd) continue;
-    if (job.start_s - job.submit_s < p95_s) continue;
+    if (job.start_s - job.submit_s + job.lost_s < p95_s) continue;
     ++n;
     for (size_t k = 0; k < sum.size(); ++k) sum[k] += wait_s_[j][k];
   }
@@ -367,7 +434,7 @@ std::optional<GpuHold> GpuSimRun::ChooseDrain(int j, int64_t now,
     if (!s.usable || excluded[h]) continue;
     if (rule.rule != DomainRule::kPreferred && !s.nvlink_ready) continue;
     int64_t free_at = now;
-    for (int other : held_by_[h]) free_at = std::max(free_at, jobs_[other].end_s);
+    for (int other : held_by_[h]) free_at = std::max(free_at, ExpectedEnd(jobs_[other], now));
     per_domain[s.domain].emplace_back(free_at, g - s.free_gpus, h);
   }
   for (auto& d : per_domain) std::sort(d.begin(), d.end());
@@ -407,7 +474,8 @@ std::optional<GpuHold> GpuSimRun::ChooseDrain(int j, int64_t now,
 }
 
 std::vector<int> GpuSimRun::ChooseMovable(const GpuSimJob& job, int64_t now,
-                                          const std::vector<bool>& excluded) const {
+                                          const std::vector<bool>& excluded,
+                                          bool preempting) const {
   // Hosts the job could have if small jobs moved away: usable, not held for another job, holding
   // no whole-host job nor one started this instant (it could have gone elsewhere), NVLink-ready
   // unless the rule is preferred. Cheapest = fewest GPUs in use.
@@ -422,7 +490,8 @@ std::vector<int> GpuSimRun::ChooseMovable(const GpuSimJob& job, int64_t now,
     if (rule.rule != DomainRule::kPreferred && !s.nvlink_ready) continue;
     bool movable = true;
     for (int other : held_by_[h]) {
-      movable = movable && !jobs_[other].whole_host && jobs_[other].start_s < now;
+      movable = movable && !jobs_[other].whole_host && jobs_[other].run_start_s < now &&
+                (!preempting || !jobs_[other].preempted);
     }
     if (!movable) continue;
     per_domain[s.domain].emplace_back(g - s.free_gpus, h);
@@ -497,6 +566,7 @@ bool GpuSimRun::MoveOff(const std::vector<int>& hosts, const std::vector<bool>& 
     for (int h : old.hosts) held_by_[h].erase(j);
     for (int h : job.placement.hosts) held_by_[h].insert(j);
     job.end_s += o_.migrate_s;
+    job.moved_s += o_.migrate_s;
     ++job.version;
     finishes_.emplace(job.end_s, j, job.version);
     ++r_.migrations;
@@ -506,6 +576,25 @@ bool GpuSimRun::MoveOff(const std::vector<int>& hosts, const std::vector<bool>& 
     r_.hash = GpuSimMix(r_.hash, 0xABCDull ^ static_cast<uint64_t>(j));
   }
   return true;
+}
+
+void GpuSimRun::Preempt(int j, int64_t now) {
+  GpuSimJob& job = jobs_[j];
+  ReleaseGpuPlacement(fleet_, job.placement);
+  for (int h : job.placement.hosts) held_by_[h].erase(j);
+  const double gpus = static_cast<double>(job.placement.gpus_per_host) *
+                      static_cast<double>(job.placement.hosts.size());
+  held_gpu_s_ -= gpus * static_cast<double>(job.end_s - now);  // the part it will not run here
+  job.left_s = std::max<int64_t>(1, job.end_s - now);
+  job.ran_before_s += std::max<int64_t>(0, now - job.run_start_s - job.moved_s);
+  job.preempted_at = now;
+  job.preempted = true;
+  ++job.version;  // its finish event is stale
+  wait_state_[j] = -1;
+  requeued_.push_back(j);
+  ++r_.preemptions;
+  r_.preempted_gpu_h += gpus * static_cast<double>(o_.migrate_s) / 3600;
+  r_.hash = GpuSimMix(r_.hash, 0xDCBAull ^ static_cast<uint64_t>(j));
 }
 
 bool GpuSimRun::Hold(int j, int64_t now, int own) {
@@ -535,11 +624,37 @@ bool GpuSimRun::Hold(int j, int64_t now, int own) {
       HoldsChanged();
       return true;
     }
+    // Preempt instead: stop the small jobs on the hosts with the fewest GPUs in use (each job
+    // at most once), requeue them in their place in the queue, and start the held job there.
+    const std::vector<int> victims_hosts = o_.preempt && !preempting_off_
+                                               ? ChooseMovable(job, now, excluded, true)
+                                               : std::vector<int>{};
+    if (!victims_hosts.empty()) {
+      std::set<int> victims;
+      for (int h : victims_hosts) victims.insert(held_by_[h].begin(), held_by_[h].end());
+      for (int v : victims) Preempt(v, now);
+      std::vector<bool> elsewhere(fleet_.hosts.size(), true);
+      for (int h : victims_hosts) elsewhere[h] = false;
+      const GpuPlacement p = PlanGpu(fleet_, job.request, o_.policy, elsewhere);
+      if (!p.placed) {
+        broken_ =
+            "job " + std::to_string(j) + " does not fit the hosts emptied for it: " + p.message;
+        return false;
+      }
+      Start(j, p, now);
+      if (own >= 0) holds_.erase(holds_.begin() + own);
+      HoldsChanged();
+      return true;
+    }
   }
   if (!drain) return false;
   if (own >= 0) {
-    // The hosts held so far still drain by their time: a new choice is never later.
-    if (drain->until_s <= holds_[own].until_s) holds_[own] = *drain;
+    // The hosts held so far still drain by their time: a new choice is never later. Once that
+    // time has passed with the hosts still busy (a job ran past its estimate), the hold is made
+    // again from the estimates of now, as EASY does each pass.
+    if (drain->until_s <= holds_[own].until_s || holds_[own].until_s <= now) {
+      holds_[own] = *drain;
+    }
   } else {
     holds_.push_back(*drain);
     ++r_.holds;
@@ -567,6 +682,11 @@ GpuSimResult GpuSimRun::Run() {
       if (version != jobs_[j].version) continue;
       ReleaseGpuPlacement(fleet_, jobs_[j].placement);
       for (int h : jobs_[j].placement.hosts) held_by_[h].erase(j);
+      if (o_.estimates == GpuEstimate::kHistory) {
+        const int64_t ran = jobs_[j].duration_s;
+        finished_runs_.insert(std::upper_bound(finished_runs_.begin(), finished_runs_.end(), ran),
+                              ran);
+      }
       last_end = std::max(last_end, end);
     }
     while (next < jobs_.size() && jobs_[next].submit_s <= now) {
@@ -589,7 +709,8 @@ GpuSimResult GpuSimRun::Run() {
   std::vector<double> small, domain, multi, all;
   for (const GpuSimJob& job : jobs_) {
     if (job.start_s < 0) continue;
-    const double w = static_cast<double>(job.start_s - job.submit_s);
+    // A preempted job's wait counts its time requeued and its restart cost too.
+    const double w = static_cast<double>(job.start_s - job.submit_s + job.lost_s);
     all.push_back(w);
     (job.gpus <= gpd / 2 ? small : job.gpus <= gpd ? domain : multi).push_back(w);
   }
@@ -657,6 +778,28 @@ Result<GpuHoldWhen> ParseGpuHoldWhen(std::string_view text) {
       "wait of the jobs started so far), always");
 }
 
+std::string_view GpuEstimateName(GpuEstimate e) {
+  switch (e) {
+    case GpuEstimate::kLimit:
+      return "default";
+    case GpuEstimate::kHistory:
+      return "history";
+    case GpuEstimate::kTrue:
+      return "true";
+  }
+  return "?";
+}
+
+Result<GpuEstimate> ParseGpuEstimate(std::string_view text) {
+  for (GpuEstimate e : {GpuEstimate::kLimit, GpuEstimate::kHistory, GpuEstimate::kTrue}) {
+    if (text == GpuEstimateName(e)) return e;
+  }
+  return InvalidArgument("estimates: unknown '" + std::string(text) +
+                         "'; valid: default (expected durations, else the default estimate), "
+                         "history (the median run time of the finished jobs that ran as long), "
+                         "true (the real run times, an oracle)");
+}
+
 Result<GpuSimResult> RunGpuSimulation(const Workload& workload, const GpuSimOptions& options) {
   if (options.domains < 1) {
     return InvalidArgument(
@@ -664,6 +807,10 @@ Result<GpuSimResult> RunGpuSimulation(const Workload& workload, const GpuSimOpti
         " must be at least 1 (--hosts for h100/h200, --domains for gb200-nvl72)");
   }
   if (options.migrate_s < 0) return InvalidArgument("migrate_s: must be >= 0");
+  if (options.default_estimate_s < 1) {
+    return InvalidArgument("default_estimate_s: " + std::to_string(options.default_estimate_s) +
+                           " must be at least 1 (the time limit of a job that states none)");
+  }
   if (options.holds < 0 || options.holds > 64) {
     return InvalidArgument("holds: " + std::to_string(options.holds) +
                            " must be between 0 (no reservations) and 64");
@@ -679,6 +826,10 @@ Result<GpuSimResult> RunGpuSimulation(const Workload& workload, const GpuSimOpti
     job.gpus = std::max(1, spec.accelerators * std::max(1, spec.num_slices));
     job.submit_s = spec.submit_s;
     job.duration_s = std::max<int64_t>(1, spec.duration_s);
+    job.stated = spec.expected_s > 0;
+    job.limit_s = options.estimates == GpuEstimate::kTrue ? job.duration_s
+                  : job.stated                            ? spec.expected_s
+                                                          : options.default_estimate_s;
     job.whole_host = job.gpus >= info.gpus_per_host;
     job.request.gpus = job.gpus;
     if (options.rule) {
@@ -721,16 +872,18 @@ void WriteGpuText(std::ostream& out, const GpuComparison& c) {
     }
   }
   out << "\n";
-  std::snprintf(line, sizeof line, "%-12s %8s %8s %8s %10s %8s %12s %8s %12s\n", "policy",
-                "spanned", "never", "holds", "backfilled", "moves", "moved GPU-h", "util %",
-                "makespan d");
+  std::snprintf(line, sizeof line, "%-12s %8s %8s %8s %10s %8s %12s %9s %8s %12s\n", "policy",
+                "spanned", "never", "holds", "backfilled", "moves", "moved GPU-h", "preempted",
+                "util %", "makespan d");
   out << line;
   for (const GpuSimResult& r : c.runs) {
-    std::snprintf(line, sizeof line, "%-12s %8lld %8lld %8lld %10lld %8lld %12.1f %8.1f %12.1f\n",
+    std::snprintf(line, sizeof line,
+                  "%-12s %8lld %8lld %8lld %10lld %8lld %12.1f %9lld %8.1f %12.1f\n",
                   r.policy.c_str(), static_cast<long long>(r.spanned),
                   static_cast<long long>(r.never_placed), static_cast<long long>(r.holds),
                   static_cast<long long>(r.backfilled), static_cast<long long>(r.migrations),
-                  r.migrated_gpu_h, 100 * r.utilisation, static_cast<double>(r.makespan_s) / 86400);
+                  r.migrated_gpu_h + r.preempted_gpu_h, static_cast<long long>(r.preemptions),
+                  100 * r.utilisation, static_cast<double>(r.makespan_s) / 86400);
     out << line;
   }
   // What the domain class's tail waited for.
@@ -794,6 +947,8 @@ void WriteGpuJson(std::ostream& out, const GpuComparison& c) {
                        {"backfilled", r.backfilled},
                        {"late_holds", r.late_holds},
                        {"migrations", r.migrations},
+                       {"preemptions", r.preemptions},
+                       {"preempted_gpu_h", r.preempted_gpu_h},
                        {"migrated_gpu_h", r.migrated_gpu_h},
                        {"utilisation", r.utilisation},
                        {"makespan_s", r.makespan_s},

@@ -9,11 +9,13 @@
 // hosts: the oldest waiting jobs the hold applies to (`hold_for`, up to `holds` of them) each
 // get a reservation, once `hold_when` lets them go before the smaller jobs queued earlier: the
 // hosts that drain soonest (the least of their jobs' latest end) and the time they will all
-// be free. Another job may start on held hosts only if it ends by that time (the trace's
-// durations are the estimates), so a held job never starts later than its first reservation
-// time. When the small jobs on some hosts all fit elsewhere and the reservation is more than
-// `migrate_s` away, tessera moves them off instead (checkpoint and restart, `migrate_s` each)
-// and the held job starts at once.
+// be free. Another job may start on held hosts only if it ends by that time. Both times come
+// from estimates, not run times (`estimates`: time limits, else the run times of the jobs
+// finished so far), as a scheduler would know them. A job that runs past its estimate can so
+// make a held job start after its reservation time (`late_holds`). GpuEstimate::kTrue uses the
+// real run times instead, an oracle kept for comparison. When the small jobs on some hosts all fit
+// elsewhere and the reservation is more than `migrate_s` away, tessera moves them off instead
+// (checkpoint and restart, `migrate_s` each) and the held job starts at once.
 //
 // A job's rule: `auto` is required (one clique) for jobs of at most one domain and preferred
 // for larger ones; or one rule for every whole-host job. first-fit ignores rules, so its
@@ -63,6 +65,20 @@ enum class GpuHoldWhen {
 std::string_view GpuHoldWhenName(GpuHoldWhen h);  // "always", "fifo", "gpu-wait", "tail"
 Result<GpuHoldWhen> ParseGpuHoldWhen(std::string_view text);
 
+// What the scheduler takes a job's run time to be when it reserves hosts and backfills.
+enum class GpuEstimate {
+  // its time limit: the trace's expected duration, else GpuSimOptions::default_estimate_s; a
+  // running job past it is expected to end now
+  kLimit,
+  // from the jobs finished so far (no constant): a job that has run a s (0 when it starts) is
+  // expected to run the median run time of the finished jobs that ran at least a s, or 2a when
+  // none did; the limit of kLimit before the first job ends or when the trace states one
+  kHistory,
+  kTrue,  // the real run time: an oracle no scheduler has, for comparison
+};
+std::string_view GpuEstimateName(GpuEstimate e);  // "default", "history", "true"
+Result<GpuEstimate> ParseGpuEstimate(std::string_view text);
+
 struct GpuSimOptions {
   GpuSystem system = GpuSystem::kH100;
   int domains = 1;  // h100/h200: hosts (each its own domain)
@@ -73,10 +89,19 @@ struct GpuSimOptions {
   // domains"); holding for larger jobs too drains hosts the small jobs need.
   GpuHoldFor hold_for = GpuHoldFor::kDomainClass;
   GpuHoldWhen hold_when = GpuHoldWhen::kGpuWait;
-  // slurm-block and first-fit hold too, with the same EASY backfill (Slurm's backfill scheduler
-  // given exact time limits); moves stay tessera's. false: they start what fits, nothing held.
+  // slurm-block and first-fit hold too, with the same EASY backfill and time limits (Slurm's
+  // backfill scheduler); moves stay tessera's. false: they start what fits, nothing held.
   bool baseline_holds = false;
-  bool defrag = true;          // tessera: move small jobs off hosts a held job can then take
+  // Run-time estimates (holds and backfill, every policy alike).
+  // kHistory: the default, chosen over the ITP and openb runs of bench/README.md ("GPU domains")
+  // against 24 h limits; it has no constant to tune.
+  GpuEstimate estimates = GpuEstimate::kHistory;
+  int64_t default_estimate_s = 24 * 3600;  // the limit of a job the trace gives none
+  bool defrag = true;  // tessera: move small jobs off hosts a held job can then take
+  // tessera: when moving cannot clear hosts for a job that may hold and its hosts drain more
+  // than migrate_s away, preempt the small jobs on them instead (checkpoint, requeue in their
+  // place in the queue, restart later at migrate_s; each job at most once) and start it now.
+  bool preempt = false;
   int64_t migrate_s = 300;     // a moved job's restart cost (checkpoint, start, restore)
   double span_slowdown = 1.0;  // run-time factor of a job over more domains than needed
 };
@@ -104,13 +129,15 @@ struct GpuSimResult {
   int64_t never_placed = 0;  // larger than the fleet (or a domain, when required)
   std::vector<GpuClassStats> classes;
   GpuClassStats overall;
-  int64_t spanned = 0;        // jobs over more domains than their size needs
-  int64_t migrations = 0;     // small jobs moved (tessera)
-  int64_t holds = 0;          // reservations made (tessera)
-  int64_t backfilled = 0;     // jobs started on another job's held hosts, ending in time
-  int64_t late_holds = 0;     // held jobs started after their first reservation time (0)
-  double migrated_gpu_h = 0;  // GPU-hours lost to moves
-  double utilisation = 0;     // GPU-seconds held by jobs / (GPUs x first submit .. last end)
+  int64_t spanned = 0;         // jobs over more domains than their size needs
+  int64_t migrations = 0;      // small jobs moved (tessera)
+  int64_t holds = 0;           // reservations made (tessera)
+  int64_t backfilled = 0;      // jobs started on another job's held hosts, ending in time
+  int64_t late_holds = 0;      // held jobs started after their first reservation time
+  double migrated_gpu_h = 0;   // GPU-hours lost to moves
+  int64_t preemptions = 0;     // small jobs preempted and requeued (tessera, `preempt`)
+  double preempted_gpu_h = 0;  // GPU-hours of their restart costs
+  double utilisation = 0;      // GPU-seconds held by jobs / (GPUs x first submit .. last end)
   int64_t makespan_s = 0;
   std::vector<GpuWaitCause> domain_tail_waits;  // one entry per state, in the order above
   uint64_t hash = 0;  // over every start (job, time, hosts): same input, same hash

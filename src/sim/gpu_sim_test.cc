@@ -17,9 +17,17 @@ JobSpec GpuJob(int gpus, int64_t submit_s, int64_t duration_s) {
   return j;
 }
 
+// The hold mechanics are tested with exact time limits (every job's real run time); the
+// estimates have their own tests.
+GpuSimOptions ExactLimits() {
+  GpuSimOptions o;
+  o.estimates = GpuEstimate::kTrue;
+  return o;
+}
+
 GpuSimResult GpuRun(const Workload& w, GpuSystem sys, int domains, GpuPolicy policy,
                     bool defrag = true) {
-  GpuSimOptions o;
+  GpuSimOptions o = ExactLimits();
   o.system = sys;
   o.domains = domains;
   o.policy = policy;
@@ -44,7 +52,7 @@ TEST(GpuSim, SmallJobsBackfillOntoHeldHostsOnlyWhenTheyEndInTime) {
   Workload w;
   w.jobs = {GpuJob(8, 0, 1000), GpuJob(4, 0, 500), GpuJob(8, 10, 10), GpuJob(4, 20, 100),
             GpuJob(4, 200, 1000)};
-  GpuSimOptions o;
+  GpuSimOptions o = ExactLimits();
   o.system = GpuSystem::kH100;
   o.domains = 2;
   const GpuSimResult t = GpuRunWith(w, o);
@@ -79,7 +87,7 @@ TEST(GpuSim, SmallJobsBackfillOntoHeldHostsOnlyWhenTheyEndInTime) {
 TEST(GpuSim, TesseraHoldsTheHostsThatDrainSoonest) {
   Workload w;
   w.jobs = {GpuJob(8, 0, 2000), GpuJob(6, 0, 300), GpuJob(4, 0, 900), GpuJob(8, 10, 10)};
-  GpuSimOptions o;
+  GpuSimOptions o = ExactLimits();
   o.system = GpuSystem::kH100;
   o.domains = 3;
   const GpuSimResult t = GpuRunWith(w, o);
@@ -93,7 +101,7 @@ TEST(GpuSim, HoldForPicksTheJobsThatGetReservations) {
   Workload w;
   // Host 0 and 1 half full until 1000 and 2000; the 16-GPU job waits for both.
   w.jobs = {GpuJob(4, 0, 1000), GpuJob(4, 0, 2000), GpuJob(16, 10, 10)};
-  GpuSimOptions o;
+  GpuSimOptions o = ExactLimits();
   o.system = GpuSystem::kH100;
   o.domains = 2;
   o.defrag = false;
@@ -125,7 +133,7 @@ TEST(GpuSim, HoldForPicksTheJobsThatGetReservations) {
 // with E (1 GPU, t=100, 50 s) a pass at t=100 finds 640 against 400 and holds (E backfills),
 // as `always` would; with E at t=25 for 1000 s no pass comes until 500, as under `fifo`.
 TEST(GpuSim, HoldWhenKeepsAHoldFromJumpingOlderSmallerJobs) {
-  GpuSimOptions o;
+  GpuSimOptions o = ExactLimits();
   o.system = GpuSystem::kH100;
   o.domains = 2;
   Workload late_e, early_e;
@@ -176,7 +184,7 @@ TEST(GpuSim, HoldWhenTailJumpsOnlyJobsNotYetInTheTail) {
   Workload w;
   w.jobs = {GpuJob(8, 0, 1000), GpuJob(8, 0, 300), GpuJob(8, 0, 10), GpuJob(4, 305, 1000),
             GpuJob(8, 306, 100)};
-  GpuSimOptions o;
+  GpuSimOptions o = ExactLimits();
   o.system = GpuSystem::kH100;
   o.domains = 2;
   for (GpuHoldWhen when : {GpuHoldWhen::kTail, GpuHoldWhen::kGpuWait, GpuHoldWhen::kFifo}) {
@@ -222,7 +230,7 @@ TEST(GpuSim, BackfillNeverDelaysAHeldJobPastItsReservation) {
     g.sizes = {{1, 8}, {2, 4}, {4, 4}, {6, 2}, {8, 4}, {16, 2}, {40, 2}, {72, 1}, {144, 1}};
     const Workload w = Generate(g);
     for (GpuSystem sys : {GpuSystem::kH100, GpuSystem::kGb200Nvl72}) {
-      GpuSimOptions o;
+      GpuSimOptions o = ExactLimits();
       o.system = sys;
       o.domains = sys == GpuSystem::kH100 ? 20 : 3;
       for (int holds : {1, 4}) {
@@ -243,6 +251,25 @@ TEST(GpuSim, BackfillNeverDelaysAHeldJobPastItsReservation) {
             }
           }
         }
+      }
+      // Preemption: every job runs to its end (the run checks its own GPU accounting), none
+      // starts before its submission, held jobs are never late, and something was preempted.
+      {
+        SCOPED_TRACE("seed " + std::to_string(seed) + " " + std::string(GpuSystemName(sys)) +
+                     " preempt");
+        o.holds = 1;
+        o.hold_for = GpuHoldFor::kDomainClass;
+        o.hold_when = GpuHoldWhen::kGpuWait;
+        o.defrag = true;
+        o.preempt = true;
+        auto r = RunGpuSimulation(w, o);
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        EXPECT_EQ(r->late_holds, 0);
+        EXPECT_GT(r->preemptions, 0);
+        for (size_t j = 0; j < w.jobs.size(); ++j) {
+          EXPECT_GE(r->start_s[j], w.jobs[j].submit_s) << "job " << j;
+        }
+        o.preempt = false;
       }
       // The baselines given the same holds (Slurm's backfill with exact time limits).
       o.baseline_holds = true;
@@ -282,6 +309,35 @@ TEST(GpuSim, TesseraMovesSmallJobsOffTheHostABigJobNeeds) {
   EXPECT_EQ(s.makespan_s, 1010);
 }
 
+// Preemption instead of a hold. Two 8-GPU hosts: A and B (4 GPUs, 1000 s) fill host 0, C (4)
+// half of host 1. D (8 GPUs, t=10) fits nowhere, and C cannot move (host 0 is full): without
+// preemption D holds a host until 1000. With it, C is preempted (checkpointed and requeued), D
+// starts at once and ends at 20, and C restarts then: its wait counts its 10 s requeued and its
+// 300 s restart cost, and it ends at 20 + 990 + 300. The baselines never preempt.
+TEST(GpuSim, PreemptionStartsTheHeldJobAndCountsTheVictimsWait) {
+  Workload w;
+  w.jobs = {GpuJob(4, 0, 1000), GpuJob(4, 0, 1000), GpuJob(4, 0, 1000), GpuJob(8, 10, 10)};
+  GpuSimOptions o = ExactLimits();
+  o.system = GpuSystem::kH100;
+  o.domains = 2;
+  const GpuSimResult hold = GpuRunWith(w, o);
+  EXPECT_EQ(hold.start_s[3], 1000);
+  EXPECT_EQ(hold.preemptions, 0);
+  o.preempt = true;
+  const GpuSimResult t = GpuRunWith(w, o);
+  EXPECT_EQ(t.start_s[3], 10);
+  EXPECT_EQ(t.preemptions, 1);
+  EXPECT_EQ(t.migrations, 0);
+  EXPECT_EQ(t.start_s[2], 0);  // its first start
+  EXPECT_DOUBLE_EQ(t.preempted_gpu_h, 4.0 * 300 / 3600);
+  EXPECT_DOUBLE_EQ(t.classes[1].p95_wait_h, 0);
+  EXPECT_DOUBLE_EQ(t.classes[0].p95_wait_h, 310.0 / 3600);
+  EXPECT_EQ(t.makespan_s, 1310);
+  o.policy = GpuPolicy::kSlurmBlock;
+  o.baseline_holds = true;
+  EXPECT_EQ(GpuRunWith(w, o).preemptions, 0);
+}
+
 // Why the domain class's tail waited. Two hosts: A (8 GPUs) on host 0 until 1000, B (4) on host
 // 1 until 500. C (8, t=10) is held host 1 until 500; D (8, t=20) waits for the one hold (slot
 // taken) until C starts at 500, then is held host 1 until C ends at 510. Both waited 490 s (the
@@ -290,7 +346,7 @@ TEST(GpuSim, TesseraMovesSmallJobsOffTheHostABigJobNeeds) {
 TEST(GpuSim, DomainTailWaitsSplitByWhatTheJobsWaitedFor) {
   Workload w;
   w.jobs = {GpuJob(8, 0, 1000), GpuJob(4, 0, 500), GpuJob(8, 10, 10), GpuJob(8, 20, 10)};
-  GpuSimOptions o;
+  GpuSimOptions o = ExactLimits();
   o.system = GpuSystem::kH100;
   o.domains = 2;
   const GpuSimResult t = GpuRunWith(w, o);
@@ -357,6 +413,56 @@ TEST(GpuSim, SameInputSameResultAndEveryJobRuns) {
   }
 }
 
+// Holds and backfill go by estimates, never by the real run times. Two hosts: P and Q (4 GPUs,
+// 100 s) finish first. A (8 GPUs, t=200, 1000 s) takes host 0, B (4, 500 s) half of host 1. C
+// (8, t=210) is held a host; D (4 GPUs, t=400, 1000 s) arrives.
+//  - true (the oracle): C's hold ends when B really ends (700); D, 1000 s, does not fit before
+//    it and starts after C (710).
+//  - default (a 24 h limit each): no job ends in time, D waits too.
+//  - history: a job is expected to run the median of the finished ones (100 s; 2x what it has
+//    run once past them all). C's hold, for 300, has passed by 400 and is made again: both hosts
+//    are expected free at 600 (A and B have run 200 s), so D, expected 100 s, is backfilled at
+//    400 and runs 1000 s: C, reserved for 300, starts at 1200 when A ends (late).
+TEST(GpuSim, HoldsAndBackfillGoByEstimatesNotRealRunTimes) {
+  Workload w;
+  w.jobs = {GpuJob(4, 0, 100),   GpuJob(4, 0, 100),  GpuJob(8, 200, 1000),
+            GpuJob(4, 200, 500), GpuJob(8, 210, 10), GpuJob(4, 400, 1000)};
+  GpuSimOptions o;
+  o.system = GpuSystem::kH100;
+  o.domains = 2;
+  for (GpuPolicy p : {GpuPolicy::kTessera, GpuPolicy::kSlurmBlock}) {
+    SCOPED_TRACE(std::string(GpuPolicyName(p)));
+    o.policy = p;
+    o.baseline_holds = true;  // slurm-block's backfill under the same estimates
+    o.estimates = GpuEstimate::kTrue;
+    const GpuSimResult exact = GpuRunWith(w, o);
+    EXPECT_EQ(exact.reserved_s[4], 700);
+    EXPECT_EQ(exact.start_s[4], 700);
+    EXPECT_EQ(exact.start_s[5], 710);
+    EXPECT_EQ(exact.late_holds, 0);
+    o.estimates = GpuEstimate::kLimit;
+    const GpuSimResult limit = GpuRunWith(w, o);
+    EXPECT_EQ(limit.reserved_s[4], 200 + 24 * 3600);
+    EXPECT_EQ(limit.start_s[4], 700);
+    EXPECT_EQ(limit.start_s[5], 710);
+    EXPECT_EQ(limit.backfilled, 0);
+    o.default_estimate_s = 300;  // a stated limit: B is then expected to end at 500
+    EXPECT_EQ(GpuRunWith(w, o).reserved_s[4], 500);
+    o.default_estimate_s = 24 * 3600;
+    o.estimates = GpuEstimate::kHistory;
+    const GpuSimResult history = GpuRunWith(w, o);
+    EXPECT_EQ(history.reserved_s[4], 300);
+    EXPECT_EQ(history.start_s[5], 400);
+    EXPECT_EQ(history.backfilled, 1);
+    EXPECT_EQ(history.start_s[4], 1200);
+    EXPECT_EQ(history.late_holds, 1);
+  }
+  EXPECT_EQ(ParseGpuEstimate("history").value(), GpuEstimate::kHistory);
+  const auto bad = ParseGpuEstimate("exact");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("valid: default"), std::string::npos);
+}
+
 TEST(GpuSim, BadOptionsNameTheField) {
   Workload w;
   GpuSimOptions o;
@@ -374,6 +480,12 @@ TEST(GpuSim, BadOptionsNameTheField) {
   r = RunGpuSimulation(w, o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("holds: 65 must be between 0"), std::string::npos);
+  o.holds = 1;
+  o.default_estimate_s = 0;
+  r = RunGpuSimulation(w, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("default_estimate_s: 0 must be at least 1"),
+            std::string::npos);
 }
 
 // A job larger than the fleet is counted, not queued forever.
