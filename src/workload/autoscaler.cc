@@ -38,9 +38,12 @@ struct WindowLoad {
   // replicas finished (and streamed) was work left from before the window, done once, not a
   // rate that lasts.
   double arrival_ratio = -1;
-  double tokens_per_s = -1;  // output tokens streamed per second; -1: not reported
-  double newest_signal = 0;  // the newest sample's ongoing requests (or queued tokens)
-  double ttft_ms = -1;       // window means; -1: nothing measured
+  double tokens_per_s = -1;        // output tokens streamed per second; -1: not reported
+  double arrivals = 0;             // requests that arrived (refused included when counted)
+  double arrivals_per_s = -1;      // the same per second; -1: no counters
+  double tokens_per_request = -1;  // output tokens streamed per request completed
+  double newest_signal = 0;        // the newest sample's ongoing requests (or queued tokens)
+  double ttft_ms = -1;             // window means; -1: nothing measured
   double tpot_ms = -1;
 };
 
@@ -86,6 +89,11 @@ WindowLoad Measure(const AutoscalerConfig& config, const std::vector<LoadSample>
       w.arrivals_known = oldest->refused >= 0 && newest->refused >= oldest->refused;
       if (w.arrivals_known) arrived += static_cast<double>(newest->refused - oldest->refused);
       if (done > 0) w.arrival_ratio = std::max(0.0, arrived / done);
+      w.arrivals = std::max(0.0, arrived);
+      w.arrivals_per_s = w.arrivals / dt_s;
+      if (done > 0 && oldest->output_tokens >= 0 && newest->output_tokens >= oldest->output_tokens)
+        w.tokens_per_request =
+            static_cast<double>(newest->output_tokens - oldest->output_tokens) / done;
     }
     if (w.saturated) {
       w.factor = in_system > 0 ? std::min(kAutoscalerMaxUpFactor, 1 + waiting / in_system) : 1;
@@ -250,17 +258,55 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
               (!burst.piling_up || stable.arrivals_known)
           ? std::max(target, in.max_ongoing_requests * kAutoscalerSaturatedUtilization)
           : target;
-  const int panic_want = burst.samples > 0 ? clamp_want(burst.demand / burst_per_replica) : 0;
+  int panic_want = burst.samples > 0 ? clamp_want(burst.demand / burst_per_replica) : 0;
+  // With a measured capacity, the panic window's arrival rate says how many replicas the burst
+  // needs: its requests x the output tokens a request streams (the stable window's) over what a
+  // replica streams at the target utilization. The rate is taken over the burst so far (from a
+  // panic window before it was declared, at most a look-back), so the estimate firms up as the
+  // burst lasts: a few seconds of arrivals are noisy, and each step up that noise asks for would be
+  // undone.
+  int rate_want = 0;
+  double rate = -1;
+  if (!tokens && d.state.capacity_tokens_per_s > 0 && stable.tokens_per_request > 0 &&
+      burst.piling_up) {
+    const int64_t from = d.state.panic_since_ms >= 0 && d.state.panic_until_ms >= now
+                             ? std::max(now - config.lookback_ms,
+                                        std::min(now - panic_ms, d.state.panic_since_ms - panic_ms))
+                             : now - panic_ms;
+    const WindowLoad r = Measure(config, in.samples, from, now);
+    if (r.arrivals_per_s > 0) {
+      rate = r.arrivals_per_s;
+      rate_want = clamp_want(rate * stable.tokens_per_request /
+                             (d.state.capacity_tokens_per_s * kAutoscalerTargetUtilization));
+    }
+  }
+  panic_want = std::max(panic_want, rate_want);
   // Against the desired size, starting groups included: a burst already answered by groups on
   // the way is no new burst (no cascade while they start).
   // A burst piles requests up at the router; a backlog draining into new groups is none.
   const bool panic_now = !tokens && ready > 0 && burst.piling_up &&
                          panic_want >= kAutoscalerPanicThreshold * std::max(ready, current);
-  if (panic_now) d.state.panic_until_ms = now + config.lookback_ms;
+  if (panic_now) {
+    if (d.state.panic_until_ms < now) d.state.panic_since_ms = now;
+    d.state.panic_until_ms = now + config.lookback_ms;
+  }
   const bool in_panic = d.state.panic_until_ms >= now;
-  if (!in_panic) d.state.panic_until_ms = -1;
-  if (panic_now && panic_want > current) {
-    const int to = std::min(panic_want, up_cap);
+  if (!in_panic) d.state.panic_until_ms = d.state.panic_since_ms = -1;
+  // While a burst lasts, a higher size its arrival rate asks for is taken at once (Knative's
+  // panic mode: up at once, never down); the rate does not grow with the size, so no cascade.
+  const bool raise_in_panic = in_panic && !panic_now && burst.piling_up && rate_want > current;
+  if (raise_in_panic) panic_want = rate_want;
+  if ((panic_now && panic_want > current) || raise_in_panic) {
+    // A burst sized on its measured arrival rate may pass x2 (Knative's panic mode has no such
+    // cap), up to kAutoscalerMaxArrivalFactor x and the free slices.
+    int burst_cap = up_cap;
+    if (rate_want > up_cap) {
+      burst_cap = std::min(config.max_replicas,
+                           static_cast<int>(std::max(current, 1) * kAutoscalerMaxArrivalFactor));
+      if (in.free_slices >= 0) burst_cap = std::min(burst_cap, current + in.free_slices);
+      burst_cap = std::max(burst_cap, up_cap);
+    }
+    const int to = std::min(panic_want, burst_cap);
     d.state.up_since_ms = d.state.down_since_ms = -1;
     if (to > current) {
       d.desired_replicas = to;
@@ -268,7 +314,11 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
       d.state.up_on_backlog = true;
       d.reason = "burst: demand " + Number(burst.demand) + " in flight in the last " +
                  Secs(panic_ms) + " over " + Replicas(ready) + " ready, target " +
-                 Number(burst_per_replica) + " -> " + std::to_string(to) + " at once" + cap_note;
+                 Number(burst_per_replica) +
+                 (rate_want > 0 ? ", arrivals " + Number(std::round(rate * 10) / 10) +
+                                      "/s: " + std::to_string(rate_want) + " replicas' worth"
+                                : "") +
+                 " -> " + std::to_string(to) + " at once" + cap_note;
     } else {
       d.reason = "burst: want " + std::to_string(panic_want) + " but no free slice: keep " +
                  Replicas(current);

@@ -55,7 +55,12 @@
 //              look-back, >= 1 s: a backlog draining into new groups is no burst), and that
 //              window's want is 2x the desired size or more (starting groups included, so a burst
 //              already answered does not cascade): scale up at once to it (2x cap, free slices) and
-//              do not scale down until a whole look-back passes without panic (Knative). The panic
+//              do not scale down until a whole look-back passes without panic (Knative). With a
+//              measured capacity the burst is also sized on its arrival rate (requests in, the
+//              refused included, x the output tokens a request streams, over the capacity at
+//              90 %; over the burst so far, at most a look-back): that size may pass x2, up to
+//              4x and the free slices, and while the burst lasts a higher size it asks for is
+//              taken at once (the rate does not grow with the size: no cascade). The panic
 //              window's in-flight mean takes the stable window's factor (too short for rates),
 //              unless more replicas became ready within the look-back: they filled from the
 //              queue, so the stable window's own in-flight goes with its factor.
@@ -128,9 +133,10 @@ struct AutoscalerState {
   int64_t up_since_ms = -1;    // since when a higher size is wanted without a break
   int64_t down_since_ms = -1;  // the same for a lower size
   int64_t panic_until_ms = -1;
-  int64_t last_up_ms = -1;    // the last scale-up (the scale-down cooldown counts from it)
-  int64_t last_down_ms = -1;  // the last scale-down (a later one continues a descent)
-  int ready_seen = -1;        // the ready replicas at the last call, and since when
+  int64_t panic_since_ms = -1;  // when the burst under way was declared
+  int64_t last_up_ms = -1;      // the last scale-up (the scale-down cooldown counts from it)
+  int64_t last_down_ms = -1;    // the last scale-down (a later one continues a descent)
+  int ready_seen = -1;          // the ready replicas at the last call, and since when
   int64_t ready_changed_ms = -1;
   int64_t ready_rose_ms = -1;  // the last call at which more replicas were ready than before
   // What one ready replica streams at most, in output tokens per second: measured over a

@@ -638,51 +638,46 @@ TEST(AutoscalerTest, ABacklogDrainingIsWorkDoneOnceNotALoadThatLasts) {
 }
 
 TEST(AutoscalerTest, ReplicasAddedForABacklogGoOnceItIsDrained) {
-  // 4 replicas of a measured 300 output tokens a second each run 1,000 a second (3.3 replicas'
-  // worth) with 24 in flight. Then either a burst piles up the router's queue for 20 s (x2 at
-  // once, to 8; groups ready at once here), or a load that lasts asks for a fifth replica (1,150
-  // tokens a second: 3.8 replicas' worth, over the 90 % mark). After either, the load falls to
-  // 600 tokens a second with 16 in flight (3 replicas: 600 / 300 / 0.8 and 16 / 7.2). The
-  // replicas the backlog asked for go a look-back after the router is calm and the ready count
-  // has held as long; after the lasting load's scale-up, the 300 s cooldown and the 300 s delay
-  // stand.
+  // 4 replicas of a measured 300 output tokens a second each (QueueingRouter: a full replica
+  // completes 1.5 requests of 200 tokens a second) run 5 requests a second: 1,000 tokens a
+  // second, 3.3 replicas' worth, 53 in flight. Then either a burst of 10 a second for 20 s
+  // fills the replicas and piles up the router's queue (x2 at once, to 8; groups ready at once
+  // here), or a load that lasts asks for a fifth replica (5.75 a second: 3.8 replicas' worth,
+  // over the 90 % mark). After either, the load falls to 1.5 a second (1 replica's worth, 16 in
+  // flight: 3 replicas by 16 / 7.2). Every counter follows from the one arrival process: the
+  // backlog is drained by the replicas there are, not dropped. The replicas the backlog asked
+  // for go a look-back after the router is calm and the ready count has held as long; after the
+  // lasting load's scale-up, the 300 s cooldown and the 300 s delay stand.
   auto run = [](bool burst) {
     Series r{Config(1, 16)};
     r.config.target_ongoing_requests = 0;  // 8 a replica
     r.max_ongoing = 16;
     r.replicas = r.ready = 4;
     r.state.capacity_tokens_per_s = 300;
-    double tokens = 0, completed = 0, refused = 0;
-    auto load = [&](int64_t t, double tokens_per_s, double done_per_s, double ongoing,
-                    double queued, double refused_per_s) {
-      tokens += tokens_per_s;
-      completed += done_per_s;
-      refused += refused_per_s;
-      LoadSample s = At(t, ongoing, queued);
-      s.completed = std::llround(completed);
-      s.refused = std::llround(refused);
-      s.output_tokens = std::llround(tokens);
-      return s;
+    QueueingRouter q;
+    q.in_system = 5 * 16 / 1.5;  // the steady state of 5 a second
+    auto phase = [&](int64_t to_s, double arrive_per_s) {
+      q.arrive_per_s = arrive_per_s;
+      r.Seconds(static_cast<int64_t>(r.history.size()), to_s,
+                [&](int64_t t) { return q.Next(t, r.ready); });
     };
-    r.Seconds(0, 120, [&](int64_t t) { return load(t, 1000, 5, 24, 0, 0); });
+    phase(120, 5);
     EXPECT_EQ(r.replicas, 4) << r.last_reason;
     int up_to = 0;
     if (burst) {
-      // 4 replicas full (64), the router's queue full (100) and refusing 40 a second.
-      r.Seconds(120, 140, [&](int64_t t) { return load(t, 1200, 5, 164, 100, 40); });
+      phase(140, 10);
       up_to = 8;
       EXPECT_EQ(r.replicas, 8) << r.last_reason;
       EXPECT_LE(r.FirstAt(8), 130) << "a burst does not wait for the upscale delay";
       EXPECT_TRUE(r.state.up_on_backlog);
     } else {
-      r.Seconds(120, 240, [&](int64_t t) { return load(t, 1150, 6, 24, 0, 0); });
+      phase(240, 5.75);
       up_to = 5;
       EXPECT_EQ(r.replicas, 5) << r.last_reason;
       EXPECT_FALSE(r.state.up_on_backlog);
     }
     const int64_t up_at = r.FirstAt(up_to);
-    const int64_t fall_from = static_cast<int64_t>(r.history.size());
-    r.Seconds(fall_from, 1500, [&](int64_t t) { return load(t, 600, 3, 16, 0, 0); });
+    phase(1500, 1.5);
     int64_t down_at = -1;
     for (size_t i = static_cast<size_t>(up_at); i < r.history.size() && down_at < 0; ++i)
       if (r.history[i] < up_to) down_at = static_cast<int64_t>(i);
@@ -690,14 +685,61 @@ TEST(AutoscalerTest, ReplicasAddedForABacklogGoOnceItIsDrained) {
     return std::make_pair(down_at - up_at, r.state.up_on_backlog);
   };
   const auto [after_backlog, backlog_flag] = run(true);
-  // Up at about 126; the load falls at 140: a look-back later (200) the router has been calm
-  // and the ready count held for a look-back, and the step down held a look-back (260).
+  // Up at about 122; the burst ends at 140 and the backlog drains within seconds: a look-back
+  // later the router has been calm and the ready count held for a look-back, and the step down
+  // held a look-back (about 280).
   EXPECT_GE(after_backlog, 60);
   EXPECT_LE(after_backlog, 180);
   EXPECT_FALSE(backlog_flag) << "a step down clears it";
   const auto [after_load, load_flag] = run(false);
   EXPECT_GE(after_load, 300) << "a scale-up on a lasting load keeps its cooldown";
   EXPECT_FALSE(load_flag);
+}
+
+TEST(AutoscalerTest, ABurstIsSizedOnItsArrivalRateAtOncePastTwiceAndWithoutACascade) {
+  // 3 replicas of a measured 300 output tokens a second (a full one completes 1.5 requests of
+  // 200 tokens a second) run 3.5 requests a second. At 60 s the arrivals jump to 12 a second:
+  // 8 full replicas' worth: 9 at the burst's 90 % target, 10 at the 80 % of the throughput shown
+  // that a saturated window is sized at (the stable window's rule, once the upscale delay has
+  // held). With 2-minute start-ups the burst takes the size past x2 (6) within seconds as its
+  // rate firms up, and it holds at no more than the load asks for while the groups start (they
+  // count as capacity, and the rate does not grow with the size: no cascade, no step back).
+  Series r{Config(1, 16)};
+  r.config.target_ongoing_requests = 0;
+  r.max_ongoing = 16;
+  r.startup_s = 120;
+  r.replicas = r.ready = 3;
+  r.state.capacity_tokens_per_s = 300;
+  QueueingRouter q;
+  q.arrive_per_s = 3.5;
+  r.Seconds(0, 60, [&](int64_t t) { return q.Next(t, r.ready); });
+  ASSERT_EQ(r.replicas, 3) << r.last_reason;
+  q.arrive_per_s = 12;
+  r.Seconds(60, 180, [&](int64_t t) { return q.Next(t, r.ready); });
+  const int64_t past_twice = r.FirstAt(7, 60);
+  ASSERT_GE(past_twice, 0) << r.last_reason;
+  EXPECT_LE(past_twice, 90) << "the burst's rate sizes it within half a minute";
+  // Before the first new group is ready (at 180 s at the earliest): never more than the most a
+  // rule asks for this load, and never back down.
+  for (size_t t = 60; t < 180; ++t) {
+    EXPECT_LE(r.history[t], 10) << "second " << t;
+    EXPECT_GE(r.history[t], r.history[t - 1]) << "second " << t;
+  }
+  EXPECT_GE(r.replicas, 8) << r.last_reason;
+  // Without a measured capacity the rate says nothing: no step passes x2.
+  Series u{Config(1, 16)};
+  u.config.target_ongoing_requests = 0;
+  u.max_ongoing = 16;
+  u.startup_s = 120;
+  u.replicas = u.ready = 3;
+  QueueingRouter v;
+  v.arrive_per_s = 3.5;
+  u.Seconds(0, 60, [&](int64_t t) { return v.Next(t, u.ready); });
+  v.arrive_per_s = 12;
+  u.Seconds(60, 100, [&](int64_t t) { return v.Next(t, u.ready); });
+  for (size_t t = 61; t < u.history.size(); ++t)
+    EXPECT_LE(u.history[t], 2 * u.history[t - 1]) << "second " << t;
+  EXPECT_GT(u.replicas, 3) << u.last_reason;
 }
 
 TEST(AutoscalerTest, AStepDownKeepsTheRequestsInFlightUnderTheTarget) {
