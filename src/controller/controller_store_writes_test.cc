@@ -11,14 +11,8 @@
 namespace tessera::controller {
 namespace {
 
-class StoreWritesTest : public ControllerTest {
+class StoreWritesTest : public CountingStoreTest {
  protected:
-  void SetUp() override {
-    auto counting = std::make_unique<store::CountingStore>(OpenMemoryStore());
-    counting_ = counting.get();
-    store_ = std::move(counting);
-    Start();
-  }
   uint64_t Writes() const { return counting_->counts().writes(); }
   uint64_t WritesOf(const std::string& kind) const {
     const auto counts = counting_->counts();
@@ -48,8 +42,6 @@ class StoreWritesTest : public ControllerTest {
                  {"revision", a["revision"]}}));
       }
   }
-
-  store::CountingStore* counting_ = nullptr;
 };
 
 TEST_F(StoreWritesTest, IdleHostsHeartbeatWithoutWriting) {

@@ -207,55 +207,51 @@ TEST_F(ControllerTest, ALostHostFailsItsJobAfterTheLease) {
   EXPECT_TRUE(c_->Tick().ok());
   Json job = Ok(c_->GetJob("train"));
   EXPECT_EQ(job["status"]["reason"], "HostLost");
-  Json hosts = c_->ListHosts();
-  int lost = 0;
-  for (const Json& h : hosts["items"]) lost += h["status"]["state"] == "Lost";
-  EXPECT_EQ(lost, 1);
+  EXPECT_EQ(LostHosts(), 1);
 }
+
+// Leases when the head itself stalls: a controller that allows ticks 0.5 s apart (lease 5 s),
+// running job "train" on one slice.
+class LeaseStallTest : public ControllerTest {
+ protected:
+  void StartWithTrainRunning() {
+    options_.lease_stall_ms = 500;  // lease_ms stays 5000
+    StartAgain();
+    RegisterTwoSlices();
+    Ok(c_->CreateJob(JobDoc("train", 1)));
+    HeartbeatAll("Running");
+    ASSERT_TRUE(c_->Tick().ok());
+  }
+  void StartAgain() {
+    c_ = std::make_unique<Controller>(*store_, clock_, options_);
+    ASSERT_TRUE(c_->Load().ok());
+  }
+  // The head serves and s0-w1 stays silent while the others beat: having been silent 0.5 s, it
+  // is lost once it has been silent for the lease (0.5 s + 12 x 0.4 s = 5.3 s), not before.
+  void ExpectTheSilentHostLostAfterItsLease() {
+    for (int step = 1; step <= 11; ++step) {
+      AdvanceBeatAllButAndTick(400, "s0-w1");
+      ASSERT_EQ(LostHosts(), 0) << "after " << step << " steps of 0.4 s";
+    }
+    AdvanceBeatAllButAndTick(400, "s0-w1");
+    EXPECT_EQ(LostHosts(), 1);
+    EXPECT_EQ(Ok(c_->GetJob("train"))["status"]["reason"], "HostLost");
+  }
+
+  ControllerOptions options_;
+};
 
 // The head's own stall (a slow store write under its lock, a machine that did not schedule it)
 // is not a host's silence: heartbeats sent meanwhile were waiting for the lock.
-TEST_F(ControllerTest, TheHeadsOwnStallIsNotCountedAsAHostsSilence) {
-  ControllerOptions options;
-  options.lease_stall_ms = 500;  // lease_ms stays 5000
-  c_ = std::make_unique<Controller>(*store_, clock_, options);
-  ASSERT_TRUE(c_->Load().ok());
-  RegisterTwoSlices();
-  Ok(c_->CreateJob(JobDoc("train", 1)));
-  HeartbeatAll("Running");
-  ASSERT_TRUE(c_->Tick().ok());
+TEST_F(LeaseStallTest, TheHeadsOwnStallIsNotCountedAsAHostsSilence) {
+  StartWithTrainRunning();
   // Nothing ran for 6 s: 5.5 s of it is the head's stall, so each host has been silent 0.5 s.
   clock_.AdvanceMs(6000);
   ASSERT_TRUE(c_->Tick().ok());
-  auto lost_hosts = [&] {
-    int lost = 0;
-    const Json hosts = c_->ListHosts();
-    for (const Json& h : hosts["items"]) lost += h["status"]["state"] == "Lost";
-    return lost;
-  };
-  EXPECT_EQ(lost_hosts(), 0);
+  EXPECT_EQ(LostHosts(), 0);
   EXPECT_EQ(Ok(c_->GetJob("train"))["status"]["phase"], "Running");
-  // Then the head runs normally and s0-w1 stays silent: it is lost once it has been silent for
-  // the lease while the head was listening (0.5 s + 12 x 0.4 s = 5.3 s), not before.
-  auto beat_others = [&] {
-    for (int s = 0; s < 2; ++s)
-      for (int w = 0; w < 4; ++w)
-        if (HostName(s, w) != "s0-w1")
-          Ok(Beat(*c_, HostName(s, w),
-                  {{"workers", WorkerReports(Ok(c_->Assignments(HostName(s, w))), "Running")}}));
-  };
-  for (int step = 1; step <= 11; ++step) {
-    clock_.AdvanceMs(400);
-    beat_others();
-    ASSERT_TRUE(c_->Tick().ok());
-    ASSERT_EQ(lost_hosts(), 0) << "after " << step << " steps of 0.4 s";
-  }
-  clock_.AdvanceMs(400);
-  beat_others();
-  ASSERT_TRUE(c_->Tick().ok());
-  EXPECT_EQ(lost_hosts(), 1);
+  ExpectTheSilentHostLostAfterItsLease();
   Json job = Ok(c_->GetJob("train"));
-  EXPECT_EQ(job["status"]["reason"], "HostLost");
   EXPECT_NE(job["status"]["message"].get<std::string>().find("5.5 s of it the head itself stalled"),
             std::string::npos)
       << job["status"]["message"];
@@ -266,48 +262,16 @@ TEST_F(ControllerTest, TheHeadsOwnStallIsNotCountedAsAHostsSilence) {
 // agent could reach it meanwhile, so that gap is the head's own stall (issue 35: a leader over
 // 100,000 stored jobs loaded for 7 s, past the 5 s lease, and its first tick declared all 1,000
 // hosts lost). Hosts that stay silent once it serves are still lost after their lease.
-TEST_F(ControllerTest, AHostsLeaseIsNotSpentWhileTheHeadLoadsAndStarts) {
-  ControllerOptions options;
-  options.lease_stall_ms = 500;  // lease_ms stays 5000
-  c_ = std::make_unique<Controller>(*store_, clock_, options);
-  ASSERT_TRUE(c_->Load().ok());
-  RegisterTwoSlices();
-  Ok(c_->CreateJob(JobDoc("train", 1)));
-  HeartbeatAll("Running");
-  ASSERT_TRUE(c_->Tick().ok());
-  auto lost_hosts = [&] {
-    int lost = 0;
-    const Json hosts = c_->ListHosts();
-    for (const Json& h : hosts["items"]) lost += h["status"]["state"] == "Lost";
-    return lost;
-  };
+TEST_F(LeaseStallTest, AHostsLeaseIsNotSpentWhileTheHeadLoadsAndStarts) {
+  StartWithTrainRunning();
   // The head is replaced: the next one loads, and its first tick comes 7 s later.
-  c_ = std::make_unique<Controller>(*store_, clock_, options);
-  ASSERT_TRUE(c_->Load().ok());
+  StartAgain();
   clock_.AdvanceMs(7000);
   ASSERT_TRUE(c_->Tick().ok());
-  EXPECT_EQ(lost_hosts(), 0) << "the load and start were counted as the hosts' silence";
+  EXPECT_EQ(LostHosts(), 0) << "the load and start were counted as the hosts' silence";
   EXPECT_EQ(Ok(c_->GetJob("train"))["status"]["phase"], "Running");
-  // Every agent but s0-w1's comes back; s0-w1 is lost once it has been silent for the lease
-  // while the head was serving (0.5 s of the start + 12 x 0.4 s = 5.3 s), not before.
-  auto beat_others = [&] {
-    for (int s = 0; s < 2; ++s)
-      for (int w = 0; w < 4; ++w)
-        if (HostName(s, w) != "s0-w1")
-          Ok(Beat(*c_, HostName(s, w),
-                  {{"workers", WorkerReports(Ok(c_->Assignments(HostName(s, w))), "Running")}}));
-  };
-  for (int step = 1; step <= 11; ++step) {
-    clock_.AdvanceMs(400);
-    beat_others();
-    ASSERT_TRUE(c_->Tick().ok());
-    ASSERT_EQ(lost_hosts(), 0) << "after " << step << " steps of 0.4 s";
-  }
-  clock_.AdvanceMs(400);
-  beat_others();
-  ASSERT_TRUE(c_->Tick().ok());
-  EXPECT_EQ(lost_hosts(), 1);
-  EXPECT_EQ(Ok(c_->GetJob("train"))["status"]["reason"], "HostLost");
+  // Every agent but s0-w1's comes back (0.5 s of the start counts as silence).
+  ExpectTheSilentHostLostAfterItsLease();
 }
 
 TEST_F(ControllerTest, DeleteStopsWorkersThenRemovesAndIsIdempotent) {

@@ -1,5 +1,6 @@
 // Test helpers shared by the controller's tests: job documents, result unwrapping, and a
-// fixture with a FakeClock, a MemoryStore and two v6e 4x4 slices of hosts on demand.
+// fixture with a FakeClock, a MemoryStore (or a CountingStore over one) and two v6e 4x4 slices
+// of hosts on demand.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 
 #include "controller/controller.h"
 #include "protocol/credential.h"
+#include "store/counting_store.h"
 #include "store/memory_store.h"
 
 namespace tessera::controller {
@@ -165,6 +167,24 @@ class ControllerTest : public ::testing::Test {
         Ok(Beat(*c_, h, {{"workers", workers}, {"revision", a["revision"]}}));
       }
   }
+  // How many hosts are Lost.
+  int LostHosts() const {
+    int lost = 0;
+    const Json hosts = c_->ListHosts();
+    for (const Json& h : hosts["items"]) lost += h["status"]["state"] == "Lost";
+    return lost;
+  }
+  // The clock moves `ms`, every host but `silent` heartbeats its assigned workers Running, and
+  // a tick runs (which must succeed).
+  void AdvanceBeatAllButAndTick(int64_t ms, const std::string& silent) {
+    clock_.AdvanceMs(ms);
+    for (int s = 0; s < 2; ++s)
+      for (int w = 0; w < 4; ++w)
+        if (HostName(s, w) != silent)
+          Ok(Beat(*c_, HostName(s, w),
+                  {{"workers", WorkerReports(Ok(c_->Assignments(HostName(s, w))), "Running")}}));
+    ASSERT_TRUE(c_->Tick().ok());
+  }
   // The job's metadata.uid (0 when there is no such job).
   uint64_t Uid(const std::string& job) {
     auto r = c_->GetJob(job);
@@ -180,6 +200,19 @@ class ControllerTest : public ::testing::Test {
   FakeClock clock_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Controller> c_;
+};
+
+// The fixture over a store::CountingStore (a MemoryStore's commits and writes counted).
+class CountingStoreTest : public ControllerTest {
+ protected:
+  void SetUp() override {
+    auto counting = std::make_unique<store::CountingStore>(OpenMemoryStore());
+    counting_ = counting.get();
+    store_ = std::move(counting);
+    Start();
+  }
+
+  store::CountingStore* counting_ = nullptr;
 };
 
 }  // namespace tessera::controller
