@@ -58,12 +58,17 @@ std::optional<Json> Controller::TakeQuietBeat(const std::string& host,
 
 void Controller::RememberQuietLocked(const std::string& host, const RegisteredHost& h,
                                      const protocol::Heartbeat& beat, const Json& answer) {
-  const bool idle = answer.value("assignments", Json::array()).empty() &&
-                    answer.value("stop", Json::array()).empty();
+  const auto none = [&answer](const char* key) {
+    auto it = answer.find(key);
+    return it == answer.end() || it->empty();
+  };
+  // A host stored without a credential registers again (HostCredentialMatches' kNotFound). The
+  // cheap checks first: a running host's full beat reports workers and ends there.
+  const bool quiet = Quiet(beat) && !h.status.lost && h.last_refusals.empty() &&
+                     !h.credential_hash.empty() && beat.term <= term_.load() &&
+                     none("assignments") && none("stop");
   std::lock_guard lock(quiet_mu_);
-  // A host stored without a credential registers again (HostCredentialMatches' kNotFound).
-  if (!Quiet(beat) || !idle || h.status.lost || !h.last_refusals.empty() ||
-      h.credential_hash.empty() || beat.term > term_.load()) {
+  if (!quiet) {
     quiet_.erase(host);
     return;
   }
