@@ -7,6 +7,7 @@ resourceVersion, 410, error bodies); a head without agents starts in well under 
 """
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -205,6 +206,50 @@ class ClientAgainstHeadTest(unittest.TestCase):
         self.assertEqual(got["spec"]["slices"], 2)
         r.delete()
         self.assertIsNone(self.c.wait("reservation", "pg-client", "delete", timeout=20))
+
+    def test_ordinary_calls_share_one_kept_alive_connection(self):
+        c = tc.Client.from_state_dir(self.dir)
+        self.addCleanup(c.close)
+        c.apply(job("keepalive-a"))
+        first = c._idle[0]
+        for _ in range(5):
+            self.assertEqual(c.get("jobs", "keepalive-a")["metadata"]["name"], "keepalive-a")
+        with self.assertRaises(tc.ApiError) as e:
+            c.get("jobs", "no-such-job")  # a refusal leaves the connection usable
+        self.assertEqual(e.exception.status, 404)
+        c.delete("jobs", "keepalive-a")
+        self.assertEqual(c._idle, [first], "every call went over the first connection")
+
+    def test_a_connection_the_head_closed_is_replaced(self):
+        c = tc.Client.from_state_dir(self.dir)
+        self.addCleanup(c.close)
+        c.list("jobs")
+        [conn] = c._idle
+        # Ended as when the head closes an idle connection: readable, at end of file.
+        conn.sock.shutdown(socket.SHUT_RDWR)
+        c.list("jobs")
+        self.assertEqual(len(c._idle), 1)
+        self.assertIsNot(c._idle[0], conn)
+
+        # Closed just as it is taken (the check before reuse saw it open): one more try on a
+        # new connection, for this call only.
+        conn = c._idle[0]
+        conn.sock.shutdown(socket.SHUT_RDWR)
+        real_select = tc.select.select
+        tc.select.select = lambda r, w, x, t: ([], [], [])
+        try:
+            self.assertEqual(c.call("GET", "/api/v1/jobs/no-such-job")[0], 404)
+        finally:
+            tc.select.select = real_select
+        self.assertIsNot(c._idle[0], conn)
+
+    def test_a_head_that_is_gone_raises_url_error(self):
+        c = tc.Client.from_state_dir(self.dir)
+        self.addCleanup(c.close)
+        c.list("jobs")
+        dead = tc.Client("https://127.0.0.1:1", c.token, ca_file=c.ca_file)
+        with self.assertRaises(tc.urllib.error.URLError):
+            dead.list("jobs")
 
     def test_split_documents(self):
         self.assertEqual(len(tc.split_documents(QUEUES)), 3)

@@ -1,42 +1,68 @@
 #include "agent/usage.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
-#include <string>
 
 namespace tessera::agent {
+
+bool ParseProcStat(std::string_view text, ProcStat& out) {
+  // The command name (field 2) may hold spaces and parentheses: parse after the last ')'.
+  const size_t close = text.rfind(')');
+  if (close == std::string_view::npos) return false;
+  ProcStat stat;
+  size_t at = close + 1;
+  // Fields from 3 on: state(3) ppid(4) pgrp(5) ... utime(14) stime(15) ... rss(24).
+  for (int field = 3; field <= 24; ++field) {
+    while (at < text.size() && text[at] == ' ') ++at;
+    const size_t end = text.find(' ', at);
+    const std::string_view value =
+        text.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+    if (value.empty()) return false;
+    if (field == 5 || field == 14 || field == 15 || field == 24) {
+      // Numbers of at most 20 digits; copied so strtoll stops at the field's end.
+      char digits[24];
+      if (value.size() >= sizeof(digits)) return false;
+      value.copy(digits, value.size());
+      digits[value.size()] = '\0';
+      char* parsed_end = nullptr;
+      const long long number = std::strtoll(digits, &parsed_end, 10);
+      if (parsed_end != digits + value.size()) return false;
+      if (field == 5) stat.pgrp = static_cast<pid_t>(number);
+      if (field == 14 || field == 15) stat.ticks += static_cast<uint64_t>(number);
+      if (field == 24) stat.rss_pages = number;
+    }
+    if (end == std::string_view::npos) {
+      if (field < 24) return false;
+      break;
+    }
+    at = end + 1;
+  }
+  out = stat;
+  return true;
+}
+
 namespace {
 
-struct ProcStat {
-  pid_t pgrp = 0;
-  uint64_t ticks = 0;  // utime + stime
-  int64_t rss_pages = 0;
-};
-
-bool ReadProcStat(const std::string& pid, ProcStat& out) {
-  std::ifstream in("/proc/" + pid + "/stat");
-  std::string text;
-  if (!std::getline(in, text)) return false;
-  // The command name (field 2) may hold spaces and parentheses: parse after the last ')'.
-  size_t close = text.rfind(')');
-  if (close == std::string::npos) return false;
-  std::istringstream fields(text.substr(close + 1));
-  std::string f;
-  // Fields from 3 on: state(3) ppid(4) pgrp(5) ... utime(14) stime(15) ... rss(24).
-  for (int i = 3; i <= 24 && (fields >> f); ++i) {
-    if (i == 5) out.pgrp = static_cast<pid_t>(std::strtol(f.c_str(), nullptr, 10));
-    if (i == 14 || i == 15) out.ticks += std::strtoull(f.c_str(), nullptr, 10);
-    if (i == 24) {
-      out.rss_pages = std::strtoll(f.c_str(), nullptr, 10);
-      return true;
-    }
-  }
-  return false;
+// /proc/PID/stat into a buffer on the stack: one open, one read, no allocation. Every process on
+// the machine is read at every sample (a worker's group is found only by its members' pgrp), so
+// on a busy host this loop is most of an idle agent's CPU.
+bool ReadProcStat(const char* pid, ProcStat& out) {
+  char path[64];
+  if (std::snprintf(path, sizeof(path), "/proc/%s/stat", pid) >= static_cast<int>(sizeof(path)))
+    return false;
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  // A stat line is a few hundred bytes; the fields read end well inside 1 KiB even with a
+  // 64-character command name.
+  char buffer[1024];
+  const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+  ::close(fd);
+  if (n <= 0) return false;
+  return ParseProcStat(std::string_view(buffer, static_cast<size_t>(n)), out);
 }
 
 }  // namespace

@@ -12,12 +12,24 @@
 #include <chrono>
 #include <cstdint>
 #include <set>
+#include <string_view>
 
 #include "protocol/wire.h"
 
 namespace tessera::agent {
 
 using protocol::Usage;
+
+// The fields of one /proc/PID/stat line that Sample() adds up.
+struct ProcStat {
+  pid_t pgrp = 0;         // field 5
+  uint64_t ticks = 0;     // utime + stime (fields 14 and 15)
+  int64_t rss_pages = 0;  // field 24
+};
+
+// Parses a /proc/PID/stat line (proc(5)); false when it is cut short or a field read is not a
+// number. The command name may hold spaces and parentheses.
+bool ParseProcStat(std::string_view text, ProcStat& out);
 
 class UsageSampler {
  public:

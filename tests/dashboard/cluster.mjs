@@ -86,14 +86,19 @@ export class Cluster {
   }
 }
 
-// Polls fn() until it returns something truthy, or throws after timeoutMs naming `what`.
-export async function waitFor(what, fn, timeoutMs = 60_000, intervalMs = 100) {
+// Polls fn() until it returns something truthy, or throws after timeoutMs naming `what`. The
+// polls start 50 ms apart and back off to 250 ms (intervalMs: a fixed period instead): many are
+// an HTTPS request on a new connection, about 10 ms of the dev build's CPU each, and the pool of
+// integration jobs shares two cores (docs/testing.md, "Polls").
+export async function waitFor(what, fn, timeoutMs = 60_000, intervalMs = undefined) {
   const deadline = Date.now() + timeoutMs;
+  let period = intervalMs ?? 50;
   let last;
   while (Date.now() < deadline) {
     last = await fn();
     if (last) return last;
-    await new Promise((r) => setTimeout(r, intervalMs));
+    await new Promise((r) => setTimeout(r, period));
+    if (intervalMs === undefined) period = Math.min(250, period * 1.5);
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${JSON.stringify(last)})`);
 }

@@ -14,13 +14,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import unittest
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "python"))
 from tessera.client import Client  # noqa: E402
-from test_cluster import LEASE_MS, heartbeat_ms  # noqa: E402
+from test_cluster import LEASE_MS, heartbeat_ms, wait_for  # noqa: E402
 
 TESSERA = os.environ.get("TESSERA_BIN", os.path.join(REPO, "build", "dev", "bin", "tessera"))
 ETCD = os.environ.get("TESSERA_ETCD") or shutil.which("etcd")
@@ -61,16 +60,6 @@ metadata: {name: get-sr, queue: get-lq}
 spec: {accelerator: v6e, topology: 4x4}
 """
 
-
-def wait_for(what, fn, timeout=60.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError("timed out after %.0f s waiting for %s (last: %r)" % (timeout, what, last))
 
 
 def cmdline(pid):

@@ -45,14 +45,30 @@ def job(name, command, slices=2, topology="4x4", env=None):
     }
 
 
-def wait_for(what, fn, timeout=60.0, interval=0.05):
+# How often wait_for polls: first after FIRST_POLL_S, then each wait half as long again, up to
+# LAST_POLL_S. Most polls are an HTTPS request to the head on a new connection, and the dev
+# build's head spends about 10 ms of CPU on each (the TLS handshake and the answer, under ASan;
+# this client 3 ms more): polled every 50 ms, a wait of a minute on a condition that reads the
+# job three times kept most of a core busy, on the two cores the pool of integration files
+# shares (docs/testing.md, "Polls"). Short waits still end within a few tens of milliseconds.
+FIRST_POLL_S = 0.05
+LAST_POLL_S = 0.5
+
+
+def wait_for(what, fn, timeout=60.0, interval=None):
+    """fn()'s first truthy value, polled until `timeout` s have passed (then AssertionError
+    naming `what` and fn's last value). `interval` polls at that fixed period instead of backing
+    off from FIRST_POLL_S to LAST_POLL_S, for the few waits that time an event by the poll."""
     deadline = time.monotonic() + timeout
+    period = interval or FIRST_POLL_S
     last = None
     while time.monotonic() < deadline:
         last = fn()
         if last:
             return last
-        time.sleep(interval)
+        time.sleep(period)
+        if interval is None:
+            period = min(LAST_POLL_S, period * 1.5)
     raise AssertionError("timed out after %.0f s waiting for %s (last: %r)" % (timeout, what, last))
 
 
@@ -257,7 +273,8 @@ class Cluster:
 
     def wait_phase(self, name, phases, timeout=90):
         phase = wait_for("%s in %s" % (name, phases),
-                         lambda: self.phase(name) if self.phase(name) in phases else None, timeout)
+                         lambda: (lambda now: now if now in phases else None)(self.phase(name)),
+                         timeout)
         if phase == "Failed" and "Succeeded" in phases:
             # The caller most likely hoped for success: say why it failed, for the failure's
             # report (the job's status, its events, the tail of its workers' logs).

@@ -122,13 +122,14 @@ class ElasticTest(unittest.TestCase):
     # 300 s: eight PyTorch workers start on two cores; with the fuzz stage's build beside them
     # (scripts/test.sh) one CI run saw a job not past step 25 after 120 s that alone takes 40 s.
     def wait_step(self, name, step, timeout=300):
-        return wait_for("%s past step %d" % (name, step),
-                        lambda: self.status(name)["phase"] == "Running" and
-                        self.status(name)["lastStep"] >= step and self.status(name), timeout)
+        return self.wait_attempts(name, "past step %d" % step,
+                                  lambda s: s["phase"] == "Running" and s["lastStep"] >= step,
+                                  timeout)
 
     def wait_attempts(self, name, what, predicate, timeout=120):
+        """The job's status once predicate(status) holds: one request a poll."""
         return wait_for("%s: %s" % (name, what),
-                        lambda: predicate(self.status(name)) and self.status(name), timeout)
+                        lambda: (lambda s: predicate(s) and s)(self.status(name)), timeout)
 
     def guard_records(self):
         path = os.path.join(self.guard, "records.jsonl")

@@ -13,7 +13,7 @@ import unittest
 import urllib.request
 
 from test_cluster import PYTHON, REPO, Cluster, alive, wait_for
-from test_preemption import QUEUES, train_job
+from test_preemption import QUEUES, VICTIM_STEP_MS, train_job
 
 
 # Every process listens on $PORT and answers any GET with its TESSERA_* environment.
@@ -96,10 +96,13 @@ class ServingAdmissionTest(unittest.TestCase):
                    "  preemption: {withinClusterQueue: LowerPriority}")
         self.apply("LocalQueue", "team", "spec: {clusterQueue: shared}")
 
-        # Low-priority training on both slices, running with a checkpoint behind it.
+        # Low-priority training on both slices, running with a checkpoint behind it. Each step
+        # takes at least STEP_MS asleep (test_preemption's victim does the same): at full speed
+        # its 8 workers spun all-reduces for the whole test, on the 2 cores the pool shares.
         ckpt = os.path.join(c.dir, "ckpt-low")
         code, body = c.request("POST", "/api/v1/apply",
-                               train_job("low", "team", "low", 2, 100000, ckpt, 5))
+                               train_job("low", "team", "low", 2, 100000, ckpt, 5,
+                                         VICTIM_STEP_MS))
         self.assertEqual(code, 201, body)
         wait_for("low to checkpoint",
                  lambda: (c.get_job("low")["status"]["lastStep"] >= 6
