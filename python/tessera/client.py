@@ -286,7 +286,7 @@ class Client:
                 raise
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
-                raise e if isinstance(e, urllib.error.URLError) else urllib.error.URLError(e) from None
+                raise urllib.error.URLError(e) from None
             if r.will_close:
                 conn.close()
             else:
