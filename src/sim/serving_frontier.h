@@ -28,6 +28,12 @@
 
 namespace tessera::sim {
 
+// Goal thresholds of issue 34.
+inline constexpr double kGoalChipRatio = 0.8;
+inline constexpr double kGoalAttainmentRatio = 0.9;
+inline constexpr double kGoalUndonePerHour = 6;
+inline constexpr double kUndoneWithinS = 600;
+
 // The oracle's inputs: per fixed count, the met requests of each window.
 struct OracleInput {
   std::vector<int> counts;                // replica counts available, increasing
@@ -42,12 +48,68 @@ struct OracleInput {
 struct OracleResult {
   bool reached = false;  // false: no schedule of the counts reaches the target
   double chip_hours = 0;
+  // No schedule reaching the target costs less (the relaxation's bound: the best over the
+  // prices tried of min(cost - price x met) + price x target); equal to chip_hours when the
+  // relaxation has no gap there. Within the model (windows independent), not beyond it.
+  double lower_bound_chip_hours = 0;
   int64_t met = 0;
   std::vector<int> replicas;  // per window
   int changes = 0;            // windows whose count differs from the one before
 };
 
 OracleResult SolveOracle(const OracleInput& input);
+
+// Could any schedule meet the goal (issue 34) on this trace? The goal asks for an attainment
+// of at least kGoalAttainmentRatio of the best fixed count's, and chip-hours at most
+// kGoalChipRatio of the cheapest fixed count attaining as much. That comparator is a step in
+// the attainment: it changes just above each fixed count's attainment, and the oracle's cost
+// only grows with its target; so the least ratio any schedule reaches is at one of the levels
+// where the comparator changes: the floor (kGoalAttainmentRatio of the best fixed count's) and
+// one request above each fixed count's met requests between that floor and the best. The
+// oracle is solved at each level, against that level's comparator (a schedule that overshoots
+// its level has a comparator no cheaper, so the ratio shown is at most its own).
+struct GoalFixedPoint {
+  std::string name;  // "fixed=5"
+  double chip_hours = 0;
+  int64_t met = 0;
+};
+
+struct GoalLevel {
+  int64_t target_met = 0;
+  // Why the level is one: the floor, or one request above this fixed count's met requests.
+  bool floor = false;
+  std::string above;             // "fixed=4" (empty for the floor)
+  int comparator = -1;           // index into fixed: the cheapest with met >= target_met
+  OracleResult oracle;           // at target_met
+  double ratio = 0;              // oracle / comparator chip-hours (0: no schedule)
+  double lower_bound_ratio = 0;  // the oracle's lower bound / comparator chip-hours
+  int undone = 0;                // the schedule's changes undone within kUndoneWithinS
+  double undone_per_hour = 0;
+};
+
+struct GoalReach {
+  bool computed = false;  // false: no fixed count, no request or no window
+  int64_t best_fixed_met = 0;
+  int64_t floor_met = 0;          // the least met count the attainment goal allows
+  std::vector<GoalLevel> levels;  // increasing target_met, each with a comparator
+  int best = -1;                  // the level with the least ratio among those reached
+  int first_reachable = -1;       // the lowest level whose ratio is <= kGoalChipRatio
+  bool reachable = false;         // that ratio is <= kGoalChipRatio
+  bool out_of_reach = false;      // every level's lower bound is above kGoalChipRatio
+  // Neither: the relaxation's gap leaves it open (a ratio above, a bound at or below).
+  // Above every fixed count's attainment the goal has no comparator (it counts as met there);
+  // the oracle at best_fixed_met + 1, when the requests allow it, is shown apart.
+  bool has_above_all = false;
+  OracleResult above_all;
+};
+
+struct GoalReachInput {
+  OracleInput oracle;  // target_met is ignored
+  std::vector<GoalFixedPoint> fixed;
+  int64_t requests = 0;
+};
+
+GoalReach SolveGoalReach(const GoalReachInput& input);
 
 // Scale decisions undone within `within_s`: a decision is undone when a later one within that
 // time moves the size the other way.
@@ -66,6 +128,7 @@ struct AutoVerdict {
   bool dominated = false;  // some fixed count is as cheap or cheaper and attains as much
   OracleResult oracle;
   double oracle_ratio = 0;  // auto's chip-hours / the oracle's
+  GoalReach goal_reach;     // the oracle at every attainment the goal's comparator changes
   bool chips_goal = false, attainment_goal = false, undone_goal = false;
 };
 
@@ -75,12 +138,6 @@ struct ServingFrontier {
   std::vector<AutoVerdict> autos;
   std::string oracle_counts;  // "1..16" or "2, 4, 8": the fixed counts the oracle may use
 };
-
-// Goal thresholds of issue 34.
-inline constexpr double kGoalChipRatio = 0.8;
-inline constexpr double kGoalAttainmentRatio = 0.9;
-inline constexpr double kGoalUndonePerHour = 6;
-inline constexpr double kUndoneWithinS = 600;
 
 ServingFrontier ComputeFrontier(const ServingComparison& comparison);
 

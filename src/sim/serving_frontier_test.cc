@@ -61,6 +61,128 @@ TEST(ServingFrontierTest, OracleStartsHighWhenTheFirstWindowNeedsIt) {
   EXPECT_NEAR(r.chip_hours, 180.0 / 3600, 1e-12);
 }
 
+// Two hour-long windows: the first quiet (one replica meets all 100), the second busy (three
+// do), and one chip per replica, so a count costs its number in chip-hours per window.
+GoalReachInput QuietThenBusy(double startup_s) {
+  GoalReachInput in;
+  in.oracle.counts = {1, 2, 3};
+  in.oracle.met = {{100, 0}, {100, 50}, {100, 100}};
+  in.oracle.window_requests = {100, 100};
+  in.oracle.window_length_s = {3600, 3600};
+  in.oracle.startup_s = startup_s;
+  in.oracle.chips_per_replica = 1;
+  // The fixed runs: fixed=n meets the sum of its row and costs 2n chip-hours.
+  in.fixed = {{"fixed=1", 2, 100}, {"fixed=2", 4, 150}, {"fixed=3", 6, 200}};
+  in.requests = 200;
+  return in;
+}
+
+TEST(ServingFrontierTest, GoalIsReachableWhenTheOracleFollowsTheLoadForUnderTheRatio) {
+  const GoalReach g = SolveGoalReach(QuietThenBusy(0));
+  ASSERT_TRUE(g.computed);
+  EXPECT_EQ(g.best_fixed_met, 200);
+  EXPECT_EQ(g.floor_met, 180);  // 90 % of fixed=3's 200
+  // fixed=1 (100) and fixed=2 (150) are under the floor: the floor is the only level, and its
+  // comparator is fixed=3 (6 chip-h).
+  ASSERT_EQ(g.levels.size(), 1u);
+  EXPECT_TRUE(g.levels[0].floor);
+  EXPECT_EQ(g.levels[0].comparator, 2);
+  // 1 then 3: 4 chip-h for all 200, 0.67x fixed=3.
+  ASSERT_EQ(g.best, 0);
+  EXPECT_EQ(g.levels[0].oracle.replicas, (std::vector<int>{1, 3}));
+  EXPECT_EQ(g.levels[0].oracle.met, 200);
+  EXPECT_NEAR(g.levels[0].ratio, 4.0 / 6, 1e-9);
+  // The relaxation's bound: on the line through (2 chip-h, 100 met), (3, 150) and (4, 200),
+  // 180 met would cost 3.6 (no schedule meets exactly 180).
+  EXPECT_NEAR(g.levels[0].lower_bound_ratio, 3.6 / 6, 1e-6);
+  EXPECT_EQ(g.first_reachable, 0);
+  EXPECT_TRUE(g.reachable);
+  EXPECT_FALSE(g.out_of_reach);
+  EXPECT_FALSE(g.has_above_all);  // fixed=3 meets every request
+}
+
+TEST(ServingFrontierTest, GoalIsOutOfReachWhenTheStartUpEatsTheSaving) {
+  // An hour's start-up: the two replicas added for the busy window cost 2 chip-h, so 1, 3
+  // costs 6, as fixed=3 does. The cheapest schedule at the floor (180 met) is 6 chip-h (1.0x),
+  // and the relaxation's bound there, on the hull between (2 chip-h, 100) and (6, 200), is 5.2
+  // chip-h: 0.87x, above 0.8x, so no schedule meets the goal.
+  const GoalReach g = SolveGoalReach(QuietThenBusy(3600));
+  ASSERT_EQ(g.levels.size(), 1u);
+  ASSERT_EQ(g.best, 0);
+  EXPECT_NEAR(g.levels[0].oracle.chip_hours, 6, 1e-9);
+  EXPECT_NEAR(g.levels[0].ratio, 1, 1e-9);
+  EXPECT_NEAR(g.levels[0].oracle.lower_bound_chip_hours, 5.2, 1e-6);
+  EXPECT_NEAR(g.levels[0].lower_bound_ratio, 5.2 / 6, 1e-6);
+  EXPECT_FALSE(g.reachable);
+  EXPECT_TRUE(g.out_of_reach);
+}
+
+TEST(ServingFrontierTest, GoalIsLeftOpenWhenOnlyTheRelaxationsBoundIsUnderTheRatio) {
+  // Half an hour's start-up: 1, 3 costs 5 chip-h (0.83x), the cheapest at 180 met since 1, 2
+  // meets only 150; the hull between (2, 100) and (5, 200) passes 180 at 4.4 chip-h (0.73x).
+  const GoalReach g = SolveGoalReach(QuietThenBusy(1800));
+  ASSERT_EQ(g.best, 0);
+  EXPECT_NEAR(g.levels[0].ratio, 5.0 / 6, 1e-9);
+  EXPECT_NEAR(g.levels[0].lower_bound_ratio, 4.4 / 6, 1e-6);
+  EXPECT_FALSE(g.reachable);
+  EXPECT_FALSE(g.out_of_reach);
+}
+
+TEST(ServingFrontierTest, GoalLevelsSitJustAboveEachFixedCountOverTheFloor) {
+  GoalReachInput in;
+  in.oracle.counts = {1, 2, 3, 4};
+  in.oracle.met = {{100, 0}, {100, 80}, {100, 95}, {100, 100}};
+  in.oracle.window_requests = {100, 110};
+  in.oracle.window_length_s = {3600, 3600};
+  in.oracle.startup_s = 0;
+  in.oracle.chips_per_replica = 1;
+  in.fixed = {{"fixed=1", 2, 100}, {"fixed=2", 4, 180}, {"fixed=3", 6, 195}, {"fixed=4", 8, 200}};
+  in.requests = 210;
+  const GoalReach g = SolveGoalReach(in);
+  // The floor (180, where fixed=2 is the comparator), then one above fixed=2 (181: fixed=3)
+  // and one above fixed=3 (196: fixed=4); fixed=1's 101 is under the floor.
+  ASSERT_EQ(g.levels.size(), 3u);
+  EXPECT_EQ(g.levels[0].target_met, 180);
+  EXPECT_TRUE(g.levels[0].floor);
+  EXPECT_EQ(g.levels[0].comparator, 1);
+  EXPECT_EQ(g.levels[1].target_met, 181);
+  EXPECT_EQ(g.levels[1].above, "fixed=2");
+  EXPECT_EQ(g.levels[1].comparator, 2);
+  EXPECT_EQ(g.levels[2].target_met, 196);
+  EXPECT_EQ(g.levels[2].above, "fixed=3");
+  EXPECT_EQ(g.levels[2].comparator, 3);
+  // 1, 2 (3 chip-h) against fixed=2's 4: 0.75x; 1, 3 (4) against 6: 0.67x; 1, 4 (5) against 8:
+  // 0.625x, the best, at the highest attainment.
+  EXPECT_NEAR(g.levels[0].ratio, 0.75, 1e-9);
+  EXPECT_NEAR(g.levels[1].ratio, 4.0 / 6, 1e-9);
+  EXPECT_NEAR(g.levels[2].ratio, 0.625, 1e-9);
+  EXPECT_EQ(g.best, 2);
+  EXPECT_EQ(g.first_reachable, 0);
+  EXPECT_EQ(g.levels[1].oracle.replicas, (std::vector<int>{1, 3}));
+  EXPECT_EQ(g.levels[2].oracle.replicas, (std::vector<int>{1, 4}));
+  EXPECT_TRUE(g.reachable);
+  // 201 met is more than any window's best adds up to (100 + 100): no schedule, shown apart.
+  EXPECT_TRUE(g.has_above_all);
+  EXPECT_FALSE(g.above_all.reached);
+}
+
+TEST(ServingFrontierTest, OracleScheduleChangesCountAsDecisionsUndoneWithinTenMinutes) {
+  GoalReachInput in = QuietThenBusy(0);
+  // Four 5-minute windows, quiet, busy, quiet, busy: 1, 3, 1, 3 makes three changes, each of
+  // the first two undone by the next, 5 minutes later.
+  in.oracle.met = {{100, 0, 100, 0}, {100, 50, 100, 50}, {100, 100, 100, 100}};
+  in.oracle.window_requests = {100, 100, 100, 100};
+  in.oracle.window_length_s = {300, 300, 300, 300};
+  in.fixed = {{"fixed=1", 1.0 / 3, 200}, {"fixed=2", 2.0 / 3, 300}, {"fixed=3", 1, 400}};
+  in.requests = 400;
+  const GoalReach g = SolveGoalReach(in);
+  ASSERT_GE(g.best, 0);
+  const GoalLevel& b = g.levels[static_cast<size_t>(g.best)];
+  EXPECT_EQ(b.oracle.replicas, (std::vector<int>{1, 3, 1, 3}));
+  EXPECT_EQ(b.undone, 2);
+  EXPECT_NEAR(b.undone_per_hour, 6, 1e-9);  // 2 in 20 minutes
+}
+
 ServingRunResult Fixed(int n, double chip_hours, double attainment) {
   ServingRunResult r;
   r.config.name = "fixed=" + std::to_string(n);
@@ -106,6 +228,13 @@ TEST(ServingFrontierTest, AutoIsComparedWithTheCheapestFixedCountAttainingAsMuch
   EXPECT_EQ(v.oracle.replicas, (std::vector<int>{2}));
   EXPECT_NEAR(v.oracle.chip_hours, 2, 1e-9);
   EXPECT_NEAR(v.oracle_ratio, 0.75, 1e-9);
+  // The goal's oracle, from the same windows: with one window a schedule is a fixed count, so
+  // at best it matches the comparator (1.0x) and the goal is not reachable.
+  ASSERT_TRUE(v.goal_reach.computed);
+  EXPECT_EQ(v.goal_reach.best_fixed_met, 95);
+  ASSERT_GE(v.goal_reach.best, 0);
+  EXPECT_NEAR(v.goal_reach.levels[static_cast<size_t>(v.goal_reach.best)].ratio, 1, 1e-9);
+  EXPECT_FALSE(v.goal_reach.reachable);
 }
 
 }  // namespace

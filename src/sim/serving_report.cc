@@ -71,6 +71,69 @@ nlohmann::json ProfileJson(const ProfileLabel& p) {
           {"command", p.command}};
 }
 
+// The oracle at every attainment where the goal's comparator changes (serving_frontier.h).
+void WriteGoalReachText(std::ostream& out, const GoalReach& g, const ServingFrontier& f,
+                        int64_t requests) {
+  if (!g.computed) return;
+  const auto share = [&](int64_t met) {
+    return Percent(static_cast<double>(met) / static_cast<double>(std::max<int64_t>(1, requests)));
+  };
+  const auto name_of = [&](int i) -> const ServingRunResult& {
+    // GoalReachInput.fixed is f.fixed in order.
+    return *f.fixed[static_cast<size_t>(i)];
+  };
+  out << "  the goal's oracle, at each attainment where its comparator changes (from "
+      << share(g.floor_met) << ", " << Fixed(100 * kGoalAttainmentRatio, 0)
+      << "% of the best fixed count's " << share(g.best_fixed_met) << "):\n";
+  for (const GoalLevel& l : g.levels) {
+    out << "    "
+        << (l.floor ? ">= " + share(l.target_met) + " (the floor)"
+                    : "> " + l.above + "'s " + share(l.target_met - 1));
+    if (l.comparator < 0 || !l.oracle.reached) {
+      out << ": no schedule of the fixed counts attains it\n";
+      continue;
+    }
+    const ServingRunResult& cmp = name_of(l.comparator);
+    out << ": vs " << cmp.config.name << " " << Fixed(cmp.chip_hours, 1) << " chip-h, oracle "
+        << Fixed(l.oracle.chip_hours, 1) << " at " << share(l.oracle.met) << ", "
+        << Fixed(l.ratio, 2) << "x (none under " << Fixed(l.lower_bound_ratio, 2) << "x), "
+        << Fixed(l.undone_per_hour, 1) << " undone/h\n";
+  }
+  if (g.has_above_all) {
+    out << "    > every fixed count (" << share(g.best_fixed_met) << "): ";
+    if (g.above_all.reached)
+      out << "oracle " << Fixed(g.above_all.chip_hours, 1) << " chip-h at "
+          << share(g.above_all.met) << "; no comparator, so the goal's ratio does not apply\n";
+    else
+      out << "no schedule of the fixed counts attains it\n";
+  }
+  out << "  goal reachable by an oracle (" << f.oracle_counts << ", windows independent): ";
+  if (g.best < 0) {
+    out << "no: no schedule of the fixed counts reaches the floor\n";
+    return;
+  }
+  const GoalLevel& b = g.levels[static_cast<size_t>(g.best)];
+  if (g.first_reachable >= 0 && g.first_reachable != g.best) {
+    const GoalLevel& first = g.levels[static_cast<size_t>(g.first_reachable)];
+    out << "yes, from attainment " << share(first.oracle.met) << ", ratio " << Fixed(first.ratio, 2)
+        << "; the least ratio " << Fixed(b.ratio, 2) << " at " << share(b.oracle.met)
+        << " (goal <= " << Fixed(kGoalChipRatio, 1) << ")";
+  } else {
+    out << (g.reachable      ? "yes"
+            : g.out_of_reach ? "no"
+                             : "open")
+        << ", at attainment " << share(b.oracle.met) << ", ratio " << Fixed(b.ratio, 2)
+        << " (goal <= " << Fixed(kGoalChipRatio, 1) << ")";
+  }
+  if (g.out_of_reach)
+    out << "; no schedule at any level is under " << Fixed(kGoalChipRatio, 1) << "x";
+  else if (!g.reachable)
+    out << "; the relaxation's bound leaves it open";
+  out << "\n    schedule:";
+  for (int n : b.oracle.replicas) out << " " << n;
+  out << "\n";
+}
+
 void WriteFrontierText(std::ostream& out, const ServingComparison& c) {
   const ServingFrontier f = ComputeFrontier(c);
   if (f.fixed.empty() || f.autos.empty()) return;
@@ -124,6 +187,7 @@ void WriteFrontierText(std::ostream& out, const ServingComparison& c) {
       out << "  oracle: no schedule of the fixed counts " << f.oracle_counts << " attains "
           << Percent(r.slo_attainment) << "\n";
     }
+    WriteGoalReachText(out, v.goal_reach, f, r.requests);
   }
 }
 
@@ -283,6 +347,55 @@ void WriteServingJson(std::ostream& out, const ServingComparison& c) {
                            {"met", v.oracle.met},
                            {"replicas", v.oracle.replicas},
                            {"ratio", v.oracle_ratio}};
+    const GoalReach& g = v.goal_reach;
+    if (g.computed) {
+      const auto share = [&](int64_t met) {
+        return static_cast<double>(met) /
+               static_cast<double>(std::max<int64_t>(1, v.run->requests));
+      };
+      nlohmann::json levels = nlohmann::json::array();
+      for (const GoalLevel& l : g.levels) {
+        nlohmann::json level = {{"targetMet", l.target_met},
+                                {"targetAttainment", share(l.target_met)},
+                                {"floor", l.floor},
+                                {"aboveFixed", l.above},
+                                {"reached", l.oracle.reached}};
+        if (l.comparator >= 0)
+          level["comparator"] = f.fixed[static_cast<size_t>(l.comparator)]->config.name;
+        if (l.oracle.reached && l.comparator >= 0) {
+          level["chipHours"] = l.oracle.chip_hours;
+          level["lowerBoundChipHours"] = l.oracle.lower_bound_chip_hours;
+          level["attainment"] = share(l.oracle.met);
+          level["ratio"] = l.ratio;
+          level["lowerBoundRatio"] = l.lower_bound_ratio;
+          level["undonePerHour"] = l.undone_per_hour;
+          level["replicas"] = l.oracle.replicas;
+        }
+        levels.push_back(std::move(level));
+      }
+      nlohmann::json reach = {{"reachable", g.reachable},
+                              {"outOfReach", g.out_of_reach},
+                              {"floorMet", g.floor_met},
+                              {"bestFixedMet", g.best_fixed_met},
+                              {"levels", std::move(levels)}};
+      if (g.best >= 0) {
+        const GoalLevel& b = g.levels[static_cast<size_t>(g.best)];
+        reach["attainment"] = share(b.oracle.met);
+        reach["ratio"] = b.ratio;
+        reach["lowerBoundRatio"] = b.lower_bound_ratio;
+      }
+      if (g.first_reachable >= 0) {
+        const GoalLevel& first = g.levels[static_cast<size_t>(g.first_reachable)];
+        reach["firstReachable"] = {
+            {"attainment", share(first.oracle.met)},
+            {"ratio", first.ratio},
+            {"comparator", f.fixed[static_cast<size_t>(first.comparator)]->config.name}};
+      }
+      if (g.has_above_all && g.above_all.reached)
+        reach["aboveEveryFixed"] = {{"chipHours", g.above_all.chip_hours},
+                                    {"attainment", share(g.above_all.met)}};
+      verdict["goalOracle"] = std::move(reach);
+    }
     j["verdicts"].push_back(std::move(verdict));
   }
   out << j.dump(2) << "\n";
