@@ -192,7 +192,6 @@ Status Controller::LoadJobs() {
     next_uid_ = std::max(next_uid_, job->uid + 1);
     IndexJobHostsLocked(*job);
     job_names_by_uid_[job->uid] = obj.name;
-    // By name, as visited: each insert goes at the end of the map.
     // Visited by name: each job goes at the end of the map and of the index, no search.
     if (jobs_.empty() || jobs_.rbegin()->first < obj.name) {
       auto it = jobs_.emplace_hint(jobs_.end(), obj.name, std::move(*job));
@@ -211,9 +210,8 @@ Status Controller::TickJobs(int64_t now) {
   const View view(*this);
   std::vector<std::string> names;
   // Only jobs whose timers may act: a store of 100,000 jobs, most of them finished, costs a
-  // tick a copy of each job otherwise (RunStep), on every tick.
-  // Only unsettled jobs can (IsSettled), and those that settled since their last step leave
-  // the index here (a flush of their last progress does not pass through RunStep).
+  // tick a copy of each job otherwise (RunStep), on every tick. Only unsettled jobs can
+  // (IsSettled); those that settled since their last step leave the index here.
   std::vector<std::string> settled;
   ForEachUnsettledJob([&](std::string_view name, const TrainJob& job) {
     if (train_.TickMayAct(job))
