@@ -390,6 +390,11 @@ class Controller {
   // Hosts whose leases expire in one tick are written this many to a commit: etcd caps a
   // transaction's operations (--max-txn-ops, docs/ha.md) and size (--max-request-bytes).
   static constexpr size_t kLostHostsPerCommit = 200;
+  // A registration batch (RegisterHosts) is written this many bytes of host documents and
+  // event messages to a commit (each event counted kRegistrationEventBytes more for its other
+  // fields): 1,000 hosts in one commit were a request of 2.1 MB, which etcd refuses by default.
+  static constexpr size_t kRegistrationBytesPerCommit = 384 * 1024;
+  static constexpr size_t kRegistrationEventBytes = 128;
   // The scheduling pass Tick ends with, without its timers, for callers that drive the
   // controller without the head's loop (tests answer the pass listener with it).
   Status RunPass();

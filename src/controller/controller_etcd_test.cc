@@ -36,7 +36,7 @@ protocol::Registration FleetRegistration(int s, int w) {
   doc["name"] = "tpu-node-" + std::to_string(s) + "-" + std::to_string(w) +
                 ".pool-a.europe-west4-a.c.example-project.internal";
   doc["address"] = "10.128." + std::to_string(s % 250) + "." + std::to_string(10 + w);
-  doc["credential"] = CredentialOf(doc["name"]);
+  doc["credential"] = CredentialOf(doc["name"].get<std::string>());
   auto r = protocol::ParseRegistration(doc.dump());
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? *r : protocol::Registration{};
