@@ -699,7 +699,8 @@ Status Head::Start() {
   if (audit_file.path.empty()) audit_file.path = options_.state_dir + "/audit.log";
   TESSERA_RETURN_IF_ERROR(m.audit.OpenFile(audit_file));
   const StartClock::time_point seed_start = StartClock::now();
-  m.metrics->Seed(m.ctl->CopyJobs());  // what a restarted head finds was counted before
+  // What a restarted head finds was counted before: a walk, no copy of every job.
+  m.ctl->VisitJobs([&m](const TrainJob& job) { m.metrics->SeedJob(job); });
   std::fprintf(stderr, "head: event=loaded controller_ms=%lld metrics_seed_ms=%lld total_ms=%lld\n",
                controller_ms, since_ms(seed_start), since_ms(load_start));
 

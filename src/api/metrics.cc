@@ -83,18 +83,23 @@ void HeadMetrics::Seed(const Json& jobs) {
 }
 
 void HeadMetrics::Seed(const std::vector<TrainJob>& jobs) {
-  std::lock_guard lock(mu_);
-  for (const TrainJob& job : jobs) {
-    // As Track reads them from TrainJobJson: the key, admittedTimeMs, and each attempt after
-    // the first that has recovery figures.
-    Seen& seen = seen_["uid:" + std::to_string(job.uid)];
-    if (job.status.admitted_ms > 0) seen.admitted_ms = job.status.admitted_ms;
-    const auto& attempts = job.status.attempts;
-    for (size_t i = 1; i < attempts.size(); ++i) {
-      auto f = ComputeRecoveryFigures(attempts[i - 1], attempts[i]);
-      if (f && f->time_to_recover_ms >= 0) seen.recovered.insert(attempts[i].attempt);
-    }
+  for (const TrainJob& job : jobs) SeedJob(job);
+}
+
+void HeadMetrics::SeedJob(const TrainJob& job) {
+  // As Track reads them from TrainJobJson: the key, admittedTimeMs, and each attempt after the
+  // first that has recovery figures.
+  std::vector<int64_t> recovered;
+  const auto& attempts = job.status.attempts;
+  for (size_t i = 1; i < attempts.size(); ++i) {
+    auto f = ComputeRecoveryFigures(attempts[i - 1], attempts[i]);
+    if (f && f->time_to_recover_ms >= 0) recovered.push_back(attempts[i].attempt);
   }
+  if (job.status.admitted_ms <= 0 && recovered.empty()) return;  // nothing counted yet
+  std::lock_guard lock(mu_);
+  Seen& seen = seen_["uid:" + std::to_string(job.uid)];
+  if (job.status.admitted_ms > 0) seen.admitted_ms = job.status.admitted_ms;
+  seen.recovered.insert(recovered.begin(), recovered.end());
 }
 
 void HeadMetrics::Track(const Json& job, bool observe) {

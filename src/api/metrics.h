@@ -44,6 +44,10 @@ class HeadMetrics {
   // The same from the typed jobs (Controller::CopyJobs): what a newly elected head does, as
   // building the JSON of every job would delay its start (a third of it with 1,000 jobs).
   void Seed(const std::vector<TrainJob>& jobs);
+  // The same for one job, as a walk over the controller's jobs calls it (Controller::VisitJobs:
+  // a new leader seeds from 100,000 jobs without copying them). A job with no admission and no
+  // recovery to mark leaves nothing behind.
+  void SeedJob(const TrainJob& job);
 
   // The controller's change listener: kind "TrainJob", "Host", "Event", ...; type ADDED,
   // MODIFIED or DELETED.

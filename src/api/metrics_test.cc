@@ -118,6 +118,42 @@ TEST(HeadMetricsTest, TheTypedSeedMarksWhatTheJsonOfTheSameJobsShows) {
   EXPECT_EQ(seeded.recovery_time().Read({}).count, 1u);
 }
 
+// The seed one job at a time (SeedJob, what a new leader's walk over the controller's jobs
+// calls) marks what the vector seed marks; a job with nothing counted yet (pending, never
+// admitted) is not remembered, and its later admission is counted once.
+TEST(HeadMetricsTest, SeedingJobByJobMarksWhatTheWholeSeedMarks) {
+  TrainJob admitted;
+  admitted.uid = 8;
+  admitted.spec.name = "admitted";
+  admitted.created_ms = 1000;
+  admitted.status.pending_since_ms = 1000;
+  admitted.status.admitted_ms = 3000;
+  TrainJob pending;
+  pending.uid = 9;
+  pending.spec.name = "pending";
+  pending.created_ms = 1000;
+  pending.status.pending_since_ms = 1000;
+
+  FakeClock clock;
+  HeadMetrics whole(clock), by_job(clock);
+  whole.Seed(std::vector<TrainJob>{admitted, pending});
+  by_job.SeedJob(admitted);
+  by_job.SeedJob(pending);
+  for (HeadMetrics* m : {&whole, &by_job}) {
+    m->OnChange("TrainJob", "MODIFIED", codec::TrainJobJson(admitted, 4000));
+    m->OnChange("TrainJob", "MODIFIED", codec::TrainJobJson(pending, 4000));
+    EXPECT_EQ(m->admission_latency().Read({}).count, 0u) << "seeded: nothing counted again";
+  }
+  pending.status.admitted_ms = 6000;  // admitted after the head started: counted, once
+  for (HeadMetrics* m : {&whole, &by_job}) {
+    m->OnChange("TrainJob", "MODIFIED", codec::TrainJobJson(pending, 7000));
+    m->OnChange("TrainJob", "MODIFIED", codec::TrainJobJson(pending, 7100));
+    const auto s = m->admission_latency().Read({});
+    EXPECT_EQ(s.count, 1u);
+    EXPECT_DOUBLE_EQ(s.sum, 5.0);
+  }
+}
+
 TEST(HeadMetricsTest, RecoveryTimeIsObservedOncePerAttempt) {
   FakeClock clock;
   HeadMetrics m(clock);

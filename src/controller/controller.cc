@@ -118,6 +118,11 @@ std::vector<TrainJob> Controller::CopyJobs() const {
   return CopyJobsLocked().jobs;
 }
 
+void Controller::VisitJobs(const std::function<void(const TrainJob&)>& visit) const {
+  std::lock_guard lock(mu_);
+  for (const auto& [name, job] : jobs_) visit(job);
+}
+
 Json Controller::ListHosts() const {
   std::lock_guard lock(mu_);
   return ListHostsLocked();

@@ -294,7 +294,7 @@ std::vector<Result<Json>> Controller::RegisterHosts(
   std::lock_guard lock(mu_);
   const int64_t now = NowMs();
   // Each accepted host goes into hosts_ at once, so the registrations after it in this batch
-  // are checked against it, and is taken out again if the one commit fails.
+  // are checked against it, and is taken out again if its commit fails.
   struct Accepted {
     size_t index;
     std::string name;
@@ -306,9 +306,60 @@ std::vector<Result<Json>> Controller::RegisterHosts(
   std::vector<Accepted> accepted;
   store::WriteBatch batch;
   std::vector<std::pair<std::string, JobEvent>> events;
+  size_t bytes = 0;  // of the bodies and event messages in `batch` and `events`
+  Status failed = Status::Ok();
+  // Commits the hosts accepted since the last commit, with their events. A failure takes them
+  // out again, answers each kUnavailable, and ends the batch (failed): the store is not writing.
+  auto commit = [&] {
+    if (accepted.empty()) return;
+    auto committed = CommitWithEvents(batch, events);
+    if (!committed.ok()) {
+      for (auto a = accepted.rbegin(); a != accepted.rend(); ++a) {
+        EraseHostLocked(a->name);
+        if (a->previous) PutHostLocked(*std::move(a->previous));
+        if (a->replaced) PutHostLocked(*std::move(a->replaced));
+        out[a->index] = Unavailable(committed.status().message());
+      }
+      failed = Unavailable(committed.status().message());
+    } else {
+      for (const Accepted& a : accepted) {
+        RegisteredHost& h = hosts_.at(a.name);
+        h.version = *committed;
+        Emit(codec::kHostKind, "MODIFIED", HostJsonLocked(h));
+        if (a.replaced) {
+          Emit(codec::kHostKind, "DELETED", HostJsonLocked(*a.replaced));
+          schedule_requested_ = true;
+        }
+        // Rebuilding the inventory costs O(hosts); a fleet of N agents joining at once would
+        // pay it N times. Mark it stale instead: a scheduling pass rebuilds it once, and while
+        // hosts only join, paced (RefreshInventoryPaced).
+        if (a.membership_changed) {
+          inventory_dirty_ = true;
+          if (a.previous || a.replaced) inventory_grew_only_ = false;
+        }
+        out[a.index] = Json::parse(protocol::RegisterReplyJson(
+            {a.name, options_.heartbeat_interval_ms, options_.lease_ms}));
+        // A fleet that registers at once heartbeats at once: its first beats need no lock either.
+        RememberQuietLocked(a.name, h, protocol::Heartbeat{}, AssignmentsLocked(a.name));
+      }
+      AnnounceEvents();
+    }
+    accepted.clear();
+    batch = store::WriteBatch();
+    events.clear();
+    bytes = 0;
+  };
   std::set<std::string> written;  // hosts this batch writes or deletes: each at most once
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (!candidates[i]) continue;
+    // One commit holds at most kRegistrationBytesPerCommit of documents: etcd refuses a request
+    // over --max-request-bytes (1.5 MiB by default; each body goes twice, as the object and in
+    // the change log), and 1,000 hosts of a fleet were 2.1 MB.
+    if (bytes >= kRegistrationBytesPerCommit) commit();
+    if (!failed.ok()) {
+      out[i] = failed;
+      continue;
+    }
     Candidate& c = *candidates[i];
     const HostSpec& spec = c.spec;
     auto existing = hosts_.find(spec.name);
@@ -393,7 +444,12 @@ std::vector<Result<Json>> Controller::RegisterHosts(
                                                replaces + ", which is deleted"});
       batch.Delete(codec::kHostKind, replaces);
     }
-    batch.Put(codec::kHostKind, spec.name, StoredHostJsonLocked(h));
+    const std::string stored = StoredHostJsonLocked(h);
+    bytes += stored.size() + spec.name.size();
+    for (size_t e = events.size(); e > 0 && events[e - 1].first == object; --e)
+      bytes += events[e - 1].first.size() + events[e - 1].second.message.size() +
+               kRegistrationEventBytes;
+    batch.Put(codec::kHostKind, spec.name, stored);
     Accepted a{
         i,
         spec.name,
@@ -409,40 +465,9 @@ std::vector<Result<Json>> Controller::RegisterHosts(
     PutHostLocked(std::move(h));
     accepted.push_back(std::move(a));
   }
-  if (accepted.empty()) return out;
-  // One commit for every host of the batch: a fleet registering at once pays one fsync (or
-  // one etcd round) per batch, not per host.
-  auto committed = CommitWithEvents(batch, events);
-  if (!committed.ok()) {
-    for (auto a = accepted.rbegin(); a != accepted.rend(); ++a) {
-      EraseHostLocked(a->name);
-      if (a->previous) PutHostLocked(*std::move(a->previous));
-      if (a->replaced) PutHostLocked(*std::move(a->replaced));
-      out[a->index] = Unavailable(committed.status().message());
-    }
-    return out;
-  }
-  for (const Accepted& a : accepted) {
-    RegisteredHost& h = hosts_.at(a.name);
-    h.version = *committed;
-    Emit(codec::kHostKind, "MODIFIED", HostJsonLocked(h));
-    if (a.replaced) {
-      Emit(codec::kHostKind, "DELETED", HostJsonLocked(*a.replaced));
-      schedule_requested_ = true;
-    }
-    // Rebuilding the inventory costs O(hosts); a fleet of N agents joining at once would pay
-    // it N times. Mark it stale instead: a scheduling pass rebuilds it once, and while hosts
-    // only join, paced (RefreshInventoryPaced).
-    if (a.membership_changed) {
-      inventory_dirty_ = true;
-      if (a.previous || a.replaced) inventory_grew_only_ = false;
-    }
-    out[a.index] = Json::parse(
-        protocol::RegisterReplyJson({a.name, options_.heartbeat_interval_ms, options_.lease_ms}));
-    // A fleet that registers at once heartbeats at once: its first beats need no lock either.
-    RememberQuietLocked(a.name, h, protocol::Heartbeat{}, AssignmentsLocked(a.name));
-  }
-  AnnounceEvents();
+  // What is left: one commit for the rest of the batch (a fleet registering at once pays one
+  // fsync, or one etcd round, per commit, not per host).
+  commit();
   return out;
 }
 

@@ -5,6 +5,8 @@
 // hosts of preemption victims to be released), victims and start-guard evictions are stopped
 // and requeued (TrainLifecycle::Evict), and every waiting job says why.
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 #include "controller/controller.h"
 
@@ -64,9 +66,11 @@ Result<bool> Controller::Admit(TrainJob& job, const PlanResult& plan) {
 
 Status Controller::ServeInArrivalOrder(const std::function<bool(const TrainJob&)>& waiting,
                                        const std::function<Result<LineTry>(TrainJob&)>& try_place) {
+  // Waiting jobs are Pending, so never settled: the unsettled ones are enough.
   std::vector<TrainJob*> pending;
-  for (auto& [name, job] : jobs_)
+  ForEachUnsettledJob([&](std::string_view name, TrainJob& job) {
     if (waiting(job) && !jobs_missing_secrets_.count(name)) pending.push_back(&job);
+  });
   std::sort(pending.begin(), pending.end(),
             [](TrainJob* a, TrainJob* b) { return a->uid < b->uid; });
   std::string blocked_by;
@@ -96,19 +100,30 @@ Status Controller::ServeInArrivalOrder(const std::function<bool(const TrainJob&)
 }
 
 Status Controller::ScheduleFirstComeFirstServed() {
+  // What the planner answered, this pass, to requests it found no room for: the inventory
+  // changes only when a job is placed (then this is emptied), so 10,000 waiting jobs of one
+  // shape get the answer of one plan instead of 10,000 (issue 35: a new leader's first pass
+  // over 10,000 pending jobs planned every one, as did every tick after).
+  std::map<std::tuple<Generation, Shape, int, int>, PlanResult> no_room;
   return ServeInArrivalOrder(
       [](const TrainJob& job) { return Waiting(job) && job.spec.reservation.empty(); },
       [&](TrainJob& job) -> Result<LineTry> {
         LineTry t;
         const auto [lo, hi] = job.SizeRange();
-        PlanResult plan = PlanLargest(inventory_, job, lo, hi);
+        const auto request = std::tuple(job.spec.accelerator, job.spec.topology, lo, hi);
+        auto known = no_room.find(request);
+        PlanResult plan =
+            known != no_room.end() ? known->second : PlanLargest(inventory_, job, lo, hi);
         if (plan.placed()) {
+          no_room.clear();
           auto admitted = Admit(job, plan);
           if (!admitted.ok()) return admitted.status();
           if (*admitted) {
             t.placed = true;
             return t;
           }
+        } else if (known == no_room.end()) {
+          no_room.emplace(request, plan);
         }
         t.reason = NoFitName(plan.reason);
         t.message = WithPartialSlices(job, plan.message);

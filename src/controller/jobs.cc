@@ -93,6 +93,7 @@ Result<Json> Controller::CreateJobLocked(const Json& doc) {
   AnnounceEvents();
   job_names_by_uid_[job.uid] = name;
   jobs_[name] = std::move(job);
+  IndexUnsettledLocked(name);
   schedule_requested_ = true;
   ScheduleAfterRequest();
   return out;

@@ -372,9 +372,10 @@ Status Controller::ScheduleReservationUsers() {
   // SliceReservations run first in the pass: their users' Secrets are checked here too.
   TESSERA_RETURN_IF_ERROR(HoldJobsMissingSecrets());  // secrets.cc
   std::vector<TrainJob*> waiting;
-  for (auto& [name, job] : jobs_)
+  ForEachUnsettledJob([&](std::string_view name, TrainJob& job) {  // waiting: never settled
     if (!job.spec.reservation.empty() && WaitingJob(job) && !jobs_missing_secrets_.count(name))
       waiting.push_back(&job);
+  });
   std::sort(waiting.begin(), waiting.end(),
             [](const TrainJob* a, const TrainJob* b) { return a->uid < b->uid; });
   std::vector<std::string> order;

@@ -198,13 +198,14 @@ std::vector<std::string> Controller::SecretUsers(
 Status Controller::HoldJobsMissingSecrets() {
   jobs_missing_secrets_.clear();
   std::vector<std::pair<std::string, std::string>> held;  // job, reason
-  for (const auto& [name, job] : jobs_) {
+  // Pending jobs only: never settled, so the unsettled ones are enough.
+  ForEachUnsettledJob([&](std::string_view name, const TrainJob& job) {
     const TrainJobStatus& st = job.status;
     if (job.spec.secret_env.empty() || st.phase != JobPhase::kPending || st.deleting || st.stopping)
-      continue;
-    std::string why = MissingSecretReason(name, job.spec.secret_env);
-    if (!why.empty()) held.emplace_back(name, std::move(why));
-  }
+      return;
+    std::string why = MissingSecretReason(std::string(name), job.spec.secret_env);
+    if (!why.empty()) held.emplace_back(std::string(name), std::move(why));
+  });
   for (const auto& [name, why] : held) {
     jobs_missing_secrets_.insert(name);
     TESSERA_RETURN_IF_ERROR(RunStep(

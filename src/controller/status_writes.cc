@@ -45,6 +45,7 @@ Status Controller::FlushStatusWrites() {
     TrainJob* job = FindJob(name);
     if (job == nullptr) return;
     NotePersisted(*job, version, now);
+    IndexUnsettledLocked(name);  // a finished job whose last progress this wrote is settled now
     doc["metadata"]["resourceVersion"] = version;
     Emit(codec::kTrainJobKind, "MODIFIED", doc);
   };

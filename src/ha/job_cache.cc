@@ -27,7 +27,10 @@ size_t JobCache::Refresh(const store::EtcdStore& store) {
 }
 
 std::optional<TrainJob> JobCache::Take(const store::Object& object) {
-  auto it = jobs_.find(object.name);
+  // The controller's load asks by name, in name order, as the cache keeps them: the one asked
+  // for is the first one left, unless some document was not cached.
+  auto it = jobs_.begin();
+  if (it == jobs_.end() || it->first != object.name) it = jobs_.find(object.name);
   if (it == jobs_.end() || it->second.version != object.resource_version) return std::nullopt;
   std::optional<TrainJob> job(std::move(it->second.job));
   jobs_.erase(it);

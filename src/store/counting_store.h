@@ -43,6 +43,9 @@ class CountingStore final : public Store {
     return inner_->Get(kind, name);
   }
   Result<std::vector<Object>> List(std::string_view kind) override { return inner_->List(kind); }
+  Status Visit(std::string_view kind, const std::function<void(const Object&)>& visit) override {
+    return inner_->Visit(kind, visit);
+  }
   Result<int64_t> Commit(const WriteBatch& batch) override {
     auto committed = inner_->Commit(batch);
     if (committed.ok()) {

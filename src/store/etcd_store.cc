@@ -333,6 +333,19 @@ Result<std::vector<Object>> EtcdStore::List(std::string_view kind) {
   return out;  // etcd sorts by key, and the keys of one kind differ only in the name
 }
 
+Status EtcdStore::Visit(std::string_view kind, const std::function<void(const Object&)>& visit) {
+  if (closed_) return internal::ClosedError();
+  {
+    std::lock_guard lock(mirror_mu_);
+    if (mirror_) {
+      if (auto k = mirror_->objects.find(kind); k != mirror_->objects.end())
+        for (const auto& [name, object] : k->second) visit(object);
+      return Status::Ok();
+    }
+  }
+  return Store::Visit(kind, visit);
+}
+
 namespace {
 
 Status FencedError(const std::string& fence_key, int64_t fence_term, int64_t now_term) {

@@ -64,6 +64,8 @@ class EtcdStore final : public Store {
 
   Result<Object> Get(std::string_view kind, std::string_view name) override;
   Result<std::vector<Object>> List(std::string_view kind) override;
+  // From the warm copy while there is one (none copied, under the copy's lock), else List's.
+  Status Visit(std::string_view kind, const std::function<void(const Object&)>& visit) override;
   Result<int64_t> Commit(const WriteBatch& batch) override;
   int64_t Revision() override;
   Result<std::vector<Change>> ChangesSince(int64_t revision, size_t limit) override;

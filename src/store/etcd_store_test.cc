@@ -515,6 +515,12 @@ void ExpectSameAnswers(EtcdStore& following, EtcdStore& fresh,
     auto got = following.List(kind);
     ASSERT_TRUE(want.ok() && got.ok());
     EXPECT_EQ(*got, *want);
+    // Visit: the copy's own objects (following) and a read of etcd (fresh), as List.
+    for (EtcdStore* store : {&following, &fresh}) {
+      std::vector<Object> visited;
+      ASSERT_TRUE(store->Visit(kind, [&](const Object& o) { visited.push_back(o); }).ok());
+      EXPECT_EQ(visited, *want);
+    }
     for (const std::string& name : names) {
       auto w = fresh.Get(kind, name);
       auto g = following.Get(kind, name);

@@ -47,6 +47,13 @@ WriteBatch& WriteBatch::Delete(std::string_view kind, std::string_view name,
   return *this;
 }
 
+Status Store::Visit(std::string_view kind, const std::function<void(const Object&)>& visit) {
+  auto objects = List(kind);
+  if (!objects.ok()) return objects.status();
+  for (const Object& object : *objects) visit(object);
+  return Status::Ok();
+}
+
 Result<Object> Store::Create(std::string_view kind, std::string_view name, std::string_view body) {
   WriteBatch batch;
   batch.Create(kind, name, body);

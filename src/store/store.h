@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -120,6 +121,12 @@ class Store {
 
   // Every object of `kind`, sorted by name; empty when there are none.
   virtual Result<std::vector<Object>> List(std::string_view kind) = 0;
+
+  // Calls `visit` with every object of `kind`, sorted by name, as List returns them; a backend
+  // that holds them in memory (a warm standby's copy of etcd, EtcdStore::Follow) passes its own,
+  // none copied: a new leader reads 100,000 stored jobs of about 2 KB each this way. `visit`
+  // must not call this store. The default visits List's copies. Errors: List's.
+  virtual Status Visit(std::string_view kind, const std::function<void(const Object&)>& visit);
 
   // Applies every operation of `batch` in one atomic step and returns the new revision.
   // On any failure nothing changes and the revision stays where it was. Errors:

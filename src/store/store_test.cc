@@ -199,6 +199,13 @@ TYPED_TEST(StoreTest, ListIsSortedByNameAndHoldsOnlyThatKind) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"a", "h1", "h10", "h2", "zz"}));
   EXPECT_TRUE(s.List("Nothing")->empty());
+  // Visit passes the same objects in the same order.
+  std::vector<Object> visited;
+  ASSERT_TRUE(s.Visit("Host", [&](const Object& o) { visited.push_back(o); }).ok());
+  EXPECT_EQ(visited, *hosts);
+  size_t none = 0;
+  ASSERT_TRUE(s.Visit("Nothing", [&](const Object&) { ++none; }).ok());
+  EXPECT_EQ(none, 0u);
 }
 
 TYPED_TEST(StoreTest, BatchAppliesEveryOperationAtOneRevision) {
