@@ -245,6 +245,12 @@ class Client:
         for conn in idle:
             conn.close()
 
+    def __del__(self):
+        # A client dropped with a kept-alive connection closes it (else the socket is only
+        # collected, with a ResourceWarning).
+        if getattr(self, "_idle", None):
+            self.close()
+
     def _connection(self, timeout):
         """(a connection, whether it served calls before): a kept-alive one whose head has not
         closed it, else a new one."""
