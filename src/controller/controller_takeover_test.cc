@@ -62,20 +62,9 @@ TEST_F(TakeoverTest, EveryJobThatMayActIsInTheIndexThroughItsLife) {
     for (int w = 0; w < 4; ++w) {
       const std::string h = HostName(s, w);
       const Json a = Ok(c_->Assignments(h));
-      Json workers = Json::array();
-      for (const Json& x : a["assignments"]) {
-        const bool succeeds = x["job"] == "done";
-        workers.push_back({{"job", x["job"]},
-                           {"uid", x["uid"]},
-                           {"attempt", x["attempt"]},
-                           {"rank", x["rank"]},
-                           {"pid", 100},
-                           {"startedAtMs", 0},
-                           {"state", succeeds ? "Exited" : "Running"},
-                           {"exitCode", 0},
-                           {"signal", 0},
-                           {"finishedAtMs", 0}});
-      }
+      Json workers = WorkerReports(a, "Running");
+      for (Json& report : workers)
+        if (report["job"] == "done") report["state"] = "Exited";
       Ok(Beat(*c_, h, {{"workers", workers}, {"revision", a["revision"]}}));
       ExpectIndexHolds("after a heartbeat of " + h);
     }
