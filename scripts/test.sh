@@ -20,11 +20,23 @@ cmake --build --preset dev -j "$(nproc)"
 stage ctest
 ctest --preset dev -j "$(nproc)"
 
+# ThreadSanitizer over the tests of the threaded parts (label `threads`: the HTTP server and
+# client, the agent, the router, HA, the store's etcd client, the head and the controller): its
+# own build in build/tsan of just those tests (target tessera_threaded_tests). Suppressions, each
+# with its reason: scripts/tsan.supp.
+stage tsan build
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan -j "$(nproc)"
+stage tsan tests
+ctest --preset tsan -j "$(nproc)"
+
 # The fuzz stage (its own clang build in build/fuzz, then a fixed number of inputs from a fixed
 # seed over the seed corpus: fuzz/README.md; timed, random-seed runs are for exploring:
-# FUZZ_SECONDS=300 scripts/fuzz.sh) shares no files or fixed ports with the tests below (its HTTP
-# server listens on port 0), which mostly wait on real processes and timers, so it runs beside
-# them on the otherwise idle cores; its log is printed once they are done. FUZZ_RUNS=0 skips it.
+# FUZZ_SECONDS=300 scripts/fuzz.sh) shares no files or fixed ports with the pool below (its HTTP
+# server listens on port 0). It runs beside the pool, not beside the builds: the builds keep both
+# cores busy, while the pool's jobs mostly wait on real processes and timers (a cold run's pool
+# used 61% of the two cores), so the fuzz build's CPU fills that idle time instead of
+# lengthening the tsan build. Its log is printed once the pool is done. FUZZ_RUNS=0 skips it.
 fuzz_pid=""
 if [ "${FUZZ_RUNS:-40000}" != 0 ]; then
   mkdir -p build
@@ -36,16 +48,6 @@ if [ "${FUZZ_RUNS:-40000}" != 0 ]; then
   set +m
   trap 'kill -- -"$fuzz_pid" 2>/dev/null || true' EXIT
 fi
-
-# ThreadSanitizer over the tests of the threaded parts (label `threads`: the HTTP server and
-# client, the agent, the router, HA, the store's etcd client, the head and the controller): its
-# own build in build/tsan of just those tests (target tessera_threaded_tests), while the fuzz
-# stage builds beside it. Suppressions, each with its reason: scripts/tsan.supp.
-stage tsan build
-cmake --preset tsan >/dev/null
-cmake --build --preset tsan -j "$(nproc)"
-stage tsan tests
-ctest --preset tsan -j "$(nproc)"
 
 # The Python SDK's unit tests, the example model server (real processes: a group of one and a
 # tensor-parallel group of two), the serving bench's unit tests (bench/serving), the multi-process
