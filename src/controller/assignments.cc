@@ -10,6 +10,9 @@ namespace tessera::controller {
 
 void Controller::NotifyHosts(const std::set<std::string>& hosts) {
   for (const std::string& host : hosts) ForgetQuietLocked(host);  // their answer moved
+  // Every host whose assignments changed up to this revision is forgotten: the others are
+  // still idle at it (quiet_beats.cc).
+  notified_revision_.store(assignment_revision_.load());
   if (on_assignments_ && !hosts.empty()) on_assignments_(hosts);
 }
 

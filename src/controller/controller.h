@@ -686,7 +686,7 @@ class Controller {
   struct QuietHost {
     std::string credential_hash;
     Json answer;           // AssignmentsLocked when it was remembered
-    int64_t revision = 0;  // assignment_revision_ then
+    int64_t revision = 0;  // assignment_revision_ then (its "revision")
     uint64_t term = 0;     // term_ then
     bool heard = false;    // a quiet beat came since the last merge
     int64_t last_heartbeat_ms = 0;
@@ -927,6 +927,10 @@ class Controller {
   Status deferred_error_;            // a request's scheduling pass failed; Tick reports it
   // Written under mu_; read by quiet beats without it.
   std::atomic<int64_t> assignment_revision_{1};
+  // The revision whose changed hosts have all been told (NotifyHosts, after it forgot them as
+  // quiet): a host still quiet has nothing to run up to it. Behind assignment_revision_ only
+  // between a change and its NotifyHosts, under mu_.
+  std::atomic<int64_t> notified_revision_{1};
   std::atomic<uint64_t> term_{0};   // options_.term, then SetTerm
   uint64_t newest_agent_term_ = 0;  // the highest term an agent reported
   // Derived from hosts_: rebuilt when membership changes.

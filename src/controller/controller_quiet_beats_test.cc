@@ -71,30 +71,38 @@ TEST_F(QuietBeatsTest, QuietBeatsHoldTheLeaseAndShowInTheHost) {
   EXPECT_EQ(HostField(host, "lastHeartbeatMs"), std::to_string(clock_.NowMs()));
 }
 
-TEST_F(QuietBeatsTest, APlacementOrALossSendsTheBeatsThroughHeartbeatAgain) {
+TEST_F(QuietBeatsTest, APlacementOrALossSendsOnlyTheirHostsBeatsThroughHeartbeatAgain) {
   RegisterTwoSlices();
   for (int s = 0; s < 2; ++s)
     for (int w = 0; w < 4; ++w) Ok(Beat(*c_, HostName(s, w), Json::object()));
   ASSERT_TRUE(Quiet(HostName(0, 0)));
   ASSERT_TRUE(Quiet(HostName(1, 0)));
 
-  // A job placed on one slice moves the assignment revision: no host's memory holds.
+  // A job placed on one slice: its hosts' memories no longer hold; the other slice's hosts
+  // stay quiet, answered at the new revision exactly as Heartbeat would answer them.
+  const Json before = *Quiet(HostName(1, 0));
   Ok(c_->CreateJob(JobDoc("a", 1)));
   ASSERT_TRUE(c_->RunPass().ok());
-  for (int s = 0; s < 2; ++s) EXPECT_FALSE(Quiet(HostName(s, 0))) << "slice " << s;
-  // The full path answers with the job's workers; the slice without them is quiet again.
-  int with_workers = 0, idle_slice = -1;
+  int placed_slice = -1, idle_slice = -1;
   for (int s = 0; s < 2; ++s) {
-    const Json answer = Ok(Beat(*c_, HostName(s, 0), Json::object()));
-    if (!answer["assignments"].empty()) {
-      ++with_workers;
-      EXPECT_FALSE(Quiet(HostName(s, 0))) << "a host with workers to run is never quiet";
-    } else {
-      idle_slice = s;
-      EXPECT_TRUE(Quiet(HostName(s, 0)));
-    }
+    const Json assignments = Ok(c_->Assignments(HostName(s, 0)));
+    (assignments["assignments"].empty() ? idle_slice : placed_slice) = s;
   }
-  ASSERT_EQ(with_workers, 1);
+  ASSERT_GE(placed_slice, 0);
+  ASSERT_GE(idle_slice, 0);
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_FALSE(Quiet(HostName(placed_slice, w))) << "placed on: host " << w;
+    const std::string idle = HostName(idle_slice, w);
+    auto quiet = Quiet(idle);
+    ASSERT_TRUE(quiet) << "a placement elsewhere leaves host " << w << " quiet";
+    EXPECT_EQ(*quiet, Ok(c_->Assignments(idle)));
+    EXPECT_EQ(*quiet, Ok(Beat(*c_, idle, Json::object())));
+    EXPECT_GT((*quiet)["revision"].get<int64_t>(), before["revision"].get<int64_t>());
+  }
+  // The full path answers with the job's workers: a host with workers to run is never quiet.
+  const Json answer = Ok(Beat(*c_, HostName(placed_slice, 0), Json::object()));
+  EXPECT_FALSE(answer["assignments"].empty());
+  EXPECT_FALSE(Quiet(HostName(placed_slice, 0)));
 
   // A lost host comes back through Heartbeat (HostRecovered), not a remembered answer.
   const std::string host = HostName(idle_slice, 3);

@@ -9,12 +9,16 @@
 // host quiet remembers the answer it gave, with the assignment revision and term it was made at
 // (RememberQuietLocked).
 // The host's next beat, if it is quiet too, is answered from that memory under quiet_mu_ alone
-// (TakeQuietBeat) while the revision and term are unchanged: every change to any host's
-// assignments moves the revision, so the answer is the one Heartbeat would give, byte for
-// byte. Its lease and usage wait in quiet_ and are merged into hosts_ before leases are checked
-// (MergeQuietBeatsLocked); reads of a host show them (QuietStatusLocked). Whatever could make
-// a beat not quiet takes the host out (ForgetQuietLocked): it left, was replaced or lost, or
-// its assignments were sent again.
+// (TakeQuietBeat) while the term is unchanged, with the newest revision whose changed hosts
+// have been told (notified_revision_): every change to a host's assignments names the host
+// (NotifyHosts), which forgets it first, so a host still remembered has nothing to run at that
+// revision, and the answer is the one Heartbeat would give, byte for byte. A placement
+// elsewhere leaves it quiet: with a global check instead, each change anywhere sent every
+// idle host's next beat through the lock (10,000 full beats a second while jobs came and
+// went). Its lease and usage wait in quiet_ and are merged into hosts_ before leases are
+// checked (MergeQuietBeatsLocked); reads of a host show them (QuietStatusLocked). Whatever
+// could make a beat not quiet takes the host out (ForgetQuietLocked): it left, was replaced or
+// lost, or its assignments changed.
 #include "controller/controller.h"
 #include "protocol/credential.h"
 
@@ -43,8 +47,10 @@ std::optional<Json> Controller::TakeQuietBeat(const std::string& host,
   auto it = quiet_.find(host);
   if (it == quiet_.end()) return std::nullopt;
   QuietHost& q = it->second;
-  if (q.revision != assignment_revision_.load() || q.term != term_.load() || beat.term > q.term)
-    return std::nullopt;
+  // Read under quiet_mu_: NotifyHosts advances it only after forgetting the hosts it names, so
+  // a change to this host's assignments up to `revision` has taken it out of quiet_ already.
+  const int64_t revision = notified_revision_.load();
+  if (revision < q.revision || q.term != term_.load() || beat.term > q.term) return std::nullopt;
   if (credential_hash != nullptr &&
       !protocol::ConstantTimeEquals(q.credential_hash, *credential_hash))
     return std::nullopt;
@@ -53,6 +59,10 @@ std::optional<Json> Controller::TakeQuietBeat(const std::string& host,
   q.stalled_ms_at_heartbeat = stalled_ms_.load();
   q.cpu_percent = beat.usage.cpu_percent;
   q.memory_bytes = static_cast<double>(beat.usage.memory_bytes);
+  if (revision != q.revision) {  // changes elsewhere since: the same empty answer, newer
+    q.answer["revision"] = revision;
+    q.revision = revision;
+  }
   return q.answer;
 }
 
