@@ -82,8 +82,13 @@ void BM_PreemptionPlanning4x4x4(benchmark::State& state) {
                      req.shape.chips() * int64_t(rng.Uniform(600'000))});
     ++id;
   }
-  for (const Host& h : inv.hosts())
-    if (h.free()) (void)inv.Reserve(OwnerOf(WorkloadId(id++)), {h.id});
+  for (const Host& h : inv.hosts()) {
+    if (!h.free()) continue;
+    if (Status held = inv.Reserve(OwnerOf(WorkloadId(id++)), {h.id}); !held.ok()) {
+      state.SkipWithError(held.ToString().c_str());
+      return;
+    }
+  }
   const SliceRequest cube{Generation::k7x, Shape::Of(4, 4, 4), 1};
   size_t victims = 0;
   for (auto _ : state) {
