@@ -387,8 +387,9 @@ class Controller {
   // Returns the first store error of this tick, or of a scheduling pass a request ran since
   // the last tick (the request itself had succeeded); what failed is retried next tick.
   Status Tick();
-  // Hosts whose leases expire in one tick are written this many to a commit: etcd caps a
-  // transaction's operations (--max-txn-ops, docs/ha.md) and size (--max-request-bytes).
+  // Hosts whose leases expire in one tick, and hosts that came back since the last tick, are
+  // written this many to a commit: etcd caps a transaction's operations (--max-txn-ops,
+  // docs/ha.md) and size (--max-request-bytes).
   static constexpr size_t kLostHostsPerCommit = 200;
   // A registration batch (RegisterHosts) is written this many bytes of host documents and
   // event messages to a commit (each event counted kRegistrationEventBytes more for its other
@@ -623,7 +624,12 @@ class Controller {
   Status LoseHosts(const std::vector<std::string>& names, int64_t now);
   // The host was heard from at `now`: its lease starts again.
   void RenewLease(RegisteredHost& host, int64_t now) const;
+  // A lost host heartbeats again: Ready at once in memory (placeable, its beat answered); its
+  // document and HostRecovered event wait in recovered_unwritten_ for the next lease check.
   Status HostRecovered(RegisteredHost& host);
+  // Writes the hosts of recovered_unwritten_ still registered and not lost again, a chunk of
+  // kLostHostsPerCommit to a commit, then emits them; those not written stay for the next call.
+  Status WriteRecoveredHosts();
 
   // --- scheduling (scheduling.cc) ---
   // Runs passes while a step asks for one (at most 4).
@@ -891,6 +897,9 @@ class Controller {
   // alone by QuietHeartbeat.
   mutable std::mutex quiet_mu_;
   std::unordered_map<std::string, QuietHost> quiet_;
+  // Hosts a heartbeat brought back since the last lease check, not yet written (leases.cc):
+  // one commit each, under the lock, made a fleet's recovery after a stall a second stall.
+  std::set<std::string> recovered_unwritten_;
   // Leases (leases.cc): when they were last checked, and the head's own stalls in total.
   int64_t last_lease_check_ms_ = -1;
   std::atomic<int64_t> stalled_ms_{0};  // read by quiet beats without mu_

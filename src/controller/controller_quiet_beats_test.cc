@@ -133,7 +133,7 @@ TEST_F(QuietBeatsTest, AHostRegisteredAgainIsRememberedAgainAndADeletedOneIsForg
   EXPECT_EQ(Err(c_->HostCredentialMatches(host, CredentialOf(host))).code(), StatusCode::kNotFound);
 }
 
-TEST_F(QuietBeatsTest, HostsLostInOneTickAreWrittenAChunkToACommit) {
+TEST_F(QuietBeatsTest, HostsLostOrBackInOneTickAreWrittenAChunkToACommit) {
   // 300 hosts: 75 v6e 4x4 slices of 4.
   const int slices = 75;
   for (int s = 0; s < slices; ++s)
@@ -154,6 +154,25 @@ TEST_F(QuietBeatsTest, HostsLostInOneTickAreWrittenAChunkToACommit) {
   for (const Json& e : event_list["items"]) events += e["reason"] == "HostLost";
   EXPECT_EQ(LostHosts(), hosts);
   EXPECT_EQ(events, hosts) << "one HostLost event per host";
+
+  // They all come back within a second: each is Ready at once, and none is a commit of its
+  // own; the next tick writes them a chunk to a commit, with one HostRecovered event each.
+  const uint64_t before_beats = counting_->counts().commits;
+  for (int s = 0; s < slices; ++s)
+    for (int w = 0; w < 4; ++w) Ok(Beat(*c_, HostName(s, w), Json::object()));
+  EXPECT_EQ(counting_->counts().commits, before_beats) << "a recovery waits for the lease check";
+  EXPECT_EQ(LostHosts(), 0);
+  EXPECT_EQ(HostField(HostName(0, 0), "state"), "\"Ready\"");
+  clock_.AdvanceMs(1000);
+  ASSERT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(counting_->counts().commits - before_beats, chunks);
+  int recovered = 0;
+  const Json after = c_->ListEvents();
+  for (const Json& e : after["items"]) recovered += e["reason"] == "HostRecovered";
+  EXPECT_EQ(recovered, hosts) << "one HostRecovered event per host";
+  Start();  // another head loads them: Ready, as written
+  EXPECT_EQ(LostHosts(), 0);
+  EXPECT_EQ(HostField(HostName(slices - 1, 3), "state"), "\"Ready\"");
 }
 
 }  // namespace

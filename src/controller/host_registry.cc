@@ -522,11 +522,8 @@ Result<Json> Controller::DeleteHost(const std::string& name) {
 }
 
 Status Controller::HostRecovered(RegisteredHost& h) {
-  RegisteredHost updated = h;
-  updated.status.lost = false;
-  TESSERA_RETURN_IF_ERROR(
-      PersistHost(updated, {JobEvent{false, "HostRecovered", "heartbeats resumed"}}));
-  h = std::move(updated);
+  h.status.lost = false;
+  recovered_unwritten_.insert(h.spec.name);  // written at the next lease check (leases.cc)
   if (auto id = host_ids_.find(h.spec.name); id != host_ids_.end())
     TESSERA_RETURN_IF_ERROR(inventory_.SetHealth(id->second, Health::kHealthy));
   schedule_requested_ = true;  // its chips are free again

@@ -11,6 +11,13 @@
 // that allowance, as the head's stall (stalled_ms_), and each host's silence leaves out the
 // stalls since it was last heard from. A dead host is then found later by at most the stall;
 // a live one is not declared lost because the head was not listening.
+//
+// A lost host that heartbeats again is Ready at once (HostRecovered); its document and its
+// HostRecovered event are written at the next lease check, with the others that came back since,
+// a chunk to a commit (WriteRecoveredHosts), as losses are. One commit each, an fsync or a raft
+// round under the lock per host, made the recovery of a fleet after a stall a stall of its own,
+// and so more losses. Until then the store still says Lost: a head that takes over in between
+// loads the host Lost, and its next beat brings it back again.
 #include <algorithm>
 #include <cstdio>
 
@@ -23,8 +30,41 @@ void Controller::RenewLease(RegisteredHost& host, int64_t now) const {
   host.stalled_ms_at_heartbeat = stalled_ms_;
 }
 
+Status Controller::WriteRecoveredHosts() {
+  while (!recovered_unwritten_.empty()) {
+    store::WriteBatch batch;
+    std::vector<std::pair<std::string, JobEvent>> events;
+    std::vector<std::string> names;
+    for (auto it = recovered_unwritten_.begin();
+         it != recovered_unwritten_.end() && names.size() < kLostHostsPerCommit;) {
+      auto h = hosts_.find(*it);
+      if (h == hosts_.end() || h->second.status.lost) {  // deleted, or lost again (written so)
+        it = recovered_unwritten_.erase(it);
+        continue;
+      }
+      batch.Put(codec::kHostKind, *it, StoredHostJsonLocked(h->second));
+      events.emplace_back("host/" + *it, JobEvent{false, "HostRecovered", "heartbeats resumed"});
+      names.push_back(*it);
+      ++it;
+    }
+    if (names.empty()) break;
+    auto committed = CommitWithEvents(batch, events);
+    if (!committed.ok()) return Unavailable(committed.status().message());
+    for (const std::string& name : names) {
+      RegisteredHost& h = hosts_.at(name);
+      h.version = *committed;
+      Emit(codec::kHostKind, "MODIFIED", HostJsonLocked(h));
+      recovered_unwritten_.erase(name);
+    }
+    AnnounceEvents();
+  }
+  return Status::Ok();
+}
+
 Status Controller::ExpireLeases(int64_t now) {
   MergeQuietBeatsLocked();
+  // Before any loss: a host that came back and went silent again is written Ready, then Lost.
+  TESSERA_RETURN_IF_ERROR(WriteRecoveredHosts());
   if (options_.lease_stall_ms > 0 && last_lease_check_ms_ >= 0 &&
       now - last_lease_check_ms_ > options_.lease_stall_ms)
     stalled_ms_ += now - last_lease_check_ms_ - options_.lease_stall_ms;
