@@ -81,6 +81,9 @@ void Controller::EmitDerivedChangesLocked(bool announce) {
   // shown owner is the workload running there (ReservationOwnerOf): walk every time then.
   const std::pair ownership{inventory_builds_, inventory_.ownership_changes()};
   if (!announce || ownership != shown_ownership_ || !reservations_.empty()) {
+    // Every comparison records the owner ids: those in shown_owner_ids_ are from the build of
+    // the last one.
+    const uint64_t ids_build = shown_ownership_.first;
     shown_ownership_ = ownership;
     auto compare = [&](const std::string& name) {
       const std::string owner = OwnerOf(name);
@@ -96,8 +99,8 @@ void Controller::EmitDerivedChangesLocked(bool announce) {
     // by a walk of the inventory's owner ids, not every host by name (a lookup and a string
     // each: at 10,000 hosts a millisecond or two, at every Reserve or Release).
     const std::vector<Host>& held = inventory_.hosts();
-    if (announce && reservations_.empty() && inventory_ready_ &&
-        shown_owner_ids_build_ == inventory_builds_ && shown_owner_ids_.size() == held.size()) {
+    if (announce && reservations_.empty() && inventory_ready_ && ids_build == inventory_builds_ &&
+        shown_owner_ids_.size() == held.size()) {
       for (size_t i = 0; i < held.size(); ++i) {
         const uint64_t id = held[i].owner.value();
         if (id == shown_owner_ids_[i]) continue;
@@ -107,7 +110,6 @@ void Controller::EmitDerivedChangesLocked(bool announce) {
       }
     } else {
       for (const auto& [name, h] : hosts_) compare(name);
-      shown_owner_ids_build_ = inventory_builds_;
       shown_owner_ids_.resize(held.size());
       for (size_t i = 0; i < held.size(); ++i) shown_owner_ids_[i] = held[i].owner.value();
     }

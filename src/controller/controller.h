@@ -965,10 +965,9 @@ class Controller {
   // no walk over every host.
   uint64_t inventory_builds_ = 0;
   std::pair<uint64_t, uint64_t> shown_ownership_{~uint64_t{0}, ~uint64_t{0}};
-  // Per inventory host: its owner id when the owners were last compared, in build
-  // shown_owner_ids_build_; a walk then compares only the hosts whose id moved.
+  // Per inventory host: its owner id when the owners were last compared (in build
+  // shown_ownership_.first); a walk then compares only the hosts whose id moved.
   std::vector<uint64_t> shown_owner_ids_;
-  uint64_t shown_owner_ids_build_ = ~uint64_t{0};
   std::map<std::string, Json> shown_queue_status_;
   // A change was emitted, or an admission cycle set usage_, since the last
   // EmitDerivedChangesLocked: the derived fields may have moved.
