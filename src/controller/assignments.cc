@@ -17,7 +17,7 @@ void Controller::NotifyHosts(const std::set<std::string>& hosts) {
 }
 
 Result<Json> Controller::Assignments(const std::string& host) const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   if (!hosts_.count(host)) return NotFound("host '" + host + "' is not registered; register first");
   return AssignmentsLocked(host);
 }

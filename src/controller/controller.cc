@@ -28,23 +28,23 @@ Result<std::vector<StoredDocument>> ListDocuments(store::Store& store, const cha
 }  // namespace
 
 void Controller::SetChangeListener(ChangeListener listener) {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   on_change_ = std::move(listener);
   EmitDerivedChangesLocked(/*announce=*/false);  // what a list taken now shows
 }
 
 void Controller::SetAssignmentListener(AssignmentListener listener) {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   on_assignments_ = std::move(listener);
 }
 
 void Controller::SetPassListener(PassListener listener) {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   on_pass_wanted_ = std::move(listener);
 }
 
 Inventory Controller::InventorySnapshot() const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return inventory_;
 }
 
@@ -129,29 +129,29 @@ void Controller::EmitDerivedChangesLocked(bool announce) {
 }
 
 Json Controller::ListJobs() const {
-  std::unique_lock lock(mu_);
+  auto lock = Hold();
   const JobsCopy copy = CopyJobsLocked();
   lock.unlock();
   return JobListJson(copy);
 }
 
 std::vector<TrainJob> Controller::CopyJobs() const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return CopyJobsLocked().jobs;
 }
 
 void Controller::VisitJobs(const std::function<void(const TrainJob&)>& visit) const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   for (const auto& [name, job] : jobs_) visit(job);
 }
 
 Json Controller::ListHosts() const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return ListHostsLocked();
 }
 
 Json Controller::ListEvents() const {
-  std::unique_lock lock(mu_);
+  auto lock = Hold();
   const std::deque<Event> events = events_.events();
   lock.unlock();
   return EventListJson(events);
@@ -159,7 +159,7 @@ Json Controller::ListEvents() const {
 
 std::optional<Controller::VersionedList> Controller::ListWithVersion(
     const std::string& kind) const {
-  std::unique_lock lock(mu_);
+  auto lock = Hold();
   const uint64_t changes = changes_emitted_;  // the version of what is copied below
   if (const WorkloadKind* k = FindKind(kind)) {
     const std::function<Json()> list = k->CopyList();
@@ -223,7 +223,7 @@ Status Controller::RecordEvent(const std::string& object, bool warning, const st
 // Loading
 
 Status Controller::Load() {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   const int64_t now = NowMs();
   auto hosts = ListDocuments(store_, codec::kHostKind);
   if (!hosts.ok()) return hosts.status();
@@ -282,7 +282,7 @@ Status Controller::Load() {
 // Timers
 
 Status Controller::Tick() {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   const int64_t now = NowMs();
   Status first = ExpireLeases(now);
   for (const auto& kind : kinds_) {

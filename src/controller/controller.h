@@ -53,8 +53,8 @@
 // persisted: heartbeats (in memory only, so 1,000 agents at 1 Hz cost no disk writes); after a
 // restart every host gets a fresh lease.
 //
-// Thread-safety: every public method locks one mutex (QuietHeartbeat only a small one of its
-// own); call from any thread. Listeners are called with the lock held and must not call back
+// Thread-safety: every public method locks one mutex (Hold; QuietHeartbeat only a small one of
+// its own); call from any thread. Listeners are called with the lock held and must not call back
 // into the controller.
 #pragma once
 
@@ -371,12 +371,14 @@ class Controller {
   // a host not registered, kUnavailable when a store write failed). Runs no
   // scheduling pass: one that freed chips asks for one through the pass listener.
   Result<Json> Heartbeat(const std::string& host, const protocol::Heartbeat& heartbeat);
-  // A quiet heartbeat answered without the controller's lock (quiet_beats.cc): one that
-  // reports no workers, progress or refusals, from a host that is not Lost and has nothing to
-  // run, while nothing it would be answered with has changed since its last full heartbeat.
-  // Its lease and usage are taken, and the answer is the one Heartbeat would give. nullopt
-  // when the beat needs Heartbeat, or `credential` is not the one the host registered with.
-  // Most of a large fleet is idle: its beats then never wait for a tick or a store commit.
+  // A quiet or steady heartbeat answered without the controller's lock (quiet_beats.cc): one
+  // that reports no refusals and the same running workers as the host's last full heartbeat
+  // (none for an idle host), from a host that is not Lost, while nothing it would be answered
+  // with has changed since. Its lease and usage are taken, its reports (a running job's
+  // progress) are applied at the next tick or full heartbeat, before anything else, and the
+  // answer is the one Heartbeat would give. nullopt when the beat needs Heartbeat, or
+  // `credential` is not the one the host registered with. Most of a large fleet is idle or
+  // steadily running: its beats then never wait for a tick or a store commit.
   std::optional<Json> QuietHeartbeat(const std::string& host, std::string_view credential,
                                      const protocol::Heartbeat& heartbeat);
   // {"revision": N, "assignments": [...]}: the workers `host` must run now.
@@ -691,7 +693,10 @@ class Controller {
   // usage quiet beats took since the last merge into hosts_. Kept under quiet_mu_.
   struct QuietHost {
     std::string credential_hash;
-    Json answer;           // AssignmentsLocked when it was remembered
+    Json answer;  // AssignmentsLocked when it was remembered
+    // The workers the host reported running then, each Running (none for an idle host): a
+    // beat that reports exactly these is steady.
+    std::vector<protocol::WorkerReport> workers;
     int64_t revision = 0;  // assignment_revision_ then (its "revision")
     uint64_t term = 0;     // term_ then
     bool heard = false;    // a quiet beat came since the last merge
@@ -708,8 +713,31 @@ class Controller {
   // The host's quiet beats go through Heartbeat again (it left, was lost or replaced, or its
   // assignments moved).
   void ForgetQuietLocked(const std::string& host);
-  // Quiet beats' leases and usage into hosts_ (before leases are checked).
-  void MergeQuietBeatsLocked();
+  // Every host remembered with running workers (their answers read what changed: a Secret).
+  void ForgetRunningQuietLocked();
+  // A steady beat answered from memory, its reports not yet applied.
+  struct SteadyBeat {
+    std::string host;
+    protocol::Heartbeat beat;
+    int64_t now = 0;  // when it came
+  };
+  // At most this many steady beats wait for a merge; beyond, beats take the full path.
+  static constexpr size_t kMaxSteadyBeats = 20'000;
+  // The controller's lock, as every call takes it (but Heartbeat, which fails on it): the
+  // steady beats answered since it was last held are applied first, so what the call reads or
+  // changes comes after the reports they made, as it would had they waited for the lock. A
+  // failure to apply them is the next tick's error (deferred_error_).
+  std::unique_lock<std::mutex> Hold() const;
+  // Quiet beats' leases and usage into hosts_ (before leases are checked), then
+  // ApplySteadyBeatsLocked.
+  Status MergeQuietBeatsLocked();
+  // The steady beats' reports, in the order they came (a full heartbeat starts with it, so a
+  // host's exit comes after its last progress lines). A beat whose step failed (a store write)
+  // is applied again, with the beats after it, at the next merge; the error is returned.
+  Status ApplySteadyBeatsLocked();
+  // What a heartbeat reports, applied: each kind's workers and progress, and its fencing.
+  void ApplyReportsLocked(const std::string& host, const protocol::Heartbeat& beat, int64_t now,
+                          Status& failed);
   // The host with what quiet beats took since the last merge (a read: listing, watching).
   HostStatus QuietStatusLocked(const RegisteredHost& h) const;
 
@@ -897,6 +925,7 @@ class Controller {
   // alone by QuietHeartbeat.
   mutable std::mutex quiet_mu_;
   std::unordered_map<std::string, QuietHost> quiet_;
+  std::vector<SteadyBeat> steady_;  // under quiet_mu_, in the order they came
   // Hosts a heartbeat brought back since the last lease check, not yet written (leases.cc):
   // one commit each, under the lock, made a fleet's recovery after a stall a second stall.
   std::set<std::string> recovered_unwritten_;

@@ -78,7 +78,7 @@ Result<Json> Controller::ApplyQueueObject(const std::string& kind, const Json& d
   const std::string name = parsed->first;
   Json stored = doc;
   stored.erase("status");
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   auto& objects = QueueObjects(kind);
   const bool created = !objects.count(name);
   store::WriteBatch batch;
@@ -182,17 +182,17 @@ Json Controller::ListQueueObjectsLocked(const std::string& kind) const {
 }
 
 Json Controller::ListClusterQueues() const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return ListQueueObjectsLocked(kClusterQueue);
 }
 
 Json Controller::ListLocalQueues() const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return ListQueueObjectsLocked(kLocalQueue);
 }
 
 Json Controller::ListPriorityClasses() const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return ListQueueObjectsLocked(kPriorityClass);
 }
 
@@ -200,7 +200,7 @@ Result<Json> Controller::DeleteQueueObject(const std::string& kind, const std::s
   if (kind != kClusterQueue && kind != kLocalQueue && kind != kPriorityClass)
     return InvalidArgument("kind: must be ClusterQueue, LocalQueue or PriorityClass");
   const std::string object = Lower(kind) + "/" + name;
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   auto& objects = QueueObjects(kind);
   auto it = objects.find(name);
   if (it == objects.end()) return NotFound(Lower(kind) + " '" + name + "' not found");

@@ -1,6 +1,7 @@
-// Quiet heartbeats (quiet_beats.cc): an idle host's beat is answered without the controller's
-// lock with exactly what Heartbeat would answer, its lease counts, and any change that could
-// make the answer differ sends the host's beats through Heartbeat again. And hosts lost in one
+// Quiet and steady heartbeats (quiet_beats.cc): an idle host's beat, or a running host's that
+// reports the same workers, is answered without the controller's lock with exactly what
+// Heartbeat would answer, its lease and its progress count, and any change that could make the
+// answer differ sends the host's beats through Heartbeat again. And hosts lost in one
 // tick are written a chunk to a commit (leases.cc). The store is a store::CountingStore.
 #include <gtest/gtest.h>
 
@@ -15,6 +16,43 @@ class QuietBeatsTest : public CountingStoreTest {
   static protocol::Heartbeat Idle() { return protocol::Heartbeat{}; }
   std::optional<Json> Quiet(const std::string& host) {
     return c_->QuietHeartbeat(host, CredentialOf(host), Idle());
+  }
+  // Job `name` of one slice placed and its workers reported running (full heartbeats): its
+  // hosts, in rank order.
+  std::vector<std::string> StartJob(const std::string& name) {
+    Ok(c_->CreateJob(JobDoc(name, 1)));
+    EXPECT_TRUE(c_->RunPass().ok());
+    std::vector<std::string> hosts;
+    const Json st = Ok(c_->GetJob(name))["status"];
+    for (const Json& w : st["workers"]) hosts.push_back(w["host"]);
+    for (const std::string& h : hosts)
+      Ok(Beat(*c_, h, {{"workers", WorkerReports(Ok(c_->Assignments(h)), "Running")}}));
+    EXPECT_EQ(Ok(c_->GetJob(name))["status"]["phase"], "Running");
+    return hosts;
+  }
+  // `host`'s beat: its assigned workers in `state` (pid 100 unless given), and a progress line
+  // at `step` for each when step >= 0.
+  static Json BeatBody(const Json& assignments, int64_t step, const std::string& state = "Running",
+                       int exit_code = 0) {
+    Json body = {{"workers", WorkerReports(assignments, state, exit_code)}};
+    if (step < 0) return body;
+    Json progress = Json::array();
+    for (const Json& x : assignments["assignments"])
+      progress.push_back({{"job", x["job"]},
+                          {"uid", x["uid"]},
+                          {"attempt", x["attempt"]},
+                          {"rank", x["rank"]},
+                          {"type", "progress"},
+                          {"step", step},
+                          {"timeMs", 1000 + step}});
+    body["progress"] = std::move(progress);
+    return body;
+  }
+  std::optional<Json> SteadyBeat(const std::string& host, const Json& body) {
+    auto beat = protocol::ParseHeartbeat(body.dump());
+    EXPECT_TRUE(beat.ok()) << beat.status().ToString();
+    if (!beat.ok()) return std::nullopt;
+    return c_->QuietHeartbeat(host, CredentialOf(host), *beat);
   }
   std::string HostField(const std::string& host, const std::string& field) {
     Json list = c_->ListHosts();
@@ -115,6 +153,68 @@ TEST_F(QuietBeatsTest, APlacementOrALossSendsOnlyTheirHostsBeatsThroughHeartbeat
   Ok(Beat(*c_, host, Json::object()));
   EXPECT_EQ(HostField(host, "state"), "\"Ready\"");
   EXPECT_TRUE(Quiet(host));
+}
+
+TEST_F(QuietBeatsTest, ARunningHostsSteadyBeatIsAnsweredFromMemoryAndItsProgressCounts) {
+  RegisterTwoSlices();
+  const std::vector<std::string> hosts = StartJob("a");
+  ASSERT_EQ(hosts.size(), 4u);
+  const std::string host = hosts[0];
+  const Json assigned = Ok(c_->Assignments(host));
+  ASSERT_FALSE(assigned["assignments"].empty());
+
+  // The same running workers and a new step: answered from memory with what Heartbeat would
+  // answer, and the step counts for whatever reads the job next.
+  auto answer = SteadyBeat(host, BeatBody(assigned, 5));
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(*answer, Ok(c_->Assignments(host)));
+  EXPECT_EQ(Ok(c_->GetJob("a"))["status"]["lastStep"], 5);
+
+  // A placement elsewhere leaves it steady, answered at the new revision.
+  const std::vector<std::string> other = StartJob("b");
+  answer = SteadyBeat(host, BeatBody(assigned, 6));
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(*answer, Ok(c_->Assignments(host)));
+  EXPECT_GT((*answer)["revision"].get<int64_t>(), assigned["revision"].get<int64_t>());
+  EXPECT_EQ(Ok(c_->GetJob("a"))["status"]["lastStep"], 6);
+
+  // Workers that are not the ones remembered (another process, an exit, none) need Heartbeat.
+  Json restarted = BeatBody(assigned, 7);
+  restarted["workers"][0]["pid"] = 101;
+  EXPECT_FALSE(SteadyBeat(host, restarted));
+  EXPECT_FALSE(SteadyBeat(host, BeatBody(assigned, 7, "Exited", 1)));
+  EXPECT_FALSE(SteadyBeat(host, Json::object()));
+  EXPECT_FALSE(SteadyBeat(other[0], BeatBody(assigned, 7))) << "another host's workers";
+  EXPECT_EQ(Ok(c_->GetJob("a"))["status"]["lastStep"], 6) << "refused beats count for nothing";
+
+  // Order holds: a step answered from memory counts before the exit the next full beat reports.
+  ASSERT_TRUE(SteadyBeat(host, BeatBody(assigned, 9)));
+  Ok(Beat(*c_, host, BeatBody(assigned, -1, "Exited", 1)));
+  const Json st = Ok(c_->GetJob("a"))["status"];
+  EXPECT_NE(st["phase"], "Running");
+  ASSERT_FALSE(st["attempts"].empty());
+  EXPECT_EQ(st["attempts"][0]["lastStep"], 9) << st.dump();
+  EXPECT_FALSE(SteadyBeat(host, BeatBody(assigned, 10))) << "its assignments moved";
+}
+
+TEST_F(QuietBeatsTest, SteadyBeatsHoldTheLeaseWhileTheirStepsAdvance) {
+  RegisterTwoSlices();
+  const std::vector<std::string> hosts = StartJob("a");
+  std::map<std::string, Json> assigned;
+  for (const std::string& h : hosts) assigned[h] = Ok(c_->Assignments(h));
+  // 20 s of steady beats from the job's hosts, none from the others (lease 5 s).
+  for (int second = 1; second <= 20; ++second) {
+    clock_.AdvanceMs(1000);
+    for (const std::string& h : hosts)
+      ASSERT_TRUE(SteadyBeat(h, BeatBody(assigned[h], second))) << h << " second " << second;
+    ASSERT_TRUE(c_->Tick().ok());
+  }
+  const Json st = Ok(c_->GetJob("a"))["status"];
+  EXPECT_EQ(st["phase"], "Running");
+  EXPECT_EQ(st["lastStep"], 20);
+  EXPECT_EQ(st["attempts"].size(), 1u);
+  for (const std::string& h : hosts) EXPECT_EQ(HostField(h, "state"), "\"Ready\"") << h;
+  EXPECT_EQ(LostHosts(), 4) << "the idle slice's silent hosts";
 }
 
 TEST_F(QuietBeatsTest, AHostRegisteredAgainIsRememberedAgainAndADeletedOneIsForgotten) {

@@ -241,5 +241,56 @@ TEST_F(StoreFaultTest, AFailedStatusFlushKeepsTheStoredJobsAndWritesOnceTheStore
       << "two statuses, two commits";
 }
 
+// A beat answered from memory (quiet_beats.cc) whose reports need a write when applied, here the
+// first step of a restarted attempt (its Recovered event): while the store refuses, the beat is
+// answered, nothing of it shows, and the tick fails; once the store heals, the next tick applies
+// it. The agent dropped those lines when it was answered: they must not be lost.
+TEST_F(StoreFaultTest, ASteadyBeatWhoseWriteFailsIsAppliedOnceTheStoreHeals) {
+  RegisterTwoSlices();
+  Json doc = JobDoc("train", 1);
+  doc["spec"]["failurePolicy"] = {{"maxFailures", 2}};
+  Ok(c_->CreateJob(doc));
+  ASSERT_TRUE(c_->RunPass().ok());
+  HeartbeatAll("Running");
+  const std::string host = Ok(c_->GetJob("train"))["status"]["workers"][0]["host"];
+  HeartbeatAll("Exited", 1, host);  // attempt 0 fails; the others' workers are stopped
+  for (int s = 0; s < 2; ++s)
+    for (int w = 0; w < 4; ++w)
+      Ok(Beat(*c_, HostName(s, w), {{"workers", Json::array()}, {"revision", 1'000'000}}));
+  ASSERT_TRUE(c_->RunPass().ok());
+  HeartbeatAll("Running");
+  Json st = Ok(c_->GetJob("train"))["status"];
+  ASSERT_EQ(st["phase"], "Running");
+  ASSERT_EQ(st["attempt"], 1);
+  const std::string rank0 = st["workers"][0]["host"];
+  const Json assigned = Ok(c_->Assignments(rank0));
+  Json body = {{"workers", WorkerReports(assigned, "Running")}, {"progress", Json::array()}};
+  for (const Json& x : assigned["assignments"])
+    body["progress"].push_back({{"job", "train"},
+                                {"uid", x["uid"]},
+                                {"attempt", 1},
+                                {"rank", x["rank"]},
+                                {"type", "progress"},
+                                {"step", 3},
+                                {"timeMs", clock_.NowMs()}});
+  auto beat = protocol::ParseHeartbeat(body.dump());
+  ASSERT_TRUE(beat.ok()) << beat.status().ToString();
+
+  Break();
+  ASSERT_TRUE(c_->QuietHeartbeat(rank0, CredentialOf(rank0), *beat)) << "answered from memory";
+  EXPECT_EQ(Ok(c_->GetJob("train"))["status"]["attempts"][1]["firstStep"], -1);
+  ExpectNothingHappened();
+  ExpectUnavailable(c_->Tick());
+  faulty_->Heal();
+  ASSERT_TRUE(c_->Tick().ok());
+  st = Ok(c_->GetJob("train"))["status"];
+  EXPECT_EQ(st["attempts"][1]["firstStep"], 3) << st.dump();
+  EXPECT_EQ(st["lastStep"], 3);
+  int recovered = 0;
+  const Json events = c_->ListEvents();
+  for (const Json& e : events["items"]) recovered += e["reason"] == "Recovered";
+  EXPECT_EQ(recovered, 1);
+}
+
 }  // namespace
 }  // namespace tessera::controller

@@ -10,17 +10,17 @@
 namespace tessera::controller {
 
 void Controller::SetTerm(uint64_t term) {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   if (term > term_) term_ = term;
 }
 
 uint64_t Controller::term() const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return term_;
 }
 
 uint64_t Controller::newest_agent_term() const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return newest_agent_term_;
 }
 

@@ -291,7 +291,7 @@ std::vector<Result<Json>> Controller::RegisterHosts(
     candidates.back() = std::move(c);
   }
 
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   const int64_t now = NowMs();
   // Each accepted host goes into hosts_ at once, so the registrations after it in this batch
   // are checked against it, and is taken out again if its commit fails.
@@ -481,7 +481,7 @@ Result<bool> Controller::HostCredentialMatches(const std::string& host,
              protocol::ConstantTimeEquals(it->second.credential_hash,
                                           protocol::CredentialHash(credential));
   }
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   auto it = hosts_.find(host);
   if (it == hosts_.end() || it->second.credential_hash.empty())
     return NotFound("host '" + host + "' is not registered; register first");
@@ -491,7 +491,7 @@ Result<bool> Controller::HostCredentialMatches(const std::string& host,
 }
 
 Result<Json> Controller::DeleteHost(const std::string& name) {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   auto it = hosts_.find(name);
   if (it == hosts_.end()) return NotFound("host '" + name + "' not found");
   if (!it->second.status.lost) {
@@ -530,9 +530,17 @@ Status Controller::HostRecovered(RegisteredHost& h) {
   return Status::Ok();
 }
 
+void Controller::ApplyReportsLocked(const std::string& host, const protocol::Heartbeat& beat,
+                                    int64_t now, Status& failed) {
+  for (const auto& kind : kinds_) kind->TakeHeartbeat(host, beat, now, failed);
+  FenceReports(host, beat, failed);  // fencing.cc
+}
+
 Result<Json> Controller::Heartbeat(const std::string& name, const protocol::Heartbeat& beat) {
   if (auto quiet = TakeQuietBeat(name, /*credential_hash=*/nullptr, beat)) return *quiet;
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(mu_);  // not Hold(): a failure to apply them fails this beat too
+  // The beats answered from memory first: this host's among them came before this one.
+  TESSERA_RETURN_IF_ERROR(ApplySteadyBeatsLocked());
   auto it = hosts_.find(name);
   if (it == hosts_.end()) return NotFound("host '" + name + "' is not registered; register first");
   RegisteredHost& h = it->second;
@@ -543,8 +551,7 @@ Result<Json> Controller::Heartbeat(const std::string& name, const protocol::Hear
   h.status.usage["cpuPercent"] = beat.usage.cpu_percent;
   h.status.usage["memoryBytes"] = static_cast<double>(beat.usage.memory_bytes);
   Status failed = Status::Ok();
-  for (const auto& kind : kinds_) kind->TakeHeartbeat(name, beat, now, failed);
-  FenceReports(name, beat, failed);  // fencing.cc
+  ApplyReportsLocked(name, beat, now, failed);
   // No pass here: one heartbeat arrives per host per interval, and a pass walks every pending
   // workload and may commit. A heartbeat that freed chips or requeued work asks the loop for one
   // (Tick), so a burst of heartbeats costs one pass, and no agent's request runs one.

@@ -42,7 +42,7 @@ void Controller::IndexUnsettledLocked(const std::string& name) {
 }
 
 Status Controller::CheckJobIndex(bool exact) const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   for (const auto& [name, job] : jobs_) {
     if (IsSettled(job)) continue;
     auto it = unsettled_jobs_.find(name);

@@ -132,7 +132,7 @@ Result<Json> Controller::DeleteJobLocked(const std::string& name) {
 }
 
 Result<Controller::LogLocation> Controller::LocateLog(const std::string& name, int rank) const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   auto it = jobs_.find(name);
   if (it == jobs_.end()) return NotFound("trainjob '" + name + "' not found");
   const TrainJobStatus& st = it->second.status;

@@ -93,7 +93,7 @@ Controller::Controller(store::Store& store, const Clock& clock, ControllerOption
 Controller::~Controller() = default;
 
 Status Controller::RegisterKind(std::unique_ptr<WorkloadKind> kind) {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   const std::string& name = kind->name();
   if (FindKind(name) != nullptr || name == "ClusterQueue" || name == "LocalQueue" ||
       name == "PriorityClass" || name == codec::kSecretKind || name == codec::kHostKind ||
@@ -132,7 +132,7 @@ Status Controller::UnknownKind(const std::string& kind) const {
 Result<Json> Controller::DryRunApply(const Json& doc) {
   auto kind = codec::DocumentKindName(doc);
   if (!kind.ok()) return kind.status();
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   if (WorkloadKind* k = FindKind(*kind)) {
     auto preview = k->DryRun(doc);
     if (!preview.ok()) return preview.status();
@@ -159,7 +159,7 @@ Result<Json> Controller::Apply(const Json& doc) {
   auto kind = codec::DocumentKindName(doc);
   if (!kind.ok()) return kind.status();
   {
-    std::lock_guard lock(mu_);
+    auto lock = Hold();
     if (WorkloadKind* k = FindKind(*kind)) return k->Apply(doc);
     if (*kind == codec::kSecretKind) return ApplySecret(doc);
     if (*kind != "ClusterQueue" && *kind != "LocalQueue" && *kind != "PriorityClass")
@@ -169,14 +169,14 @@ Result<Json> Controller::Apply(const Json& doc) {
 }
 
 Result<Json> Controller::Get(const std::string& kind, const std::string& name) const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   const WorkloadKind* k = FindKind(kind);
   if (k == nullptr) return NotFound("kind '" + kind + "' is not registered");
   return k->Get(name);
 }
 
 Result<Json> Controller::Delete(const std::string& kind, const std::string& name, bool force) {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   WorkloadKind* k = FindKind(kind);
   if (k == nullptr) return NotFound("kind '" + kind + "' is not registered");
   return k->Delete(name, force);
@@ -185,47 +185,47 @@ Result<Json> Controller::Delete(const std::string& kind, const std::string& name
 // The built-in kinds' calls.
 
 Result<Json> Controller::CreateJob(const Json& doc) {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return CreateJobLocked(doc);
 }
 
 Result<Json> Controller::GetJob(const std::string& name) const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return GetJobLocked(name);
 }
 
 Result<Json> Controller::DeleteJob(const std::string& name) {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return DeleteJobLocked(name);
 }
 
 Result<Json> Controller::ApplyService(const Json& doc) {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return ApplyServiceLocked(doc);
 }
 
 Result<Json> Controller::GetService(const std::string& name) const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return GetServiceLocked(name);
 }
 
 Result<Json> Controller::DeleteService(const std::string& name) {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return DeleteServiceLocked(name);
 }
 
 Result<Json> Controller::ApplyReservation(const Json& doc) {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return ApplyReservationLocked(doc);
 }
 
 Result<Json> Controller::GetReservation(const std::string& name) const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return GetReservationLocked(name);
 }
 
 Result<Json> Controller::DeleteReservation(const std::string& name, bool force) {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return DeleteReservationLocked(name, force);
 }
 

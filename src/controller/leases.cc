@@ -62,7 +62,7 @@ Status Controller::WriteRecoveredHosts() {
 }
 
 Status Controller::ExpireLeases(int64_t now) {
-  MergeQuietBeatsLocked();
+  TESSERA_RETURN_IF_ERROR(MergeQuietBeatsLocked());  // quiet_beats.cc
   // Before any loss: a host that came back and went silent again is written Ready, then Lost.
   TESSERA_RETURN_IF_ERROR(WriteRecoveredHosts());
   if (options_.lease_stall_ms > 0 && last_lease_check_ms_ >= 0 &&

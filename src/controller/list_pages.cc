@@ -75,7 +75,7 @@ Result<Controller::VersionedPage> Controller::ListPage(const std::string& kind,
         return InvalidArgument("continue: the token's position '" + request.after +
                                "' is not a TrainJob uid; list again without continue");
     }
-    std::unique_lock lock(mu_);
+    auto lock = Hold();
     page.changes = changes_emitted_;
     const int64_t now = NowMs();
     // A scan of uids and keys, then a copy of the page's jobs only.
@@ -101,7 +101,7 @@ Result<Controller::VersionedPage> Controller::ListPage(const std::string& kind,
     return page;
   }
   if (kind == codec::kHostKind) {
-    std::lock_guard lock(mu_);
+    auto lock = Hold();
     page.changes = changes_emitted_;
     const std::map<std::string, SliceRoster> rosters = SliceRostersLocked();
     Json items = Json::array();

@@ -19,6 +19,21 @@
 // checked (MergeQuietBeatsLocked); reads of a host show them (QuietStatusLocked). Whatever
 // could make a beat not quiet takes the host out (ForgetQuietLocked): it left, was replaced or
 // lost, or its assignments changed.
+//
+// A host running workers is steady in the same way: each beat reports the same running workers
+// (and their new progress lines) and is answered with the same snapshot. Four thousand such
+// hosts (1,000 jobs of 4) sent four thousand full beats a second through the lock, queued
+// behind each tick, and their leases ran out while they waited. So a full heartbeat that
+// reports only running workers is remembered with them (QuietHost::workers), and a next beat
+// that reports exactly those workers and no refusals is answered from memory too; its reports
+// wait in steady_ and are applied, in the order they came and by the same code as Heartbeat's
+// (ApplyReportsLocked), when the lock is next taken by a tick or a full heartbeat
+// (MergeQuietBeatsLocked): before leases are checked, hangs are looked for, or a host's later
+// report (an exit after its last progress lines) is applied. A report that changes the host's
+// assignments forgets it then (NotifyHosts), as any change does.
+#include <algorithm>
+#include <iterator>
+
 #include "controller/controller.h"
 #include "protocol/credential.h"
 
@@ -29,11 +44,19 @@ bool Quiet(const protocol::Heartbeat& beat) {
   return beat.workers.empty() && beat.progress.empty() && beat.refused.empty();
 }
 
+// A beat that may be remembered: no refusals, and every worker it reports running.
+bool Steady(const protocol::Heartbeat& beat) {
+  return beat.refused.empty() &&
+         std::all_of(beat.workers.begin(), beat.workers.end(), [](const protocol::WorkerReport& w) {
+           return w.state == protocol::WorkerState::kRunning;
+         });
+}
+
 }  // namespace
 
 std::optional<Json> Controller::QuietHeartbeat(const std::string& host, std::string_view credential,
                                                const protocol::Heartbeat& beat) {
-  if (!Quiet(beat) || !protocol::IsValidCredential(credential)) return std::nullopt;
+  if (!beat.refused.empty() || !protocol::IsValidCredential(credential)) return std::nullopt;
   const std::string hash = protocol::CredentialHash(credential);
   return TakeQuietBeat(host, &hash, beat);
 }
@@ -41,12 +64,16 @@ std::optional<Json> Controller::QuietHeartbeat(const std::string& host, std::str
 std::optional<Json> Controller::TakeQuietBeat(const std::string& host,
                                               const std::string* credential_hash,
                                               const protocol::Heartbeat& beat) {
-  if (!Quiet(beat)) return std::nullopt;
+  if (!beat.refused.empty()) return std::nullopt;
   const int64_t now = NowMs();
   std::lock_guard lock(quiet_mu_);
   auto it = quiet_.find(host);
   if (it == quiet_.end()) return std::nullopt;
   QuietHost& q = it->second;
+  // Workers that stopped or started, or a buffer full while the lock is held for long.
+  const bool quiet = Quiet(beat);
+  if (beat.workers != q.workers || (!quiet && steady_.size() >= kMaxSteadyBeats))
+    return std::nullopt;
   // Read under quiet_mu_: NotifyHosts advances it only after forgetting the hosts it names, so
   // a change to this host's assignments up to `revision` has taken it out of quiet_ already.
   const int64_t revision = notified_revision_.load();
@@ -59,6 +86,7 @@ std::optional<Json> Controller::TakeQuietBeat(const std::string& host,
   q.stalled_ms_at_heartbeat = stalled_ms_.load();
   q.cpu_percent = beat.usage.cpu_percent;
   q.memory_bytes = static_cast<double>(beat.usage.memory_bytes);
+  if (!quiet) steady_.push_back({host, beat, now});
   if (revision != q.revision) {  // changes elsewhere since: the same empty answer, newer
     q.answer["revision"] = revision;
     q.revision = revision;
@@ -72,19 +100,20 @@ void Controller::RememberQuietLocked(const std::string& host, const RegisteredHo
     auto it = answer.find(key);
     return it == answer.end() || it->empty();
   };
-  // A host stored without a credential registers again (HostCredentialMatches' kNotFound). The
-  // cheap checks first: a running host's full beat reports workers and ends there.
-  const bool quiet = Quiet(beat) && !h.status.lost && h.last_refusals.empty() &&
-                     !h.credential_hash.empty() && beat.term <= term_.load() &&
-                     none("assignments") && none("stop");
+  // A host stored without a credential registers again (HostCredentialMatches' kNotFound). A
+  // host with workers to run that reports none is about to start them: its next beat differs.
+  const bool steady = Steady(beat) && !h.status.lost && h.last_refusals.empty() &&
+                      !h.credential_hash.empty() && beat.term <= term_.load() &&
+                      (!beat.workers.empty() || none("assignments")) && none("stop");
   std::lock_guard lock(quiet_mu_);
-  if (!quiet) {
+  if (!steady) {
     quiet_.erase(host);
     return;
   }
   QuietHost& q = quiet_[host];
   q.credential_hash = h.credential_hash;
   q.answer = answer;
+  q.workers = beat.workers;
   q.revision = assignment_revision_.load();
   q.term = term_.load();
   q.heard = false;  // this beat's lease is in hosts_ already
@@ -95,21 +124,66 @@ void Controller::ForgetQuietLocked(const std::string& host) {
   quiet_.erase(host);
 }
 
-void Controller::MergeQuietBeatsLocked() {
+void Controller::ForgetRunningQuietLocked() {
   std::lock_guard lock(quiet_mu_);
-  for (auto& [name, q] : quiet_) {
-    if (!q.heard) continue;
-    q.heard = false;
-    auto it = hosts_.find(name);
-    if (it == hosts_.end()) continue;
-    RegisteredHost& h = it->second;
-    if (q.last_heartbeat_ms >= h.status.last_heartbeat_ms) {
-      h.status.last_heartbeat_ms = q.last_heartbeat_ms;
-      h.stalled_ms_at_heartbeat = q.stalled_ms_at_heartbeat;
+  std::erase_if(quiet_, [](const auto& entry) { return !entry.second.workers.empty(); });
+}
+
+Status Controller::MergeQuietBeatsLocked() {
+  {
+    std::lock_guard lock(quiet_mu_);
+    for (auto& [name, q] : quiet_) {
+      if (!q.heard) continue;
+      q.heard = false;
+      auto it = hosts_.find(name);
+      if (it == hosts_.end()) continue;
+      RegisteredHost& h = it->second;
+      if (q.last_heartbeat_ms >= h.status.last_heartbeat_ms) {
+        h.status.last_heartbeat_ms = q.last_heartbeat_ms;
+        h.stalled_ms_at_heartbeat = q.stalled_ms_at_heartbeat;
+      }
+      h.status.usage["cpuPercent"] = q.cpu_percent;
+      h.status.usage["memoryBytes"] = q.memory_bytes;
     }
-    h.status.usage["cpuPercent"] = q.cpu_percent;
-    h.status.usage["memoryBytes"] = q.memory_bytes;
   }
+  return ApplySteadyBeatsLocked();
+}
+
+Status Controller::ApplySteadyBeatsLocked() {
+  std::vector<SteadyBeat> steady;
+  {
+    std::lock_guard lock(quiet_mu_);
+    steady.swap(steady_);
+  }
+  for (size_t i = 0; i < steady.size(); ++i) {
+    const SteadyBeat& s = steady[i];
+    if (!hosts_.count(s.host)) continue;  // deleted since: its reports count for nothing now
+    Status failed = Status::Ok();
+    ApplyReportsLocked(s.host, s.beat, s.now, failed);
+    if (!failed.ok()) {
+      // Its steps were undone (RunStep restores a job whose write failed), and applying a
+      // report again is harmless (the steps take the highest step, checkpoint and phase).
+      std::lock_guard lock(quiet_mu_);
+      steady_.insert(steady_.begin(), std::make_move_iterator(steady.begin() + static_cast<std::ptrdiff_t>(i)),
+                     std::make_move_iterator(steady.end()));
+      return failed;
+    }
+  }
+  if (!steady.empty()) {
+    RequestPass();
+    EmitDerivedChangesLocked(/*announce=*/true);
+  }
+  return Status::Ok();
+}
+
+std::unique_lock<std::mutex> Controller::Hold() const {
+  std::unique_lock lock(mu_);
+  // Logically const for a read: it applies what was already answered, as if the beats had
+  // waited for the lock. The controller itself is never a const object.
+  auto& self = const_cast<Controller&>(*this);
+  if (Status applied = self.ApplySteadyBeatsLocked(); !applied.ok() && deferred_error_.ok())
+    self.deferred_error_ = applied;  // the next tick reports it (and applies them again)
+  return lock;
 }
 
 HostStatus Controller::QuietStatusLocked(const RegisteredHost& h) const {

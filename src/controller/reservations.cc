@@ -168,7 +168,7 @@ Json Controller::ListReservationsLocked() const {
 }
 
 Json Controller::ListReservations() const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return ListReservationsLocked();
 }
 

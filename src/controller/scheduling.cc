@@ -28,7 +28,7 @@ void Controller::ScheduleAfterRequest() {
 }
 
 Status Controller::RunPass() {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   Status scheduled = Schedule();
   Status flushed = FlushStatusWrites();  // status_writes.cc
   return scheduled.ok() ? flushed : scheduled;

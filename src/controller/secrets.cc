@@ -63,6 +63,7 @@ Result<Json> Controller::ApplySecret(const Json& doc) {
   if (!r.ok()) return Unavailable(r.status().message());
   StoredSecret& stored = secrets_[key];
   stored = StoredSecret{std::move(*parsed), *r};
+  ForgetRunningQuietLocked();  // the answers of hosts running workers carry the values
   Json out = codec::SecretServedJson(stored.secret, stored.version);
   Emit(codec::kSecretKind, created ? "ADDED" : "MODIFIED", out);
   AnnounceEvents();
@@ -107,12 +108,12 @@ Json Controller::ListSecretsLocked() const {
 }
 
 Json Controller::ListSecrets() const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return ListSecretsLocked();
 }
 
 Result<Json> Controller::GetSecret(const std::string& key) const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   auto it = secrets_.find(key);
   const NamespacedName id = SplitObjectKey(key);
   if (it == secrets_.end())
@@ -121,7 +122,7 @@ Result<Json> Controller::GetSecret(const std::string& key) const {
 }
 
 Result<Json> Controller::DeleteSecret(const std::string& key) {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   auto it = secrets_.find(key);
   const NamespacedName id = SplitObjectKey(key);
   if (it == secrets_.end())

@@ -168,7 +168,7 @@ Json Controller::ListServicesLocked() const {
 }
 
 Json Controller::ListServices() const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   return ListServicesLocked();
 }
 
@@ -183,7 +183,7 @@ Result<Json> Controller::DeleteServiceLocked(const std::string& name) {
 
 Result<Json> Controller::ScaleService(const std::string& name, const std::string& role,
                                       int replicas) {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   if (!services_.count(name)) return NotFound("service '" + name + "' not found");
   const View view(*this);
   Status refused = Status::Ok();
@@ -203,7 +203,7 @@ Result<Json> Controller::ScaleService(const std::string& name, const std::string
 
 Result<Json> Controller::ReportServiceLoad(const std::string& name, const std::string& role,
                                            double ongoing_requests, RouterTraffic traffic) {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   Service* svc = FindService(name);
   if (svc == nullptr) return NotFound("service '" + name + "' not found");
   if (svc->spec.Role(role) == nullptr)
@@ -233,7 +233,7 @@ Result<Json> Controller::ReportServiceLoad(const std::string& name, const std::s
 Result<Controller::LogLocation> Controller::LocateServiceLog(const std::string& name,
                                                              const std::string& role, int replica,
                                                              int worker) const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   auto it = services_.find(name);
   if (it == services_.end()) return NotFound("service '" + name + "' not found");
   const RoleStatus* rs = it->second.status.Role(role);
@@ -515,7 +515,7 @@ Status Controller::LoadServices() {
 // Readiness
 
 std::vector<Controller::ProbeTarget> Controller::DueProbes() const {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   const int64_t now = NowMs();
   std::vector<ProbeTarget> out;
   for (const auto& [name, svc] : services_)
@@ -537,7 +537,7 @@ std::vector<Controller::ProbeTarget> Controller::DueProbes() const {
 
 void Controller::ReportReadiness(const ProbeTarget& target, bool ready,
                                  const std::string& message) {
-  std::lock_guard lock(mu_);
+  auto lock = Hold();
   if (!services_.count(target.service)) return;
   const int64_t now = NowMs();
   const View view(*this);
