@@ -164,7 +164,8 @@ Status Controller::ApplySteadyBeatsLocked() {
       // Its steps were undone (RunStep restores a job whose write failed), and applying a
       // report again is harmless (the steps take the highest step, checkpoint and phase).
       std::lock_guard lock(quiet_mu_);
-      steady_.insert(steady_.begin(), std::make_move_iterator(steady.begin() + static_cast<std::ptrdiff_t>(i)),
+      steady_.insert(steady_.begin(),
+                     std::make_move_iterator(steady.begin() + static_cast<std::ptrdiff_t>(i)),
                      std::make_move_iterator(steady.end()));
       return failed;
     }
