@@ -344,7 +344,7 @@ struct Head::Impl {
     if (!beat.ok()) return std::nullopt;
     auto answer = ctl->QuietHeartbeat(host, credential, *beat);
     if (!answer) return std::nullopt;
-    return AckLine(*seq, Reply(Result<Json>(*std::move(answer))));
+    return AckLine(*seq, Response::Json(200, *std::move(answer)));
   }
 
   // The same check the server's auth makes (scheme in any case), so a request it let in as

@@ -31,7 +31,8 @@
 //   scheduling.cc         the pass: each kind's part, then one admission cycle over all kinds
 //   host_registry.cc      agents: registration, credentials, heartbeats, the inventory
 //   leases.cc             host leases: a host silent for longer than lease_ms is lost
-//   quiet_beats.cc        heartbeats of idle hosts answered without the lock
+//   quiet_beats.cc        heartbeats of idle and steadily running hosts answered without the
+//                         lock; the lock (Hold) applies the running ones' reports first
 //   assignments.cc        what each host must run (every kind's entries)
 //   fencing.cc            terms in assignments and agents' refusals (docs/ha.md)
 //   controller_queues.cc  ClusterQueue, LocalQueue, PriorityClass objects
@@ -375,12 +376,12 @@ class Controller {
   // that reports no refusals and the same running workers as the host's last full heartbeat
   // (none for an idle host), from a host that is not Lost, while nothing it would be answered
   // with has changed since. Its lease and usage are taken, its reports (a running job's
-  // progress) are applied at the next tick or full heartbeat, before anything else, and the
-  // answer is the one Heartbeat would give. nullopt when the beat needs Heartbeat, or
-  // `credential` is not the one the host registered with. Most of a large fleet is idle or
+  // progress) are applied when the controller's lock is next taken, before anything else, and
+  // the answer is the one Heartbeat would give. nullopt when the beat needs Heartbeat, or
+  // `credential` is not the one the host registered with. The answer is JSON text. Most of a large fleet is idle or
   // steadily running: its beats then never wait for a tick or a store commit.
-  std::optional<Json> QuietHeartbeat(const std::string& host, std::string_view credential,
-                                     const protocol::Heartbeat& heartbeat);
+  std::optional<std::string> QuietHeartbeat(const std::string& host, std::string_view credential,
+                                            const protocol::Heartbeat& heartbeat);
   // {"revision": N, "assignments": [...]}: the workers `host` must run now.
   Result<Json> Assignments(const std::string& host) const;
 
@@ -693,7 +694,8 @@ class Controller {
   // usage quiet beats took since the last merge into hosts_. Kept under quiet_mu_.
   struct QuietHost {
     std::string credential_hash;
-    Json answer;  // AssignmentsLocked when it was remembered
+    Json answer;       // AssignmentsLocked when it was remembered
+    std::string text;  // answer.dump() at `revision`; "" until a quiet beat needs it
     // The workers the host reported running then, each Running (none for an idle host): a
     // beat that reports exactly these is steady.
     std::vector<protocol::WorkerReport> workers;
@@ -705,8 +707,9 @@ class Controller {
     double cpu_percent = 0, memory_bytes = 0;
   };
   // The quiet beat without the credential check (Heartbeat's callers made it).
-  std::optional<Json> TakeQuietBeat(const std::string& host, const std::string* credential_hash,
-                                    const protocol::Heartbeat& beat);
+  std::optional<std::string> TakeQuietBeat(const std::string& host,
+                                           const std::string* credential_hash,
+                                           const protocol::Heartbeat& beat);
   // After a full heartbeat that left the host quiet: its next quiet beats need no lock.
   void RememberQuietLocked(const std::string& host, const RegisteredHost& h,
                            const protocol::Heartbeat& beat, const Json& answer);

@@ -537,7 +537,8 @@ void Controller::ApplyReportsLocked(const std::string& host, const protocol::Hea
 }
 
 Result<Json> Controller::Heartbeat(const std::string& name, const protocol::Heartbeat& beat) {
-  if (auto quiet = TakeQuietBeat(name, /*credential_hash=*/nullptr, beat)) return *quiet;
+  if (auto quiet = TakeQuietBeat(name, /*credential_hash=*/nullptr, beat))
+    return Json::parse(*quiet);
   std::lock_guard lock(mu_);  // not Hold(): a failure to apply them fails this beat too
   // The beats answered from memory first: this host's among them came before this one.
   TESSERA_RETURN_IF_ERROR(ApplySteadyBeatsLocked());

@@ -27,10 +27,11 @@
 // reports only running workers is remembered with them (QuietHost::workers), and a next beat
 // that reports exactly those workers and no refusals is answered from memory too; its reports
 // wait in steady_ and are applied, in the order they came and by the same code as Heartbeat's
-// (ApplyReportsLocked), when the lock is next taken by a tick or a full heartbeat
-// (MergeQuietBeatsLocked): before leases are checked, hangs are looked for, or a host's later
-// report (an exit after its last progress lines) is applied. A report that changes the host's
-// assignments forgets it then (NotifyHosts), as any change does.
+// (ApplyReportsLocked), whenever the lock is next taken (Hold, ApplySteadyBeatsLocked): before a
+// tick checks leases or looks for hangs, before a read shows the job, before the host's later
+// report (an exit after its last progress lines) is applied. The beats wait as long as the lock
+// is held, and no more; their answers did not. A report that changes the host's assignments
+// forgets it then (NotifyHosts), as any change does.
 #include <algorithm>
 #include <iterator>
 
@@ -54,16 +55,16 @@ bool Steady(const protocol::Heartbeat& beat) {
 
 }  // namespace
 
-std::optional<Json> Controller::QuietHeartbeat(const std::string& host, std::string_view credential,
+std::optional<std::string> Controller::QuietHeartbeat(const std::string& host, std::string_view credential,
                                                const protocol::Heartbeat& beat) {
   if (!beat.refused.empty() || !protocol::IsValidCredential(credential)) return std::nullopt;
   const std::string hash = protocol::CredentialHash(credential);
   return TakeQuietBeat(host, &hash, beat);
 }
 
-std::optional<Json> Controller::TakeQuietBeat(const std::string& host,
-                                              const std::string* credential_hash,
-                                              const protocol::Heartbeat& beat) {
+std::optional<std::string> Controller::TakeQuietBeat(const std::string& host,
+                                                     const std::string* credential_hash,
+                                                     const protocol::Heartbeat& beat) {
   if (!beat.refused.empty()) return std::nullopt;
   const int64_t now = NowMs();
   std::lock_guard lock(quiet_mu_);
@@ -87,11 +88,14 @@ std::optional<Json> Controller::TakeQuietBeat(const std::string& host,
   q.cpu_percent = beat.usage.cpu_percent;
   q.memory_bytes = static_cast<double>(beat.usage.memory_bytes);
   if (!quiet) steady_.push_back({host, beat, now});
-  if (revision != q.revision) {  // changes elsewhere since: the same empty answer, newer
+  // Printed once per revision, not per beat: a running host's answer carries its workers' whole
+  // environment. Changes elsewhere since: the same answer, newer.
+  if (revision != q.revision || q.text.empty()) {
     q.answer["revision"] = revision;
     q.revision = revision;
+    q.text = q.answer.dump();
   }
-  return q.answer;
+  return q.text;
 }
 
 void Controller::RememberQuietLocked(const std::string& host, const RegisteredHost& h,
@@ -113,6 +117,7 @@ void Controller::RememberQuietLocked(const std::string& host, const RegisteredHo
   QuietHost& q = quiet_[host];
   q.credential_hash = h.credential_hash;
   q.answer = answer;
+  q.text.clear();  // printed at its first quiet beat
   q.workers = beat.workers;
   q.revision = assignment_revision_.load();
   q.term = term_.load();
