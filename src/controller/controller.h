@@ -378,8 +378,8 @@ class Controller {
   // with has changed since. Its lease and usage are taken, its reports (a running job's
   // progress) are applied when the controller's lock is next taken, before anything else, and
   // the answer is the one Heartbeat would give. nullopt when the beat needs Heartbeat, or
-  // `credential` is not the one the host registered with. The answer is JSON text. Most of a large fleet is idle or
-  // steadily running: its beats then never wait for a tick or a store commit.
+  // `credential` is not the one the host registered with. The answer is JSON text. Most of a large
+  // fleet is idle or steadily running: its beats then never wait for a tick or a store commit.
   std::optional<std::string> QuietHeartbeat(const std::string& host, std::string_view credential,
                                             const protocol::Heartbeat& heartbeat);
   // {"revision": N, "assignments": [...]}: the workers `host` must run now.

@@ -55,8 +55,9 @@ bool Steady(const protocol::Heartbeat& beat) {
 
 }  // namespace
 
-std::optional<std::string> Controller::QuietHeartbeat(const std::string& host, std::string_view credential,
-                                               const protocol::Heartbeat& beat) {
+std::optional<std::string> Controller::QuietHeartbeat(const std::string& host,
+                                                      std::string_view credential,
+                                                      const protocol::Heartbeat& beat) {
   if (!beat.refused.empty() || !protocol::IsValidCredential(credential)) return std::nullopt;
   const std::string hash = protocol::CredentialHash(credential);
   return TakeQuietBeat(host, &hash, beat);
