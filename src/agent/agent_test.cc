@@ -124,7 +124,11 @@ TEST(AgentTest, HeartbeatsAndAssignmentsTravelOnOneChannel) {
   Agent agent(Options(dir, head.port()), SliceDevices());
   ASSERT_TRUE(agent.Start().ok());
   ASSERT_TRUE(WaitUntil([&] { return head.channel_connects() == 1; }));
-  const size_t posted = head.posted_heartbeats();  // the ones before the channel opened
+  // The POSTs before the agent took the channel up: one may still be on its way as the channel
+  // opens (the head counts the connection before the agent has read its first line), and none
+  // follows the first beat on the channel (the agent sends one beat at a time).
+  ASSERT_TRUE(WaitUntil([&] { return head.heartbeat_count() > head.posted_heartbeats(); }));
+  const size_t posted = head.posted_heartbeats();
   ASSERT_TRUE(WaitUntil([&] { return head.heartbeat_count() >= posted + 5; }));
 
   head.SetAssignments({Shell("train", 0, "exit 3")});

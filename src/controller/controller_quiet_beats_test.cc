@@ -40,17 +40,7 @@ class QuietBeatsTest : public CountingStoreTest {
   static Json BeatBody(const Json& assignments, int64_t step, const std::string& state = "Running",
                        int exit_code = 0) {
     Json body = {{"workers", WorkerReports(assignments, state, exit_code)}};
-    if (step < 0) return body;
-    Json progress = Json::array();
-    for (const Json& x : assignments["assignments"])
-      progress.push_back({{"job", x["job"]},
-                          {"uid", x["uid"]},
-                          {"attempt", x["attempt"]},
-                          {"rank", x["rank"]},
-                          {"type", "progress"},
-                          {"step", step},
-                          {"timeMs", 1000 + step}});
-    body["progress"] = std::move(progress);
+    if (step >= 0) body["progress"] = ProgressReports(assignments, step, 1000 + step);
     return body;
   }
   std::optional<Json> SteadyBeat(const std::string& host, const Json& body) {

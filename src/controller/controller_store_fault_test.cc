@@ -264,15 +264,8 @@ TEST_F(StoreFaultTest, ASteadyBeatWhoseWriteFailsIsAppliedOnceTheStoreHeals) {
   ASSERT_EQ(st["attempt"], 1);
   const std::string rank0 = st["workers"][0]["host"];
   const Json assigned = Ok(c_->Assignments(rank0));
-  Json body = {{"workers", WorkerReports(assigned, "Running")}, {"progress", Json::array()}};
-  for (const Json& x : assigned["assignments"])
-    body["progress"].push_back({{"job", "train"},
-                                {"uid", x["uid"]},
-                                {"attempt", 1},
-                                {"rank", x["rank"]},
-                                {"type", "progress"},
-                                {"step", 3},
-                                {"timeMs", clock_.NowMs()}});
+  const Json body = {{"workers", WorkerReports(assigned, "Running")},
+                     {"progress", ProgressReports(assigned, 3, clock_.NowMs())}};
   auto beat = protocol::ParseHeartbeat(body.dump());
   ASSERT_TRUE(beat.ok()) << beat.status().ToString();
 

@@ -26,16 +26,7 @@ class StoreWritesTest : public CountingStoreTest {
       for (int w = 0; w < 4; ++w) {
         const std::string h = HostName(s, w);
         const Json a = Ok(c_->Assignments(h));
-        Json progress = Json::array();
-        if (step >= 0)
-          for (const Json& x : a["assignments"])
-            progress.push_back({{"job", x["job"]},
-                                {"uid", x["uid"]},
-                                {"attempt", x["attempt"]},
-                                {"rank", x["rank"]},
-                                {"type", "progress"},
-                                {"step", step},
-                                {"timeMs", clock_.NowMs()}});
+        const Json progress = step >= 0 ? ProgressReports(a, step, clock_.NowMs()) : Json::array();
         Ok(Beat(*c_, h,
                 {{"workers", WorkerReports(a, "Running")},
                  {"progress", progress},

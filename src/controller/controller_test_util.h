@@ -87,6 +87,21 @@ inline Json WorkerReports(const Json& assignments, const std::string& state, int
                        {"finishedAtMs", 0}});
   return workers;
 }
+// A progress line of `type` at `step`, written at `time_ms`, for every assignment in
+// `assignments` (Controller::Assignments' answer).
+inline Json ProgressReports(const Json& assignments, int64_t step, int64_t time_ms,
+                            const std::string& type = "progress") {
+  Json progress = Json::array();
+  for (const Json& x : assignments["assignments"])
+    progress.push_back({{"job", x["job"]},
+                        {"uid", x["uid"]},
+                        {"attempt", x["attempt"]},
+                        {"rank", x["rank"]},
+                        {"type", type},
+                        {"step", step},
+                        {"timeMs", time_ms}});
+  return progress;
+}
 // Like the head: a heartbeat that asks for a pass (the pass listener) gets one after it, not
 // inside it, so its reply is the snapshot from before the pass.
 inline Result<Json> Beat(Controller& c, const std::string& host, const Json& body) {
