@@ -29,9 +29,9 @@
 // wait in steady_ and are applied, in the order they came and by the same code as Heartbeat's
 // (ApplyReportsLocked), whenever the lock is next taken (Hold, ApplySteadyBeatsLocked): before a
 // tick checks leases or looks for hangs, before a read shows the job, before the host's later
-// report (an exit after its last progress lines) is applied. The beats wait as long as the lock
-// is held, and no more; their answers did not. A report that changes the host's assignments
-// forgets it then (NotifyHosts), as any change does.
+// report (an exit after its last progress lines) is applied. Their reports wait at most until
+// the next tick (or for the lock, if a tick holds it); their answers do not wait. A report that
+// changes the host's assignments forgets it then (NotifyHosts), as any change does.
 #include <algorithm>
 #include <iterator>
 
