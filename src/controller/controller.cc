@@ -282,7 +282,7 @@ Status Controller::Load() {
 // Timers
 
 Status Controller::Tick() {
-  auto lock = Hold();
+  std::lock_guard lock(mu_);  // not Hold(): ExpireLeases applies the steady beats and fails on it
   const int64_t now = NowMs();
   Status first = ExpireLeases(now);
   for (const auto& kind : kinds_) {

@@ -726,7 +726,7 @@ class Controller {
   };
   // At most this many steady beats wait for a merge; beyond, beats take the full path.
   static constexpr size_t kMaxSteadyBeats = 20'000;
-  // The controller's lock, as every call takes it (but Heartbeat, which fails on it): the
+  // The controller's lock, as every call takes it (but Heartbeat and Tick, which fail on it): the
   // steady beats answered since it was last held are applied first, so what the call reads or
   // changes comes after the reports they made, as it would had they waited for the lock. A
   // failure to apply them is the next tick's error (deferred_error_).
