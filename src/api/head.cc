@@ -967,6 +967,9 @@ Status Head::Start() {
             }
             if (m.long_holds.load() == 0) return answer(line);
           }
+          // Heard now: a lease check while the beat waits counts it (Controller::
+          // HeartbeatArrived), so a tick that holds the lock for seconds loses no host.
+          m.ctl->HeartbeatArrived(host);
           queued->fetch_add(1);
           const bool taken = m.channel_beats->Submit([answer, queued, beat = std::string(line)] {
             answer(beat);

@@ -382,6 +382,11 @@ class Controller {
   // fleet is idle or steadily running: its beats then never wait for a tick or a store commit.
   std::optional<std::string> QuietHeartbeat(const std::string& host, std::string_view credential,
                                             const protocol::Heartbeat& heartbeat);
+  // A heartbeat of `host` has arrived and waits to be handled (the head's channel worker holds
+  // it while a tick holds the lock): the host was heard now. A lease check before the beat is
+  // handled counts it, so a beat that waits is not the host's silence (leases.cc). A Lost host
+  // stays Lost until its beat is handled. Takes only the small lock; Heartbeat calls it itself.
+  void HeartbeatArrived(const std::string& host);
   // {"revision": N, "assignments": [...]}: the workers `host` must run now.
   Result<Json> Assignments(const std::string& host) const;
 
@@ -929,6 +934,9 @@ class Controller {
   mutable std::mutex quiet_mu_;
   std::unordered_map<std::string, QuietHost> quiet_;
   std::vector<SteadyBeat> steady_;  // under quiet_mu_, in the order they came
+  // Heartbeats arrived and not yet handled (HeartbeatArrived), under quiet_mu_: host -> when it
+  // arrived and stalled_ms_ then. Taken into the hosts' leases at each lease check.
+  std::unordered_map<std::string, std::pair<int64_t, int64_t>> arrived_;
   // Hosts a heartbeat brought back since the last lease check, not yet written (leases.cc):
   // one commit each, under the lock, made a fleet's recovery after a stall a second stall.
   std::set<std::string> recovered_unwritten_;

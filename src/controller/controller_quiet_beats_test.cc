@@ -104,6 +104,39 @@ TEST_F(QuietBeatsTest, QuietBeatsHoldTheLeaseAndShowInTheHost) {
   EXPECT_EQ(HostField(host, "lastHeartbeatMs"), std::to_string(clock_.NowMs()));
 }
 
+TEST_F(QuietBeatsTest, ABeatThatArrivedHoldsTheLeaseWhileItWaitsToBeHandled) {
+  RegisterTwoSlices();
+  for (int s = 0; s < 2; ++s)
+    for (int w = 0; w < 4; ++w) Ok(Beat(*c_, HostName(s, w), Json::object()));
+  const std::string waiting = HostName(0, 1);
+  const std::string handled = HostName(0, 2);
+  // 20 s: one host's beats arrive and wait (the head's channel worker behind a long tick),
+  // another's are handled; the rest are silent (lease 5 s).
+  for (int second = 0; second < 20; ++second) {
+    clock_.AdvanceMs(1000);
+    c_->HeartbeatArrived(waiting);
+    c_->HeartbeatArrived("no-such-host");  // nothing to renew
+    Ok(Beat(*c_, handled, Json::object()));
+    ASSERT_TRUE(c_->Tick().ok());
+  }
+  EXPECT_EQ(HostField(waiting, "state"), "\"Ready\"");
+  EXPECT_EQ(HostField(waiting, "lastHeartbeatMs"), std::to_string(clock_.NowMs()));
+  EXPECT_EQ(HostField(handled, "state"), "\"Ready\"");
+  EXPECT_EQ(HostField(HostName(0, 0), "state"), "\"Lost\"");
+
+  // Silent once its beats stop arriving: lost after the lease.
+  clock_.AdvanceMs(5001);
+  ASSERT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(HostField(waiting, "state"), "\"Lost\"");
+  // A Lost host's beat that arrives does not bring it back; handled, it does.
+  clock_.AdvanceMs(1000);
+  c_->HeartbeatArrived(waiting);
+  ASSERT_TRUE(c_->Tick().ok());
+  EXPECT_EQ(HostField(waiting, "state"), "\"Lost\"");
+  Ok(Beat(*c_, waiting, Json::object()));
+  EXPECT_EQ(HostField(waiting, "state"), "\"Ready\"");
+}
+
 TEST_F(QuietBeatsTest, APlacementOrALossSendsOnlyTheirHostsBeatsThroughHeartbeatAgain) {
   RegisterTwoSlices();
   for (int s = 0; s < 2; ++s)

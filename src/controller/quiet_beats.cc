@@ -99,6 +99,13 @@ std::optional<std::string> Controller::TakeQuietBeat(const std::string& host,
   return q.text;
 }
 
+void Controller::HeartbeatArrived(const std::string& host) {
+  const int64_t now = NowMs();
+  std::lock_guard lock(quiet_mu_);
+  auto& when = arrived_[host];
+  when = {std::max(when.first, now), stalled_ms_.load()};
+}
+
 void Controller::RememberQuietLocked(const std::string& host, const RegisteredHost& h,
                                      const protocol::Heartbeat& beat, const Json& answer) {
   const auto none = [&answer](const char* key) {
@@ -151,6 +158,18 @@ Status Controller::MergeQuietBeatsLocked() {
       h.status.usage["cpuPercent"] = q.cpu_percent;
       h.status.usage["memoryBytes"] = q.memory_bytes;
     }
+    // Beats that arrived and still wait to be handled: heard then (a Lost host comes back only
+    // when its beat is handled, HostRecovered).
+    for (const auto& [name, when] : arrived_) {
+      auto it = hosts_.find(name);
+      if (it == hosts_.end() || it->second.status.lost) continue;
+      RegisteredHost& h = it->second;
+      if (when.first >= h.status.last_heartbeat_ms) {
+        h.status.last_heartbeat_ms = when.first;
+        h.stalled_ms_at_heartbeat = when.second;
+      }
+    }
+    arrived_.clear();
   }
   return ApplySteadyBeatsLocked();
 }
