@@ -539,7 +539,7 @@ void Controller::ApplyReportsLocked(const std::string& host, const protocol::Hea
 Result<Json> Controller::Heartbeat(const std::string& name, const protocol::Heartbeat& beat) {
   if (auto quiet = TakeQuietBeat(name, /*credential_hash=*/nullptr, beat))
     return Json::parse(*quiet);
-  HeartbeatArrived(name);  // heard now, however long a tick holds the lock
+  HeartbeatArrived(name);     // heard now, however long a tick holds the lock
   std::lock_guard lock(mu_);  // not Hold(): a failure to apply them fails this beat too
   // The beats answered from memory first: this host's among them came before this one.
   TESSERA_RETURN_IF_ERROR(ApplySteadyBeatsLocked());
