@@ -953,6 +953,10 @@ class Controller {
   // Jobs whose status changed in memory and is not yet in the store (RunStep's kBatched):
   // written by FlushStatusWrites, or with the job's next write of its own.
   std::set<std::string> unsaved_status_;
+  // The name FlushStatusWrites wrote last: the next flush starts after it, wrapping, so jobs
+  // whose status changes every tick (1,000 running jobs' steps, over a flush's budget) do not
+  // keep the ones after them in name order unwritten.
+  std::string flushed_last_;
   // Host -> names of the jobs whose workers were placed on it, so a host's assignments read
   // its own jobs, not every job (one heartbeat each second per host). A superset: RunStep and
   // LoadJobs add a job's hosts (IndexJobHostsLocked); names of jobs gone or placed elsewhere

@@ -90,6 +90,51 @@ TEST_F(StoreWritesTest, ProgressIsWrittenByTheFlushAtMostOnceASecondPerJob) {
   EXPECT_EQ(Ok(c_->GetJob("a"))["status"]["lastStep"], 10 * kSeconds);
 }
 
+// More running jobs step every second than a flush writes (200 a tick): each flush starts
+// after the job it wrote last, so every job's progress reaches the store, not only the first
+// 200 in name order again and again (issue 35: 1,000 running jobs at 10,000 hosts).
+TEST_F(StoreWritesTest, EveryJobsProgressIsWrittenWhenMoreStepEachSecondThanAFlushWrites) {
+  constexpr int kJobs = 250;  // one v6e 2x2 slice (one host) each
+  auto host = [](int i) { return "h" + std::to_string(i); };
+  for (int i = 0; i < kJobs; ++i)
+    Ok(Register(
+        *c_,
+        {{"name", host(i)},
+         {"generation", "v6e"},
+         {"chips", 4},
+         {"address", "127.0.0.1"},
+         {"agentPort", 9000 + i},
+         {"slice", {{"name", "slice-" + std::to_string(i)}, {"topology", "2x2"}, {"worker", 0}}}}));
+  auto name = [](int i) { return "run-" + std::to_string(1000 + i); };
+  for (int i = 0; i < kJobs; ++i) Ok(c_->CreateJob(JobDoc(name(i), 1, "2x2")));
+  ASSERT_TRUE(c_->RunPass().ok());
+  auto beat_all = [&](int64_t step) {
+    for (int i = 0; i < kJobs; ++i) {
+      const Json a = Ok(c_->Assignments(host(i)));
+      const Json progress = step >= 0 ? ProgressReports(a, step, clock_.NowMs()) : Json::array();
+      Ok(Beat(*c_, host(i),
+              {{"workers", WorkerReports(a, "Running")},
+               {"progress", progress},
+               {"revision", a["revision"]}}));
+    }
+  };
+  beat_all(-1);
+  for (int i = 0; i < kJobs; ++i) ASSERT_EQ(Phase(name(i)), "Running") << name(i);
+  constexpr int kSeconds = 3;
+  for (int second = 1; second <= kSeconds; ++second) {
+    clock_.AdvanceMs(1000);
+    beat_all(10 * second);
+    ASSERT_TRUE(c_->Tick().ok());
+  }
+  // Written at least every other tick: the stored step is at most two seconds behind.
+  for (int i = 0; i < kJobs; ++i) {
+    auto obj = store_->Get("TrainJob", name(i));
+    ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+    EXPECT_GE(Json::parse(obj->body)["status"].value("lastStep", int64_t{-1}), 10 * (kSeconds - 1))
+        << name(i) << "'s progress was not written in the last two ticks";
+  }
+}
+
 // A pass that changes the reason of many waiting jobs (issue 35: a new leader whose first pass
 // changed 10,000 seeded reasons committed each on its own, 10,000 raft rounds on etcd while it
 // held the controller): the statuses reach the store, many jobs to a commit, by the tick's flush.

@@ -56,26 +56,36 @@ Status Controller::FlushStatusWrites() {
   size_t budget = kStatusWritesPerFlush;
   Status first = Status::Ok();
   while (!unsaved_status_.empty() && budget > 0) {
-    // One commit: the next unsaved jobs in name order, each at its stored version.
+    // One commit: the next unsaved jobs in name order after the last written (wrapping once),
+    // each at its stored version.
     store::WriteBatch batch;
     std::vector<std::pair<std::string, Json>> docs;
     size_t bytes = 0;
     const size_t most = std::min(kStatusWritesPerCommit, budget);
-    for (auto it = unsaved_status_.begin(); it != unsaved_status_.end() && batch.size() < most;) {
-      const TrainJob* job = FindJob(*it);
+    std::vector<std::string> next;
+    for (auto it = unsaved_status_.upper_bound(flushed_last_);
+         next.size() < std::min(most, unsaved_status_.size()); ++it) {
+      if (it == unsaved_status_.end()) it = unsaved_status_.begin();
+      next.push_back(*it);
+    }
+    for (const std::string& name : next) {
+      const TrainJob* job = FindJob(name);
       if (job == nullptr) {  // deleted since: nothing to write
-        it = unsaved_status_.erase(it);
+        unsaved_status_.erase(name);
         continue;
       }
       Json doc = JobJson(*job);
       const std::string body = doc.dump();
       if (!batch.empty() && bytes + body.size() > kStatusBytesPerCommit) break;
       bytes += body.size();
-      batch.Update(codec::kTrainJobKind, *it, body, job->runtime.version);
-      docs.emplace_back(*it, std::move(doc));
-      ++it;
+      batch.Update(codec::kTrainJobKind, name, body, job->runtime.version);
+      docs.emplace_back(name, std::move(doc));
     }
-    if (batch.empty()) break;
+    if (batch.empty()) {
+      if (!next.empty()) continue;  // only deleted jobs were next: the others follow
+      break;
+    }
+    flushed_last_ = docs.back().first;
     budget -= batch.size();
     auto committed = CommitWithEvents(batch, {});
     if (committed.ok()) {
