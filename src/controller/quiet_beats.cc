@@ -143,6 +143,12 @@ void Controller::ForgetRunningQuietLocked() {
 }
 
 Status Controller::MergeQuietBeatsLocked() {
+  // The host was heard at `ms`, when the head had stalled `stalled_ms` in total.
+  auto heard = [](RegisteredHost& h, int64_t ms, int64_t stalled_ms) {
+    if (ms < h.status.last_heartbeat_ms) return;
+    h.status.last_heartbeat_ms = ms;
+    h.stalled_ms_at_heartbeat = stalled_ms;
+  };
   {
     std::lock_guard lock(quiet_mu_);
     for (auto& [name, q] : quiet_) {
@@ -151,10 +157,7 @@ Status Controller::MergeQuietBeatsLocked() {
       auto it = hosts_.find(name);
       if (it == hosts_.end()) continue;
       RegisteredHost& h = it->second;
-      if (q.last_heartbeat_ms >= h.status.last_heartbeat_ms) {
-        h.status.last_heartbeat_ms = q.last_heartbeat_ms;
-        h.stalled_ms_at_heartbeat = q.stalled_ms_at_heartbeat;
-      }
+      heard(h, q.last_heartbeat_ms, q.stalled_ms_at_heartbeat);
       h.status.usage["cpuPercent"] = q.cpu_percent;
       h.status.usage["memoryBytes"] = q.memory_bytes;
     }
@@ -162,12 +165,7 @@ Status Controller::MergeQuietBeatsLocked() {
     // when its beat is handled, HostRecovered).
     for (const auto& [name, when] : arrived_) {
       auto it = hosts_.find(name);
-      if (it == hosts_.end() || it->second.status.lost) continue;
-      RegisteredHost& h = it->second;
-      if (when.first >= h.status.last_heartbeat_ms) {
-        h.status.last_heartbeat_ms = when.first;
-        h.stalled_ms_at_heartbeat = when.second;
-      }
+      if (it != hosts_.end() && !it->second.status.lost) heard(it->second, when.first, when.second);
     }
     arrived_.clear();
   }

@@ -83,10 +83,7 @@ Status Controller::FlushStatusWrites() {
       batch.Update(codec::kTrainJobKind, name, body, job->runtime.version);
       docs.emplace_back(name, std::move(doc));
     }
-    if (batch.empty()) {
-      if (!next.empty()) continue;  // only deleted jobs were next: the others follow
-      break;
-    }
+    if (batch.empty()) continue;  // only deleted jobs were next (erased): the others follow
     flushed_last_ = docs.back().first;
     budget -= batch.size();
     auto committed = CommitWithEvents(batch, {});
