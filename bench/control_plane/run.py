@@ -19,7 +19,9 @@ connections per agent it speaks: --baseline-connection), then against --tessera,
 `--etcd BIN` gives every head a fresh local 3-member etcd cluster (`--store etcd://...`, each
 member's data in the run's temp directory) and reports the cluster's committed writes per second
 over the window (`etcdWritesPerS`: the raft leader's etcd_server_proposals_committed_total) and
-its database size at the end.
+its database size at the end (`etcdDbMiB`, the file; `etcdDbInUseMiB`, the part in use: the
+leader compacts etcd's history every `--etcd-compaction-interval-ms`, a head flag that
+`--head-arg` passes).
 
 `--failover` (with `--etcd`) measures a leader kill instead (bench/README.md "Failover at fleet
 scale"): a fresh 3-member etcd, `--seed-jobs` TrainJobs put into it first (tessera_seed_store,
@@ -163,15 +165,19 @@ def start_etcd(etcd, d):
 
 
 def etcd_figures(clients):
-    """The raft leader's committed proposals (one per write) and the database size in bytes."""
-    committed, size = 0.0, 0.0
+    """The raft leader's committed proposals (one per write), the database size in bytes (the
+    file) and the part of it in use (the rest is pages freed by compaction, reused before the
+    file grows)."""
+    committed, size, in_use = 0.0, 0.0, 0.0
     for c in clients:
         for line in etcd_call(c, "/metrics", timeout=5)[1].splitlines():
             if line.startswith("etcd_server_proposals_committed_total "):
                 committed = max(committed, float(line.split()[1]))
             elif line.startswith("etcd_mvcc_db_total_size_in_bytes "):
                 size = max(size, float(line.split()[1]))
-    return committed, size
+            elif line.startswith("etcd_mvcc_db_total_size_in_use_in_bytes "):
+                in_use = max(in_use, float(line.split()[1]))
+    return committed, size, in_use
 
 
 def start_head(tessera, tls, extra_args=(), etcd=None):
@@ -291,6 +297,7 @@ def one_run_cc(a, tessera, n, rep, tls, connection):
         etcd1 = etcd_figures(current["etcd_clients"])
         result["etcdWritesPerS"] = round((etcd1[0] - etcd0[0]) / (w1 - w0), 1)
         result["etcdDbMiB"] = round(etcd1[1] / 2**20, 1)
+        result["etcdDbInUseMiB"] = round(etcd1[2] / 2**20, 1)
     rss = proc_rss_mib(head.pid)
     shard_results, failed = shard_reports(procs)
     if failed:
@@ -530,6 +537,7 @@ def one_run_failover(a, n, rep, tls):
     e2 = etcd_figures(clients)
     result["etcdWritesPerSAfter"] = round((e2[0] - e1[0]) / (time.monotonic() - k), 1)
     result["etcdDbMiB"] = round(e2[1] / 2**20, 1)
+    result["etcdDbInUseMiB"] = round(e2[2] / 2**20, 1)
     shard_results, failed = shard_reports(procs)
     if failed:
         return dict(result, failed=failed)

@@ -106,7 +106,8 @@ void AddHeadCommand(CLI::App& app) {
   auto ha = std::make_shared<ha::HaHeadOptions>();
   auto store_url = std::make_shared<std::string>("sqlite");
   struct HaMs {
-    int64_t lease = 15'000, renew = 10'000, retry = 2'000, store_timeout = 60'000;
+    int64_t lease = 15'000, renew = 10'000, retry = 2'000, store_timeout = 60'000,
+            compaction = 300'000;
   };
   auto ms = std::make_shared<HaMs>();
   cmd->add_option("--store", *store_url,
@@ -128,6 +129,11 @@ void AddHeadCommand(CLI::App& app) {
   auto* store_timeout = cmd->add_option("--store-timeout-ms", ms->store_timeout,
                                         "HA: how long to retry an etcd that is down at start "
                                         "(default 60000)");
+  auto* compaction =
+      cmd->add_option("--etcd-compaction-interval-ms", ms->compaction,
+                      "HA: the leader compacts etcd's history every this long, keeping one "
+                      "interval of it (default 300000; 0: never, when etcd's "
+                      "--auto-compaction-retention or an operator does)");
   auto* prefix = cmd->add_option("--store-prefix", ha->prefix,
                                  "HA: the etcd key prefix of this cluster (default /tessera/)");
   auto* etcd_ca = cmd->add_option("--etcd-ca-file", ha->etcd_ca_file,
@@ -139,8 +145,8 @@ void AddHeadCommand(CLI::App& app) {
   auto* etcd_key = cmd->add_option("--etcd-key-file", ha->etcd_key_file,
                                    "HA, etcds://: its key (default etcd-client.key in "
                                    "--state-dir)");
-  cmd->callback([o, ha, ms, store_url, lease, renew, retry, advertise, store_timeout, prefix,
-                 etcd_ca, etcd_cert, etcd_key, help_factor, help_quantile, help_window] {
+  cmd->callback([o, ha, ms, store_url, lease, renew, retry, advertise, store_timeout, compaction,
+                 prefix, etcd_ca, etcd_cert, etcd_key, help_factor, help_quantile, help_window] {
     if (o->controller.heartbeat_interval_ms * 2 > o->controller.lease_ms)
       throw CommandError("--lease-ms must be at least twice --heartbeat-ms");
     for (auto* flag : {help_factor, help_quantile, help_window})
@@ -153,8 +159,8 @@ void AddHeadCommand(CLI::App& app) {
       throw CommandError("--store: '" + *store_url +
                          "' is neither sqlite nor etcd://host:port[,host:port...] (etcds:// "
                          "for TLS)");
-    for (auto* flag :
-         {lease, renew, retry, advertise, store_timeout, prefix, etcd_ca, etcd_cert, etcd_key}) {
+    for (auto* flag : {lease, renew, retry, advertise, store_timeout, compaction, prefix, etcd_ca,
+                       etcd_cert, etcd_key}) {
       if (!etcd && flag->count() > 0)
         throw CommandError(flag->get_name() +
                            " only applies to an HA head: give --store etcd://host:port too");
@@ -172,6 +178,7 @@ void AddHeadCommand(CLI::App& app) {
                                         std::chrono::milliseconds(ms->renew),
                                         std::chrono::milliseconds(ms->retry)};
       ha->store_timeout = std::chrono::milliseconds(ms->store_timeout);
+      ha->etcd_compaction_interval = std::chrono::milliseconds(ms->compaction);
       if (Status valid = ha::ValidateHaHeadOptions(*ha); !valid.ok())
         throw CommandError(valid.message());
       auto code = ha::RunHaHead(*ha, stop);

@@ -11,6 +11,7 @@
 #include "api/head_tls.h"
 #include "ha/elector.h"
 #include "ha/head_list.h"
+#include "ha/history_compactor.h"
 #include "ha/job_cache.h"
 #include "ha/standby_proxy.h"
 #include "net/http_server.h"
@@ -133,6 +134,12 @@ Status ValidateHaHeadOptions(const HaHeadOptions& o) {
   }
   TESSERA_RETURN_IF_ERROR(ValidateElectionConfig(o.election));
   if (o.store_timeout.count() < 0) return InvalidArgument("--store-timeout-ms: must be >= 0");
+  const int64_t compaction = o.etcd_compaction_interval.count();
+  if (compaction != 0 && compaction < 1000)
+    return InvalidArgument("--etcd-compaction-interval-ms: " + std::to_string(compaction) +
+                           " is too short: give 0 (never compact) or at least 1000 (one "
+                           "interval of etcd's history is kept for reads pinned to a revision; "
+                           "default 300000, 5 minutes)");
   return Status::Ok();
 }
 
@@ -211,6 +218,8 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
             << std::endl;
 
   std::unique_ptr<api::Head> head;
+  // The leader's, once it serves; destroyed before the head, which owns the store.
+  std::unique_ptr<HistoryCompactor> compactor;
   int exit_code = 0;
   // Short: an election is acted on within one tick (the elector cannot wake sigtimedwait).
   const timespec tick{0, 20'000'000};
@@ -326,8 +335,18 @@ Result<int> RunHaHead(const HaHeadOptions& options, const sigset_t& stop) {
       std::cerr << "tessera head: " << self << " is the leader (term " << term << "; serving "
                 << serving_after.count() << " ms after the election)" << std::endl;
       LogTakeover("serving", term, elected);
+      if (options.etcd_compaction_interval.count() > 0) {
+        compactor = std::make_unique<HistoryCompactor>(
+            *store, options.etcd_compaction_interval,
+            [](const std::string& line) { std::cerr << "tessera head: " << line << std::endl; });
+        compactor->Start();
+        std::cerr << "tessera head: compacting etcd's history every "
+                  << options.etcd_compaction_interval.count() << " ms, one interval kept"
+                  << std::endl;
+      }
     }
   }
+  compactor.reset();
   if (head) head->Stop();  // stop writing before handing over
   elector.Stop();          // revokes the lease when leading: a standby takes over at once
   proxy.Close();

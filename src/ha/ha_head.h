@@ -39,10 +39,14 @@ struct HaHeadOptions {
   std::string advertise;  // the address standbys show for this head; default bind:port
   ElectionConfig election;
   std::chrono::milliseconds store_timeout{60'000};  // retrying an etcd that is down at start
+  // The leader compacts etcd's history every this long (history_compactor.h), keeping one
+  // interval of it; 0: never (etcd's own --auto-compaction-retention, or an operator, does).
+  std::chrono::milliseconds etcd_compaction_interval{300'000};
 };
 
 // The checks of the flag combination, each naming the flag: an etcd URL that does not parse,
-// port 0, a bad election config, --etcd-*-file without etcds://.
+// port 0, a bad election config, --etcd-*-file without etcds://, a compaction interval below
+// a second.
 Status ValidateHaHeadOptions(const HaHeadOptions& options);
 
 // Runs until one of the signals in `stop` arrives (returns 0, having handed leadership over),

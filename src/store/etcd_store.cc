@@ -579,6 +579,21 @@ int64_t EtcdStore::Revision() {
   return meta->revision;
 }
 
+Result<int64_t> EtcdStore::CompactHistory() {
+  if (closed_) return internal::ClosedError();
+  auto now = client_->Range(options_.prefix + "meta");  // any read: its answer's revision
+  if (!now.ok()) return now.status();
+  const int64_t to = history_noted_.exchange(now->revision);
+  if (to <= 0) return int64_t{0};
+  // Not physical: etcd answers at once and frees the old versions in the background.
+  auto compacted = client_->Call("/v3/kv/compaction", json{{"revision", std::to_string(to)}});
+  if (!compacted.ok() && compacted.status().message().find(
+                             "required revision has been compacted") == std::string::npos)
+    return Unavailable("etcd store: compacting etcd's history up to revision " +
+                       std::to_string(to) + ": " + compacted.status().message());
+  return to;
+}
+
 Result<std::vector<Change>> EtcdStore::ChangesSince(int64_t revision, size_t limit) {
   if (closed_) return internal::ClosedError();
   if (revision < 0 || limit == 0) {

@@ -89,6 +89,20 @@ class EtcdStore final : public Store {
   bool VisitFollowed(std::string_view kind, int64_t after,
                      const std::function<void(const Object&)>& visit) const;
 
+  // etcd keeps every version of every key, and every key deleted, until its history is
+  // compacted, and nothing else compacts it: each status a commit rewrites and each change-log
+  // entry the store drops stays in etcd's backend. With 1,000 jobs running, whose progress is
+  // written every second or two, the backend grew by hundreds of MiB in ten minutes
+  // (bench/README.md, "etcd's history"): past etcd's default quota (2 GiB) etcd refuses every
+  // write (alarm NOSPACE) until an operator compacts and defragments it.
+  // So the leader calls this every interval (--etcd-compaction-interval-ms, ha_head.cc), as
+  // kube-apiserver does: it notes etcd's current revision and compacts etcd's history up to
+  // the revision the previous call noted. One interval of history stays: a read pinned to a
+  // revision (List's pages) that takes less than an interval never meets a compacted one.
+  // Returns the revision compacted to; 0 on the first call (nothing noted yet). Another head
+  // having compacted past it already is not an error.
+  Result<int64_t> CompactHistory();
+
   // True once a commit's answer was lost and whether it was applied could not be settled:
   // the caller's view may differ from etcd's, so the store refuses writes; a head restarts.
   bool outcome_unknown() const { return outcome_unknown_; }
@@ -130,6 +144,7 @@ class EtcdStore final : public Store {
   std::string writer_id_;  // random, per store: tells this store's commits apart
   std::atomic<uint64_t> commits_{0};
   std::atomic<int64_t> last_revision_{0};
+  std::atomic<int64_t> history_noted_{0};  // etcd's revision at the last CompactHistory
   std::mutex fence_mu_;
   std::string fence_key_;   // guarded by fence_mu_
   int64_t fence_term_ = 0;  // guarded by fence_mu_

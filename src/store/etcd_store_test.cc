@@ -617,6 +617,75 @@ TEST_F(EtcdStoreTest, AFollowerBehindTheCompactedLogReadsEverythingAgain) {
   ExpectSameAnswers(*standby, *fresh, {"Host"}, {"h0", "h1", "h8"});
 }
 
+// etcd's history is compacted one call behind: the first call notes etcd's revision, the next
+// compacts up to it. The versions an update replaced before that revision are gone from etcd
+// (a read pinned below it is refused), the store reads as before, and a call that finds etcd
+// compacted further already (another head) is not an error.
+TEST_F(EtcdStoreTest, HistoryIsCompactedUpToTheRevisionTheCallBeforeNoted) {
+  auto s = OpenOrDie();
+  auto standby = OpenOrDie();
+  ASSERT_TRUE(s && standby);
+  auto created = s->Create("TrainJob", "j", "step 0");
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  int64_t version = created->resource_version;
+  auto step = [&](int i) {
+    auto updated = s->Update("TrainJob", "j", "step " + std::to_string(i), version);
+    ASSERT_TRUE(updated.ok()) << updated.status().ToString();
+    version = updated->resource_version;
+  };
+  for (int i = 1; i <= 3; ++i) step(i);
+  const std::string key = s->prefix() + "o/TrainJob/j";
+  auto before = s->client().Range(key);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  ASSERT_EQ(before->kvs.size(), 1u);
+  const int64_t old_version = before->kvs[0].mod_revision;  // "step 3"
+
+  auto first = s->CompactHistory();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(*first, 0);  // nothing noted before: nothing compacted
+  auto pinned = s->client().Range(key, {}, 0, old_version);
+  ASSERT_TRUE(pinned.ok()) << "one interval of history stays: " << pinned.status().ToString();
+  EXPECT_NE(pinned->kvs.at(0).value.find("step 3"), std::string::npos);
+
+  for (int i = 4; i <= 6; ++i) step(i);
+  auto second = s->CompactHistory();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_GE(*second, old_version);  // the revision the first call noted, with "step 3"
+  // Compacted up to R, etcd answers at R and later only: "step 2" and before are gone.
+  auto gone = s->client().Range(key, {}, 0, old_version - 1);
+  ASSERT_FALSE(gone.ok()) << "etcd still holds revision " << old_version - 1;
+  EXPECT_NE(gone.status().message().find("compacted"), std::string::npos)
+      << gone.status().ToString();
+  auto at_second = s->client().Range(key, {}, 0, *second);
+  ASSERT_TRUE(at_second.ok()) << at_second.status().ToString();
+
+  // The store reads as before: the object, its version and the change log.
+  auto got = s->Get("TrainJob", "j");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->body, "step 6");
+  EXPECT_EQ(got->resource_version, version);
+  auto changes = s->ChangesSince(0, 100);
+  ASSERT_TRUE(changes.ok()) << changes.status().ToString();
+  ASSERT_FALSE(changes->empty());
+  EXPECT_EQ(changes->back().body, "step 6");
+  auto followed = standby->Follow();
+  ASSERT_TRUE(followed.ok()) << followed.status().ToString();
+  EXPECT_EQ(standby->following_revision(), s->Revision());
+
+  // Another head's compactor, noting an older revision than etcd has compacted to: not an
+  // error, and it compacts from its own next note on.
+  auto other = standby->CompactHistory();
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_EQ(*other, 0);
+  step(7);
+  ASSERT_TRUE(s->CompactHistory().ok());
+  auto behind = standby->CompactHistory();  // up to what it noted: etcd is there already
+  ASSERT_TRUE(behind.ok()) << behind.status().ToString();
+  ASSERT_TRUE(s->Close().ok());
+  auto closed = s->CompactHistory();
+  EXPECT_EQ(closed.status().code(), StatusCode::kFailedPrecondition);
+}
+
 TEST_F(EtcdStoreTest, AFollowerMatchesEtcdAfterRandomWritesAndFollows) {
   for (uint32_t seed : {1u, 2u, 3u}) {
     SCOPED_TRACE("seed " + std::to_string(seed));

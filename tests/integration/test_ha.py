@@ -107,7 +107,8 @@ class HaFailover(unittest.TestCase):
     def head(self, port):
         log = open(os.path.join(self.dir, "head-%d.log" % port), "w")
         p = subprocess.Popen([TESSERA, "head", "--store", self.etcd_url, "--port", str(port),
-                              "--state-dir", self.state, *ELECTION],
+                              "--state-dir", self.state, "--etcd-compaction-interval-ms",
+                              "1000", *ELECTION],
                              stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(p)
         return p
@@ -158,6 +159,14 @@ class HaFailover(unittest.TestCase):
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("--election-renew-deadline-ms (2500) must be less than --election-lease-ms",
                       p.stderr)
+        p = self.run_head("--etcd-compaction-interval-ms", "60000")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--etcd-compaction-interval-ms only applies to an HA head", p.stderr)
+        p = self.run_head("--store", self.etcd_url, "--etcd-compaction-interval-ms", "50",
+                          *ELECTION)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--etcd-compaction-interval-ms: 50 is too short: give 0 (never compact) "
+                      "or at least 1000", p.stderr)
         # An etcd endpoint that is down at start: retried with backoff, then a clear error
         # naming it (an exit code, not a signal).
         dead = "127.0.0.1:%d" % free_port()
@@ -223,6 +232,32 @@ class HaFailover(unittest.TestCase):
         self.assertEqual(acked["metadata"]["name"], "acked")
         # Generous bound for a loaded 2-core machine; the goal is lease + 2 s.
         self.assertLess(took, 20.0)
+
+        # The new leader compacts etcd's history, one interval (1 s here) behind: past a
+        # revision it wrote itself, once it has written after it.
+        written = self.etcd_revision()
+        code, body = self.call(b, "POST", "/api/v1/jobs", job("after-compaction"))
+        self.assertEqual(code, 201, body)
+        wait_for("the leader to compact etcd past revision %d" % written,
+                 lambda: "compacted" in self.etcd_range_at(written), timeout=60, interval=0.2)
+
+    def etcd_call(self, path, body):
+        port = int(self.etcd_url.rsplit(":", 1)[1])
+        req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
+                                     data=json.dumps(body).encode(), method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return json.loads(e.read() or b"{}")
+
+    def etcd_revision(self):
+        return int(self.etcd_call("/v3/kv/range", {"key": "cHJvYmU="})["header"]["revision"])
+
+    def etcd_range_at(self, revision):
+        """etcd's answer to a read pinned at `revision`: its error text when it has none."""
+        answer = self.etcd_call("/v3/kv/range", {"key": "cHJvYmU=", "revision": str(revision)})
+        return answer.get("error", "") if "error" in answer else "ok"
 
 
 if __name__ == "__main__":
