@@ -151,6 +151,38 @@ std::optional<std::vector<Change>> DecodeChanges(std::string_view text, int64_t 
   return out;
 }
 
+// The oldest revisions dropped from the log `meta` describes (their keys from `from`, the first
+// kept one, to `end`) until at most `limit` entries are left or none is; next.compacted and
+// next.entries say what is left. How many entries a revision holds is in its value, so the oldest
+// are read, as many a request as should be enough at the log's mean entries per revision, then
+// more. Reading at once as many as could go (one per entry over the limit) read about a hundred
+// whole logged batches for each flush of a hundred statuses once the log was full, tens of MiB a
+// commit (bench/README.md, "Change-log compaction on etcd").
+Status DropOldestRevisions(EtcdClient& client, const Meta& meta, std::string from,
+                           const std::string& end, int64_t limit, Meta& next) {
+  const int64_t revisions = std::max<int64_t>(1, meta.revision - meta.compacted);
+  const int64_t per_revision = std::max<int64_t>(1, meta.entries / revisions);
+  const int64_t over = next.entries - limit;
+  int64_t page = std::max<int64_t>(1, (over + per_revision - 1) / per_revision) + 1;
+  while (next.entries > limit) {
+    auto oldest = client.Range(from, end, page);
+    if (!oldest.ok()) return oldest.status();
+    for (const EtcdKv& kv : oldest->kvs) {
+      if (next.entries <= limit) break;
+      auto r = ParseInt(std::string_view(kv.key).substr(kv.key.size() - 20));
+      auto decoded = r ? DecodeChanges(kv.value, *r) : std::nullopt;
+      if (!decoded || *r >= next.revision)
+        return Internal("etcd store: change log key " + kv.key + " is corrupt");
+      next.compacted = std::max(next.compacted, *r);
+      next.entries -= static_cast<int64_t>(decoded->size());
+    }
+    if (!oldest->more || oldest->kvs.empty()) break;  // every older revision read
+    from = oldest->kvs.back().key + '\0';             // the key after it
+    page *= 2;
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<EtcdRange>> TxnRanges(EtcdClient& client, const json& ranges) {
   auto answer = client.Call("/v3/kv/txn", {{"success", ranges}});
   if (!answer.ok()) return answer.status();
@@ -432,22 +464,13 @@ Result<int64_t> EtcdStore::Commit(const WriteBatch& batch) {
               ""};
     const int64_t limit = static_cast<int64_t>(store_options_.change_log_limit);
     if (next.entries > limit) {
-      std::deque<std::pair<int64_t, int64_t>> kept;  // (revision, entries), oldest first
-      const int64_t needed = next.entries - limit;   // at most this many revisions go
-      auto oldest =
-          client_->Range(LogKey(meta->compacted + 1), PrefixEnd(options_.prefix + "log/"), needed);
-      if (!oldest.ok()) return oldest.status();
-      for (const EtcdKv& kv : oldest->kvs) {
-        auto r = ParseInt(std::string_view(kv.key).substr(kv.key.size() - 20));
-        auto decoded = r ? DecodeChanges(kv.value, *r) : std::nullopt;
-        if (!decoded) return Internal("etcd store: change log key " + kv.key + " is corrupt");
-        kept.emplace_back(*r, static_cast<int64_t>(decoded->size()));
-      }
-      kept.emplace_back(revision, static_cast<int64_t>(changes.size()));
-      while (next.entries > limit && !kept.empty()) {
-        next.compacted = std::max(next.compacted, kept.front().first);
-        next.entries -= kept.front().second;
-        kept.pop_front();
+      Status dropped = DropOldestRevisions(*client_, *meta, LogKey(meta->compacted + 1),
+                                           PrefixEnd(options_.prefix + "log/"), limit, next);
+      if (!dropped.ok()) return dropped;
+      // Every older revision gone and still over: this one is not logged either.
+      if (next.entries > limit) {
+        next.compacted = revision;
+        next.entries -= static_cast<int64_t>(changes.size());
       }
     }
     next.commit = writer_id_ + "-" + std::to_string(++commits_);

@@ -20,6 +20,7 @@
 #include "pki/pki.h"
 #include "store/etcd_client.h"
 #include "store/etcd_test_util.h"
+#include "store/memory_store.h"
 
 namespace tessera::store {
 namespace {
@@ -684,6 +685,52 @@ TEST_F(EtcdStoreTest, HistoryIsCompactedUpToTheRevisionTheCallBeforeNoted) {
   ASSERT_TRUE(s->Close().ok());
   auto closed = s->CompactHistory();
   EXPECT_EQ(closed.status().code(), StatusCode::kFailedPrecondition);
+}
+
+// The change log is compacted as the memory store compacts it (whole revisions, at most the
+// limit's entries), whatever the mix of batch sizes: a few old revisions of many entries or many
+// of one, read a page at a time. After every commit each revision's changes are the same.
+TEST_F(EtcdStoreTest, TheChangeLogIsCompactedAsTheMemoryStoreCompactsItForAnyMixOfBatches) {
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    prefix_ = SharedEtcd::UniquePrefix("logmix");
+    Options small;
+    small.change_log_limit = 24;
+    auto opened = EtcdStore::Open(StoreOptions(), small);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    auto etcd = std::move(opened).value();
+    auto memory = MemoryStore::Open(small);
+    ASSERT_TRUE(memory.ok()) << memory.status().ToString();
+    std::mt19937 rng(seed);
+    for (int step = 0; step < 80; ++step) {
+      // Mostly single writes, now and then a flush of up to 20: the head's mix.
+      const int size = rng() % 4 == 0 ? 1 + static_cast<int>(rng() % 20) : 1;
+      WriteBatch b;
+      for (int i = 0; i < size; ++i)
+        b.Put("TrainJob", "j" + std::to_string((step * 7 + i) % 40), std::to_string(step));
+      auto e = etcd->Commit(b);
+      auto m = (*memory)->Commit(b);
+      ASSERT_TRUE(e.ok() && m.ok()) << e.status().ToString() << " / " << m.status().ToString();
+      ASSERT_EQ(*e, *m);
+      // The oldest resume point, the newest and one between; every one at the end.
+      const std::vector<int64_t> froms =
+          step + 1 < 80 ? std::vector<int64_t>{0, *e - 1, static_cast<int64_t>(rng() % *e)}
+                        : [&] {
+                            std::vector<int64_t> all;
+                            for (int64_t r = 0; r <= *e; ++r) all.push_back(r);
+                            return all;
+                          }();
+      for (int64_t from : froms) {
+        auto ec = etcd->ChangesSince(from, 1000);
+        auto mc = (*memory)->ChangesSince(from, 1000);
+        ASSERT_EQ(ec.ok(), mc.ok()) << "step " << step << ", since " << from << ": "
+                                    << ec.status().ToString() << " / " << mc.status().ToString();
+        if (ec.ok()) {
+          ASSERT_EQ(*ec, *mc) << "step " << step << ", since " << from;
+        }
+      }
+    }
+  }
 }
 
 TEST_F(EtcdStoreTest, AFollowerMatchesEtcdAfterRandomWritesAndFollows) {
