@@ -714,12 +714,11 @@ TEST_F(EtcdStoreTest, TheChangeLogIsCompactedAsTheMemoryStoreCompactsItForAnyMix
       ASSERT_EQ(*e, *m);
       // The oldest resume point, the newest and one between; every one at the end.
       const std::vector<int64_t> froms =
-          step + 1 < 80 ? std::vector<int64_t>{0, *e - 1, static_cast<int64_t>(rng() % *e)}
-                        : [&] {
-                            std::vector<int64_t> all;
-                            for (int64_t r = 0; r <= *e; ++r) all.push_back(r);
-                            return all;
-                          }();
+          step + 1 < 80 ? std::vector<int64_t>{0, *e - 1, static_cast<int64_t>(rng() % *e)} : [&] {
+            std::vector<int64_t> all;
+            for (int64_t r = 0; r <= *e; ++r) all.push_back(r);
+            return all;
+          }();
       for (int64_t from : froms) {
         auto ec = etcd->ChangesSince(from, 1000);
         auto mc = (*memory)->ChangesSince(from, 1000);
