@@ -54,6 +54,12 @@ void AddHeadCommand(CLI::App& app) {
                   "how often agents heartbeat")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{50}, int64_t{60'000}));
+  auto* progress_write =
+      cmd->add_option("--progress-write-interval-ms", o->controller.progress_write_interval_ms,
+                      "a running job's progress is written to the store at most this often "
+                      "(default 1000 with SQLite, 10000 with etcd, where every write is a raft "
+                      "round and stays in etcd's history until compacted); reads show it live")
+          ->check(CLI::Range(int64_t{100}, int64_t{3'600'000}));
   cmd->add_option("--io-threads", o->io_threads,
                   "threads serving HTTP; a request waiting for the controller's lock holds one, "
                   "so a few more than cores keep /healthz and streams answered during a long "
@@ -107,7 +113,7 @@ void AddHeadCommand(CLI::App& app) {
   auto store_url = std::make_shared<std::string>("sqlite");
   struct HaMs {
     int64_t lease = 15'000, renew = 10'000, retry = 2'000, store_timeout = 60'000,
-            compaction = 300'000;
+            compaction = 60'000;
   };
   auto ms = std::make_shared<HaMs>();
   cmd->add_option("--store", *store_url,
@@ -132,7 +138,7 @@ void AddHeadCommand(CLI::App& app) {
   auto* compaction =
       cmd->add_option("--etcd-compaction-interval-ms", ms->compaction,
                       "HA: the leader compacts etcd's history every this long, keeping one "
-                      "interval of it (default 300000; 0: never, when etcd's "
+                      "interval of it (default 60000; 0: never, when etcd's "
                       "--auto-compaction-retention or an operator does)");
   auto* prefix = cmd->add_option("--store-prefix", ha->prefix,
                                  "HA: the etcd key prefix of this cluster (default /tessera/)");
@@ -146,7 +152,8 @@ void AddHeadCommand(CLI::App& app) {
                                    "HA, etcds://: its key (default etcd-client.key in "
                                    "--state-dir)");
   cmd->callback([o, ha, ms, store_url, lease, renew, retry, advertise, store_timeout, compaction,
-                 prefix, etcd_ca, etcd_cert, etcd_key, help_factor, help_quantile, help_window] {
+                 prefix, etcd_ca, etcd_cert, etcd_key, help_factor, help_quantile, help_window,
+                 progress_write] {
     if (o->controller.heartbeat_interval_ms * 2 > o->controller.lease_ms)
       throw CommandError("--lease-ms must be at least twice --heartbeat-ms");
     for (auto* flag : {help_factor, help_quantile, help_window})
@@ -172,6 +179,7 @@ void AddHeadCommand(CLI::App& app) {
     sigaddset(&stop, SIGINT);
     pthread_sigmask(SIG_BLOCK, &stop, nullptr);
     if (etcd) {
+      if (progress_write->count() == 0) o->controller.progress_write_interval_ms = 10'000;
       ha->head = *o;
       ha->store_url = *store_url;
       ha->election = ha::ElectionConfig{std::chrono::milliseconds(ms->lease),

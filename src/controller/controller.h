@@ -111,6 +111,12 @@ struct ReplicaCertRequest {
 struct ControllerOptions {
   int64_t heartbeat_interval_ms = 1000;  // told to agents at registration
   int64_t lease_ms = 5000;               // a host that has not heartbeated for this long is lost
+  // A running job's progress is written to the store at most this often (TrainLifecycleOptions).
+  // Reads show it live; the stored copy, and watchers, see it at this pace. Each write is the
+  // job's whole document: on etcd, 1,000 jobs at 1 s are a raft round of 100 documents several
+  // times a second, and every version stays in etcd's history until it is compacted
+  // (`tessera head --progress-write-interval-ms`: 1 s with SQLite, 10 s with etcd).
+  int64_t progress_write_interval_ms = 1000;
   // A gap longer than this between two lease checks means the head itself stalled (its lock held
   // by a slow store write, or the process not scheduled on a loaded machine): heartbeats sent
   // meanwhile may still wait for the lock, so the part of the gap beyond this is not counted as

@@ -83,7 +83,7 @@ Controller::Controller(store::Store& store, const Clock& clock, ControllerOption
       options_(std::move(options)),
       planner_(options_.planner),
       admitter_(MakeAdmissionOptions(options_)),
-      train_(TrainLifecycleOptions{options_.lease_ms}),
+      train_(TrainLifecycleOptions{options_.lease_ms, options_.progress_write_interval_ms}),
       rng_(options_.seed),
       events_(options_.max_events),
       term_(options_.term) {

@@ -139,7 +139,7 @@ Status ValidateHaHeadOptions(const HaHeadOptions& o) {
     return InvalidArgument("--etcd-compaction-interval-ms: " + std::to_string(compaction) +
                            " is too short: give 0 (never compact) or at least 1000 (one "
                            "interval of etcd's history is kept for reads pinned to a revision; "
-                           "default 300000, 5 minutes)");
+                           "default 60000, a minute)");
   return Status::Ok();
 }
 

@@ -41,7 +41,7 @@ struct HaHeadOptions {
   std::chrono::milliseconds store_timeout{60'000};  // retrying an etcd that is down at start
   // The leader compacts etcd's history every this long (history_compactor.h), keeping one
   // interval of it; 0: never (etcd's own --auto-compaction-retention, or an operator, does).
-  std::chrono::milliseconds etcd_compaction_interval{300'000};
+  std::chrono::milliseconds etcd_compaction_interval{60'000};
 };
 
 // The checks of the flag combination, each naming the flag: an etcd URL that does not parse,

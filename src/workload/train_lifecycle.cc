@@ -8,7 +8,6 @@ namespace {
 
 constexpr size_t kProgressSamples = 240;
 constexpr size_t kCheckpointSamples = 64;
-constexpr int64_t kProgressFlushMs = 1000;
 // A waiting job's detail (its place in line, the job it waits behind, how many slices are free)
 // is written at most this often while its reason stays: when the head of a long queue starts,
 // every job behind it moves up one and waits behind the next, and a store write each, under the
@@ -503,8 +502,9 @@ Effects TrainLifecycle::Tick(TrainJob& job, const ClusterView& cluster, int64_t 
   Effects e = CheckHang(job, cluster, now);
   e.Merge(CheckGrowBack(job, cluster, now));
   e.Merge(CheckFences(job, now));
-  // Progress is persisted (and pushed to watchers) at most once a second per job.
-  if (!e.remove && job.runtime.progress_dirty && now - job.runtime.persisted_ms >= kProgressFlushMs)
+  // Progress is persisted (and pushed to watchers) at most every progress_write_ms per job.
+  if (!e.remove && job.runtime.progress_dirty &&
+      now - job.runtime.persisted_ms >= options_.progress_write_ms)
     e.persist = true;
   if (!e.remove && job.runtime.detail_dirty && now - job.runtime.persisted_ms >= kDetailFlushMs)
     e.persist = true;

@@ -104,6 +104,9 @@ struct TrainLifecycleOptions {
   // A rank whose liveness ticks are older than this is taken as stopped (hang verdicts). The
   // head uses its host lease.
   int64_t alive_timeout_ms = 5000;
+  // A running job's progress (its steps and their times) is persisted, and pushed to watchers,
+  // at most this often. The head's `--progress-write-interval-ms`.
+  int64_t progress_write_ms = 1000;
 };
 
 class TrainLifecycle {

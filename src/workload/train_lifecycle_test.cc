@@ -213,6 +213,32 @@ TEST_F(TrainLifecycleTest, ANewDetailUnderTheSameReasonIsFlushedByTickNotWritten
 
 // A driver skips the tick of a job for which TickMayAct is false (the head over 100,000 stored
 // jobs, most finished): in every such state Tick must return nothing, now and much later.
+// Progress is written at most every progress_write_ms (the head's
+// --progress-write-interval-ms: 10 s on etcd), while the job's own steps (here a failure) are
+// written at once.
+TEST_F(TrainLifecycleTest, ProgressIsPersistedAtMostEveryWriteIntervalAndAFailureAtOnce) {
+  life_ = TrainLifecycle(TrainLifecycleOptions{5000, 10'000});
+  TrainJob job = Running(Spec(1, 1, HostLossPolicy::kFail, 3), 1);
+  job.runtime.persisted_ms = now_;  // as the controller records after the placement's write
+  for (int s = 1; s <= 9; ++s) {
+    const int64_t at = now_ + s * 1000;
+    for (int rank = 0; rank < 4; ++rank)
+      EXPECT_FALSE(life_.Progress(job, {ProgressInput::Type::kProgress, rank, s, at}, cluster_, at)
+                       .persist);
+    EXPECT_FALSE(life_.Tick(job, cluster_, at).persist) << "written after " << s << " s";
+  }
+  EXPECT_EQ(job.status.last_step, 9);  // in memory at once: reads show it
+  EXPECT_TRUE(job.runtime.progress_dirty);
+  EXPECT_TRUE(life_.Tick(job, cluster_, now_ + 10'000).persist);
+  // With the default of a second, the same progress is written after a second.
+  TrainLifecycle every_second(TrainLifecycleOptions{5000});
+  EXPECT_FALSE(every_second.Tick(job, cluster_, now_ + 999).persist);
+  EXPECT_TRUE(every_second.Tick(job, cluster_, now_ + 1000).persist);
+  // A worker's failure is the job's own step: written at once, whatever the interval.
+  Effects failed = life_.WorkerExited(job, 0, 1, 0, 0, now_ + 10'500, cluster_, now_ + 10'500);
+  EXPECT_TRUE(failed.persist);
+}
+
 TEST_F(TrainLifecycleTest, TickMayActIsFalseOnlyWhereTickDoesNothing) {
   auto check = [&](TrainJob job, bool may_act, const char* state) {
     EXPECT_EQ(life_.TickMayAct(job), may_act) << state;
