@@ -223,8 +223,8 @@ TEST_F(TrainLifecycleTest, ProgressIsPersistedAtMostEveryWriteIntervalAndAFailur
   for (int s = 1; s <= 9; ++s) {
     const int64_t at = now_ + s * 1000;
     for (int rank = 0; rank < 4; ++rank)
-      EXPECT_FALSE(life_.Progress(job, {ProgressInput::Type::kProgress, rank, s, at}, cluster_, at)
-                       .persist);
+      EXPECT_FALSE(
+          life_.Progress(job, {ProgressInput::Type::kProgress, rank, s, at}, cluster_, at).persist);
     EXPECT_FALSE(life_.Tick(job, cluster_, at).persist) << "written after " << s << " s";
   }
   EXPECT_EQ(job.status.last_step, 9);  // in memory at once: reads show it
