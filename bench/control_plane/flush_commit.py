@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A status flush's commit on a full change log, on a fresh local 3-member etcd, for one or more
-builds of tessera_flush_commit_bench run alternately (bench/README.md, "Change-log compaction on
-etcd"). Each run uses its own key prefix in the same etcd cluster.
+builds of tessera_flush_commit_bench run alternately (bench/README.md, "etcd at 1,000 running
+jobs"). Each run uses its own key prefix in the same etcd cluster.
 
   bench/control_plane/flush_commit.py --etcd etcd --bench NEW [--baseline OLD] [--repeat 3] \\
       [--doc-bytes 4096] [--jobs 1000] [--batch 100] [--commits 60]

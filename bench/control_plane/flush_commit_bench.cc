@@ -1,6 +1,6 @@
 // tessera_flush_commit_bench: how long a status flush's commit takes on etcd once the change log
 // is full, the commit a head's tick makes under its lock for 1,000 running jobs (bench/README.md,
-// "Change-log compaction on etcd"). A plain program against a running etcd:
+// "etcd at 1,000 running jobs"). A plain program against a running etcd:
 //
 //   tessera_flush_commit_bench --store etcd://127.0.0.1:2379 [--jobs 1000] [--doc-bytes 4096]
 //       [--batch 100] [--commits 60] [--log-limit 10000]
@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "control_plane/flag_args.h"
 #include "store/etcd_client.h"
 #include "store/etcd_store.h"
 
@@ -46,32 +47,21 @@ int main(int argc, char** argv) {
   using namespace tessera;
   std::string store_url;
   long long jobs = 1000, doc_bytes = 4096, batch = 100, commits = 60, log_limit = 10000;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) std::exit(Usage(arg + ": needs a value"));
-      return argv[++i];
-    };
-    auto number = [&]() -> long long {
-      const std::string v = value();
-      char* end = nullptr;
-      const long long n = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < 1)
-        std::exit(Usage(arg + ": a whole number of at least 1, not '" + v + "'"));
-      return n;
-    };
+  bench::FlagArgs args(argc, argv, Usage);
+  std::string arg;
+  while (args.Next(arg)) {
     if (arg == "--store") {
-      store_url = value();
+      store_url = args.Value();
     } else if (arg == "--jobs") {
-      jobs = number();
+      jobs = args.Number(1);
     } else if (arg == "--doc-bytes") {
-      doc_bytes = number();
+      doc_bytes = args.Number(1);
     } else if (arg == "--batch") {
-      batch = number();
+      batch = args.Number(1);
     } else if (arg == "--commits") {
-      commits = number();
+      commits = args.Number(1);
     } else if (arg == "--log-limit") {
-      log_limit = number();
+      log_limit = args.Number(1);
     } else {
       return Usage("unknown argument " + arg);
     }

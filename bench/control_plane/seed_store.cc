@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "control_plane/flag_args.h"
 #include "control_plane/seed_jobs.h"
 #include "store/etcd_client.h"
 #include "store/etcd_store.h"
@@ -37,31 +38,19 @@ int main(int argc, char** argv) {
   std::string store_url, prefix = "/tessera/";
   bench::SeedOptions o;
   bool print_templates = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) std::exit(Usage(arg + ": needs a value"));
-      return argv[++i];
-    };
-    auto number = [&]() -> long long {
-      const std::string v = value();
-      char* end = nullptr;
-      const long long n = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0') std::exit(Usage(arg + ": a whole number, not '" + v + "'"));
-      return n;
-    };
+  bench::FlagArgs args(argc, argv, Usage);
+  std::string arg;
+  while (args.Next(arg)) {
     if (arg == "--store") {
-      store_url = value();
+      store_url = args.Value();
     } else if (arg == "--prefix") {
-      prefix = value();
+      prefix = args.Value();
     } else if (arg == "--jobs") {
-      o.jobs = number();
+      o.jobs = args.Number();
     } else if (arg == "--pending") {
-      o.pending = number();
+      o.pending = args.Number();
     } else if (arg == "--batch-kib") {
-      const long long kib = number();
-      if (kib < 1) return Usage("--batch-kib: at least 1");
-      o.batch_bytes = static_cast<size_t>(kib) * 1024;
+      o.batch_bytes = static_cast<size_t>(args.Number(1)) * 1024;
     } else if (arg == "--print-templates") {
       print_templates = true;
     } else {

@@ -1,8 +1,8 @@
 #include "store/etcd_store.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
-#include <deque>
 #include <random>
 #include <thread>
 #include <utility>
@@ -157,7 +157,7 @@ std::optional<std::vector<Change>> DecodeChanges(std::string_view text, int64_t 
 // are read, as many a request as should be enough at the log's mean entries per revision, then
 // more. Reading at once as many as could go (one per entry over the limit) read about a hundred
 // whole logged batches for each flush of a hundred statuses once the log was full, tens of MiB a
-// commit (bench/README.md, "Change-log compaction on etcd").
+// commit (bench/README.md, "etcd at 1,000 running jobs").
 Status DropOldestRevisions(EtcdClient& client, const Meta& meta, std::string from,
                            const std::string& end, int64_t limit, Meta& next) {
   const int64_t revisions = std::max<int64_t>(1, meta.revision - meta.compacted);

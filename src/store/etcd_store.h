@@ -91,10 +91,9 @@ class EtcdStore final : public Store {
 
   // etcd keeps every version of every key, and every key deleted, until its history is
   // compacted, and nothing else compacts it: each status a commit rewrites and each change-log
-  // entry the store drops stays in etcd's backend. With 1,000 jobs running, whose progress is
-  // written every second or two, the backend grew by hundreds of MiB in ten minutes
-  // (bench/README.md, "etcd's history"): past etcd's default quota (2 GiB) etcd refuses every
-  // write (alarm NOSPACE) until an operator compacts and defragments it.
+  // entry the store drops stays in etcd's backend. With 1,000 jobs running it grew a GiB in 13
+  // minutes (bench/README.md, "etcd at 1,000 running jobs"); past etcd's default quota (2 GiB)
+  // etcd refuses every write (alarm NOSPACE) until an operator compacts and defragments it.
   // So the leader calls this every interval (--etcd-compaction-interval-ms, ha_head.cc), as
   // kube-apiserver does: it notes etcd's current revision and compacts etcd's history up to
   // the revision the previous call noted. One interval of history stays: a read pinned to a
