@@ -28,22 +28,23 @@ int64_t HistoryCompactor::compacted() const {
 
 void HistoryCompactor::Run() {
   std::string failing;  // the last failure logged; empty while calls succeed
-  std::unique_lock lock(mu_);
-  while (!stopping_) {
-    lock.unlock();
+  while (true) {
     auto compacted = store_.CompactHistory();
-    lock.lock();
     if (compacted.ok()) {
-      if (*compacted > 0) compacted_ = *compacted;
+      if (*compacted > 0) {
+        std::lock_guard lock(mu_);
+        compacted_ = *compacted;
+      }
       if (!failing.empty())
-        log_("etcd's history is compacted again (up to revision " + std::to_string(compacted_) +
+        log_("etcd's history is compacted again (up to revision " + std::to_string(*compacted) +
              ")");
       failing.clear();
     } else if (compacted.status().message() != failing) {
       failing = compacted.status().message();
       log_(failing + "; retrying every " + std::to_string(interval_.count()) + " ms");
     }
-    wake_.wait_for(lock, interval_, [this] { return stopping_; });
+    std::unique_lock lock(mu_);
+    if (wake_.wait_for(lock, interval_, [this] { return stopping_; })) return;
   }
 }
 
