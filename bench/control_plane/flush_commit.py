@@ -7,7 +7,8 @@ jobs"). Each run uses its own key prefix in the same etcd cluster.
       [--doc-bytes 4096] [--jobs 1000] [--batch 100] [--commits 60]
 
 Prints one JSON object per run (the bench's, with "bench" and "repeat" added) and a summary:
-the median of each build's commit p50 and p90 over the repeats.
+the median of each build's commit p50 and p90 over the repeats, and how its standby caught up
+with the timed commits (the median time of the runs where it did, and how many did).
 """
 import argparse
 import json
@@ -64,6 +65,12 @@ def main():
             print(f"{name}: commit p50 median {statistics.median(x['commitMsP50'] for x in rs):.1f}"
                   f" ms, p90 median {statistics.median(x['commitMsP90'] for x in rs):.1f} ms "
                   f"over {len(rs)} runs")
+            caught = [x["standbyFollowMs"] for x in rs if x.get("standbyFollowed", -1) >= 0]
+            if "standbyFollowMs" in rs[0]:
+                print(f"{name}: the standby caught up in {len(caught)} of {len(rs)} runs"
+                      + (f", median {statistics.median(caught):.0f} ms" if caught else "")
+                      + "".join(f"; {x['standbyFollowError']}" for x in rs[:1]
+                                if x.get("standbyFollowed", -1) < 0))
     finally:
         run.cleanup()
 

@@ -7,8 +7,11 @@
 //
 // It creates `jobs` documents of `doc-bytes` under a fresh prefix, then updates them `batch` to a
 // commit, in turn as the flush writes them, until the change log holds `log-limit` entries (the
-// head's default), and then times `commits` more such commits. Prints one JSON object: the
-// commit times (p50, p90, max, mean in ms) and etcd's database size before and after.
+// head's default), and then times `commits` more such commits. A standby (a second store on the
+// prefix, as an HA head's warm copy) follows once the log is full and once more after the timed
+// commits: that second Follow reads the `commits` logged flushes, as a standby behind by them.
+// Prints one JSON object: the commit times (p50, p90, max, mean in ms), the standby's catch-up
+// (its time, or the error), and etcd's database size before and after.
 #include <unistd.h>
 
 #include <algorithm>
@@ -120,8 +123,17 @@ int main(int argc, char** argv) {
   };
   // Until the log holds log_limit entries: every commit after that drops old revisions.
   for (long long entries = jobs; entries < log_limit; entries += batch) flush();
+  auto standby = store::EtcdStore::Open(so, options);
+  if (!standby.ok()) return Usage("the standby: " + standby.status().ToString());
+  auto copied = (*standby)->Follow();  // its first copy: every object
+  if (!copied.ok()) return Usage("the standby's first copy: " + copied.status().ToString());
   std::vector<double> times;
   for (long long c = 0; c < commits; ++c) times.push_back(flush());
+  const auto follow_start = std::chrono::steady_clock::now();
+  auto followed = (*standby)->Follow();  // behind by the timed commits
+  const double follow_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - follow_start)
+          .count();
   double sum = 0;
   for (double t : times) sum += t;
   nlohmann::json out = {{"jobs", jobs},
@@ -133,6 +145,9 @@ int main(int argc, char** argv) {
                         {"commitMsP90", Percentile(times, 0.9)},
                         {"commitMsMax", Percentile(times, 1.0)},
                         {"commitMsMean", sum / static_cast<double>(times.size())},
+                        {"standbyFollowMs", follow_ms},
+                        {"standbyFollowed", followed.ok() ? *followed : -1},
+                        {"standbyFollowError", followed.ok() ? "" : followed.status().ToString()},
                         {"etcdDbMiBBefore", db_before},
                         {"etcdDbMiBAfter", db_mib()}};
   std::printf("%s\n", out.dump().c_str());

@@ -252,6 +252,7 @@ Result<json> EtcdClient::Call(std::string_view path, const json& body) {
       co.port = endpoint.port;
       co.connect_timeout = options_.connect_timeout;
       co.read_timeout = options_.request_timeout;
+      co.max_response_bytes = options_.max_response_bytes;
       if (options_.tls) {
         co.tls = net::ClientTlsOptions{options_.tls->ca_file, options_.tls->cert_file,
                                        options_.tls->key_file, ""};

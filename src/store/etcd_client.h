@@ -66,6 +66,9 @@ struct EtcdOptions {
   // Per call: connect and read deadlines. Default 2 s and 5 s.
   std::chrono::milliseconds connect_timeout{2'000};
   std::chrono::milliseconds request_timeout{5'000};
+  // The largest answer a call reads; a larger one fails the call. Readers that may meet more
+  // (a list, the change log) page their reads to stay well under it. Default 64 MiB.
+  uint64_t max_response_bytes = uint64_t{64} << 20;
   // nullopt = plain HTTP (etcd://).
   std::optional<EtcdTls> tls;
 };

@@ -623,24 +623,55 @@ Result<std::vector<Change>> EtcdStore::ChangesSince(int64_t revision, size_t lim
     return internal::CheckChangesSince(revision, limit, 0, 0);
   }
   const std::string meta_key = options_.prefix + "meta";
-  // Every revision holds at least one change, so `limit` revisions hold enough.
+  const std::string log_end = PrefixEnd(options_.prefix + "log/");
+  // A logged revision holds one commit's changes: one, or a flush of a hundred documents (up to
+  // etcd's request limit). `limit` revisions always hold `limit` changes, but asked for at once
+  // they were a hundred times too many: a standby behind by a log of flushes read 1,000 of
+  // them in one answer, past the client's answer limit, and failed to follow until it fell
+  // behind the whole log and read every object again; a shorter gap was read whole by each of
+  // Follow's reads of 1,000 changes, again and again. So the log
+  // is read in pages, every page at the first one's etcd revision (one snapshot with meta): a
+  // few revisions first, then as many as the pages so far say the rest takes, and no more than
+  // a quarter of the answer limit holds at their size.
+  constexpr int64_t kFirstLogPage = 16;
   auto snapshot = TxnRanges(
       *client_,
       json::array({etcd::GetRange(meta_key),
-                   etcd::GetRange(LogKey(revision + 1), PrefixEnd(options_.prefix + "log/"),
-                                  static_cast<int64_t>(limit))}));
+                   etcd::GetRange(LogKey(revision + 1), log_end,
+                                  std::min<int64_t>(kFirstLogPage, static_cast<int64_t>(limit)))}));
   if (!snapshot.ok()) return snapshot.status();
   auto meta = DecodeMeta((*snapshot)[0], meta_key);
   if (!meta.ok()) return meta.status();
   TESSERA_RETURN_IF_ERROR(
       internal::CheckChangesSince(revision, limit, meta->revision, meta->compacted));
+  const int64_t at = (*snapshot)[1].revision;
   std::vector<Change> out;
-  for (const EtcdKv& kv : (*snapshot)[1].kvs) {
-    if (out.size() >= limit) break;  // whole revisions only
-    auto r = ParseInt(std::string_view(kv.key).substr(kv.key.size() - 20));
-    auto decoded = r ? DecodeChanges(kv.value, *r) : std::nullopt;
-    if (!decoded) return Internal("etcd store: change log key " + kv.key + " is corrupt");
-    for (Change& c : *decoded) out.push_back(std::move(c));
+  int64_t revisions_read = 0;
+  uint64_t bytes_read = 0;
+  for (EtcdRange page = std::move((*snapshot)[1]);;) {
+    for (const EtcdKv& kv : page.kvs) {
+      if (out.size() >= limit) break;  // whole revisions only
+      auto r = ParseInt(std::string_view(kv.key).substr(kv.key.size() - 20));
+      auto decoded = r ? DecodeChanges(kv.value, *r) : std::nullopt;
+      if (!decoded) return Internal("etcd store: change log key " + kv.key + " is corrupt");
+      for (Change& c : *decoded) out.push_back(std::move(c));
+      ++revisions_read;
+      bytes_read += kv.value.size();
+    }
+    if (out.size() >= limit || !page.more || page.kvs.empty()) break;
+    // Each revision holds at least one change: no more revisions than changes still wanted.
+    const int64_t wanted = static_cast<int64_t>(limit - out.size());
+    const int64_t per_revision =
+        std::max<int64_t>(1, static_cast<int64_t>(out.size()) / revisions_read);
+    const uint64_t bytes_per_revision =
+        std::max<uint64_t>(1, bytes_read / static_cast<uint64_t>(revisions_read));
+    const int64_t fit = static_cast<int64_t>(
+        std::max<uint64_t>(1, options_.etcd.max_response_bytes / 4 / bytes_per_revision));
+    const int64_t size = std::clamp<int64_t>(
+        std::min((wanted + per_revision - 1) / per_revision + 1, fit), 1, wanted);
+    auto next = client_->Range(page.kvs.back().key + '\0', log_end, size, at);
+    if (!next.ok()) return next.status();
+    page = std::move(*next);
   }
   return out;
 }
