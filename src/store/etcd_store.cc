@@ -151,19 +151,46 @@ std::optional<std::vector<Change>> DecodeChanges(std::string_view text, int64_t 
   return out;
 }
 
+// The change log is read a page at a time, and a page's size is a guess: a logged revision holds
+// one commit, a single change or a flush of a hundred documents (up to etcd's request limit), so
+// a count of revisions alone can ask for a hundred times too much, past the client's answer limit.
+// A first page is at most kFirstLogPage revisions; NextLogPage sizes the others on what the pages
+// before held.
+constexpr int64_t kFirstLogPage = 16;
+
+// How many revisions the next page reads when `wanted` more changes are needed and the pages so
+// far held `changes` changes in `revisions` revisions of `bytes` bytes: as many as the rest takes
+// at that rate, and one more; no more than a quarter of the answer limit holds at their size; at
+// least one, and at most `wanted` (every revision holds at least one change).
+int64_t NextLogPage(int64_t wanted, int64_t revisions, int64_t changes, uint64_t bytes,
+                    uint64_t max_response_bytes) {
+  const int64_t read = std::max<int64_t>(1, revisions);
+  const int64_t per_revision = std::max<int64_t>(1, changes / read);
+  const uint64_t bytes_per_revision = std::max<uint64_t>(1, bytes / static_cast<uint64_t>(read));
+  const int64_t fit =
+      static_cast<int64_t>(std::max<uint64_t>(1, max_response_bytes / 4 / bytes_per_revision));
+  return std::clamp<int64_t>(std::min((wanted + per_revision - 1) / per_revision + 1, fit), 1,
+                             std::max<int64_t>(1, wanted));
+}
+
 // The oldest revisions dropped from the log `meta` describes (their keys from `from`, the first
 // kept one, to `end`) until at most `limit` entries are left or none is; next.compacted and
 // next.entries say what is left. How many entries a revision holds is in its value, so the oldest
-// are read, as many a request as should be enough at the log's mean entries per revision, then
-// more. Reading at once as many as could go (one per entry over the limit) read about a hundred
-// whole logged batches for each flush of a hundred statuses once the log was full, tens of MiB a
-// commit (bench/README.md, "etcd at 1,000 running jobs").
+// are read: first as many as should be enough at the log's mean entries per revision (at most
+// kFirstLogPage), then pages sized by NextLogPage. Reading at once as many as could go (one per
+// entry over the limit) read about a hundred whole logged batches for each flush of a hundred
+// statuses once the log was full, tens of MiB a commit (bench/README.md, "etcd at 1,000 running
+// jobs").
 Status DropOldestRevisions(EtcdClient& client, const Meta& meta, std::string from,
-                           const std::string& end, int64_t limit, Meta& next) {
+                           const std::string& end, int64_t limit, uint64_t max_response_bytes,
+                           Meta& next) {
   const int64_t revisions = std::max<int64_t>(1, meta.revision - meta.compacted);
   const int64_t per_revision = std::max<int64_t>(1, meta.entries / revisions);
   const int64_t over = next.entries - limit;
-  int64_t page = std::max<int64_t>(1, (over + per_revision - 1) / per_revision) + 1;
+  int64_t page =
+      std::min(kFirstLogPage, std::max<int64_t>(1, (over + per_revision - 1) / per_revision) + 1);
+  int64_t revisions_read = 0, changes_read = 0;
+  uint64_t bytes_read = 0;
   while (next.entries > limit) {
     auto oldest = client.Range(from, end, page);
     if (!oldest.ok()) return oldest.status();
@@ -175,10 +202,14 @@ Status DropOldestRevisions(EtcdClient& client, const Meta& meta, std::string fro
         return Internal("etcd store: change log key " + kv.key + " is corrupt");
       next.compacted = std::max(next.compacted, *r);
       next.entries -= static_cast<int64_t>(decoded->size());
+      ++revisions_read;
+      changes_read += static_cast<int64_t>(decoded->size());
+      bytes_read += kv.value.size();
     }
     if (!oldest->more || oldest->kvs.empty()) break;  // every older revision read
     from = oldest->kvs.back().key + '\0';             // the key after it
-    page *= 2;
+    page = NextLogPage(next.entries - limit, revisions_read, changes_read, bytes_read,
+                       max_response_bytes);
   }
   return Status::Ok();
 }
@@ -465,7 +496,8 @@ Result<int64_t> EtcdStore::Commit(const WriteBatch& batch) {
     const int64_t limit = static_cast<int64_t>(store_options_.change_log_limit);
     if (next.entries > limit) {
       Status dropped = DropOldestRevisions(*client_, *meta, LogKey(meta->compacted + 1),
-                                           PrefixEnd(options_.prefix + "log/"), limit, next);
+                                           PrefixEnd(options_.prefix + "log/"), limit,
+                                           options_.etcd.max_response_bytes, next);
       if (!dropped.ok()) return dropped;
       // Every older revision gone and still over: this one is not logged either.
       if (next.entries > limit) {
@@ -624,16 +656,11 @@ Result<std::vector<Change>> EtcdStore::ChangesSince(int64_t revision, size_t lim
   }
   const std::string meta_key = options_.prefix + "meta";
   const std::string log_end = PrefixEnd(options_.prefix + "log/");
-  // A logged revision holds one commit's changes: one, or a flush of a hundred documents (up to
-  // etcd's request limit). `limit` revisions always hold `limit` changes, but asked for at once
-  // they were a hundred times too many: a standby behind by a log of flushes read 1,000 of
-  // them in one answer, past the client's answer limit, and failed to follow until it fell
-  // behind the whole log and read every object again; a shorter gap was read whole by each of
-  // Follow's reads of 1,000 changes, again and again. So the log
-  // is read in pages, every page at the first one's etcd revision (one snapshot with meta): a
-  // few revisions first, then as many as the pages so far say the rest takes, and no more than
-  // a quarter of the answer limit holds at their size.
-  constexpr int64_t kFirstLogPage = 16;
+  // The log in pages (NextLogPage), every page at the first one's etcd revision (one snapshot
+  // with meta). Asking for `limit` revisions at once (each holds at least one change) was up to
+  // a hundred times too much: a standby behind by a log of flushes read 1,000 of them in one
+  // answer, past the client's answer limit, and failed to follow until it fell behind the whole
+  // log and read every object again; a shorter gap was read whole by each of Follow's reads.
   auto snapshot = TxnRanges(
       *client_,
       json::array({etcd::GetRange(meta_key),
@@ -659,16 +686,9 @@ Result<std::vector<Change>> EtcdStore::ChangesSince(int64_t revision, size_t lim
       bytes_read += kv.value.size();
     }
     if (out.size() >= limit || !page.more || page.kvs.empty()) break;
-    // Each revision holds at least one change: no more revisions than changes still wanted.
-    const int64_t wanted = static_cast<int64_t>(limit - out.size());
-    const int64_t per_revision =
-        std::max<int64_t>(1, static_cast<int64_t>(out.size()) / revisions_read);
-    const uint64_t bytes_per_revision =
-        std::max<uint64_t>(1, bytes_read / static_cast<uint64_t>(revisions_read));
-    const int64_t fit = static_cast<int64_t>(
-        std::max<uint64_t>(1, options_.etcd.max_response_bytes / 4 / bytes_per_revision));
-    const int64_t size = std::clamp<int64_t>(
-        std::min((wanted + per_revision - 1) / per_revision + 1, fit), 1, wanted);
+    const int64_t size =
+        NextLogPage(static_cast<int64_t>(limit - out.size()), revisions_read,
+                    static_cast<int64_t>(out.size()), bytes_read, options_.etcd.max_response_bytes);
     auto next = client_->Range(page.kvs.back().key + '\0', log_end, size, at);
     if (!next.ok()) return next.status();
     page = std::move(*next);

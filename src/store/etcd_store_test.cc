@@ -774,6 +774,52 @@ TEST_F(EtcdStoreTest, AStandbyBehindByALogOfFlushesFollowsWithinTheAnswerLimit) 
   ExpectSameAnswers(*standby, *fresh, {"TrainJob"}, names);
 }
 
+// A commit over a full log whose oldest revisions are flushes and whose mean is one change a
+// revision (single writes since): one page of as many revisions as entries over the limit (21
+// flushes here, about 4.6 MiB in etcd's answer) was over the client's answer limit, and the
+// commit failed. It reads them in pages that fit, and the log reads as the memory store's.
+TEST_F(EtcdStoreTest, ACommitDropsLargeOldRevisionsWithinTheAnswerLimit) {
+  EtcdStoreOptions capped = StoreOptions();
+  capped.etcd.max_response_bytes = 4 << 20;
+  Options small;
+  small.change_log_limit = 1000;
+  auto opened = EtcdStore::Open(capped, small);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto etcd = std::move(opened).value();
+  auto memory = MemoryStore::Open(small);
+  ASSERT_TRUE(memory.ok()) << memory.status().ToString();
+  auto both = [&](const WriteBatch& b) {
+    auto e = etcd->Commit(b);
+    auto m = (*memory)->Commit(b);
+    ASSERT_TRUE(e.ok() && m.ok()) << e.status().ToString() << " / " << m.status().ToString();
+    ASSERT_EQ(*e, *m);
+  };
+  for (int f = 0; f < 25; ++f) {  // 25 flushes of 20 documents of 8 KiB: 500 entries
+    WriteBatch flush;
+    for (int i = 0; i < 20; ++i)
+      flush.Put("TrainJob", "j" + std::to_string(i), std::string(8192, static_cast<char>('a' + f)));
+    ASSERT_NO_FATAL_FAILURE(both(flush));
+  }
+  for (int i = 0; i < 500; ++i) {  // 500 single writes: the log is full, at 1.9 a revision
+    WriteBatch one;
+    one.Put("Host", "h" + std::to_string(i % 10), std::to_string(i));
+    ASSERT_NO_FATAL_FAILURE(both(one));
+  }
+  WriteBatch flush;  // 20 over the limit: the oldest flush goes
+  for (int i = 0; i < 20; ++i) flush.Put("TrainJob", "j" + std::to_string(i), "last");
+  ASSERT_NO_FATAL_FAILURE(both(flush));
+  const int64_t last = etcd->Revision();
+  for (int64_t from : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{25}, last - 1}) {
+    auto ec = etcd->ChangesSince(from, 1000);
+    auto mc = (*memory)->ChangesSince(from, 1000);
+    ASSERT_EQ(ec.ok(), mc.ok()) << "since " << from << ": " << ec.status().ToString() << " / "
+                                << mc.status().ToString();
+    if (ec.ok()) {
+      EXPECT_EQ(*ec, *mc) << "since " << from;
+    }
+  }
+}
+
 TEST_F(EtcdStoreTest, AFollowerMatchesEtcdAfterRandomWritesAndFollows) {
   for (uint32_t seed : {1u, 2u, 3u}) {
     SCOPED_TRACE("seed " + std::to_string(seed));
