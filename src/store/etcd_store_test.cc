@@ -774,10 +774,11 @@ TEST_F(EtcdStoreTest, AStandbyBehindByALogOfFlushesFollowsWithinTheAnswerLimit) 
   ExpectSameAnswers(*standby, *fresh, {"TrainJob"}, names);
 }
 
-// A commit over a full log whose oldest revisions are flushes and whose mean is one change a
-// revision (single writes since): one page of as many revisions as entries over the limit (21
-// flushes here, about 4.6 MiB in etcd's answer) was over the client's answer limit, and the
-// commit failed. It reads them in pages that fit, and the log reads as the memory store's.
+// A commit over a full log whose oldest revisions are flushes and whose mean is about one change
+// a revision (1,000 in 525, single writes since; 1 rounded down): a first page of as many
+// revisions as entries over the limit, and one more (21 flushes here, about 4.6 MiB in etcd's
+// answer), was over the client's answer limit, and the commit failed. It reads them in pages
+// that fit, and the log reads as the memory store's.
 TEST_F(EtcdStoreTest, ACommitDropsLargeOldRevisionsWithinTheAnswerLimit) {
   EtcdStoreOptions capped = StoreOptions();
   capped.etcd.max_response_bytes = 4 << 20;
@@ -800,7 +801,7 @@ TEST_F(EtcdStoreTest, ACommitDropsLargeOldRevisionsWithinTheAnswerLimit) {
       flush.Put("TrainJob", "j" + std::to_string(i), std::string(8192, static_cast<char>('a' + f)));
     ASSERT_NO_FATAL_FAILURE(both(flush));
   }
-  for (int i = 0; i < 500; ++i) {  // 500 single writes: the log is full, at 1.9 a revision
+  for (int i = 0; i < 500; ++i) {  // 500 single writes: the log is full
     WriteBatch one;
     one.Put("Host", "h" + std::to_string(i % 10), std::to_string(i));
     ASSERT_NO_FATAL_FAILURE(both(one));
