@@ -151,6 +151,19 @@ std::optional<std::vector<Change>> DecodeChanges(std::string_view text, int64_t 
   return out;
 }
 
+// One change-log key and its value: the revision (the key's last 20 digits) and its changes.
+struct LogEntry {
+  int64_t revision = 0;
+  std::vector<Change> changes;
+};
+Result<LogEntry> DecodeLogEntry(const EtcdKv& kv) {
+  auto r = kv.key.size() >= 20 ? ParseInt(std::string_view(kv.key).substr(kv.key.size() - 20))
+                               : std::nullopt;
+  auto decoded = r ? DecodeChanges(kv.value, *r) : std::nullopt;
+  if (!decoded) return Internal("etcd store: change log key " + kv.key + " is corrupt");
+  return LogEntry{*r, std::move(*decoded)};
+}
+
 // The change log is read a page at a time, and a page's size is a guess: a logged revision holds
 // one commit, a single change or a flush of a hundred documents (up to etcd's request limit), so
 // a count of revisions alone can ask for a hundred times too much, past the client's answer limit.
@@ -196,14 +209,15 @@ Status DropOldestRevisions(EtcdClient& client, const Meta& meta, std::string fro
     if (!oldest.ok()) return oldest.status();
     for (const EtcdKv& kv : oldest->kvs) {
       if (next.entries <= limit) break;
-      auto r = ParseInt(std::string_view(kv.key).substr(kv.key.size() - 20));
-      auto decoded = r ? DecodeChanges(kv.value, *r) : std::nullopt;
-      if (!decoded || *r >= next.revision)
+      auto entry = DecodeLogEntry(kv);
+      if (!entry.ok()) return entry.status();
+      if (entry->revision >= next.revision)
         return Internal("etcd store: change log key " + kv.key + " is corrupt");
-      next.compacted = std::max(next.compacted, *r);
-      next.entries -= static_cast<int64_t>(decoded->size());
+      const auto size = static_cast<int64_t>(entry->changes.size());
+      next.compacted = std::max(next.compacted, entry->revision);
+      next.entries -= size;
       ++revisions_read;
-      changes_read += static_cast<int64_t>(decoded->size());
+      changes_read += size;
       bytes_read += kv.value.size();
     }
     if (!oldest->more || oldest->kvs.empty()) break;  // every older revision read
@@ -678,10 +692,9 @@ Result<std::vector<Change>> EtcdStore::ChangesSince(int64_t revision, size_t lim
   for (EtcdRange page = std::move((*snapshot)[1]);;) {
     for (const EtcdKv& kv : page.kvs) {
       if (out.size() >= limit) break;  // whole revisions only
-      auto r = ParseInt(std::string_view(kv.key).substr(kv.key.size() - 20));
-      auto decoded = r ? DecodeChanges(kv.value, *r) : std::nullopt;
-      if (!decoded) return Internal("etcd store: change log key " + kv.key + " is corrupt");
-      for (Change& c : *decoded) out.push_back(std::move(c));
+      auto entry = DecodeLogEntry(kv);
+      if (!entry.ok()) return entry.status();
+      for (Change& c : entry->changes) out.push_back(std::move(c));
       ++revisions_read;
       bytes_read += kv.value.size();
     }
