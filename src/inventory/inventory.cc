@@ -193,7 +193,10 @@ Status Inventory::Reserve(OwnerId owner, const std::vector<HostId>& hosts) {
   // The owner's list, merged with the new hosts (both ascending).
   auto it = std::lower_bound(owned_.begin(), owned_.end(), owner,
                              [](const Owned& o, OwnerId id) { return o.owner < id; });
-  if (it == owned_.end() || it->owner != owner) it = owned_.insert(it, Owned{owner, HostId(), 0});
+  if (it == owned_.end() || it->owner != owner)
+    it = owned_.insert(it, Owned{owner, HostId(), 0});
+  else if (it->hosts == 0)
+    --released_;  // a released entry, taken back
   std::vector<HostId> merged;
   merged.reserve(static_cast<size_t>(it->hosts) + sorted.size());
   for (HostId h = it->first; h.valid(); h = next_[h.value()]) merged.push_back(h);
@@ -211,7 +214,7 @@ Status Inventory::Reserve(OwnerId owner, const std::vector<HostId>& hosts) {
 std::vector<Inventory::Owned>::const_iterator Inventory::FindOwned(OwnerId owner) const {
   auto it = std::lower_bound(owned_.begin(), owned_.end(), owner,
                              [](const Owned& o, OwnerId id) { return o.owner < id; });
-  return it != owned_.end() && it->owner == owner ? it : owned_.end();
+  return it != owned_.end() && it->owner == owner && it->hosts > 0 ? it : owned_.end();
 }
 
 int Inventory::Release(OwnerId owner) {
@@ -227,7 +230,12 @@ int Inventory::Release(OwnerId owner) {
     id = std::exchange(next_[id.value()], HostId());
   }
   const int freed = it->hosts;
-  owned_.erase(it);
+  it->first = HostId();
+  it->hosts = 0;
+  if (++released_ > owned_.size() / 2) {
+    std::erase_if(owned_, [](const Owned& o) { return o.hosts == 0; });
+    released_ = 0;
+  }
   ++ownership_changes_;
   return freed;
 }
@@ -245,8 +253,9 @@ bool Inventory::Holds(OwnerId owner) const { return FindOwned(owner) != owned_.e
 
 std::vector<OwnerId> Inventory::Owners() const {
   std::vector<OwnerId> out;
-  out.reserve(owned_.size());
-  for (const Owned& o : owned_) out.push_back(o.owner);
+  out.reserve(owned_.size() - released_);
+  for (const Owned& o : owned_)
+    if (o.hosts > 0) out.push_back(o.owner);
   return out;
 }
 

@@ -160,13 +160,17 @@ class Inventory {
   std::vector<FixedSlice> slices_;
   // Who holds what, kept cheap to copy (schedulers copy an inventory to try things on it): one
   // entry per owner, ascending, heading a list of its hosts (ascending) linked through next_.
+  // A release leaves its entry in place with no hosts (erasing it would move every entry after
+  // it, a few thousand at pod scale, for each victim of an admission cycle); the entries left
+  // are dropped all at once when they are half of owned_, and Reserve takes one back.
   struct Owned {
     OwnerId owner;
     HostId first;
-    int hosts = 0;
+    int hosts = 0;  // 0: released
   };
   std::vector<Owned>::const_iterator FindOwned(OwnerId owner) const;
   std::vector<Owned> owned_;
+  size_t released_ = 0;  // entries of owned_ with no hosts
   std::vector<HostId> next_;  // by host: the next host of the same owner; invalid at the end
   int64_t usable_chips_ = 0;
   int64_t owned_chips_ = 0;

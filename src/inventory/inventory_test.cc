@@ -186,6 +186,41 @@ TEST(InventoryProperty, RandomOpsAgreeWithNaiveModel) {
   }
 }
 
+// A release leaves its owner's entry behind until half of the entries are released ones
+// (inventory.h): the owners, their hosts and a new reservation by a released owner read the
+// same before and after the entries are dropped.
+TEST(Inventory, OwnersStayInOrderAcrossReleasesAndReservationsAgain) {
+  Inventory inv = SmallPod(1, 4);  // 64 hosts
+  for (uint64_t o = 1; o <= 64; ++o)
+    ASSERT_TRUE(inv.Reserve(OwnerId(o), {HostId(static_cast<uint32_t>(o - 1))}).ok());
+  std::vector<OwnerId> held;
+  for (uint64_t o = 1; o <= 64; ++o) {
+    if (o % 3 == 0) {
+      EXPECT_EQ(inv.Release(OwnerId(o)), 1) << o;
+      EXPECT_EQ(inv.Release(OwnerId(o)), 0) << o;  // released already
+      EXPECT_FALSE(inv.Holds(OwnerId(o)));
+      EXPECT_TRUE(inv.HostsOf(OwnerId(o)).empty());
+    } else {
+      held.push_back(OwnerId(o));
+    }
+  }
+  EXPECT_EQ(inv.Owners(), held);
+  // Owner 3 takes two hosts again (its entry is reused), then most owners leave: the released
+  // entries outnumber the held ones and are dropped.
+  ASSERT_TRUE(inv.Reserve(OwnerId(3), {HostId(5), HostId(2)}).ok());
+  EXPECT_EQ(inv.HostsOf(OwnerId(3)), (std::vector<HostId>{HostId(2), HostId(5)}));
+  for (uint64_t o = 1; o <= 60; ++o)
+    if (o != 3) inv.Release(OwnerId(o));
+  EXPECT_EQ(inv.Owners(), (std::vector<OwnerId>{OwnerId(3), OwnerId(61), OwnerId(62),
+                                                OwnerId(64)}));
+  EXPECT_EQ(inv.HostsOf(OwnerId(3)), (std::vector<HostId>{HostId(2), HostId(5)}));
+  EXPECT_EQ(inv.HostsOf(OwnerId(62)), (std::vector<HostId>{HostId(61)}));
+  EXPECT_EQ(inv.owned_chips(), 5 * 4);
+  ASSERT_TRUE(inv.Reserve(OwnerId(7), {HostId(6)}).ok());  // a dropped entry, made anew
+  EXPECT_EQ(inv.Owners(), (std::vector<OwnerId>{OwnerId(3), OwnerId(7), OwnerId(61), OwnerId(62),
+                                                OwnerId(64)}));
+}
+
 // A copy is a value: changing the original after the copy leaves the copy as it was.
 TEST(Inventory, ACopyIsIndependentOfTheOriginal) {
   Inventory inv = SmallPod(1, 2);
