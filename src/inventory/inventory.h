@@ -170,7 +170,7 @@ class Inventory {
   };
   std::vector<Owned>::const_iterator FindOwned(OwnerId owner) const;
   std::vector<Owned> owned_;
-  size_t released_ = 0;  // entries of owned_ with no hosts
+  size_t released_ = 0;       // entries of owned_ with no hosts
   std::vector<HostId> next_;  // by host: the next host of the same owner; invalid at the end
   int64_t usable_chips_ = 0;
   int64_t owned_chips_ = 0;

@@ -211,14 +211,14 @@ TEST(Inventory, OwnersStayInOrderAcrossReleasesAndReservationsAgain) {
   EXPECT_EQ(inv.HostsOf(OwnerId(3)), (std::vector<HostId>{HostId(2), HostId(5)}));
   for (uint64_t o = 1; o <= 60; ++o)
     if (o != 3) inv.Release(OwnerId(o));
-  EXPECT_EQ(inv.Owners(), (std::vector<OwnerId>{OwnerId(3), OwnerId(61), OwnerId(62),
-                                                OwnerId(64)}));
+  EXPECT_EQ(inv.Owners(),
+            (std::vector<OwnerId>{OwnerId(3), OwnerId(61), OwnerId(62), OwnerId(64)}));
   EXPECT_EQ(inv.HostsOf(OwnerId(3)), (std::vector<HostId>{HostId(2), HostId(5)}));
   EXPECT_EQ(inv.HostsOf(OwnerId(62)), (std::vector<HostId>{HostId(61)}));
   EXPECT_EQ(inv.owned_chips(), 5 * 4);
   ASSERT_TRUE(inv.Reserve(OwnerId(7), {HostId(6)}).ok());  // a dropped entry, made anew
-  EXPECT_EQ(inv.Owners(), (std::vector<OwnerId>{OwnerId(3), OwnerId(7), OwnerId(61), OwnerId(62),
-                                                OwnerId(64)}));
+  EXPECT_EQ(inv.Owners(),
+            (std::vector<OwnerId>{OwnerId(3), OwnerId(7), OwnerId(61), OwnerId(62), OwnerId(64)}));
 }
 
 // A copy is a value: changing the original after the copy leaves the copy as it was.
