@@ -276,13 +276,17 @@ PlanResult SlicePlanner::Plan(const Inventory& inv, const SliceRequest& req) con
   return PlanSuperSlice(inv, req, *topo);
 }
 
-bool SlicePlanner::PlaceOneSubCube(const Inventory& inv, const std::vector<CubeId>& cubes, int s,
+bool SlicePlanner::PlaceOneSubCube(const Inventory& inv, const std::vector<CubeId>* cubes, int s,
                                    Overlay& overlay, SlicePlacement& out, double& loss) const {
   const Cube* best = nullptr;
   int best_index = -1;
-  std::tuple<float, int, uint32_t> best_key{};
-  for (CubeId id : cubes) {
-    const Cube& c = inv.cube(id);
+  // The least (loss, usable hosts, cube id); the hosts are counted only on a tie of loss.
+  float best_loss = 0;
+  HostMask best_mask = 0;
+  const bool frag = options_.scoring == Scoring::kFragmentationAware;
+  const size_t n = cubes != nullptr ? cubes->size() : inv.cubes().size();
+  for (size_t i = 0; i < n; ++i) {
+    const Cube& c = cubes != nullptr ? inv.cube((*cubes)[i]) : inv.cubes()[i];
     const HostMask m = overlay.Usable(c);
     const int idx = best_[s][m];
     if (idx < 0) continue;
@@ -291,13 +295,19 @@ bool SlicePlanner::PlaceOneSubCube(const Inventory& inv, const std::vector<CubeI
       best_index = idx;
       break;
     }
-    const float l = options_.scoring == Scoring::kFragmentationAware ? loss_[s][m] : 0.0f;
-    std::tuple<float, int, uint32_t> key{l, Popcount(m), id.value()};
-    if (best == nullptr || key < best_key) {
-      best = &c;
-      best_index = idx;
-      best_key = key;
+    const float l = frag ? loss_[s][m] : 0.0f;
+    if (best != nullptr) {
+      if (l > best_loss) continue;
+      if (l == best_loss) {
+        const int hosts = Popcount(m), best_hosts = Popcount(best_mask);
+        if (hosts > best_hosts || (hosts == best_hosts && c.id.value() > best->id.value()))
+          continue;
+      }
     }
+    best = &c;
+    best_index = idx;
+    best_loss = l;
+    best_mask = m;
   }
   if (best == nullptr) return false;
   const CubePlacement& p = placements_[s][best_index];
@@ -324,7 +334,7 @@ PlanResult SlicePlanner::PlanSubCube(const Inventory& inv, const SliceRequest& r
       double loss = 0;
       bool ok = true;
       for (int i = 0; i < req.num_slices && ok; ++i)
-        ok = PlaceOneSubCube(inv, b.cubes, s, overlay, slices[i], loss);
+        ok = PlaceOneSubCube(inv, &b.cubes, s, overlay, slices[i], loss);
       if (!ok) continue;
       int free_hosts = 0;
       for (CubeId id : b.cubes) free_hosts += Popcount(inv.cube(id).usable_mask());
@@ -342,14 +352,11 @@ PlanResult SlicePlanner::PlanSubCube(const Inventory& inv, const SliceRequest& r
     }
     if (found) return r;
   }
-  std::vector<CubeId> all;
-  all.reserve(inv.cubes().size());
-  for (const Cube& c : inv.cubes()) all.push_back(c.id);
   Overlay overlay;
   double loss = 0;
   r.slices.resize(req.num_slices);
   for (int i = 0; i < req.num_slices; ++i) {
-    if (!PlaceOneSubCube(inv, all, s, overlay, r.slices[i], loss)) {
+    if (!PlaceOneSubCube(inv, nullptr, s, overlay, r.slices[i], loss)) {
       r.slices.clear();
       r.reason = NoFit::kNoFreeBox;
       r.largest_free = LargestFree(inv);

@@ -136,8 +136,9 @@ class SlicePlanner {
   PlanResult PlanSuperSlice(const Inventory& inv, const SliceRequest& req,
                             const SliceTopology& topo) const;
   PlanResult PlanFixedSlices(const Inventory& inv, const SliceRequest& req) const;
-  // Best cube for one sub-slice among `cubes`, given overlay; -1 if none.
-  bool PlaceOneSubCube(const Inventory& inv, const std::vector<CubeId>& cubes, int shape_index,
+  // Best cube for one sub-slice among `cubes` (nullptr: every cube), given overlay; false if
+  // none.
+  bool PlaceOneSubCube(const Inventory& inv, const std::vector<CubeId>* cubes, int shape_index,
                        Overlay& overlay, SlicePlacement& out, double& loss) const;
 
   PlannerOptions options_;
