@@ -77,7 +77,6 @@ class Searcher {
       for (const Host& h : inv.hosts())
         base_state_[h.id.value()] = h.usable() ? kFreeHost : kBlockedHost;
     }
-    taken_.assign(inv.hosts().size(), 0);
     chips_.assign(cands.size(), 0);
     touched_.assign(inv.cubes().size(), 0);
     for (size_t c = 0; c < cands.size(); ++c) {
@@ -86,11 +85,13 @@ class Searcher {
         chips_[c] += host.chips;
         if (host.cube.valid()) {
           ReadyCube(host.cube);
+          if (!touched_[host.cube.value()]) touched_cubes_.push_back(host.cube.value());
           touched_[host.cube.value()] = 1;
         }
         if (host.health == Health::kHealthy) base_state_[h.value()] = static_cast<int>(c);
       }
     }
+    std::sort(touched_cubes_.begin(), touched_cubes_.end());
     SetRequest();
   }
 
@@ -104,10 +105,12 @@ class Searcher {
     base_state_.reset(new int[hosts]);
     // Bytes: hosts of cubes not ready hold no state yet (never read), so no int is read here.
     std::memcpy(base_state_.get(), like.base_state_.get(), hosts * sizeof(int));
+    // Without the rooms like has taken in its last search.
+    for (const auto& [h, state] : like.taken_) base_state_[h.value()] = state;
     cube_ready_ = like.cube_ready_;
-    taken_.assign(hosts, 0);
     chips_ = like.chips_;
     touched_ = like.touched_;
+    touched_cubes_ = like.touched_cubes_;
     SetRequest();
   }
 
@@ -125,8 +128,7 @@ class Searcher {
   std::optional<Solution> Search(const std::vector<char>& allowed, const VictimSetCheck& check,
                                  bool all, int needs_group = -1, int64_t needs_weight = 0) {
     allowed_ = &allowed;
-    for (HostId h : taken_hosts_) taken_[h.value()] = 0;
-    taken_hosts_.clear();
+    Untake(0);
     in_set_.assign(cands_.size(), 0);
     if (req_.num_slices == 1) {
       if (!all) return SearchOne(check);
@@ -225,9 +227,8 @@ class Searcher {
       base_state_[cube.hosts[b].value()] = usable & (1u << b) ? kFreeHost : kBlockedHost;
   }
 
-  // Only hosts of ready cubes (3D) are asked about.
+  // Only hosts of ready cubes (3D) are asked about. A host in a room already taken is blocked.
   int StateOf(HostId h) const {
-    if (taken_[h.value()]) return kBlockedHost;
     const int s = base_state_[h.value()];
     if (s >= 0 && !(*allowed_)[s]) return kBlockedHost;
     return s;
@@ -301,8 +302,8 @@ class Searcher {
       // Each host's state once per cube, then each mask's room from it: what Evaluate gives on
       // the mask's hosts (a blocked host rules the room out; each victim is counted once).
       std::array<int, kHostsPerCube> state;
-      for (const Cube& cube : inv_.cubes()) {
-        if (!touched_[cube.id.value()]) continue;
+      for (uint32_t id : touched_cubes_) {
+        const Cube& cube = inv_.cubes()[id];
         HostMask blocked = 0;
         for (int b = 0; b < kHostsPerCube; ++b) {
           state[b] = StateOf(cube.hosts[b]);
@@ -411,11 +412,20 @@ class Searcher {
         s.victims.push_back(st);
         AddCost(s.cost, st);
       }
-      if (!taken_[h.value()]) taken_hosts_.push_back(h);
-      taken_[h.value()] = 1;
+      taken_.push_back({h, base_state_[h.value()]});
+      base_state_[h.value()] = kBlockedHost;
     }
     std::sort(s.victims.begin(), s.victims.end());
     s.rooms.push_back(std::move(room));
+  }
+
+  // Gives the hosts taken after the first `keep` their state back, last first (a host taken
+  // twice ends with its state before the first).
+  void Untake(size_t keep) {
+    while (taken_.size() > keep) {
+      base_state_[taken_.back().first.value()] = taken_.back().second;
+      taken_.pop_back();
+    }
   }
 
   // Rooms compare by cost, then tie-break key, then their cubes: a total order, so the answer
@@ -519,10 +529,11 @@ class Searcher {
   // The one-room solution `o`, if `check` accepts it; otherwise undoes it.
   std::optional<Solution> TryRoom(const Option& o, const VictimSetCheck& check) {
     Solution s;
+    const size_t taken_before = taken_.size();
     Take(o, s);
     if (!check || check(s.victims)) return s;
     ++rejected_by_check_;
-    for (HostId h : s.rooms[0].hosts) taken_[h.value()] = 0;
+    Untake(taken_before);
     for (int v : s.victims) in_set_[v] = 0;
     return std::nullopt;
   }
@@ -570,13 +581,15 @@ class Searcher {
   std::vector<HostMask> masks_;
   int cubes_per_slice_ = 0;
   const std::vector<char>* allowed_ = nullptr;
-  std::vector<char> taken_;          // per host: inside a room already chosen
-  std::vector<HostId> taken_hosts_;  // the hosts taken_ marks, to clear them
+  // The hosts of the rooms taken so far, each with its base_state_ before: base_state_ holds
+  // kBlockedHost for them until Untake puts it back.
+  std::vector<std::pair<HostId, int>> taken_;
   std::vector<char> in_set_;         // per candidate: already a victim
   int rejected_by_check_ = 0;
   // Per cube: some candidate holds a host in it. Rooms in other cubes have no victims; the
   // caller tries the free room first, so the search skips them.
   std::vector<char> touched_;
+  std::vector<uint32_t> touched_cubes_;  // the cubes touched_ marks, ascending
   // Valid for the Searcher's life (its inputs do not change): with every candidate allowed, the
   // rooms sorted cheapest first (one slice); per allowed set, the greedy solution (N slices).
   std::optional<std::vector<Option>> all_options_;
