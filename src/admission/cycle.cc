@@ -121,6 +121,7 @@ Status Cycle::Build() {
     }
   }
   static_fit_.resize(key_index.size());
+  memo_first_.assign(quota_.queues.size(), {});
   plan_failures_.resize(key_index.size());
   help_finders_.resize(key_index.size());
   std::sort(ids.begin(), ids.end());
@@ -371,20 +372,21 @@ bool Cycle::PolicyMayPreempt(int qi) const {
          p.borrow_within_cohort.policy != BorrowWithinCohortPolicy::kNever;
 }
 
-Cycle::Grounds Cycle::PreemptGrounds(int qi, const Workload& w, const Running& r) const {
+Cycle::Grounds Cycle::PreemptGrounds(int qi, const LineEntry& e, const Running& r) const {
   if (r.evicted || r.admitted_this_cycle || r.queue < 0) return Grounds::kNone;
   const QueueState& q = quota_.queues[qi];
   const PreemptionPolicy& p = q.spec->preemption;
+  const int64_t priority = -e.neg_priority;
   if (r.queue == qi) {
     bool ok = false;
     switch (p.within_cluster_queue) {
       case WithinClusterQueue::kNever:
         break;
       case WithinClusterQueue::kLowerPriority:
-        ok = r.priority < w.priority;
+        ok = r.priority < priority;
         break;
       case WithinClusterQueue::kLowerOrNewerEqualPriority:
-        ok = r.priority < w.priority || (r.priority == w.priority && r.creation > w.creation_order);
+        ok = r.priority < priority || (r.priority == priority && r.creation > e.creation);
         break;
     }
     return ok ? Grounds::kOwnQueue : Grounds::kNone;
@@ -394,13 +396,13 @@ Cycle::Grounds Cycle::PreemptGrounds(int qi, const Workload& w, const Running& r
   if (!quota_.Borrowing(r.queue)) return Grounds::kNone;
   const bool reclaim =
       p.reclaim_within_cohort == ReclaimWithinCohort::kAny ||
-      (p.reclaim_within_cohort == ReclaimWithinCohort::kLowerPriority && r.priority < w.priority);
+      (p.reclaim_within_cohort == ReclaimWithinCohort::kLowerPriority && r.priority < priority);
   // With fair sharing, borrowWithinCohort is ignored (as in Kueue): reclaimWithinCohort says
   // which priorities, and the share rule (or ending within nominal) decides.
   if (options_.fair_sharing == FairSharing::kEnabled)
     return reclaim ? Grounds::kFairShare : Grounds::kNone;
   const BorrowWithinCohort& b = p.borrow_within_cohort;
-  if (b.policy == BorrowWithinCohortPolicy::kLowerPriority && r.priority < w.priority &&
+  if (b.policy == BorrowWithinCohortPolicy::kLowerPriority && r.priority < priority &&
       (!b.max_priority_threshold || r.priority <= *b.max_priority_threshold))
     return Grounds::kBorrow;
   // Kueue reclaims only for a queue below its nominal quota before the admission.
@@ -409,8 +411,8 @@ Cycle::Grounds Cycle::PreemptGrounds(int qi, const Workload& w, const Running& r
 
 // The same judgement for a single candidate, with the preemptor's quota as it stands:
 // `within_nominal` says whether it would be within nominal after admission.
-bool Cycle::MayPreempt(int qi, const Workload& w, bool within_nominal, const Running& r) const {
-  switch (PreemptGrounds(qi, w, r)) {
+bool Cycle::MayPreempt(int qi, const LineEntry& e, bool within_nominal, const Running& r) const {
+  switch (PreemptGrounds(qi, e, r)) {
     case Grounds::kNone:
       return false;
     case Grounds::kOwnQueue:
@@ -419,30 +421,30 @@ bool Cycle::MayPreempt(int qi, const Workload& w, bool within_nominal, const Run
     case Grounds::kReclaim:
       return within_nominal;
     case Grounds::kFairShare:
-      return within_nominal || quota_.Share(qi, w.chips()) < quota_.Share(r.queue, -r.chips);
+      return within_nominal || quota_.Share(qi, e.chips) < quota_.Share(r.queue, -r.chips);
   }
   return false;
 }
 
 bool Cycle::TryPreempt(int qi, const LineEntry& head) {
-  const PreemptMemoKey memo_key{qi, static_cast<int32_t>(-head.neg_priority), head.key};
-  auto memo = preempt_failures_.find(memo_key);
-  if (memo != preempt_failures_.end() && MemoHolds(memo->second.stamp, qi)) return false;
+  const auto priority = static_cast<int32_t>(-head.neg_priority);
+  PreemptMemo* memo = FindPreemptMemo(qi, priority, head.key);
+  if (memo != nullptr && MemoHolds(memo->stamp, qi)) return false;
   const int wi = head.workload;
-  const Workload& w = W(wi);
+  const int64_t chips = head.chips;
   const QueueState& q = quota_.queues[qi];
   const bool fair = options_.fair_sharing == FairSharing::kEnabled;
   // Only workloads of its own queue and of its cohort's can be candidates (PreemptGrounds).
   const std::vector<int>& pool = running_of_pool_[PoolOf(qi)];
   // The least the preemptor's queue can use after admission: all its candidates evicted.
-  int64_t own_low = q.used + w.chips();
+  int64_t own_low = q.used + chips;
   std::vector<Grounds> pool_grounds(pool.size(), Grounds::kNone);  // per pool entry
   for (size_t p = 0; p < pool.size(); ++p) {
-    pool_grounds[p] = PreemptGrounds(qi, w, running_[pool[p]]);
+    pool_grounds[p] = PreemptGrounds(qi, head, running_[pool[p]]);
     if (pool_grounds[p] == Grounds::kOwnQueue) own_low -= running_[pool[p]].chips;
   }
   const bool may_end_within = own_low <= q.nominal;
-  const double my_share = quota_.Share(qi, w.chips());
+  const double my_share = quota_.Share(qi, chips);
   const double my_low_share = quota_.Share(qi, own_low - q.used);  // own candidates all gone
   std::vector<PreemptionCandidate> cands;
   std::vector<int> cand_running;
@@ -464,18 +466,19 @@ bool Cycle::TryPreempt(int qi, const LineEntry& head) {
     // elsewhere changes neither): valid until the cohort's usage changes.
     std::pair<uint64_t, uint64_t> stamp = MemoStamp(qi);
     if (q.cohort >= 0) stamp.first = kAnyRelease;
-    preempt_failures_[memo_key] = PreemptMemo();
-    preempt_failures_[memo_key].stamp = stamp;
+    PreemptMemo& m = PreemptMemoFor(qi, priority, head.key);
+    m = PreemptMemo();
+    m.stamp = stamp;
     return false;
   }
   // A bound before any search: the check below accepts a set only if the preemptor fits its
   // quota with the set's victims gone, and evicting more never makes that worse (usage and
   // the cohort's pool only fall). If even every candidate gone leaves it over quota, no set
   // passes and no room is worth looking for: the search would fail as well.
-  if (!QuotaFitsWithout(qi, w.chips(), cand_running)) {
-    PreemptMemo m;
+  if (!QuotaFitsWithout(qi, chips, cand_running)) {
+    PreemptMemo& m = PreemptMemoFor(qi, priority, head.key);
+    m = PreemptMemo();
     m.stamp = MemoStamp(qi);
-    preempt_failures_[memo_key] = std::move(m);
     return false;
   }
   // Kueue's candidate order, as ranks (lower is evicted first; the victim search minimises the
@@ -503,16 +506,15 @@ bool Cycle::TryPreempt(int qi, const LineEntry& head) {
       cands[c].rank = running_[cand_running[c]].queue == qi ? 1 : 0;
   }
   // The same search as one that found no room, on the same rooms: no room again.
-  if (memo != preempt_failures_.end() && memo->second.searched &&
-      memo->second.stamp.second == MemoStamp(qi).second &&
-      memo->second.cand_running == cand_running && memo->second.grounds == cand_grounds) {
-    const PreemptMemo& m = memo->second;
+  if (memo != nullptr && memo->searched && memo->stamp.second == MemoStamp(qi).second &&
+      memo->cand_running == cand_running && memo->grounds == cand_grounds) {
+    const PreemptMemo& m = *memo;
     bool same = true;
     for (size_t c = 0; c < cands.size() && same; ++c) same = cands[c].rank == m.ranks[c];
     for (size_t i = 0; i < m.blocks.size() && same; ++i)
       same = block_changed_[m.blocks[i]] <= m.changes;
     if (same) {
-      memo->second.stamp = MemoStamp(qi);  // as the search would have left it
+      memo->stamp = MemoStamp(qi);  // as the search would have left it
       return false;
     }
   }
@@ -529,9 +531,9 @@ bool Cycle::TryPreempt(int qi, const LineEntry& head) {
       quota_.Add(r.queue, -r.chips);
       largest[r.queue] = std::max(largest[r.queue], r.chips);
     }
-    bool ok = quota_.Over(qi, w.chips()) <= 0;
-    const bool ends_within = q.used + w.chips() <= q.nominal;
-    const double mine = quota_.Share(qi, w.chips());
+    bool ok = quota_.Over(qi, chips) <= 0;
+    const bool ends_within = q.used + chips <= q.nominal;
+    const double mine = quota_.Share(qi, chips);
     for (int v : victims) {
       if (!ok) break;
       const Running& r = running_[cand_running[v]];
@@ -553,6 +555,7 @@ bool Cycle::TryPreempt(int qi, const LineEntry& head) {
   // The check changes usage and puts it back: it changes no key and no memo's stamp.
   const size_t dirty_before = quota_.dirty_list.size();
   std::vector<uint64_t> epochs_before = quota_.cohort_epoch;
+  const Workload& w = W(wi);  // read only now: the cycle's lines hold the rest
   VictimSet found;
   CyclePlan plan;
   plan.gpu = Gpu();
@@ -585,7 +588,7 @@ bool Cycle::TryPreempt(int qi, const LineEntry& head) {
       std::sort(m.blocks.begin(), m.blocks.end());
       m.blocks.erase(std::unique(m.blocks.begin(), m.blocks.end()), m.blocks.end());
     }
-    preempt_failures_[memo_key] = std::move(m);
+    PreemptMemoFor(qi, priority, head.key) = std::move(m);
     return false;
   }
   Preemption p;
@@ -610,7 +613,7 @@ bool Cycle::TryPreempt(int qi, const LineEntry& head) {
     Release(r);
     out_.evictions.push_back(std::move(e));
   }
-  const bool within_nominal = q.used + w.chips() <= q.nominal;  // the victims are gone
+  const bool within_nominal = q.used + chips <= q.nominal;  // the victims are gone
   p.kind = !others          ? PreemptionKind::kWithinClusterQueue
            : within_nominal ? PreemptionKind::kReclaimWithinCohort
                             : PreemptionKind::kBorrowWithinCohort;
@@ -620,6 +623,23 @@ bool Cycle::TryPreempt(int qi, const LineEntry& head) {
   if (!Reserve(qi, wi, std::move(plan))) return false;
   out_.preemptions.push_back(std::move(p));
   return true;
+}
+
+Cycle::PreemptMemo* Cycle::FindPreemptMemo(int qi, int32_t priority, int key) {
+  const std::vector<int32_t>& first = memo_first_[qi];
+  if (first.empty()) return nullptr;
+  for (int32_t i = first[key]; i >= 0; i = preempt_memos_[i].next)
+    if (preempt_memos_[i].priority == priority) return &preempt_memos_[i].memo;
+  return nullptr;
+}
+
+Cycle::PreemptMemo& Cycle::PreemptMemoFor(int qi, int32_t priority, int key) {
+  if (PreemptMemo* m = FindPreemptMemo(qi, priority, key)) return *m;
+  std::vector<int32_t>& first = memo_first_[qi];
+  if (first.empty()) first.assign(static_fit_.size(), -1);
+  preempt_memos_.push_back({priority, first[key], PreemptMemo()});
+  first[key] = static_cast<int32_t>(preempt_memos_.size() - 1);
+  return preempt_memos_.back().memo;
 }
 
 bool Cycle::QuotaFitsWithout(int qi, int64_t chips, const std::vector<int>& gone) const {

@@ -240,7 +240,7 @@ class Cycle {
   bool QuotaFitsWithout(int qi, int64_t chips, const std::vector<int>& gone) const;
   // False (nothing changed) only if the plan no longer applies, a broken invariant.
   bool Reserve(int qi, int wi, CyclePlan plan);
-  // On what grounds policy lets workload `w` of queue qi preempt running workload `r`, judged
+  // On what grounds policy lets the workload of queue qi preempt running workload `r`, judged
   // on the candidate alone (the whole victim set is checked again before preempting).
   enum class Grounds {
     kNone,
@@ -249,8 +249,9 @@ class Cycle {
     kBorrow,     // borrowWithinCohort (no fair sharing): the preemptor may end borrowing
     kFairShare,  // fair sharing: ends within nominal, or the share rule holds
   };
-  Grounds PreemptGrounds(int qi, const Workload& w, const Running& r) const;
-  bool MayPreempt(int qi, const Workload& w, bool within_nominal, const Running& r) const;
+  // `e`: the preemptor's line entry (its priority, creation order and chips).
+  Grounds PreemptGrounds(int qi, const LineEntry& e, const Running& r) const;
+  bool MayPreempt(int qi, const LineEntry& e, bool within_nominal, const Running& r) const;
   bool PolicyMayPreempt(int qi) const;
   std::vector<WorkloadId> EvictedOn(const CyclePlan& plan) const;
   void Release(Running& r);
@@ -301,21 +302,6 @@ class Cycle {
   // of the same queue, priority and shape come after it in line (older first), so they have no
   // more candidates.
   static constexpr uint64_t kAnyRelease = std::numeric_limits<uint64_t>::max();
-  struct PreemptMemoKey {
-    int queue = 0;
-    int32_t priority = 0;
-    int key = 0;  // key_of_
-    bool operator==(const PreemptMemoKey&) const = default;
-  };
-  struct PreemptMemoHash {
-    size_t operator()(const PreemptMemoKey& k) const {
-      uint64_t h = static_cast<uint64_t>(static_cast<uint32_t>(k.queue)) << 32 |
-                   static_cast<uint32_t>(k.priority);
-      h = (h ^ (h >> 29) ^ static_cast<uint64_t>(k.key) * 0x9e3779b97f4a7c15ull) *
-          0xbf58476d1ce4e5b9ull;
-      return static_cast<size_t>(h ^ (h >> 32));
-    }
-  };
   // A failed search that found no room at all (a pod, a queue in a cohort) also keeps what it
   // searched: its candidates (running_ indices, grounds, ranks) and the blocks that hold them,
   // with the inventory's change count then. The victim searcher looks for rooms only in those
@@ -333,7 +319,20 @@ class Cycle {
     std::vector<int32_t> ranks;
     std::vector<uint32_t> blocks;  // ascending
   };
-  std::unordered_map<PreemptMemoKey, PreemptMemo, PreemptMemoHash> preempt_failures_;
+  // Per (queue, priority, key_of_). Found through memo_first_[queue][key] (allocated on the
+  // queue's first attempt; -1: none), the first of the pair's memos in preempt_memos_, each
+  // linking to the next of another priority (a queue has a few). At fleet scale a cycle asks
+  // some 80,000 times: an index instead of a hash map's buckets and nodes.
+  struct MemoEntry {
+    int32_t priority = 0;
+    int32_t next = -1;
+    PreemptMemo memo;
+  };
+  std::vector<std::vector<int32_t>> memo_first_;
+  std::vector<MemoEntry> preempt_memos_;
+  PreemptMemo* FindPreemptMemo(int qi, int32_t priority, int key);
+  // The memo for (qi, priority, key), added if there is none. Invalidates earlier pointers.
+  PreemptMemo& PreemptMemoFor(int qi, int32_t priority, int key);
   uint64_t release_epoch_ = 0;
   // Pod cycles: a count of the changes of the working inventory (each admission, each release)
   // and per block the count at its last change.

@@ -172,7 +172,6 @@ void Cycle::WhatHelps(int qi, const LineEntry& e, PendingStatus& st) {
     st.would_help = last.blockers;
     return;
   }
-  const Workload& w = W(wi);
   st.would_help.reserve(helpers.size());
   for (int ri : helpers) {
     const Running& r = running_[ri];
@@ -185,7 +184,7 @@ void Cycle::WhatHelps(int qi, const LineEntry& e, PendingStatus& st) {
     b.chips = r.chips;
     Running probe = r;
     probe.admitted_this_cycle = false;  // judged as it will be next cycle
-    b.preemptible = MayPreempt(qi, w, within_nominal, probe);
+    b.preemptible = MayPreempt(qi, e, within_nominal, probe);
     st.would_help.push_back(std::move(b));
   }
   last.key = list_key;
