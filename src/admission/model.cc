@@ -53,29 +53,43 @@ const char* WorkloadStateName(WorkloadState s) {
   return "Unknown";
 }
 
-Status ValidateName(std::string_view field, std::string_view name) {
-  const std::string f(field);
-  if (name.empty()) return InvalidArgument(f + ": must not be empty");
-  if (name.size() > 63)
-    return InvalidArgument(f + ": '" + std::string(name) + "' is longer than 63 characters");
+namespace {
+
+// What is wrong with `name` as a name ("" when nothing is): the checks allocate nothing, as a
+// cycle validates every workload's queue key.
+std::string_view NameProblem(std::string_view name) {
+  if (name.empty()) return "must not be empty";
+  if (name.size() > 63) return "is longer than 63 characters";
   auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
   for (char c : name)
-    if (!alnum(c) && c != '-')
-      return InvalidArgument(f + ": '" + std::string(name) +
-                             "' may hold only lowercase letters, digits and '-'");
+    if (!alnum(c) && c != '-') return "may hold only lowercase letters, digits and '-'";
   if (!alnum(name.front()) || !alnum(name.back()))
-    return InvalidArgument(f + ": '" + std::string(name) +
-                           "' must start and end with a letter or digit");
-  return Status::Ok();
+    return "must start and end with a letter or digit";
+  return {};
+}
+
+Status NameError(std::string_view field, std::string_view name, std::string_view problem) {
+  if (name.empty()) return InvalidArgument(std::string(field) + ": " + std::string(problem));
+  return InvalidArgument(std::string(field) + ": '" + std::string(name) + "' " +
+                         std::string(problem));
+}
+
+}  // namespace
+
+Status ValidateName(std::string_view field, std::string_view name) {
+  const std::string_view problem = NameProblem(name);
+  return problem.empty() ? Status::Ok() : NameError(field, name, problem);
 }
 
 // A LocalQueue's key (common/object_key.h): its name, or NAMESPACE.NAME outside "default".
 Status ValidateKey(std::string_view field, std::string_view key) {
-  const NamespacedName parts = SplitObjectKey(key);
-  if (parts.namespace_name != kDefaultNamespace || key.find(kObjectKeySeparator) != key.npos)
-    TESSERA_RETURN_IF_ERROR(
-        ValidateName(std::string(field) + " (namespace)", parts.namespace_name));
-  return ValidateName(field, parts.name);
+  const size_t dot = key.find(kObjectKeySeparator);
+  if (dot != key.npos) {
+    const std::string_view ns = key.substr(0, dot);
+    if (const std::string_view problem = NameProblem(ns); !problem.empty())
+      return NameError(std::string(field) + " (namespace)", ns, problem);
+  }
+  return ValidateName(field, dot == key.npos ? key : key.substr(dot + 1));
 }
 
 Status Validate(const ClusterQueueSpec& spec) {

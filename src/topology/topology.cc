@@ -245,14 +245,16 @@ Result<Shape> ParseShape(std::string_view text) {
 
 Status ValidateShape(Generation g, const Shape& shape) {
   const GenerationInfo& info = Info(g);
-  const std::string name(info.name);
+  if (shape.rank == info.rank) {
+    const auto& listed = ListedShapes(g);
+    if (std::find(listed.begin(), listed.end(), shape) != listed.end()) return Status::Ok();
+    if (info.rank == 3 && SatisfiesCubeRule(g, shape)) return Status::Ok();
+  }
+  const std::string name(info.name);  // only for the error: a valid shape allocates nothing
   if (shape.rank != info.rank)
     return InvalidArgument("topology '" + shape.ToString() + "' has " + std::to_string(shape.rank) +
                            " dimensions but " + name + " slices have " + std::to_string(info.rank) +
                            "; valid " + name + " shapes: " + info.valid_shapes_text);
-  const auto& listed = ListedShapes(g);
-  if (std::find(listed.begin(), listed.end(), shape) != listed.end()) return Status::Ok();
-  if (info.rank == 3 && SatisfiesCubeRule(g, shape)) return Status::Ok();
   std::string why = "is not a " + name + " slice shape";
   if (info.rank == 3 && shape.chips() > info.max_slice_chips)
     why += " (" + std::to_string(shape.chips()) + " chips; the largest " + name + " slice has " +
