@@ -20,34 +20,6 @@ constexpr int kBlockedHost = -2;  // owned by a non-candidate, or not healthy
 // Fence owners: ids no workload uses (the top of the range, below the invalid id).
 OwnerId FenceOwner(size_t i) { return OwnerId(OwnerId::kInvalid - 1 - i); }
 
-// Host masks of every placement of a sub-cube shape inside a cube (a 2x2x4 host grid), in the
-// planner's position mode: rotations that keep 2x2x1-chip hosts whole, then offsets z, y, x.
-std::vector<HostMask> SubCubeMasks(const Shape& shape, PositionMode mode) {
-  std::vector<HostMask> out;
-  std::array<int, 3> perm = {0, 1, 2};
-  std::set<std::array<int, 3>> seen;
-  do {
-    if (mode == PositionMode::kAligned && perm != std::array<int, 3>{0, 1, 2}) continue;
-    const std::array<int, 3> phys = {shape.dims[perm[0]], shape.dims[perm[1]], shape.dims[perm[2]]};
-    if (!seen.insert(phys).second) continue;
-    if (phys[0] % 2 || phys[1] % 2) continue;
-    const int bx = phys[0] / 2, by = phys[1] / 2, bz = phys[2];
-    if (bx > kCubeHostsX || by > kCubeHostsY || bz > kCubeHostsZ) continue;
-    for (int oz = 0; oz + bz <= kCubeHostsZ; ++oz)
-      for (int oy = 0; oy + by <= kCubeHostsY; ++oy)
-        for (int ox = 0; ox + bx <= kCubeHostsX; ++ox) {
-          if (mode == PositionMode::kAligned && (ox % bx || oy % by || oz % bz)) continue;
-          HostMask m = 0;
-          for (int c = 0; c < bz; ++c)
-            for (int b = 0; b < by; ++b)
-              for (int a = 0; a < bx; ++a)
-                m |= HostMask(1u << CubeLocalIndex(ox + a, oy + b, oz + c));
-          if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
-        }
-  } while (std::next_permutation(perm.begin(), perm.end()));
-  return out;
-}
-
 // The room one slice needs, and its tie-break key (cube or slice or block, then position).
 struct Room {
   std::vector<HostId> hosts;
@@ -212,7 +184,7 @@ class Searcher {
   // What depends on the request's shape.
   void SetRequest() {
     sub_shape_ = inv_.is_3d() ? SubCubeShapeIndex(req_.shape) : -1;
-    if (sub_shape_ >= 0) masks_ = SubCubeMasks(req_.shape, planner_.options().positions);
+    if (sub_shape_ >= 0) masks_ = &planner_.SubCubeMasks(sub_shape_);
     if (inv_.is_3d() && sub_shape_ < 0)
       cubes_per_slice_ = static_cast<int>(req_.shape.chips() / 64);
   }
@@ -285,7 +257,7 @@ class Searcher {
     if (o.cube >= 0) {
       const Cube& cube = inv_.cubes()[o.cube];
       for (int b = 0; b < kHostsPerCube; ++b)
-        if (masks_[o.mask] & (1u << b)) hosts.push_back(cube.hosts[b]);
+        if ((*masks_)[o.mask] & (1u << b)) hosts.push_back(cube.hosts[b]);
     } else if (o.slice >= 0) {
       hosts = inv_.slices()[o.slice].hosts;
     } else {
@@ -309,12 +281,12 @@ class Searcher {
           state[b] = StateOf(cube.hosts[b]);
           if (state[b] == kBlockedHost) blocked |= HostMask(1u << b);
         }
-        for (size_t m = 0; m < masks_.size(); ++m) {
-          if (masks_[m] & blocked) continue;
+        for (size_t m = 0; m < masks_->size(); ++m) {
+          if ((*masks_)[m] & blocked) continue;
           Option o;
           seen.clear();
           for (int b = 0; b < kHostsPerCube; ++b) {
-            if (!(masks_[m] & (1u << b))) continue;
+            if (!((*masks_)[m] & (1u << b))) continue;
             const int st = state[b];
             if (st == kFreeHost || in_set_[st]) continue;
             if (std::find(seen.begin(), seen.end(), st) != seen.end()) continue;
@@ -448,7 +420,7 @@ class Searcher {
     if (o.cube >= 0) {  // a sub-cube room: its mask's hosts, without listing them
       const Cube& cube = inv_.cubes()[o.cube];
       for (int b = 0; b < kHostsPerCube; ++b)
-        if (masks_[o.mask] & (1u << b))
+        if ((*masks_)[o.mask] & (1u << b))
           if (const int st = StateOf(cube.hosts[b]); st >= 0) out.push_back(st);
     } else {
       for (HostId h : HostsOf(o))
@@ -578,7 +550,7 @@ class Searcher {
   std::vector<char> cube_ready_;  // 3D, per cube: its hosts' base_state_ is set
   std::vector<int64_t> chips_;    // per candidate
   int sub_shape_ = -1;
-  std::vector<HostMask> masks_;
+  const std::vector<HostMask>* masks_ = nullptr;  // a sub-cube shape's rooms in one cube
   int cubes_per_slice_ = 0;
   const std::vector<char>* allowed_ = nullptr;
   // The hosts of the rooms taken so far, each with its base_state_ before: base_state_ holds

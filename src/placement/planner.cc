@@ -201,6 +201,9 @@ void SlicePlanner::BuildTables() {
   std::array<std::vector<uint8_t>, 4> cover;
   for (int s = 0; s < 4; ++s) {
     placements_[s] = EnumeratePlacements<CubePlacement>(kSubShapes[s], options_.positions);
+    for (const CubePlacement& p : placements_[s])
+      if (std::find(sub_masks_[s].begin(), sub_masks_[s].end(), p.mask) == sub_masks_[s].end())
+        sub_masks_[s].push_back(p.mask);
     cover[s] = CoverTable(placements_[s]);
     any_cover_[s] =
         options_.positions == PositionMode::kAny

@@ -122,6 +122,13 @@ class SlicePlanner {
   // block-01", "none").
   std::string LargestFree(const Inventory& inv) const;
 
+  // The host masks of the placements of sub-cube shape `shape_index` (SubCubeShapeIndex) in one
+  // cube, in this planner's position mode: each mask once, in placement order (rotations, then
+  // offsets z, y, x).
+  const std::vector<HostMask>& SubCubeMasks(int shape_index) const {
+    return sub_masks_[shape_index];
+  }
+
  private:
   struct CubePlacement {
     HostMask mask;
@@ -144,6 +151,7 @@ class SlicePlanner {
   PlannerOptions options_;
   // Per sub-cube shape (2x2x1, 2x2x2, 2x2x4, 2x4x4): placements in this planner's mode.
   std::array<std::vector<CubePlacement>, 4> placements_;
+  std::array<std::vector<HostMask>, 4> sub_masks_;  // SubCubeMasks
   // best_[s][mask]: index into placements_[s] to use in a cube whose usable hosts are `mask`,
   // or -1 when the shape does not fit.
   std::array<std::vector<int8_t>, 4> best_;
