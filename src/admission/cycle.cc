@@ -301,7 +301,13 @@ Cycle::HeadKey Cycle::OrderKey(int qi) const {
 }
 
 void Cycle::Admit() {
-  // Lines: pending workloads out of backoff, by priority, then creation order, then id.
+  // Lines: pending workloads out of backoff, by priority, then creation order, then id. Room
+  // for every workload of the queue first (read from queue_of_, not from the workloads).
+  std::vector<size_t> line_sizes(quota_.queues.size(), 0);
+  for (int qi : queue_of_)
+    if (qi >= 0) ++line_sizes[qi];
+  for (size_t qi = 0; qi < line_sizes.size(); ++qi)
+    quota_.queues[qi].entries.reserve(line_sizes[qi]);
   for (size_t i = 0; i < snap_.workloads.size(); ++i) {
     const Workload& w = W(static_cast<int>(i));
     if (w.state != WorkloadState::kPending || queue_of_[i] < 0) continue;

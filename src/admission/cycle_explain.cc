@@ -20,6 +20,7 @@ constexpr size_t kReadAhead = 8;
 
 constexpr char kFitsNextCycleMessage[] =
     "room and quota became free after it was tried; next cycle";
+constexpr char kWaitingBehindPrefix[] = "StrictFIFO: waiting behind ";
 
 // kLocalQueueNotFound's message: the queue, why it was asked for, and the two fixes, with the
 // LocalQueues of the workload's namespace that exist (a workload's queue is fixed once it is
@@ -213,6 +214,7 @@ void Cycle::Explain() {
     QueueState& q = quota_.queues[qi];
     int position = 0;
     std::vector<std::pair<int64_t, std::string>> over_messages;  // this queue's, by chips
+    std::string behind;  // StrictFIFO: the end of the message of those behind its blocked head
     for (size_t pos = 0; pos < q.entries.size(); ++pos) {
       const LineEntry& e = q.entries[pos];
       const int wi = e.workload;
@@ -245,10 +247,16 @@ void Cycle::Explain() {
                              (Gpu() && q.nominal == 0 ? NoGpuQuotaHint() : std::string()));
         st->over_quota_chips = e.chips - quota_.Ceiling(qi);
       } else if (q.blocked_at >= 0 && static_cast<int>(pos) > q.blocked_at) {
-        st = &AddPending(wi, qi, PendingReason::kWaitingBehind,
-                         "StrictFIFO: waiting behind " + std::to_string(position - 1) +
-                             " workload(s) of queue " + q.spec->name + ", first " +
-                             W(q.entries[q.blocked_at].workload).name);
+        // "StrictFIFO: waiting behind N workload(s) of <the queue and its first>": the part
+        // after N is the same for the whole line behind the blocked head, so built once.
+        if (behind.empty())
+          behind = " workload(s) of queue " + q.spec->name + ", first " +
+                   W(q.entries[q.blocked_at].workload).name;
+        const std::string count = std::to_string(position - 1);
+        std::string m;
+        m.reserve(sizeof(kWaitingBehindPrefix) + count.size() + behind.size());
+        m.append(kWaitingBehindPrefix).append(count).append(behind);
+        st = &AddPending(wi, qi, PendingReason::kWaitingBehind, std::move(m));
         st->waiting_behind = position - 1;
       } else if (const int64_t over = quota_.Over(qi, e.chips); over > 0) {
         // "needs N chips; <description>: over quota by M chips": the same for every workload

@@ -556,7 +556,7 @@ class Searcher {
   // The hosts of the rooms taken so far, each with its base_state_ before: base_state_ holds
   // kBlockedHost for them until Untake puts it back.
   std::vector<std::pair<HostId, int>> taken_;
-  std::vector<char> in_set_;         // per candidate: already a victim
+  std::vector<char> in_set_;  // per candidate: already a victim
   int rejected_by_check_ = 0;
   // Per cube: some candidate holds a host in it. Rooms in other cubes have no victims; the
   // caller tries the free room first, so the search skips them.
