@@ -1,7 +1,6 @@
 #include "placement/planner.h"
 
 #include <algorithm>
-#include <bit>
 #include <limits>
 #include <map>
 #include <set>
@@ -15,7 +14,15 @@ constexpr int kMasks = 1 << kHostsPerCube;
 const std::array<Shape, 4> kSubShapes = {Shape::Of(2, 2, 1), Shape::Of(2, 2, 2), Shape::Of(2, 2, 4),
                                          Shape::Of(2, 4, 4)};
 
-int Popcount(HostMask m) { return std::popcount(static_cast<unsigned>(m)); }
+// The hosts a mask holds. Inline: without -mpopcnt, std::popcount calls into libgcc, and the
+// planner counts a mask for every cube it compares.
+int Popcount(HostMask m) {
+  unsigned x = m;
+  x -= (x >> 1) & 0x5555u;
+  x = (x & 0x3333u) + ((x >> 2) & 0x3333u);
+  x = (x + (x >> 4)) & 0x0F0Fu;
+  return static_cast<int>((x + (x >> 8)) & 0x1Fu);
+}
 
 bool Fits(HostMask usable, HostMask want) { return (want & ~usable) == 0; }
 
