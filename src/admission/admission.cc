@@ -73,12 +73,19 @@ int64_t Admitter::BackoffMs(int retries) const {
 }
 
 Result<AdmissionCycle> Admitter::Run(const Snapshot& snapshot, int64_t now_ms) const {
-  admission_internal::Cycle cycle(*this, snapshot, now_ms);
+  return Run(snapshot, now_ms, options_.explain);
+}
+
+Result<AdmissionCycle> Admitter::Run(const Snapshot& snapshot, int64_t now_ms,
+                                     Explain explain) const {
+  admission_internal::Cycle cycle(*this, snapshot, now_ms, explain);
   TESSERA_RETURN_IF_ERROR(cycle.Build());
   cycle.StartGuard();
   cycle.Admit();
   cycle.Explain();
-  return cycle.Finish();
+  AdmissionCycle out = cycle.Finish();
+  out.explained = explain;
+  return out;
 }
 
 }  // namespace tessera

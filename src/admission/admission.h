@@ -208,6 +208,9 @@ struct AdmissionCycle {
   // The working inventory after the decisions: victims and evicted released, admissions
   // reserved. The caller's own inventory changes only when it applies the decisions.
   Inventory inventory;
+  // The level the statuses were built at: below kReasonsAndWhatHelps every would_help is empty
+  // because it was not looked for, not because nothing running would help.
+  Explain explained = Explain::kReasonsAndWhatHelps;
 };
 
 class Admitter {
@@ -222,6 +225,9 @@ class Admitter {
   // or an admitted workload holds no hosts. A workload that cannot be admitted is not an error:
   // it gets a PendingStatus.
   Result<AdmissionCycle> Run(const Snapshot& snapshot, int64_t now_ms) const;
+  // The same at another explain level than options().explain: the decisions are the same at
+  // every level (a head finds what would help only now and then, and reasons every cycle).
+  Result<AdmissionCycle> Run(const Snapshot& snapshot, int64_t now_ms, Explain explain) const;
 
   // The start guard's requeue delay after `retries` evictions (1 -> base): base * 2^(r-1),
   // capped.

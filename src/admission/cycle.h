@@ -186,9 +186,10 @@ struct Running {
 // One cycle's working state. Built, run and discarded by Admitter::Run.
 class Cycle {
  public:
-  Cycle(const Admitter& admitter, const Snapshot& snap, int64_t now_ms)
+  Cycle(const Admitter& admitter, const Snapshot& snap, int64_t now_ms, tessera::Explain explain)
       : admitter_(admitter),
         options_(admitter.options()),
+        explain_(explain),
         planner_(admitter.planner()),
         snap_(snap),
         now_(now_ms),
@@ -262,6 +263,7 @@ class Cycle {
 
   const Admitter& admitter_;
   const AdmissionOptions& options_;
+  const tessera::Explain explain_;  // this cycle's level (Admitter::Run), not options_.explain
   const SlicePlanner& planner_;
   const Snapshot& snap_;
   const int64_t now_;

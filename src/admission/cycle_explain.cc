@@ -208,8 +208,8 @@ void Cycle::Explain() {
   // At most one status per workload: reserved once, so the statuses are not moved as they
   // grow.
   out_.pending.reserve(snap_.workloads.size());
-  const bool help = options_.explain == Explain::kReasonsAndWhatHelps;
-  const bool fits_only = options_.explain == Explain::kFitsNextCycleOnly;
+  const bool help = explain_ == tessera::Explain::kReasonsAndWhatHelps;
+  const bool fits_only = explain_ == tessera::Explain::kFitsNextCycleOnly;
   for (int qi = 0; qi < static_cast<int>(quota_.queues.size()); ++qi) {
     QueueState& q = quota_.queues[qi];
     int position = 0;

@@ -123,6 +123,10 @@ struct ControllerOptions {
   // any host's silence (leases.cc). 0: every gap counts (tests that jump a fake clock). The
   // head sets max(lease_ms / 4, 4 ticks).
   int64_t lease_stall_ms = 0;
+  // An admission cycle that finds what would help each waiting workload (docs/admission.md,
+  // "In the head") comes at most this often, and at most once per ten times its own run time;
+  // the cycles between give reasons only and carry each workload's last list over.
+  int64_t what_helps_interval_ms = 0;
   PlannerOptions planner = PlannerOptions::Tessera();
   // Ports for each attempt are drawn from this. The head gives a seed of its own per start
   // (api::HeadOptions::port_seed), so that two heads on one machine hand out different ports;
@@ -667,6 +671,9 @@ class Controller {
   Status ServeInArrivalOrder(const std::function<bool(const TrainJob&)>& waiting,
                              const std::function<Result<LineTry>(TrainJob&)>& try_place);
   Status ScheduleThroughQueues();
+  // A cycle without what would help: each waiting workload gets the list the last cycle with it
+  // found, while its reason is the same, without the workloads no longer running.
+  void CarryWhatHelps(const Snapshot& snap, AdmissionCycle& cycle) const;
   Status ScheduleEasy();  // easy_scheduling.cc
 
   // --- GPU jobs (gpu_jobs.cc) ---
@@ -980,6 +987,18 @@ class Controller {
   std::set<std::string, std::less<>> jobs_missing_secrets_;  // this pass's (HoldJobsMissingSecrets)
   std::set<std::string> roles_missing_secrets_;              // "SERVICE/ROLE", this pass's
   std::map<std::string, ClusterQueueUsage> usage_;           // from the latest admission cycle
+  // What would help costs more than the rest of a cycle at fleet scale (issue 35: at 100,000
+  // waiting, about half as much again): a cycle finds it only when help_due_ms_ has come, set
+  // after each such cycle so that these take at most a tenth of the head's time (and come at
+  // most every options_.what_helps_interval_ms); the cycles between give reasons only and carry
+  // the last lists over (CarryWhatHelps). With a small queue (a cycle of a millisecond or
+  // less) that is every cycle.
+  int64_t help_due_ms_ = 0;
+  struct CarriedHelp {
+    PendingReason reason;
+    std::vector<Blocker> would_help;
+  };
+  std::unordered_map<uint64_t, CarriedHelp> carried_help_;  // by workload id, non-empty lists
   // From the latest GPU admission cycles: per GPU system, per ClusterQueue (in GPUs).
   std::map<GpuSystem, std::map<std::string, ClusterQueueUsage>> gpu_usage_;
   bool schedule_requested_ = false;  // a step released chips or requeued a job

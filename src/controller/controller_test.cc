@@ -370,6 +370,46 @@ class AdmissionControllerTest : public ControllerTest {
   }
 };
 
+// What would help is found at most every what_helps_interval_ms (and at most a tenth of the
+// head's time): the cycles between give reasons only, and a waiting job keeps the list the last
+// such cycle found while its reason stays the same.
+TEST(WhatHelpsPacingTest, CyclesBetweenCarryTheLastListsOver) {
+  std::unique_ptr<store::Store> store = OpenMemoryStore();
+  ASSERT_NE(store, nullptr);
+  FakeClock clock;
+  ControllerOptions options;
+  options.what_helps_interval_ms = 10'000;
+  Controller c(*store, clock, options);
+  ASSERT_TRUE(c.Load().ok());
+  for (int s = 0; s < 2; ++s)
+    for (int w = 0; w < 4; ++w) Ok(Register(c, SliceHostDoc(s, w)));
+  Ok(c.Apply(PriorityClassDoc("low", 1)));
+  Ok(c.Apply(ClusterQueueDoc("research", 16)));
+  Ok(c.Apply(LocalQueueDoc("team-a", "research")));
+  auto help_of = [&](const std::string& job) {
+    const Json st = Ok(c.GetJob(job))["status"];
+    EXPECT_EQ(st["pendingReason"], "OverQuota") << job;
+    std::vector<std::string> names;
+    for (const Json& b : st.value("wouldHelp", Json::array())) names.push_back(b["name"]);
+    return names;
+  };
+  // The first cycle with queues finds what would help ("first" needs no help: admitted).
+  Ok(c.CreateJob(QueuedJobDoc("first", 1, "team-a", "low")));
+  clock.AdvanceMs(10'000);
+  Ok(c.CreateJob(QueuedJobDoc("second", 1, "team-a", "low")));
+  EXPECT_EQ(help_of("second"), std::vector<std::string>{"first"});
+  // Within the interval: reasons only. "second" keeps its list; "third" has none yet.
+  clock.AdvanceMs(5'000);
+  Ok(c.CreateJob(QueuedJobDoc("third", 1, "team-a", "low")));
+  EXPECT_EQ(help_of("second"), std::vector<std::string>{"first"});
+  EXPECT_TRUE(help_of("third").empty());
+  // Once it is due, the next cycle finds it for every waiting job.
+  clock.AdvanceMs(5'000);
+  ASSERT_TRUE(c.RunPass().ok());
+  EXPECT_EQ(help_of("second"), std::vector<std::string>{"first"});
+  EXPECT_EQ(help_of("third"), std::vector<std::string>{"first"});
+}
+
 TEST_F(AdmissionControllerTest, QueueResourcesAreValidatedStoredAndReloaded) {
   SetUpQueues(32);
   Json bad = ClusterQueueDoc("bad", 16);

@@ -74,7 +74,21 @@ Status Controller::ScheduleThroughQueues() {
     for (size_t i = before; i < snap.workloads.size(); ++i)
       offered_by[snap.workloads[i].id.value()] = kind;
   }
-  auto cycle = admitter_.Run(snap, now);
+  const Explain full = admitter_.options().explain;
+  const bool with_help = full == Explain::kReasonsAndWhatHelps && now >= help_due_ms_;
+  const Explain level =
+      with_help || full != Explain::kReasonsAndWhatHelps ? full : Explain::kReasons;
+  auto cycle = admitter_.Run(snap, now, level);
+  if (cycle.ok() && with_help) {
+    // At most a tenth of the head's time: the next such cycle after nine times this one's.
+    const int64_t took = std::max<int64_t>(0, NowMs() - now);
+    help_due_ms_ = now + std::max(10 * took, options_.what_helps_interval_ms);
+    carried_help_.clear();
+    for (const PendingStatus& p : cycle->pending)
+      if (!p.would_help.empty()) carried_help_[p.workload.value()] = {p.reason, p.would_help};
+  } else if (cycle.ok() && full == Explain::kReasonsAndWhatHelps) {
+    CarryWhatHelps(snap, *cycle);
+  }
   if (!cycle.ok()) {
     // Bad queue configuration (e.g. a LocalQueue naming a missing ClusterQueue): nothing is
     // admitted; every waiting workload says why.
@@ -103,6 +117,24 @@ Status Controller::ScheduleThroughQueues() {
     if (WorkloadKind* kind = kind_of(p.workload)) TESSERA_RETURN_IF_ERROR(kind->Waiting(p));
   }
   return Status::Ok();
+}
+
+void Controller::CarryWhatHelps(const Snapshot& snap, AdmissionCycle& cycle) const {
+  if (carried_help_.empty()) return;
+  // Running now: in the snapshot as admitted or running, and not evicted by this cycle.
+  std::set<uint64_t> gone;
+  for (const Eviction& e : cycle.evictions) gone.insert(e.workload.value());
+  std::set<uint64_t> running;
+  for (const Workload& w : snap.workloads)
+    if ((w.state == WorkloadState::kAdmitted || w.state == WorkloadState::kRunning) &&
+        !gone.count(w.id.value()))
+      running.insert(w.id.value());
+  for (PendingStatus& p : cycle.pending) {
+    auto carried = carried_help_.find(p.workload.value());
+    if (carried == carried_help_.end() || carried->second.reason != p.reason) continue;
+    for (const Blocker& b : carried->second.would_help)
+      if (running.count(b.workload.value())) p.would_help.push_back(b);
+  }
 }
 
 }  // namespace tessera::controller
