@@ -260,10 +260,10 @@ const Cycle::StaticFit& Cycle::StaticCheck(int key, int wi) {
     f.reason =
         r.reason == NoFit::kNeverFits ? PendingReason::kNeverFits : PendingReason::kInvalidRequest;
     f.message = r.message;
-  } else if (req.shape.chips() * req.num_slices > inv_.total_chips()) {
+  } else if (req.shape.chips() * req.num_slices > TotalChips()) {
     f.possible = false;
     f.message = "needs " + Chips(req.shape.chips() * req.num_slices) + "; this cluster has " +
-                std::to_string(inv_.total_chips());
+                std::to_string(TotalChips());
   }
   return f;
 }
@@ -530,7 +530,8 @@ bool Cycle::TryPreempt(int qi, const LineEntry& head) {
   // eviction; and each other queue gives back only what it borrows (in some order, each of its
   // victims is taken while it is still above nominal: Kueue skips a candidate whose queue no
   // longer borrows).
-  std::vector<int64_t> largest(quota_.queues.size(), 0);
+  std::vector<int64_t>& largest = largest_;  // all 0 between checks
+  largest.resize(quota_.queues.size(), 0);
   auto check = [&](const std::vector<int>& victims) {
     for (int v : victims) {
       const Running& r = running_[cand_running[v]];

@@ -296,7 +296,14 @@ class Cycle {
   // entries (to clear them at a release).
   std::vector<std::optional<CyclePlan>> plan_failures_;
   std::vector<int> failed_keys_;
-  CyclePlan placed_plan_;  // PlanNow's last placed plan
+  // The inventory's chips (a sum over its hosts; no admission or release changes it), once.
+  int64_t TotalChips() {
+    if (total_chips_ < 0) total_chips_ = inv_.total_chips();
+    return total_chips_;
+  }
+  int64_t total_chips_ = -1;
+  std::vector<int64_t> largest_;  // TryPreempt's check: per queue, reset to 0 after each use
+  CyclePlan placed_plan_;         // PlanNow's last placed plan
   // Failed preemption searches, valid while nothing was released and the usage of the
   // queue's cohort did not change: (release epoch, cohort epoch) when it failed; the release
   // epoch kAnyRelease when the queue has a cohort and there was no candidate at all (any
