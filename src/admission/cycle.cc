@@ -158,13 +158,10 @@ void Cycle::Release(Running& r) {
       fleet_.hosts[h].free_gpus = fleet_.gpus_per_host();
     }
   } else {
-    std::vector<uint32_t> blocks;
-    for (HostId h : inv_.HostsOf(OwnerOf(w.id))) {
-      evicted_host_owner_[h.value()] = w.id;
-      if (inv_.is_3d()) blocks.push_back(inv_.cube(inv_.host(h).cube).block.value());
-    }
+    const std::vector<HostId> hosts = inv_.HostsOf(OwnerOf(w.id));
+    for (HostId h : hosts) evicted_host_owner_[h.value()] = w.id;
     inv_.Release(OwnerOf(w.id));
-    BlocksChanged(blocks);
+    HostsChanged(hosts);
   }
   if (r.queue >= 0) {
     quota_.Add(r.queue, -r.chips);
@@ -177,9 +174,12 @@ void Cycle::Release(Running& r) {
   ++release_epoch_;
 }
 
-void Cycle::BlocksChanged(const std::vector<uint32_t>& blocks) {
+void Cycle::HostsChanged(const std::vector<HostId>& hosts) {
   ++change_count_;
-  for (uint32_t b : blocks) block_changed_[b] = change_count_;
+  for (HostId h : hosts)
+    if (const CubeId cube = inv_.host(h).cube; cube.valid())
+      block_changed_[inv_.cube(cube).block.value()] = change_count_;
+  cube_index_.OwnersChanged(inv_, hosts);
 }
 
 void Cycle::StartGuard() {
@@ -278,7 +278,7 @@ const CyclePlan& Cycle::PlanNow(int key, int wi) {
     if (!r.gpus.placed)
       r.gpus.message = "no placement for " + RequestText(w) + " now: " + r.gpus.message;
   } else {
-    r.tpu = planner_.Plan(inv_, w.request);
+    r.tpu = planner_.Plan(inv_, w.request, cube_index_);
   }
   if (r.placed()) {
     placed_plan_ = std::move(r);
@@ -710,12 +710,7 @@ bool Cycle::Reserve(int qi, int wi, CyclePlan plan) {
   // asserts, the workload is then simply not admitted this cycle.
   assert(st.ok());
   if (!st.ok()) return false;
-  if (!plan.gpu && inv_.is_3d()) {
-    std::vector<uint32_t> blocks;
-    for (HostId h : plan.tpu.AllHosts())
-      blocks.push_back(inv_.cube(inv_.host(h).cube).block.value());
-    BlocksChanged(blocks);
-  }
+  if (!plan.gpu && inv_.is_3d()) HostsChanged(plan.tpu.AllHosts());
   quota_.Add(qi, w.chips());
   admitted_[wi] = 1;
   Running r;

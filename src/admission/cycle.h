@@ -347,7 +347,10 @@ class Cycle {
   // and per block the count at its last change.
   uint64_t change_count_ = 0;
   std::vector<uint64_t> block_changed_;
-  void BlocksChanged(const std::vector<uint32_t>& blocks);
+  // After a reservation or a release of `hosts` in inv_: their blocks' change counts and the
+  // sub-cube index.
+  void HostsChanged(const std::vector<HostId>& hosts);
+  SubCubeIndex cube_index_;  // PlanNow's one-slice sub-cube plans (planner.h)
   std::pair<uint64_t, uint64_t> MemoStamp(int qi) const {
     const int c = quota_.queues[qi].cohort;
     return {release_epoch_, c >= 0 ? quota_.cohort_epoch[c] : 0};

@@ -249,6 +249,16 @@ void SlicePlanner::BuildTables() {
 }
 
 PlanResult SlicePlanner::Plan(const Inventory& inv, const SliceRequest& req) const {
+  return Plan(inv, req, nullptr);
+}
+
+PlanResult SlicePlanner::Plan(const Inventory& inv, const SliceRequest& req,
+                              SubCubeIndex& index) const {
+  return Plan(inv, req, &index);
+}
+
+PlanResult SlicePlanner::Plan(const Inventory& inv, const SliceRequest& req,
+                              SubCubeIndex* index) const {
   PlanResult r;
   auto invalid = [&](std::string msg) {
     r.reason = NoFit::kInvalidRequest;
@@ -281,7 +291,7 @@ PlanResult SlicePlanner::Plan(const Inventory& inv, const SliceRequest& req) con
       r.largest_free = LargestFree(inv);
       return r;
     }
-    return PlanSubCube(inv, req, s);
+    return PlanSubCube(inv, req, s, index);
   }
   return PlanSuperSlice(inv, req, *topo);
 }
@@ -303,6 +313,7 @@ bool SlicePlanner::PlaceOneSubCube(const Inventory& inv, const std::vector<CubeI
     if (options_.scoring == Scoring::kFirstFit) {
       best = &c;
       best_index = idx;
+      best_mask = m;
       break;
     }
     const float l = frag ? loss_[s][m] : 0.0f;
@@ -320,19 +331,88 @@ bool SlicePlanner::PlaceOneSubCube(const Inventory& inv, const std::vector<CubeI
     best_mask = m;
   }
   if (best == nullptr) return false;
-  const CubePlacement& p = placements_[s][best_index];
-  out = SlicePlacement{};
-  for (uint8_t local : p.worker_local) out.hosts.push_back(best->hosts[local]);
-  out.cubes = {best->id};
-  out.block = best->block;
-  out.physical = p.physical;
-  out.offset = p.offset;
-  loss += loss_[s][overlay.Usable(*best)];
-  overlay.Take(best->id, p.mask);
+  PlaceIn(*best, best_mask, s, out);
+  loss += loss_[s][best_mask];
+  overlay.Take(best->id, placements_[s][best_index].mask);
   return true;
 }
 
-PlanResult SlicePlanner::PlanSubCube(const Inventory& inv, const SliceRequest& req, int s) const {
+void SlicePlanner::PlaceIn(const Cube& cube, HostMask usable, int s, SlicePlacement& out) const {
+  const CubePlacement& p = placements_[s][best_[s][usable]];
+  out = SlicePlacement{};
+  for (uint8_t local : p.worker_local) out.hosts.push_back(cube.hosts[local]);
+  out.cubes = {cube.id};
+  out.block = cube.block;
+  out.physical = p.physical;
+  out.offset = p.offset;
+}
+
+SubCubeIndex::Key SlicePlanner::KeyOf(const Cube& cube, int s) const {
+  const HostMask m = cube.usable_mask();
+  if (best_[s][m] < 0) return {};
+  switch (options_.scoring) {
+    case Scoring::kFirstFit:
+      return {0.0f, 0, cube.id.value()};  // the first by id
+    case Scoring::kTightestFit:
+      return {0.0f, Popcount(m), cube.id.value()};
+    case Scoring::kFragmentationAware:
+      break;
+  }
+  return {loss_[s][m], Popcount(m), cube.id.value()};
+}
+
+const Cube* SlicePlanner::BestCube(const Inventory& inv, int s, SubCubeIndex& index) const {
+  using Key = SubCubeIndex::Key;
+  if (index.planner_ != this || index.inv_ != &inv || index.changes_ != inv.ownership_changes() ||
+      index.leaves_ < inv.cubes().size()) {
+    for (std::vector<Key>& tree : index.trees_) tree.clear();
+    index.planner_ = this;
+    index.inv_ = &inv;
+    index.changes_ = inv.ownership_changes();
+    index.leaves_ = 1;
+    while (index.leaves_ < inv.cubes().size()) index.leaves_ *= 2;
+  }
+  std::vector<Key>& tree = index.trees_[s];
+  if (tree.empty()) {
+    tree.assign(2 * index.leaves_, Key{});
+    for (const Cube& c : inv.cubes()) tree[index.leaves_ + c.id.value()] = KeyOf(c, s);
+    for (size_t n = index.leaves_ - 1; n >= 1; --n)
+      tree[n] = std::min(tree[2 * n], tree[2 * n + 1]);
+  }
+  return tree[1].cube == Key::kNone ? nullptr : &inv.cubes()[tree[1].cube];
+}
+
+void SubCubeIndex::OwnersChanged(const Inventory& inv, const std::vector<HostId>& hosts) {
+  Changed(inv, hosts, 1);
+}
+
+void SubCubeIndex::HealthChanged(const Inventory& inv, HostId host) { Changed(inv, {host}, 0); }
+
+void SubCubeIndex::Changed(const Inventory& inv, const std::vector<HostId>& hosts,
+                           uint64_t changes) {
+  if (planner_ == nullptr) return;  // nothing built: nothing to keep
+  if (inv_ != &inv || inv.ownership_changes() != changes_ + changes) {
+    planner_ = nullptr;  // a change it was not told of: built again at the next plan
+    return;
+  }
+  changes_ = inv.ownership_changes();
+  CubeId last;
+  for (HostId h : hosts) {
+    const CubeId cube = inv.host(h).cube;
+    if (!cube.valid() || cube == last) continue;  // a slice's hosts come cube by cube
+    last = cube;
+    for (int s = 0; s < static_cast<int>(trees_.size()); ++s) {
+      std::vector<Key>& tree = trees_[s];
+      if (tree.empty()) continue;
+      size_t n = leaves_ + cube.value();
+      tree[n] = planner_->KeyOf(inv.cube(cube), s);
+      for (n /= 2; n >= 1; n /= 2) tree[n] = std::min(tree[2 * n], tree[2 * n + 1]);
+    }
+  }
+}
+
+PlanResult SlicePlanner::PlanSubCube(const Inventory& inv, const SliceRequest& req, int s,
+                                     SubCubeIndex* index) const {
   PlanResult r;
   if (req.num_slices > 1) {
     // Prefer one block: the block where all N fit at the least loss, then the tightest block.
@@ -366,6 +446,18 @@ PlanResult SlicePlanner::PlanSubCube(const Inventory& inv, const SliceRequest& r
   double loss = 0;
   r.slices.resize(req.num_slices);
   for (int i = 0; i < req.num_slices; ++i) {
+    // One slice with an index: its best cube, without walking every cube.
+    const Cube* indexed =
+        index != nullptr && req.num_slices == 1 ? BestCube(inv, s, *index) : nullptr;
+    // A cube the shape no longer fits in: a change the caller did not tell. Walk instead.
+    if (indexed != nullptr && best_[s][indexed->usable_mask()] < 0) {
+      index->planner_ = nullptr;
+      indexed = nullptr;
+    }
+    if (indexed != nullptr) {
+      PlaceIn(*indexed, indexed->usable_mask(), s, r.slices[i]);
+      continue;
+    }
     if (!PlaceOneSubCube(inv, nullptr, s, overlay, r.slices[i], loss)) {
       r.slices.clear();
       r.reason = NoFit::kNoFreeBox;

@@ -23,7 +23,10 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/ids.h"
@@ -105,6 +108,48 @@ struct PlanResult {
   std::vector<HostId> AllHosts() const;
 };
 
+class SlicePlanner;
+
+// The cube a one-slice sub-cube plan would choose, per shape, kept up to date as cubes change:
+// what SlicePlanner's walk of every cube finds, from a tournament tree over the cubes instead.
+// For a caller that plans many times on one inventory and changes a few cubes between (an
+// admission cycle: thousands of plans on a pod of 1,568 cubes). Tell it of every change, just
+// after it: a change it was not told of (the inventory's ownership count moved more than it
+// was told, or another inventory) makes it start over, so it never answers for a state it does
+// not know.
+class SubCubeIndex {
+ public:
+  // After one Reserve or Release that moved `hosts` (a Release of an owner holding nothing
+  // moves none and is not a change).
+  void OwnersChanged(const Inventory& inv, const std::vector<HostId>& hosts);
+  // After a health change of `host`.
+  void HealthChanged(const Inventory& inv, HostId host);
+
+ private:
+  // Keys the cubes of `hosts` again if inv is the state it knew with `changes` more ownership
+  // changes; starts over otherwise.
+  void Changed(const Inventory& inv, const std::vector<HostId>& hosts, uint64_t changes);
+  friend class SlicePlanner;
+  // A cube's rank for a shape: the least (loss, usable hosts, cube id) wins; cube kNone: the
+  // shape does not fit in it.
+  struct Key {
+    static constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+    float loss = std::numeric_limits<float>::infinity();
+    int hosts = std::numeric_limits<int>::max();
+    uint32_t cube = kNone;
+    bool operator<(const Key& o) const {
+      return std::tie(loss, hosts, cube) < std::tie(o.loss, o.hosts, o.cube);
+    }
+  };
+  // Per sub-cube shape: leaves (a power of two, cubes by id) then the winners, node 1 the best.
+  // Empty: not built yet.
+  std::array<std::vector<Key>, 4> trees_;
+  size_t leaves_ = 0;
+  const SlicePlanner* planner_ = nullptr;  // the planner whose tables built it
+  const Inventory* inv_ = nullptr;         // the inventory it follows, at changes_
+  uint64_t changes_ = 0;
+};
+
 class SlicePlanner {
  public:
   explicit SlicePlanner(PlannerOptions options = PlannerOptions::Tessera());
@@ -112,6 +157,9 @@ class SlicePlanner {
   const PlannerOptions& options() const { return options_; }
 
   PlanResult Plan(const Inventory& inv, const SliceRequest& request) const;
+  // The same plan, a one-slice sub-cube request's cube taken from `index` (kept for `inv` by
+  // the caller) instead of a walk of every cube.
+  PlanResult Plan(const Inventory& inv, const SliceRequest& request, SubCubeIndex& index) const;
 
   // Free healthy chips that no shape of the mix could use, weighted by the mix, over free
   // healthy chips: 0 is no fragmentation, 1 is none of the free chips usable. Measured with
@@ -138,8 +186,17 @@ class SlicePlanner {
   };
   struct Overlay;  // planned-but-not-reserved cubes while placing several slices
 
+  friend class SubCubeIndex;
   void BuildTables();
-  PlanResult PlanSubCube(const Inventory& inv, const SliceRequest& req, int shape_index) const;
+  PlanResult Plan(const Inventory& inv, const SliceRequest& request, SubCubeIndex* index) const;
+  PlanResult PlanSubCube(const Inventory& inv, const SliceRequest& req, int shape_index,
+                         SubCubeIndex* index) const;
+  // The cube that index's tree for shape s holds best (built or rebuilt first as needed), or
+  // nullptr when the shape fits in no cube.
+  const Cube* BestCube(const Inventory& inv, int s, SubCubeIndex& index) const;
+  SubCubeIndex::Key KeyOf(const Cube& cube, int s) const;
+  // The placement of shape s in `cube` whose usable hosts are `usable`.
+  void PlaceIn(const Cube& cube, HostMask usable, int s, SlicePlacement& out) const;
   PlanResult PlanSuperSlice(const Inventory& inv, const SliceRequest& req,
                             const SliceTopology& topo) const;
   PlanResult PlanFixedSlices(const Inventory& inv, const SliceRequest& req) const;

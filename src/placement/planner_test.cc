@@ -278,6 +278,51 @@ TEST(PlacementProperty, AgreesWithExhaustiveSearch) {
   }
 }
 
+// A SubCubeIndex told of every change answers as the walk of every cube does, plan after plan
+// (with each scoring); a change it is not told of makes it start over rather than answer for a
+// state it does not know.
+TEST(PlacementProperty, SubCubeIndexAgreesWithTheWalkOfEveryCube) {
+  const std::vector<Shape> shapes = {Shape::Of(2, 2, 1), Shape::Of(2, 2, 2), Shape::Of(2, 2, 4),
+                                     Shape::Of(2, 4, 4), Shape::Of(4, 4, 4)};
+  const std::vector<PlannerOptions> all = {
+      PlannerOptions::FirstFit(), PlannerOptions::TightestFit(), PlannerOptions::Tessera()};
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    const PlannerOptions& opts = all[seed % all.size()];
+    SCOPED_TRACE("seed " + std::to_string(seed) + " " + opts.Name());
+    Rng rng(seed);
+    Inventory inv = Pod(1 + static_cast<int>(rng.Uniform(3)), 2 + static_cast<int>(rng.Uniform(6)));
+    SlicePlanner planner(opts);
+    SubCubeIndex index;
+    auto told = [&](const std::vector<HostId>& hosts) { index.OwnersChanged(inv, hosts); };
+    uint64_t next_owner = 1;
+    for (int step = 0; step < 800; ++step) {
+      const uint64_t op = rng.Uniform(20);
+      if (op < 11) {
+        const Shape& shape = shapes[rng.Uniform(shapes.size())];
+        const PlanResult walked = planner.Plan(inv, Req(shape));
+        const PlanResult indexed = planner.Plan(inv, Req(shape), index);
+        ASSERT_EQ(indexed.placed(), walked.placed()) << "step " << step << " " << shape.ToString();
+        EXPECT_EQ(indexed.message, walked.message);
+        if (!walked.placed()) continue;
+        ASSERT_EQ(indexed.AllHosts(), walked.AllHosts()) << "step " << step;
+        EXPECT_EQ(indexed.slices[0].offset, walked.slices[0].offset);
+        EXPECT_EQ(indexed.slices[0].physical, walked.slices[0].physical);
+        ASSERT_TRUE(ApplyPlan(inv, OwnerId(next_owner++), indexed).ok());
+        if (op != 0) told(indexed.AllHosts());  // 1 in 20: a change it is not told of
+      } else if (op < 18) {
+        if (next_owner == 1) continue;
+        const OwnerId owner(1 + rng.Uniform(next_owner - 1));
+        const std::vector<HostId> hosts = inv.HostsOf(owner);
+        if (inv.Release(owner) > 0) told(hosts);  // releasing no host is no change
+      } else {
+        const HostId h(static_cast<uint32_t>(rng.Uniform(inv.hosts().size())));
+        ASSERT_TRUE(inv.SetHealth(h, rng.Uniform(3) == 0 ? Health::kDown : Health::kHealthy).ok());
+        index.HealthChanged(inv, h);
+      }
+    }
+  }
+}
+
 TEST(PlacementProperty, SameInputSameAnswer) {
   Inventory inv = Pod(3, 4);
   Rng rng(7);
