@@ -75,6 +75,26 @@ TEST(Admission, StrictFifoBlocksBehindAHeadThatDoesNotFit) {
   EXPECT_NE(third->message.find("job-1"), std::string::npos);
 }
 
+// A cycle at another explain level than the options' (the head's cycles between those that find
+// what would help): the same decisions and reasons, no would-help list, and it says so.
+TEST(Admission, RunAtReasonsOnlyGivesTheSameReasonsWithoutWhatHelps) {
+  const Snapshot s = HalfFullCube(QueueingStrategy::kStrictFIFO);
+  const AdmissionCycle full = RunCycle(s);
+  EXPECT_EQ(full.explained, Explain::kReasonsAndWhatHelps);
+  auto reasons = Admitter().Run(s, 1'000'000, Explain::kReasons);
+  ASSERT_TRUE(reasons.ok()) << reasons.status().ToString();
+  EXPECT_EQ(reasons->explained, Explain::kReasons);
+  EXPECT_EQ(reasons->admissions.size(), full.admissions.size());
+  ASSERT_EQ(reasons->pending.size(), full.pending.size());
+  for (size_t i = 0; i < full.pending.size(); ++i) {
+    EXPECT_EQ(reasons->pending[i].workload, full.pending[i].workload);
+    EXPECT_EQ(reasons->pending[i].reason, full.pending[i].reason);
+    EXPECT_EQ(reasons->pending[i].message, full.pending[i].message);
+    EXPECT_TRUE(reasons->pending[i].would_help.empty());
+  }
+  EXPECT_FALSE(FindPending(full, 1)->would_help.empty());
+}
+
 TEST(Admission, BestEffortFifoLetsOthersPass) {
   AdmissionCycle c = RunCycle(HalfFullCube(QueueingStrategy::kBestEffortFIFO));
   EXPECT_TRUE(Admitted(c, 2));
