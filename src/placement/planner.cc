@@ -442,22 +442,23 @@ PlanResult SlicePlanner::PlanSubCube(const Inventory& inv, const SliceRequest& r
     }
     if (found) return r;
   }
+  // One slice with an index: its best cube, without walking every cube. A cube the shape no
+  // longer fits in is a change the caller did not tell: the index starts over, and the walk
+  // below answers.
+  if (index != nullptr && req.num_slices == 1) {
+    if (const Cube* best = BestCube(inv, s, *index); best != nullptr) {
+      if (best_[s][best->usable_mask()] >= 0) {
+        r.slices.resize(1);
+        PlaceIn(*best, best->usable_mask(), s, r.slices[0]);
+        return r;
+      }
+      index->planner_ = nullptr;
+    }
+  }
   Overlay overlay;
   double loss = 0;
   r.slices.resize(req.num_slices);
   for (int i = 0; i < req.num_slices; ++i) {
-    // One slice with an index: its best cube, without walking every cube.
-    const Cube* indexed =
-        index != nullptr && req.num_slices == 1 ? BestCube(inv, s, *index) : nullptr;
-    // A cube the shape no longer fits in: a change the caller did not tell. Walk instead.
-    if (indexed != nullptr && best_[s][indexed->usable_mask()] < 0) {
-      index->planner_ = nullptr;
-      indexed = nullptr;
-    }
-    if (indexed != nullptr) {
-      PlaceIn(*indexed, indexed->usable_mask(), s, r.slices[i]);
-      continue;
-    }
     if (!PlaceOneSubCube(inv, nullptr, s, overlay, r.slices[i], loss)) {
       r.slices.clear();
       r.reason = NoFit::kNoFreeBox;
