@@ -441,5 +441,21 @@ TEST(Admission, InvalidSnapshotsNameTheObject) {
   EXPECT_NE(admitter.Run(s, 0).status().message().find("holds no hosts"), std::string::npos);
 }
 
+// Dense ids (creation orders) are checked in a bitmap, sparse ones by sorting: a workload id
+// used twice is refused either way, naming the id, and distinct ids pass.
+TEST(Admission, AWorkloadIdUsedTwiceIsRefusedWhetherIdsAreDenseOrSparse) {
+  Admitter admitter;
+  for (const uint64_t step : {uint64_t{1}, uint64_t{1} << 40}) {
+    Snapshot s = MakeSnapshot(Pod(1, 1), {Queue("a", 64)});
+    for (uint64_t i = 1; i <= 20; ++i) s.workloads.push_back(Job(1 + i * step, "a", k222));
+    EXPECT_TRUE(admitter.Run(s, 0).ok()) << "step " << step;
+    s.workloads.push_back(Job(1 + 7 * step, "a", k222));
+    auto refused = admitter.Run(s, 0);
+    ASSERT_FALSE(refused.ok()) << "step " << step;
+    EXPECT_EQ(refused.status().message(),
+              "workloads: id " + std::to_string(1 + 7 * step) + " is used twice");
+  }
+}
+
 }  // namespace
 }  // namespace tessera

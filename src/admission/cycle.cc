@@ -6,12 +6,41 @@
 #include <algorithm>
 #include <cassert>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 namespace tessera::admission_internal {
+namespace {
+
+// An id that two of the workloads use, if any. Workload ids are creation orders (a job's
+// uid), so a cycle's ids are dense: over a range less than 8 times their count they are
+// marked in a bitmap, in one pass (sorted, 100,000 ids were a tenth of a fleet-scale cycle's
+// instructions). Sparse ids are sorted instead.
+std::optional<WorkloadId> UsedTwice(std::vector<WorkloadId>& ids) {
+  if (ids.empty()) return std::nullopt;
+  const auto [lowest, highest] = std::minmax_element(ids.begin(), ids.end());
+  const uint64_t low = lowest->value();
+  const uint64_t span = highest->value() - low;
+  if (span / 8 < ids.size()) {
+    std::vector<uint64_t> seen(span / 64 + 1, 0);
+    for (const WorkloadId id : ids) {
+      const uint64_t bit = id.value() - low;
+      const uint64_t mask = uint64_t{1} << (bit % 64);
+      if (seen[bit / 64] & mask) return id;
+      seen[bit / 64] |= mask;
+    }
+    return std::nullopt;
+  }
+  std::sort(ids.begin(), ids.end());
+  const auto twice = std::adjacent_find(ids.begin(), ids.end());
+  if (twice == ids.end()) return std::nullopt;
+  return *twice;
+}
+
+}  // namespace
 
 Status Cycle::Build() {
   TESSERA_RETURN_IF_ERROR(Validate(options_));
@@ -124,11 +153,8 @@ Status Cycle::Build() {
   memo_first_.assign(quota_.queues.size(), {});
   plan_failures_.resize(key_index.size());
   help_finders_.resize(key_index.size());
-  std::sort(ids.begin(), ids.end());
-  if (std::adjacent_find(ids.begin(), ids.end()) != ids.end())
-    return InvalidArgument("workloads: id " +
-                           std::to_string(std::adjacent_find(ids.begin(), ids.end())->value()) +
-                           " is used twice");
+  if (const std::optional<WorkloadId> twice = UsedTwice(ids))
+    return InvalidArgument("workloads: id " + std::to_string(twice->value()) + " is used twice");
   return Status::Ok();
 }
 
