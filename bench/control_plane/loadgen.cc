@@ -14,7 +14,10 @@
 //      mix of idle hosts and hosts running workers is set by the jobs the head places on them.
 // Registration runs on --register-threads synchronous clients; the emulated agents afterwards
 // on one io thread. Prints one JSON object: registration, heartbeat latency percentiles (from
-// the write of a heartbeat to its answer), answered within --deadline-ms, errors, its own CPU.
+// the write of a heartbeat to its answer), answered within --deadline-ms, errors, its own CPU;
+// also the p99 of the agents running workers alone (hb_busy_p99_ms), and per second of the
+// window the beats sent then that were answered after 100 ms (hb_over_100ms_by_second: a tail
+// spread evenly, or a few stalls).
 //
 // --shard I/N emulates agents I, I+N, I+2N, ... of --agents, so several processes share one
 // fleet (each process has its own file limit). --wait-go: print "READY" on stdout once set up
@@ -220,6 +223,11 @@ struct Stats {
   uint64_t sent = 0, ok = 0, in_time = 0, late = 0, errors = 0, send_lag = 0;
   std::map<std::string, uint64_t> error_kinds;
   std::vector<uint32_t> latency_us;
+  // Of the beats counted: those of agents with workers assigned, and how many beats sent in
+  // each second of the window were answered after 100 ms (where the tail is: spread, or in a
+  // few stalls).
+  std::vector<uint32_t> busy_latency_us;
+  std::map<int64_t, uint32_t> slow_by_second;
   void Error(const std::string& kind) {
     ++errors;
     ++error_kinds[kind];
@@ -312,7 +320,7 @@ class Fleet {
       beat->reader.on_header = [this, &a](int status) {
         if (!a.beat_busy) return;
         a.beat_busy = false;
-        Answered(a.beat_sent, status);
+        Answered(a.beat_sent, status, !a.workers.empty());
       };
       beat->on_closed = [this, &a](const std::string& why) {
         if (a.beat_busy) {
@@ -412,7 +420,7 @@ class Fleet {
       a.in_flight.erase(it);
       const int status = ack.value("status", 0);
       if (status == 200 && a.first_down_ms != 0 && a.rejoined_ms == 0) a.rejoined_ms = UnixMs();
-      Answered(sent, status);
+      Answered(sent, status, !a.workers.empty());
       return;
     }
     auto snap = protocol::ParseAssignmentSnapshot(line);
@@ -433,13 +441,18 @@ class Fleet {
     a.workers.swap(next);
   }
 
-  void Answered(SteadyClock::time_point sent, int status) {
+  void Answered(SteadyClock::time_point sent, int status, bool busy) {
     if (!stats.Counts(sent)) return;
     const auto us =
         std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - sent).count();
     if (status != 200) return stats.Error("http " + std::to_string(status));
     ++stats.ok;
-    stats.latency_us.push_back(static_cast<uint32_t>(std::min<int64_t>(us, UINT32_MAX)));
+    const auto latency = static_cast<uint32_t>(std::min<int64_t>(us, UINT32_MAX));
+    stats.latency_us.push_back(latency);
+    if (busy) stats.busy_latency_us.push_back(latency);
+    if (us > 100'000)
+      ++stats.slow_by_second[std::chrono::duration_cast<std::chrono::seconds>(sent - stats.since)
+                                 .count()];
     if (us <= o_.deadline_ms * 1000) {
       ++stats.in_time;
     } else {
@@ -616,6 +629,11 @@ Json StatsJson(Stats& s, double window_s) {
       100.0 * static_cast<double>(s.in_time) / static_cast<double>(std::max<uint64_t>(s.sent, 1));
   out["hb_p50_ms"] = Pct(s.latency_us, 50);
   out["hb_p99_ms"] = Pct(s.latency_us, 99);
+  out["hb_busy_p99_ms"] = Pct(s.busy_latency_us, 99);
+  out["hb_busy_count"] = s.busy_latency_us.size();
+  Json slow = Json::array();
+  for (const auto& [second, count] : s.slow_by_second) slow.push_back({second, count});
+  out["hb_over_100ms_by_second"] = std::move(slow);
   out["hb_max_ms"] = s.latency_us.empty()
                          ? 0.0
                          : *std::max_element(s.latency_us.begin(), s.latency_us.end()) / 1000.0;
