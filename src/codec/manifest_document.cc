@@ -171,8 +171,13 @@ class YamlGuard : public YAML::EventHandler {
 // yaml-cpp 0.7 allocates about 200 MB (under a second, or over 5 s on a loaded machine in the
 // fuzz stage) before it refuses a document whose first token is ',', a flow entry outside any
 // [ ] or { } (found by manifest_fuzz). Refused here first: the line of each document's start
-// (after comments, directives and a "---" or "..." marker) that begins with ','.
+// (after comments, directives and a "---" or "..." marker, which YAML reads only at column 0:
+// an indented one is text of a block scalar) that begins with ','.
 Status RefuseLeadingFlowEntry(std::string_view text) {
+  auto skip_blanks = [](std::string_view s) {
+    const size_t first = s.find_first_not_of(" \t\r");
+    return first == std::string_view::npos ? std::string_view() : s.substr(first);
+  };
   bool document_start = true;
   int line = 0;
   for (size_t at = 0; at <= text.size();) {
@@ -180,17 +185,13 @@ Status RefuseLeadingFlowEntry(std::string_view text) {
     std::string_view rest = text.substr(at, end - at);
     at = end + 1;
     ++line;
-    auto skip_blanks = [](std::string_view s) {
-      const size_t first = s.find_first_not_of(" \t\r");
-      return first == std::string_view::npos ? std::string_view() : s.substr(first);
-    };
-    rest = skip_blanks(rest);
     const bool marker = (rest.starts_with("---") || rest.starts_with("...")) &&
                         (rest.size() == 3 || rest[3] == ' ' || rest[3] == '\t' || rest[3] == '\r');
     if (marker) {
       document_start = true;
-      rest = skip_blanks(rest.substr(3));
+      rest = rest.substr(3);
     }
+    rest = skip_blanks(rest);
     if (!document_start || rest.empty() || rest[0] == '#' || rest[0] == '%') continue;
     if (rest[0] == ',')
       return InvalidArgument("body: line " + std::to_string(line) +

@@ -234,19 +234,19 @@ TEST(ManifestLimits, YamlThatIsNotUtf8IsRefusedNamingTheField) {
 }
 
 // Found by manifest_fuzz (a timeout in the fuzz stage): yaml-cpp allocated about 200 MB before
-// refusing a document whose first token is ','. Refused before yaml-cpp sees it, at once.
-TEST(ManifestLimits, AYamlDocumentBeginningWithACommaIsRefusedAtOnce) {
-  const auto start = std::chrono::steady_clock::now();
+// refusing a document whose first token is ','. Refused before yaml-cpp sees it.
+TEST(ManifestLimits, AYamlDocumentBeginningWithACommaIsRefusedBeforeYamlCpp) {
   EXPECT_HAS(Refusal(",\"kind\":\"TrainJob\",\"metadata\":{\"name\":\"j\"}"),
              "body: line 1: a YAML document cannot begin with ','");
   EXPECT_HAS(Refusal("# a comment\n  ,\n"), "body: line 2: a YAML document cannot begin");
   EXPECT_HAS(Refusal("a: 1\n---\n,\n"), "body: line 3: a YAML document cannot begin");
   EXPECT_HAS(Refusal("%YAML 1.2\n--- ,\n"), "body: line 2: a YAML document cannot begin");
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
-  // A comma inside a document is yaml-cpp's to judge, as before.
-  auto inside = ParseDocument("a: [1, 2]\nb: x, y\n");
+  // A comma inside a document is yaml-cpp's to judge, as before, and an indented "---" is a
+  // block scalar's text, not a document's start.
+  auto inside = ParseDocument("a: [1, 2]\nb: x, y\nnotes: |\n  ---\n  , item\n");
   ASSERT_TRUE(inside.ok()) << inside.status().ToString();
   EXPECT_EQ((*inside)["b"], "x, y");
+  EXPECT_EQ((*inside)["notes"], "---\n, item\n");
 }
 
 TEST(ManifestLimits, NamesAndLabelsMustBeStrings) {
