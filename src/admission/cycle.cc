@@ -736,7 +736,7 @@ bool Cycle::Reserve(int qi, int wi, CyclePlan plan) {
   // asserts, the workload is then simply not admitted this cycle.
   assert(st.ok());
   if (!st.ok()) return false;
-  if (!plan.gpu && inv_.is_3d()) HostsChanged(plan.tpu.AllHosts());
+  if (!plan.gpu) HostsChanged(plan.tpu.AllHosts());  // as Release does (2D hosts have no cube)
   quota_.Add(qi, w.chips());
   admitted_[wi] = 1;
   Running r;

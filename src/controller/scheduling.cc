@@ -77,7 +77,7 @@ Status Controller::ScheduleThroughQueues() {
   const Explain full = admitter_.options().explain;
   const bool with_help = full == Explain::kReasonsAndWhatHelps && now >= help_due_ms_;
   const Explain level =
-      with_help || full != Explain::kReasonsAndWhatHelps ? full : Explain::kReasons;
+      full == Explain::kReasonsAndWhatHelps && !with_help ? Explain::kReasons : full;
   auto cycle = admitter_.Run(snap, now, level);
   if (cycle.ok() && with_help) {
     // At most a tenth of the head's time: the next such cycle after nine times this one's.
