@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -101,7 +102,7 @@ class Searcher {
                                  bool all, int needs_group = -1, int64_t needs_weight = 0) {
     allowed_ = &allowed;
     Untake(0);
-    in_set_.assign(cands_.size(), 0);
+    ClearInSet();
     if (req_.num_slices == 1) {
       if (!all) return SearchOne(check);
       if (!all_options_) ListAllOptions();
@@ -256,8 +257,8 @@ class Searcher {
     std::vector<HostId> hosts;
     if (o.cube >= 0) {
       const Cube& cube = inv_.cubes()[o.cube];
-      for (int b = 0; b < kHostsPerCube; ++b)
-        if ((*masks_)[o.mask] & (1u << b)) hosts.push_back(cube.hosts[b]);
+      for (unsigned bits = (*masks_)[o.mask]; bits != 0; bits &= bits - 1)
+        hosts.push_back(cube.hosts[std::countr_zero(bits)]);
     } else if (o.slice >= 0) {
       hosts = inv_.slices()[o.slice].hosts;
     } else {
@@ -285,9 +286,8 @@ class Searcher {
           if ((*masks_)[m] & blocked) continue;
           Option o;
           seen.clear();
-          for (int b = 0; b < kHostsPerCube; ++b) {
-            if (!((*masks_)[m] & (1u << b))) continue;
-            const int st = state[b];
+          for (unsigned bits = (*masks_)[m]; bits != 0; bits &= bits - 1) {
+            const int st = state[std::countr_zero(bits)];
             if (st == kFreeHost || in_set_[st]) continue;
             if (std::find(seen.begin(), seen.end(), st) != seen.end()) continue;
             seen.push_back(st);
@@ -381,6 +381,7 @@ class Searcher {
       const int st = StateOf(h);
       if (st >= 0 && !in_set_[st]) {
         in_set_[st] = 1;
+        in_set_list_.push_back(st);
         s.victims.push_back(st);
         AddCost(s.cost, st);
       }
@@ -389,6 +390,17 @@ class Searcher {
     }
     std::sort(s.victims.begin(), s.victims.end());
     s.rooms.push_back(std::move(room));
+  }
+
+  // No candidate in the set: only the entries set since the last clear are reset (a search
+  // sets a few; the candidates are thousands, and a finder is asked thousands of times).
+  void ClearInSet() {
+    if (in_set_.size() != cands_.size()) {
+      in_set_.assign(cands_.size(), 0);
+    } else {
+      for (int c : in_set_list_) in_set_[c] = 0;
+    }
+    in_set_list_.clear();
   }
 
   // Gives the hosts taken after the first `keep` their state back, last first (a host taken
@@ -419,9 +431,8 @@ class Searcher {
     out.clear();
     if (o.cube >= 0) {  // a sub-cube room: its mask's hosts, without listing them
       const Cube& cube = inv_.cubes()[o.cube];
-      for (int b = 0; b < kHostsPerCube; ++b)
-        if ((*masks_)[o.mask] & (1u << b))
-          if (const int st = StateOf(cube.hosts[b]); st >= 0) out.push_back(st);
+      for (unsigned bits = (*masks_)[o.mask]; bits != 0; bits &= bits - 1)
+        if (const int st = StateOf(cube.hosts[std::countr_zero(bits)]); st >= 0) out.push_back(st);
     } else {
       for (HostId h : HostsOf(o))
         if (const int st = StateOf(h); st >= 0) out.push_back(st);
@@ -556,7 +567,8 @@ class Searcher {
   // The hosts of the rooms taken so far, each with its base_state_ before: base_state_ holds
   // kBlockedHost for them until Untake puts it back.
   std::vector<std::pair<HostId, int>> taken_;
-  std::vector<char> in_set_;  // per candidate: already a victim
+  std::vector<char> in_set_;      // per candidate: already a victim
+  std::vector<int> in_set_list_;  // the candidates in_set_ marks (and some since unmarked)
   int rejected_by_check_ = 0;
   // Per cube: some candidate holds a host in it. Rooms in other cubes have no victims; the
   // caller tries the free room first, so the search skips them.
@@ -644,6 +656,7 @@ struct VictimFinder::Impl {
   std::optional<Searcher> searcher;     // built on the first search that needs victims
   std::vector<int> groups;              // per candidate: SetGroups
   std::vector<int64_t> weights;         // per candidate: SetGroups (may be empty)
+  std::vector<char> all_allowed;        // per candidate, all 1: the first search's set, kept
 };
 
 VictimFinder::VictimFinder(const Inventory& inv, const SlicePlanner& planner,
@@ -699,14 +712,15 @@ VictimSet VictimFinder::Find(const VictimSetCheck& check, VictimPlan plan, int n
   Searcher& searcher = *m.searcher;
   searcher.ResetRejected();
   const std::vector<PreemptionCandidate>& candidates = m.candidates;
-  std::vector<char> allowed(candidates.size(), 1);
+  if (m.all_allowed.size() != candidates.size()) m.all_allowed.assign(candidates.size(), 1);
+  const std::vector<char>& all = m.all_allowed;
   std::optional<Solution> best =
-      searcher.Search(allowed, check, /*all=*/true, check ? needs_group : -1, needs_weight);
+      searcher.Search(all, check, /*all=*/true, check ? needs_group : -1, needs_weight);
   if (!best && check && m.request.num_slices > 1) {
     // N slices: the greedy solution failed the check. Try again without each of its victims in
     // turn, most expensive first (a few times), so a check that refuses one victim (e.g. "a
     // queue gives back only what it borrows") does not rule out every other set.
-    std::optional<Solution> unchecked = searcher.Search(allowed, {}, /*all=*/true);
+    std::optional<Solution> unchecked = searcher.Search(all, {}, /*all=*/true);
     if (unchecked) {
       std::vector<int> order = unchecked->victims;
       std::sort(order.begin(), order.end(), [&](int a, int b) {
@@ -714,12 +728,12 @@ VictimSet VictimFinder::Find(const VictimSetCheck& check, VictimPlan plan, int n
                std::make_tuple(searcher.CostOf(b), candidates[b].workload);
       });
       constexpr size_t kRetries = 4;
+      std::vector<char> allowed = all;
       for (size_t i = 0; i < order.size() && i < kRetries && !best; ++i) {
-        std::fill(allowed.begin(), allowed.end(), 1);
         allowed[order[i]] = 0;
         best = searcher.Search(allowed, check, /*all=*/false);
+        allowed[order[i]] = 1;
       }
-      std::fill(allowed.begin(), allowed.end(), 1);
     }
   }
   if (!best) {
@@ -743,9 +757,10 @@ VictimSet VictimFinder::Find(const VictimSetCheck& check, VictimPlan plan, int n
     return std::make_tuple(searcher.CostOf(a), candidates[a].workload) >
            std::make_tuple(searcher.CostOf(b), candidates[b].workload);
   });
+  std::vector<char> allowed;
   for (int v : exhaustive ? std::vector<int>{} : order) {
     if (!std::binary_search(best->victims.begin(), best->victims.end(), v)) continue;
-    std::fill(allowed.begin(), allowed.end(), 0);
+    allowed.assign(candidates.size(), 0);
     for (int u : best->victims)
       if (u != v) allowed[u] = 1;
     std::optional<Solution> smaller = searcher.Search(allowed, check, /*all=*/false);
