@@ -470,7 +470,8 @@ bool Cycle::TryPreempt(int qi, const LineEntry& head) {
   const std::vector<int>& pool = running_of_pool_[PoolOf(qi)];
   // The least the preemptor's queue can use after admission: all its candidates evicted.
   int64_t own_low = q.used + chips;
-  std::vector<Grounds> pool_grounds(pool.size(), Grounds::kNone);  // per pool entry
+  std::vector<Grounds>& pool_grounds = pool_grounds_;
+  pool_grounds.resize(pool.size());
   for (size_t p = 0; p < pool.size(); ++p) {
     pool_grounds[p] = PreemptGrounds(qi, head, running_[pool[p]]);
     if (pool_grounds[p] == Grounds::kOwnQueue) own_low -= running_[pool[p]].chips;
@@ -478,9 +479,12 @@ bool Cycle::TryPreempt(int qi, const LineEntry& head) {
   const bool may_end_within = own_low <= q.nominal;
   const double my_share = quota_.Share(qi, chips);
   const double my_low_share = quota_.Share(qi, own_low - q.used);  // own candidates all gone
-  std::vector<PreemptionCandidate> cands;
-  std::vector<int> cand_running;
-  std::vector<Grounds> cand_grounds;
+  std::vector<PreemptionCandidate>& cands = cands_;
+  std::vector<int>& cand_running = cand_running_;
+  std::vector<Grounds>& cand_grounds = cand_grounds_;
+  cands.clear();
+  cand_running.clear();
+  cand_grounds.clear();
   for (size_t p = 0; p < pool.size(); ++p) {
     const Running& r = running_[pool[p]];
     const Grounds g = pool_grounds[p];

@@ -303,7 +303,13 @@ class Cycle {
   }
   int64_t total_chips_ = -1;
   std::vector<int64_t> largest_;  // TryPreempt's check: per queue, reset to 0 after each use
-  CyclePlan placed_plan_;         // PlanNow's last placed plan
+  // TryPreempt's lists, kept between attempts (tens of thousands a cycle): per pool entry,
+  // its grounds; per candidate, the candidate, its running_ index and its grounds.
+  std::vector<Grounds> pool_grounds_;
+  std::vector<PreemptionCandidate> cands_;
+  std::vector<int> cand_running_;
+  std::vector<Grounds> cand_grounds_;
+  CyclePlan placed_plan_;  // PlanNow's last placed plan
   // Failed preemption searches, valid while nothing was released and the usage of the
   // queue's cohort did not change: (release epoch, cohort epoch) when it failed; the release
   // epoch kAnyRelease when the queue has a cohort and there was no candidate at all (any

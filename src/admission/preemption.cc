@@ -273,26 +273,34 @@ class Searcher {
     std::vector<int> seen;
     if (sub_shape_ >= 0) {
       // Each host's state once per cube, then each mask's room from it: what Evaluate gives on
-      // the mask's hosts (a blocked host rules the room out; each victim is counted once).
-      std::array<int, kHostsPerCube> state;
+      // the mask's hosts (a blocked host rules the room out; each victim is counted once). A
+      // cube holds a few victims: each with the mask of its hosts, so a room's victims are those
+      // whose mask it meets.
+      std::array<int, kHostsPerCube> victim;
+      std::array<unsigned, kHostsPerCube> victim_hosts;
       for (uint32_t id : touched_cubes_) {
         const Cube& cube = inv_.cubes()[id];
-        HostMask blocked = 0;
+        unsigned blocked = 0;
+        int victims = 0;
         for (int b = 0; b < kHostsPerCube; ++b) {
-          state[b] = StateOf(cube.hosts[b]);
-          if (state[b] == kBlockedHost) blocked |= HostMask(1u << b);
+          const int st = StateOf(cube.hosts[b]);
+          if (st == kBlockedHost) blocked |= 1u << b;
+          if (st < 0 || in_set_[st]) continue;
+          int v = 0;
+          while (v < victims && victim[v] != st) ++v;
+          if (v == victims) {
+            victim[v] = st;
+            victim_hosts[v] = 0;
+            ++victims;
+          }
+          victim_hosts[v] |= 1u << b;
         }
         for (size_t m = 0; m < masks_->size(); ++m) {
-          if ((*masks_)[m] & blocked) continue;
+          const unsigned mask = (*masks_)[m];
+          if (mask & blocked) continue;
           Option o;
-          seen.clear();
-          for (unsigned bits = (*masks_)[m]; bits != 0; bits &= bits - 1) {
-            const int st = state[std::countr_zero(bits)];
-            if (st == kFreeHost || in_set_[st]) continue;
-            if (std::find(seen.begin(), seen.end(), st) != seen.end()) continue;
-            seen.push_back(st);
-            AddCost(o.cost, st);
-          }
+          for (int v = 0; v < victims; ++v)
+            if (mask & victim_hosts[v]) AddCost(o.cost, victim[v]);
           o.cube = static_cast<int>(cube.id.value());
           o.mask = static_cast<int>(m);
           o.key = (uint64_t{cube.id.value()} << 16) | m;
