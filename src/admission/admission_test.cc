@@ -457,5 +457,34 @@ TEST(Admission, AWorkloadIdUsedTwiceIsRefusedWhetherIdsAreDenseOrSparse) {
   }
 }
 
+// The cycle checks a queue key once per local queue and a shape once per generation and
+// request: a workload is still refused for its own shape or queue when one before it asked for
+// the same dimensions or sat in another queue.
+TEST(Admission, AWorkloadIsCheckedInFullWhenOthersShareItsDimensionsOrQueue) {
+  Admitter admitter;
+  Snapshot s = MakeSnapshot(Pod(1, 1), {Queue("a", 64)});
+  s.workloads.push_back(Job(1, "a", k222));
+  s.workloads.push_back(Job(2, "a", k222));
+  s.workloads.push_back(Job(3, "elsewhere", k222));  // a valid name no queue has: it waits
+  ASSERT_TRUE(admitter.Run(s, 0).ok());
+
+  Snapshot other_generation = s;  // the same dimensions, a generation whose slices are 2D
+  other_generation.workloads[1].request.generation = Generation::kV6e;
+  auto refused = admitter.Run(other_generation, 0);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "workloads[1] (job-2): " + Validate(other_generation.workloads[1]).message());
+  EXPECT_NE(refused.status().message().find("topology '2x2x2' has 3 dimensions"), std::string::npos)
+      << refused.status().message();
+
+  Snapshot bad_queue = s;
+  bad_queue.workloads[2].local_queue = "Not_A_Name";
+  refused = admitter.Run(bad_queue, 0);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "workloads[2] (job-3): " + Validate(bad_queue.workloads[2]).message());
+  EXPECT_NE(refused.status().message().find("queue"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tessera

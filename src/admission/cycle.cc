@@ -120,15 +120,26 @@ Status Cycle::Build() {
   std::map<RequestKey, int> key_index;
   evicted_host_owner_.assign(Gpu() ? fleet_.hosts.size() : inv_.hosts().size(), WorkloadId());
   block_changed_.assign(inv_.is_3d() ? inv_.blocks().size() : 0, 0);
+  std::vector<int> first_of_key;  // per key: the first workload asking for it (valid)
   for (size_t i = 0; i < snap_.workloads.size(); ++i) {
     const Workload& w = snap_.workloads[i];
-    Status st = Validate(w);
+    // A queue among the local queues, and a TPU shape of a key seen before in the same
+    // generation, passed their checks already.
+    const auto it = local_to_queue_.find(w.local_queue);
+    const auto [key, first] = key_index.try_emplace(KeyOf(w), static_cast<int>(key_index.size()));
+    if (first) first_of_key.push_back(static_cast<int>(i));
+    const Workload& like = snap_.workloads[first_of_key[key->second]];
+    KnownValid known;
+    known.queue = it != local_to_queue_.end();
+    known.shape = !first && !w.gpu && !like.gpu &&
+                  w.request.generation == like.request.generation &&
+                  w.request.shape == like.request.shape;
+    Status st = Validate(w, known);
     if (!st.ok())
       return InvalidArgument("workloads[" + std::to_string(i) + "] (" + w.name +
                              "): " + st.message());
     ids.push_back(w.id);
-    key_of_[i] = key_index.try_emplace(KeyOf(w), static_cast<int>(key_index.size())).first->second;
-    auto it = local_to_queue_.find(w.local_queue);
+    key_of_[i] = key->second;
     if (it != local_to_queue_.end()) queue_of_[i] = it->second;
     if (w.state == WorkloadState::kAdmitted || w.state == WorkloadState::kRunning) {
       if (!HoldsHosts(w.id))

@@ -150,10 +150,12 @@ Status Validate(const PriorityClass& spec) {
   return Status::Ok();
 }
 
-Status Validate(const Workload& w) {
+Status Validate(const Workload& w) { return Validate(w, KnownValid{}); }
+
+Status Validate(const Workload& w, KnownValid known) {
   if (!w.id.valid()) return InvalidArgument("id: must be set");
   if (w.name.empty()) return InvalidArgument("name: must not be empty");
-  TESSERA_RETURN_IF_ERROR(ValidateKey("queue", w.local_queue));
+  if (!known.queue) TESSERA_RETURN_IF_ERROR(ValidateKey("queue", w.local_queue));
   if (w.gpu) {
     const int per_host = Info(w.gpu->system).gpus_per_host;
     if (w.gpu->request.gpus < per_host || w.gpu->request.gpus % per_host != 0)
@@ -164,7 +166,7 @@ Status Validate(const Workload& w) {
   } else if (w.request.num_slices < 1)
     return InvalidArgument("slices: must be at least 1, got " +
                            std::to_string(w.request.num_slices));
-  if (!w.gpu) {
+  if (!w.gpu && !known.shape) {
     Status shape = ValidateShape(w.request.generation, w.request.shape);
     if (!shape.ok()) return InvalidArgument("topology: " + shape.message());
   }

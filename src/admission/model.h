@@ -176,6 +176,16 @@ Status Validate(const LocalQueueSpec& spec);
 Status Validate(const PriorityClass& spec);
 Status Validate(const Workload& workload);
 
+// What Validate(workload) may leave out, for a caller that validates many workloads sharing a
+// few queues and shapes (an admission cycle: 100,000 workloads, a few hundred queues, a dozen
+// shapes): its queue key, found among LocalQueueSpecs that passed Validate (their names pass
+// the same check); its TPU shape, already found valid for the same generation.
+struct KnownValid {
+  bool queue = false;
+  bool shape = false;
+};
+Status Validate(const Workload& workload, KnownValid known);
+
 // The value of the class named `name`; NotFound listing the known classes otherwise.
 Result<int32_t> ResolvePriority(const std::vector<PriorityClass>& classes, std::string_view name);
 

@@ -64,6 +64,25 @@ TEST(AdmissionModel, LocalQueuePriorityClassAndWorkload) {
   EXPECT_NE(Validate(w).message().find("slices"), std::string::npos);
 }
 
+// A caller that knows the queue key or the shape passed leaves out only that check.
+TEST(AdmissionModel, KnownValidLeavesOutOnlyTheChecksItNames) {
+  Workload w;
+  w.id = WorkloadId(1);
+  w.name = "llama";
+  w.local_queue = "Not_A_Name";
+  w.request = {Generation::k7x, Shape::Of(3, 3, 3), 1};
+  EXPECT_NE(Validate(w).message().find("queue"), std::string::npos);
+  EXPECT_NE(Validate(w, {.queue = true}).message().find("topology"), std::string::npos);
+  EXPECT_NE(Validate(w, {.shape = true}).message().find("queue"), std::string::npos);
+  EXPECT_TRUE(Validate(w, {.queue = true, .shape = true}).ok());
+  w.request.num_slices = 0;
+  EXPECT_NE(Validate(w, {.queue = true, .shape = true}).message().find("slices"),
+            std::string::npos);
+  w.request.num_slices = 1;
+  w.name.clear();
+  EXPECT_NE(Validate(w, {.queue = true, .shape = true}).message().find("name"), std::string::npos);
+}
+
 TEST(AdmissionModel, ResolvePriority) {
   std::vector<PriorityClass> classes = {{"low", 10}, {"high", 1000}};
   EXPECT_EQ(*ResolvePriority(classes, "high"), 1000);
