@@ -607,6 +607,17 @@ class Searcher {
 // whole inventory, and the planner still decides worker order and rotation.
 bool PlanInRoom(const Inventory& inv, const SlicePlanner& planner, const SliceRequest& request,
                 const Room& room, SlicePlacement& out) {
+  if (inv.is_3d() && room.cubes.size() == 1) {
+    if (const int s = SubCubeShapeIndex(request.shape); s >= 0) {
+      // A sub-cube room: the planner's placement on exactly the room's hosts of its cube.
+      unsigned mask = 0;
+      for (HostId h : room.hosts) {
+        const Coord c = inv.host(h).coord;
+        mask |= 1u << CubeLocalIndex(c.x, c.y, c.z);
+      }
+      return planner.PlaceOnHosts(inv.cube(room.cubes[0]), static_cast<HostMask>(mask), s, out);
+    }
+  }
   SliceRequest one = request;
   one.num_slices = 1;
   Result<Inventory> tiny =

@@ -177,6 +177,15 @@ class SlicePlanner {
     return sub_masks_[shape_index];
   }
 
+  // One slice of sub-cube shape `shape_index` on the hosts `hosts` of `cube`, whoever holds them
+  // now: the placement Plan gives on a cube where exactly those hosts are free and healthy.
+  // False when the shape does not fit them.
+  bool PlaceOnHosts(const Cube& cube, HostMask hosts, int shape_index, SlicePlacement& out) const {
+    if (best_[shape_index][hosts] < 0) return false;
+    PlaceIn(cube, hosts, shape_index, out);
+    return true;
+  }
+
  private:
   struct CubePlacement {
     HostMask mask;

@@ -323,6 +323,61 @@ TEST(PlacementProperty, SubCubeIndexAgreesWithTheWalkOfEveryCube) {
   }
 }
 
+// PlaceOnHosts gives, on hosts of a cube whoever holds them, the plan of a one-cube pod where
+// exactly those hosts are free: the same hosts in the same worker order, box and offset, and no
+// placement where that pod has none. Every room of each sub-cube shape (the masks a victim
+// search frees) and every 37th mask of the 2^16, under each named policy (both position
+// modes), in the second cube of a pod.
+TEST(PlacementProperty, PlaceOnHostsIsThePlanOfACubeWithExactlyThoseHostsFree) {
+  const std::vector<Shape> shapes = {Shape::Of(2, 2, 1), Shape::Of(2, 2, 2), Shape::Of(2, 2, 4),
+                                     Shape::Of(2, 4, 4)};
+  const Inventory pod = Pod(1, 2);
+  const Cube& cube = pod.cubes()[1];
+  int placed = 0, refused = 0;
+  for (const PlannerOptions& opts :
+       {PlannerOptions::FirstFit(), PlannerOptions::TightestFit(), PlannerOptions::Tessera()}) {
+    const SlicePlanner planner(opts);
+    for (const Shape& shape : shapes) {
+      const int s = SubCubeShapeIndex(shape);
+      ASSERT_GE(s, 0) << shape.ToString();
+      std::vector<unsigned> masks(planner.SubCubeMasks(s).begin(), planner.SubCubeMasks(s).end());
+      for (unsigned m = 0; m < (1u << kHostsPerCube); m += 37) masks.push_back(m);
+      for (const unsigned mask : masks) {
+        SCOPED_TRACE(opts.Name() + " " + shape.ToString() + " mask " + std::to_string(mask));
+        Inventory one = Pod(1, 1);
+        std::vector<HostId> fence;
+        for (int l = 0; l < kHostsPerCube; ++l)
+          if (!(mask & (1u << l))) fence.push_back(one.cubes()[0].hosts[l]);
+        if (!fence.empty()) {
+          ASSERT_TRUE(one.Reserve(OwnerId(1), fence).ok());
+        }
+        const PlanResult want = planner.Plan(one, Req(shape));
+        SlicePlacement got;
+        const bool ok = planner.PlaceOnHosts(cube, static_cast<HostMask>(mask), s, got);
+        ASSERT_EQ(ok, want.placed());
+        if (!ok) {
+          ++refused;
+          continue;
+        }
+        ++placed;
+        const SlicePlacement& w = want.slices[0];
+        std::vector<HostId> mapped;
+        for (HostId h : w.hosts) {
+          const Coord c = one.host(h).coord;
+          mapped.push_back(cube.hosts[CubeLocalIndex(c.x, c.y, c.z)]);
+        }
+        ASSERT_EQ(got.hosts, mapped);
+        EXPECT_EQ(got.physical, w.physical);
+        EXPECT_EQ(got.offset, w.offset);
+        EXPECT_EQ(got.cubes, std::vector<CubeId>{cube.id});
+        EXPECT_EQ(got.block, cube.block);
+      }
+    }
+  }
+  EXPECT_GT(placed, 100);
+  EXPECT_GT(refused, 100);
+}
+
 TEST(PlacementProperty, SameInputSameAnswer) {
   Inventory inv = Pod(3, 4);
   Rng rng(7);
