@@ -18,9 +18,6 @@ namespace {
 constexpr int kFreeHost = -1;     // free and healthy now
 constexpr int kBlockedHost = -2;  // owned by a non-candidate, or not healthy
 
-// Fence owners: ids no workload uses (the top of the range, below the invalid id).
-OwnerId FenceOwner(size_t i) { return OwnerId(OwnerId::kInvalid - 1 - i); }
-
 // The room one slice needs, and its tie-break key (cube or slice or block, then position).
 struct Room {
   std::vector<HostId> hosts;
@@ -602,9 +599,10 @@ class Searcher {
   }
 };
 
-// Plans one slice of `request` inside `room` alone: on a small inventory holding just the
-// room's cube(s) or slice, whose hosts are then mapped back. Cheaper than fencing a copy of the
-// whole inventory, and the planner still decides worker order and rotation.
+// Plans one slice of `request` inside `room` alone: a sub-cube room on its cube's own hosts
+// (SlicePlanner::PlaceOnHosts), any other on a small inventory holding just the room's cubes
+// or slice, whose hosts are then mapped back. Cheaper than fencing a copy of the whole
+// inventory, and the planner still decides worker order and rotation.
 bool PlanInRoom(const Inventory& inv, const SlicePlanner& planner, const SliceRequest& request,
                 const Room& room, SlicePlacement& out) {
   if (inv.is_3d() && room.cubes.size() == 1) {
@@ -623,19 +621,7 @@ bool PlanInRoom(const Inventory& inv, const SlicePlanner& planner, const SliceRe
   Result<Inventory> tiny =
       inv.is_3d() ? Inventory::MakePod({inv.generation(), 1, static_cast<int>(room.cubes.size())})
                   : Inventory::MakeFleet({inv.generation(), {request.shape}});
-  if (!tiny.ok()) return false;
-  if (inv.is_3d() && room.cubes.size() == 1) {
-    // A sub-cube room: fence the cube's hosts outside it.
-    std::vector<char> in_room(kHostsPerCube, 0);
-    for (HostId h : room.hosts) {
-      const Coord c = inv.host(h).coord;
-      in_room[CubeLocalIndex(c.x, c.y, c.z)] = 1;
-    }
-    std::vector<HostId> fence;
-    for (int l = 0; l < kHostsPerCube; ++l)
-      if (!in_room[l]) fence.push_back(tiny->cubes()[0].hosts[l]);
-    if (!fence.empty() && !tiny->Reserve(FenceOwner(0), fence).ok()) return false;
-  }
+  if (!tiny.ok()) return false;  // whole cubes (their every host is in the room) or a slice
   PlanResult r = planner.Plan(*tiny, one);
   if (!r.placed()) return false;
   out = std::move(r.slices[0]);
