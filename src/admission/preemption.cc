@@ -144,10 +144,18 @@ class Searcher {
     }
     // N slices: the greedy solution depends on the allowed candidates, not on the check, so it
     // is kept per allowed set (the retries and the minimising steps of every query ask for the
-    // same sets again).
-    auto it = greedy_.find(AsKey(allowed));
-    if (it == greedy_.end()) it = greedy_.emplace(std::string(AsKey(allowed)), Greedy()).first;
-    const std::optional<Solution>& s = it->second;
+    // same sets again); with every candidate allowed, the set every query starts with, without
+    // a lookup by its bytes.
+    const std::optional<Solution>* kept = nullptr;
+    if (all) {
+      if (!greedy_all_) greedy_all_.emplace(Greedy());
+      kept = &*greedy_all_;
+    } else {
+      auto it = greedy_.find(AsKey(allowed));
+      if (it == greedy_.end()) it = greedy_.emplace(std::string(AsKey(allowed)), Greedy()).first;
+      kept = &it->second;
+    }
+    const std::optional<Solution>& s = *kept;
     if (s && check && !check(s->victims)) {
       ++rejected_by_check_;
       return std::nullopt;
@@ -593,6 +601,7 @@ class Searcher {
   // Keyed by the allowed set's bytes (AsKey): a string compares with memcmp, where a vector of
   // char compares element by element (thousands of candidates, many lookups).
   std::map<std::string, std::optional<Solution>, std::less<>> greedy_;
+  std::optional<std::optional<Solution>> greedy_all_;  // every candidate allowed: once known
   std::map<std::string, std::vector<Option>, std::less<>> one_options_;  // one slice
   static std::string_view AsKey(const std::vector<char>& allowed) {
     return std::string_view(allowed.data(), allowed.size());

@@ -179,8 +179,9 @@ class SlicePlanner {
 
   // One slice of sub-cube shape `shape_index` on the hosts `hosts` of `cube`, whoever holds them
   // now: the placement Plan gives on a cube where exactly those hosts are free and healthy.
-  // False when the shape does not fit them.
+  // False when the shape does not fit them (or `shape_index` is not a sub-cube shape's).
   bool PlaceOnHosts(const Cube& cube, HostMask hosts, int shape_index, SlicePlacement& out) const {
+    if (shape_index < 0 || shape_index >= static_cast<int>(best_.size())) return false;
     if (best_[shape_index][hosts] < 0) return false;
     PlaceIn(cube, hosts, shape_index, out);
     return true;

@@ -376,6 +376,9 @@ TEST(PlacementProperty, PlaceOnHostsIsThePlanOfACubeWithExactlyThoseHostsFree) {
   }
   EXPECT_GT(placed, 100);
   EXPECT_GT(refused, 100);
+  SlicePlacement none;
+  EXPECT_FALSE(SlicePlanner().PlaceOnHosts(cube, HostMask(0xFFFF), -1, none));
+  EXPECT_FALSE(SlicePlanner().PlaceOnHosts(cube, HostMask(0xFFFF), 4, none));
 }
 
 TEST(PlacementProperty, SameInputSameAnswer) {
