@@ -31,6 +31,7 @@
 
 #include "admission/model.h"
 #include "admission/preemption.h"
+#include "common/shared_text.h"
 #include "common/status.h"
 #include "inventory/inventory.h"
 #include "placement/planner.h"
@@ -172,7 +173,9 @@ struct PendingStatus {
   std::string name;
   std::string cluster_queue;  // empty when the local queue does not resolve
   PendingReason reason = PendingReason::kOverQuota;
-  std::string message;     // for people, with the numbers
+  // For people, with the numbers. Shared: workloads waiting for the same reason (a queue's
+  // over-quota line) hold one copy.
+  SharedText message;
   int position = 0;        // 1-based place among the waiting workloads of its queue; 0: not in line
   int waiting_behind = 0;  // kWaitingBehind: workloads ahead of it that are waiting
   int64_t over_quota_chips = 0;  // kOverQuota: by how much (GPUs in a GPU cycle)

@@ -169,10 +169,10 @@ void RunSeed(uint64_t seed) {
         if (level.options().explain != Explain::kFitsNextCycleOnly ||
             p.reason == PendingReason::kFitsNextCycle)
           want.emplace_back(p.workload.value(), p.position,
-                            PendingReasonName(p.reason) + std::string(": ") + p.message);
+                            PendingReasonName(p.reason) + std::string(": ") + p.message.str());
       for (const PendingStatus& p : other->pending)
         got.emplace_back(p.workload.value(), p.position,
-                         PendingReasonName(p.reason) + std::string(": ") + p.message);
+                         PendingReasonName(p.reason) + std::string(": ") + p.message.str());
       EXPECT_EQ(got, want);
     }
 

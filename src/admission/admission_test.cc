@@ -72,7 +72,7 @@ TEST(Admission, StrictFifoBlocksBehindAHeadThatDoesNotFit) {
   ASSERT_NE(third, nullptr);
   EXPECT_EQ(third->reason, PendingReason::kWaitingBehind);
   EXPECT_EQ(third->waiting_behind, 2);
-  EXPECT_NE(third->message.find("job-1"), std::string::npos);
+  EXPECT_NE(third->message.view().find("job-1"), std::string::npos);
 }
 
 // A cycle at another explain level than the options' (the head's cycles between those that find
@@ -135,7 +135,7 @@ TEST(Admission, NoCohortMeansNominalIsTheLimit) {
   s.workloads.push_back(Job(1, "a", k444));
   AdmissionCycle c = RunCycle(s);
   EXPECT_EQ(FindPending(c, 1)->reason, PendingReason::kOverQuota);
-  EXPECT_NE(FindPending(c, 1)->message.find("never"), std::string::npos);
+  EXPECT_NE(FindPending(c, 1)->message.view().find("never"), std::string::npos);
 }
 
 // One cube, fully used by a running 4x4x4 of queue "a"; a 4x4x4 arrives in "a".
@@ -395,7 +395,7 @@ TEST(Admission, AWorkloadWithoutAQueueSaysItWaitsForTheDefaultOneAndHowToFixIt) 
   AdmissionCycle c = RunCycle(s);
   ASSERT_NE(FindPending(c, 1), nullptr);
   EXPECT_EQ(FindPending(c, 1)->reason, PendingReason::kLocalQueueNotFound);
-  const std::string m = FindPending(c, 1)->message;
+  const std::string m = FindPending(c, 1)->message.str();
   EXPECT_NE(m.find("LocalQueue default does not exist (a workload without metadata.queue"),
             std::string::npos)
       << m;
@@ -406,7 +406,8 @@ TEST(Admission, AWorkloadWithoutAQueueSaysItWaitsForTheDefaultOneAndHowToFixIt) 
   // No LocalQueue at all: the message says to apply one.
   s.local_queues.clear();
   c = RunCycle(s);
-  EXPECT_NE(FindPending(c, 1)->message.find("no LocalQueue exists: apply one"), std::string::npos)
+  EXPECT_NE(FindPending(c, 1)->message.view().find("no LocalQueue exists: apply one"),
+            std::string::npos)
       << FindPending(c, 1)->message;
 }
 

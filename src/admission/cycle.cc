@@ -111,7 +111,10 @@ Status Cycle::Build() {
     local_to_queue_[l.name] = it->second;
   }
 
-  running_of_pool_.assign(quota_.cohorts.size() + quota_.queues.size(), {});
+  running_of_queue_.assign(quota_.queues.size(), {});
+  cohort_queues_.assign(quota_.cohorts.size(), {});
+  for (int qi = 0; qi < static_cast<int>(quota_.queues.size()); ++qi)
+    if (quota_.queues[qi].cohort >= 0) cohort_queues_[quota_.queues[qi].cohort].push_back(qi);
 
   std::vector<WorkloadId> ids;
   queue_of_.assign(snap_.workloads.size(), -1);
@@ -155,8 +158,7 @@ Status Cycle::Build() {
       const int64_t since = w.last_checkpoint_ms.value_or(w.admitted_at_ms);
       r.lost_work = r.chips * std::max<int64_t>(0, now_ - since);
       if (r.queue >= 0) quota_.Add(r.queue, r.chips);
-      if (r.queue >= 0)
-        running_of_pool_[PoolOf(r.queue)].push_back(static_cast<int>(running_.size()));
+      if (r.queue >= 0) running_of_queue_[r.queue].push_back(static_cast<int>(running_.size()));
       running_.push_back(r);
     }
   }
@@ -203,8 +205,8 @@ void Cycle::Release(Running& r) {
   if (r.queue >= 0) {
     quota_.Add(r.queue, -r.chips);
     // No longer a candidate of anyone (PreemptGrounds): out of its pool.
-    std::vector<int>& pool = running_of_pool_[PoolOf(r.queue)];
-    pool.erase(std::find(pool.begin(), pool.end(), static_cast<int>(&r - running_.data())));
+    std::vector<int>& own = running_of_queue_[r.queue];
+    own.erase(std::find(own.begin(), own.end(), static_cast<int>(&r - running_.data())));
   }
   for (int k : failed_keys_) plan_failures_[k].reset();
   failed_keys_.clear();
@@ -477,16 +479,27 @@ bool Cycle::TryPreempt(int qi, const LineEntry& head) {
   const int64_t chips = head.chips;
   const QueueState& q = quota_.queues[qi];
   const bool fair = options_.fair_sharing == FairSharing::kEnabled;
-  // Only workloads of its own queue and of its cohort's can be candidates (PreemptGrounds).
-  const std::vector<int>& pool = running_of_pool_[PoolOf(qi)];
+  // Only workloads of its own queue and of its cohort's can be candidates, and only of a queue
+  // that gives any (PreemptGrounds): its own unless under `never`, another while it borrows.
+  // Those with grounds, in running_ order.
+  std::vector<std::pair<int, Grounds>>& hits = pool_hits_;
+  hits.clear();
   // The least the preemptor's queue can use after admission: all its candidates evicted.
   int64_t own_low = q.used + chips;
-  std::vector<Grounds>& pool_grounds = pool_grounds_;
-  pool_grounds.resize(pool.size());
-  for (size_t p = 0; p < pool.size(); ++p) {
-    pool_grounds[p] = PreemptGrounds(qi, head, running_[pool[p]]);
-    if (pool_grounds[p] == Grounds::kOwnQueue) own_low -= running_[pool[p]].chips;
-  }
+  auto visit = [&](int rq) {
+    for (int ri : running_of_queue_[rq]) {
+      const Grounds g = PreemptGrounds(qi, head, running_[ri]);
+      if (g == Grounds::kNone) continue;
+      hits.push_back({ri, g});
+      if (g == Grounds::kOwnQueue) own_low -= running_[ri].chips;
+    }
+  };
+  if (q.spec->preemption.within_cluster_queue != WithinClusterQueue::kNever) visit(qi);
+  if (q.cohort >= 0)
+    for (int rq : cohort_queues_[q.cohort])
+      if (rq != qi && quota_.Borrowing(rq)) visit(rq);
+  std::sort(hits.begin(), hits.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   const bool may_end_within = own_low <= q.nominal;
   const double my_share = quota_.Share(qi, chips);
   const double my_low_share = quota_.Share(qi, own_low - q.used);  // own candidates all gone
@@ -496,16 +509,15 @@ bool Cycle::TryPreempt(int qi, const LineEntry& head) {
   cands.clear();
   cand_running.clear();
   cand_grounds.clear();
-  for (size_t p = 0; p < pool.size(); ++p) {
-    const Running& r = running_[pool[p]];
-    const Grounds g = pool_grounds[p];
+  for (const auto& [ri, g] : hits) {
+    const Running& r = running_[ri];
     // Candidates that no victim set can make acceptable are left out of the search.
-    if (g == Grounds::kNone || (g == Grounds::kReclaim && !may_end_within) ||
+    if ((g == Grounds::kReclaim && !may_end_within) ||
         (g == Grounds::kFairShare && !may_end_within &&
          !(my_low_share < quota_.Share(r.queue, -r.chips))))
       continue;
     cands.push_back({r.id, r.priority, r.lost_work});
-    cand_running.push_back(pool[p]);
+    cand_running.push_back(ri);
     cand_grounds.push_back(g);
   }
   if (cands.empty()) {

@@ -210,7 +210,7 @@ class Cycle {
  private:
   struct StaticFit {
     PendingReason reason = PendingReason::kNeverFits;
-    std::string message;
+    SharedText message;  // given to every workload of the key
     bool possible = true;
   };
 
@@ -256,7 +256,7 @@ class Cycle {
   bool PolicyMayPreempt(int qi) const;
   std::vector<WorkloadId> EvictedOn(const CyclePlan& plan) const;
   void Release(Running& r);
-  PendingStatus& AddPending(int wi, int qi, PendingReason reason, std::string message);
+  PendingStatus& AddPending(int wi, int qi, PendingReason reason, SharedText message);
   void WhatHelps(int qi, const LineEntry& e, PendingStatus& st);
   using HeadKey = std::tuple<int, double, int64_t, int64_t, int>;
   HeadKey OrderKey(int qi) const;
@@ -277,10 +277,13 @@ class Cycle {
   std::vector<int> queue_of_;                            // per workload: ClusterQueue index or -1
   std::vector<Running> running_;
   // The running workloads a preemptor of queue qi may take are those of its cohort (or of qi
-  // alone, without a cohort): pools, indexed by PoolOf(qi), of running_ indices, ascending.
-  // Only those that were running before the cycle and are not evicted: no other can be a
-  // candidate (PreemptGrounds).
-  std::vector<std::vector<int>> running_of_pool_;
+  // alone, without a cohort): per queue, its running_ indices, ascending. Only those that were
+  // running before the cycle and are not evicted: no other can be a candidate (PreemptGrounds).
+  // Kept per queue, so that an attempt passes over a queue that gives none (one that does not
+  // borrow) without reading its workloads: most of a cohort's at fleet scale.
+  std::vector<std::vector<int>> running_of_queue_;
+  std::vector<std::vector<int>> cohort_queues_;  // per cohort: its queues, ascending
+  // A pool: the cohort's queues, or qi alone without a cohort; an index over both.
   int PoolOf(int qi) const {
     const int c = quota_.queues[qi].cohort;
     return c >= 0 ? c : static_cast<int>(quota_.cohorts.size()) + qi;
@@ -305,7 +308,7 @@ class Cycle {
   std::vector<int64_t> largest_;  // TryPreempt's check: per queue, reset to 0 after each use
   // TryPreempt's lists, kept between attempts (tens of thousands a cycle): per pool entry,
   // its grounds; per candidate, the candidate, its running_ index and its grounds.
-  std::vector<Grounds> pool_grounds_;
+  std::vector<std::pair<int, Grounds>> pool_hits_;  // (running_ index, grounds), ascending
   std::vector<PreemptionCandidate> cands_;
   std::vector<int> cand_running_;
   std::vector<Grounds> cand_grounds_;

@@ -62,7 +62,7 @@ std::string MissingLocalQueueMessage(const std::string& key,
 
 }  // namespace
 
-PendingStatus& Cycle::AddPending(int wi, int qi, PendingReason reason, std::string message) {
+PendingStatus& Cycle::AddPending(int wi, int qi, PendingReason reason, SharedText message) {
   // Built in place (reserved: no status is moved).
   PendingStatus& st = out_.pending.emplace_back();
   st.workload = W(wi).id;
@@ -208,12 +208,13 @@ void Cycle::Explain() {
   // At most one status per workload: reserved once, so the statuses are not moved as they
   // grow.
   out_.pending.reserve(snap_.workloads.size());
+  const SharedText fits_next_cycle(kFitsNextCycleMessage);  // one copy for all that fit
   const bool help = explain_ == tessera::Explain::kReasonsAndWhatHelps;
   const bool fits_only = explain_ == tessera::Explain::kFitsNextCycleOnly;
   for (int qi = 0; qi < static_cast<int>(quota_.queues.size()); ++qi) {
     QueueState& q = quota_.queues[qi];
     int position = 0;
-    std::vector<std::pair<int64_t, std::string>> over_messages;  // this queue's, by chips
+    std::vector<std::pair<int64_t, SharedText>> over_messages;  // this queue's, by chips
     std::string behind;  // StrictFIFO: the end of the message of those behind its blocked head
     for (size_t pos = 0; pos < q.entries.size(); ++pos) {
       const LineEntry& e = q.entries[pos];
@@ -233,8 +234,7 @@ void Cycle::Explain() {
         if (fit.possible && e.chips <= quota_.Ceiling(qi) &&
             !(q.blocked_at >= 0 && static_cast<int>(pos) > q.blocked_at) &&
             quota_.Over(qi, e.chips) <= 0 && PlanNow(e.key, wi).placed())
-          AddPending(wi, qi, PendingReason::kFitsNextCycle, kFitsNextCycleMessage).position =
-              position;
+          AddPending(wi, qi, PendingReason::kFitsNextCycle, fits_next_cycle).position = position;
         continue;
       }
       PendingStatus* st = nullptr;
@@ -253,24 +253,20 @@ void Cycle::Explain() {
           behind = " workload(s) of queue " + q.spec->name + ", first " +
                    W(q.entries[q.blocked_at].workload).name;
         const std::string count = std::to_string(position - 1);
-        std::string m;
-        m.reserve(sizeof(kWaitingBehindPrefix) + count.size() + behind.size());
-        m.append(kWaitingBehindPrefix).append(count).append(behind);
-        st = &AddPending(wi, qi, PendingReason::kWaitingBehind, std::move(m));
+        st = &AddPending(wi, qi, PendingReason::kWaitingBehind,
+                         SharedText::Concat({kWaitingBehindPrefix, count, behind}));
         st->waiting_behind = position - 1;
       } else if (const int64_t over = quota_.Over(qi, e.chips); over > 0) {
         // "needs N chips; <description>: over quota by M chips": the same for every workload
         // of this queue asking for as many chips (`over` follows from them), so built once per
-        // size (a line holds a few sizes) and copied.
+        // size (a line holds a few sizes) and shared.
         auto known = std::find_if(over_messages.begin(), over_messages.end(),
                                   [&](const auto& m) { return m.first == e.chips; });
         if (known == over_messages.end()) {
           if (!described[qi]) described[qi] = quota_.Describe(qi);
-          std::string m;
-          m.reserve(described[qi]->size() + 64);
-          m.append("needs ").append(Chips(e.chips)).append("; ").append(*described[qi]);
-          m.append(": over quota by ").append(Chips(over));
-          over_messages.emplace_back(e.chips, std::move(m));
+          over_messages.emplace_back(
+              e.chips, SharedText::Concat({"needs ", Chips(e.chips), "; ", *described[qi],
+                                           ": over quota by ", Chips(over)}));
           known = over_messages.end() - 1;
         }
         st = &AddPending(wi, qi, PendingReason::kOverQuota, known->second);
@@ -282,7 +278,7 @@ void Cycle::Explain() {
         if (!plan.gpu)
           st->largest_free = plan.tpu.largest_free.empty() ? *largest_free : plan.tpu.largest_free;
       } else {
-        st = &AddPending(wi, qi, PendingReason::kFitsNextCycle, kFitsNextCycleMessage);
+        st = &AddPending(wi, qi, PendingReason::kFitsNextCycle, fits_next_cycle);
       }
       st->position = position;
       const bool helps =

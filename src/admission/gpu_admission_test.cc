@@ -113,10 +113,10 @@ TEST(GpuAdmission, QuotaExhaustedWaitsNamingTheQueueAndTheFiguresThenRuns) {
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->reason, PendingReason::kOverQuota);
   EXPECT_EQ(p->over_quota_chips, 16);
-  EXPECT_NE(p->message.find("needs 16 GPUs; queue gpus uses 16 of nominal 16 GPUs"),
+  EXPECT_NE(p->message.view().find("needs 16 GPUs; queue gpus uses 16 of nominal 16 GPUs"),
             std::string::npos)
       << p->message;
-  EXPECT_NE(p->message.find("over quota by 16 GPUs"), std::string::npos) << p->message;
+  EXPECT_NE(p->message.view().find("over quota by 16 GPUs"), std::string::npos) << p->message;
   ASSERT_EQ(p->would_help.size(), 1u);
   EXPECT_EQ(p->would_help[0].name, "gpu-1");
   EXPECT_EQ(p->would_help[0].chips, 16);
@@ -140,9 +140,9 @@ TEST(GpuAdmission, NoPlacementNamesTheDomainRule) {
   const PendingStatus* p = FindPending(c, 3);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->reason, PendingReason::kNoFreeBox);
-  EXPECT_NE(p->message.find("10 gb200-nvl72 hosts (domain: required)"), std::string::npos)
+  EXPECT_NE(p->message.view().find("10 gb200-nvl72 hosts (domain: required)"), std::string::npos)
       << p->message;
-  EXPECT_NE(p->message.find("at most 8 in one domain"), std::string::npos) << p->message;
+  EXPECT_NE(p->message.view().find("at most 8 in one domain"), std::string::npos) << p->message;
   EXPECT_FALSE(p->would_help.empty()) << "a running job's finishing would make room";
 
   // domain: preferred spills over two domains instead.
@@ -167,10 +167,10 @@ TEST(GpuAdmission, NeverFitsAndWrongSystemDoNotBlockTheLine) {
   EXPECT_TRUE(Admitted(c, 3));
   ASSERT_NE(FindPending(c, 1), nullptr);
   EXPECT_EQ(FindPending(c, 1)->reason, PendingReason::kNeverFits);
-  EXPECT_NE(FindPending(c, 1)->message.find("domain: required"), std::string::npos);
+  EXPECT_NE(FindPending(c, 1)->message.view().find("domain: required"), std::string::npos);
   ASSERT_NE(FindPending(c, 2), nullptr);
   EXPECT_EQ(FindPending(c, 2)->reason, PendingReason::kInvalidRequest);
-  EXPECT_NE(FindPending(c, 2)->message.find("h100 GPUs"), std::string::npos);
+  EXPECT_NE(FindPending(c, 2)->message.view().find("h100 GPUs"), std::string::npos);
 }
 
 TEST(GpuAdmission, AQueueWithoutGpuQuotaSaysHowToAddOne) {
@@ -183,8 +183,10 @@ TEST(GpuAdmission, AQueueWithoutGpuQuotaSaysHowToAddOne) {
   const PendingStatus* p = FindPending(c, 1);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->reason, PendingReason::kOverQuota);
-  EXPECT_NE(p->message.find("can never hold more than 0 GPUs"), std::string::npos) << p->message;
-  EXPECT_NE(p->message.find("resource: nvidia.com/gpu, gpuSystem: gb200-nvl72"), std::string::npos)
+  EXPECT_NE(p->message.view().find("can never hold more than 0 GPUs"), std::string::npos)
+      << p->message;
+  EXPECT_NE(p->message.view().find("resource: nvidia.com/gpu, gpuSystem: gb200-nvl72"),
+            std::string::npos)
       << p->message;
 }
 
@@ -214,7 +216,8 @@ TEST(GpuAdmission, CohortBorrowingInGpus) {
   const PendingStatus* p = FindPending(c, 2);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->reason, PendingReason::kOverQuota);
-  EXPECT_NE(p->message.find("cohort org has 0 of 32 lendable GPUs unused"), std::string::npos)
+  EXPECT_NE(p->message.view().find("cohort org has 0 of 32 lendable GPUs unused"),
+            std::string::npos)
       << p->message;
   ASSERT_EQ(p->would_help.size(), 1u);
   EXPECT_FALSE(p->would_help[0].preemptible);

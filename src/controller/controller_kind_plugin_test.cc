@@ -138,7 +138,7 @@ class HostHoldKind final : public WorkloadKind {
   Status Waiting(const PendingStatus& p) override {
     Hold* h = ByUid(p.workload.value());
     if (h == nullptr || h->phase != "Pending" || h->message == p.message) return Status::Ok();
-    return Persist(Hold(*h), "Pending", p.message);
+    return Persist(Hold(*h), "Pending", p.message.str());
   }
   Status CycleFailed(const std::string& message) override {
     for (auto& [n, h] : holds_)

@@ -209,7 +209,7 @@ Status Controller::SetJobPending(const std::string& name, const PendingStatus& p
   std::vector<WouldHelp> help;
   for (const Blocker& b : p.would_help)
     help.push_back({b.name, b.cluster_queue, b.priority, b.chips, b.preemptible});
-  const std::string message = WithPartialSlices(jobs_.at(name), p.message);
+  const std::string message = WithPartialSlices(jobs_.at(name), p.message.str());
   return RunStep(
       name,
       [&](TrainJob& j) {

@@ -486,8 +486,9 @@ Status Controller::SetReservationPending(const std::string& name, const PendingS
   for (const Blocker& b : pending.would_help)
     help.push_back({b.name, b.cluster_queue, b.priority, b.chips, b.preemptible});
   return RunReservationStep(name, [&](SliceReservation& r) {
-    return ReservationLifecycle::SetPending(r, PendingReasonName(pending.reason), pending.message,
-                                            pending.position, std::move(help));
+    return ReservationLifecycle::SetPending(r, PendingReasonName(pending.reason),
+                                            pending.message.str(), pending.position,
+                                            std::move(help));
   });
 }
 

@@ -41,7 +41,7 @@ class AdmissionScheduler final : public SimScheduler {
     if (!explain_error_.empty()) return explain_error_;
     for (const PendingStatus& st : last_pending_)
       if (st.workload == IdOf(j))
-        return std::string(PendingReasonName(st.reason)) + ": " + st.message;
+        return std::string(PendingReasonName(st.reason)) + ": " + st.message.str();
     return {};
   }
 

@@ -57,7 +57,7 @@ Workload GroupAdmissionWorkload(const Service& service, const GroupWorkload& gro
 }
 
 std::string GroupPendingMessage(const PendingStatus& status) {
-  std::string m = status.message;
+  std::string m = status.message.str();
   if (status.position > 0)
     m += "; position " + std::to_string(status.position) + " in ClusterQueue " +
          status.cluster_queue;
