@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -62,6 +63,14 @@ class Searcher {
       }
     }
     std::sort(touched_cubes_.begin(), touched_cubes_.end());
+    for (uint32_t id : touched_cubes_) {
+      const uint32_t block = inv.cubes()[id].block.value();
+      if (touched_blocks_.empty() || touched_blocks_.back() != block)
+        touched_blocks_.push_back(block);
+    }
+    std::sort(touched_blocks_.begin(), touched_blocks_.end());
+    touched_blocks_.erase(std::unique(touched_blocks_.begin(), touched_blocks_.end()),
+                          touched_blocks_.end());
     SetRequest();
   }
 
@@ -81,6 +90,7 @@ class Searcher {
     chips_ = like.chips_;
     touched_ = like.touched_;
     touched_cubes_ = like.touched_cubes_;
+    touched_blocks_ = like.touched_blocks_;
     SetRequest();
   }
 
@@ -273,8 +283,10 @@ class Searcher {
     return hosts;
   }
 
+  // `units` (3D; cubes for a sub-cube shape, blocks for a super-slice; ascending): only the
+  // rooms in those, of the touched ones; null: every room.
   template <typename Fn>
-  void ForEachOption(Fn&& fn) {
+  void ForEachOption(Fn&& fn, const std::vector<uint32_t>* units = nullptr) {
     std::vector<int> seen;
     if (sub_shape_ >= 0) {
       // Each host's state once per cube, then each mask's room from it: what Evaluate gives on
@@ -283,7 +295,8 @@ class Searcher {
       // whose mask it meets.
       std::array<int, kHostsPerCube> victim;
       std::array<unsigned, kHostsPerCube> victim_hosts;
-      for (uint32_t id : touched_cubes_) {
+      for (uint32_t id : units != nullptr ? *units : touched_cubes_) {
+        if (units != nullptr && !touched_[id]) continue;  // rooms elsewhere have no victims
         const Cube& cube = inv_.cubes()[id];
         unsigned blocked = 0;
         int victims = 0;
@@ -322,12 +335,14 @@ class Searcher {
       std::vector<CubeVictims> info;
       std::vector<char> chosen;
       std::vector<int> block_seen;
-      for (const Block& block : inv_.blocks()) {
+      for (uint32_t touched_block : units != nullptr ? *units : touched_blocks_) {
+        // Rooms elsewhere have no victims.
+        if (units != nullptr &&
+            !std::binary_search(touched_blocks_.begin(), touched_blocks_.end(), touched_block))
+          continue;
+        const Block& block = inv_.blocks()[touched_block];
         const int n = static_cast<int>(block.cubes.size());
         if (n < k) continue;
-        bool any_touched = false;
-        for (CubeId id : block.cubes) any_touched = any_touched || touched_[id.value()];
-        if (!any_touched) continue;
         for (CubeId id : block.cubes) ReadyCube(id);
         info.resize(n);
         int usable = 0;
@@ -508,16 +523,79 @@ class Searcher {
     return group_options_[group];
   }
 
-  // N slices: each room the cheapest given those chosen before it.
+  // N slices: each room the cheapest given those chosen before it. On a pod, each step after
+  // the first enumerates again only the rooms the last room taken can change: those of the
+  // cubes it took and of the cubes where its victims hold hosts (a sub-cube shape), or of
+  // those cubes' blocks (a super-slice). Every other room keeps its blocked hosts and cost,
+  // and so each unit's cheapest room (rooms are in a total order, so the minimum over units'
+  // minima is the minimum over all rooms).
   std::optional<Solution> Greedy() {
     Solution s;
+    const bool by_cube = inv_.is_3d() && sub_shape_ >= 0;
+    const bool by_block = inv_.is_3d() && sub_shape_ < 0 && cubes_per_slice_ > 0;
+    if (!by_cube && !by_block) {
+      for (int i = 0; i < req_.num_slices; ++i) {
+        std::optional<Option> best;
+        ForEachOption([&](const Option& o) {
+          if (!best || Less(o, *best)) best = o;
+        });
+        if (!best) return std::nullopt;
+        Take(*best, s);
+      }
+      return s;
+    }
+    auto unit_of = [&](const Option& o) -> uint32_t {
+      if (by_cube) return static_cast<uint32_t>(o.cube);
+      return inv_.cube(o.cubes.front()).block.value();
+    };
+    // Per unit with rooms (touched: the only ones enumerated), in all_units' order.
+    const std::vector<uint32_t>& all_units = by_cube ? touched_cubes_ : touched_blocks_;
+    std::vector<std::optional<Option>>& cheapest = greedy_cheapest_;
+    cheapest.assign(all_units.size(), std::nullopt);
+    auto slot_of = [&](uint32_t unit) -> size_t {
+      return std::lower_bound(all_units.begin(), all_units.end(), unit) - all_units.begin();
+    };
+    uint32_t last_unit = UINT32_MAX;  // a unit's rooms come one after another
+    size_t last_slot = 0;
+    auto keep = [&](const Option& o) {
+      const uint32_t unit = unit_of(o);
+      if (unit != last_unit) {
+        last_unit = unit;
+        last_slot = slot_of(unit);
+      }
+      std::optional<Option>& c = cheapest[last_slot];
+      if (!c || Less(o, *c)) c = o;
+    };
+    std::vector<uint32_t> changed;  // the units the last room taken changed, ascending
     for (int i = 0; i < req_.num_slices; ++i) {
-      std::optional<Option> best;
-      ForEachOption([&](const Option& o) {
-        if (!best || Less(o, *best)) best = o;
-      });
-      if (!best) return std::nullopt;
-      Take(*best, s);
+      if (i == 0) {
+        ForEachOption(keep);
+      } else {
+        for (uint32_t u : changed)
+          if (const size_t at = slot_of(u); at < all_units.size() && all_units[at] == u)
+            cheapest[at].reset();
+        ForEachOption(keep, &changed);
+      }
+      const Option* best = nullptr;
+      for (const std::optional<Option>& c : cheapest)
+        if (c && (best == nullptr || Less(*c, *best))) best = &*c;
+      if (best == nullptr) return std::nullopt;
+      const Option taken = *best;
+      Take(taken, s);
+      if (i + 1 == req_.num_slices) break;
+      // The units of the room's hosts and of every victim's so far (those of earlier steps
+      // again: a few cubes more, the same answer).
+      changed.clear();
+      auto add = [&](HostId h) {
+        if (const CubeId cube = inv_.host(h).cube; cube.valid()) changed.push_back(cube.value());
+      };
+      for (HostId h : HostsOf(taken)) add(h);
+      for (int v : s.victims)
+        for (HostId h : inv_.HostsOf(OwnerOf(cands_[v].workload))) add(h);
+      if (by_block)
+        for (uint32_t& u : changed) u = inv_.cubes()[u].block.value();
+      std::sort(changed.begin(), changed.end());
+      changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
     }
     return s;
   }
@@ -586,7 +664,9 @@ class Searcher {
   // Per cube: some candidate holds a host in it. Rooms in other cubes have no victims; the
   // caller tries the free room first, so the search skips them.
   std::vector<char> touched_;
-  std::vector<uint32_t> touched_cubes_;  // the cubes touched_ marks, ascending
+  std::vector<uint32_t> touched_cubes_;                 // the cubes touched_ marks, ascending
+  std::vector<uint32_t> touched_blocks_;                // the blocks of touched_cubes_, ascending
+  std::vector<std::optional<Option>> greedy_cheapest_;  // Greedy's, kept for its capacity
   // Valid for the Searcher's life (its inputs do not change): with every candidate allowed, the
   // rooms sorted cheapest first (one slice); per allowed set, the greedy solution (N slices).
   std::optional<std::vector<Option>> all_options_;

@@ -144,6 +144,35 @@ TEST(Preemption, MultiSliceSuperSliceTakesCubesAcrossVictims) {
   ExpectEveryVictimUsed(inv, v);
 }
 
+// The greedy N-slice search enumerates again, after each room, only the rooms that room can
+// change: here the first room (cube 1) evicts V, which also holds half of cube 3 in the other
+// block, so cube 3 gets cheaper (only X is left to evict there) and is the second room. A
+// search that kept block 1's rooms at their first cost would take cube 0 (S: fewer chips than
+// V and X together) instead.
+TEST(Preemption, MultiSliceSecondRoomSeesTheFirstRoomsVictimsGoneInAnotherBlock) {
+  Inventory inv = Pod(2, 2);  // cubes 0 and 1 in block 0, 2 and 3 in block 1
+  auto hosts = [&](std::vector<HostId> a, const std::vector<HostId>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  Hold(inv, 1, hosts(CubeHosts(inv, 0), CubeHosts(inv, 2, 0, 12)));  // S: 112 chips
+  Hold(inv, 2, hosts(CubeHosts(inv, 1), CubeHosts(inv, 3, 0, 8)));   // V: 96 chips
+  Hold(inv, 3, CubeHosts(inv, 2, 12, 16));                           // W: 16 chips
+  Hold(inv, 4, CubeHosts(inv, 3, 8, 16));                            // X: 32 chips
+  SlicePlanner planner;
+  VictimSet v = FindVictims(
+      inv, planner, {Generation::k7x, Shape::Of(4, 4, 4), 2},
+      {{WorkloadId(1), 1, 0}, {WorkloadId(2), 1, 0}, {WorkloadId(3), 1, 0}, {WorkloadId(4), 1, 0}});
+  ASSERT_TRUE(v.found) << v.message;
+  EXPECT_EQ(v.victims, Ids({2, 4}));
+  EXPECT_EQ(v.cost.chips, 128);
+  ASSERT_EQ(v.plan.slices.size(), 2u);
+  std::set<CubeId> cubes;
+  for (const SlicePlacement& s : v.plan.slices) cubes.insert(s.cubes.begin(), s.cubes.end());
+  EXPECT_EQ(cubes, (std::set<CubeId>{CubeId(1), CubeId(3)}));
+  ExpectEveryVictimUsed(inv, v);
+}
+
 TEST(Preemption, FixedSlicesOn2DFleets) {
   auto inv = *Inventory::MakeFleet({Generation::kV6e, {Shape::Of(4, 4), Shape::Of(4, 4)}});
   ASSERT_TRUE(inv.Reserve(OwnerOf(WorkloadId(1)), inv.slices()[0].hosts).ok());
