@@ -306,8 +306,8 @@ class Cycle {
   }
   int64_t total_chips_ = -1;
   std::vector<int64_t> largest_;  // TryPreempt's check: per queue, reset to 0 after each use
-  // TryPreempt's lists, kept between attempts (tens of thousands a cycle): per pool entry,
-  // its grounds; per candidate, the candidate, its running_ index and its grounds.
+  // TryPreempt's lists, kept between attempts (tens of thousands a cycle): the running
+  // workloads with grounds; per candidate, the candidate, its running_ index and its grounds.
   std::vector<std::pair<int, Grounds>> pool_hits_;  // (running_ index, grounds), ascending
   std::vector<PreemptionCandidate> cands_;
   std::vector<int> cand_running_;
