@@ -49,5 +49,16 @@ TEST(SharedText, ComparesPrintsAndConvertsByContent) {
   EXPECT_EQ(std::string(to), "moved");
 }
 
+TEST(SharedText, ConcatJoinsItsPiecesEmptyOnesIncluded) {
+  const std::string count = "12";
+  EXPECT_EQ(SharedText::Concat({"StrictFIFO: waiting behind ", count, "", " workload(s)"}),
+            "StrictFIFO: waiting behind 12 workload(s)");
+  EXPECT_EQ(SharedText::Concat({"", ""}).size(), 0u);
+  EXPECT_TRUE(SharedText::Concat({}).empty());
+  const SharedText one = SharedText::Concat({"only"});
+  EXPECT_EQ(one, "only");
+  EXPECT_EQ(one.size(), 4u);
+}
+
 }  // namespace
 }  // namespace tessera
