@@ -63,11 +63,7 @@ class Searcher {
       }
     }
     std::sort(touched_cubes_.begin(), touched_cubes_.end());
-    for (uint32_t id : touched_cubes_) {
-      const uint32_t block = inv.cubes()[id].block.value();
-      if (touched_blocks_.empty() || touched_blocks_.back() != block)
-        touched_blocks_.push_back(block);
-    }
+    for (uint32_t id : touched_cubes_) touched_blocks_.push_back(inv.cubes()[id].block.value());
     std::sort(touched_blocks_.begin(), touched_blocks_.end());
     touched_blocks_.erase(std::unique(touched_blocks_.begin(), touched_blocks_.end()),
                           touched_blocks_.end());
@@ -580,7 +576,7 @@ class Searcher {
       for (const std::optional<Option>& c : cheapest)
         if (c && (best == nullptr || Less(*c, *best))) best = &*c;
       if (best == nullptr) return std::nullopt;
-      const Option taken = *best;
+      const Option& taken = *best;  // cheapest does not change until the next step
       Take(taken, s);
       if (i + 1 == req_.num_slices) break;
       // The units of the room's hosts and of every victim's so far (those of earlier steps

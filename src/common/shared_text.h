@@ -18,13 +18,8 @@ class SharedText {
  public:
   SharedText() = default;
   // Implicit, so that a message built as a string or a literal is one.
-  SharedText(std::string_view text) {  // NOLINT(google-explicit-constructor)
-    if (text.empty()) return;
-    std::shared_ptr<char[]> data = std::make_shared_for_overwrite<char[]>(text.size());
-    std::memcpy(data.get(), text.data(), text.size());
-    data_ = std::move(data);
-    size_ = text.size();
-  }
+  SharedText(std::string_view text)  // NOLINT(google-explicit-constructor)
+      : SharedText(Concat({text})) {}
   SharedText(const std::string& text)  // NOLINT(google-explicit-constructor)
       : SharedText(std::string_view(text)) {}
   SharedText(const char* text)  // NOLINT(google-explicit-constructor)
