@@ -837,11 +837,13 @@ VictimSet VictimFinder::Find(const VictimSetCheck& check, VictimPlan plan, int n
   }
 
   // Minimise: put back each victim, most expensive first, if the request still fits without it
-  // (using only the remaining victims). A single sub-cube or fixed-slice room is already
-  // minimal: every room is scored, and a room needing a subset of the victims is cheaper, so it
-  // would have been chosen.
+  // (using only the remaining victims). A single room of a sub-cube, of one whole cube or of a
+  // fixed slice is already minimal: every such room is scored (a one-cube room is its seed
+  // cube, with no greedy step), and a room needing a subset of the victims is cheaper, so it
+  // was tried first and the check refused it. Rooms of several cubes are built greedily: a
+  // subset can make a room that the search with every candidate never built.
   const bool exhaustive =
-      m.request.num_slices == 1 && (!m.inv.is_3d() || m.request.shape.chips() < 64);
+      m.request.num_slices == 1 && (!m.inv.is_3d() || m.request.shape.chips() <= 64);
   std::vector<int> order = best->victims;
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     return std::make_tuple(searcher.CostOf(a), candidates[a].workload) >
