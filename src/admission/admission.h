@@ -31,6 +31,7 @@
 
 #include "admission/model.h"
 #include "admission/preemption.h"
+#include "common/shared_list.h"
 #include "common/shared_text.h"
 #include "common/status.h"
 #include "inventory/inventory.h"
@@ -183,8 +184,9 @@ struct PendingStatus {
   int64_t backoff_until_ms = 0;  // kBackoff
   int retries = 0;               // start guard evictions so far
   // What would let it in: running workloads that would have to finish or be preempted (the
-  // cheapest such set, ignoring policy; `preemptible` says which the policy allows).
-  std::vector<Blocker> would_help;
+  // cheapest such set, ignoring policy; `preemptible` says which the policy allows). Shared:
+  // workloads of a queue waiting with the same size and priority hold one copy.
+  SharedList<Blocker> would_help;
 };
 
 // Per ClusterQueue, for the inventory's generation (a GPU cycle: the fleet's GPU system, the

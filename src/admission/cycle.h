@@ -383,7 +383,7 @@ class Cycle {
   };
   struct HelpList {
     std::optional<HelpListKey> key;
-    std::vector<Blocker> blockers;
+    SharedList<Blocker> blockers;
   };
   std::vector<HelpList> help_lists_;
   // One victim finder per key for the reasons step, over the same candidates: the running

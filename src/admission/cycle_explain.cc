@@ -173,7 +173,8 @@ void Cycle::WhatHelps(int qi, const LineEntry& e, PendingStatus& st) {
     st.would_help = last.blockers;
     return;
   }
-  st.would_help.reserve(helpers.size());
+  std::vector<Blocker> blockers;
+  blockers.reserve(helpers.size());
   for (int ri : helpers) {
     const Running& r = running_[ri];
     const Workload& hw = W(r.workload);
@@ -186,8 +187,9 @@ void Cycle::WhatHelps(int qi, const LineEntry& e, PendingStatus& st) {
     Running probe = r;
     probe.admitted_this_cycle = false;  // judged as it will be next cycle
     b.preemptible = MayPreempt(qi, e, within_nominal, probe);
-    st.would_help.push_back(std::move(b));
+    blockers.push_back(std::move(b));
   }
+  st.would_help = std::move(blockers);
   last.key = list_key;
   last.blockers = st.would_help;
 }

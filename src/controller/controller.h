@@ -996,7 +996,7 @@ class Controller {
   int64_t help_due_ms_ = 0;
   struct CarriedHelp {
     PendingReason reason;
-    std::vector<Blocker> would_help;
+    SharedList<Blocker> would_help;
   };
   std::unordered_map<uint64_t, CarriedHelp> carried_help_;  // by workload id, non-empty lists
   // From the latest GPU admission cycles: per GPU system, per ClusterQueue (in GPUs).

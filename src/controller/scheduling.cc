@@ -132,8 +132,10 @@ void Controller::CarryWhatHelps(const Snapshot& snap, AdmissionCycle& cycle) con
   for (PendingStatus& p : cycle.pending) {
     auto carried = carried_help_.find(p.workload.value());
     if (carried == carried_help_.end() || carried->second.reason != p.reason) continue;
+    std::vector<Blocker> still;
     for (const Blocker& b : carried->second.would_help)
-      if (running.count(b.workload.value())) p.would_help.push_back(b);
+      if (running.count(b.workload.value())) still.push_back(b);
+    p.would_help = std::move(still);
   }
 }
 
