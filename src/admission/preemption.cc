@@ -117,7 +117,7 @@ class Searcher {
         const GroupRooms& rooms = OptionsWithGroup(needs_group);
         const bool by_weight = needs_weight > 0 && weights_.size() == cands_.size();
         if (by_weight && rooms.heaviest < needs_weight) {
-          rejected_by_check_ += static_cast<int>(options.size());  // all refused
+          rejected_by_check_ += all_rooms_;  // all refused
           return std::nullopt;
         }
         for (size_t k = 0; k < rooms.options.size(); ++k) {
@@ -126,12 +126,12 @@ class Searcher {
           check_arg_.assign(all_victims_.begin() + victims_at_[i],
                             all_victims_.begin() + victims_at_[i + 1]);
           if (!check(check_arg_)) continue;
-          rejected_by_check_ += static_cast<int>(i);  // every room before it: refused
+          rejected_by_check_ += static_cast<int>(i);  // every room listed before it: refused
           Solution s;
           Take(options[i], s);
           return s;
         }
-        rejected_by_check_ += static_cast<int>(options.size());
+        rejected_by_check_ += all_rooms_;
         return std::nullopt;
       }
       for (const Option& o : options) {
@@ -146,6 +146,7 @@ class Searcher {
         Take(o, s);
         return s;
       }
+      rejected_by_check_ += all_rooms_ - static_cast<int>(options.size());  // the rooms alike
       return std::nullopt;
     }
     // N slices: the greedy solution depends on the allowed candidates, not on the check, so it
@@ -176,6 +177,9 @@ class Searcher {
     weights_ = std::move(weights);
   }
 
+  // The rooms the check refused since ResetRejected: exact when no search found one (the
+  // caller's message then); otherwise without the rooms left out for having the same victims as
+  // one listed (ForEachOption).
   int rejected_by_check() const { return rejected_by_check_; }
   void ResetRejected() { rejected_by_check_ = 0; }
 
@@ -279,8 +283,10 @@ class Searcher {
     return hosts;
   }
 
-  // `units` (3D; cubes for a sub-cube shape, blocks for a super-slice; ascending): only the
-  // rooms in those, of the touched ones; null: every room.
+  // Calls fn on each room with its incremental cost. `units` (3D; cubes for a sub-cube shape,
+  // blocks for a super-slice; ascending): only the rooms in those, of the touched ones; null:
+  // every room. Of a cube's sub-cube rooms with the same victims, only the first is given
+  // (counted in rooms_alike_): a cube of free hosts has one room, not one per position.
   template <typename Fn>
   void ForEachOption(Fn&& fn, const std::vector<uint32_t>* units = nullptr) {
     std::vector<int> seen;
@@ -291,6 +297,8 @@ class Searcher {
       // whose mask it meets.
       std::array<int, kHostsPerCube> victim;
       std::array<unsigned, kHostsPerCube> victim_hosts;
+      std::vector<unsigned> given;  // per cube: the victim sets of the rooms given so far
+      given.reserve(masks_->size());
       for (uint32_t id : units != nullptr ? *units : touched_cubes_) {
         if (units != nullptr && !touched_[id]) continue;  // rooms elsewhere have no victims
         const Cube& cube = inv_.cubes()[id];
@@ -309,12 +317,23 @@ class Searcher {
           }
           victim_hosts[v] |= 1u << b;
         }
+        // Of the rooms with the same victims only the first (the lowest key) is given: the
+        // others cost as much and come after it, and a check refuses them as it refuses it.
+        given.clear();
         for (size_t m = 0; m < masks_->size(); ++m) {
           const unsigned mask = (*masks_)[m];
           if (mask & blocked) continue;
+          unsigned of = 0;  // bit v: victim[v] is one of the room's
+          for (int v = 0; v < victims; ++v)
+            if (mask & victim_hosts[v]) of |= 1u << v;
+          if (std::find(given.begin(), given.end(), of) != given.end()) {
+            ++rooms_alike_;
+            continue;
+          }
+          given.push_back(of);
           Option o;
           for (int v = 0; v < victims; ++v)
-            if (mask & victim_hosts[v]) AddCost(o.cost, victim[v]);
+            if (of & (1u << v)) AddCost(o.cost, victim[v]);
           o.cube = static_cast<int>(cube.id.value());
           o.mask = static_cast<int>(m);
           o.key = (uint64_t{cube.id.value()} << 16) | m;
@@ -445,7 +464,9 @@ class Searcher {
   // One slice, every candidate allowed: every room, cheapest first.
   void ListAllOptions() {
     all_options_.emplace();
+    rooms_alike_ = 0;
     ForEachOption([&](const Option& o) { all_options_->push_back(o); });
+    all_rooms_ = static_cast<int>(all_options_->size()) + rooms_alike_;
     std::sort(all_options_->begin(), all_options_->end(), Less);
   }
 
@@ -666,6 +687,11 @@ class Searcher {
   // Valid for the Searcher's life (its inputs do not change): with every candidate allowed, the
   // rooms sorted cheapest first (one slice); per allowed set, the greedy solution (N slices).
   std::optional<std::vector<Option>> all_options_;
+  // Rooms ForEachOption did not give, each with the same victims as one it gave (counted since
+  // reset); and of all_options_, the rooms there are with those, for the count of rooms the
+  // check refused when it refuses them all.
+  int rooms_alike_ = 0;
+  int all_rooms_ = 0;
   // The victims of all_options_[i]: all_victims_[victims_at_[i] .. victims_at_[i + 1]).
   std::vector<int> all_victims_;
   std::vector<uint32_t> victims_at_;

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 #include <set>
+#include <string>
 
 #include "admission/test_util.h"
 #include "common/rng.h"
@@ -109,6 +110,30 @@ TEST(Preemption, NonCandidatesBlockTheirRoom) {
       FindVictims(inv, planner, {Generation::k7x, Shape::Of(4, 4, 8), 1}, {{WorkloadId(2), 9, 0}});
   EXPECT_FALSE(none.found);
   EXPECT_FALSE(none.message.empty());
+}
+
+// Rooms of one cube with the same victims are tried once, but the message that every room was
+// refused still counts each of them.
+TEST(Preemption, RefusedRoomsAreCountedOncePerPositionNotPerVictimSet) {
+  Inventory inv = Pod(1, 1);
+  Hold(inv, 1, CubeHosts(inv, 0, 0, 8));  // half the cube; the other half is free
+  SlicePlanner planner;
+  const Shape shape = Shape::Of(2, 2, 2);
+  int asked = 0;
+  VictimSet v = FindVictims(inv, planner, {Generation::k7x, shape, 1}, {{WorkloadId(1), 1, 0}},
+                            [&](const std::vector<int>&) {
+                              ++asked;
+                              return false;
+                            });
+  ASSERT_FALSE(v.found);
+  const size_t positions = planner.SubCubeMasks(SubCubeShapeIndex(shape)).size();
+  EXPECT_NE(v.message.find("(" + std::to_string(positions) + " rooms could be freed"),
+            std::string::npos)
+      << v.message;
+  // Every position holds job 1's hosts, the free ones, or both: three victim sets at most, each
+  // asked about once (the free room's empty set first, then the search's).
+  EXPECT_LE(asked, 4);
+  EXPECT_GT(positions, 4u);
 }
 
 TEST(Preemption, CheckRejectsSetsAndTheNextCheapestWins) {
