@@ -104,6 +104,7 @@ class Searcher {
   std::optional<Solution> Search(const std::vector<char>& allowed, const VictimSetCheck& check,
                                  bool all, int needs_group = -1, int64_t needs_weight = 0) {
     allowed_ = &allowed;
+    all_allowed_ = all;
     Untake(0);
     ClearInSet();
     if (req_.num_slices == 1) {
@@ -167,6 +168,18 @@ class Searcher {
       ++rejected_by_check_;
       return std::nullopt;
     }
+    return s;
+  }
+
+  // Search with `allowed` marking every candidate but `without`. N slices on a pod: the first
+  // greedy step starts from the rooms the search with every candidate found (each unit's
+  // cheapest, kept by it) and enumerates again only the units where `without` holds hosts; every
+  // other unit's rooms are the same without it. The same answer as Search's.
+  std::optional<Solution> SearchWithout(const std::vector<char>& allowed, int without,
+                                        const VictimSetCheck& check) {
+    without_ = without;
+    std::optional<Solution> s = Search(allowed, check, /*all=*/false);
+    without_ = -1;
     return s;
   }
 
@@ -585,8 +598,19 @@ class Searcher {
     };
     std::vector<uint32_t> changed;  // the units the last room taken changed, ascending
     for (int i = 0; i < req_.num_slices; ++i) {
-      if (i == 0) {
+      const bool from_all = i == 0 && without_ >= 0 && first_all_.size() == all_units.size();
+      if (from_all) {
+        // Every candidate but one allowed: the other units' rooms are as with all of them.
+        cheapest = first_all_;
+        for (HostId h : inv_.HostsOf(OwnerOf(cands_[without_].workload)))
+          if (const CubeId cube = inv_.host(h).cube; cube.valid())
+            changed.push_back(by_cube ? cube.value() : inv_.cube(cube).block.value());
+        std::sort(changed.begin(), changed.end());
+        changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+      }
+      if (i == 0 && !from_all) {
         ForEachOption(keep);
+        if (all_allowed_) first_all_ = cheapest;  // for SearchWithout
       } else {
         for (uint32_t u : changed)
           if (const size_t at = slot_of(u); at < all_units.size() && all_units[at] == u)
@@ -684,6 +708,11 @@ class Searcher {
   std::vector<uint32_t> touched_cubes_;                 // the cubes touched_ marks, ascending
   std::vector<uint32_t> touched_blocks_;                // the blocks of touched_cubes_, ascending
   std::vector<std::optional<Option>> greedy_cheapest_;  // Greedy's, kept for its capacity
+  // Greedy's first step with every candidate allowed: each unit's cheapest room, for
+  // SearchWithout (empty until then).
+  std::vector<std::optional<Option>> first_all_;
+  bool all_allowed_ = false;  // the current search allows every candidate
+  int without_ = -1;          // SearchWithout's candidate, during it
   // Valid for the Searcher's life (its inputs do not change): with every candidate allowed, the
   // rooms sorted cheapest first (one slice); per allowed set, the greedy solution (N slices).
   std::optional<std::vector<Option>> all_options_;
@@ -847,7 +876,7 @@ VictimSet VictimFinder::Find(const VictimSetCheck& check, VictimPlan plan, int n
       std::vector<char> allowed = all;
       for (size_t i = 0; i < order.size() && i < kRetries && !best; ++i) {
         allowed[order[i]] = 0;
-        best = searcher.Search(allowed, check, /*all=*/false);
+        best = searcher.SearchWithout(allowed, order[i], check);
         allowed[order[i]] = 1;
       }
     }
