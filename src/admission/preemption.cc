@@ -487,14 +487,20 @@ class Searcher {
   // (what Take gives).
   void VictimsOf(const Option& o, std::vector<int>& out) const {
     out.clear();
-    if (o.cube >= 0) {  // a sub-cube room: its mask's hosts, without listing them
+    if (o.cube >= 0) {
+      // A sub-cube room: its mask's hosts, without listing them, each victim put in its place
+      // as it comes (a few victims among at most a cube's hosts).
       const Cube& cube = inv_.cubes()[o.cube];
-      for (unsigned bits = (*masks_)[o.mask]; bits != 0; bits &= bits - 1)
-        if (const int st = StateOf(cube.hosts[std::countr_zero(bits)]); st >= 0) out.push_back(st);
-    } else {
-      for (HostId h : HostsOf(o))
-        if (const int st = StateOf(h); st >= 0) out.push_back(st);
+      for (unsigned bits = (*masks_)[o.mask]; bits != 0; bits &= bits - 1) {
+        const int st = StateOf(cube.hosts[std::countr_zero(bits)]);
+        if (st < 0) continue;
+        auto at = std::lower_bound(out.begin(), out.end(), st);
+        if (at == out.end() || *at != st) out.insert(at, st);
+      }
+      return;
     }
+    for (HostId h : HostsOf(o))
+      if (const int st = StateOf(h); st >= 0) out.push_back(st);
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
   }
