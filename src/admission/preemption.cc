@@ -112,13 +112,14 @@ class Searcher {
       if (!all_options_) ListAllOptions();
       // With all allowed and nothing taken, a room's victims are the candidates holding its
       // hosts: the check is asked on them and only the room it accepts is taken.
-      const std::vector<Option>& options = *all_options_;
+      const std::vector<Option>& options = all_options_->options;
+      const int all_rooms = all_options_->all_rooms;
       if (check && needs_group >= 0 && groups_.size() == cands_.size()) {
         ListAllVictims();
         const GroupRooms& rooms = OptionsWithGroup(needs_group);
         const bool by_weight = needs_weight > 0 && weights_.size() == cands_.size();
         if (by_weight && rooms.heaviest < needs_weight) {
-          rejected_by_check_ += all_rooms_;  // all refused
+          rejected_by_check_ += all_rooms;  // all refused
           return std::nullopt;
         }
         for (size_t k = 0; k < rooms.options.size(); ++k) {
@@ -132,7 +133,7 @@ class Searcher {
           Take(options[i], s);
           return s;
         }
-        rejected_by_check_ += all_rooms_;
+        rejected_by_check_ += all_rooms;
         return std::nullopt;
       }
       for (const Option& o : options) {
@@ -147,7 +148,7 @@ class Searcher {
         Take(o, s);
         return s;
       }
-      rejected_by_check_ += all_rooms_ - static_cast<int>(options.size());  // the rooms alike
+      rejected_by_check_ += all_rooms - static_cast<int>(options.size());  // the rooms alike
       return std::nullopt;
     }
     // N slices: the greedy solution depends on the allowed candidates, not on the check, so it
@@ -183,6 +184,24 @@ class Searcher {
     return s;
   }
 
+  // One shape's rooms with every candidate allowed and nothing taken, cheapest first (defined
+  // below, with the rooms' type).
+  struct RoomList;
+  // Per shape, the rooms listed by searchers over the same candidates and inventory: each lists
+  // a shape's rooms once for all of them.
+  using RoomCache = std::vector<std::pair<Shape, std::shared_ptr<const RoomList>>>;
+
+  // Shares `cache` (null: none) with the other searchers that hold it: rooms listed already are
+  // taken from it, and rooms this one lists are put in it. The rooms depend only on the shape,
+  // the candidates and the inventory's hosts, which all those searchers have in common.
+  void ShareRooms(RoomCache* cache) {
+    cache_ = cache;
+    if (cache_ == nullptr || !all_options_) return;
+    for (const auto& [shape, list] : *cache_)
+      if (shape == req_.shape) return;
+    cache_->push_back({req_.shape, all_options_});
+  }
+
   // Per candidate: its group, for Search's needs_group (empty: no groups), and its weight, for
   // needs_weight (empty: none).
   void SetGroups(std::vector<int> groups, std::vector<int64_t> weights) {
@@ -209,6 +228,16 @@ class Searcher {
     int cube = -1, mask = -1, slice = -1;
     std::vector<CubeId> cubes;
   };
+
+ public:
+  struct RoomList {
+    std::vector<Option> options;  // cheapest first
+    // The rooms there are: `options` and those left out for having the same victims as one
+    // listed (ForEachOption), for the count of rooms a check refuses when it refuses them all.
+    int all_rooms = 0;
+  };
+
+ private:
 
   // What depends on the request's shape.
   void SetRequest() {
@@ -475,12 +504,27 @@ class Searcher {
   }
 
   // One slice, every candidate allowed: every room, cheapest first.
+  // Taken from cache_ when a searcher sharing it has listed them.
   void ListAllOptions() {
-    all_options_.emplace();
+    if (cache_ != nullptr) {
+      for (const auto& [shape, list] : *cache_) {
+        if (shape != req_.shape) continue;
+        all_options_ = list;
+        // A super-slice's rooms are in the touched blocks' cubes, every one of which listing
+        // them gives its hosts' state: they are read when a room is taken.
+        if (inv_.is_3d() && sub_shape_ < 0)
+          for (uint32_t id : touched_blocks_)
+            for (CubeId cube : inv_.blocks()[id].cubes) ReadyCube(cube);
+        return;
+      }
+    }
+    auto list = std::make_shared<RoomList>();
     rooms_alike_ = 0;
-    ForEachOption([&](const Option& o) { all_options_->push_back(o); });
-    all_rooms_ = static_cast<int>(all_options_->size()) + rooms_alike_;
-    std::sort(all_options_->begin(), all_options_->end(), Less);
+    ForEachOption([&](const Option& o) { list->options.push_back(o); });
+    list->all_rooms = static_cast<int>(list->options.size()) + rooms_alike_;
+    std::sort(list->options.begin(), list->options.end(), Less);
+    all_options_ = list;
+    if (cache_ != nullptr) cache_->push_back({req_.shape, all_options_});
   }
 
   // A room's victims with nothing taken: the candidates holding its hosts, each once, ascending
@@ -510,7 +554,7 @@ class Searcher {
     if (!victims_at_.empty()) return;
     victims_at_.assign(1, 0);
     std::vector<int> room;
-    for (const Option& o : *all_options_) {
+    for (const Option& o : all_options_->options) {
       VictimsOf(o, room);
       all_victims_.insert(all_victims_.end(), room.begin(), room.end());
       victims_at_.push_back(static_cast<uint32_t>(all_victims_.size()));
@@ -615,7 +659,16 @@ class Searcher {
         changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
       }
       if (i == 0 && !from_all) {
-        ForEachOption(keep);
+        if (all_allowed_ && cache_ != nullptr) {
+          // Every candidate allowed, among searchers sharing rooms: the shape's rooms listed
+          // once for all of them (here, if none has yet), cheapest first, so each unit's first
+          // room is its cheapest.
+          if (!all_options_) ListAllOptions();
+          for (const Option& o : all_options_->options)
+            if (std::optional<Option>& c = cheapest[slot_of(unit_of(o))]; !c) c = o;
+        } else {
+          ForEachOption(keep);
+        }
         if (all_allowed_) first_all_ = cheapest;  // for SearchWithout
       } else {
         for (uint32_t u : changed)
@@ -721,12 +774,11 @@ class Searcher {
   int without_ = -1;          // SearchWithout's candidate, during it
   // Valid for the Searcher's life (its inputs do not change): with every candidate allowed, the
   // rooms sorted cheapest first (one slice); per allowed set, the greedy solution (N slices).
-  std::optional<std::vector<Option>> all_options_;
+  std::shared_ptr<const RoomList> all_options_;
+  RoomCache* cache_ = nullptr;  // ShareRooms
   // Rooms ForEachOption did not give, each with the same victims as one it gave (counted since
-  // reset); and of all_options_, the rooms there are with those, for the count of rooms the
-  // check refused when it refuses them all.
+  // reset).
   int rooms_alike_ = 0;
-  int all_rooms_ = 0;
   // The victims of all_options_[i]: all_victims_[victims_at_[i] .. victims_at_[i + 1]).
   std::vector<int> all_victims_;
   std::vector<uint32_t> victims_at_;
@@ -808,6 +860,9 @@ struct VictimFinder::Impl {
   std::vector<int> groups;              // per candidate: SetGroups
   std::vector<int64_t> weights;         // per candidate: SetGroups (may be empty)
   std::vector<char> all_allowed;        // per candidate, all 1: the first search's set, kept
+  // Shared by a finder and the finders made like it (and like those): each shape's rooms are
+  // listed once for all of them. Null until the first is made.
+  std::shared_ptr<Searcher::RoomCache> rooms;
 };
 
 VictimFinder::VictimFinder(const Inventory& inv, const SlicePlanner& planner,
@@ -820,9 +875,16 @@ VictimFinder::VictimFinder(const VictimFinder& like, const SliceRequest& request
   Impl& m = *impl_;
   m.groups = like.impl_->groups;
   m.weights = like.impl_->weights;
-  if (like.impl_->searcher && m.valid) {
-    m.searcher.emplace(*like.impl_->searcher, m.request, m.candidates);
+  Impl& l = *like.impl_;  // its room cache is shared from now on (made here if need be)
+  if (!l.rooms) {
+    l.rooms = std::make_shared<Searcher::RoomCache>();
+    if (l.searcher) l.searcher->ShareRooms(l.rooms.get());
+  }
+  m.rooms = l.rooms;
+  if (l.searcher && m.valid) {
+    m.searcher.emplace(*l.searcher, m.request, m.candidates);
     m.searcher->SetGroups(m.groups, m.weights);
+    m.searcher->ShareRooms(m.rooms.get());
   }
 }
 
@@ -859,6 +921,7 @@ VictimSet VictimFinder::Find(const VictimSetCheck& check, VictimPlan plan, int n
   if (!m.searcher) {
     m.searcher.emplace(m.inv, m.planner, m.request, m.candidates);
     m.searcher->SetGroups(m.groups, m.weights);
+    m.searcher->ShareRooms(m.rooms.get());
   }
   Searcher& searcher = *m.searcher;
   searcher.ResetRejected();

@@ -89,7 +89,9 @@ class VictimFinder {
                std::vector<PreemptionCandidate> candidates);
   // A finder for another request among like's candidates (and groups) on like's inventory,
   // answering what a finder built from them answers: what like has found out about the
-  // candidates' hosts is copied, not found again.
+  // candidates' hosts is copied, not found again, and from then on like, this finder and those
+  // made like either share the rooms any of them lists for a shape (so like is changed; use
+  // them on one thread).
   VictimFinder(const VictimFinder& like, const SliceRequest& request);
   ~VictimFinder();
   VictimFinder(const VictimFinder&) = delete;

@@ -321,6 +321,62 @@ TEST(PreemptionProperty, FinderReusedAcrossChecksMatchesFreshSearches) {
   }
 }
 
+// Finders made like one another share the rooms any of them lists for a shape, whichever made
+// it and whatever it had searched: each answers what a fresh search answers.
+TEST(PreemptionProperty, FindersMadeAlikeShareRoomsAndMatchFreshSearches) {
+  const std::vector<Shape> shapes = {Shape::Of(2, 2, 2), Shape::Of(2, 4, 4), Shape::Of(4, 4, 4),
+                                     Shape::Of(4, 4, 8)};
+  SlicePlanner planner;
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Rng rng(seed);
+    Inventory inv = Pod(2 + int(rng.Uniform(2)), 2 + int(rng.Uniform(3)));
+    std::vector<PreemptionCandidate> cands;
+    // Two thirds of the hosts held, some by others than the candidates, whole cubes among them:
+    // free cubes and cubes no candidate holds a host in, in blocks where some do.
+    size_t held = 0;
+    for (uint64_t id = 1; id < 150 && 3 * held < 2 * inv.hosts().size(); ++id) {
+      const SliceRequest req{Generation::k7x, shapes[rng.Uniform(shapes.size())], 1};
+      PlanResult plan = planner.Plan(inv, req);
+      if (!plan.placed()) continue;
+      ASSERT_TRUE(ApplyPlan(inv, OwnerOf(WorkloadId(id)), plan).ok());
+      held += plan.AllHosts().size();
+      if (rng.Uniform(3) == 0) continue;
+      cands.push_back({WorkloadId(id), int32_t(rng.Uniform(4)), int64_t(rng.Uniform(3)) * 1000});
+    }
+    auto random_request = [&] {
+      return SliceRequest{Generation::k7x, shapes[rng.Uniform(shapes.size())],
+                          1 + int(rng.Uniform(2))};
+    };
+    std::vector<std::unique_ptr<VictimFinder>> family;
+    family.push_back(std::make_unique<VictimFinder>(inv, planner, random_request(), cands));
+    for (int r = 0; r < 8; ++r) {
+      const SliceRequest req = random_request();
+      // Like any earlier member, searched or not.
+      family.push_back(
+          std::make_unique<VictimFinder>(*family[rng.Uniform(family.size())], req));
+      VictimFinder& finder = *family.back();
+      const int64_t need = int64_t(rng.Uniform(4)) * 64;
+      const VictimSetCheck check = [&, need](const std::vector<int>& victims) {
+        int64_t freed = 0;
+        for (int v : victims) freed += 4 * int64_t(inv.HostsOf(OwnerOf(cands[v].workload)).size());
+        return freed >= need;
+      };
+      const VictimSet shared = finder.Find(check);
+      const VictimSet fresh = FindVictims(inv, planner, req, cands, check);
+      ASSERT_EQ(shared.found, fresh.found) << fresh.message;
+      EXPECT_EQ(shared.victims, fresh.victims);
+      EXPECT_EQ(shared.cost, fresh.cost);
+      EXPECT_EQ(shared.plan.AllHosts(), fresh.plan.AllHosts());
+      EXPECT_EQ(shared.message, fresh.message);
+    }
+    if (HasFailure()) {
+      std::cerr << "failing seed: " << seed << "\n";
+      return;
+    }
+  }
+}
+
 // A search by group (VictimFinder::SetGroups, Find's needs_group) tries only the rooms with a
 // victim of the group; given a check that refuses every set without one, it answers what the
 // full search answers, message (with its count of refused rooms) included. So does a search by
