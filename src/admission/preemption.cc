@@ -159,6 +159,10 @@ class Searcher {
     if (all) {
       if (!greedy_all_) greedy_all_.emplace(Greedy());
       kept = &*greedy_all_;
+    } else if (without_ >= 0) {  // SearchWithout: by the one candidate left out
+      auto it = greedy_without_.find(without_);
+      if (it == greedy_without_.end()) it = greedy_without_.emplace(without_, Greedy()).first;
+      kept = &it->second;
     } else {
       auto it = greedy_.find(AsKey(allowed));
       if (it == greedy_.end()) it = greedy_.emplace(std::string(AsKey(allowed)), Greedy()).first;
@@ -172,15 +176,18 @@ class Searcher {
     return s;
   }
 
-  // Search with `allowed` marking every candidate but `without`. N slices on a pod: the first
-  // greedy step starts from the rooms the search with every candidate found (each unit's
-  // cheapest, kept by it) and enumerates again only the units where `without` holds hosts; every
-  // other unit's rooms are the same without it. The same answer as Search's.
-  std::optional<Solution> SearchWithout(const std::vector<char>& allowed, int without,
-                                        const VictimSetCheck& check) {
+  // Search with every candidate allowed but `without`. N slices: the answer is kept by that
+  // candidate (no set to compare byte by byte), and on a pod the first greedy step starts from
+  // the rooms the search with every candidate found (each unit's cheapest, kept by it) and
+  // enumerates again only the units where `without` holds hosts; every other unit's rooms are
+  // the same without it. The same answer as Search's.
+  std::optional<Solution> SearchWithout(int without, const VictimSetCheck& check) {
+    if (all_but_.size() != cands_.size()) all_but_.assign(cands_.size(), 1);
+    all_but_[without] = 0;
     without_ = without;
-    std::optional<Solution> s = Search(allowed, check, /*all=*/false);
+    std::optional<Solution> s = Search(all_but_, check, /*all=*/false);
     without_ = -1;
+    all_but_[without] = 1;
     return s;
   }
 
@@ -772,6 +779,8 @@ class Searcher {
   std::vector<std::optional<Option>> first_all_;
   bool all_allowed_ = false;  // the current search allows every candidate
   int without_ = -1;          // SearchWithout's candidate, during it
+  std::vector<char> all_but_;  // SearchWithout's allowed set: all 1 but during it
+  std::map<int, std::optional<Solution>> greedy_without_;  // N slices, by SearchWithout's
   // Valid for the Searcher's life (its inputs do not change): with every candidate allowed, the
   // rooms sorted cheapest first (one slice); per allowed set, the greedy solution (N slices).
   std::shared_ptr<const RoomList> all_options_;
@@ -942,12 +951,8 @@ VictimSet VictimFinder::Find(const VictimSetCheck& check, VictimPlan plan, int n
                std::make_tuple(searcher.CostOf(b), candidates[b].workload);
       });
       constexpr size_t kRetries = 4;
-      std::vector<char> allowed = all;
-      for (size_t i = 0; i < order.size() && i < kRetries && !best; ++i) {
-        allowed[order[i]] = 0;
-        best = searcher.SearchWithout(allowed, order[i], check);
-        allowed[order[i]] = 1;
-      }
+      for (size_t i = 0; i < order.size() && i < kRetries && !best; ++i)
+        best = searcher.SearchWithout(order[i], check);
     }
   }
   if (!best) {
