@@ -4,6 +4,7 @@
 #include "admission/cycle.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <map>
 #include <optional>
@@ -339,6 +340,49 @@ Cycle::HeadKey Cycle::OrderKey(int qi) const {
   return {borrows, share, head.neg_priority, head.creation, qi};
 }
 
+namespace {
+
+// Sorts a line by priority, then creation, then id. Workloads mostly come in creation order
+// (a store lists them so), and then a line is in order but for priority: it is put in order by
+// counting its entries per priority level (a few levels), keeping their order within a level.
+// Otherwise (or with many levels), by a full sort. `scratch`: space for the counting.
+void SortLine(std::vector<LineEntry>& line, std::vector<LineEntry>& scratch) {
+  auto by_creation = [](const LineEntry& a, const LineEntry& b) {
+    return std::tie(a.creation, a.id) < std::tie(b.creation, b.id);
+  };
+  constexpr size_t kMaxLevels = 8;
+  std::array<int64_t, kMaxLevels> levels;  // the lines' distinct neg_priority values
+  size_t count = 0;
+  bool counted = std::is_sorted(line.begin(), line.end(), by_creation);
+  for (size_t i = 0; counted && i < line.size(); ++i) {
+    const int64_t p = line[i].neg_priority;
+    if (std::find(levels.begin(), levels.begin() + count, p) != levels.begin() + count) continue;
+    if (count == kMaxLevels) counted = false;
+    else levels[count++] = p;
+  }
+  if (!counted) {
+    std::sort(line.begin(), line.end(), [](const LineEntry& a, const LineEntry& b) {
+      return std::tie(a.neg_priority, a.creation, a.id) <
+             std::tie(b.neg_priority, b.creation, b.id);
+    });
+    return;
+  }
+  if (count <= 1) return;  // one level: in order already
+  for (size_t i = 1; i < count; ++i)  // a few: in place one by one
+    for (size_t j = i; j > 0 && levels[j] < levels[j - 1]; --j) std::swap(levels[j], levels[j - 1]);
+  std::array<size_t, kMaxLevels + 1> at{};  // per level, where its entries start
+  for (const LineEntry& e : line)
+    ++at[1 + (std::find(levels.begin(), levels.begin() + count, e.neg_priority) - levels.begin())];
+  for (size_t l = 1; l <= count; ++l) at[l] += at[l - 1];
+  scratch.resize(line.size());
+  for (const LineEntry& e : line)
+    scratch[at[std::find(levels.begin(), levels.begin() + count, e.neg_priority) -
+               levels.begin()]++] = e;
+  line.swap(scratch);
+}
+
+}  // namespace
+
 void Cycle::Admit() {
   // Lines: pending workloads out of backoff, by priority, then creation order, then id. Room
   // for every workload of the queue first (read from queue_of_, not from the workloads).
@@ -355,12 +399,8 @@ void Cycle::Admit() {
         {-int64_t{w.priority}, w.creation_order, w.id, w.chips(), static_cast<int>(i), key_of_[i]});
   }
   // Sorted by what the entries carry (ids are unique: a total order), not through W().
-  for (QueueState& q : quota_.queues) {
-    std::sort(q.entries.begin(), q.entries.end(), [](const LineEntry& a, const LineEntry& b) {
-      return std::tie(a.neg_priority, a.creation, a.id) <
-             std::tie(b.neg_priority, b.creation, b.id);
-    });
-  }
+  std::vector<LineEntry> scratch;
+  for (QueueState& q : quota_.queues) SortLine(q.entries, scratch);
   // Every queue's key, then at each step only those of the queues whose usage changed (the
   // one admitted into, its victims' queues) and of the queue whose head moved: the same pick
   // as comparing every queue's key at every step, without the scan of every queue.
