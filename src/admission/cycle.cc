@@ -342,23 +342,25 @@ Cycle::HeadKey Cycle::OrderKey(int qi) const {
 
 namespace {
 
-// Sorts a line by priority, then creation, then id. Workloads mostly come in creation order
-// (a store lists them so), and then a line is in order but for priority: it is put in order by
-// counting its entries per priority level (a few levels), keeping their order within a level.
-// Otherwise (or with many levels), by a full sort. `scratch`: space for the counting.
+// Sorts a line by priority, then creation, then id. When the workloads come in creation order,
+// a line is in order but for priority: it is put in order by counting its entries per priority
+// level (a few levels), keeping their order within a level. Otherwise (or with many levels), by
+// a full sort. `scratch`: space for the counting.
 void SortLine(std::vector<LineEntry>& line, std::vector<LineEntry>& scratch) {
   auto by_creation = [](const LineEntry& a, const LineEntry& b) {
     return std::tie(a.creation, a.id) < std::tie(b.creation, b.id);
   };
   constexpr size_t kMaxLevels = 8;
-  std::array<int64_t, kMaxLevels> levels;  // the lines' distinct neg_priority values
+  std::array<int64_t, kMaxLevels> levels;  // the line's distinct neg_priority values
   size_t count = 0;
   bool counted = std::is_sorted(line.begin(), line.end(), by_creation);
   for (size_t i = 0; counted && i < line.size(); ++i) {
     const int64_t p = line[i].neg_priority;
     if (std::find(levels.begin(), levels.begin() + count, p) != levels.begin() + count) continue;
-    if (count == kMaxLevels) counted = false;
-    else levels[count++] = p;
+    if (count == kMaxLevels)
+      counted = false;
+    else
+      levels[count++] = p;
   }
   if (!counted) {
     std::sort(line.begin(), line.end(), [](const LineEntry& a, const LineEntry& b) {
@@ -368,16 +370,17 @@ void SortLine(std::vector<LineEntry>& line, std::vector<LineEntry>& scratch) {
     return;
   }
   if (count <= 1) return;  // one level: in order already
-  for (size_t i = 1; i < count; ++i)  // a few: in place one by one
+  // The levels in order: a few, put in place one by one.
+  for (size_t i = 1; i < count; ++i)
     for (size_t j = i; j > 0 && levels[j] < levels[j - 1]; --j) std::swap(levels[j], levels[j - 1]);
+  auto level_of = [&](const LineEntry& e) -> size_t {
+    return std::find(levels.begin(), levels.begin() + count, e.neg_priority) - levels.begin();
+  };
   std::array<size_t, kMaxLevels + 1> at{};  // per level, where its entries start
-  for (const LineEntry& e : line)
-    ++at[1 + (std::find(levels.begin(), levels.begin() + count, e.neg_priority) - levels.begin())];
+  for (const LineEntry& e : line) ++at[1 + level_of(e)];
   for (size_t l = 1; l <= count; ++l) at[l] += at[l - 1];
   scratch.resize(line.size());
-  for (const LineEntry& e : line)
-    scratch[at[std::find(levels.begin(), levels.begin() + count, e.neg_priority) -
-               levels.begin()]++] = e;
+  for (const LineEntry& e : line) scratch[at[level_of(e)]++] = e;
   line.swap(scratch);
 }
 

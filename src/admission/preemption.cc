@@ -245,7 +245,6 @@ class Searcher {
   };
 
  private:
-
   // What depends on the request's shape.
   void SetRequest() {
     sub_shape_ = inv_.is_3d() ? SubCubeShapeIndex(req_.shape) : -1;
@@ -510,8 +509,8 @@ class Searcher {
     return std::tie(a.cost, a.key, a.cubes) < std::tie(b.cost, b.key, b.cubes);
   }
 
-  // One slice, every candidate allowed: every room, cheapest first.
-  // Taken from cache_ when a searcher sharing it has listed them.
+  // One slice, every candidate allowed: every room, cheapest first; taken from cache_ when a
+  // searcher sharing it has listed them.
   void ListAllOptions() {
     if (cache_ != nullptr) {
       for (const auto& [shape, list] : *cache_) {
@@ -777,8 +776,8 @@ class Searcher {
   // Greedy's first step with every candidate allowed: each unit's cheapest room, for
   // SearchWithout (empty until then).
   std::vector<std::optional<Option>> first_all_;
-  bool all_allowed_ = false;  // the current search allows every candidate
-  int without_ = -1;          // SearchWithout's candidate, during it
+  bool all_allowed_ = false;   // the current search allows every candidate
+  int without_ = -1;           // SearchWithout's candidate, during it
   std::vector<char> all_but_;  // SearchWithout's allowed set: all 1 but during it
   std::map<int, std::optional<Solution>> greedy_without_;  // N slices, by SearchWithout's
   // Valid for the Searcher's life (its inputs do not change): with every candidate allowed, the

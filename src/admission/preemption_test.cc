@@ -353,8 +353,7 @@ TEST(PreemptionProperty, FindersMadeAlikeShareRoomsAndMatchFreshSearches) {
     for (int r = 0; r < 8; ++r) {
       const SliceRequest req = random_request();
       // Like any earlier member, searched or not.
-      family.push_back(
-          std::make_unique<VictimFinder>(*family[rng.Uniform(family.size())], req));
+      family.push_back(std::make_unique<VictimFinder>(*family[rng.Uniform(family.size())], req));
       VictimFinder& finder = *family.back();
       const int64_t need = int64_t(rng.Uniform(4)) * 64;
       const VictimSetCheck check = [&, need](const std::vector<int>& victims) {

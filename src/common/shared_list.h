@@ -22,8 +22,8 @@ class SharedList {
   SharedList() = default;
   // Implicit, so that a list built as a vector or written out in braces is one.
   SharedList(std::vector<T> items)  // NOLINT(google-explicit-constructor)
-      : items_(items.empty() ? nullptr
-                             : std::make_shared<const std::vector<T>>(std::move(items))) {}
+      : items_(items.empty() ? nullptr : std::make_shared<const std::vector<T>>(std::move(items))) {
+  }
   SharedList(std::initializer_list<T> items)  // NOLINT(google-explicit-constructor)
       : SharedList(std::vector<T>(items)) {}
 

@@ -132,10 +132,14 @@ void Controller::CarryWhatHelps(const Snapshot& snap, AdmissionCycle& cycle) con
   for (PendingStatus& p : cycle.pending) {
     auto carried = carried_help_.find(p.workload.value());
     if (carried == carried_help_.end() || carried->second.reason != p.reason) continue;
+    const SharedList<Blocker>& carried_list = carried->second.would_help;
     std::vector<Blocker> still;
-    for (const Blocker& b : carried->second.would_help)
+    for (const Blocker& b : carried_list)
       if (running.count(b.workload.value())) still.push_back(b);
-    p.would_help = std::move(still);
+    if (still.size() == carried_list.size())
+      p.would_help = carried_list;  // all still running: the same list, shared
+    else
+      p.would_help = std::move(still);
   }
 }
 
