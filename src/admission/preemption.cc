@@ -652,19 +652,23 @@ class Searcher {
       std::optional<Option>& c = cheapest[last_slot];
       if (!c || Less(o, *c)) c = o;
     };
-    std::vector<uint32_t> changed;  // the units the last room taken changed, ascending
+    // The units to enumerate again (ascending, each once): those of the hosts added.
+    std::vector<uint32_t> changed;
+    auto add = [&](HostId h) {
+      if (const CubeId cube = inv_.host(h).cube; cube.valid())
+        changed.push_back(by_cube ? cube.value() : inv_.cube(cube).block.value());
+    };
+    auto settle = [&] {
+      std::sort(changed.begin(), changed.end());
+      changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+    };
     for (int i = 0; i < req_.num_slices; ++i) {
-      const bool from_all = i == 0 && without_ >= 0 && first_all_.size() == all_units.size();
-      if (from_all) {
+      if (i == 0 && without_ >= 0 && first_all_.size() == all_units.size()) {
         // Every candidate but one allowed: the other units' rooms are as with all of them.
         cheapest = first_all_;
-        for (HostId h : inv_.HostsOf(OwnerOf(cands_[without_].workload)))
-          if (const CubeId cube = inv_.host(h).cube; cube.valid())
-            changed.push_back(by_cube ? cube.value() : inv_.cube(cube).block.value());
-        std::sort(changed.begin(), changed.end());
-        changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
-      }
-      if (i == 0 && !from_all) {
+        for (HostId h : inv_.HostsOf(OwnerOf(cands_[without_].workload))) add(h);
+        settle();
+      } else if (i == 0) {
         if (all_allowed_ && cache_ != nullptr) {
           // Every candidate allowed, among searchers sharing rooms: the shape's rooms listed
           // once for all of them (here, if none has yet), cheapest first, so each unit's first
@@ -676,7 +680,8 @@ class Searcher {
           ForEachOption(keep);
         }
         if (all_allowed_) first_all_ = cheapest;  // for SearchWithout
-      } else {
+      }
+      if (!changed.empty()) {
         for (uint32_t u : changed)
           if (const size_t at = slot_of(u); at < all_units.size() && all_units[at] == u)
             cheapest[at].reset();
@@ -692,16 +697,10 @@ class Searcher {
       // The units of the room's hosts and of every victim's so far (those of earlier steps
       // again: a few cubes more, the same answer).
       changed.clear();
-      auto add = [&](HostId h) {
-        if (const CubeId cube = inv_.host(h).cube; cube.valid()) changed.push_back(cube.value());
-      };
       for (HostId h : HostsOf(taken)) add(h);
       for (int v : s.victims)
         for (HostId h : inv_.HostsOf(OwnerOf(cands_[v].workload))) add(h);
-      if (by_block)
-        for (uint32_t& u : changed) u = inv_.cubes()[u].block.value();
-      std::sort(changed.begin(), changed.end());
-      changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+      settle();
     }
     return s;
   }
