@@ -257,6 +257,9 @@ void RunGpu(const SimFlags& f) {
     if (!r.ok()) throw CommandError(name + ": " + r.status().message());
     c.runs.push_back(std::move(*r));
   }
+  auto alone = sim::RunDomainClassAlone(*w, base);
+  if (!alone.ok()) throw CommandError("the domain class alone: " + alone.status().message());
+  c.domain_alone = std::move(*alone);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (f.output == "json")

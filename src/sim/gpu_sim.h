@@ -149,11 +149,29 @@ struct GpuSimResult {
 
 Result<GpuSimResult> RunGpuSimulation(const Workload& workload, const GpuSimOptions& options);
 
+// A lower bound for the goal's domain half: the domain-class jobs (more than half a domain and
+// at most one) replayed with the fleet to themselves, every other job left out, each in one
+// domain, started as they fit in submission order, nothing held, moved or preempted.
+//
+// Each such job takes more than half of its domain, so a domain runs at most one of them at a
+// time, and any domain without one is wholly free here. So no scheduler that keeps each of these
+// jobs in one domain, starts them in submission order and never stops one starts any of them
+// sooner, whatever else it runs: when it starts one, fewer of the older ones still run than
+// domains, and here they all started no later and end no later. Its p95 wait is then a floor
+// for the class's p95 under such a scheduler. One that starts the class out of order (a
+// smaller job where a larger older one does not fit, a backfill onto held hosts) or preempts
+// it is not bound by it. `policy` is "domain class alone"; every option but the fleet
+// (system, domains) and the estimates is ignored.
+Result<GpuSimResult> RunDomainClassAlone(const Workload& workload, const GpuSimOptions& options);
+
 struct GpuComparison {
   std::string cluster;   // "gb200-nvl72: 8 domains x 18 hosts x 4 GPUs = 576 GPUs"
   std::string workload;  // the trace's source
   std::string command;   // the rule, migrate cost, slowdown
   std::vector<GpuSimResult> runs;
+  // RunDomainClassAlone's run, when the workload has domain-class jobs: the floor the writers
+  // set beside slurm-block's domain p95.
+  std::optional<GpuSimResult> domain_alone;
 };
 void WriteGpuText(std::ostream& out, const GpuComparison& c);
 void WriteGpuJson(std::ostream& out, const GpuComparison& c);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -411,6 +412,139 @@ TEST(GpuSim, SameInputSameResultAndEveryJobRuns) {
       EXPECT_LE(a.utilisation, 1.0);
     }
   }
+}
+
+// The domain class alone against a naive model: a queue of identical servers in submission
+// order (each job to the server free soonest, at its submit time or then). Every domain-class
+// job takes more than half a domain, so a domain is one server; other jobs are left out.
+TEST(GpuSim, DomainClassAloneIsAQueueOfWholeDomains) {
+  struct Case {
+    GpuSystem sys;
+    int domains;
+    std::vector<std::pair<int, double>> sizes;
+  };
+  const std::vector<Case> cases = {
+      {GpuSystem::kH100, 5, {{1, 4}, {4, 2}, {5, 1}, {6, 1}, {8, 3}, {16, 1}}},
+      {GpuSystem::kGb200Nvl72, 2, {{4, 4}, {36, 2}, {37, 1}, {48, 1}, {72, 2}, {144, 1}}},
+  };
+  for (uint64_t seed : {1u, 2u, 3u, 4u}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + " " + std::string(GpuSystemName(c.sys)));
+      GeneratorOptions g;
+      g.jobs = 300;
+      g.seed = seed;
+      g.mean_interarrival_s = 600;
+      g.sizes = c.sizes;
+      const Workload w = Generate(g);
+      GpuSimOptions o;
+      o.system = c.sys;
+      o.domains = c.domains;
+      auto alone = RunDomainClassAlone(w, o);
+      ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+      EXPECT_EQ(alone->policy, "domain class alone");
+      const int gpd = Info(c.sys).gpus_per_domain();
+      std::vector<int64_t> free_at(c.domains, 0);
+      size_t k = 0;
+      for (const JobSpec& j : w.jobs) {
+        if (j.accelerators <= gpd / 2 || j.accelerators > gpd) continue;
+        auto soonest = std::min_element(free_at.begin(), free_at.end());
+        const int64_t start = std::max(j.submit_s, *soonest);
+        *soonest = start + std::max<int64_t>(1, j.duration_s);
+        ASSERT_LT(k, alone->start_s.size());
+        EXPECT_EQ(alone->start_s[k], start) << "domain-class job " << k;
+        ++k;
+      }
+      EXPECT_GT(k, 20u);
+      EXPECT_EQ(alone->start_s.size(), k);
+      EXPECT_EQ(alone->classes[1].jobs, static_cast<int64_t>(k));
+      EXPECT_EQ(alone->classes[0].jobs + alone->classes[2].jobs, 0);
+    }
+  }
+}
+
+// The floor holds for every scheduler that starts the domain class in submission order and
+// does not preempt it, whatever else runs beside it. With every domain-class job a whole
+// domain, slurm-block and first-fit without holds start it in order: no domain-class job starts
+// before its start with the fleet to the class alone, so their class p95 is at least the floor.
+TEST(GpuSim, NoInOrderSchedulerStartsTheDomainClassBeforeItsFloor) {
+  struct Case {
+    GpuSystem sys;
+    int domains;
+    std::vector<std::pair<int, double>> sizes;
+  };
+  const std::vector<Case> cases = {
+      {GpuSystem::kH100, 6, {{1, 6}, {2, 2}, {4, 3}, {8, 3}, {16, 1}}},
+      {GpuSystem::kGb200Nvl72, 3, {{4, 6}, {16, 3}, {36, 2}, {72, 3}, {144, 1}}},
+  };
+  for (uint64_t seed : {5u, 6u, 7u}) {
+    for (const Case& c : cases) {
+      GeneratorOptions g;
+      g.jobs = 400;
+      g.seed = seed;
+      g.mean_interarrival_s = 400;
+      g.sizes = c.sizes;
+      const Workload w = Generate(g);
+      GpuSimOptions o;
+      o.system = c.sys;
+      o.domains = c.domains;
+      auto alone = RunDomainClassAlone(w, o);
+      ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+      const int gpd = Info(c.sys).gpus_per_domain();
+      for (GpuPolicy p : {GpuPolicy::kSlurmBlock, GpuPolicy::kFirstFit}) {
+        SCOPED_TRACE("seed " + std::to_string(seed) + " " + std::string(GpuSystemName(c.sys)) +
+                     " " + std::string(GpuPolicyName(p)));
+        o.policy = p;
+        const GpuSimResult r = GpuRunWith(w, o);
+        ASSERT_EQ(r.start_s.size(), w.jobs.size());
+        size_t k = 0;
+        int64_t later = 0;  // class jobs that start later than alone: the others' share
+        for (size_t i = 0; i < w.jobs.size(); ++i) {
+          if (w.jobs[i].accelerators != gpd) continue;
+          EXPECT_GE(r.start_s[i], alone->start_s[k]) << "job " << i;
+          later += r.start_s[i] > alone->start_s[k] ? 1 : 0;
+          ++k;
+        }
+        EXPECT_EQ(k, alone->start_s.size());
+        EXPECT_GT(later, 0);  // the other jobs do take the class's domains at times
+        EXPECT_GE(r.classes[1].p95_wait_h, alone->classes[1].p95_wait_h);
+      }
+    }
+  }
+}
+
+// The writers set the floor beside slurm-block's domain p95 and say when it is over the goal.
+// One 8-GPU host: A and B (8 GPUs, 10 h each, t=0) queue behind each other alone too, so
+// B's wait is the class's floor (10 h at p95 of two).
+TEST(GpuSim, WritersReportTheDomainClassFloor) {
+  Workload w;
+  w.jobs = {GpuJob(8, 0, 36000), GpuJob(8, 0, 36000), GpuJob(2, 0, 100)};
+  GpuSimOptions o = ExactLimits();
+  o.domains = 1;
+  GpuComparison c;
+  o.policy = GpuPolicy::kSlurmBlock;
+  c.runs.push_back(GpuRunWith(w, o));
+  auto alone = RunDomainClassAlone(w, o);
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_EQ(alone->classes[1].jobs, 2);
+  EXPECT_NEAR(alone->classes[1].p95_wait_h, 10.0, 1e-9);
+  c.domain_alone = *alone;
+  std::ostringstream text, json;
+  WriteGpuText(text, c);
+  EXPECT_NE(text.str().find("floor: the domain class alone on the fleet (its 2 jobs"),
+            std::string::npos)
+      << text.str();
+  EXPECT_NE(text.str().find("waits 10.00 h at p95, "), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("over 0.5x"), std::string::npos) << text.str();
+  WriteGpuJson(json, c);
+  EXPECT_NE(json.str().find("\"domain_class_alone\""), std::string::npos) << json.str();
+  // No domain-class job: no floor.
+  w.jobs = {GpuJob(2, 0, 100)};
+  alone = RunDomainClassAlone(w, o);
+  ASSERT_TRUE(alone.ok());
+  c.domain_alone = *alone;
+  std::ostringstream none;
+  WriteGpuText(none, c);
+  EXPECT_EQ(none.str().find("floor:"), std::string::npos) << none.str();
 }
 
 // Holds and backfill go by estimates, never by the real run times. Two hosts: P and Q (4 GPUs,
