@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -83,6 +84,7 @@ struct SimFlags {
   int gpu_holds = sim::GpuSimOptions{}.holds;
   bool baseline_holds = false;
   bool gpu_preempt = false;
+  std::string las_h = "24";  // hours of run time, comma list; "off": none
   std::string hold_for = std::string(sim::GpuHoldForName(sim::GpuSimOptions{}.hold_for));
   std::string hold_when = std::string(sim::GpuHoldWhenName(sim::GpuSimOptions{}.hold_when));
   double span_slowdown = 1.0;
@@ -195,6 +197,21 @@ void RunGpu(const SimFlags& f) {
   }
   base.defrag = !f.no_defrag;
   base.preempt = f.gpu_preempt;
+  base.las_levels_s.clear();
+  if (f.las_h != "off") {
+    for (const std::string& item : SplitPolicies(f.las_h)) {
+      char* end = nullptr;
+      const double h = std::strtod(item.c_str(), &end);
+      if (item.empty() || end != item.c_str() + item.size() || !(h > 0) || h > 8760)
+        throw CommandError("--las-h: '" + item +
+                           "' is not a number of hours between 0 and 8760; give ascending "
+                           "hours of run time, e.g. --las-h 24 or --las-h 4,24, or off");
+      const int64_t s = std::llround(h * 3600);
+      if (!base.las_levels_s.empty() && s <= base.las_levels_s.back())
+        throw CommandError("--las-h: levels must ascend (" + f.las_h + "), e.g. --las-h 4,24");
+      base.las_levels_s.push_back(s);
+    }
+  }
   base.holds = f.gpu_holds;
   base.baseline_holds = f.baseline_holds;
   auto hold_for = sim::ParseGpuHoldFor(f.hold_for);
@@ -244,8 +261,10 @@ void RunGpu(const SimFlags& f) {
   else
     cmd << "expected durations, else " << f.default_estimate_h << " h";
   cmd << (f.baseline_holds ? "; the baselines hold too" : "") << "), moves "
-      << (f.no_defrag ? "off" : "on") << (f.gpu_preempt ? ", preemption on" : "") << " (move costs "
-      << f.migrate_s << " s); span slowdown " << f.span_slowdown;
+      << (f.no_defrag ? "off" : "on") << (f.gpu_preempt ? ", preemption on" : "")
+      << (f.las_h == "off" ? ", no preemption by attained service"
+                           : ", least attained service first (levels at " + f.las_h + " h)")
+      << " (move costs " << f.migrate_s << " s); span slowdown " << f.span_slowdown;
   c.command = cmd.str();
   const auto t0 = std::chrono::steady_clock::now();
   for (const std::string& name : SplitPolicies(names)) {
@@ -593,6 +612,12 @@ void AddSimCommand(CLI::App& app) {
   cmd->add_flag("--preempt", f->gpu_preempt,
                 "--gpu: when moves cannot clear hosts for a held job, tessera preempts the small "
                 "jobs on them (requeued, restarted at --migrate-s; each job once) and starts it");
+  cmd->add_option("--las-h", f->las_h,
+                  "--gpu: tessera queues by least attained service (Tiresias): levels at these "
+                  "hours of run time (comma list, ascending); a waiting job preempts running "
+                  "jobs of a higher level to start (restart cost --migrate-s; --hold-for jobs "
+                  "yield only to jobs as large); off: none")
+      ->capture_default_str();
   cmd->add_option("--migrate-s", f->migrate_s,
                   "--gpu: restart cost of a small job tessera moves off held hosts")
       ->capture_default_str()

@@ -132,6 +132,11 @@ class GpuSimRun {
                                  const std::vector<bool>& excluded, bool preempting = false) const;
   // Stops running job j (checkpointed, its GPUs freed) and requeues it after this pass.
   void Preempt(int j, int64_t now);
+  // las_levels_s: how many levels job j has run past by `now`.
+  int Level(int j, int64_t now) const;
+  // las_levels_s: starts waiting job j by preempting running jobs of a higher level, off
+  // other jobs' held hosts. True when it started.
+  bool PreemptLongerRun(int j, int64_t now, int own);
   // Moves every job off `hosts` (onto hosts neither in `hosts` nor `excluded`), or none.
   bool MoveOff(const std::vector<int>& hosts, const std::vector<bool>& excluded);
   // Records why each job still waiting after the pass at `now` waits (until the next pass).
@@ -144,6 +149,9 @@ class GpuSimRun {
   std::vector<std::set<int>> held_by_;  // per host: running jobs on it
   std::deque<int> queue_;               // waiting jobs, submission order
   std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishes_;
+  // las_levels_s: when a running job reaches its next level (a pass then, so that the jobs
+  // it now yields to may preempt it).
+  std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> level_ups_;
   std::vector<GpuHold> holds_;     // tessera: oldest held job first
   std::vector<int> hold_of_host_;  // index into holds_, or -1
   GpuSimResult r_;
@@ -223,6 +231,13 @@ void GpuSimRun::Start(int j, const GpuPlacement& p, int64_t now) {
   }
   for (int h : p.hosts) held_by_[h].insert(j);
   finishes_.emplace(job.end_s, j, job.version);
+  for (int64_t level : o_.las_levels_s) {
+    if (level > job.ran_before_s) {
+      const int64_t at = now + job.moved_s + (level - job.ran_before_s);
+      if (at < job.end_s) level_ups_.push(at);
+      break;
+    }
+  }
   if (p.spans()) ++r_.spanned;
   held_gpu_s_ += static_cast<double>(p.gpus_per_host) * static_cast<double>(p.hosts.size()) *
                  static_cast<double>(job.end_s - now);
@@ -324,11 +339,25 @@ void GpuSimRun::Schedule(int64_t now) {
       wait_s_[j][2 * wait_state_[j] + (wait_fragmented_[j] ? 1 : 0)] += now - last_pass_s_;
     }
   }
+  const bool las = o_.policy == GpuPolicy::kTessera && !o_.las_levels_s.empty();
+  if (las) {  // by level, then in submission order (the queue's order)
+    std::stable_sort(queue_.begin(), queue_.end(),
+                     [&](int a, int b) { return Level(a, now) < Level(b, now); });
+  }
   for (auto it = queue_.begin(); it != queue_.end();) {
     const int j = *it;
     const int own = HoldOf(j);
     wait_state_[j] = kWaitUnheld;
-    const GpuPlacement p = TryPlace(j, now, own, failed);
+    GpuPlacement p = TryPlace(j, now, own, failed);
+    if (!p.placed && las && !preempting_off_ && PreemptLongerRun(j, now, own)) {
+      if (own >= 0) {
+        holds_.erase(holds_.begin() + own);
+        HoldsChanged();
+      }
+      failed.clear();
+      it = queue_.erase(it);
+      continue;
+    }
     if (p.placed) {
       Start(j, p, now);
       if (own >= 0) {
@@ -372,6 +401,7 @@ void GpuSimRun::Schedule(int64_t now) {
     longest = std::max(longest, now - jobs_[j].submit_s);
     ++it;
   }
+  if (las) std::sort(queue_.begin(), queue_.end());  // submission order again
   if (!requeued_.empty()) {
     // Back in submission order (older than most waiting jobs); one more pass may restart them.
     for (int v : requeued_) queue_.insert(std::lower_bound(queue_.begin(), queue_.end(), v), v);
@@ -602,6 +632,77 @@ void GpuSimRun::Preempt(int j, int64_t now) {
   r_.hash = GpuSimMix(r_.hash, 0xDCBAull ^ static_cast<uint64_t>(j));
 }
 
+int GpuSimRun::Level(int j, int64_t now) const {
+  const GpuSimJob& job = jobs_[j];
+  const bool running = job.start_s >= 0 && job.preempted_at < 0;
+  const int64_t ran =
+      job.ran_before_s + (running ? std::max<int64_t>(0, now - job.run_start_s - job.moved_s) : 0);
+  int level = 0;
+  while (level < static_cast<int>(o_.las_levels_s.size()) && ran >= o_.las_levels_s[level]) {
+    ++level;
+  }
+  return level;
+}
+
+bool GpuSimRun::PreemptLongerRun(int j, int64_t now, int own) {
+  const GpuSimJob& job = jobs_[j];
+  const int level = Level(j, now);
+  // The fleet as it would be without the running jobs of a higher level.
+  GpuFleet without = fleet_;
+  std::set<int> longer;
+  for (const std::set<int>& on : held_by_) {
+    for (int v : on) {
+      // A job that holds are made for (a whole domain's clique, the hardest to place again)
+      // yields only to one at least as large.
+      if (!longer.count(v) && Level(v, now) > level &&
+          (!Holdable(jobs_[v]) || jobs_[v].gpus <= job.gpus)) {
+        longer.insert(v);
+        ReleaseGpuPlacement(without, jobs_[v].placement);
+      }
+    }
+  }
+  if (longer.empty()) return false;
+  uint64_t others = 0;
+  for (size_t i = 0; i < holds_.size(); ++i) {
+    if (static_cast<int>(i) != own) others |= uint64_t{1} << i;
+  }
+  const std::vector<bool> excluded = HeldHosts(others);
+  const GpuPlacement room = PlanGpu(without, job.request, o_.policy, excluded);
+  if (!room.placed) return false;
+  // On each of its hosts, stop the jobs that have run longest first (then the youngest) until
+  // the host has the GPUs the plan takes there.
+  std::set<int> victims;
+  for (int h : room.hosts) {
+    int free = fleet_.hosts[h].free_gpus;
+    for (int v : victims) {
+      for (int vh : jobs_[v].placement.hosts)
+        free += vh == h ? jobs_[v].placement.gpus_per_host : 0;
+    }
+    std::vector<int> here;
+    for (int v : held_by_[h]) {
+      if (longer.count(v) && !victims.count(v)) here.push_back(v);
+    }
+    std::sort(here.begin(), here.end(), [&](int a, int b) {
+      const int la = Level(a, now), lb = Level(b, now);
+      return la != lb ? la > lb : a > b;
+    });
+    for (size_t k = 0; k < here.size() && free < room.gpus_per_host; ++k) {
+      victims.insert(here[k]);
+      free += jobs_[here[k]].placement.gpus_per_host;
+    }
+  }
+  for (int v : victims) Preempt(v, now);
+  std::vector<bool> elsewhere(fleet_.hosts.size(), true);
+  for (int h : room.hosts) elsewhere[h] = false;
+  const GpuPlacement p = PlanGpu(fleet_, job.request, o_.policy, elsewhere);
+  if (!p.placed) {
+    broken_ = "job " + std::to_string(j) + " does not fit the hosts emptied for it: " + p.message;
+    return false;
+  }
+  Start(j, p, now);
+  return true;
+}
+
 bool GpuSimRun::Hold(int j, int64_t now, int own) {
   const GpuSimJob& job = jobs_[j];
   // Hosts held for other jobs are not this job's to take or to clear.
@@ -681,6 +782,8 @@ GpuSimResult GpuSimRun::Run() {
   while (next < jobs_.size() || !finishes_.empty()) {
     int64_t now = next < jobs_.size() ? jobs_[next].submit_s : INT64_MAX;
     if (!finishes_.empty()) now = std::min(now, std::get<0>(finishes_.top()));
+    if (!level_ups_.empty()) now = std::min(now, level_ups_.top());
+    while (!level_ups_.empty() && level_ups_.top() <= now) level_ups_.pop();
     while (!finishes_.empty() && std::get<0>(finishes_.top()) <= now) {
       auto [end, j, version] = finishes_.top();
       finishes_.pop();

@@ -102,6 +102,16 @@ struct GpuSimOptions {
   // than migrate_s away, preempt the small jobs on them instead (checkpoint, requeue in their
   // place in the queue, restart later at migrate_s; each job at most once) and start it now.
   bool preempt = false;
+  // tessera: discretized least-attained-service priority (Tiresias' multi-level feedback
+  // queue), in seconds of run time, ascending; empty: off. A job's level is how many of these
+  // it has run (0 while it has run less than the first); the queue goes by level, then
+  // submission. A waiting job that does not fit preempts running jobs of a higher level (they
+  // have run longer) when stopping them makes room, each time at the restart cost migrate_s; a
+  // preempted job keeps what it ran and waits again at its level. The jobs `hold_for` names
+  // (a whole domain's clique, the hardest to place again) yield only to jobs at least as large.
+  // One level at 24 h: the default, chosen over the ITP and openb runs of bench/README.md ("GPU
+  // domains", "Least attained service") against none; 12 h and 48 h were close.
+  std::vector<int64_t> las_levels_s = {24 * 3600};
   int64_t migrate_s = 300;     // a moved job's restart cost (checkpoint, start, restore)
   double span_slowdown = 1.0;  // run-time factor of a job over more domains than needed
 };

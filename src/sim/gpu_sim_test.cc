@@ -288,6 +288,111 @@ TEST(GpuSim, BackfillNeverDelaysAHeldJobPastItsReservation) {
   }
 }
 
+// Least attained service first (las_levels_s), one 8-GPU host, one level at 24 h. P and Q (4
+// GPUs, 100 h each) fill the host from t=0. At 30 h both have run past the level when B (8
+// GPUs, 1 h) arrives: it preempts them and starts at once. R (4 GPUs, 10 h) arrives at 30.5 h;
+// when B ends at 31 h, R (level 0) goes before the older P and Q (level 1): R and P start,
+// Q waits for R. Without levels B waits for P and Q to end (100 h).
+TEST(GpuSim, LeastAttainedServiceGoesFirstAndPreemptsJobsThatRanLonger) {
+  constexpr int64_t kH = 3600;
+  Workload w;
+  w.jobs = {GpuJob(4, 0, 100 * kH), GpuJob(4, 0, 100 * kH), GpuJob(8, 30 * kH, kH),
+            GpuJob(4, 30 * kH + kH / 2, 10 * kH)};
+  GpuSimOptions o = ExactLimits();
+  o.domains = 1;
+  o.las_levels_s = {24 * kH};
+  const GpuSimResult r = GpuRunWith(w, o);
+  ASSERT_EQ(r.start_s.size(), 4u);
+  EXPECT_EQ(r.start_s[2], 30 * kH);
+  EXPECT_EQ(r.preemptions, 2);
+  EXPECT_EQ(r.start_s[3], 31 * kH);
+  // P restarts beside R at 31 h; Q after R ends (41 h), each after the restart cost. Their
+  // waits count the time requeued and the restart cost: P 1 h + 300 s, Q 11 h + 300 s; R 0.5 h.
+  ASSERT_EQ(r.classes[0].jobs, 3);
+  EXPECT_NEAR(r.classes[0].mean_wait_h, (1.0 + 11.0 + 2 * 300.0 / kH + 0.5) / 3, 1e-9);
+  o.las_levels_s.clear();
+  const GpuSimResult off = GpuRunWith(w, o);
+  EXPECT_EQ(off.start_s[2], 100 * kH);
+  EXPECT_EQ(off.preemptions, 0);
+}
+
+// A job reaching a level is a moment to schedule: G (4 GPUs, 100 h) runs alone from t=0; H (8
+// GPUs) arrives at 10 h, when G has run less than the 24 h level, and waits. At 24 h G reaches
+// it, and H preempts G then, not at G's next event.
+TEST(GpuSim, LeastAttainedServicePreemptsWhenAJobReachesALevel) {
+  constexpr int64_t kH = 3600;
+  Workload w;
+  w.jobs = {GpuJob(4, 0, 100 * kH), GpuJob(8, 10 * kH, kH)};
+  GpuSimOptions o = ExactLimits();
+  o.domains = 1;
+  o.las_levels_s = {24 * kH};
+  const GpuSimResult r = GpuRunWith(w, o);
+  EXPECT_EQ(r.start_s[1], 24 * kH);
+  EXPECT_EQ(r.preemptions, 1);
+}
+
+// The jobs holds are made for (here the domain class: 5-8 GPUs on an 8-GPU host) yield only to
+// a job at least as large. D (8 GPUs, 100 h) has run 30 h when E (4 GPUs) arrives: E waits for
+// D's end. F (8 GPUs) arriving then preempts D.
+TEST(GpuSim, LeastAttainedServiceSparesADomainJobForASmallerOne) {
+  constexpr int64_t kH = 3600;
+  GpuSimOptions o = ExactLimits();
+  o.domains = 1;
+  o.las_levels_s = {24 * kH};
+  Workload w;
+  w.jobs = {GpuJob(8, 0, 100 * kH), GpuJob(4, 30 * kH, kH)};
+  const GpuSimResult small = GpuRunWith(w, o);
+  EXPECT_EQ(small.start_s[1], 100 * kH);
+  EXPECT_EQ(small.preemptions, 0);
+  w.jobs[1] = GpuJob(8, 30 * kH, kH);
+  const GpuSimResult same = GpuRunWith(w, o);
+  EXPECT_EQ(same.start_s[1], 30 * kH);
+  EXPECT_EQ(same.preemptions, 1);
+  // Holding for whole-host jobs only, a 6-GPU job is not spared.
+  o.hold_for = GpuHoldFor::kWholeHost;
+  w.jobs = {GpuJob(6, 0, 100 * kH), GpuJob(4, 30 * kH, kH)};
+  EXPECT_EQ(GpuRunWith(w, o).start_s[1], 30 * kH);
+}
+
+// Invariants of least attained service over random workloads of long jobs, with the estimates
+// a scheduler has: the run ends with every GPU free and its own accounting whole (else an
+// internal error), no job starts before its submission, jobs are preempted, and the same input
+// gives the same result.
+TEST(GpuSim, LeastAttainedServiceRunsEveryJobToItsEnd) {
+  for (uint64_t seed : {4u, 9u}) {
+    GeneratorOptions g;
+    g.jobs = 150;
+    g.seed = seed;
+    g.mean_interarrival_s = 1800;
+    g.mean_duration_s = 12 * 3600;
+    g.sizes = {{1, 8}, {2, 4}, {4, 4}, {6, 2}, {8, 4}, {16, 2}, {40, 2}, {72, 1}, {144, 1}};
+    const Workload w = Generate(g);
+    for (GpuSystem sys : {GpuSystem::kH100, GpuSystem::kGb200Nvl72}) {
+      for (bool preempt : {false, true}) {
+        SCOPED_TRACE("seed " + std::to_string(seed) + " " + std::string(GpuSystemName(sys)) +
+                     (preempt ? " preempt" : ""));
+        GpuSimOptions o;
+        o.system = sys;
+        o.domains = sys == GpuSystem::kH100 ? 20 : 2;
+        o.las_levels_s = {2 * 3600, 12 * 3600};
+        o.preempt = preempt;
+        auto r = RunGpuSimulation(w, o);
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        EXPECT_EQ(r->never_placed, 0);
+        EXPECT_EQ(r->overall.jobs, static_cast<int64_t>(w.jobs.size()));
+        EXPECT_GT(r->preemptions, 0);
+        EXPECT_LE(r->utilisation, 1.0);
+        for (size_t j = 0; j < w.jobs.size(); ++j) {
+          EXPECT_GE(r->start_s[j], w.jobs[j].submit_s) << "job " << j;
+        }
+        auto again = RunGpuSimulation(w, o);
+        ASSERT_TRUE(again.ok());
+        EXPECT_EQ(again->hash, r->hash);
+      }
+    }
+  }
+}
+
 // Two 8-GPU hosts. A (4 GPUs, short) and B (4, long) share host 0 by best fit, C (4, long) takes
 // host 1. When A ends, each host has 4 GPUs free: the 8-GPU job D fits nowhere. slurm-block
 // waits until B and C end (t=1000); tessera holds host 0, moves B to host 1, starts D at 200.
