@@ -17,6 +17,11 @@
 // elsewhere and the reservation is more than `migrate_s` away, tessera moves them off instead
 // (checkpoint and restart, `migrate_s` each) and the held job starts at once.
 //
+// tessera also queues by least attained service (`las_levels_s`, Tiresias' discretized LAS):
+// jobs that have run past fewer levels go first, and a waiting job that does not fit preempts
+// running jobs that have run past more (checkpoint, requeue, restart at `migrate_s`), so a long
+// job cannot keep hosts from the jobs that arrive after it. No run time is needed to do so.
+//
 // A job's rule: `auto` is required (one clique) for jobs of at most one domain and preferred
 // for larger ones; or one rule for every whole-host job. first-fit ignores rules, so its
 // clique-spanning jobs show what ignoring cliques costs; spanning jobs run `span_slowdown`
