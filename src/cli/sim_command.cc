@@ -85,6 +85,7 @@ struct SimFlags {
   bool baseline_holds = false;
   bool gpu_preempt = false;
   std::string las_h = "24";  // hours of run time, comma list; "off": none
+  double las_starve_limit = sim::GpuSimOptions{}.las_starve_limit;
   std::string hold_for = std::string(sim::GpuHoldForName(sim::GpuSimOptions{}.hold_for));
   std::string hold_when = std::string(sim::GpuHoldWhenName(sim::GpuSimOptions{}.hold_when));
   double span_slowdown = 1.0;
@@ -198,6 +199,7 @@ void RunGpu(const SimFlags& f) {
   base.defrag = !f.no_defrag;
   base.preempt = f.gpu_preempt;
   base.las_levels_s.clear();
+  base.las_starve_limit = f.las_starve_limit;
   if (f.las_h != "off") {
     for (const std::string& item : SplitPolicies(f.las_h)) {
       char* end = nullptr;
@@ -261,10 +263,13 @@ void RunGpu(const SimFlags& f) {
   else
     cmd << "expected durations, else " << f.default_estimate_h << " h";
   cmd << (f.baseline_holds ? "; the baselines hold too" : "") << "), moves "
-      << (f.no_defrag ? "off" : "on") << (f.gpu_preempt ? ", preemption on" : "")
-      << (f.las_h == "off" ? ", no preemption by attained service"
-                           : ", least attained service first (levels at " + f.las_h + " h)")
-      << " (move costs " << f.migrate_s << " s); span slowdown " << f.span_slowdown;
+      << (f.no_defrag ? "off" : "on") << (f.gpu_preempt ? ", preemption on" : "");
+  if (f.las_h == "off")
+    cmd << ", no preemption by attained service";
+  else
+    cmd << ", least attained service first (levels at " << f.las_h << " h, starve limit "
+        << f.las_starve_limit << ")";
+  cmd << " (move costs " << f.migrate_s << " s); span slowdown " << f.span_slowdown;
   c.command = cmd.str();
   const auto t0 = std::chrono::steady_clock::now();
   for (const std::string& name : SplitPolicies(names)) {
@@ -618,6 +623,11 @@ void AddSimCommand(CLI::App& app) {
                   "jobs of a higher level to start (restart cost --migrate-s; --hold-for jobs "
                   "yield only to jobs as large); off: none")
       ->capture_default_str();
+  cmd->add_option("--las-starve-limit", f->las_starve_limit,
+                  "--gpu: a job preempted by --las-h that has waited this many times the run time "
+                  "it has had is first in line again")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 100.0));
   cmd->add_option("--migrate-s", f->migrate_s,
                   "--gpu: restart cost of a small job tessera moves off held hosts")
       ->capture_default_str()

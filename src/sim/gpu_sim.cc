@@ -132,8 +132,10 @@ class GpuSimRun {
                                  const std::vector<bool>& excluded, bool preempting = false) const;
   // Stops running job j (checkpointed, its GPUs freed) and requeues it after this pass.
   void Preempt(int j, int64_t now);
-  // las_levels_s: how many levels job j has run past by `now`.
+  // las_levels_s: how many levels job j has run past by `now` (0 once promoted).
   int Level(int j, int64_t now) const;
+  // las_levels_s: when a preempted job goes back to level 0 (las_starve_limit).
+  int64_t PromotedAt(const GpuSimJob& job) const;
   // las_levels_s: starts waiting job j by preempting running jobs of a higher level, off
   // other jobs' held hosts. True when it started.
   bool PreemptLongerRun(int j, int64_t now, int own);
@@ -627,9 +629,15 @@ void GpuSimRun::Preempt(int j, int64_t now) {
   ++job.version;  // its finish event is stale
   wait_state_[j] = -1;
   requeued_.push_back(j);
+  if (!o_.las_levels_s.empty()) level_ups_.push(PromotedAt(job));  // a pass then
   ++r_.preemptions;
   r_.preempted_gpu_h += gpus * static_cast<double>(o_.migrate_s) / 3600;
   r_.hash = GpuSimMix(r_.hash, 0xDCBAull ^ static_cast<uint64_t>(j));
+}
+
+int64_t GpuSimRun::PromotedAt(const GpuSimJob& job) const {
+  return job.preempted_at + static_cast<int64_t>(std::ceil(o_.las_starve_limit *
+                                                           static_cast<double>(job.ran_before_s)));
 }
 
 int GpuSimRun::Level(int j, int64_t now) const {
@@ -637,6 +645,8 @@ int GpuSimRun::Level(int j, int64_t now) const {
   const bool running = job.start_s >= 0 && job.preempted_at < 0;
   const int64_t ran =
       job.ran_before_s + (running ? std::max<int64_t>(0, now - job.run_start_s - job.moved_s) : 0);
+  // Preempted, and waiting for las_starve_limit times what it ran: first in line again.
+  if (job.preempted_at >= 0 && now >= PromotedAt(job)) return 0;
   int level = 0;
   while (level < static_cast<int>(o_.las_levels_s.size()) && ran >= o_.las_levels_s[level]) {
     ++level;
@@ -922,6 +932,17 @@ Result<GpuSimResult> RunGpuSimulation(const Workload& workload, const GpuSimOpti
   if (options.holds < 0 || options.holds > 64) {
     return InvalidArgument("holds: " + std::to_string(options.holds) +
                            " must be between 0 (no reservations) and 64");
+  }
+  if (!(options.las_starve_limit > 0 && options.las_starve_limit <= 100)) {
+    return InvalidArgument(
+        "las_starve_limit: must be above 0 and at most 100 (0 would let preempted jobs preempt "
+        "one another at once, back and forth)");
+  }
+  for (size_t i = 0; i < options.las_levels_s.size(); ++i) {
+    if (options.las_levels_s[i] < 1 ||
+        (i > 0 && options.las_levels_s[i] <= options.las_levels_s[i - 1])) {
+      return InvalidArgument("las_levels_s: levels must be positive and ascending");
+    }
   }
   if (!(options.span_slowdown >= 1.0)) {
     return InvalidArgument("span_slowdown: must be >= 1 (1: spanning cliques costs nothing)");

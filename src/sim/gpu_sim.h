@@ -117,6 +117,11 @@ struct GpuSimOptions {
   // One level at 24 h: the default, chosen over the ITP and openb runs of bench/README.md ("GPU
   // domains", "Least attained service") against none; 12 h and 48 h were close.
   std::vector<int64_t> las_levels_s = {24 * 3600};
+  // A preempted job that has waited this many times the run time it has had goes back to level
+  // 0 (Tiresias' starvation limit), so a long job preempted once is not held back by every job
+  // that arrives after it. 0.25: chosen as las_levels_s was, over 0.1-100 (smaller limits met
+  // more of the goal and preempt more).
+  double las_starve_limit = 0.25;
   int64_t migrate_s = 300;     // a moved job's restart cost (checkpoint, start, restore)
   double span_slowdown = 1.0;  // run-time factor of a job over more domains than needed
 };

@@ -301,6 +301,7 @@ TEST(GpuSim, LeastAttainedServiceGoesFirstAndPreemptsJobsThatRanLonger) {
   GpuSimOptions o = ExactLimits();
   o.domains = 1;
   o.las_levels_s = {24 * kH};
+  o.las_starve_limit = 100;  // no promotion back to level 0 within the run (its own test)
   const GpuSimResult r = GpuRunWith(w, o);
   ASSERT_EQ(r.start_s.size(), 4u);
   EXPECT_EQ(r.start_s[2], 30 * kH);
@@ -329,6 +330,30 @@ TEST(GpuSim, LeastAttainedServicePreemptsWhenAJobReachesALevel) {
   const GpuSimResult r = GpuRunWith(w, o);
   EXPECT_EQ(r.start_s[1], 24 * kH);
   EXPECT_EQ(r.preemptions, 1);
+}
+
+// A preempted job that has waited las_starve_limit times what it ran is first in line again.
+// P and Q (4 GPUs, 40 h) fill one host from t=0; R (4 GPUs, 100 h) arrives at 30 h and preempts
+// Q (the younger of the two that ran past 24 h). With a limit of 0.25, Q is back at level 0 at
+// 37.5 h and preempts P, which has run past the level, and so on; with a limit of 100 Q waits
+// for P's end.
+TEST(GpuSim, LeastAttainedServicePromotesAJobThatWaitedLongEnough) {
+  constexpr int64_t kH = 3600;
+  Workload w;
+  w.jobs = {GpuJob(4, 0, 40 * kH), GpuJob(4, 0, 40 * kH), GpuJob(4, 30 * kH, 100 * kH)};
+  GpuSimOptions o = ExactLimits();
+  o.domains = 1;
+  o.las_levels_s = {24 * kH};
+  o.las_starve_limit = 100;
+  const GpuSimResult patient = GpuRunWith(w, o);
+  EXPECT_EQ(patient.start_s[2], 30 * kH);
+  EXPECT_EQ(patient.preemptions, 1);
+  o.las_starve_limit = 0.25;
+  const GpuSimResult promoted = GpuRunWith(w, o);
+  EXPECT_EQ(promoted.start_s[2], 30 * kH);
+  EXPECT_GE(promoted.preemptions, 2);
+  o.las_starve_limit = 0;
+  EXPECT_FALSE(RunGpuSimulation(w, o).ok());
 }
 
 // The jobs holds are made for (here the domain class: 5-8 GPUs on an 8-GPU host) yield only to
