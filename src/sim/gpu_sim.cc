@@ -132,6 +132,8 @@ class GpuSimRun {
                                  const std::vector<bool>& excluded, bool preempting = false) const;
   // Stops running job j (checkpointed, its GPUs freed) and requeues it after this pass.
   void Preempt(int j, int64_t now);
+  // The run time job j has had by `now` (what it ran before a preemption, and since).
+  int64_t Ran(int j, int64_t now) const;
   // las_levels_s: how many levels job j has run past by `now` (0 once promoted).
   int Level(int j, int64_t now) const;
   // las_levels_s: when a preempted job goes back to level 0 (las_starve_limit).
@@ -331,6 +333,10 @@ void GpuSimRun::Schedule(int64_t now) {
   // A failure stays a failure for the rest of a pass while the holds stay (starts only take
   // GPUs), so each (size, rule, holds avoided) is planned at most once until something fits.
   FailedPlans failed;
+  // Likewise each (size, rule, level, own hold) that found no room by preempting (las): only a
+  // change of holds, a move, or a job started at a level above 0 (one more to preempt) can
+  // make room there.
+  std::set<std::tuple<int, int, int, int, int>> no_room;
   const bool holding = (o_.policy == GpuPolicy::kTessera || o_.baseline_holds) && o_.holds > 0;
   // Per size of the jobs passed over (waiting, older than the one at hand): the most
   // GPU-seconds one of them has waited. A hold takes hosts those jobs could start on.
@@ -351,14 +357,20 @@ void GpuSimRun::Schedule(int64_t now) {
     const int own = HoldOf(j);
     wait_state_[j] = kWaitUnheld;
     GpuPlacement p = TryPlace(j, now, own, failed);
-    if (!p.placed && las && !preempting_off_ && PreemptLongerRun(j, now, own)) {
-      if (own >= 0) {
-        holds_.erase(holds_.begin() + own);
-        HoldsChanged();
+    if (!p.placed && las && !preempting_off_) {
+      const auto key = std::make_tuple(jobs_[j].gpus, static_cast<int>(jobs_[j].request.rule.rule),
+                                       jobs_[j].request.rule.segment_hosts, Level(j, now), own);
+      if (!no_room.count(key) && PreemptLongerRun(j, now, own)) {
+        if (own >= 0) {
+          holds_.erase(holds_.begin() + own);
+          HoldsChanged();
+        }
+        failed.clear();
+        no_room.clear();
+        it = queue_.erase(it);
+        continue;
       }
-      failed.clear();
-      it = queue_.erase(it);
-      continue;
+      no_room.insert(key);
     }
     if (p.placed) {
       Start(j, p, now);
@@ -366,7 +378,9 @@ void GpuSimRun::Schedule(int64_t now) {
         holds_.erase(holds_.begin() + own);
         HoldsChanged();
         failed.clear();
+        no_room.clear();
       }
+      if (las && Level(j, now) > 0) no_room.clear();
       it = queue_.erase(it);
       continue;
     }
@@ -392,6 +406,7 @@ void GpuSimRun::Schedule(int64_t now) {
         (own >= 0 || (Holdable(jobs_[j]) && static_cast<int>(holds_.size()) < o_.holds))) {
       const bool started = Hold(j, now, own);
       failed.clear();  // the holds changed, or jobs moved
+      no_room.clear();
       if (started) {
         it = queue_.erase(it);
         continue;
@@ -640,11 +655,16 @@ int64_t GpuSimRun::PromotedAt(const GpuSimJob& job) const {
                                                            static_cast<double>(job.ran_before_s)));
 }
 
-int GpuSimRun::Level(int j, int64_t now) const {
+int64_t GpuSimRun::Ran(int j, int64_t now) const {
   const GpuSimJob& job = jobs_[j];
   const bool running = job.start_s >= 0 && job.preempted_at < 0;
-  const int64_t ran =
-      job.ran_before_s + (running ? std::max<int64_t>(0, now - job.run_start_s - job.moved_s) : 0);
+  return job.ran_before_s +
+         (running ? std::max<int64_t>(0, now - job.run_start_s - job.moved_s) : 0);
+}
+
+int GpuSimRun::Level(int j, int64_t now) const {
+  const GpuSimJob& job = jobs_[j];
+  const int64_t ran = Ran(j, now);
   // Preempted, and waiting for las_starve_limit times what it ran: first in line again.
   if (job.preempted_at >= 0 && now >= PromotedAt(job)) return 0;
   int level = 0;
@@ -657,14 +677,16 @@ int GpuSimRun::Level(int j, int64_t now) const {
 bool GpuSimRun::PreemptLongerRun(int j, int64_t now, int own) {
   const GpuSimJob& job = jobs_[j];
   const int level = Level(j, now);
-  // The fleet as it would be without the running jobs of a higher level.
+  const int64_t ran = Ran(j, now);
+  // The fleet as it would be without the running jobs of a higher level that have run longer
+  // (a promoted job, at level 0 again, preempts only jobs that have run longer than it).
   GpuFleet without = fleet_;
   std::set<int> longer;
   for (const std::set<int>& on : held_by_) {
     for (int v : on) {
       // A job that holds are made for (a whole domain's clique, the hardest to place again)
       // yields only to one at least as large.
-      if (!longer.count(v) && Level(v, now) > level &&
+      if (!longer.count(v) && Level(v, now) > level && Ran(v, now) > ran &&
           (!Holdable(jobs_[v]) || jobs_[v].gpus <= job.gpus)) {
         longer.insert(v);
         ReleaseGpuPlacement(without, jobs_[v].placement);

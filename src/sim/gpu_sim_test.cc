@@ -386,7 +386,7 @@ TEST(GpuSim, LeastAttainedServiceSparesADomainJobForASmallerOne) {
 TEST(GpuSim, LeastAttainedServiceRunsEveryJobToItsEnd) {
   for (uint64_t seed : {4u, 9u}) {
     GeneratorOptions g;
-    g.jobs = 150;
+    g.jobs = 100;
     g.seed = seed;
     g.mean_interarrival_s = 1800;
     g.mean_duration_s = 12 * 3600;
