@@ -333,10 +333,10 @@ void GpuSimRun::Schedule(int64_t now) {
   // A failure stays a failure for the rest of a pass while the holds stay (starts only take
   // GPUs), so each (size, rule, holds avoided) is planned at most once until something fits.
   FailedPlans failed;
-  // Likewise each (size, rule, level, own hold) that found no room by preempting (las): only a
-  // change of holds, a move, or a job started at a level above 0 (one more to preempt) can
-  // make room there.
-  std::set<std::tuple<int, int, int, int, int>> no_room;
+  // Likewise each (size, rule, level, run time had, own hold) that found no room by preempting
+  // (las): only a change of holds, a move, or a job started at a level above 0 (one more to
+  // preempt) can make room there.
+  std::set<std::tuple<int, int, int, int, int64_t, int>> no_room;
   const bool holding = (o_.policy == GpuPolicy::kTessera || o_.baseline_holds) && o_.holds > 0;
   // Per size of the jobs passed over (waiting, older than the one at hand): the most
   // GPU-seconds one of them has waited. A hold takes hosts those jobs could start on.
@@ -358,8 +358,9 @@ void GpuSimRun::Schedule(int64_t now) {
     wait_state_[j] = kWaitUnheld;
     GpuPlacement p = TryPlace(j, now, own, failed);
     if (!p.placed && las && !preempting_off_) {
-      const auto key = std::make_tuple(jobs_[j].gpus, static_cast<int>(jobs_[j].request.rule.rule),
-                                       jobs_[j].request.rule.segment_hosts, Level(j, now), own);
+      const auto key =
+          std::make_tuple(jobs_[j].gpus, static_cast<int>(jobs_[j].request.rule.rule),
+                          jobs_[j].request.rule.segment_hosts, Level(j, now), Ran(j, now), own);
       if (!no_room.count(key) && PreemptLongerRun(j, now, own)) {
         if (own >= 0) {
           holds_.erase(holds_.begin() + own);
@@ -701,7 +702,7 @@ bool GpuSimRun::PreemptLongerRun(int j, int64_t now, int own) {
   const std::vector<bool> excluded = HeldHosts(others);
   const GpuPlacement room = PlanGpu(without, job.request, o_.policy, excluded);
   if (!room.placed) return false;
-  // On each of its hosts, stop the jobs that have run longest first (then the youngest) until
+  // On each of its hosts, stop the jobs of the highest level first (then the youngest) until
   // the host has the GPUs the plan takes there.
   std::set<int> victims;
   for (int h : room.hosts) {

@@ -110,8 +110,9 @@ struct GpuSimOptions {
   // tessera: discretized least-attained-service priority (Tiresias' multi-level feedback
   // queue), in seconds of run time, ascending; empty: off. A job's level is how many of these
   // it has run (0 while it has run less than the first); the queue goes by level, then
-  // submission. A waiting job that does not fit preempts running jobs of a higher level (they
-  // have run longer) when stopping them makes room, each time at the restart cost migrate_s; a
+  // submission. A waiting job that does not fit preempts running jobs of a higher level that
+  // have run longer than it when stopping them makes room, each time at the restart cost
+  // migrate_s; a
   // preempted job keeps what it ran and waits again at its level. The jobs `hold_for` names
   // (a whole domain's clique, the hardest to place again) yield only to jobs at least as large.
   // One level at 24 h: the default, chosen over the ITP and openb runs of bench/README.md ("GPU
