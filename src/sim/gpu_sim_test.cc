@@ -26,6 +26,16 @@ GpuSimOptions ExactLimits() {
   return o;
 }
 
+constexpr int64_t kH = 3600;
+
+// One 8-GPU host, exact limits, one level of attained service at 24 h (las_levels_s).
+GpuSimOptions OneHostOneLevel() {
+  GpuSimOptions o = ExactLimits();
+  o.domains = 1;
+  o.las_levels_s = {24 * kH};
+  return o;
+}
+
 GpuSimResult GpuRun(const Workload& w, GpuSystem sys, int domains, GpuPolicy policy,
                     bool defrag = true) {
   GpuSimOptions o = ExactLimits();
@@ -294,13 +304,10 @@ TEST(GpuSim, BackfillNeverDelaysAHeldJobPastItsReservation) {
 // when B ends at 31 h, R (level 0) goes before the older P and Q (level 1): R and P start,
 // Q waits for R. Without levels B waits for P and Q to end (100 h).
 TEST(GpuSim, LeastAttainedServiceGoesFirstAndPreemptsJobsThatRanLonger) {
-  constexpr int64_t kH = 3600;
   Workload w;
   w.jobs = {GpuJob(4, 0, 100 * kH), GpuJob(4, 0, 100 * kH), GpuJob(8, 30 * kH, kH),
             GpuJob(4, 30 * kH + kH / 2, 10 * kH)};
-  GpuSimOptions o = ExactLimits();
-  o.domains = 1;
-  o.las_levels_s = {24 * kH};
+  GpuSimOptions o = OneHostOneLevel();
   o.las_starve_limit = 100;  // no promotion back to level 0 within the run (its own test)
   const GpuSimResult r = GpuRunWith(w, o);
   ASSERT_EQ(r.start_s.size(), 4u);
@@ -321,12 +328,9 @@ TEST(GpuSim, LeastAttainedServiceGoesFirstAndPreemptsJobsThatRanLonger) {
 // GPUs) arrives at 10 h, when G has run less than the 24 h level, and waits. At 24 h G reaches
 // it, and H preempts G then, not at G's next event.
 TEST(GpuSim, LeastAttainedServicePreemptsWhenAJobReachesALevel) {
-  constexpr int64_t kH = 3600;
   Workload w;
   w.jobs = {GpuJob(4, 0, 100 * kH), GpuJob(8, 10 * kH, kH)};
-  GpuSimOptions o = ExactLimits();
-  o.domains = 1;
-  o.las_levels_s = {24 * kH};
+  GpuSimOptions o = OneHostOneLevel();
   const GpuSimResult r = GpuRunWith(w, o);
   EXPECT_EQ(r.start_s[1], 24 * kH);
   EXPECT_EQ(r.preemptions, 1);
@@ -338,12 +342,9 @@ TEST(GpuSim, LeastAttainedServicePreemptsWhenAJobReachesALevel) {
 // 37.5 h and preempts P, which has run past the level, and so on; with a limit of 100 Q waits
 // for P's end.
 TEST(GpuSim, LeastAttainedServicePromotesAJobThatWaitedLongEnough) {
-  constexpr int64_t kH = 3600;
   Workload w;
   w.jobs = {GpuJob(4, 0, 40 * kH), GpuJob(4, 0, 40 * kH), GpuJob(4, 30 * kH, 100 * kH)};
-  GpuSimOptions o = ExactLimits();
-  o.domains = 1;
-  o.las_levels_s = {24 * kH};
+  GpuSimOptions o = OneHostOneLevel();
   o.las_starve_limit = 100;
   const GpuSimResult patient = GpuRunWith(w, o);
   EXPECT_EQ(patient.start_s[2], 30 * kH);
@@ -360,10 +361,7 @@ TEST(GpuSim, LeastAttainedServicePromotesAJobThatWaitedLongEnough) {
 // a job at least as large. D (8 GPUs, 100 h) has run 30 h when E (4 GPUs) arrives: E waits for
 // D's end. F (8 GPUs) arriving then preempts D.
 TEST(GpuSim, LeastAttainedServiceSparesADomainJobForASmallerOne) {
-  constexpr int64_t kH = 3600;
-  GpuSimOptions o = ExactLimits();
-  o.domains = 1;
-  o.las_levels_s = {24 * kH};
+  GpuSimOptions o = OneHostOneLevel();
   Workload w;
   w.jobs = {GpuJob(8, 0, 100 * kH), GpuJob(4, 30 * kH, kH)};
   const GpuSimResult small = GpuRunWith(w, o);
