@@ -542,31 +542,42 @@ TEST(GpuSim, SameInputSameResultAndEveryJobRuns) {
   }
 }
 
+// A fleet and the sizes of the jobs generated for it.
+struct FleetCase {
+  GpuSystem sys;
+  int domains;
+  std::vector<std::pair<int, double>> sizes;
+};
+
+Workload Generated(const FleetCase& c, uint64_t seed, int64_t jobs, double interarrival_s) {
+  GeneratorOptions g;
+  g.jobs = jobs;
+  g.seed = seed;
+  g.mean_interarrival_s = interarrival_s;
+  g.sizes = c.sizes;
+  return Generate(g);
+}
+
+GpuSimOptions FleetOf(const FleetCase& c) {
+  GpuSimOptions o;
+  o.system = c.sys;
+  o.domains = c.domains;
+  return o;
+}
+
 // The domain class alone against a naive model: a queue of identical servers in submission
 // order (each job to the server free soonest, at its submit time or then). Every domain-class
 // job takes more than half a domain, so a domain is one server; other jobs are left out.
 TEST(GpuSim, DomainClassAloneIsAQueueOfWholeDomains) {
-  struct Case {
-    GpuSystem sys;
-    int domains;
-    std::vector<std::pair<int, double>> sizes;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<FleetCase> cases = {
       {GpuSystem::kH100, 5, {{1, 4}, {4, 2}, {5, 1}, {6, 1}, {8, 3}, {16, 1}}},
       {GpuSystem::kGb200Nvl72, 2, {{4, 4}, {36, 2}, {37, 1}, {48, 1}, {72, 2}, {144, 1}}},
   };
   for (uint64_t seed : {1u, 2u, 3u, 4u}) {
-    for (const Case& c : cases) {
+    for (const FleetCase& c : cases) {
       SCOPED_TRACE("seed " + std::to_string(seed) + " " + std::string(GpuSystemName(c.sys)));
-      GeneratorOptions g;
-      g.jobs = 300;
-      g.seed = seed;
-      g.mean_interarrival_s = 600;
-      g.sizes = c.sizes;
-      const Workload w = Generate(g);
-      GpuSimOptions o;
-      o.system = c.sys;
-      o.domains = c.domains;
+      const Workload w = Generated(c, seed, 300, 600);
+      GpuSimOptions o = FleetOf(c);
       auto alone = RunDomainClassAlone(w, o);
       ASSERT_TRUE(alone.ok()) << alone.status().ToString();
       EXPECT_EQ(alone->policy, "domain class alone");
@@ -595,26 +606,14 @@ TEST(GpuSim, DomainClassAloneIsAQueueOfWholeDomains) {
 // domain, slurm-block and first-fit without holds start it in order: no domain-class job starts
 // before its start with the fleet to the class alone, so their class p95 is at least the floor.
 TEST(GpuSim, NoInOrderSchedulerStartsTheDomainClassBeforeItsFloor) {
-  struct Case {
-    GpuSystem sys;
-    int domains;
-    std::vector<std::pair<int, double>> sizes;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<FleetCase> cases = {
       {GpuSystem::kH100, 6, {{1, 6}, {2, 2}, {4, 3}, {8, 3}, {16, 1}}},
       {GpuSystem::kGb200Nvl72, 3, {{4, 6}, {16, 3}, {36, 2}, {72, 3}, {144, 1}}},
   };
   for (uint64_t seed : {5u, 6u, 7u}) {
-    for (const Case& c : cases) {
-      GeneratorOptions g;
-      g.jobs = 400;
-      g.seed = seed;
-      g.mean_interarrival_s = 400;
-      g.sizes = c.sizes;
-      const Workload w = Generate(g);
-      GpuSimOptions o;
-      o.system = c.sys;
-      o.domains = c.domains;
+    for (const FleetCase& c : cases) {
+      const Workload w = Generated(c, seed, 400, 400);
+      GpuSimOptions o = FleetOf(c);
       auto alone = RunDomainClassAlone(w, o);
       ASSERT_TRUE(alone.ok()) << alone.status().ToString();
       const int gpd = Info(c.sys).gpus_per_domain();
