@@ -8,7 +8,6 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <queue>
 #include <set>
@@ -132,8 +131,8 @@ class GpuSimRun {
                                  const std::vector<bool>& excluded, bool preempting = false) const;
   // Stops running job j (checkpointed, its GPUs freed) and requeues it after this pass.
   void Preempt(int j, int64_t now);
-  // The run time job j has had by `now` (what it ran before a preemption, and since).
-  int64_t Ran(int j, int64_t now) const;
+  // The run time a job has had by `now` (what it ran before a preemption, and since).
+  int64_t Ran(const GpuSimJob& job, int64_t now) const;
   // las_levels_s: how many levels job j has run past by `now` (0 once promoted).
   int Level(int j, int64_t now) const;
   // las_levels_s: when a preempted job goes back to level 0 (las_starve_limit).
@@ -197,7 +196,7 @@ int64_t GpuSimRun::LimitTime(const GpuSimJob& job, const GpuPlacement& p, int64_
 int64_t GpuSimRun::ExpectedEnd(const GpuSimJob& job, int64_t now) const {
   // A job past its estimate is expected to end now (kLimit: its limit is all the scheduler
   // knows; kHistory never estimates before the time already run).
-  const int64_t ran = job.ran_before_s + std::max<int64_t>(0, now - job.run_start_s - job.moved_s);
+  const int64_t ran = Ran(job, now);
   // A restarted job is expected to run what its estimate leaves after what it ran before.
   return std::max(
       now, job.run_start_s + job.moved_s + LimitTime(job, job.placement, ran) - job.ran_before_s);
@@ -358,9 +357,9 @@ void GpuSimRun::Schedule(int64_t now) {
     wait_state_[j] = kWaitUnheld;
     GpuPlacement p = TryPlace(j, now, own, failed);
     if (!p.placed && las && !preempting_off_) {
-      const auto key =
-          std::make_tuple(jobs_[j].gpus, static_cast<int>(jobs_[j].request.rule.rule),
-                          jobs_[j].request.rule.segment_hosts, Level(j, now), Ran(j, now), own);
+      const auto key = std::make_tuple(jobs_[j].gpus, static_cast<int>(jobs_[j].request.rule.rule),
+                                       jobs_[j].request.rule.segment_hosts, Level(j, now),
+                                       Ran(jobs_[j], now), own);
       if (!no_room.count(key) && PreemptLongerRun(j, now, own)) {
         if (own >= 0) {
           holds_.erase(holds_.begin() + own);
@@ -656,8 +655,7 @@ int64_t GpuSimRun::PromotedAt(const GpuSimJob& job) const {
                                                            static_cast<double>(job.ran_before_s)));
 }
 
-int64_t GpuSimRun::Ran(int j, int64_t now) const {
-  const GpuSimJob& job = jobs_[j];
+int64_t GpuSimRun::Ran(const GpuSimJob& job, int64_t now) const {
   const bool running = job.start_s >= 0 && job.preempted_at < 0;
   return job.ran_before_s +
          (running ? std::max<int64_t>(0, now - job.run_start_s - job.moved_s) : 0);
@@ -665,7 +663,7 @@ int64_t GpuSimRun::Ran(int j, int64_t now) const {
 
 int GpuSimRun::Level(int j, int64_t now) const {
   const GpuSimJob& job = jobs_[j];
-  const int64_t ran = Ran(j, now);
+  const int64_t ran = Ran(job, now);
   // Preempted, and waiting for las_starve_limit times what it ran: first in line again.
   if (job.preempted_at >= 0 && now >= PromotedAt(job)) return 0;
   int level = 0;
@@ -678,7 +676,7 @@ int GpuSimRun::Level(int j, int64_t now) const {
 bool GpuSimRun::PreemptLongerRun(int j, int64_t now, int own) {
   const GpuSimJob& job = jobs_[j];
   const int level = Level(j, now);
-  const int64_t ran = Ran(j, now);
+  const int64_t ran = Ran(job, now);
   // The fleet as it would be without the running jobs of a higher level that have run longer
   // (a promoted job, at level 0 again, preempts only jobs that have run longer than it).
   GpuFleet without = fleet_;
@@ -687,7 +685,7 @@ bool GpuSimRun::PreemptLongerRun(int j, int64_t now, int own) {
     for (int v : on) {
       // A job that holds are made for (a whole domain's clique, the hardest to place again)
       // yields only to one at least as large.
-      if (!longer.count(v) && Level(v, now) > level && Ran(v, now) > ran &&
+      if (!longer.count(v) && Level(v, now) > level && Ran(jobs_[v], now) > ran &&
           (!Holdable(jobs_[v]) || jobs_[v].gpus <= job.gpus)) {
         longer.insert(v);
         ReleaseGpuPlacement(without, jobs_[v].placement);
@@ -1025,142 +1023,6 @@ Result<GpuSimResult> RunDomainClassAlone(const Workload& workload, const GpuSimO
   auto r = RunGpuSimulation(alone, o);
   if (r.ok()) r->policy = "domain class alone";
   return r;
-}
-
-namespace {
-
-// p95 of a over p95 of b; 0/0 = 0, x/0 = infinity.
-double P95Ratio(double a, double b) { return b > 0 ? a / b : (a > 0 ? INFINITY : 0); }
-
-}  // namespace
-
-void WriteGpuText(std::ostream& out, const GpuComparison& c) {
-  out << "cluster:  " << c.cluster << "\nworkload: " << c.workload << "\noptions:  " << c.command
-      << "\n\n";
-  char line[256];
-  std::snprintf(line, sizeof line, "%-12s %-13s %-14s %6s %9s %9s %9s\n", "policy", "class",
-                "sizes", "jobs", "p50 h", "p95 h", "mean h");
-  out << line;
-  for (const GpuSimResult& r : c.runs) {
-    std::vector<GpuClassStats> rows = r.classes;
-    rows.push_back(r.overall);
-    for (const GpuClassStats& s : rows) {
-      std::snprintf(line, sizeof line, "%-12s %-13s %-14s %6lld %9.2f %9.2f %9.2f\n",
-                    r.policy.c_str(), s.name.c_str(), s.sizes.c_str(),
-                    static_cast<long long>(s.jobs), s.p50_wait_h, s.p95_wait_h, s.mean_wait_h);
-      out << line;
-    }
-  }
-  out << "\n";
-  std::snprintf(line, sizeof line, "%-12s %8s %8s %8s %10s %8s %12s %9s %8s %12s\n", "policy",
-                "spanned", "never", "holds", "backfilled", "moves", "moved GPU-h", "preempted",
-                "util %", "makespan d");
-  out << line;
-  for (const GpuSimResult& r : c.runs) {
-    std::snprintf(line, sizeof line,
-                  "%-12s %8lld %8lld %8lld %10lld %8lld %12.1f %9lld %8.1f %12.1f\n",
-                  r.policy.c_str(), static_cast<long long>(r.spanned),
-                  static_cast<long long>(r.never_placed), static_cast<long long>(r.holds),
-                  static_cast<long long>(r.backfilled), static_cast<long long>(r.migrations),
-                  r.migrated_gpu_h + r.preempted_gpu_h, static_cast<long long>(r.preemptions),
-                  100 * r.utilisation, static_cast<double>(r.makespan_s) / 86400);
-    out << line;
-  }
-  // What the domain class's tail waited for.
-  bool any_tail = false;
-  for (const GpuSimResult& r : c.runs) {
-    for (const GpuWaitCause& w : r.domain_tail_waits) any_tail = any_tail || w.mean_h > 0;
-  }
-  if (any_tail) {
-    out << "\ndomain-class jobs waiting at or above the class p95, mean h per job by state "
-           "(of it: the fleet had the GPUs free, not on whole hosts of one domain)\n";
-    for (const GpuSimResult& r : c.runs) {
-      std::string row = r.policy;
-      row.resize(12, ' ');
-      for (const GpuWaitCause& w : r.domain_tail_waits) {
-        std::snprintf(line, sizeof line, " %s %.1f (%.1f);", w.state.c_str(), w.mean_h,
-                      w.fragmented_h);
-        row += line;
-      }
-      out << row << "\n";
-    }
-  }
-  // The goal, against slurm-block when both ran.
-  const GpuSimResult *t = nullptr, *s = nullptr;
-  for (const GpuSimResult& r : c.runs) {
-    if (r.policy == "tessera") t = &r;
-    if (r.policy == "slurm-block") s = &r;
-  }
-  const bool goal = t != nullptr && s != nullptr && t->classes[1].jobs > 0;
-  if (goal) {
-    const double dom = P95Ratio(t->classes[1].p95_wait_h, s->classes[1].p95_wait_h);
-    const double all = s->overall.p95_wait_h > 0 ? t->overall.p95_wait_h / s->overall.p95_wait_h
-                                                 : (t->overall.p95_wait_h > 0 ? INFINITY : 1);
-    std::snprintf(line, sizeof line,
-                  "\ngoal: domain-class p95 wait tessera/slurm-block = %.2fx (goal <= 0.5x, %s); "
-                  "overall p95 %.2fx (goal <= 1x, %s)\n",
-                  dom, dom <= 0.5 ? "met" : "missed", all, all <= 1.0 ? "met" : "missed");
-    out << line;
-  }
-  if (c.domain_alone && c.domain_alone->classes[1].jobs > 0) {
-    const double alone = c.domain_alone->classes[1].p95_wait_h;
-    std::snprintf(line, sizeof line,
-                  "floor: the domain class alone on the fleet (its %lld jobs, each in one domain, "
-                  "in submission order, nothing preempted) waits %.2f h at p95",
-                  static_cast<long long>(c.domain_alone->classes[1].jobs), alone);
-    out << (goal ? "" : "\n") << line;
-    if (s != nullptr && s->classes[1].jobs > 0) {
-      const double ratio = P95Ratio(alone, s->classes[1].p95_wait_h);
-      std::snprintf(line, sizeof line, ", %.2fx slurm-block's%s", ratio,
-                    ratio > 0.5 ? ": over 0.5x, so only a scheduler that starts these jobs out "
-                                  "of order or preempts them can meet the domain half"
-                                : "");
-      out << line;
-    }
-    out << "\n";
-  }
-}
-
-void WriteGpuJson(std::ostream& out, const GpuComparison& c) {
-  nlohmann::json j;
-  j["cluster"] = c.cluster;
-  j["workload"] = c.workload;
-  j["options"] = c.command;
-  auto stats = [](const GpuClassStats& s) {
-    return nlohmann::json{{"class", s.name},
-                          {"sizes", s.sizes},
-                          {"jobs", s.jobs},
-                          {"p50_wait_h", s.p50_wait_h},
-                          {"p95_wait_h", s.p95_wait_h},
-                          {"mean_wait_h", s.mean_wait_h}};
-  };
-  for (const GpuSimResult& r : c.runs) {
-    nlohmann::json run{{"policy", r.policy},
-                       {"jobs", r.jobs},
-                       {"never_placed", r.never_placed},
-                       {"spanned", r.spanned},
-                       {"holds", r.holds},
-                       {"backfilled", r.backfilled},
-                       {"late_holds", r.late_holds},
-                       {"migrations", r.migrations},
-                       {"preemptions", r.preemptions},
-                       {"preempted_gpu_h", r.preempted_gpu_h},
-                       {"migrated_gpu_h", r.migrated_gpu_h},
-                       {"utilisation", r.utilisation},
-                       {"makespan_s", r.makespan_s},
-                       {"hash", std::to_string(r.hash)},
-                       {"overall", stats(r.overall)}};
-    for (const GpuClassStats& s : r.classes) run["classes"].push_back(stats(s));
-    for (const GpuWaitCause& w : r.domain_tail_waits) {
-      run["domain_tail_waits"].push_back(
-          {{"state", w.state}, {"mean_h", w.mean_h}, {"fragmented_h", w.fragmented_h}});
-    }
-    j["runs"].push_back(run);
-  }
-  if (c.domain_alone && c.domain_alone->classes[1].jobs > 0) {
-    j["domain_class_alone"] = stats(c.domain_alone->classes[1]);
-  }
-  out << j.dump(2) << "\n";
 }
 
 }  // namespace tessera::sim
