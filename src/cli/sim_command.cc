@@ -84,6 +84,7 @@ struct SimFlags {
   int gpu_holds = sim::GpuSimOptions{}.holds;
   bool baseline_holds = false;
   bool gpu_preempt = false;
+  bool no_reclaim = false;
   std::string las_h = "24";  // hours of run time, comma list; "off": none
   double las_starve_limit = sim::GpuSimOptions{}.las_starve_limit;
   std::string hold_for = std::string(sim::GpuHoldForName(sim::GpuSimOptions{}.hold_for));
@@ -198,6 +199,7 @@ void RunGpu(const SimFlags& f) {
   }
   base.defrag = !f.no_defrag;
   base.preempt = f.gpu_preempt;
+  base.reclaim = !f.no_reclaim;
   base.las_levels_s.clear();
   base.las_starve_limit = f.las_starve_limit;
   if (f.las_h != "off") {
@@ -263,7 +265,8 @@ void RunGpu(const SimFlags& f) {
   else
     cmd << "expected durations, else " << f.default_estimate_h << " h";
   cmd << (f.baseline_holds ? "; the baselines hold too" : "") << "), moves "
-      << (f.no_defrag ? "off" : "on") << (f.gpu_preempt ? ", preemption on" : "");
+      << (f.no_defrag ? "off" : "on") << (f.gpu_preempt ? ", preemption on" : "")
+      << (f.no_reclaim ? ", backfills not reclaimed" : ", backfills reclaimed when a hold is due");
   if (f.las_h == "off")
     cmd << ", no preemption by attained service";
   else
@@ -617,6 +620,9 @@ void AddSimCommand(CLI::App& app) {
   cmd->add_flag("--preempt", f->gpu_preempt,
                 "--gpu: when moves cannot clear hosts for a held job, tessera preempts the small "
                 "jobs on them (requeued, restarted at --migrate-s; each job once) and starts it");
+  cmd->add_flag("--no-reclaim", f->no_reclaim,
+                "--gpu: tessera leaves the jobs backfilled on held hosts running past the hold's "
+                "time (default: preempts them then, when that starts the held job)");
   cmd->add_option("--las-h", f->las_h,
                   "--gpu: tessera queues by least attained service (Tiresias): levels at these "
                   "hours of run time (comma list, ascending); a waiting job preempts running "

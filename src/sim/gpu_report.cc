@@ -35,18 +35,18 @@ void WriteGpuText(std::ostream& out, const GpuComparison& c) {
     }
   }
   out << "\n";
-  std::snprintf(line, sizeof line, "%-12s %8s %8s %8s %10s %8s %12s %9s %8s %12s\n", "policy",
+  std::snprintf(line, sizeof line, "%-12s %8s %8s %8s %10s %8s %12s %9s %9s %8s %12s\n", "policy",
                 "spanned", "never", "holds", "backfilled", "moves", "moved GPU-h", "preempted",
-                "util %", "makespan d");
+                "reclaims", "util %", "makespan d");
   out << line;
   for (const GpuSimResult& r : c.runs) {
-    std::snprintf(line, sizeof line,
-                  "%-12s %8lld %8lld %8lld %10lld %8lld %12.1f %9lld %8.1f %12.1f\n",
-                  r.policy.c_str(), static_cast<long long>(r.spanned),
-                  static_cast<long long>(r.never_placed), static_cast<long long>(r.holds),
-                  static_cast<long long>(r.backfilled), static_cast<long long>(r.migrations),
-                  r.migrated_gpu_h + r.preempted_gpu_h, static_cast<long long>(r.preemptions),
-                  100 * r.utilisation, static_cast<double>(r.makespan_s) / 86400);
+    std::snprintf(
+        line, sizeof line, "%-12s %8lld %8lld %8lld %10lld %8lld %12.1f %9lld %9lld %8.1f %12.1f\n",
+        r.policy.c_str(), static_cast<long long>(r.spanned), static_cast<long long>(r.never_placed),
+        static_cast<long long>(r.holds), static_cast<long long>(r.backfilled),
+        static_cast<long long>(r.migrations), r.migrated_gpu_h + r.preempted_gpu_h,
+        static_cast<long long>(r.preemptions), static_cast<long long>(r.reclaims),
+        100 * r.utilisation, static_cast<double>(r.makespan_s) / 86400);
     out << line;
   }
   // What the domain class's tail waited for.
@@ -127,6 +127,7 @@ void WriteGpuJson(std::ostream& out, const GpuComparison& c) {
                        {"late_holds", r.late_holds},
                        {"migrations", r.migrations},
                        {"preemptions", r.preemptions},
+                       {"reclaims", r.reclaims},
                        {"preempted_gpu_h", r.preempted_gpu_h},
                        {"migrated_gpu_h", r.migrated_gpu_h},
                        {"utilisation", r.utilisation},

@@ -37,6 +37,9 @@ struct GpuSimJob {
   int64_t left_s = 0;         // its run time left when preempted
   int64_t lost_s = 0;         // waited after its first start: requeued, and restart costs
   bool preempted = false;     // at most once per job
+  int loan_of = -1;           // started on hosts held for this job, ...
+  int64_t loan_until_s = 0;   // ... to end by this time (the hold's then)
+  int reclaimed_for = -1;     // ran past such a time once: never backfilled on its hosts again
   int version = 0;            // bumped when a move changes end_s; stale finish events are skipped
   GpuPlacement placement;
 };
@@ -137,6 +140,9 @@ class GpuSimRun {
   int Level(int j, int64_t now) const;
   // las_levels_s: when a preempted job goes back to level 0 (las_starve_limit).
   int64_t PromotedAt(const GpuSimJob& job) const;
+  // Job j holds holds_[own]: preempts the jobs started on its hosts to end by a time now past
+  // (backfilled) that still run there, and starts it if it then fits. True when it started.
+  bool Reclaim(int j, int64_t now, int own);
   // las_levels_s: starts waiting job j by preempting running jobs of a higher level, off
   // other jobs' held hosts. True when it started.
   bool PreemptLongerRun(int j, int64_t now, int own);
@@ -152,9 +158,10 @@ class GpuSimRun {
   std::vector<std::set<int>> held_by_;  // per host: running jobs on it
   std::deque<int> queue_;               // waiting jobs, submission order
   std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishes_;
-  // las_levels_s: when a running job reaches its next level (a pass then, so that the jobs
-  // it now yields to may preempt it).
-  std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> level_ups_;
+  // Times a pass is due besides submissions and ends: a running job reaches its next level
+  // (las_levels_s: the jobs it now yields to may preempt it), a preempted job is promoted,
+  // a backfilled job's promise to a hold runs out (reclaim).
+  std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> wakeups_;
   std::vector<GpuHold> holds_;     // tessera: oldest held job first
   std::vector<int> hold_of_host_;  // index into holds_, or -1
   GpuSimResult r_;
@@ -216,6 +223,17 @@ void GpuSimRun::Start(int j, const GpuPlacement& p, int64_t now) {
   }
   job.placement = p;
   job.run_start_s = now;
+  job.loan_of = -1;
+  for (int h : p.hosts) {
+    const int i = hold_of_host_[h];
+    if (i >= 0 && holds_[i].job != j && (job.loan_of < 0 || holds_[i].until_s < job.loan_until_s)) {
+      job.loan_of = holds_[i].job;
+      job.loan_until_s = holds_[i].until_s;
+    }
+  }
+  if (job.loan_of >= 0 && o_.reclaim && o_.policy == GpuPolicy::kTessera) {
+    wakeups_.push(job.loan_until_s);
+  }
   job.moved_s = 0;
   if (job.preempted_at >= 0) {
     // A restart: the rest of its run, after the restart cost (restoring its checkpoint).
@@ -237,7 +255,7 @@ void GpuSimRun::Start(int j, const GpuPlacement& p, int64_t now) {
   for (int64_t level : o_.las_levels_s) {
     if (level > job.ran_before_s) {
       const int64_t at = now + job.moved_s + (level - job.ran_before_s);
-      if (at < job.end_s) level_ups_.push(at);
+      if (at < job.end_s) wakeups_.push(at);
       break;
     }
   }
@@ -301,7 +319,11 @@ GpuPlacement GpuSimRun::TryPlace(int j, int64_t now, int own, FailedPlans& faile
   for (size_t i = 0; i < holds_.size(); ++i) {
     if (static_cast<int>(i) == own) continue;
     all |= uint64_t{1} << i;
-    if (now + LimitTime(job, GpuPlacement{}) > holds_[i].until_s) late |= uint64_t{1} << i;
+    // A job that broke its promise to a hold (reclaim) is not backfilled on its hosts again.
+    if (now + LimitTime(job, GpuPlacement{}) > holds_[i].until_s ||
+        holds_[i].job == job.reclaimed_for) {
+      late |= uint64_t{1} << i;
+    }
   }
   GpuPlacement none;
   for (const uint64_t mask : {all, late}) {
@@ -644,7 +666,7 @@ void GpuSimRun::Preempt(int j, int64_t now) {
   ++job.version;  // its finish event is stale
   wait_state_[j] = -1;
   requeued_.push_back(j);
-  if (!o_.las_levels_s.empty()) level_ups_.push(PromotedAt(job));  // a pass then
+  if (!o_.las_levels_s.empty()) wakeups_.push(PromotedAt(job));  // a pass then
   ++r_.preemptions;
   r_.preempted_gpu_h += gpus * static_cast<double>(o_.migrate_s) / 3600;
   r_.hash = GpuSimMix(r_.hash, 0xDCBAull ^ static_cast<uint64_t>(j));
@@ -677,28 +699,36 @@ bool GpuSimRun::PreemptLongerRun(int j, int64_t now, int own) {
   const GpuSimJob& job = jobs_[j];
   const int level = Level(j, now);
   const int64_t ran = Ran(job, now);
-  // The fleet as it would be without the running jobs of a higher level that have run longer
-  // (a promoted job, at level 0 again, preempts only jobs that have run longer than it).
-  GpuFleet without = fleet_;
-  std::set<int> longer;
-  for (const std::set<int>& on : held_by_) {
-    for (int v : on) {
-      // A job that holds are made for (a whole domain's clique, the hardest to place again)
-      // yields only to one at least as large.
-      if (!longer.count(v) && Level(v, now) > level && Ran(jobs_[v], now) > ran &&
-          (!Holdable(jobs_[v]) || jobs_[v].gpus <= job.gpus)) {
-        longer.insert(v);
-        ReleaseGpuPlacement(without, jobs_[v].placement);
-      }
-    }
-  }
-  if (longer.empty()) return false;
   uint64_t others = 0;
   for (size_t i = 0; i < holds_.size(); ++i) {
     if (static_cast<int>(i) != own) others |= uint64_t{1} << i;
   }
   const std::vector<bool> excluded = HeldHosts(others);
-  const GpuPlacement room = PlanGpu(without, job.request, o_.policy, excluded);
+  // The fleet as it would be without the running jobs of a higher level that have run longer
+  // (a promoted job, at level 0 again, preempts only jobs that have run longer than it). The
+  // jobs holds are made for (a whole domain's clique, the hardest to place again) are stopped
+  // only when stopping the others makes no room, and only for a job at least as large.
+  std::set<int> longer;
+  GpuPlacement room;
+  for (const bool with_held : {false, true}) {
+    GpuFleet without = fleet_;
+    longer.clear();
+    bool any_held = false;
+    for (const std::set<int>& on : held_by_) {
+      for (int v : on) {
+        if (longer.count(v) || Level(v, now) <= level || Ran(jobs_[v], now) <= ran) continue;
+        const bool held_kind = Holdable(jobs_[v]);
+        if (held_kind && (jobs_[v].gpus > job.gpus || !with_held)) continue;
+        any_held = any_held || held_kind;
+        longer.insert(v);
+        ReleaseGpuPlacement(without, jobs_[v].placement);
+      }
+    }
+    if (with_held && !any_held) return false;  // the same fleet as the first try
+    if (longer.empty()) continue;
+    room = PlanGpu(without, job.request, o_.policy, excluded);
+    if (room.placed) break;
+  }
   if (!room.placed) return false;
   // On each of its hosts, stop the jobs of the highest level first (then the youngest) until
   // the host has the GPUs the plan takes there.
@@ -742,6 +772,10 @@ bool GpuSimRun::Hold(int j, int64_t now, int own) {
     if (static_cast<int>(i) != own) others |= uint64_t{1} << i;
   }
   const std::vector<bool> excluded = HeldHosts(others);
+  if (own >= 0 && o_.policy == GpuPolicy::kTessera && o_.reclaim && !preempting_off_ &&
+      Reclaim(j, now, own)) {
+    return true;
+  }
   const std::optional<GpuHold> drain = ChooseDrain(j, now, excluded);
   // Moving costs each moved job migrate_s; waiting for the drain costs the held job its wait.
   if (o_.policy == GpuPolicy::kTessera && o_.defrag &&
@@ -801,6 +835,32 @@ bool GpuSimRun::Hold(int j, int64_t now, int own) {
   return false;
 }
 
+bool GpuSimRun::Reclaim(int j, int64_t now, int own) {
+  // The jobs started on its hosts to end by a time now past and still running there: preempted,
+  // as a time limit would stop them, whether or not the held job then fits (the jobs that were
+  // on its hosts before the hold may still run past their estimates).
+  std::set<int> loans;
+  for (int h : holds_[own].hosts) {
+    for (int v : held_by_[h]) {
+      if (jobs_[v].loan_of == j && jobs_[v].loan_until_s <= now) loans.insert(v);
+    }
+  }
+  if (loans.empty()) return false;
+  for (int v : loans) {
+    Preempt(v, now);
+    jobs_[v].reclaimed_for = j;
+  }
+  r_.reclaims += static_cast<int64_t>(loans.size());
+  std::vector<bool> elsewhere(fleet_.hosts.size(), true);
+  for (int h : holds_[own].hosts) elsewhere[h] = false;
+  const GpuPlacement p = PlanGpu(fleet_, jobs_[j].request, o_.policy, elsewhere);
+  if (!p.placed) return false;
+  Start(j, p, now);
+  holds_.erase(holds_.begin() + own);
+  HoldsChanged();
+  return true;
+}
+
 GpuSimResult GpuSimRun::Run() {
   r_.policy = std::string(GpuPolicyName(o_.policy));
   r_.jobs = static_cast<int64_t>(jobs_.size());
@@ -813,8 +873,8 @@ GpuSimResult GpuSimRun::Run() {
   while (next < jobs_.size() || !finishes_.empty()) {
     int64_t now = next < jobs_.size() ? jobs_[next].submit_s : INT64_MAX;
     if (!finishes_.empty()) now = std::min(now, std::get<0>(finishes_.top()));
-    if (!level_ups_.empty()) now = std::min(now, level_ups_.top());
-    while (!level_ups_.empty() && level_ups_.top() <= now) level_ups_.pop();
+    if (!wakeups_.empty()) now = std::min(now, wakeups_.top());
+    while (!wakeups_.empty() && wakeups_.top() <= now) wakeups_.pop();
     while (!finishes_.empty() && std::get<0>(finishes_.top()) <= now) {
       auto [end, j, version] = finishes_.top();
       finishes_.pop();

@@ -15,12 +15,15 @@
 // make a held job start after its reservation time (`late_holds`). GpuEstimate::kTrue uses the
 // real run times instead, an oracle kept for comparison. When the small jobs on some hosts all fit
 // elsewhere and the reservation is more than `migrate_s` away, tessera moves them off instead
-// (checkpoint and restart, `migrate_s` each) and the held job starts at once.
+// (checkpoint and restart, `migrate_s` each) and the held job starts at once. A job backfilled
+// on held hosts that still runs there when the time it was to end by has come is preempted
+// (`reclaim`), as Slurm's time limit would stop it, and is not backfilled on that hold again.
 //
 // tessera also queues by least attained service (`las_levels_s`, Tiresias' discretized LAS):
 // jobs that have run past fewer levels go first, and a waiting job that does not fit preempts
 // running jobs that have run past more (checkpoint, requeue, restart at `migrate_s`), so a long
 // job cannot keep hosts from the jobs that arrive after it. No run time is needed to do so.
+// Whole-domain jobs are stopped last: only when stopping smaller ones makes no room.
 //
 // A job's rule: `auto` is required (one clique) for jobs of at most one domain and preferred
 // for larger ones; or one rule for every whole-host job. first-fit ignores rules, so its
@@ -107,14 +110,20 @@ struct GpuSimOptions {
   // than migrate_s away, preempt the small jobs on them instead (checkpoint, requeue in their
   // place in the queue, restart later at migrate_s; each job at most once) and start it now.
   bool preempt = false;
+  // tessera: a job backfilled on held hosts starts on the promise to end by the hold's time (its
+  // estimate). When that time comes and the held job has not started, the backfilled jobs
+  // still running there are preempted (checkpoint, requeue, restart at migrate_s): the
+  // reservation's owner takes its hosts back, as Slurm's backfill enforces the same promise
+  // with time limits (it kills the job). false: they keep the hosts.
+  bool reclaim = true;
   // tessera: discretized least-attained-service priority (Tiresias' multi-level feedback
   // queue), in seconds of run time, ascending; empty: off. A job's level is how many of these
   // it has run (0 while it has run less than the first); the queue goes by level, then
   // submission. A waiting job that does not fit preempts running jobs of a higher level that
   // have run longer than it when stopping them makes room, each time at the restart cost
-  // migrate_s; a
-  // preempted job keeps what it ran and waits again at its level. The jobs `hold_for` names
-  // (a whole domain's clique, the hardest to place again) yield only to jobs at least as large.
+  // migrate_s; a preempted job keeps what it ran and waits again at its level. The jobs
+  // `hold_for` names (a whole domain's clique, the hardest to place again) yield only to jobs
+  // at least as large, and only when stopping the other jobs makes no room.
   // One level at 24 h: the default, chosen over the ITP and openb runs of bench/README.md ("GPU
   // domains", "Least attained service") against none; 12 h and 48 h were close.
   std::vector<int64_t> las_levels_s = {24 * 3600};
@@ -157,6 +166,7 @@ struct GpuSimResult {
   int64_t late_holds = 0;      // held jobs started after their first reservation time
   double migrated_gpu_h = 0;   // GPU-hours lost to moves
   int64_t preemptions = 0;     // small jobs preempted and requeued (tessera, `preempt`)
+  int64_t reclaims = 0;        // of them: backfilled on held hosts and still running when due
   double preempted_gpu_h = 0;  // GPU-hours of their restart costs
   double utilisation = 0;      // GPU-seconds held by jobs / (GPUs x first submit .. last end)
   int64_t makespan_s = 0;

@@ -377,6 +377,30 @@ TEST(GpuSim, LeastAttainedServiceSparesADomainJobForASmallerOne) {
   EXPECT_EQ(GpuRunWith(w, o).start_s[1], 30 * kH);
 }
 
+// Preempting by attained service stops the small jobs that ran longer before a whole-domain job
+// (the hardest to place again). Two 8-GPU hosts: D (8 GPUs, 100 h) takes host 0, S and T (4
+// GPUs, 100 h) host 1, all at t=0. At 30 h all three have run past the 24 h level when F (8
+// GPUs, 1 h) arrives: stopping S and T makes room, so D runs on. When T starts at 20 h instead
+// (10 h run at 30 h, level 0), only D can make room, and F preempts it.
+TEST(GpuSim, LeastAttainedServicePreemptsSmallJobsBeforeADomainJob) {
+  GpuSimOptions o = OneHostOneLevel();
+  o.domains = 2;
+  o.las_starve_limit = 100;
+  Workload w;
+  w.jobs = {GpuJob(8, 0, 100 * kH), GpuJob(4, 0, 100 * kH), GpuJob(4, 0, 100 * kH),
+            GpuJob(8, 30 * kH, kH)};
+  const GpuSimResult r = GpuRunWith(w, o);
+  EXPECT_EQ(r.start_s[3], 30 * kH);
+  EXPECT_EQ(r.preemptions, 2);
+  ASSERT_EQ(r.classes[1].name, "domain");
+  EXPECT_DOUBLE_EQ(r.classes[1].p95_wait_h, 0) << "D was preempted";
+  w.jobs[2] = GpuJob(4, 20 * kH, 100 * kH);
+  const GpuSimResult d = GpuRunWith(w, o);
+  EXPECT_EQ(d.start_s[3], 30 * kH);
+  EXPECT_EQ(d.preemptions, 1);
+  EXPECT_GT(d.classes[1].p95_wait_h, 0.5) << "D waits out F's hour and its restart";
+}
+
 // Invariants of least attained service over random workloads of long jobs, with the estimates
 // a scheduler has: the run ends with every GPU free and its own accounting whole (else an
 // internal error), no job starts before its submission, jobs are preempted, and the same input
@@ -683,14 +707,21 @@ TEST(GpuSim, WritersReportTheDomainClassFloor) {
 //  - history: a job is expected to run the median of the finished ones (100 s; 2x what it has
 //    run once past them all). C's hold, for 300, has passed by 400 and is made again: both hosts
 //    are expected free at 600 (A and B have run 200 s), so D, expected 100 s, is backfilled at
-//    400 and runs 1000 s: C, reserved for 300, starts at 1200 when A ends (late).
-TEST(GpuSim, HoldsAndBackfillGoByEstimatesNotRealRunTimes) {
+//    400 and runs 1000 s: C, reserved for 300, starts at 1200 when A ends (late). (Reclaiming
+//    the hosts from D has its own test.)
+Workload EstimatesCase() {
   Workload w;
   w.jobs = {GpuJob(4, 0, 100),   GpuJob(4, 0, 100),  GpuJob(8, 200, 1000),
             GpuJob(4, 200, 500), GpuJob(8, 210, 10), GpuJob(4, 400, 1000)};
+  return w;
+}
+
+TEST(GpuSim, HoldsAndBackfillGoByEstimatesNotRealRunTimes) {
+  const Workload w = EstimatesCase();
   GpuSimOptions o;
   o.system = GpuSystem::kH100;
   o.domains = 2;
+  o.reclaim = false;
   for (GpuPolicy p : {GpuPolicy::kTessera, GpuPolicy::kSlurmBlock}) {
     SCOPED_TRACE(std::string(GpuPolicyName(p)));
     o.policy = p;
@@ -722,6 +753,42 @@ TEST(GpuSim, HoldsAndBackfillGoByEstimatesNotRealRunTimes) {
   const auto bad = ParseGpuEstimate("exact");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("valid: default"), std::string::npos);
+}
+
+// A job backfilled on held hosts ran past the time it was to end by: the hold takes the hosts
+// back. In EstimatesCase with history estimates, D is backfilled at 400 on C's hold, to end by
+// 600. At 600 D is preempted (requeued), and is not backfilled on C's hosts again: C starts at
+// 700, when B ends, not at 1200; D restarts when C ends (710) and ends 300 s (its restart) +
+// 800 s later. Without reclaiming, D keeps the host and C starts at 1200.
+TEST(GpuSim, AHoldReclaimsItsHostsFromABackfillThatRunsLate) {
+  const Workload w = EstimatesCase();
+  GpuSimOptions o;
+  o.system = GpuSystem::kH100;
+  o.domains = 2;
+  o.estimates = GpuEstimate::kHistory;
+  const GpuSimResult r = GpuRunWith(w, o);
+  EXPECT_EQ(r.backfilled, 1);
+  EXPECT_EQ(r.reclaims, 1);
+  EXPECT_EQ(r.preemptions, 1);
+  EXPECT_EQ(r.start_s[4], 700);
+  EXPECT_EQ(r.start_s[5], 400);  // its first start
+  EXPECT_EQ(r.makespan_s, 710 + 300 + 800);
+  GpuComparison c;
+  c.runs.push_back(r);
+  std::ostringstream text, json;
+  WriteGpuText(text, c);
+  EXPECT_NE(text.str().find(" reclaims "), std::string::npos) << text.str();
+  WriteGpuJson(json, c);
+  EXPECT_NE(json.str().find("\"reclaims\": 1"), std::string::npos) << json.str();
+  o.reclaim = false;
+  const GpuSimResult kept = GpuRunWith(w, o);
+  EXPECT_EQ(kept.reclaims, 0);
+  EXPECT_EQ(kept.start_s[4], 1200);
+  // The baselines do not reclaim (Slurm would have killed D at its time limit instead).
+  o.reclaim = true;
+  o.policy = GpuPolicy::kSlurmBlock;
+  o.baseline_holds = true;
+  EXPECT_EQ(GpuRunWith(w, o).reclaims, 0);
 }
 
 TEST(GpuSim, BadOptionsNameTheField) {
