@@ -105,6 +105,11 @@ class GpuSimRun {
 
  private:
   using Finish = std::tuple<int64_t, int, int>;  // end, job, version
+  struct RunningLevel {  // a running job, its level and the run time it has had
+    int job;
+    int level;
+    int64_t ran;
+  };
   // Plans that failed this pass: (gpus, rule, segment, held hosts avoided as a bit per hold).
   using FailedPlans = std::set<std::tuple<int, int, int, uint64_t>>;
 
@@ -146,6 +151,8 @@ class GpuSimRun {
   // las_levels_s: starts waiting job j by preempting running jobs of a higher level, off
   // other jobs' held hosts. True when it started.
   bool PreemptLongerRun(int j, int64_t now, int own);
+  // las: the running jobs at `now` (computed again only after a change).
+  const std::vector<RunningLevel>& RunningLevels(int64_t now);
   // Moves every job off `hosts` (onto hosts neither in `hosts` nor `excluded`), or none.
   bool MoveOff(const std::vector<int>& hosts, const std::vector<bool>& excluded);
   // Records why each job still waiting after the pass at `now` waits (until the next pass).
@@ -156,7 +163,12 @@ class GpuSimRun {
   std::vector<GpuSimJob> jobs_;
   GpuFleet fleet_;
   std::vector<std::set<int>> held_by_;  // per host: running jobs on it
-  std::deque<int> queue_;               // waiting jobs, submission order
+  // las: the running jobs with their level and run time had at running_at_, until a job
+  // starts, ends, moves or is preempted (RunningLevels).
+  std::vector<RunningLevel> running_;
+  int64_t running_at_ = -1;
+  bool running_changed_ = true;
+  std::deque<int> queue_;  // waiting jobs, submission order
   std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishes_;
   // Times a pass is due besides submissions and ends: a running job reaches its next level
   // (las_levels_s: the jobs it now yields to may preempt it), a preempted job is promoted,
@@ -251,6 +263,7 @@ void GpuSimRun::Start(int j, const GpuPlacement& p, int64_t now) {
     if (r_.reserved_s[j] >= 0 && now > r_.reserved_s[j]) ++r_.late_holds;
   }
   for (int h : p.hosts) held_by_[h].insert(j);
+  running_changed_ = true;
   finishes_.emplace(job.end_s, j, job.version);
   for (int64_t level : o_.las_levels_s) {
     if (level > job.ran_before_s) {
@@ -370,8 +383,12 @@ void GpuSimRun::Schedule(int64_t now) {
   }
   const bool las = o_.policy == GpuPolicy::kTessera && !o_.las_levels_s.empty();
   if (las) {  // by level, then in submission order (the queue's order)
-    std::stable_sort(queue_.begin(), queue_.end(),
-                     [&](int a, int b) { return Level(a, now) < Level(b, now); });
+    std::vector<std::pair<int, int>> by_level;  // (level, job): each level computed once
+    by_level.reserve(queue_.size());
+    for (int j : queue_) by_level.emplace_back(Level(j, now), j);
+    std::stable_sort(by_level.begin(), by_level.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < by_level.size(); ++i) queue_[i] = by_level[i].second;
   }
   for (auto it = queue_.begin(); it != queue_.end();) {
     const int j = *it;
@@ -639,6 +656,7 @@ bool GpuSimRun::MoveOff(const std::vector<int>& hosts, const std::vector<bool>& 
     GpuSimJob& job = jobs_[j];
     for (int h : old.hosts) held_by_[h].erase(j);
     for (int h : job.placement.hosts) held_by_[h].insert(j);
+    running_changed_ = true;
     job.end_s += o_.migrate_s;
     job.moved_s += o_.migrate_s;
     ++job.version;
@@ -656,6 +674,7 @@ void GpuSimRun::Preempt(int j, int64_t now) {
   GpuSimJob& job = jobs_[j];
   ReleaseGpuPlacement(fleet_, job.placement);
   for (int h : job.placement.hosts) held_by_[h].erase(j);
+  running_changed_ = true;
   const double gpus = static_cast<double>(job.placement.gpus_per_host) *
                       static_cast<double>(job.placement.hosts.size());
   held_gpu_s_ -= gpus * static_cast<double>(job.end_s - now);  // the part it will not run here
@@ -695,6 +714,21 @@ int GpuSimRun::Level(int j, int64_t now) const {
   return level;
 }
 
+const std::vector<GpuSimRun::RunningLevel>& GpuSimRun::RunningLevels(int64_t now) {
+  if (running_changed_ || running_at_ != now) {
+    running_.clear();
+    std::set<int> seen;
+    for (const std::set<int>& on : held_by_) {
+      for (int v : on) {
+        if (seen.insert(v).second) running_.push_back({v, Level(v, now), Ran(jobs_[v], now)});
+      }
+    }
+    running_at_ = now;
+    running_changed_ = false;
+  }
+  return running_;
+}
+
 bool GpuSimRun::PreemptLongerRun(int j, int64_t now, int own) {
   const GpuSimJob& job = jobs_[j];
   const int level = Level(j, now);
@@ -714,15 +748,14 @@ bool GpuSimRun::PreemptLongerRun(int j, int64_t now, int own) {
     GpuFleet without = fleet_;
     longer.clear();
     bool any_held = false;
-    for (const std::set<int>& on : held_by_) {
-      for (int v : on) {
-        if (longer.count(v) || Level(v, now) <= level || Ran(jobs_[v], now) <= ran) continue;
-        const bool held_kind = Holdable(jobs_[v]);
-        if (held_kind && (jobs_[v].gpus > job.gpus || !with_held)) continue;
-        any_held = any_held || held_kind;
-        longer.insert(v);
-        ReleaseGpuPlacement(without, jobs_[v].placement);
-      }
+    for (const RunningLevel& r : RunningLevels(now)) {
+      const int v = r.job;
+      if (r.level <= level || r.ran <= ran) continue;
+      const bool held_kind = Holdable(jobs_[v]);
+      if (held_kind && (jobs_[v].gpus > job.gpus || !with_held)) continue;
+      any_held = any_held || held_kind;
+      longer.insert(v);
+      ReleaseGpuPlacement(without, jobs_[v].placement);
     }
     if (with_held && !any_held) return false;  // the same fleet as the first try
     if (longer.empty()) continue;
@@ -881,6 +914,7 @@ GpuSimResult GpuSimRun::Run() {
       if (version != jobs_[j].version) continue;
       ReleaseGpuPlacement(fleet_, jobs_[j].placement);
       for (int h : jobs_[j].placement.hosts) held_by_[h].erase(j);
+      running_changed_ = true;
       if (o_.estimates == GpuEstimate::kHistory) {
         const int64_t ran = jobs_[j].duration_s;
         finished_runs_.insert(std::upper_bound(finished_runs_.begin(), finished_runs_.end(), ran),
