@@ -14,11 +14,15 @@ itp=$traces/microsoft-itp-elasticflow
 mixed=$(mktemp -d)
 trap 'rm -rf "$mixed"' EXIT
 
-goal() {  # label sim-args...: prints "label: <ratios>"
-  local label=$1 line
+goal() {  # label sim-args...: prints "label: <ratios>" (empty without domain-class jobs)
+  local label=$1 out
   shift
-  line=$("$bin" sim --no-progress --policies tessera,slurm-block "$@" | grep '^goal' || true)
-  echo "$label: ${line#goal: domain-class p95 wait tessera/slurm-block = }"
+  if ! out=$("$bin" sim --no-progress --policies tessera,slurm-block "$@" 2>"$mixed/stderr"); then
+    cat "$mixed/stderr" >&2
+    exit 1
+  fi
+  out=$(grep '^goal' <<<"$out" || true)
+  echo "$label: ${out#goal: domain-class p95 wait tessera/slurm-block = }"
 }
 
 summary() {  # set-name file
