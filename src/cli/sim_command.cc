@@ -622,7 +622,7 @@ void AddSimCommand(CLI::App& app) {
                 "jobs on them (requeued, restarted at --migrate-s; each job once) and starts it");
   cmd->add_flag("--no-reclaim", f->no_reclaim,
                 "--gpu: tessera leaves the jobs backfilled on held hosts running past the hold's "
-                "time (default: preempts them then, when that starts the held job)");
+                "time (default: preempts them then, and never backfills them on that hold again)");
   cmd->add_option("--las-h", f->las_h,
                   "--gpu: tessera queues by least attained service (Tiresias): levels at these "
                   "hours of run time (comma list, ascending); a waiting job preempts running "
