@@ -153,6 +153,8 @@ class GpuSimRun {
   bool PreemptLongerRun(int j, int64_t now, int own);
   // las: the running jobs at `now` (computed again only after a change).
   const std::vector<RunningLevel>& RunningLevels(int64_t now);
+  // Job j's plan on `hosts` alone (ones just emptied or cleared for it).
+  GpuPlacement PlanOn(int j, const std::vector<int>& hosts) const;
   // Moves every job off `hosts` (onto hosts neither in `hosts` nor `excluded`), or none.
   bool MoveOff(const std::vector<int>& hosts, const std::vector<bool>& excluded);
   // Records why each job still waiting after the pass at `now` waits (until the next pass).
@@ -612,6 +614,12 @@ std::vector<int> GpuSimRun::ChooseMovable(const GpuSimJob& job, int64_t now,
   return chosen;
 }
 
+GpuPlacement GpuSimRun::PlanOn(int j, const std::vector<int>& hosts) const {
+  std::vector<bool> elsewhere(fleet_.hosts.size(), true);
+  for (int h : hosts) elsewhere[h] = false;
+  return PlanGpu(fleet_, jobs_[j].request, o_.policy, elsewhere);
+}
+
 bool GpuSimRun::MoveOff(const std::vector<int>& hosts, const std::vector<bool>& excluded) {
   std::vector<bool> avoid = excluded;
   for (int h : hosts) avoid[h] = true;
@@ -786,9 +794,7 @@ bool GpuSimRun::PreemptLongerRun(int j, int64_t now, int own) {
     }
   }
   for (int v : victims) Preempt(v, now);
-  std::vector<bool> elsewhere(fleet_.hosts.size(), true);
-  for (int h : room.hosts) elsewhere[h] = false;
-  const GpuPlacement p = PlanGpu(fleet_, job.request, o_.policy, elsewhere);
+  const GpuPlacement p = PlanOn(j, room.hosts);
   if (!p.placed) {
     broken_ = "job " + std::to_string(j) + " does not fit the hosts emptied for it: " + p.message;
     return false;
@@ -815,9 +821,7 @@ bool GpuSimRun::Hold(int j, int64_t now, int own) {
       (!drain || drain->until_s - now > o_.migrate_s)) {
     const std::vector<int> movable = ChooseMovable(job, now, excluded);
     if (!movable.empty() && MoveOff(movable, excluded)) {
-      std::vector<bool> elsewhere(fleet_.hosts.size(), true);
-      for (int h : movable) elsewhere[h] = false;
-      const GpuPlacement p = PlanGpu(fleet_, job.request, o_.policy, elsewhere);
+      const GpuPlacement p = PlanOn(j, movable);
       if (!p.placed) {
         broken_ =
             "job " + std::to_string(j) + " does not fit the hosts cleared for it: " + p.message;
@@ -837,9 +841,7 @@ bool GpuSimRun::Hold(int j, int64_t now, int own) {
       std::set<int> victims;
       for (int h : victims_hosts) victims.insert(held_by_[h].begin(), held_by_[h].end());
       for (int v : victims) Preempt(v, now);
-      std::vector<bool> elsewhere(fleet_.hosts.size(), true);
-      for (int h : victims_hosts) elsewhere[h] = false;
-      const GpuPlacement p = PlanGpu(fleet_, job.request, o_.policy, elsewhere);
+      const GpuPlacement p = PlanOn(j, victims_hosts);
       if (!p.placed) {
         broken_ =
             "job " + std::to_string(j) + " does not fit the hosts emptied for it: " + p.message;
@@ -884,9 +886,7 @@ bool GpuSimRun::Reclaim(int j, int64_t now, int own) {
     jobs_[v].reclaimed_for = j;
   }
   r_.reclaims += static_cast<int64_t>(loans.size());
-  std::vector<bool> elsewhere(fleet_.hosts.size(), true);
-  for (int h : holds_[own].hosts) elsewhere[h] = false;
-  const GpuPlacement p = PlanGpu(fleet_, jobs_[j].request, o_.policy, elsewhere);
+  const GpuPlacement p = PlanOn(j, holds_[own].hosts);
   if (!p.placed) return false;
   Start(j, p, now);
   holds_.erase(holds_.begin() + own);
