@@ -621,6 +621,7 @@ def main(argv=None):
         except Exception as e:
             log("group_failed", worker=s.worker_index, error=str(e))
             return 1
+        _leave_group()
         return 0
 
     eng = engine.Engine(net, channel, s.max_queue)
@@ -643,7 +644,20 @@ def main(argv=None):
     log("drained", in_flight=sum(eng.load()))
     eng.stop()
     loop.join()
-    return 1 if state.failed else 0
+    if state.failed:
+        return 1
+    if s.group_size > 1:
+        _leave_group()
+    return 0
+
+
+def _leave_group():
+    """Destroys the process group after STOP, while the interpreter is whole. Left to the
+    interpreter's teardown, gloo's threads may still hold work whose tensors reach back into
+    Python, and the process then aborts (exit -6) instead of exiting 0."""
+    import torch.distributed as dist
+
+    dist.destroy_process_group()
 
 
 def _start_disagg(s, state, net, channel):

@@ -316,7 +316,8 @@ class GroupFailureTest(unittest.TestCase):
             try:
                 group.wait_ready()
                 group.procs[0].send_signal(signal.SIGTERM)
-                self.assertEqual([p.wait(timeout=DEADLINE_S) for p in group.procs], [0, 0])
+                codes = [p.wait(timeout=DEADLINE_S) for p in group.procs]
+                self.assertEqual(codes, [0, 0], [p.stderr.read()[-2000:] for p in group.procs])
             finally:
                 group.stop()
 
