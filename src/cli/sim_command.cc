@@ -87,6 +87,7 @@ struct SimFlags {
   bool no_reclaim = false;
   std::string las_h = "24";  // hours of run time, comma list; "off": none
   double las_starve_limit = sim::GpuSimOptions{}.las_starve_limit;
+  double preempt_exempt_h = static_cast<double>(sim::GpuSimOptions{}.preempt_exempt_s) / 3600;
   std::string hold_for = std::string(sim::GpuHoldForName(sim::GpuSimOptions{}.hold_for));
   std::string hold_when = std::string(sim::GpuHoldWhenName(sim::GpuSimOptions{}.hold_when));
   double span_slowdown = 1.0;
@@ -202,6 +203,7 @@ void RunGpu(const SimFlags& f) {
   base.reclaim = !f.no_reclaim;
   base.las_levels_s.clear();
   base.las_starve_limit = f.las_starve_limit;
+  base.preempt_exempt_s = static_cast<int64_t>(std::llround(f.preempt_exempt_h * 3600));
   if (f.las_h != "off") {
     for (const std::string& item : SplitPolicies(f.las_h)) {
       char* end = nullptr;
@@ -271,7 +273,8 @@ void RunGpu(const SimFlags& f) {
     cmd << ", no preemption by attained service";
   else
     cmd << ", least attained service first (levels at " << f.las_h << " h, starve limit "
-        << f.las_starve_limit << ")";
+        << f.las_starve_limit << ", a restarted --hold-for job exempt for " << f.preempt_exempt_h
+        << " h)";
   cmd << " (move costs " << f.migrate_s << " s); span slowdown " << f.span_slowdown;
   c.command = cmd.str();
   const auto t0 = std::chrono::steady_clock::now();
@@ -634,6 +637,12 @@ void AddSimCommand(CLI::App& app) {
                   "it has had is first in line again")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 100.0));
+  cmd->add_option("--preempt-exempt-h", f->preempt_exempt_h,
+                  "--gpu: a --hold-for job restarted after a --las-h preemption runs this many "
+                  "hours before it may be preempted by attained service again (Slurm's "
+                  "PreemptExemptTime); 0: at once")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 8760.0));
   cmd->add_option("--migrate-s", f->migrate_s,
                   "--gpu: restart cost of a small job tessera moves off held hosts")
       ->capture_default_str()

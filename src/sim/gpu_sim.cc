@@ -108,6 +108,9 @@ void GpuSimRun::Start(int j, const GpuPlacement& p, int64_t now) {
     job.moved_s = o_.migrate_s;
     job.end_s = now + job.left_s + o_.migrate_s;
     job.preempted_at = -1;
+    if (o_.preempt_exempt_s > 0 && !o_.las_levels_s.empty() && Holdable(job)) {
+      wakeups_.push(now + job.moved_s + o_.preempt_exempt_s);  // preemptible again then
+    }
   } else {
     job.start_s = now;
     job.end_s = now + RunTime(job, p);
@@ -470,6 +473,10 @@ Result<GpuSimResult> RunGpuSimulation(const Workload& workload, const GpuSimOpti
         " must be at least 1 (--hosts for h100/h200, --domains for gb200-nvl72)");
   }
   if (options.migrate_s < 0) return InvalidArgument("migrate_s: must be >= 0");
+  if (options.preempt_exempt_s < 0) {
+    return InvalidArgument("preempt_exempt_s: " + std::to_string(options.preempt_exempt_s) +
+                           " must be >= 0 (0: a restarted job may be preempted at once)");
+  }
   if (options.default_estimate_s < 1) {
     return InvalidArgument("default_estimate_s: " + std::to_string(options.default_estimate_s) +
                            " must be at least 1 (the time limit of a job that states none)");

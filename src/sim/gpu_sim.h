@@ -23,7 +23,8 @@
 // jobs that have run past fewer levels go first, and a waiting job that does not fit preempts
 // running jobs that have run past more (checkpoint, requeue, restart at `migrate_s`), so a long
 // job cannot keep hosts from the jobs that arrive after it. No run time is needed to do so.
-// Whole-domain jobs are stopped last: only when stopping smaller ones makes no room.
+// Whole-domain jobs are stopped last: only when stopping smaller ones makes no room, and not
+// again within `preempt_exempt_s` of their restart.
 //
 // A job's rule: `auto` is required (one clique) for jobs of at most one domain and preferred
 // for larger ones; or one rule for every whole-host job. first-fit ignores rules, so its
@@ -132,6 +133,13 @@ struct GpuSimOptions {
   // that arrives after it. 0.25: chosen as las_levels_s was, over 0.1-100 (smaller limits met
   // more of the goal and preempt more).
   double las_starve_limit = 0.25;
+  // A job of the `hold_for` class restarted after a preemption is not preempted by attained
+  // service again before it has run this long since its restart (Slurm's PreemptExemptTime).
+  // Without it a long whole-domain job past the last level is stopped again at each restart
+  // while level-0 jobs of its size keep arriving: on mixed traces up to hundreds of times, its
+  // wait growing by the starvation limit's share of its run each time. 8 h: chosen over 0, 4,
+  // 8 and 24 h on the ITP, openb and mixed runs of bench/README.md; 0: none.
+  int64_t preempt_exempt_s = 8 * 3600;
   int64_t migrate_s = 300;     // a moved job's restart cost (checkpoint, start, restore)
   double span_slowdown = 1.0;  // run-time factor of a job over more domains than needed
 };

@@ -74,7 +74,8 @@ bool GpuSimRun::PreemptLongerRun(int j, int64_t now, int own) {
   // The fleet as it would be without the running jobs of a higher level that have run longer
   // (a promoted job, at level 0 again, preempts only jobs that have run longer than it). The
   // jobs holds are made for (a whole domain's clique, the hardest to place again) are stopped
-  // only when stopping the others makes no room, and only for a job at least as large.
+  // only when stopping the others makes no room, and only for a job at least as large, and not
+  // within preempt_exempt_s of their restart after a preemption.
   std::set<int> longer;
   GpuPlacement room;
   for (const bool with_held : {false, true}) {
@@ -84,6 +85,10 @@ bool GpuSimRun::PreemptLongerRun(int j, int64_t now, int own) {
     for (const RunningLevel& r : RunningLevels(now)) {
       const int v = r.job;
       if (r.level <= level || r.ran <= ran) continue;
+      if (o_.preempt_exempt_s > 0 && jobs_[v].preempted && Holdable(jobs_[v]) &&
+          now - jobs_[v].run_start_s - jobs_[v].moved_s < o_.preempt_exempt_s) {
+        continue;
+      }
       const bool held_kind = Holdable(jobs_[v]);
       if (held_kind && (jobs_[v].gpus > job.gpus || !with_held)) continue;
       any_held = any_held || held_kind;

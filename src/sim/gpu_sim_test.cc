@@ -401,6 +401,32 @@ TEST(GpuSim, LeastAttainedServicePreemptsSmallJobsBeforeADomainJob) {
   EXPECT_GT(d.classes[1].p95_wait_h, 0.5) << "D waits out F's hour and its restart";
 }
 
+// A whole-domain job restarted after a preemption runs preempt_exempt_s before attained service
+// may stop it again; a small job gets no such exemption. One 8-GPU host: D (8 GPUs, 100 h) has
+// run 30 h when E (8 GPUs, 2 h) preempts it; D restarts when E ends (32 h, plus the restart
+// cost). F (8 GPUs, 1 h) arrives at 34 h: with no exemption it preempts D then; with 8 h it
+// waits until D has run 8 h since its restart. Two 4-GPU jobs in D's place are both stopped by
+// E, and F (4 GPUs) stops one of them at 34 h whatever the exemption.
+TEST(GpuSim, ARestartedDomainJobIsExemptFromPreemptionForAWhile) {
+  GpuSimOptions o = OneHostOneLevel();
+  o.las_starve_limit = 100;  // D restarts when E ends, not by promotion
+  o.preempt_exempt_s = 0;
+  Workload w;
+  w.jobs = {GpuJob(8, 0, 100 * kH), GpuJob(8, 30 * kH, 2 * kH), GpuJob(8, 34 * kH, kH)};
+  const GpuSimResult at_once = GpuRunWith(w, o);
+  EXPECT_EQ(at_once.start_s[2], 34 * kH);
+  EXPECT_EQ(at_once.preemptions, 2);
+  o.preempt_exempt_s = 8 * kH;
+  const GpuSimResult exempt = GpuRunWith(w, o);
+  EXPECT_EQ(exempt.start_s[2], 32 * kH + o.migrate_s + 8 * kH);
+  EXPECT_EQ(exempt.preemptions, 2);
+  w.jobs = {GpuJob(4, 0, 100 * kH), GpuJob(4, 0, 100 * kH), GpuJob(8, 30 * kH, 2 * kH),
+            GpuJob(4, 34 * kH, kH)};
+  const GpuSimResult small = GpuRunWith(w, o);
+  EXPECT_EQ(small.start_s[3], 34 * kH);
+  EXPECT_EQ(small.preemptions, 3);
+}
+
 // Invariants of least attained service over random workloads of long jobs, with the estimates
 // a scheduler has: the run ends with every GPU free and its own accounting whole (else an
 // internal error), no job starts before its submission, jobs are preempted, and the same input
@@ -814,6 +840,11 @@ TEST(GpuSim, BadOptionsNameTheField) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("default_estimate_s: 0 must be at least 1"),
             std::string::npos);
+  o.default_estimate_s = 3600;
+  o.preempt_exempt_s = -1;
+  r = RunGpuSimulation(w, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("preempt_exempt_s: -1 must be >= 0"), std::string::npos);
 }
 
 // A job larger than the fleet is counted, not queued forever.
