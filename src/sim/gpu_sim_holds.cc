@@ -1,4 +1,7 @@
 // Holds, EASY backfill on held hosts, moves off hosts and reclaiming held hosts (tessera).
+#include <algorithm>
+#include <utility>
+
 #include "sim/gpu_sim_run.h"
 
 namespace tessera::sim::gpu_sim_internal {

@@ -1,4 +1,7 @@
 // Least attained service (tessera, las_levels_s): levels and preemption.
+#include <algorithm>
+#include <cmath>
+
 #include "sim/gpu_sim_run.h"
 
 namespace tessera::sim::gpu_sim_internal {

@@ -4,19 +4,16 @@
 // gpu_sim_las.cc (least attained service: levels and preemption). Internal to tessera_sim.
 #pragma once
 
-#include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <deque>
 #include <functional>
-#include <map>
 #include <optional>
 #include <queue>
 #include <set>
-#include <sstream>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "sim/gpu_sim.h"
 
