@@ -159,6 +159,17 @@ GpuPlacement GpuSimRun::PlanOn(int j, const std::vector<int>& hosts) const {
   return PlanGpu(fleet_, jobs_[j].request, o_.policy, elsewhere);
 }
 
+bool GpuSimRun::StartOn(int j, const std::vector<int>& hosts, int64_t now, const char* made) {
+  const GpuPlacement p = PlanOn(j, hosts);
+  if (!p.placed) {
+    broken_ =
+        "job " + std::to_string(j) + " does not fit the hosts " + made + " for it: " + p.message;
+    return false;
+  }
+  Start(j, p, now);
+  return true;
+}
+
 bool GpuSimRun::MoveOff(const std::vector<int>& hosts, const std::vector<bool>& excluded) {
   std::vector<bool> avoid = excluded;
   for (int h : hosts) avoid[h] = true;
@@ -235,13 +246,7 @@ bool GpuSimRun::Hold(int j, int64_t now, int own) {
       (!drain || drain->until_s - now > o_.migrate_s)) {
     const std::vector<int> movable = ChooseMovable(job, now, excluded);
     if (!movable.empty() && MoveOff(movable, excluded)) {
-      const GpuPlacement p = PlanOn(j, movable);
-      if (!p.placed) {
-        broken_ =
-            "job " + std::to_string(j) + " does not fit the hosts cleared for it: " + p.message;
-        return false;
-      }
-      Start(j, p, now);
+      if (!StartOn(j, movable, now, "cleared")) return false;
       if (own >= 0) holds_.erase(holds_.begin() + own);
       HoldsChanged();
       return true;
@@ -255,13 +260,7 @@ bool GpuSimRun::Hold(int j, int64_t now, int own) {
       std::set<int> victims;
       for (int h : victims_hosts) victims.insert(held_by_[h].begin(), held_by_[h].end());
       for (int v : victims) Preempt(v, now);
-      const GpuPlacement p = PlanOn(j, victims_hosts);
-      if (!p.placed) {
-        broken_ =
-            "job " + std::to_string(j) + " does not fit the hosts emptied for it: " + p.message;
-        return false;
-      }
-      Start(j, p, now);
+      if (!StartOn(j, victims_hosts, now, "emptied")) return false;
       if (own >= 0) holds_.erase(holds_.begin() + own);
       HoldsChanged();
       return true;

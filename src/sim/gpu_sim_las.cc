@@ -127,13 +127,7 @@ bool GpuSimRun::PreemptLongerRun(int j, int64_t now, int own) {
     }
   }
   for (int v : victims) Preempt(v, now);
-  const GpuPlacement p = PlanOn(j, room.hosts);
-  if (!p.placed) {
-    broken_ = "job " + std::to_string(j) + " does not fit the hosts emptied for it: " + p.message;
-    return false;
-  }
-  Start(j, p, now);
-  return true;
+  return StartOn(j, room.hosts, now, "emptied");
 }
 
 }  // namespace tessera::sim::gpu_sim_internal

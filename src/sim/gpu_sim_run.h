@@ -134,6 +134,9 @@ class GpuSimRun {
   const std::vector<RunningLevel>& RunningLevels(int64_t now);
   // Job j's plan on `hosts` alone (ones just emptied or cleared for it).
   GpuPlacement PlanOn(int j, const std::vector<int>& hosts) const;
+  // Starts job j on `hosts`, which were `made` ("cleared", "emptied") for it. False, and the
+  // run broken, when it does not fit them: the simulator lost count of their GPUs.
+  bool StartOn(int j, const std::vector<int>& hosts, int64_t now, const char* made);
   // Moves every job off `hosts` (onto hosts neither in `hosts` nor `excluded`), or none.
   bool MoveOff(const std::vector<int>& hosts, const std::vector<bool>& excluded);
   // Records why each job still waiting after the pass at `now` waits (until the next pass).
