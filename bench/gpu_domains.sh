@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU domains comparison of issue 36 (`tessera sim --gpu`, bench/README.md "GPU domains"):
 # tessera against slurm-block on the ITP clusters and openb as bench/README.md sizes them, then on
-# the mixed traces of bench/gpu_mixed_traces.py (no setting was chosen on them). One goal line per
-# run, then per set how many runs with domain-class jobs met each half of the goal.
+# the mixed traces of bench/gpu_mixed_traces.py (sets A and B; set C, on which no setting was
+# chosen). One goal line per run, then per set how many runs with domain-class jobs met each
+# half of the goal.
 # Usage: bench/gpu_domains.sh [path/to/tessera] [extra sim flags...]
 #        (default build/release/bin/tessera; e.g. --las-h off to compare a setting)
 set -euo pipefail
@@ -44,12 +45,17 @@ summary() {  # set-name file
   goal "h100 openb" --gpu h100 --hosts 8 \
     --trace "$traces/alibaba-gpu-v2023-openb/openb_pod_list_default.csv" "$@"
 } | tee "$mixed/itp.txt"
-python3 "$here/bench/gpu_mixed_traces.py" "$mixed" --traces "$itp" >"$mixed/fleets.txt"
-while read -r file hosts domains; do
-  name=$(basename "$file" .csv)
-  goal "h100 $name" --gpu h100 --hosts "$hosts" --trace "$file" "$@"
-  goal "gb200 $name" --gpu gb200-nvl72 --domains "$domains" --trace "$file" "$@"
-done <"$mixed/fleets.txt" | tee "$mixed/mixed.txt"
+for set in ab c; do
+  mkdir -p "$mixed/$set"
+  python3 "$here/bench/gpu_mixed_traces.py" "$mixed/$set" --traces "$itp" --set "$set" \
+    >"$mixed/$set/fleets.txt"
+  while read -r file hosts domains; do
+    name=$(basename "$file" .csv)
+    goal "h100 $name" --gpu h100 --hosts "$hosts" --trace "$file" "$@"
+    goal "gb200 $name" --gpu gb200-nvl72 --domains "$domains" --trace "$file" "$@"
+  done <"$mixed/$set/fleets.txt" | tee "$mixed/$set.txt"
+done
 echo
 summary "ITP and openb" "$mixed/itp.txt"
-summary "mixed" "$mixed/mixed.txt"
+summary "mixed, sets A and B" "$mixed/ab.txt"
+summary "mixed, set C" "$mixed/c.txt"

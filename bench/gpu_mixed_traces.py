@@ -6,7 +6,11 @@ submission a job (GPUs, run time) drawn, with a fixed seed, from another cluster
 sized as bench/README.md ("GPU domains") sizes the ITP runs: h100 hosts = max(ceil(mean GPUs in
 use / 0.85 / 8), largest job / 8), gb200-nvl72 domains = ceil(hosts * 8 / 72).
 
-Usage: bench/gpu_mixed_traces.py OUT_DIR [--traces DIR]
+Sets: `ab` (16 traces, sets A and B) was the check no setting was chosen on until the
+restarted-job exemption (`--preempt-exempt-h`) was chosen on it with the ITP runs; `c` (12
+traces, other pairs and seeds) was drawn after that, and no setting has been chosen on it.
+
+Usage: bench/gpu_mixed_traces.py OUT_DIR [--traces DIR] [--set ab|c]
 Writes OUT_DIR/mixAA_BB.csv for each pair and prints one line per trace:
   FILE HOSTS DOMAINS
 """
@@ -23,6 +27,11 @@ PAIRS = [
     ("07", "04", 5), ("04", "01", 6), ("08", "03", 7), ("05", "06", 8),
     ("02", "03", 11), ("03", "02", 12), ("04", "06", 13), ("06", "07", 14),
     ("07", "01", 15), ("01", "04", 16), ("08", "06", 17), ("05", "03", 18),
+]
+PAIRS_C = [
+    ("01", "06", 21), ("02", "07", 22), ("03", "04", 23), ("04", "02", 24),
+    ("06", "03", 25), ("07", "06", 26), ("08", "01", 27), ("05", "07", 28),
+    ("01", "02", 31), ("03", "06", 32), ("07", "08", 33), ("06", "04", 34),
 ]
 FIELDS = ("submission_time", "duration", "num_gpu")
 
@@ -47,9 +56,11 @@ def main():
     p.add_argument("out_dir")
     p.add_argument("--traces", default=os.path.join(
         here, "..", "..", "shared", "traces", "microsoft-itp-elasticflow"))
+    p.add_argument("--set", choices=("ab", "c"), default="ab",
+                   help="ab: sets A and B (16 traces); c: set C (12), drawn later")
     a = p.parse_args()
     os.makedirs(a.out_dir, exist_ok=True)
-    for arrivals, jobs, seed in PAIRS:
+    for arrivals, jobs, seed in PAIRS if a.set == "ab" else PAIRS_C:
         ra = read(os.path.join(a.traces, f"cluster{arrivals}.csv"))
         rb = read(os.path.join(a.traces, f"cluster{jobs}.csv"))
         rng = random.Random(seed)
