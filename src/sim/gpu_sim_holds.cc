@@ -50,6 +50,14 @@ std::vector<bool> GpuSimRun::HeldHosts(uint64_t mask) const {
   return avoid;
 }
 
+std::vector<bool> GpuSimRun::HeldForOthers(int own) const {
+  uint64_t others = 0;
+  for (size_t i = 0; i < holds_.size(); ++i) {
+    if (static_cast<int>(i) != own) others |= uint64_t{1} << i;
+  }
+  return HeldHosts(others);
+}
+
 std::optional<GpuHold> GpuSimRun::ChooseDrain(int j, int64_t now,
                                               const std::vector<bool>& excluded) const {
   // The hosts the job can have soonest: per host, when its last job ends. Groups as the rule
@@ -231,11 +239,7 @@ bool GpuSimRun::MoveOff(const std::vector<int>& hosts, const std::vector<bool>& 
 bool GpuSimRun::Hold(int j, int64_t now, int own) {
   const GpuSimJob& job = jobs_[j];
   // Hosts held for other jobs are not this job's to take or to clear.
-  uint64_t others = 0;
-  for (size_t i = 0; i < holds_.size(); ++i) {
-    if (static_cast<int>(i) != own) others |= uint64_t{1} << i;
-  }
-  const std::vector<bool> excluded = HeldHosts(others);
+  const std::vector<bool> excluded = HeldForOthers(own);
   if (own >= 0 && o_.policy == GpuPolicy::kTessera && o_.reclaim && !preempting_off_ &&
       Reclaim(j, now, own)) {
     return true;

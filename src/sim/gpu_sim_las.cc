@@ -69,11 +69,7 @@ bool GpuSimRun::PreemptLongerRun(int j, int64_t now, int own) {
   const GpuSimJob& job = jobs_[j];
   const int level = Level(j, now);
   const int64_t ran = Ran(job, now);
-  uint64_t others = 0;
-  for (size_t i = 0; i < holds_.size(); ++i) {
-    if (static_cast<int>(i) != own) others |= uint64_t{1} << i;
-  }
-  const std::vector<bool> excluded = HeldHosts(others);
+  const std::vector<bool> excluded = HeldForOthers(own);
   // The fleet as it would be without the running jobs of a higher level that have run longer
   // (a promoted job, at level 0 again, preempts only jobs that have run longer than it). The
   // jobs holds are made for (a whole domain's clique, the hardest to place again) are stopped
@@ -88,12 +84,10 @@ bool GpuSimRun::PreemptLongerRun(int j, int64_t now, int own) {
     for (const RunningLevel& r : RunningLevels(now)) {
       const int v = r.job;
       if (r.level <= level || r.ran <= ran) continue;
-      if (o_.preempt_exempt_s > 0 && jobs_[v].preempted && Holdable(jobs_[v]) &&
-          now - jobs_[v].run_start_s - jobs_[v].moved_s < o_.preempt_exempt_s) {
-        continue;
-      }
       const bool held_kind = Holdable(jobs_[v]);
-      if (held_kind && (jobs_[v].gpus > job.gpus || !with_held)) continue;
+      const bool exempt = o_.preempt_exempt_s > 0 && jobs_[v].preempted &&
+                          now - jobs_[v].run_start_s - jobs_[v].moved_s < o_.preempt_exempt_s;
+      if (held_kind && (jobs_[v].gpus > job.gpus || !with_held || exempt)) continue;
       any_held = any_held || held_kind;
       longer.insert(v);
       ReleaseGpuPlacement(without, jobs_[v].placement);

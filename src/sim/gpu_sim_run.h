@@ -105,6 +105,8 @@ class GpuSimRun {
   void HoldsChanged();
   // Hosts of the holds in `mask` (bit i: holds_[i]).
   std::vector<bool> HeldHosts(uint64_t mask) const;
+  // Hosts held for jobs other than holds_[own]'s (own -1: every held host).
+  std::vector<bool> HeldForOthers(int own) const;
   // Job j's plan off every other job's held hosts, else on those whose hold it ends before.
   GpuPlacement TryPlace(int j, int64_t now, int own, FailedPlans& failed);
   // Gives waiting job j (holding holds_[own], or -1) a reservation, or moves small jobs away
@@ -156,7 +158,8 @@ class GpuSimRun {
   std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishes_;
   // Times a pass is due besides submissions and ends: a running job reaches its next level
   // (las_levels_s: the jobs it now yields to may preempt it), a preempted job is promoted,
-  // a backfilled job's promise to a hold runs out (reclaim).
+  // a restarted job's exemption ends (preempt_exempt_s), a backfilled job's promise to a hold
+  // runs out (reclaim).
   std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> wakeups_;
   std::vector<GpuHold> holds_;     // tessera: oldest held job first
   std::vector<int> hold_of_host_;  // index into holds_, or -1
