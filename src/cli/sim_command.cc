@@ -180,7 +180,8 @@ void RunGpu(const SimFlags& f) {
   if (domains < 1)
     throw CommandError("--hosts or --domains: the size of the GPU fleet, e.g. --hosts 64");
   if (f.trace.empty())
-    throw CommandError("--trace: --gpu replays a trace (ITP csv or openb pod list)");
+    throw CommandError(
+        "--trace: --gpu replays a trace (ITP csv, openb pod list or Philly cluster_job_log)");
   auto format = sim::ParseTraceFormat(f.trace_format);
   if (!format.ok()) throw CommandError("--trace-format: " + format.status().message());
   std::ifstream in(f.trace);
@@ -256,6 +257,7 @@ void RunGpu(const SimFlags& f) {
           << " GPUs";
   c.cluster = cluster.str();
   c.workload = w->source + ", " + std::to_string(w->jobs.size()) + " jobs";
+  if (!w->skipped_reason.empty()) c.workload += " (" + w->skipped_reason + ")";
   std::ostringstream cmd;
   cmd << "domain rule " << f.domain_rule << "; tessera holds " << f.gpu_holds << " at a time for "
       << f.hold_for << " jobs when " << f.hold_when
@@ -443,6 +445,7 @@ void Run(const SimFlags& f) {
   }
   c.jobs = static_cast<int64_t>(jobs.size());
   c.skipped_rows = workload.skipped_rows;
+  c.skipped_reason = workload.skipped_reason;
   if (!workload.jobs.empty())  // sorted by submission
     c.submit_span_s = workload.jobs.back().submit_s - workload.jobs.front().submit_s;
   c.seed = f.seed;
@@ -493,8 +496,11 @@ void AddSimCommand(CLI::App& app) {
   cmd->add_option("--cubes-per-block", f->cubes_per_block, "3D: cubes per block");
   cmd->add_option("--fleet", f->fleet, "2D: fixed slices as shape:count,...");
   cmd->add_option("--unhealthy-hosts", f->unhealthy_hosts, "hosts down for the whole run");
-  cmd->add_option("--trace", f->trace, "trace file (ITP cluster csv or openb pod list)");
-  cmd->add_option("--trace-format", f->trace_format, "auto, itp, openb")->capture_default_str();
+  cmd->add_option("--trace", f->trace,
+                  "trace file (ITP cluster csv, openb pod list or Philly cluster_job_log)");
+  cmd->add_option("--trace-format", f->trace_format,
+                  "auto, itp, openb, philly (auto: philly when the file starts with '[')")
+      ->capture_default_str();
   cmd->add_option("--generate", f->generate, "generate N jobs instead of reading a trace");
   cmd->add_option("--load", f->load, "generated: offered load over cluster chips")
       ->capture_default_str();

@@ -260,7 +260,7 @@ void TextTable(std::ostream& out, const std::vector<std::string>& headers,
 void WriteText(std::ostream& out, const Comparison& c) {
   out << "tessera sim: " << c.cluster << "\n";
   out << "workload: " << c.workload << ", " << c.jobs << " jobs";
-  if (c.skipped_rows > 0) out << " (" << c.skipped_rows << " rows without accelerators skipped)";
+  if (!c.skipped_reason.empty()) out << " (" << c.skipped_reason << ")";
   out << ", seed " << c.seed << "\n\n";
   const auto cols = Columns(c.failures, AnyMoves(c));
   std::vector<size_t> width;

@@ -18,6 +18,7 @@ struct Comparison {
   std::string command;   // the settings that made it, for the record
   int64_t jobs = 0;
   int64_t skipped_rows = 0;
+  std::string skipped_reason;  // Workload::skipped_reason
   // From the first submission to the last: with a run's allocated chip-hours, the offered load
   // a cluster of N chips sees (chip-hours / (N x span)), which sizes clusters for traces.
   int64_t submit_span_s = 0;

@@ -203,6 +203,8 @@ Result<Workload> ReadOpenb(CsvTable& t) {
     }
     w.jobs.push_back(std::move(j));
   }
+  if (w.skipped_rows > 0)
+    w.skipped_reason = std::to_string(w.skipped_rows) + " rows without accelerators skipped";
   return w;
 }
 
@@ -212,11 +214,15 @@ Result<TraceFormat> ParseTraceFormat(std::string_view text) {
   if (text == "auto") return TraceFormat::kAuto;
   if (text == "itp") return TraceFormat::kItp;
   if (text == "openb") return TraceFormat::kOpenb;
+  if (text == "philly") return TraceFormat::kPhilly;
   return InvalidArgument("trace format: '" + std::string(text) +
-                         "' is not one of auto, itp, openb");
+                         "' is not one of auto, itp, openb, philly");
 }
 
 Result<Workload> ReadTrace(std::istream& in, std::string_view source, TraceFormat format) {
+  if (format == TraceFormat::kPhilly ||
+      (format == TraceFormat::kAuto && in.peek() == std::char_traits<char>::to_int_type('[')))
+    return ReadPhilly(in, source);
   CsvTable t(in, source);
   TESSERA_RETURN_IF_ERROR(t.ReadHeader());
   if (format == TraceFormat::kAuto) {
@@ -227,8 +233,9 @@ Result<Workload> ReadTrace(std::istream& in, std::string_view source, TraceForma
     else
       return InvalidArgument(std::string(source) +
                              ":1: unknown trace format: expected an ITP header "
-                             "(job_id,submission_time,duration,num_gpu) or an openb pod list "
-                             "(name,...,num_gpu,gpu_milli,...,creation_time,deletion_time,...)");
+                             "(job_id,submission_time,duration,num_gpu), an openb pod list "
+                             "(name,...,num_gpu,gpu_milli,...,creation_time,deletion_time,...) "
+                             "or a Philly cluster_job_log (a JSON list; --trace-format philly)");
   }
   return format == TraceFormat::kItp ? ReadItp(t) : ReadOpenb(t);
 }

@@ -37,18 +37,23 @@ struct JobSpec {
 };
 
 struct Workload {
-  std::string source;           // "cluster04.csv (itp)", "generated (seed 7)"
-  std::vector<JobSpec> jobs;    // sorted by submit_s, ties in file order
-  int64_t skipped_rows = 0;     // rows that ask for no accelerator (openb CPU-only pods)
+  std::string source;         // "cluster04.csv (itp)", "generated (seed 7)"
+  std::vector<JobSpec> jobs;  // sorted by submit_s, ties in file order
+  // Rows or jobs left out: openb's CPU-only pods; Philly's jobs that never ran, or whose run
+  // time the log does not give. `skipped_reason` says so for the report ("" when none).
+  int64_t skipped_rows = 0;
+  std::string skipped_reason;
   bool has_priorities = false;  // false: every priority is 0 (the ITP traces carry none)
 };
 
 enum class TraceFormat {
-  kAuto,   // from the header: submission_time -> itp, creation_time -> openb
-  kItp,    // Microsoft ITP (ElasticFlow raw traces): job_id,submission_time,duration,num_gpu
-  kOpenb,  // Alibaba GPU v2023 openb pod lists
+  kAuto,    // from the header: submission_time -> itp, creation_time -> openb
+  kItp,     // Microsoft ITP (ElasticFlow raw traces): job_id,submission_time,duration,num_gpu
+  kOpenb,   // Alibaba GPU v2023 openb pod lists
+  kPhilly,  // Microsoft Philly (msr-fiddle/philly-traces) cluster_job_log, a JSON list of jobs
 };
-Result<TraceFormat> ParseTraceFormat(std::string_view text);  // "auto", "itp", "openb"
+// "auto", "itp", "openb", "philly"
+Result<TraceFormat> ParseTraceFormat(std::string_view text);
 
 // Reads a trace. `source` names it in errors ("cluster04.csv:17: ..."). Columns are found by
 // header name, in any order; extra columns are ignored.
@@ -59,8 +64,21 @@ Result<TraceFormat> ParseTraceFormat(std::string_view text);  // "auto", "itp", 
 //         (num_gpu 0 with gpu_milli > 0 does not occur, but would count as 1); rows with no GPU
 //         are skipped and counted; priority 1 for qos LS and Guaranteed, else 0.
 //         openb_pod_list_multigpu50.csv has no time columns and is rejected with that reason.
+//  philly: read by ReadPhilly; auto takes a file whose first byte is '[' for one.
 Result<Workload> ReadTrace(std::istream& in, std::string_view source,
                            TraceFormat format = TraceFormat::kAuto);
+
+// Reads Philly's cluster_job_log, as the trace's analysis notebook reads it: a job's GPUs are
+// those its first attempt's machines list, its run time is from the first attempt's start_time
+// to the last attempt's end_time (at least 1 s; restarts and the gaps between attempts are in
+// it), its submission is submitted_time ("YYYY-MM-DD HH:MM:SS", taken as written). The log is
+// not in submission order, so the jobs are sorted (stably) and timed from the first submission.
+// Skipped and counted, by reason: jobs with no attempt, no submitted_time, no start_time on the
+// first attempt, no end_time on the last (still running), no GPU, or ending before they start
+// (times absent may be null, "" or "None"). status, vc and user are not read. Anything else
+// malformed (not a list, a job not an object, no jobid, a time that is not a time, a machine
+// without a gpus list) is an error naming the job's index, its jobid and the field.
+Result<Workload> ReadPhilly(std::istream& in, std::string_view source);
 
 // The mapping from an accelerator count to a slice shape. Entries are (count, shape) with
 // count == shape.chips(), ascending. A count rounds up to the first entry that holds it; the
