@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "common/civil_time.h"
 #include "sim/serving_numbers.h"
 #include "sim/serving_sim.h"
 
@@ -25,16 +26,6 @@ std::vector<std::string> SplitCsv(const std::string& line) {
   }
 }
 
-// Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar (H. Hinnant's algorithm).
-int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
-  y -= m <= 2 ? 1 : 0;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const int64_t yoe = y - era * 400;
-  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
-}
-
 bool Digits(std::string_view s, size_t at, size_t n, int64_t* out) {
   if (at + n > s.size()) return false;
   int64_t v = 0;
@@ -46,14 +37,28 @@ bool Digits(std::string_view s, size_t at, size_t n, int64_t* out) {
   return true;
 }
 
-// "YYYY-MM-DD HH:MM:SS[.fraction]" -> microseconds since 1970 (fraction truncated to us).
+// "YYYY-MM-DD HH:MM:SS[.fraction][Z|+HH:MM|-HH:MM]" -> microseconds since 1970 (fraction
+// truncated to us). The 2023 traces carry no zone; the 2024 ones end in "+00:00". A time with
+// an offset is taken back to UTC, so a trace that changes offset stays in order.
 std::optional<int64_t> ParseTimestamp(std::string_view s) {
+  int64_t offset_us = 0;
+  if (!s.empty() && s.back() == 'Z') {
+    s.remove_suffix(1);
+  } else if (s.size() >= 25 && (s[s.size() - 6] == '+' || s[s.size() - 6] == '-') &&
+             s[s.size() - 3] == ':') {
+    int64_t oh, om;
+    if (!Digits(s, s.size() - 5, 2, &oh) || !Digits(s, s.size() - 2, 2, &om) || oh > 23 || om > 59)
+      return std::nullopt;
+    offset_us = (oh * 60 + om) * 60'000'000 * (s[s.size() - 6] == '-' ? -1 : 1);
+    s.remove_suffix(6);
+  }
   int64_t y, mo, d, h, mi, sec;
   if (!Digits(s, 0, 4, &y) || s.size() < 19 || s[4] != '-' || !Digits(s, 5, 2, &mo) ||
       s[7] != '-' || !Digits(s, 8, 2, &d) || s[10] != ' ' || !Digits(s, 11, 2, &h) ||
       s[13] != ':' || !Digits(s, 14, 2, &mi) || s[16] != ':' || !Digits(s, 17, 2, &sec))
     return std::nullopt;
-  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return std::nullopt;
+  if (mo < 1 || mo > 12 || d < 1 || d > DaysInMonth(y, mo) || h > 23 || mi > 59 || sec > 60)
+    return std::nullopt;
   int64_t us = 0;
   if (s.size() > 19) {
     if (s[19] != '.' || s.size() == 20) return std::nullopt;
@@ -64,7 +69,8 @@ std::optional<int64_t> ParseTimestamp(std::string_view s) {
       scale /= 10;
     }
   }
-  return ((DaysFromCivil(y, mo, d) * 24 + h) * 60 + mi) * 60'000'000 + sec * 1'000'000 + us;
+  return ((DaysFromCivil(y, mo, d) * 24 + h) * 60 + mi) * 60'000'000 + sec * 1'000'000 + us -
+         offset_us;
 }
 
 }  // namespace
@@ -115,7 +121,7 @@ Result<LlmTrace> ReadLlmTrace(std::istream& in, std::string_view source) {
     const std::optional<int64_t> t = ParseTimestamp(stamp);
     if (!t)
       return InvalidArgument(at + "TIMESTAMP: '" + stamp +
-                             "' is not a timestamp YYYY-MM-DD HH:MM:SS[.fraction]");
+                             "' is not a timestamp YYYY-MM-DD HH:MM:SS[.fraction][+HH:MM]");
     LlmRequest r;
     r.line = number;
     if (trace.requests.empty()) first_us = *t;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "common/civil_time.h"
 #include "common/json_limits.h"
 #include "common/text.h"
 #include "sim/workload.h"
@@ -16,19 +17,6 @@ namespace tessera::sim {
 namespace {
 
 using nlohmann::json;
-
-// Days from 1970-01-01 to the civil date y-m-d (proleptic Gregorian; the era arithmetic of
-// the usual days-from-civil algorithm, so it holds for any year).
-int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
-  y -= m <= 2 ? 1 : 0;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const int64_t year_of_era = y - era * 400;
-  const int64_t day_of_year = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const int64_t day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-  return era * 146097 + day_of_era - 719468;
-}
-
-bool LeapYear(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
 
 // "2017-10-07 01:12:09" as seconds from 1970 (the log's local time, taken as it is written),
 // or nullopt when the text is not such a time.
@@ -39,10 +27,10 @@ std::optional<int64_t> ParseTime(std::string_view text) {
   auto part = [&](size_t at, size_t n) { return ParseInt(text.substr(at, n)); };
   const auto y = part(0, 4), mo = part(5, 2), d = part(8, 2);
   const auto h = part(11, 2), mi = part(14, 2), s = part(17, 2);
-  if (!y || !mo || !d || !h || !mi || !s) return std::nullopt;
-  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  if (*mo < 1 || *mo > 12 || *h > 23 || *mi > 59 || *s > 59 || *d < 1) return std::nullopt;
-  if (*d > kDays[*mo - 1] + (*mo == 2 && LeapYear(*y) ? 1 : 0)) return std::nullopt;
+  if (!y || !mo || !d || !h || !mi || !s || *y < 0 || *h < 0 || *mi < 0 || *s < 0)
+    return std::nullopt;
+  if (*mo < 1 || *mo > 12 || *d < 1 || *d > DaysInMonth(*y, *mo) || *h > 23 || *mi > 59 || *s > 59)
+    return std::nullopt;
   return DaysFromCivil(*y, *mo, *d) * 86400 + *h * 3600 + *mi * 60 + *s;
 }
 

@@ -57,8 +57,9 @@ struct LlmTrace {
   std::vector<LlmRequest> requests;  // in arrival order
 };
 
-// Reads the Azure LLM inference trace format (AzurePublicDataset 2023): a header naming the
-// columns TIMESTAMP ("YYYY-MM-DD HH:MM:SS[.fraction]"), ContextTokens (>= 1) and
+// Reads the Azure LLM inference trace format (AzurePublicDataset 2023 and 2024): a header naming
+// the columns TIMESTAMP ("YYYY-MM-DD HH:MM:SS[.fraction]", then optionally "Z" or a UTC offset
+// "+HH:MM" as the 2024 traces write it, taken back to UTC), ContextTokens (>= 1) and
 // GeneratedTokens (>= 0), in any order, extra columns ignored; rows in arrival order. Blank
 // lines are skipped. Every error names the source, the line and the column:
 // "conv.csv:3: column ContextTokens: 'abc' is not a whole number".

@@ -83,6 +83,31 @@ TEST(LlmTrace, ReadsColumnsByNameAndOffsetsFromTheFirstRow) {
   EXPECT_EQ(t->requests[2].arrival_us, ((5 * 60 + 44) * 60 + 13) * 1'000'000ll + 319'410);
 }
 
+// The 2024 traces (AzureLLMInferenceDataset2024) write a UTC offset: taken back to UTC.
+TEST(LlmTrace, ReadsTimestampsWithAZone) {
+  std::istringstream in(
+      "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+      "2024-05-10 00:00:00.009930+00:00,2162,5\n"
+      "2024-05-10 00:00:01Z,10,1\n"
+      "2024-05-10 02:00:02.5+02:00,10,1\n"
+      "2024-05-09 20:00:03-04:00,10,1\n");
+  auto t = ReadLlmTrace(in, "t.csv");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->requests.size(), 4u);
+  EXPECT_EQ(t->requests[1].arrival_us, 990'070);
+  EXPECT_EQ(t->requests[2].arrival_us, 2'490'070);
+  EXPECT_EQ(t->requests[3].arrival_us, 2'990'070);
+  for (const std::string bad : {"2024-05-10 00:00:00+24:00", "2024-05-10 00:00:00+0000",
+                                "2024-05-10 00:00:00.+00:00", "2024-02-30 00:00:00+00:00"}) {
+    std::istringstream one("TIMESTAMP,ContextTokens,GeneratedTokens\n" + bad + ",1,1\n");
+    auto r = ReadLlmTrace(one, "t.csv");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message(),
+              "t.csv:2: column TIMESTAMP: '" + bad +
+                  "' is not a timestamp YYYY-MM-DD HH:MM:SS[.fraction][+HH:MM]");
+  }
+}
+
 TEST(LlmTrace, BadInputNamesTheLineAndTheColumn) {
   const std::string header = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
   const std::string ok = "2023-11-16 18:15:46.68,374,44\n";
