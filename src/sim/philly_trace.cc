@@ -112,8 +112,8 @@ class JobReader {
     return std::optional<JobSpec>();
   }
 
-  // A time field: nullopt when absent, null, "" or "None" (the log writes all three), an error
-  // when it is anything but a "YYYY-MM-DD HH:MM:SS" string.
+  // A time field: nullopt when absent, null, "" or "None" (the trace's notebook reads all three
+  // as no time), an error when it is anything but a "YYYY-MM-DD HH:MM:SS" string.
   Result<std::optional<int64_t>> Time(const json& object, const char* field,
                                       const std::string& prefix = "") const {
     auto it = object.find(field);
@@ -176,8 +176,8 @@ Result<Workload> ReadPhilly(std::istream& in, std::string_view source) {
     }
     w.jobs.push_back(std::move(**job));
   }
-  // The log is not in submission order: sort it (stably, so ties keep the log's order) and
-  // count time from the first submission.
+  // Nothing says the log is in submission order (the notebook does not rely on it): sort it
+  // (stably, so ties keep the log's order) and count time from the first submission.
   std::stable_sort(w.jobs.begin(), w.jobs.end(),
                    [](const JobSpec& a, const JobSpec& b) { return a.submit_s < b.submit_s; });
   const int64_t first = w.jobs.empty() ? 0 : w.jobs.front().submit_s;

@@ -3,9 +3,10 @@
 //
 // Trace readers take a std::istream, so tests feed them strings; the CLI opens the files.
 // Every reader checks each row and stops at the first bad one with an InvalidArgument naming
-// the source, the line number and the column. Rows must be sorted by submission time (the
-// published files are); an unsorted row is an error, not silently reordered, because a
-// shuffled trace is a sign the file is not the trace it claims to be.
+// the source, the line number and the column (Philly's JSON log: the job's index and field).
+// CSV rows must be sorted by submission time (the published files are); an unsorted row is an
+// error, not silently reordered, because a shuffled trace is a sign the file is not the trace
+// it claims to be. The Philly log, which need not be in that order, is sorted.
 //
 // Pure: no I/O beyond the stream passed in; the generator draws only from its seed.
 // Thread-safety: functions of their arguments; values.
@@ -47,7 +48,7 @@ struct Workload {
 };
 
 enum class TraceFormat {
-  kAuto,    // from the header: submission_time -> itp, creation_time -> openb
+  kAuto,    // '[' first -> philly; else the header: submission_time -> itp, creation_time -> openb
   kItp,     // Microsoft ITP (ElasticFlow raw traces): job_id,submission_time,duration,num_gpu
   kOpenb,   // Alibaba GPU v2023 openb pod lists
   kPhilly,  // Microsoft Philly (msr-fiddle/philly-traces) cluster_job_log, a JSON list of jobs
@@ -71,8 +72,9 @@ Result<Workload> ReadTrace(std::istream& in, std::string_view source,
 // Reads Philly's cluster_job_log, as the trace's analysis notebook reads it: a job's GPUs are
 // those its first attempt's machines list, its run time is from the first attempt's start_time
 // to the last attempt's end_time (at least 1 s; restarts and the gaps between attempts are in
-// it), its submission is submitted_time ("YYYY-MM-DD HH:MM:SS", taken as written). The log is
-// not in submission order, so the jobs are sorted (stably) and timed from the first submission.
+// it), its submission is submitted_time ("YYYY-MM-DD HH:MM:SS", taken as written). The log
+// need not be in submission order: the jobs are sorted (stably) and timed from the first
+// submission.
 // Skipped and counted, by reason: jobs with no attempt, no submitted_time, no start_time on the
 // first attempt, no end_time on the last (still running), no GPU, or ending before they start
 // (times absent may be null, "" or "None"). status, vc and user are not read. Anything else
