@@ -52,13 +52,9 @@ std::optional<int64_t> ParseTimestamp(std::string_view s) {
     offset_us = (oh * 60 + om) * 60'000'000 * (s[s.size() - 6] == '-' ? -1 : 1);
     s.remove_suffix(6);
   }
-  int64_t y, mo, d, h, mi, sec;
-  if (!Digits(s, 0, 4, &y) || s.size() < 19 || s[4] != '-' || !Digits(s, 5, 2, &mo) ||
-      s[7] != '-' || !Digits(s, 8, 2, &d) || s[10] != ' ' || !Digits(s, 11, 2, &h) ||
-      s[13] != ':' || !Digits(s, 14, 2, &mi) || s[16] != ':' || !Digits(s, 17, 2, &sec))
-    return std::nullopt;
-  if (mo < 1 || mo > 12 || d < 1 || d > DaysInMonth(y, mo) || h > 23 || mi > 59 || sec > 60)
-    return std::nullopt;
+  if (s.size() < 19) return std::nullopt;
+  const std::optional<int64_t> seconds = ParseDateTime(s.substr(0, 19), /*max_second=*/60);
+  if (!seconds) return std::nullopt;
   int64_t us = 0;
   if (s.size() > 19) {
     if (s[19] != '.' || s.size() == 20) return std::nullopt;
@@ -69,8 +65,7 @@ std::optional<int64_t> ParseTimestamp(std::string_view s) {
       scale /= 10;
     }
   }
-  return ((DaysFromCivil(y, mo, d) * 24 + h) * 60 + mi) * 60'000'000 + sec * 1'000'000 + us -
-         offset_us;
+  return *seconds * 1'000'000 + us - offset_us;
 }
 
 }  // namespace

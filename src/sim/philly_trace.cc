@@ -10,29 +10,12 @@
 
 #include "common/civil_time.h"
 #include "common/json_limits.h"
-#include "common/text.h"
 #include "sim/workload.h"
 
 namespace tessera::sim {
 namespace {
 
 using nlohmann::json;
-
-// "2017-10-07 01:12:09" as seconds from 1970 (the log's local time, taken as it is written),
-// or nullopt when the text is not such a time.
-std::optional<int64_t> ParseTime(std::string_view text) {
-  if (text.size() != 19 || text[4] != '-' || text[7] != '-' || text[10] != ' ' || text[13] != ':' ||
-      text[16] != ':')
-    return std::nullopt;
-  auto part = [&](size_t at, size_t n) { return ParseInt(text.substr(at, n)); };
-  const auto y = part(0, 4), mo = part(5, 2), d = part(8, 2);
-  const auto h = part(11, 2), mi = part(14, 2), s = part(17, 2);
-  if (!y || !mo || !d || !h || !mi || !s || *y < 0 || *h < 0 || *mi < 0 || *s < 0)
-    return std::nullopt;
-  if (*mo < 1 || *mo > 12 || *d < 1 || *d > DaysInMonth(*y, *mo) || *h > 23 || *mi > 59 || *s > 59)
-    return std::nullopt;
-  return DaysFromCivil(*y, *mo, *d) * 86400 + *h * 3600 + *mi * 60 + *s;
-}
 
 // Why a job of the log is left out. The log has jobs that never started, attempts whose times
 // were not recorded, and jobs still running when it was taken (its README says so).
@@ -122,7 +105,7 @@ class JobReader {
       return Error(prefix + field, "is " + Kind(*it) + ", expected a time YYYY-MM-DD HH:MM:SS");
     const auto& text = it->get_ref<const std::string&>();
     if (text.empty() || text == "None") return std::optional<int64_t>();
-    auto t = ParseTime(text);
+    auto t = ParseDateTime(text);  // the log's local time, as written
     if (!t) return Error(prefix + field, ShownText(text) + " is not a time YYYY-MM-DD HH:MM:SS");
     return std::optional<int64_t>(*t);
   }
