@@ -66,6 +66,37 @@ Path SolveAtPrice(const OracleInput& in, double price) {
 
 double Hours(const ServingRunResult& r) { return static_cast<double>(r.duration_us) / 3.6e9; }
 
+// AutoVerdict's goal reach from the autoscaler's own start (serving_frontier.h).
+void SolveFromStart(const ServingRunResult& r, const std::vector<const ServingRunResult*>& counts,
+                    GoalReachInput goal, AutoVerdict& v) {
+  const int initial = r.config.autoscaling->min_replicas;
+  const ServingRunResult* at_start = nullptr;
+  for (const ServingRunResult* x : counts)
+    if (x->config.replicas == initial) at_start = x;
+  if (initial > 0 && at_start == nullptr) return;
+  v.from_start = true;
+  v.initial_replicas = initial;
+  v.early_requests = r.early_requests;
+  OracleInput& in = goal.oracle;
+  const size_t windows = in.window_length_s.size();
+  std::vector<int64_t> in_time(windows, 0);
+  if (at_start != nullptr)
+    for (size_t w = 0; w < windows && w < at_start->window_early_ttft_met.size(); ++w)
+      in_time[w] = at_start->window_early_ttft_met[w];
+  for (int64_t n : in_time) v.early_in_time += n;
+  for (size_t j = 0; j < counts.size(); ++j)
+    for (size_t w = 0; w < windows; ++w) {
+      const std::vector<int64_t>& early = counts[j]->window_early_met;
+      in.met[j][w] += in_time[w] - (w < early.size() ? early[w] : 0);
+    }
+  for (size_t w = 0; w < windows; ++w) {
+    int64_t most = 0;
+    for (size_t j = 0; j < counts.size(); ++j) most = std::max(most, in.met[j][w]);
+    v.most_met_from_start += most;
+  }
+  v.goal_reach_from_start = SolveGoalReach(goal);
+}
+
 }  // namespace
 
 OracleResult SolveOracle(const OracleInput& in) {
@@ -322,6 +353,7 @@ ServingFrontier ComputeFrontier(const ServingComparison& c) {
         goal.fixed.push_back({x->config.name, x->chip_hours, x->slo_met});
       goal.requests = r.requests;
       v.goal_reach = SolveGoalReach(goal);
+      SolveFromStart(r, counts, goal, v);
     }
     f.autos.push_back(std::move(v));
   }

@@ -238,4 +238,65 @@ TEST(ServingFrontierTest, AutoIsComparedWithTheCheapestFixedCountAttainingAsMuch
 }
 
 }  // namespace
+// From the autoscaler's start (1 replica at time 0): of window 0's requests, the 60 due their
+// first token before a group placed at 0 is ready meet the SLO at most as fixed=1 gave them a
+// first token (5), whatever the count. From any start the goal is reachable (2 then 1: 185 met
+// for 1.5 chip-h, 0.75x fixed=2); from auto's start no schedule reaches the floor (180).
+TEST(ServingFrontierTest, FromAutosStartTheEarlyRequestsMeetAsInTheFixedRunOfItsMinimum) {
+  ServingComparison c;
+  c.options.oracle_window_ms = 1'800'000;
+  c.options.model.startup_ms = 0;
+  std::vector<ServingRunResult> fixed = {Fixed(1, 1, 0.50), Fixed(2, 2, 0.95), Fixed(3, 3, 1.0)};
+  const std::vector<std::vector<int64_t>> met = {{10, 90}, {95, 95}, {100, 100}};
+  const std::vector<int64_t> early_met = {5, 58, 60};
+  for (size_t i = 0; i < fixed.size(); ++i) {
+    ServingRunResult& r = fixed[i];
+    r.requests = 200;
+    r.slo_met = met[i][0] + met[i][1];
+    r.window_requests = {100, 100};
+    r.window_met = met[i];
+    r.early_requests = 60;
+    r.window_early_met = {early_met[i], 0};
+    r.window_early_ttft_met = {early_met[i] + 1, 0};
+  }
+  fixed[0].window_early_ttft_met = {5, 0};
+  c.runs = fixed;
+  ServingRunResult a = Fixed(0, 1.6, 0.9);
+  a.config.name = "auto";
+  a.config.autoscaling = AutoscalerConfig{};
+  a.requests = 200;
+  a.slo_met = 140;
+  a.window_requests = {100, 100};
+  a.early_requests = 60;
+  c.runs.push_back(a);
+
+  ServingFrontier f = ComputeFrontier(c);
+  ASSERT_EQ(f.autos.size(), 1u);
+  const AutoVerdict* v = &f.autos[0];
+  ASSERT_TRUE(v->goal_reach.reachable);
+  const GoalLevel& any = v->goal_reach.levels[static_cast<size_t>(v->goal_reach.best)];
+  EXPECT_EQ(any.oracle.replicas, (std::vector<int>{2, 1}));
+  EXPECT_NEAR(any.ratio, 0.75, 1e-9);
+  ASSERT_TRUE(v->from_start);
+  EXPECT_EQ(v->initial_replicas, 1);
+  EXPECT_EQ(v->early_requests, 60);
+  EXPECT_EQ(v->early_in_time, 5);
+  // Window 0: at most 100 - 60 + 5 = 45 (fixed=3); window 1: 100.
+  EXPECT_EQ(v->most_met_from_start, 145);
+  ASSERT_TRUE(v->goal_reach_from_start.computed);
+  EXPECT_EQ(v->goal_reach_from_start.best, -1);
+  EXPECT_FALSE(v->goal_reach_from_start.reachable);
+
+  // From zero replicas nothing is in time; with a minimum of no fixed run, nothing is said.
+  c.runs.back().config.autoscaling->min_replicas = 0;
+  f = ComputeFrontier(c);
+  v = &f.autos[0];
+  ASSERT_TRUE(v->from_start);
+  EXPECT_EQ(v->early_in_time, 0);
+  EXPECT_EQ(v->most_met_from_start, 140);
+  c.runs.back().config.autoscaling->min_replicas = 4;
+  f = ComputeFrontier(c);
+  EXPECT_FALSE(f.autos[0].from_start);
+}
+
 }  // namespace tessera::sim

@@ -71,6 +71,35 @@ nlohmann::json ProfileJson(const ProfileLabel& p) {
           {"command", p.command}};
 }
 
+// "yes, from attainment ...", "no, ..." and the schedule, for a goal reach.
+void WriteReachVerdict(std::ostream& out, const GoalReach& g,
+                       const std::function<std::string(int64_t)>& share) {
+  if (g.best < 0) {
+    out << "no: no schedule of the fixed counts reaches the floor\n";
+    return;
+  }
+  const GoalLevel& b = g.levels[static_cast<size_t>(g.best)];
+  if (g.first_reachable >= 0 && g.first_reachable != g.best) {
+    const GoalLevel& first = g.levels[static_cast<size_t>(g.first_reachable)];
+    out << "yes, from attainment " << share(first.oracle.met) << ", ratio " << Fixed(first.ratio, 2)
+        << "; the least ratio " << Fixed(b.ratio, 2) << " at " << share(b.oracle.met)
+        << " (goal <= " << Fixed(kGoalChipRatio, 1) << ")";
+  } else {
+    out << (g.reachable      ? "yes"
+            : g.out_of_reach ? "no"
+                             : "open")
+        << ", at attainment " << share(b.oracle.met) << ", ratio " << Fixed(b.ratio, 2)
+        << " (goal <= " << Fixed(kGoalChipRatio, 1) << ")";
+  }
+  if (g.out_of_reach)
+    out << "; no schedule at any level is under " << Fixed(kGoalChipRatio, 1) << "x";
+  else if (!g.reachable)
+    out << "; the relaxation's bound leaves it open";
+  out << "\n    schedule:";
+  for (int n : b.oracle.replicas) out << " " << n;
+  out << "\n";
+}
+
 // The oracle at every attainment where the goal's comparator changes (serving_frontier.h).
 void WriteGoalReachText(std::ostream& out, const GoalReach& g, const ServingFrontier& f,
                         int64_t requests) {
@@ -108,30 +137,36 @@ void WriteGoalReachText(std::ostream& out, const GoalReach& g, const ServingFron
       out << "no schedule of the fixed counts attains it\n";
   }
   out << "  goal reachable by an oracle (" << f.oracle_counts << ", windows independent): ";
-  if (g.best < 0) {
-    out << "no: no schedule of the fixed counts reaches the floor\n";
-    return;
+  WriteReachVerdict(out, g, share);
+}
+
+// From the autoscaler's own start (AutoVerdict::from_start): what it costs, then the verdict.
+void WriteFromStartText(std::ostream& out, const AutoVerdict& v, const ServingFrontier& f,
+                        const ServingComparison& c) {
+  if (!v.from_start) return;
+  const ServingRunResult& r = *v.run;
+  const auto share = [&](int64_t met) {
+    return Percent(static_cast<double>(met) /
+                   static_cast<double>(std::max<int64_t>(1, r.requests)));
+  };
+  out << "  from auto's start (" << v.initial_replicas
+      << (v.initial_replicas == 1 ? " replica" : " replicas") << " ready at time 0; a group "
+      << "placed then is ready " << Fixed(static_cast<double>(c.options.model.startup_ms) / 1000, 0)
+      << " s later): ";
+  if (r.early_cut_us > 0) {
+    out << "of the " << v.early_requests << " requests arriving in the first "
+        << Fixed(static_cast<double>(r.early_cut_us) / 1e6, 0) << " s, ";
+    if (v.initial_replicas == 0)
+      out << "none can have a first token within " << c.options.slo.ttft_ms << " ms; ";
+    else
+      out << "fixed=" << v.initial_replicas << " (the same run until then) gave " << v.early_in_time
+          << " a first token within " << c.options.slo.ttft_ms
+          << " ms, and no schedule from that start gives more; ";
   }
-  const GoalLevel& b = g.levels[static_cast<size_t>(g.best)];
-  if (g.first_reachable >= 0 && g.first_reachable != g.best) {
-    const GoalLevel& first = g.levels[static_cast<size_t>(g.first_reachable)];
-    out << "yes, from attainment " << share(first.oracle.met) << ", ratio " << Fixed(first.ratio, 2)
-        << "; the least ratio " << Fixed(b.ratio, 2) << " at " << share(b.oracle.met)
-        << " (goal <= " << Fixed(kGoalChipRatio, 1) << ")";
-  } else {
-    out << (g.reachable      ? "yes"
-            : g.out_of_reach ? "no"
-                             : "open")
-        << ", at attainment " << share(b.oracle.met) << ", ratio " << Fixed(b.ratio, 2)
-        << " (goal <= " << Fixed(kGoalChipRatio, 1) << ")";
-  }
-  if (g.out_of_reach)
-    out << "; no schedule at any level is under " << Fixed(kGoalChipRatio, 1) << "x";
-  else if (!g.reachable)
-    out << "; the relaxation's bound leaves it open";
-  out << "\n    schedule:";
-  for (int n : b.oracle.replicas) out << " " << n;
-  out << "\n";
+  out << "at most " << share(v.most_met_from_start) << " meet the SLO\n";
+  out << "  goal reachable by an oracle from that start (" << f.oracle_counts
+      << ", windows independent): ";
+  WriteReachVerdict(out, v.goal_reach_from_start, share);
 }
 
 void WriteFrontierText(std::ostream& out, const ServingComparison& c) {
@@ -188,6 +223,7 @@ void WriteFrontierText(std::ostream& out, const ServingComparison& c) {
           << Percent(r.slo_attainment) << "\n";
     }
     WriteGoalReachText(out, v.goal_reach, f, r.requests);
+    WriteFromStartText(out, v, f, c);
   }
 }
 
@@ -241,6 +277,59 @@ void WriteServingText(std::ostream& out, const ServingComparison& c) {
          "requests (503s and killed ones miss it);\nTTFT/TPOT/latency over completed requests, "
          "linear interpolation between closest ranks.\n";
 }
+
+namespace {
+
+// A goal reach (serving_frontier.h) as JSON.
+nlohmann::json GoalReachJson(const GoalReach& g, const ServingFrontier& f, int64_t requests) {
+  const auto share = [&](int64_t met) {
+    return static_cast<double>(met) / static_cast<double>(std::max<int64_t>(1, requests));
+  };
+  nlohmann::json levels = nlohmann::json::array();
+  for (const GoalLevel& l : g.levels) {
+    nlohmann::json level = {{"targetMet", l.target_met},
+                            {"targetAttainment", share(l.target_met)},
+                            {"floor", l.floor},
+                            {"aboveFixed", l.above},
+                            {"reached", l.oracle.reached}};
+    if (l.comparator >= 0)
+      level["comparator"] = f.fixed[static_cast<size_t>(l.comparator)]->config.name;
+    if (l.oracle.reached && l.comparator >= 0) {
+      level["chipHours"] = l.oracle.chip_hours;
+      level["lowerBoundChipHours"] = l.oracle.lower_bound_chip_hours;
+      level["attainment"] = share(l.oracle.met);
+      level["ratio"] = l.ratio;
+      level["lowerBoundRatio"] = l.lower_bound_ratio;
+      level["undonePerHour"] = l.undone_per_hour;
+      level["replicas"] = l.oracle.replicas;
+    }
+    levels.push_back(std::move(level));
+  }
+  nlohmann::json reach = {{"reachable", g.reachable},
+                          {"outOfReach", g.out_of_reach},
+                          {"floorMet", g.floor_met},
+                          {"bestFixedMet", g.best_fixed_met},
+                          {"levels", std::move(levels)}};
+  if (g.best >= 0) {
+    const GoalLevel& b = g.levels[static_cast<size_t>(g.best)];
+    reach["attainment"] = share(b.oracle.met);
+    reach["ratio"] = b.ratio;
+    reach["lowerBoundRatio"] = b.lower_bound_ratio;
+  }
+  if (g.first_reachable >= 0) {
+    const GoalLevel& first = g.levels[static_cast<size_t>(g.first_reachable)];
+    reach["firstReachable"] = {
+        {"attainment", share(first.oracle.met)},
+        {"ratio", first.ratio},
+        {"comparator", f.fixed[static_cast<size_t>(first.comparator)]->config.name}};
+  }
+  if (g.has_above_all && g.above_all.reached)
+    reach["aboveEveryFixed"] = {{"chipHours", g.above_all.chip_hours},
+                                {"attainment", share(g.above_all.met)}};
+  return reach;
+}
+
+}  // namespace
 
 void WriteServingJson(std::ostream& out, const ServingComparison& c) {
   const ServingSimOptions& o = c.options;
@@ -347,54 +436,16 @@ void WriteServingJson(std::ostream& out, const ServingComparison& c) {
                            {"met", v.oracle.met},
                            {"replicas", v.oracle.replicas},
                            {"ratio", v.oracle_ratio}};
-    const GoalReach& g = v.goal_reach;
-    if (g.computed) {
-      const auto share = [&](int64_t met) {
-        return static_cast<double>(met) /
-               static_cast<double>(std::max<int64_t>(1, v.run->requests));
-      };
-      nlohmann::json levels = nlohmann::json::array();
-      for (const GoalLevel& l : g.levels) {
-        nlohmann::json level = {{"targetMet", l.target_met},
-                                {"targetAttainment", share(l.target_met)},
-                                {"floor", l.floor},
-                                {"aboveFixed", l.above},
-                                {"reached", l.oracle.reached}};
-        if (l.comparator >= 0)
-          level["comparator"] = f.fixed[static_cast<size_t>(l.comparator)]->config.name;
-        if (l.oracle.reached && l.comparator >= 0) {
-          level["chipHours"] = l.oracle.chip_hours;
-          level["lowerBoundChipHours"] = l.oracle.lower_bound_chip_hours;
-          level["attainment"] = share(l.oracle.met);
-          level["ratio"] = l.ratio;
-          level["lowerBoundRatio"] = l.lower_bound_ratio;
-          level["undonePerHour"] = l.undone_per_hour;
-          level["replicas"] = l.oracle.replicas;
-        }
-        levels.push_back(std::move(level));
-      }
-      nlohmann::json reach = {{"reachable", g.reachable},
-                              {"outOfReach", g.out_of_reach},
-                              {"floorMet", g.floor_met},
-                              {"bestFixedMet", g.best_fixed_met},
-                              {"levels", std::move(levels)}};
-      if (g.best >= 0) {
-        const GoalLevel& b = g.levels[static_cast<size_t>(g.best)];
-        reach["attainment"] = share(b.oracle.met);
-        reach["ratio"] = b.ratio;
-        reach["lowerBoundRatio"] = b.lower_bound_ratio;
-      }
-      if (g.first_reachable >= 0) {
-        const GoalLevel& first = g.levels[static_cast<size_t>(g.first_reachable)];
-        reach["firstReachable"] = {
-            {"attainment", share(first.oracle.met)},
-            {"ratio", first.ratio},
-            {"comparator", f.fixed[static_cast<size_t>(first.comparator)]->config.name}};
-      }
-      if (g.has_above_all && g.above_all.reached)
-        reach["aboveEveryFixed"] = {{"chipHours", g.above_all.chip_hours},
-                                    {"attainment", share(g.above_all.met)}};
-      verdict["goalOracle"] = std::move(reach);
+    if (v.goal_reach.computed)
+      verdict["goalOracle"] = GoalReachJson(v.goal_reach, f, v.run->requests);
+    if (v.from_start && v.goal_reach_from_start.computed) {
+      nlohmann::json from_start = GoalReachJson(v.goal_reach_from_start, f, v.run->requests);
+      from_start["initialReplicas"] = v.initial_replicas;
+      from_start["earlyCutS"] = static_cast<double>(v.run->early_cut_us) / 1e6;
+      from_start["earlyRequests"] = v.early_requests;
+      from_start["earlyInTime"] = v.early_in_time;
+      from_start["mostMet"] = v.most_met_from_start;
+      verdict["goalOracleFromStart"] = std::move(from_start);
     }
     j["verdicts"].push_back(std::move(verdict));
   }

@@ -603,9 +603,14 @@ class Engine {
     std::vector<double> ttft, tpot, latency;
     const size_t windows = static_cast<size_t>(end_us_ / (o_.oracle_window_ms * 1000)) + 1;
     result_.window_requests.assign(windows, 0);
+    result_.early_cut_us = std::max<int64_t>(0, (o_.model.startup_ms - o_.slo.ttft_ms) * 1000);
     result_.window_met.assign(windows, 0);
-    for (const RequestRun& q : requests_)
+    result_.window_early_met.assign(windows, 0);
+    result_.window_early_ttft_met.assign(windows, 0);
+    for (const RequestRun& q : requests_) {
       ++result_.window_requests[static_cast<size_t>(q.arrival_us / (o_.oracle_window_ms * 1000))];
+      if (q.arrival_us < result_.early_cut_us) ++result_.early_requests;
+    }
     for (const RequestRun& q : requests_) {
       switch (q.state) {
         case RequestState::kDone: {
@@ -621,8 +626,13 @@ class Engine {
             met = met && per <= o_.slo.tpot_ms;
           }
           result_.slo_met += met ? 1 : 0;
-          if (met)
-            ++result_.window_met[static_cast<size_t>(q.arrival_us / (o_.oracle_window_ms * 1000))];
+          const size_t window = static_cast<size_t>(q.arrival_us / (o_.oracle_window_ms * 1000));
+          if (met) ++result_.window_met[window];
+          if (q.arrival_us < result_.early_cut_us) {
+            if (met) ++result_.window_early_met[window];
+            if (first <= static_cast<double>(o_.slo.ttft_ms))
+              ++result_.window_early_ttft_met[window];
+          }
           break;
         }
         case RequestState::kRejected:

@@ -191,6 +191,14 @@ struct ServingRunResult {
   // how many of them met the SLO.
   std::vector<int64_t> window_requests;
   std::vector<int64_t> window_met;
+  // The requests only the initial replicas can serve in time: those arriving before
+  // early_cut_us = start-up - the TTFT target (a group placed at time 0 is ready at start-up,
+  // so their first token is due before any other group serves). Per window, of them: how many
+  // met the SLO, and how many had their first token within the TTFT target.
+  int64_t early_cut_us = 0;
+  int64_t early_requests = 0;
+  std::vector<int64_t> window_early_met;
+  std::vector<int64_t> window_early_ttft_met;
   uint64_t event_hash = 0;  // FNV-1a over every applied event: same inputs, same hash
 };
 

@@ -10,6 +10,7 @@
 #include <functional>
 #include <sstream>
 
+#include "sim/serving_frontier.h"
 #include "sim/serving_report.h"
 
 namespace tessera::sim {
@@ -376,6 +377,47 @@ TEST(ServingEngine, FromZeroTheFirstRequestWaitsForAStartUp) {
   const ServingRunResult timed_out = Simulate(t, Auto(0, 2, 2), o);
   EXPECT_EQ(timed_out.timed_out, 1);
   EXPECT_EQ(timed_out.slo_attainment, 0);
+}
+
+// Until a group placed at time 0 is ready (the start-up), an autoscaled run starting at one
+// replica serves exactly as fixed=1: the requests whose first token is due before then get it
+// in time as often in both, and from that start no schedule meets more than the oracle's most.
+TEST(ServingEngine, FromItsStartAutoIsFixedAtItsMinimumUntilTheStartUp) {
+  LlmTrace t;
+  Constant(t, 0, 900, 100, 800, 200);  // 10 req/s: one replica holds about 3
+  ServingSimOptions o = Options();
+  auto configs = ParseScalingConfigs("fixed=1..5,auto", AutoscalerConfig{});
+  ASSERT_TRUE(configs.ok()) << configs.status().ToString();
+  ServingComparison c;
+  c.options = o;
+  for (const ScalingConfig& config : *configs) c.runs.push_back(Simulate(t, config, o));
+  const ServingRunResult& one = c.runs[0];
+  const ServingRunResult& autoscaled = c.runs.back();
+  ASSERT_TRUE(autoscaled.config.autoscaling.has_value());
+  ASSERT_FALSE(autoscaled.scale_events.empty());
+  EXPECT_LT(autoscaled.scale_events.front().time_s, 5) << autoscaled.scale_events.front().reason;
+  EXPECT_EQ(one.early_cut_us, (o.model.startup_ms - o.slo.ttft_ms) * 1000);
+  EXPECT_EQ(autoscaled.early_requests, 1180);  // one every 100 ms in the first 118 s
+  EXPECT_EQ(one.early_requests, autoscaled.early_requests);
+  EXPECT_EQ(autoscaled.window_early_ttft_met, one.window_early_ttft_met);
+  int64_t in_time = 0;
+  for (int64_t n : one.window_early_ttft_met) in_time += n;
+  EXPECT_GT(in_time, 0);
+  EXPECT_LT(in_time, one.early_requests / 2);  // one replica is far behind
+  // More replicas from time 0 meet more of them: the start is what costs.
+  int64_t five = 0;
+  for (int64_t n : c.runs[4].window_early_met) five += n;
+  EXPECT_GT(five, 2 * in_time);
+
+  const ServingFrontier f = ComputeFrontier(c);
+  ASSERT_EQ(f.autos.size(), 1u);
+  const AutoVerdict& v = f.autos[0];
+  ASSERT_TRUE(v.from_start);
+  EXPECT_EQ(v.initial_replicas, 1);
+  EXPECT_EQ(v.early_in_time, in_time);
+  EXPECT_LE(autoscaled.slo_met, v.most_met_from_start);
+  EXPECT_LE(v.most_met_from_start, autoscaled.requests - (one.early_requests - in_time));
+  ASSERT_TRUE(v.goal_reach_from_start.computed);
 }
 
 TEST(ServingEngine, TheSameSeedReplaysTheSameRun) {
