@@ -61,6 +61,7 @@ Json RoleSpecJson(const ServiceRoleSpec& r) {
     // 0: the default (half of maxOngoingRequests), written as absent.
     if (a.target_ongoing_requests > 0)
       j["autoscaling"]["targetOngoingRequests"] = a.target_ongoing_requests;
+    if (a.initial_replicas >= 0) j["autoscaling"]["initialReplicas"] = a.initial_replicas;
     if (a.target_ttft_ms > 0) j["autoscaling"]["targetTTFTMs"] = a.target_ttft_ms;
     if (a.target_tpot_ms > 0) j["autoscaling"]["targetTPOTMs"] = a.target_tpot_ms;
   } else {

@@ -79,11 +79,11 @@ Result<ReadinessSpec> ParseReadiness(const Json& rd, const std::string& path) {
 Result<AutoscalerConfig> ParseAutoscaling(const Json& as, const std::string& path) {
   AutoscalerConfig c;
   TESSERA_RETURN_IF_ERROR(RequireObject(as, path));
-  TESSERA_RETURN_IF_ERROR(
-      OnlyKnownServiceFields(as, path,
-                             {"minReplicas", "maxReplicas", "targetOngoingRequests", "upscaleDelay",
-                              "downscaleDelay", "lookback", "targetTTFTMs", "targetTPOTMs",
-                              "targetQueuedPromptTokens"}));  // service_disagg_manifest.cc
+  TESSERA_RETURN_IF_ERROR(OnlyKnownServiceFields(
+      as, path,
+      {"minReplicas", "maxReplicas", "initialReplicas", "targetOngoingRequests", "upscaleDelay",
+       "downscaleDelay", "lookback", "targetTTFTMs", "targetTPOTMs",
+       "targetQueuedPromptTokens"}));  // service_disagg_manifest.cc
   auto mn = GetInt(as, "minReplicas", path, 1, 0, kMaxReplicas);
   if (!mn.ok()) return mn.status();
   if (!Has(as, "maxReplicas"))
@@ -96,6 +96,15 @@ Result<AutoscalerConfig> ParseAutoscaling(const Json& as, const std::string& pat
                            "; make minReplicas <= maxReplicas");
   c.min_replicas = static_cast<int>(*mn);
   c.max_replicas = static_cast<int>(*mx);
+  if (Has(as, "initialReplicas")) {
+    auto initial = GetInt(as, "initialReplicas", path, *mn, 0, kMaxReplicas);
+    if (!initial.ok()) return initial.status();
+    if (*initial < *mn || *initial > *mx)
+      return InvalidArgument(path + ".initialReplicas: " + std::to_string(*initial) +
+                             " is outside [minReplicas " + std::to_string(*mn) + ", maxReplicas " +
+                             std::to_string(*mx) + "]; start the role within its bounds");
+    c.initial_replicas = static_cast<int>(*initial);
+  }
   if (Has(as, "targetOngoingRequests")) {
     const Json& t = as["targetOngoingRequests"];
     if (!t.is_number() || t.get<double>() <= 0)
@@ -197,7 +206,7 @@ Result<ServiceRoleSpec> ParseRole(const Json& r, const std::string& path, bool n
     auto as = ParseAutoscaling(r["autoscaling"], path + ".autoscaling");
     if (!as.ok()) return as.status();
     role.autoscaling = *as;
-    role.replicas = as->min_replicas;
+    role.replicas = AutoscaleInitialReplicas(*as);
   }
   auto max_ongoing = GetInt(r, "maxOngoingRequests", path, role.max_ongoing_requests, 1, 1'000'000);
   if (!max_ongoing.ok()) return max_ongoing.status();

@@ -161,6 +161,31 @@ TEST(ServiceManifestTest, AutoscalingWithMaxReplicasAloneGetsTheDefaultsAndSloTa
   EXPECT_FALSE(as.contains("targetOngoingRequests"));
 }
 
+// initialReplicas starts an autoscaled role above its minimum (Ray Serve's initial_replicas);
+// without it the role starts at minReplicas.
+TEST(ServiceManifestTest, InitialReplicasStartsTheRoleWithinItsBounds) {
+  Json doc = Doc(kContract);
+  auto spec = ParseService(doc);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->roles[0].autoscaling->initial_replicas, -1);
+  EXPECT_EQ(ServiceLifecycle::Create(*spec, 1, 1000).status.Role("server")->desired_replicas, 0);
+  EXPECT_FALSE(codec::ServiceJson(
+                   ServiceLifecycle::Create(*spec, 1, 1000))["spec"]["roles"][0]["autoscaling"]
+                   .contains("initialReplicas"));
+
+  doc["spec"]["roles"][0]["autoscaling"]["initialReplicas"] = 3;
+  spec = ParseService(doc);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const ServiceRoleSpec& r = spec->roles[0];
+  EXPECT_EQ(r.autoscaling->initial_replicas, 3);
+  EXPECT_EQ(r.autoscaling->min_replicas, 0);
+  EXPECT_EQ(r.replicas, 3);
+  const Service s = ServiceLifecycle::Create(*spec, 1, 1000);
+  EXPECT_EQ(s.status.Role("server")->desired_replicas, 3);
+  EXPECT_EQ(s.status.Role("server")->replicas.size(), 3u);
+  EXPECT_EQ(codec::ServiceJson(s)["spec"]["roles"][0]["autoscaling"]["initialReplicas"], 3);
+}
+
 TEST(ServiceManifestTest, EachWrongInputNamesItsField) {
   const std::string as = "spec.roles[0].autoscaling.";
   auto role = [](Json& d) -> Json& { return d["spec"]["roles"][0]; };
@@ -181,6 +206,12 @@ TEST(ServiceManifestTest, EachWrongInputNamesItsField) {
   EXPECT_TRUE(
       StartsWith(ErrorAfter([&](Json& d) { role(d)["autoscaling"]["targetTPOTMs"] = "fast"; }),
                  as + "targetTPOTMs: must be a positive number of milliseconds"));
+  EXPECT_TRUE(StartsWith(
+      ErrorAfter([&](Json& d) { role(d)["autoscaling"]["initialReplicas"] = 5; }),
+      as + "initialReplicas: 5 is outside [minReplicas 0, maxReplicas 4]; start the role"));
+  EXPECT_TRUE(
+      StartsWith(ErrorAfter([&](Json& d) { role(d)["autoscaling"]["initialReplicas"] = "two"; }),
+                 as + "initialReplicas: "));
   EXPECT_TRUE(StartsWith(ErrorAfter([&](Json& d) { role(d)["maxOngoingRequests"] = 0; }),
                          "spec.roles[0].maxOngoingRequests: 0 is out of range"));
   EXPECT_TRUE(

@@ -20,20 +20,31 @@ Status ApplyAutoOptions(const std::string& text, const std::vector<std::string>&
     const std::optional<double> v =
         eq == std::string::npos ? std::nullopt : ParseNumber(option.substr(eq + 1));
     if (!v || *v < 0 ||
-        (key != "up" && key != "down" && key != "lookback" && key != "ttft" && key != "tpot"))
+        (key != "up" && key != "down" && key != "lookback" && key != "ttft" && key != "tpot" &&
+         key != "initial"))
       return InvalidArgument("'" + text + "': '" + option +
-                             "' is not up=S, down=S, lookback=S (seconds), ttft=MS or tpot=MS "
-                             "(milliseconds), each >= 0");
+                             "' is not up=S, down=S, lookback=S (seconds), ttft=MS, tpot=MS "
+                             "(milliseconds) or initial=N (replicas at the start), each >= 0");
     const int64_t ms = std::llround(*v * 1000);
     if (key == "up") a.upscale_delay_ms = ms;
     if (key == "down") a.downscale_delay_ms = ms;
     if (key == "ttft") a.target_ttft_ms = *v;
     if (key == "tpot") a.target_tpot_ms = *v;
+    if (key == "initial") {
+      if (*v != std::floor(*v) || *v > 1e6)
+        return InvalidArgument("'" + text + "': initial=N takes a whole number of replicas");
+      a.initial_replicas = static_cast<int>(*v);
+    }
     if (key == "lookback") {
       if (ms <= 0) return InvalidArgument("'" + text + "': lookback must be positive");
       a.lookback_ms = ms;
     }
   }
+  if (a.initial_replicas >= 0 &&
+      (a.initial_replicas < a.min_replicas || a.initial_replicas > a.max_replicas))
+    return InvalidArgument("'" + text + "': initial=" + std::to_string(a.initial_replicas) +
+                           " is outside [" + std::to_string(a.min_replicas) + ", " +
+                           std::to_string(a.max_replicas) + "]; start within MIN-MAX");
   return Status::Ok();
 }
 
@@ -52,7 +63,7 @@ Result<ScalingConfig> ParseScalingConfig(std::string_view text, const Autoscaler
   const std::string usage =
       "'" + t +
       "': expected fixed=N or auto=MIN-MAX[@TARGET][:up=S][:down=S][:lookback=S][:ttft=MS]"
-      "[:tpot=MS]";
+      "[:tpot=MS][:initial=N]";
   ScalingConfig c;
   c.name = t;
   if (t.rfind("fixed=", 0) == 0) {
@@ -90,7 +101,7 @@ Result<ScalingConfig> ParseScalingConfig(std::string_view text, const Autoscaler
   TESSERA_RETURN_IF_ERROR(
       ApplyAutoOptions(t, std::vector<std::string>(parts.begin() + 1, parts.end()), a));
   c.autoscaling = a;
-  c.replicas = a.min_replicas;
+  c.replicas = AutoscaleInitialReplicas(a);
   return c;
 }
 
@@ -137,7 +148,7 @@ Result<std::vector<ScalingConfig>> ParseScalingConfigs(std::string_view list,
     options.erase(options.begin());
     TESSERA_RETURN_IF_ERROR(ApplyAutoOptions(c.name, options, a));
     c.autoscaling = a;
-    c.replicas = 1;
+    c.replicas = AutoscaleInitialReplicas(a);
   }
   if (out.empty()) return InvalidArgument("name at least one configuration");
   return out;

@@ -69,7 +69,7 @@ double Hours(const ServingRunResult& r) { return static_cast<double>(r.duration_
 // AutoVerdict's goal reach from the autoscaler's own start (serving_frontier.h).
 void SolveFromStart(const ServingRunResult& r, const std::vector<const ServingRunResult*>& counts,
                     GoalReachInput goal, AutoVerdict& v) {
-  const int initial = r.config.autoscaling->min_replicas;
+  const int initial = AutoscaleInitialReplicas(*r.config.autoscaling);
   const ServingRunResult* at_start = nullptr;
   for (const ServingRunResult* x : counts)
     if (x->config.replicas == initial) at_start = x;

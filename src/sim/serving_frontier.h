@@ -129,16 +129,16 @@ struct AutoVerdict {
   OracleResult oracle;
   double oracle_ratio = 0;  // auto's chip-hours / the oracle's
   GoalReach goal_reach;     // the oracle at every attainment the goal's comparator changes
-  // The same from the autoscaler's own start: its minimum ready at time 0, any group more
-  // placed then is ready a start-up later. Until then the run is the fixed run of that count,
-  // so a request due its first token before then (arrived before ServingRunResult::early_cut_us)
-  // gets it in time from no schedule more often than from that run; the oracle's first windows
-  // count those requests as that run did (its in-time first tokens, an upper bound). Computed
-  // when the minimum is 0 or among the fixed counts.
+  // The same from the autoscaler's own start: its initial size (by default its minimum) ready
+  // at time 0, any group more placed then is ready a start-up later. Until then the run is the
+  // fixed run of that count, so a request due its first token before then (arrived before
+  // ServingRunResult::early_cut_us) gets it in time from no schedule more often than from that
+  // run; the oracle's first windows count those requests as that run did (its in-time first
+  // tokens, an upper bound). Computed when that size is 0 or among the fixed counts.
   bool from_start = false;
   int initial_replicas = 0;
   int64_t early_requests = 0;       // arrived before the cut
-  int64_t early_in_time = 0;        // of them, first token in time in the fixed run of the minimum
+  int64_t early_in_time = 0;        // of them, first token in time in the fixed run of that size
   int64_t most_met_from_start = 0;  // the most met requests any schedule from that start reaches
   GoalReach goal_reach_from_start;
   bool chips_goal = false, attainment_goal = false, undone_goal = false;

@@ -394,6 +394,7 @@ void WriteServingJson(std::ostream& out, const ServingComparison& c) {
       const AutoscalerConfig& a = *r.config.autoscaling;
       run["autoscaling"] = {{"minReplicas", a.min_replicas},
                             {"maxReplicas", a.max_replicas},
+                            {"initialReplicas", AutoscaleInitialReplicas(a)},
                             {"targetOngoingRequests", a.target_ongoing_requests},
                             {"upscaleDelayMs", a.upscale_delay_ms},
                             {"downscaleDelayMs", a.downscale_delay_ms},

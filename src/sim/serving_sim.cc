@@ -725,11 +725,14 @@ Result<ServingRunResult> RunServingSimulation(const LlmTrace& trace, const Scali
   if (config.autoscaling) {
     const AutoscalerConfig& a = *config.autoscaling;
     if (a.min_replicas < 0 || a.max_replicas < 1 || a.min_replicas > a.max_replicas ||
+        (a.initial_replicas >= 0 &&
+         (a.initial_replicas < a.min_replicas || a.initial_replicas > a.max_replicas)) ||
         !(a.target_ongoing_requests >= 0) || a.upscale_delay_ms < 0 || a.downscale_delay_ms < 0 ||
         a.lookback_ms <= 0 || !(a.target_ttft_ms >= 0) || !(a.target_tpot_ms >= 0))
-      return InvalidArgument("configuration " + config.name +
-                             ": needs 0 <= min <= max, max >= 1, targets >= 0, a positive "
-                             "look-back, and delays >= 0");
+      return InvalidArgument(
+          "configuration " + config.name +
+          ": needs 0 <= min <= initial <= max, max >= 1, targets >= 0, a positive "
+          "look-back, and delays >= 0");
   } else if (config.replicas < 1) {
     return InvalidArgument("configuration " + config.name + ": needs 1 replica or more");
   }

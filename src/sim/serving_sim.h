@@ -212,9 +212,9 @@ struct ServingComparison {
 };
 
 // Replays `trace` (already windowed by the caller) once under `config`. The service starts at
-// the first arrival with its initial replicas (fixed count, or the autoscaler's minimum) ready:
-// deployed before the traffic. InvalidArgument for bad options; Internal if the lifecycle
-// breaks an invariant the driver relies on.
+// the first arrival with its initial replicas (fixed count, or the autoscaler's initial size,
+// by default its minimum) ready: deployed before the traffic. InvalidArgument for bad options;
+// Internal if the lifecycle breaks an invariant the driver relies on.
 Result<ServingRunResult> RunServingSimulation(const LlmTrace& trace, const ScalingConfig& config,
                                               const ServingSimOptions& options);
 

@@ -181,8 +181,16 @@ TEST(ScalingConfigs, ParseFixedAndAutoWithTheirDelays) {
   EXPECT_EQ(slo->autoscaling->target_ongoing_requests, 0);
   EXPECT_EQ(slo->autoscaling->target_ttft_ms, 2000);
   EXPECT_EQ(slo->autoscaling->target_tpot_ms, 50);
+  // A start other than the minimum (Ray Serve's initial_replicas).
+  auto warm = ParseScalingConfig("auto=1-8:initial=5", defaults);
+  ASSERT_TRUE(warm.ok()) << warm.status().ToString();
+  EXPECT_EQ(warm->autoscaling->initial_replicas, 5);
+  EXPECT_EQ(warm->replicas, 5);
+  EXPECT_EQ(a->autoscaling->initial_replicas, -1);
+  EXPECT_EQ(a->replicas, 0);
   for (const char* bad : {"fixed=0", "fixed=x", "auto=4-2@1", "auto=1", "auto=1-4@-1",
-                          "auto=1-4@2:up=-1", "auto=1-4@2:sideways=3", "both=3", ""}) {
+                          "auto=1-4@2:up=-1", "auto=1-4@2:sideways=3", "auto=2-4:initial=1",
+                          "auto=1-4:initial=5", "auto=1-4:initial=2.5", "both=3", ""}) {
     auto r = ParseScalingConfig(bad, defaults);
     EXPECT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find(std::string("'") + bad + "'"), std::string::npos)
@@ -208,8 +216,12 @@ TEST(ScalingConfigs, ARangeOfFixedCountsAndBareAutoTakingTheRangesMax) {
   EXPECT_EQ((*list)[4].autoscaling->target_tpot_ms, 50);
   EXPECT_EQ((*list)[4].autoscaling->max_replicas, 4);
   EXPECT_EQ((*list)[5].autoscaling->max_replicas, 6);
-  for (const char* bad :
-       {"auto", "fixed=3..1", "fixed=0..2", "fixed=1..x", "fixed=1..4,auto:x=1"}) {
+  auto warm = ParseScalingConfigs("fixed=1..4,auto:initial=3", defaults);
+  ASSERT_TRUE(warm.ok()) << warm.status().ToString();
+  EXPECT_EQ(warm->back().replicas, 3);
+  EXPECT_EQ(warm->back().autoscaling->min_replicas, 1);
+  for (const char* bad : {"auto", "fixed=3..1", "fixed=0..2", "fixed=1..x", "fixed=1..4,auto:x=1",
+                          "fixed=1..4,auto:initial=5"}) {
     auto r = ParseScalingConfigs(bad, defaults);
     EXPECT_FALSE(r.ok()) << bad;
   }
@@ -418,6 +430,25 @@ TEST(ServingEngine, FromItsStartAutoIsFixedAtItsMinimumUntilTheStartUp) {
   EXPECT_LE(autoscaled.slo_met, v.most_met_from_start);
   EXPECT_LE(v.most_met_from_start, autoscaled.requests - (one.early_requests - in_time));
   ASSERT_TRUE(v.goal_reach_from_start.computed);
+}
+
+// With initial=N the service starts with N groups ready, and the autoscaler goes from there.
+TEST(ServingEngine, AnInitialSizeStartsTheRunWarm) {
+  LlmTrace t;
+  Constant(t, 0, 900, 100, 800, 200);
+  ServingSimOptions o = Options();
+  auto warm = ParseScalingConfig("auto=1-8:initial=4", AutoscalerConfig{});
+  ASSERT_TRUE(warm.ok()) << warm.status().ToString();
+  const ServingRunResult r = Simulate(t, *warm, o);
+  ASSERT_FALSE(r.series.empty());
+  EXPECT_EQ(r.series.front().ready, 4);
+  ASSERT_FALSE(r.scale_events.empty());
+  EXPECT_EQ(r.scale_events.front().from, 4);
+  // Warm, the first 118 s are served as fixed=4 serves them.
+  const ServingRunResult four = Simulate(t, Fixed(4), o);
+  EXPECT_EQ(r.window_early_ttft_met, four.window_early_ttft_met);
+  const ServingRunResult cold = Simulate(t, Auto(1, 8, 0), o);
+  EXPECT_GT(r.slo_met, cold.slo_met);
 }
 
 TEST(ServingEngine, TheSameSeedReplaysTheSameRun) {

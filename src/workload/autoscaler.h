@@ -96,6 +96,9 @@ enum class AutoscaleSignal { kOngoingRequests, kQueuedPromptTokens };
 struct AutoscalerConfig {
   int min_replicas = 1;  // 0 allowed: scale to zero
   int max_replicas = 1;
+  // The size a new Service (or a role added to one) starts at, in [min, max]; -1: min_replicas
+  // (Ray Serve's initial_replicas, Knative's initial-scale). The rule itself does not read it.
+  int initial_replicas = -1;
   AutoscaleSignal signal = AutoscaleSignal::kOngoingRequests;
   // Per replica, >= 0; 0: half the role's maxOngoingRequests (2 when the caller does not say).
   double target_ongoing_requests = 0;
@@ -206,6 +209,11 @@ AutoscalerDecision Autoscale(const AutoscalerConfig& config, const AutoscaleInpu
 // free slices unknown).
 AutoscalerDecision Autoscale(const AutoscalerConfig& config, const std::vector<LoadSample>& samples,
                              int current_replicas, const AutoscalerState& state, int64_t now_ms);
+
+// The size a role starts at: initial_replicas, or min_replicas when not set.
+inline int AutoscaleInitialReplicas(const AutoscalerConfig& config) {
+  return config.initial_replicas < 0 ? config.min_replicas : config.initial_replicas;
+}
 
 // The target per replica in force: the configured one, or the default from maxOngoingRequests.
 double AutoscaleTarget(const AutoscalerConfig& config, int max_ongoing_requests);

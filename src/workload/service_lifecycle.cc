@@ -26,7 +26,8 @@ Service ServiceLifecycle::Create(ServiceSpec spec, uint64_t uid, int64_t now) {
   for (const ServiceRoleSpec& rs : s.spec.roles) {
     RoleStatus role;
     role.name = rs.name;
-    role.desired_replicas = rs.autoscaling ? rs.autoscaling->min_replicas : rs.replicas;
+    role.desired_replicas =
+        rs.autoscaling ? AutoscaleInitialReplicas(*rs.autoscaling) : rs.replicas;
     for (int i = 0; i < role.desired_replicas; ++i) {
       ReplicaStatus r;
       r.replica = role.next_replica++;
@@ -51,7 +52,8 @@ ServiceEffects ServiceLifecycle::Apply(Service& service, ServiceSpec spec,
     if (role == nullptr) {
       RoleStatus added;
       added.name = rs.name;
-      added.desired_replicas = DesiredFor(rs, rs.autoscaling ? rs.autoscaling->min_replicas : 0);
+      added.desired_replicas =
+          DesiredFor(rs, rs.autoscaling ? AutoscaleInitialReplicas(*rs.autoscaling) : 0);
       service.status.roles.push_back(std::move(added));
       e.events.push_back(Normal("RoleAdded", "role " + rs.name + " added"));
       continue;
