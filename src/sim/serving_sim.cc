@@ -601,14 +601,17 @@ class Engine {
     result_.replica_hours =
         static_cast<double>(result_.chip_us) / static_cast<double>(topology_.chips()) / 3.6e9;
     std::vector<double> ttft, tpot, latency;
-    const size_t windows = static_cast<size_t>(end_us_ / (o_.oracle_window_ms * 1000)) + 1;
+    const auto window_of = [&](int64_t us) {
+      return static_cast<size_t>(us / (o_.oracle_window_ms * 1000));
+    };
+    const size_t windows = window_of(end_us_) + 1;
     result_.window_requests.assign(windows, 0);
     result_.early_cut_us = std::max<int64_t>(0, (o_.model.startup_ms - o_.slo.ttft_ms) * 1000);
     result_.window_met.assign(windows, 0);
     result_.window_early_met.assign(windows, 0);
     result_.window_early_ttft_met.assign(windows, 0);
     for (const RequestRun& q : requests_) {
-      ++result_.window_requests[static_cast<size_t>(q.arrival_us / (o_.oracle_window_ms * 1000))];
+      ++result_.window_requests[window_of(q.arrival_us)];
       if (q.arrival_us < result_.early_cut_us) ++result_.early_requests;
     }
     for (const RequestRun& q : requests_) {
@@ -626,7 +629,7 @@ class Engine {
             met = met && per <= o_.slo.tpot_ms;
           }
           result_.slo_met += met ? 1 : 0;
-          const size_t window = static_cast<size_t>(q.arrival_us / (o_.oracle_window_ms * 1000));
+          const size_t window = window_of(q.arrival_us);
           if (met) ++result_.window_met[window];
           if (q.arrival_us < result_.early_cut_us) {
             if (met) ++result_.window_early_met[window];
