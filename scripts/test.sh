@@ -62,6 +62,7 @@ TESSERA_BIN="$PWD/build/dev/bin/tessera" /usr/bin/python3 tests/integration/run_
   --suite "python_sdk=PYTHONPATH=python /usr/bin/python3 -m unittest discover -s python/tests -t python -v" \
   --suite "example_server=/usr/bin/python3 -m unittest discover -s examples/serve -v" \
   --suite "loadgen=/usr/bin/python3 -m unittest discover -s bench/serving -p 'test_*.py' -v" \
+  --suite "gpu_goal_bound=/usr/bin/python3 -m unittest discover -s bench -p 'test_gpu_*.py' -v" \
   --suite "dashboard=node --test tests/dashboard/"
 
 # The parsers (documents, agent messages, HTTP requests) under libFuzzer, started above.
