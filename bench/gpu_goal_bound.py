@@ -8,7 +8,7 @@ domain class's (by its own count) wait longer than half its p95. A job that wait
 ends by its deadline r + p + W (submission, run time, wait; a wait counts the time a preempted
 job spends requeued).
 
-This checks the weakest schedule there is against those deadlines: clairvoyant (every run time
+This checks the least constrained schedule there is against those deadlines: clairvoyant (every run time
 known), preemptive at no cost, the fleet's GPUs one pool (no hosts, domains or gangs: a job of g
 GPUs runs at rate 1 on any g of them, or not at all). Energetic reasoning: in any interval
 [a, b], a job must run at least p - max(0, a - r) - max(0, d - b) of it (when positive); those
@@ -107,6 +107,8 @@ def main():
         sys.exit("--gpus: at least 1; --points: at least 2")
 
     jobs = read_itp(args.trace)
+    if not jobs:
+        sys.exit(f"{args.trace}: no jobs; want an ITP csv with a row per job")
     lo, hi = args.domain_gpus
     domain = [lo <= g <= hi for _, _, g in jobs]
     n, nd = len(jobs), sum(domain)

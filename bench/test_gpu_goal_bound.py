@@ -75,6 +75,10 @@ class CommandLine(unittest.TestCase):
                             "--domain-gpus", "8-5", "--domain-p95-h", "2", "--all-p95-h", "1")
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("--domain-gpus", out.stderr)
+        out = self.run_tool("job_id,submission_time,duration,num_gpu\n", "--gpus", "1",
+                            "--domain-gpus", "5-8", "--domain-p95-h", "2", "--all-p95-h", "1")
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("no jobs", out.stderr)
 
 
 if __name__ == "__main__":
