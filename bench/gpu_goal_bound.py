@@ -1,31 +1,37 @@
 #!/usr/bin/env python3
-"""Can any scheduler meet issue 36's goal on a trace? A necessary condition, checked.
+"""Can any scheduler meet issue 36's goal on a trace? Two necessary conditions, checked.
 
 The goal on a run: the domain class's p95 wait at most 0.5x slurm-block's, the overall p95 wait
 no worse than slurm-block's. With p95 by nearest rank (as `tessera sim`), that is: at most
-n - ceil(0.95 n) jobs wait longer than slurm-block's overall p95, and at most as many of the
-domain class's (by its own count) wait longer than half its p95. A job that waits at most W
-ends by its deadline r + p + W (submission, run time, wait; a wait counts the time a preempted
-job spends requeued).
+n - ceil(0.95 n) jobs wait longer than slurm-block's overall p95, and at most nd - ceil(0.95 nd)
+of the nd domain-class jobs longer than half its p95. A job that waits at most W ends by its
+deadline r + p + W (submission, run time, wait; a wait counts the time a preempted job spends
+requeued).
 
-This checks the least constrained schedule there is against those deadlines: clairvoyant (every run time
-known), preemptive at no cost, the fleet's GPUs one pool (no hosts, domains or gangs: a job of g
-GPUs runs at rate 1 on any g of them, or not at all). Energetic reasoning: in any interval
-[a, b], a job must run at least p - max(0, a - r) - max(0, d - b) of it (when positive); those
-GPU-seconds of every job that keeps its deadline must fit in GPUs x (b - a). A job that misses
-it is one of the few the goal lets wait longer, so the interval needs at least as many such jobs
-as it takes, largest first, to bring what must run there under capacity. When some interval
-needs more than the goal allows, no scheduler meets the goal on that run; when none does, the
-goal is not ruled out (this schedule is far easier than a real one).
+Both checks hold these deadlines against the least constrained schedule there is: clairvoyant
+(every run time known) and preemptive at no cost. Energetic reasoning: in any interval [a, b] a
+job must run at least p - max(0, a - r) - max(0, d - b) of it (when positive). When what the
+jobs that keep their deadlines must run there exceeds the capacity, some jobs are late: at least
+as many as it takes, largest first, to fit. An interval that needs more late jobs than the goal
+allows rules the goal out for every scheduler; when none does, the goal is not ruled out (a real
+schedule is far more constrained).
+
+- The GPU pool: every job, its GPUs x time against the fleet's GPUs x (b - a), no hosts,
+  domains or gangs; late jobs allowed: both counts above together.
+- The domain class alone: a domain-class job takes more than half a domain (h100: a host;
+  gb200-nvl72: a rack), so a domain runs at most one at a time; its time against domains x
+  (b - a); late jobs allowed: the class's count only (a job that waits longer than half its p95
+  is late here whatever else it does).
 
 Intervals: both ends among the submission times and deadlines, thinned to --points each (a
 subset gives a weaker, still valid, check). ITP csv traces (job_id,submission_time,duration,
 num_gpu), the format of the named traces and of bench/gpu_mixed_traces.py.
 
-Usage: bench/gpu_goal_bound.py TRACE --gpus G --domain-gpus LO-HI --domain-p95-h D --all-p95-h A
+Usage: bench/gpu_goal_bound.py TRACE --gpus G --domains D --domain-gpus LO-HI
+                               --domain-p95-h P --all-p95-h A
   e.g. (gb200-nvl72, 1 rack; slurm-block's p95s from `tessera sim ... -o json`):
   bench/gpu_goal_bound.py ../shared/traces/microsoft-itp-elasticflow/cluster01.csv \\
-      --gpus 72 --domain-gpus 37-72 --domain-p95-h 49.995 --all-p95-h 34.387
+      --gpus 72 --domains 1 --domain-gpus 37-72 --domain-p95-h 49.995 --all-p95-h 34.387
 """
 import argparse
 import csv
@@ -60,24 +66,26 @@ def span(text):
     return int(lo), int(hi)
 
 
-def late_jobs_needed(jobs, domain, gpus, w_dom_s, w_all_s, points):
-    """The most jobs any interval needs to be late: (count, (a, b)); (0, None) when none."""
-    deadline = [r + p + (w_dom_s if dom else w_all_s) for (r, p, _), dom in zip(jobs, domain)]
+def late_jobs_needed(jobs, deadlines, capacity, points):
+    """The most late jobs any interval needs: (count, (a, b)), or (0, None) when none.
+
+    jobs: (submission, run time, width) each, width units of `capacity` while it runs;
+    deadlines: when each must end to be on time."""
     starts = thin([r for r, _, _ in jobs], points)
-    ends = thin(deadline, points)
+    ends = thin(deadlines, points)
     worst = (0, None)
     for a in starts:
         for b in ends:
             if b <= a:
                 continue
             need = []
-            for (r, p, g), d in zip(jobs, deadline):
+            for (r, p, width), d in zip(jobs, deadlines):
                 if d <= a or r >= b:
                     continue
                 m = p - max(0, a - r) - max(0, d - b)
                 if m > 0:
-                    need.append(m * g)
-            excess = sum(need) - gpus * (b - a)
+                    need.append(m * width)
+            excess = sum(need) - capacity * (b - a)
             if excess <= 0:
                 continue
             need.sort(reverse=True)
@@ -90,10 +98,26 @@ def late_jobs_needed(jobs, domain, gpus, w_dom_s, w_all_s, points):
     return worst
 
 
+def goal_checks(jobs, domain, gpus, domains, w_dom_s, w_all_s, points):
+    """[(name, late jobs needed, (a, b) or None, late jobs allowed)] for the two checks."""
+    n, nd = len(jobs), sum(domain)
+    late_all, late_dom = n - math.ceil(0.95 * n), nd - math.ceil(0.95 * nd)
+    deadlines = [r + p + (w_dom_s if dom else w_all_s) for (r, p, _), dom in zip(jobs, domain)]
+    pool = late_jobs_needed(jobs, deadlines, gpus, points)
+    checks = [("the GPU pool", *pool, late_all + late_dom)]
+    if nd:
+        alone = [((r, p, 1), d) for (r, p, _), d, dom in zip(jobs, deadlines, domain) if dom]
+        cls = late_jobs_needed([j for j, _ in alone], [d for _, d in alone], domains, points)
+        checks.append(("the domain class alone", *cls, late_dom))
+    return checks
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("trace")
     ap.add_argument("--gpus", type=int, required=True, help="the fleet's GPUs")
+    ap.add_argument("--domains", type=int, required=True,
+                    help="its NVLink domains (h100: hosts; gb200-nvl72: racks)")
     ap.add_argument("--domain-gpus", type=span, required=True,
                     help="the domain class's sizes, LO-HI GPUs (h100: 5-8, gb200-nvl72: 37-72)")
     ap.add_argument("--domain-p95-h", type=float, required=True,
@@ -103,29 +127,30 @@ def main():
     ap.add_argument("--points", type=int, default=150,
                     help="interval ends of each kind, at most (default 150)")
     args = ap.parse_args()
-    if args.gpus < 1 or args.points < 2:
-        sys.exit("--gpus: at least 1; --points: at least 2")
+    if args.gpus < 1 or args.domains < 1 or args.points < 2:
+        sys.exit("--gpus and --domains: at least 1; --points: at least 2")
 
     jobs = read_itp(args.trace)
     if not jobs:
         sys.exit(f"{args.trace}: no jobs; want an ITP csv with a row per job")
     lo, hi = args.domain_gpus
     domain = [lo <= g <= hi for _, _, g in jobs]
-    n, nd = len(jobs), sum(domain)
-    allowed = (n - math.ceil(0.95 * n)) + (nd - math.ceil(0.95 * nd))
     w_dom = min(0.5 * args.domain_p95_h, args.all_p95_h)
-    worst = late_jobs_needed(jobs, domain, args.gpus, w_dom * 3600, args.all_p95_h * 3600,
-                             args.points)
+    checks = goal_checks(jobs, domain, args.gpus, args.domains, w_dom * 3600,
+                         args.all_p95_h * 3600, args.points)
     t0 = min(r for r, _, _ in jobs)
-    print(f"{args.trace}: {n} jobs, {nd} of the domain class; the goal lets {allowed} wait "
-          f"longer (overall p95 {args.all_p95_h:.2f} h, domain {w_dom:.2f} h)")
-    if worst[1] is None:
-        print("every interval fits with no job late: the goal is not ruled out")
-        return
-    a, b = worst[1]
-    verdict = "no scheduler meets the goal" if worst[0] > allowed else "the goal is not ruled out"
-    print(f"most late jobs an interval needs: {worst[0]} ({(a - t0) / 3600:.1f} h to "
-          f"{(b - t0) / 3600:.1f} h from the first submission): {verdict}")
+    print(f"{args.trace}: {len(jobs)} jobs, {sum(domain)} of the domain class (overall p95 "
+          f"{args.all_p95_h:.2f} h, domain {w_dom:.2f} h)")
+    ruled_out = False
+    for name, late, interval, allowed in checks:
+        where = ""
+        if interval:
+            where = (f" ({(interval[0] - t0) / 3600:.1f} h to {(interval[1] - t0) / 3600:.1f} h "
+                     "from the first submission)")
+        jobs_text = "1 job" if late == 1 else f"{late} jobs"
+        print(f"{name}: {jobs_text} late at least{where}; the goal allows {allowed}")
+        ruled_out = ruled_out or late > allowed
+    print("no scheduler meets the goal" if ruled_out else "the goal is not ruled out")
 
 
 if __name__ == "__main__":
