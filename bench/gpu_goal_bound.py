@@ -18,8 +18,9 @@ schedule is far more constrained).
 
 - The GPU pool: every job, its GPUs x time against the fleet's GPUs x (b - a), no hosts,
   domains or gangs; late jobs allowed: both counts above together.
-- The domain class alone: a domain-class job takes more than half a domain (h100: a host;
-  gb200-nvl72: a rack), so a domain runs at most one at a time; its time against domains x
+- The domain class alone: a domain-class job runs in one domain (the one clique its rule
+  requires) and takes more than half of it (h100: a host; gb200-nvl72: a rack), so a domain runs
+  at most one at a time; its time against domains x
   (b - a); late jobs allowed: the class's count only (a job that waits longer than half its p95
   is late here whatever else it does).
 
