@@ -20,9 +20,8 @@ schedule is far more constrained).
   domains or gangs; late jobs allowed: both counts above together.
 - The domain class alone: a domain-class job runs in one domain (the one clique its rule
   requires) and takes more than half of it (h100: a host; gb200-nvl72: a rack), so a domain runs
-  at most one at a time; its time against domains x
-  (b - a); late jobs allowed: the class's count only (a job that waits longer than half its p95
-  is late here whatever else it does).
+  at most one at a time; its time against domains x (b - a); late jobs allowed: the class's
+  count only (a job that waits longer than half its p95 is late here whatever else it does).
 
 Intervals: both ends among the submission times and deadlines, thinned to --points each (a
 subset gives a weaker, still valid, check). ITP csv traces (job_id,submission_time,duration,
