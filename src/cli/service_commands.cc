@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/client.h"
+#include "cli/service_describe.h"
 
 namespace tessera::cli {
 namespace {
@@ -136,6 +137,8 @@ void DescribeService(net::HttpClient& client, const std::string& name,
               << spec.value("topology", "") << " per replica, generation "
               << role.value("generation", 0) << ", " << role.value("readyReplicas", 0) << " of "
               << role.value("desiredReplicas", 0) << " ready\n";
+    if (const std::string settings = AutoscalingSettings(spec); !settings.empty())
+      std::cout << "  Autoscaling: " << settings << "\n";
     if (role.contains("autoscaler"))
       std::cout << "  Autoscaler: " << role["autoscaler"].value("desiredReplicas", 0)
                 << " replicas: " << role["autoscaler"].value("reason", "") << "\n";

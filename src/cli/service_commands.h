@@ -13,9 +13,10 @@ namespace tessera::cli {
 
 void PrintServices(const nlohmann::json& items, bool wide,
                    bool header = true);  // header: column names
-// Status, replicas per role (phase, hosts, slice, readiness, restarts), the autoscaler's last
-// decision with its reason, endpoints and events. `in_namespace`: the query part naming the
-// Service's namespace ("?namespace=NS", or "" for default: cli/client.h NamespaceQuery).
+// Status, replicas per role (phase, hosts, slice, readiness, restarts), an autoscaled role's
+// settings and the autoscaler's last decision with its reason, endpoints and events.
+// `in_namespace`: the query part naming the Service's namespace ("?namespace=NS", or "" for
+// default: cli/client.h NamespaceQuery).
 void DescribeService(net::HttpClient& client, const std::string& name,
                      const std::string& in_namespace);
 // The log of worker `worker` of replica `replica` of `role`; `follow` keeps printing.

@@ -302,6 +302,10 @@ class ServingEndToEndTest(unittest.TestCase):
                                 service="auto") == 1, timeout=30)
         first = self.ready_endpoints("auto")[0]["replica"]
         self.assertEqual(self.role("auto")["desiredReplicas"], 1)
+        described = self.c.cli("describe", "service", "auto").stdout
+        self.assertIn("Autoscaling: min 1, max 2, initial 1, target 1 ongoing requests per "
+                      "replica, TTFT 2000 ms, TPOT 50 ms, upscale delay 1000ms, downscale delay "
+                      "4000ms, lookback 2000ms", described)
 
         # Three requests held in flight on the only replica: the router reports 3 ongoing.
         results = []
