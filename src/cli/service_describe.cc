@@ -10,14 +10,15 @@ std::string AutoscalingSettings(const nlohmann::json& role) {
   if (!role.is_object() || !role.contains("autoscaling") || !role["autoscaling"].is_object())
     return "";
   const nlohmann::json& a = role["autoscaling"];
-  const int min = a.value("minReplicas", 1);
-  AutoscalerConfig config;  // the targets the spec sets; the autoscaler's own defaults for the rest
+  AutoscalerConfig config;  // what the spec sets; the autoscaler's own defaults for the rest
+  config.min_replicas = a.value("minReplicas", config.min_replicas);
+  config.initial_replicas = a.value("initialReplicas", config.initial_replicas);
   config.target_ongoing_requests = a.value("targetOngoingRequests", 0.0);
   config.target_ttft_ms = a.value("targetTTFTMs", 0.0);
   config.target_tpot_ms = a.value("targetTPOTMs", 0.0);
   std::ostringstream out;
-  out << "min " << min << ", max " << a.value("maxReplicas", 0) << ", initial "
-      << a.value("initialReplicas", min) << ", target ";
+  out << "min " << config.min_replicas << ", max " << a.value("maxReplicas", 0) << ", initial "
+      << AutoscaleInitialReplicas(config) << ", target ";
   if (a.contains("targetQueuedPromptTokens"))  // a prefill role (codec/service_disagg_manifest)
     out << a.value("targetQueuedPromptTokens", 0.0) << " queued prompt tokens";
   else
